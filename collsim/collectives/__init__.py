@@ -1,0 +1,33 @@
+"""Collectives as schedules: ring, tree, halving-doubling, naive, all-to-all.
+
+Each algorithm family builds a :class:`~collsim.collectives.schedule.Schedule` (plain
+data: who sends which chunks to whom at which step); one executor runs any schedule on
+the cluster.  Use them as ``cluster.all_reduce(buffers)`` from plain code or as
+``yield from rank.all_reduce(x)`` inside a rank program.
+"""
+
+from .api import CollectiveResult, StepView, analytical, collective, run_collective
+from .executor import REDUCE_OPS, reference
+from .formulas import ALGORITHMS, COLLECTIVES, Cost, bus_factor, closed_form
+from .registry import build
+from .schedule import ChunkMove, Schedule, chunk_bounds, contributions
+
+__all__ = [
+    "build",
+    "collective",
+    "run_collective",
+    "analytical",
+    "reference",
+    "closed_form",
+    "bus_factor",
+    "Cost",
+    "CollectiveResult",
+    "StepView",
+    "Schedule",
+    "ChunkMove",
+    "chunk_bounds",
+    "contributions",
+    "ALGORITHMS",
+    "COLLECTIVES",
+    "REDUCE_OPS",
+]

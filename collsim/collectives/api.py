@@ -1,0 +1,258 @@
+"""Collectives from rank programs (``yield from rank.all_reduce(x)``) and from plain
+code on a whole cluster (``cluster.all_reduce(buffers)``).
+
+Examples
+--------
+>>> import numpy as np, collsim
+>>> cluster = collsim.Cluster(collsim.topology.ring(4, "100GB/s", "5us"))
+>>> out = cluster.all_reduce([np.full(8, float(r)) for r in range(4)], algorithm="ring")
+>>> out.outputs[3].tolist()
+[6.0, 6.0, 6.0, 6.0, 6.0, 6.0, 6.0, 6.0]
+>>> out.stats.steps, out.stats.bytes_sent          # 2(K-1) steps, 2(K-1)/K·N·b each
+(6, [96, 96, 96, 96])
+>>> print(next(out.steps()))
+reduce-scatter 1/3 (step 1 of 6), 0 s .. 5 us
+  r0 -> r1  chunk 3  reduce  16 B
+  r1 -> r2  chunk 0  reduce  16 B
+  r2 -> r3  chunk 1  reduce  16 B
+  r3 -> r0  chunk 2  reduce  16 B
+  rank 0: [r0 | r0 | r0+r3 | r0]
+  rank 1: [r1 | r1 | r1 | r0+r1]
+  rank 2: [r1+r2 | r2 | r2 | r2]
+  rank 3: [r3 | r2+r3 | r3 | r3]
+"""
+
+import functools
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import units
+from ..errors import ConfigError
+from ..runtime.group import Group
+from .executor import DTYPE_BYTES, reference, run_schedule
+from .formulas import closed_form
+from .registry import build, canonical_algorithm, canonical_collective
+from .schedule import contributions
+
+__all__ = ["collective", "run_collective", "analytical", "CollectiveResult", "StepView",
+           "CollectiveStats"]  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _schedule(collective, algorithm, k, root):
+    return build(collective, algorithm, k, root)
+
+
+def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, count=None,
+               dtype=None):  # fmt: skip
+    """This rank's part of collective ``name`` (use with ``yield from`` or ``rank.start``).
+
+    ``root`` is a group rank.  Pass ``x=None`` with ``count``/``dtype`` for count-only.
+    """
+    name = canonical_collective(name)
+    algorithm = canonical_algorithm(name, algorithm)
+    group = Group.of(group, rank.size)
+    schedule = _schedule(name, algorithm, group.size, root)
+    counters = rank._execution.__dict__.setdefault("collective_seq", {})
+    key = (rank.id, group.ranks)
+    seq = counters.get(key, 0)
+    counters[key] = seq + 1
+    return (yield from run_schedule(rank, schedule, x, op, group, seq, count, dtype))
+
+
+@dataclass
+class CollectiveStats:
+    """Accounting of one collective: read from its trace and schedule."""
+
+    bytes_sent: list  # per group rank
+    bytes_received: list  # per group rank
+    messages: list  # per group rank
+    link_bytes: dict  # (u, v) -> bytes
+    steps: int  # rounds of the schedule
+    time: float  # simulated seconds
+
+
+@dataclass
+class StepView:
+    """One step of a collective: its transfers and every rank's chunks after it."""
+
+    index: int  # 0-based step; -1 for the state before the first step
+    phase: str
+    phase_step: int
+    phase_steps: int
+    n_steps: int
+    transfers: list  # (src, dst, chunks, reduce, nbytes, start, end), group ranks
+    holdings: list  # [rank][chunk] -> frozenset of contributing group ranks
+
+    def labels(self):
+        """``[rank][chunk] -> "r0+r1+r3"`` ("-" where a chunk holds nothing yet)."""
+        return [["+".join(f"r{r}" for r in sorted(c)) or "-" for c in row] for row in self.holdings]
+
+    def __str__(self):
+        if self.index < 0:
+            head = "initial state"
+        else:
+            times = [t[5] for t in self.transfers] + [t[6] for t in self.transfers]
+            when = (f", {units.format_time(min(times))} .. {units.format_time(max(times))}"
+                    if times else "")  # fmt: skip
+            head = (f"{self.phase} {self.phase_step}/{self.phase_steps} "
+                    f"(step {self.index + 1} of {self.n_steps}){when}")  # fmt: skip
+        lines = [head]
+        for src, dst, chunks, reduce, nbytes, _, _ in self.transfers:
+            which = f"chunk {chunks.start}" if len(chunks) == 1 else \
+                f"chunks {chunks.start}-{chunks.stop - 1}"  # fmt: skip
+            kind = "reduce" if reduce else "copy"
+            lines.append(f"  r{src} -> r{dst}  {which}  {kind}  {nbytes:,} B")
+        for r, row in enumerate(self.labels()):
+            lines.append(f"  rank {r}: [{' | '.join(row)}]")
+        return "\n".join(lines)
+
+
+@dataclass
+class CollectiveResult:
+    """What a cluster-level collective returns."""
+
+    collective: str
+    algorithm: str
+    group: Group
+    schedule: object
+    outputs: list  # per group rank (None in count-only mode)
+    stats: CollectiveStats
+    trace: object
+    time: float
+    count: int
+    dtype: str
+    op: str
+
+    @property
+    def size_bytes(self):
+        """S as nccl-tests defines it (all-gather: the buffer each rank ends with)."""
+        n = self.count * (self.group.size if self.collective == "all_gather" else 1)
+        return n * DTYPE_BYTES[self.dtype]
+
+    def steps(self, include_initial=False):
+        """The step-through: one :class:`StepView` per step of the schedule."""
+        by_step = {}
+        index = {r: i for i, r in enumerate(self.group.ranks)}
+        for t in self.trace.transfers:
+            if isinstance(t.tag, tuple) and t.tag[:1] == ("collective",):
+                by_step.setdefault(t.tag[3], {})[(index[t.src], index[t.dst])] = t
+        schedule = self.schedule
+        for i, holdings in enumerate(contributions(schedule)):
+            s = i - 1
+            if s < 0:
+                if include_initial:
+                    yield StepView(-1, "initial", 0, 0, schedule.n_steps, [], holdings)
+                continue
+            phase, at, of = schedule.phase_of(s)
+            rows = []
+            for m in schedule.steps[s]:
+                t = by_step.get(s, {}).get((m.src, m.dst))
+                rows.append((m.src, m.dst, m.chunks, m.reduce, t.nbytes if t else 0,
+                             t.start if t else 0.0, t.end if t else 0.0))  # fmt: skip
+            yield StepView(s, phase, at, of, schedule.n_steps, rows, holdings)
+
+
+def _available_memory():
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
+                   algorithm=None, op="sum", root=0, group=None):  # fmt: skip
+    """Run one collective on ``cluster`` and return a :class:`CollectiveResult`.
+
+    ``buffers`` holds one array per group rank (numeric mode).  For count-only mode pass
+    ``buffers=None`` with ``count`` (elements per rank, as nccl-tests counts them) and
+    ``dtype``: the same schedule and network, sizes without data.
+    """
+    name = canonical_collective(name)
+    algorithm = canonical_algorithm(name, algorithm)
+    group = Group.of(group, cluster.size)
+    numeric = buffers is not None
+    if numeric:
+        buffers = [np.asarray(b) for b in buffers]
+        _check_buffers(name, buffers, group)
+        count, dtype = buffers[0].size, buffers[0].dtype.name
+        need = 3 * group.size * buffers[0].nbytes * (group.size if name == "all_gather" else 1)
+        free = _available_memory()
+        if free is not None and need > free:
+            raise ConfigError(
+                f"a numeric {name} of {units.format_size(buffers[0].nbytes)} on "
+                f"{group.size} ranks needs about {units.format_size(need)} of memory, more "
+                f"than the {units.format_size(free)} available: use count-only mode "
+                "(buffers=None with count= and dtype=, or `collsim run --count-only`)"
+            )
+    elif count is None:
+        raise ConfigError("give buffers (numeric mode) or count= and dtype= (count-only mode)")
+    elif dtype not in DTYPE_BYTES:
+        raise ConfigError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
+    members = {r: i for i, r in enumerate(group.ranks)}
+
+    def program(rank):
+        if rank.id not in members:
+            return None
+        data = buffers[members[rank.id]] if numeric else None
+        return (yield from collective(rank, name, data, group, algorithm, op, root, count, dtype))
+
+    result = cluster.run(program)
+    stats = result.stats
+    ranks = group.ranks
+    schedule = _schedule(name, algorithm, group.size, root)
+    return CollectiveResult(
+        collective=name,
+        algorithm=algorithm,
+        group=group,
+        schedule=schedule,
+        outputs=[result.returns[r] for r in ranks],
+        stats=CollectiveStats(
+            bytes_sent=[stats.bytes_sent[r] for r in ranks],
+            bytes_received=[stats.bytes_received[r] for r in ranks],
+            messages=[stats.messages_sent[r] for r in ranks],
+            link_bytes=stats.link_bytes,
+            steps=schedule.n_steps,
+            time=result.time,
+        ),
+        trace=result.trace,
+        time=result.time,
+        count=int(count),
+        dtype=str(dtype),
+        op=str(op),
+    )
+
+
+def _check_buffers(name, buffers, group):
+    if len(buffers) != group.size:
+        raise ConfigError(f"{name} on {group.size} ranks needs {group.size} buffers, "
+                          f"got {len(buffers)}")  # fmt: skip
+    first = buffers[0]
+    for i, b in enumerate(buffers[1:], start=1):
+        if b.shape != first.shape or b.dtype != first.dtype:
+            raise ConfigError(
+                f"{name}: rank {group.ranks[i]} has a {b.dtype} buffer of shape {b.shape} but "
+                f"rank {group.ranks[0]} has {first.dtype} {first.shape}: all must match"
+            )
+    if first.dtype.name not in DTYPE_BYTES:
+        raise ConfigError(f"dtype {first.dtype} is not supported: use one of "
+                          f"{', '.join(d for d in DTYPE_BYTES if d != 'bfloat16')}")  # fmt: skip
+
+
+def analytical(cluster, name, size, algorithm=None, group=None):
+    """The closed form for this cluster: α and β read from the path between the first
+    two ranks of the group (see :mod:`collsim.collectives.formulas`)."""
+    from ..topology import path_alpha_beta
+
+    name = canonical_collective(name)
+    algorithm = canonical_algorithm(name, algorithm)
+    group = Group.of(group, cluster.size)
+    if group.size == 1:
+        return closed_form(name, algorithm, 1, size, 0.0, float("inf"))
+    alpha, beta = path_alpha_beta(cluster.topology, group.ranks[0], group.ranks[1])
+    return closed_form(name, algorithm, group.size, size, alpha, beta)
+
+
+__all__ += ["reference"]

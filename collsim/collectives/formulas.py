@@ -1,0 +1,136 @@
+"""Closed forms for collective cost: the second oracle, and the planner's only cost model.
+
+α is the latency of the path between two ranks (s), β the bandwidth of its narrowest
+link (bytes/s), ``size`` is S as nccl-tests defines it (bytes): the buffer each rank
+starts with for all-reduce, reduce-scatter, broadcast, reduce and all-to-all, and the
+buffer each rank ends with for all-gather.  Reductions cost no simulated time.  The
+forms assume K divides the element count and that no two transfers of one step share a
+link (true for every algorithm here on ``switch`` and ``fully_connected`` topologies and
+for ring algorithms on a ring); the simulator agrees with them to floating-point
+precision there, and differs in explainable ways elsewhere (multi-hop paths, shared
+links, uneven chunks).
+
+==========================  ==================  ======================  =========================
+collective / algorithm      steps               bytes sent per rank     time
+==========================  ==================  ======================  =========================
+all-reduce ring             2(K-1)              2(K-1)/K·S              2(K-1)(α + S/(Kβ))
+all-reduce halving-doubling 2·log2 K            2(K-1)/K·S              2·log2K·α + 2(K-1)/K·S/β
+all-reduce tree             2⌈log2 K⌉           ⌈log2 K⌉·S (root)       2⌈log2 K⌉(α + S/β)
+all-reduce naive            2                   (K-1)·S (root)          2(α + (K-1)S/β)
+reduce-scatter ring         K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
+all-gather ring             K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
+broadcast / reduce tree     ⌈log2 K⌉            ⌈log2 K⌉·S (root)       ⌈log2 K⌉(α + S/β)
+broadcast / reduce ring     2(K-1)              S                       2(K-1)(α + S/(Kβ))
+all-to-all direct           K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
+==========================  ==================  ======================  =========================
+
+Halving-doubling for K not a power of two folds the K - 2^⌊log2 K⌋ extra ranks in with
+one whole-buffer step before and one after (2 steps more, each α + S/β).  The naive
+root's link carries all K-1 buffers at once: on a ``switch`` they share its one link.
+
+Examples
+--------
+>>> c = closed_form("all_reduce", "ring", ranks=8, size=64 * 2**20, alpha=5e-6, beta=100e9)
+>>> c.steps, c.bytes_per_rank, round(c.time_s * 1e3, 4)
+(14, 117440512.0, 1.2444)
+>>> bus_factor("all_reduce", 8)
+1.75
+"""
+
+import math
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+__all__ = ["Cost", "closed_form", "bus_factor", "ALGORITHMS", "COLLECTIVES"]
+
+# the algorithms each collective offers, first = default
+ALGORITHMS = {
+    "all_reduce": ("ring", "tree", "halving_doubling", "naive"),
+    "reduce_scatter": ("ring",),
+    "all_gather": ("ring",),
+    "broadcast": ("tree", "ring"),
+    "reduce": ("tree", "ring"),
+    "all_to_all": ("direct",),
+}
+COLLECTIVES = tuple(ALGORITHMS)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a collective costs by its closed form."""
+
+    steps: int  # rounds of the schedule (latency terms)
+    bytes_per_rank: float  # bytes sent by the busiest rank
+    time_s: float  # seconds on an uncongested network
+
+
+def _log2_ceil(k):
+    return 0 if k <= 1 else math.ceil(math.log2(k))
+
+
+def _ring(steps, k, size, alpha, beta):
+    return Cost(steps, steps * size / k, steps * (alpha + size / (k * beta)))
+
+
+def closed_form(collective, algorithm, ranks, size, alpha, beta):
+    """Cost of one collective by its closed form (see the module table).
+
+    >>> closed_form("all_reduce", "halving_doubling", 8, 800, 1e-6, 1e9).steps
+    6
+    """
+    k, s = int(ranks), float(size)
+    _check(collective, algorithm, k)
+    if k == 1:
+        return Cost(0, 0.0, 0.0)
+    key = (collective, algorithm)
+    if key == ("all_reduce", "ring"):
+        return _ring(2 * (k - 1), k, s, alpha, beta)
+    if key in (("reduce_scatter", "ring"), ("all_gather", "ring"), ("all_to_all", "direct")):
+        return _ring(k - 1, k, s, alpha, beta)
+    if algorithm == "ring":  # pipelined chain broadcast/reduce with K chunks
+        steps = 2 * (k - 1)
+        return Cost(steps, s, steps * (alpha + s / (k * beta)))
+    if algorithm == "tree":
+        depth = _log2_ceil(k)
+        phases = 2 if collective == "all_reduce" else 1
+        return Cost(phases * depth, depth * s, phases * depth * (alpha + s / beta))
+    if algorithm == "naive":
+        return Cost(2, (k - 1) * s, 2 * (alpha + (k - 1) * s / beta))
+    # halving-doubling: power-of-two core plus an optional fold-in before and after
+    core = 2 ** int(math.log2(k))
+    depth = int(math.log2(core))
+    fold = 0 if core == k else 2
+    time = 2 * depth * alpha + 2 * (core - 1) / core * s / beta + fold * (alpha + s / beta)
+    sent = 2 * (core - 1) / core * s + (s if fold else 0.0)
+    return Cost(2 * depth + fold, sent, time)
+
+
+def bus_factor(collective, ranks):
+    """nccl-tests' busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for the scatters
+    and gathers and all-to-all, 1 for broadcast and reduce.
+
+    >>> bus_factor("all_gather", 4), bus_factor("broadcast", 4)
+    (0.75, 1.0)
+    """
+    _check(collective, None, ranks)
+    n = int(ranks)
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("broadcast", "reduce"):
+        return 1.0
+    return (n - 1) / n
+
+
+def _check(collective, algorithm, ranks):
+    if collective not in ALGORITHMS:
+        raise ConfigError(
+            f"unknown collective {collective!r}: choose one of {', '.join(COLLECTIVES)}"
+        )
+    if algorithm is not None and algorithm not in ALGORITHMS[collective]:
+        raise ConfigError(
+            f"{collective} has no algorithm {algorithm!r}: "
+            f"choose one of {', '.join(ALGORITHMS[collective])}"
+        )
+    if int(ranks) < 1:
+        raise ConfigError(f"a collective needs at least 1 rank, got {ranks}")

@@ -1,0 +1,92 @@
+"""Ring algorithms: reduce-scatter, all-gather, all-reduce, and the pipelined chain.
+
+On a ring of K ranks with the buffer cut into K chunks:
+
+* reduce-scatter, step s = 0..K-2: rank r sends chunk (r-s-1) mod K to rank r+1, which
+  adds it to its own copy; after K-1 steps rank r holds chunk r of the full reduction.
+* all-gather, step s = 0..K-2: rank r forwards chunk (r-s) mod K to rank r+1.
+* all-reduce = reduce-scatter then all-gather: 2(K-1) steps, each rank sending
+  2(K-1)/K of the buffer whatever K is.
+
+Broadcast and reduce run as a pipelined chain root -> root+1 -> ... with K chunks: chunk
+c leaves the root at step c, so the last chunk arrives after 2(K-1) steps.
+
+Examples
+--------
+>>> s = ring_all_reduce(4)
+>>> s.n_steps, s.chunk_count()        # 2(K-1) steps, 2K(K-1) chunk transfers
+(6, 24)
+>>> [s.phase_of(i) for i in (0, 3)]
+[('reduce-scatter', 1, 3), ('all-gather', 1, 3)]
+"""
+
+from .schedule import ChunkMove, Schedule
+
+__all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "chain_broadcast",
+           "chain_reduce"]  # fmt: skip
+
+
+def _one(c):
+    return range(c, c + 1)
+
+
+def _rs_steps(k):
+    return [tuple(ChunkMove(r, (r + 1) % k, _one((r - s - 1) % k), True) for r in range(k))
+            for s in range(k - 1)]  # fmt: skip
+
+
+def _ag_steps(k):
+    return [tuple(ChunkMove(r, (r + 1) % k, _one((r - s) % k), False) for r in range(k))
+            for s in range(k - 1)]  # fmt: skip
+
+
+def ring_reduce_scatter(k):
+    """Rank r ends with chunk r of the reduction after K-1 steps."""
+    steps = _rs_steps(k)
+    return Schedule("reduce_scatter", "ring", k, k, tuple(steps),
+                    (("reduce-scatter", 0, k - 1),), "full", "own_chunk")  # fmt: skip
+
+
+def ring_all_gather(k):
+    """Rank r starts with chunk r; every rank ends with all K after K-1 steps."""
+    steps = _ag_steps(k)
+    return Schedule("all_gather", "ring", k, k, tuple(steps),
+                    (("all-gather", 0, k - 1),), "own_chunk", "full")  # fmt: skip
+
+
+def ring_all_reduce(k):
+    """Reduce-scatter then all-gather: 2(K-1) steps."""
+    steps = _rs_steps(k) + _ag_steps(k)
+    phases = (("reduce-scatter", 0, k - 1), ("all-gather", k - 1, 2 * (k - 1)))
+    return Schedule("all_reduce", "ring", k, k, tuple(steps), phases, "full", "full")
+
+
+def _chain(k, root, toward_root):
+    # position h along the chain is rank (root + h) mod K; broadcast flows away from the
+    # root, reduce flows toward it.  Chunk c crosses hop h at step c + h (broadcast).
+    rank_at = [(root + h) % k for h in range(k)]
+    steps = []
+    for s in range(2 * (k - 1)):
+        moves = []
+        for h in range(k - 1):
+            c = s - h
+            if 0 <= c < k:
+                if toward_root:  # hop h runs from position k-1-h to k-2-h
+                    src, dst = rank_at[k - 1 - h], rank_at[k - 2 - h]
+                else:
+                    src, dst = rank_at[h], rank_at[h + 1]
+                moves.append(ChunkMove(src, dst, _one(c), toward_root))
+        steps.append(tuple(moves))
+    return steps
+
+
+def chain_broadcast(k, root=0):
+    """Pipelined chain broadcast with K chunks: 2(K-1) steps."""
+    return Schedule("broadcast", "ring", k, k, tuple(_chain(k, root, False)),
+                    (("broadcast", 0, 2 * (k - 1)),), "root", "full", root)  # fmt: skip
+
+
+def chain_reduce(k, root=0):
+    """Pipelined chain reduce toward ``root`` with K chunks: 2(K-1) steps."""
+    return Schedule("reduce", "ring", k, k, tuple(_chain(k, root, True)),
+                    (("reduce", 0, 2 * (k - 1)),), "full", "root", root)  # fmt: skip

@@ -1,0 +1,146 @@
+"""A collective algorithm as data: who sends which chunks to whom at which step.
+
+The buffer of ``n`` elements is cut into ``n_chunks`` chunks; the first ``n mod
+n_chunks`` chunks are one element longer (so chunks may be empty when ``n`` is short).
+A :class:`ChunkMove` sends a contiguous range of chunks from one rank to another, where
+they are reduced into or copied over the receiver's buffer.  A :class:`Schedule` is the
+list of steps; transfers of one step may run at once, a transfer of step s+1 may depend
+on step s.  The executor, the byte counts, the step-through view and the pictures all
+read this one description.
+
+Ranks in a schedule are *group* ranks, 0..K-1.
+
+Examples
+--------
+>>> from collsim.collectives.ring import ring_all_reduce
+>>> s = ring_all_reduce(3)
+>>> s.n_steps, len(s.moves())
+(4, 12)
+>>> s.steps[0]
+(ChunkMove(src=0, dst=1, chunks=range(2, 3), reduce=True), \
+ChunkMove(src=1, dst=2, chunks=range(0, 1), reduce=True), \
+ChunkMove(src=2, dst=0, chunks=range(1, 2), reduce=True))
+>>> chunk_bounds(10, 4)
+[(0, 3), (3, 6), (6, 8), (8, 10)]
+"""
+
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+
+__all__ = ["ChunkMove", "Schedule", "chunk_bounds", "contributions"]
+
+
+@dataclass(frozen=True)
+class ChunkMove:
+    """``src`` sends its chunks ``chunks`` to ``dst``, which reduces them into (or, with
+    ``reduce=False``, copies them over) its own chunks ``dst_chunks`` (default: the same
+    indices).  ``from_input`` reads the sender's untouched input (all-to-all)."""
+
+    src: int
+    dst: int
+    chunks: range
+    reduce: bool
+    dst_chunks: range = None
+    from_input: bool = False
+
+    def __post_init__(self):
+        if self.dst_chunks is None:
+            object.__setattr__(self, "dst_chunks", self.chunks)
+
+    def __repr__(self):
+        extra = "" if self.dst_chunks == self.chunks else f", dst_chunks={self.dst_chunks}"
+        return (f"ChunkMove(src={self.src}, dst={self.dst}, chunks={self.chunks}, "
+                f"reduce={self.reduce}{extra})")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Steps of chunk moves among ``ranks`` group ranks.
+
+    ``start`` says what each rank holds before step 0 (``"full"``: its whole input,
+    ``"own_chunk"``: only chunk r, as in all-gather; ``"root"``: only the root has
+    data); ``result`` which chunks are the answer (``"full"``, ``"own_chunk"``,
+    ``"root"``); ``phases`` names consecutive step ranges for the step-through.
+    """
+
+    collective: str
+    algorithm: str
+    ranks: int
+    n_chunks: int
+    steps: tuple
+    phases: tuple = ()  # (name, first step, stop step)
+    start: str = "full"
+    result: str = "full"
+    root: int = 0
+    notes: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        for index, step in enumerate(self.steps):
+            pairs = [(m.src, m.dst) for m in step]
+            if len(set(pairs)) != len(pairs):
+                raise ConfigError(f"{self.algorithm} step {index} sends twice between one pair")
+
+    @property
+    def n_steps(self):
+        return len(self.steps)
+
+    def moves(self):
+        """Every chunk move with its step: ``[(step, ChunkMove), ...]``."""
+        return [(s, m) for s, step in enumerate(self.steps) for m in step]
+
+    def phase_of(self, step):
+        """``("reduce-scatter", 3, 7)``: the phase name, 1-based step in it, its length."""
+        for name, first, stop in self.phases:
+            if first <= step < stop:
+                return name, step - first + 1, stop - first
+        return self.collective.replace("_", "-"), step + 1, self.n_steps
+
+    def chunk_count(self, step=None):
+        """Chunk transfers (one chunk moving once) in one step or in all of them."""
+        steps = self.steps if step is None else [self.steps[step]]
+        return sum(len(m.chunks) for s in steps for m in s)
+
+
+def chunk_bounds(n, n_chunks):
+    """``[(start, stop), ...]`` of each chunk: the first ``n mod n_chunks`` chunks get
+    one element more."""
+    base, extra = divmod(n, n_chunks)
+    bounds, start = [], 0
+    for c in range(n_chunks):
+        stop = start + base + (1 if c < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def contributions(schedule):
+    """Replay the schedule on sets: after each step, which ranks' inputs every chunk of
+    every rank holds.  Yields one ``[rank][chunk] -> frozenset`` table per state,
+    starting with the state before step 0 (so ``n_steps + 1`` tables).
+
+    >>> from collsim.collectives.ring import ring_reduce_scatter
+    >>> tables = list(contributions(ring_reduce_scatter(3)))
+    >>> sorted(tables[-1][0][0])        # rank 0's own chunk holds everyone's part
+    [0, 1, 2]
+    """
+    k, c = schedule.ranks, schedule.n_chunks
+    if schedule.start == "full":
+        state = [[frozenset([r]) for _ in range(c)] for r in range(k)]
+    elif schedule.start == "own_chunk":
+        state = [[frozenset([r]) if ch == r else frozenset() for ch in range(c)] for r in range(k)]
+    else:  # only the root has data (broadcast)
+        root = schedule.root
+        state = [[frozenset([root]) if r == root else frozenset() for _ in range(c)]
+                 for r in range(k)]  # fmt: skip
+    inputs = [list(row) for row in state]
+    yield [list(row) for row in state]
+    for step in schedule.steps:
+        arriving = []
+        for m in step:  # read everything first: moves of one step happen at once
+            source = inputs[m.src] if m.from_input else state[m.src]
+            arriving.append((m, [source[ch] for ch in m.chunks]))
+        for m, sets in arriving:
+            for ch, got in zip(m.dst_chunks, sets):
+                state[m.dst][ch] = state[m.dst][ch] | got if m.reduce else got
+        yield [list(row) for row in state]

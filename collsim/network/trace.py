@@ -1,0 +1,118 @@
+"""What happened: every transfer and compute span, and the accounting read from them.
+
+A :class:`Trace` is the single record of a run.  Byte counts (:class:`Stats`), the
+step-through view, every picture and the Chrome/Perfetto export all read it; nothing
+counts on the side.
+
+Examples
+--------
+>>> trace = Trace()
+>>> trace.add_transfer(0, 1, 0, 800, 0.0, 1e-6, ((0, 1),), "send")
+>>> trace.add_compute(1, 1e-6, 2e-6, "matmul")
+>>> stats = trace.stats(2)
+>>> stats.bytes_sent, stats.bytes_received, stats.link_bytes
+([800, 0], [0, 800], {(0, 1): 800})
+"""
+
+import json
+from collections import namedtuple
+from dataclasses import dataclass, field
+
+__all__ = ["Trace", "Stats", "Transfer", "Compute"]
+
+Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label")
+Transfer.__doc__ = """One message: ``start`` when both sides were posted (rendezvous), ``end``
+when its last byte arrived; ``links`` the directed links it crossed; ``label`` what it
+was (e.g. ``"all_reduce#3 step 2 chunk 5"``)."""
+Compute = namedtuple("Compute", "rank start end label")
+Compute.__doc__ = """One span of work on a rank's compute stream."""
+
+
+@dataclass
+class Stats:
+    """Accounting of a run, in bytes and messages (read from the trace)."""
+
+    bytes_sent: list  # per rank
+    bytes_received: list  # per rank
+    messages_sent: list  # per rank
+    link_bytes: dict = field(default_factory=dict)  # (u, v) -> bytes carried
+    compute_time: list = field(default_factory=list)  # per rank, seconds busy computing
+
+    @property
+    def total_bytes(self):
+        """Bytes sent by all ranks together."""
+        return sum(self.bytes_sent)
+
+    def __str__(self):
+        rows = [f"{'rank':>4} {'sent (B)':>14} {'received (B)':>14} {'messages':>9}"]
+        for r, (s, v, m) in enumerate(zip(self.bytes_sent, self.bytes_received, self.messages_sent)):
+            rows.append(f"{r:>4} {s:>14,} {v:>14,} {m:>9}")
+        return "\n".join(rows)
+
+
+class Trace:
+    """Transfers and compute spans in the order they ended."""
+
+    def __init__(self):
+        self.transfers = []
+        self.computes = []
+
+    def add_transfer(self, src, dst, tag, nbytes, start, end, links, label):
+        self.transfers.append(Transfer(src, dst, tag, nbytes, start, end, links, label))
+
+    def add_compute(self, rank, start, end, label):
+        self.computes.append(Compute(rank, start, end, label))
+
+    def __len__(self):
+        return len(self.transfers) + len(self.computes)
+
+    def stats(self, n_ranks):
+        """Bytes sent, received and carried per link, and message counts."""
+        sent, received, messages = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks
+        link_bytes = {}
+        for t in self.transfers:
+            sent[t.src] += t.nbytes
+            received[t.dst] += t.nbytes
+            messages[t.src] += 1
+            for link in t.links:
+                link_bytes[link] = link_bytes.get(link, 0) + t.nbytes
+        busy = [0.0] * n_ranks
+        for c in self.computes:
+            busy[c.rank] += c.end - c.start
+        return Stats(sent, received, messages, link_bytes, busy)
+
+    def to_chrome(self, path=None):
+        """The trace in Chrome/Perfetto JSON: one process per rank, one thread per stream.
+
+        Returns the JSON text; also writes it to ``path`` when given.  Open it at
+        ui.perfetto.dev or chrome://tracing; compute and communication overlap shows as
+        two tracks of one rank.
+        """
+        events, ranks = [], set()
+        for c in self.computes:
+            ranks.add(c.rank)
+            events.append(_span(c.label or "compute", c.rank, 0, c.start, c.end, {}))
+        for t in self.transfers:
+            ranks.update((t.src, t.dst))
+            args = {"bytes": t.nbytes, "tag": str(t.tag), "src": t.src, "dst": t.dst}
+            name = t.label or "transfer"
+            events.append(_span(f"{name} -> r{t.dst}", t.src, 1, t.start, t.end, args))
+            events.append(_span(f"{name} <- r{t.src}", t.dst, 2, t.start, t.end, args))
+        meta = []
+        for r in sorted(ranks):
+            meta.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
+            for tid, stream in ((0, "compute"), (1, "comm: send"), (2, "comm: recv")):
+                meta.append(
+                    {"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": stream}}
+                )
+        text = json.dumps({"traceEvents": meta + events, "displayTimeUnit": "ns"}, sort_keys=True)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        return text
+
+
+def _span(name, pid, tid, start, end, args):
+    # Chrome trace times are microseconds
+    return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": start * 1e6,
+            "dur": (end - start) * 1e6, "args": args}  # fmt: skip

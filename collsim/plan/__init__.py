@@ -1,0 +1,89 @@
+"""The planner: validate a parallel configuration, explain it, estimate what it costs.
+
+Closed-form, no simulation: it answers at once for any cluster size.  :func:`plan` checks
+every rule together (:mod:`~collsim.plan.rules`), suggests the nearest valid
+configurations (:mod:`~collsim.plan.suggest`), and estimates memory per GPU
+(:mod:`~collsim.plan.memory`), communication per parallel dimension and compute per step
+(:mod:`~collsim.plan.cost`).  :func:`search` lists every valid configuration of a model on
+a cluster, fastest first (:mod:`~collsim.plan.search`).
+
+Sources: seed 000 (Megatron parameter constraints), 002 (memory and communication from
+first principles), 003 (Accelerate ND-parallel), 004 (DP vs MP); Rajbhandari et al. 2020
+(ZeRO); Korthikanti et al. 2022 (activation memory); Narayanan et al. 2021 (pipeline
+schedules, interleaving).
+
+Examples
+--------
+Seed 000's error: 784 GPUs with tp=8 and pp=4.
+
+>>> from collsim.plan import plan
+>>> report = plan(world_size=784, tp=8, pp=4, layers=96, hidden=12288, heads=96,
+...               seq=2048, global_batch=1536, micro_batch=1, zero=1)
+>>> report.valid, [v.rule for v in report.violations]
+(False, ['world_size'])
+>>> report.violations[0].message
+'world size 784 is not divisible by tp·pp = 8·4 = 32: dp = 784/32 = 24.5 is not a whole number'
+>>> report.suggestions[0].describe()
+'world_size 784→768'
+>>> ok = plan(world_size=768, tp=8, pp=4, layers=96, hidden=12288, heads=96,
+...           global_batch=1536, zero=1)
+>>> ok.valid, ok.derived["dp"], ok.derived["accumulation"]
+(True, 24, 64)
+"""
+
+from pathlib import Path
+
+from .config import PlanConfig, load_config
+from .config import config_from_mapping as _from_mapping
+from .cost import communication, compute, scaling
+from .derive import derive
+from .memory import estimate
+from .report import Report
+from .rules import Finding, check
+from .search import Candidate, search
+from .suggest import Suggestion, suggest, world_note
+
+__all__ = [
+    "plan",
+    "search",
+    "PlanConfig",
+    "load_config",
+    "as_config",
+    "Report",
+    "Finding",
+    "Suggestion",
+    "Candidate",
+]
+
+
+def as_config(config=None, **inputs):
+    """A :class:`PlanConfig` from a PlanConfig, a mapping or a TOML/JSON path, with
+    ``inputs`` overriding it."""
+    if config is None:
+        return _from_mapping(inputs)
+    if isinstance(config, PlanConfig):
+        return config.replace(**inputs) if inputs else config
+    if isinstance(config, str | Path):
+        return load_config(config, **inputs)
+    return _from_mapping({**config, **inputs})
+
+
+def plan(config=None, /, *, suggestions=5, **inputs):
+    """Check and estimate one configuration; returns a :class:`Report`.
+
+    ``config`` is a :class:`PlanConfig`, a mapping or a path to a TOML/JSON file; keyword
+    ``inputs`` (any PlanConfig field, e.g. ``world_size=784, tp=8``) override it.
+    ``suggestions`` caps how many nearest valid configurations an invalid one gets.
+    """
+    cfg = as_config(config, **inputs)
+    d = derive(cfg)
+    mem = estimate(cfg, d)
+    violations, warnings = check(cfg, d, mem, explain=True)
+    comm = communication(cfg, d)
+    comp = compute(cfg, d)
+    report = Report(cfg, d, violations, warnings, mem, comm, comp, scaling(cfg, d, comm, comp))
+    if violations:
+        note = world_note(cfg, d)
+        report.notes.extend([note] if note else [])
+        report.suggestions.extend(suggest(cfg, top=suggestions) if suggestions else [])
+    return report

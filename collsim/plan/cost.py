@@ -1,0 +1,207 @@
+"""Time per optimizer step: compute, communication per parallel dimension, and their ratio.
+
+Communication uses :func:`collsim.collectives.formulas.closed_form`, the same closed forms
+the collectives are tested against (one source; ring algorithms throughout).  A
+point-to-point send is a 2-rank tree broadcast there: one step, S bytes, α + S/β.
+
+Per step, on one GPU of the busiest pipeline stage (L_s = ⌈L/p⌉ layers, m micro-batches,
+activation A = b·(s/cp)·h bytes·element, N_g = N/(t·p) parameters)::
+
+    tp  Megatron f/g: all-reduce of A after attention and after the MLP, forward and
+        backward, 4 per layer per micro-batch (6 with full recompute); with sequence
+        parallelism each becomes an all-gather plus a reduce-scatter (same bytes).
+    dp  ZeRO-0: gradient all-reduce of N_g·b once per step; ZeRO-1: reduce-scatter of the
+        gradients and all-gather of the parameters once; ZeRO-2: the reduce-scatter every
+        micro-batch (no full gradient is kept to accumulate into); ZeRO-3/FSDP: all-gather
+        for forward and for backward and reduce-scatter, every micro-batch.  Under HSDP
+        the shards also all-reduce across the dp_replicate groups.  The group holds the
+        dp·cp ranks that share weights.
+    pp  one activation send forward and one gradient send backward of A/t per micro-batch
+        and virtual stage (Megatron's scatter/gather split across the TP ranks).
+    cp  ring attention: K and V go round the ring (an all-gather of 2·b·s·h/t bytes·element)
+        forward and backward, and dK, dV come back (a reduce-scatter) per layer.
+
+Ranks are placed as Megatron does (tp fastest, then cp, dp, pp): a group whose ranks fit in
+one node uses the intra-node bandwidth and latency, any other the inter-node ones.
+
+Compute is 6·N·tokens FLOP per step (8·N with full recompute: the forward runs twice),
+spread over the world, stretched by layer imbalance ⌈L/p⌉·p/L and by the pipeline bubble,
+1 + (p-1)/(v·m) (Narayanan et al. 2021).  Seed 002's ratio of compute to DP communication
+is 3·D·BW/(P·b): N cancels; D is the tokens per step of one data-parallel rank, BW its
+bandwidth, P the compute rate and b the bytes of a gradient element.
+
+Examples
+--------
+>>> from collsim.plan.config import PlanConfig
+>>> from collsim.plan.derive import derive
+>>> cfg = PlanConfig(world_size=8, params=1e9, global_batch=8, seq=1024, inter_bandwidth="25GB/s")
+>>> comm = communication(cfg, derive(cfg))
+>>> comm["dp"]["ops"]["gradient_all_reduce"]["bytes_per_call"]  # 2(K-1)/K · 2 GB
+3500000000.0
+"""
+
+from ..collectives.formulas import closed_form
+
+__all__ = ["communication", "compute", "scaling", "DIMENSIONS"]
+
+DIMENSIONS = ("tp", "cp", "dp", "pp")
+
+
+def _group_link(cfg, size, stride):
+    """'intra-node' when a group of ``size`` ranks ``stride`` apart fits inside one node."""
+    span = size * stride
+    inside = float(span).is_integer() and span <= cfg.gpus_per_node and cfg.gpus_per_node % span == 0
+    return "intra-node" if inside else "inter-node"
+
+
+def _dimension(cfg, size, stride):
+    link = _group_link(cfg, size, stride)
+    intra = link == "intra-node"
+    return {
+        "group_size": size,
+        "link": link,
+        "bandwidth": cfg.intra_bandwidth if intra else cfg.inter_bandwidth,  # bytes/s
+        "latency_s": cfg.intra_latency if intra else cfg.inter_latency,
+        "ops": {},
+        "bytes_per_rank": 0.0,
+        "time_s": 0.0,
+    }
+
+
+def _add(dim, name, collective, size_bytes, calls, ranks=None, algorithm="ring", link=None):
+    """Charge ``calls`` runs of one collective to ``dim`` (per step, per GPU)."""
+    ranks = dim["group_size"] if ranks is None else ranks
+    alpha, beta = (link or dim)["latency_s"], (link or dim)["bandwidth"]
+    k = max(1, int(round(ranks)))
+    cost = closed_form(collective, algorithm, k, size_bytes, alpha, beta)
+    op = {
+        "collective": collective,
+        "algorithm": algorithm,
+        "ranks": k,
+        "size_bytes": float(size_bytes),  # S as nccl-tests defines it
+        "calls": calls,  # per optimizer step
+        "steps_per_call": cost.steps,
+        "bytes_per_call": cost.bytes_per_rank,  # sent by one rank
+        "time_per_call_s": cost.time_s,
+        "bytes_per_rank": calls * cost.bytes_per_rank,
+        "time_s": calls * cost.time_s,
+    }
+    dim["ops"][name] = op
+    dim["bytes_per_rank"] += op["bytes_per_rank"]
+    dim["time_s"] += op["time_s"]
+
+
+def communication(cfg, d):
+    """Bytes each GPU sends and seconds it spends per step, by dimension, plus the total."""
+    t, p, c = cfg.tp, cfg.pp, cfg.cp
+    m = d.accumulation
+    e = d.elem
+    shape = bool(cfg.layers and cfg.hidden)
+    layers = d.layers_per_stage or 0
+    act = d.micro_batch * cfg.seq / c * (cfg.hidden or 0) * e  # A: one micro-batch's activation
+    full = cfg.recompute == "full"
+
+    tp = _dimension(cfg, t, 1)
+    if t > 1 and shape:
+        passes = ["attention_forward", "mlp_forward", "attention_backward", "mlp_backward"]
+        passes += ["attention_recompute", "mlp_recompute"] if full else []
+        for name in passes:
+            if cfg.sp:
+                _add(tp, f"{name}_all_gather", "all_gather", act, layers * m)
+                _add(tp, f"{name}_reduce_scatter", "reduce_scatter", act, layers * m)
+            else:
+                _add(tp, name, "all_reduce", act, layers * m)
+
+    cp = _dimension(cfg, c, t)
+    if c > 1 and shape:
+        kv = 2 * d.micro_batch * cfg.seq * cfg.hidden / t * e
+        _add(cp, "kv_forward", "all_gather", kv, layers * m)
+        if full:
+            _add(cp, "kv_recompute", "all_gather", kv, layers * m)
+        _add(cp, "kv_backward", "all_gather", kv, layers * m)
+        _add(cp, "dkv_backward", "reduce_scatter", kv, layers * m)
+
+    dp = _data_parallel(cfg, d, m)
+
+    pp = _dimension(cfg, p, t * c * d.dp)
+    if p > 1 and shape:
+        chunks = cfg.vpp if d.schedule == "interleaved" else 1
+        send = act / t
+        _add(pp, "activation_send", "broadcast", send, m * chunks, ranks=2, algorithm="tree")
+        _add(pp, "gradient_send", "broadcast", send, m * chunks, ranks=2, algorithm="tree")
+
+    dims = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+    total = {
+        "bytes_per_rank": sum(x["bytes_per_rank"] for x in dims.values()),
+        "time_s": sum(x["time_s"] for x in dims.values()),
+    }
+    return {**dims, "total": total}
+
+
+def _data_parallel(cfg, d, m):
+    n_local = d.params / (cfg.tp * cfg.pp)
+    grads = params = n_local * d.elem  # bf16 (or fp32) gradients and parameters
+    sharded = d.zero > 0 and d.shard_degree > 1
+    group = d.shard_degree if sharded else d.dp * cfg.cp
+    dim = _dimension(cfg, group, cfg.tp)
+    if group == 1 or not sharded:
+        if group > 1:
+            _add(dim, "gradient_all_reduce", "all_reduce", grads, 1)
+        return dim
+    per_micro = m if d.zero >= 2 else 1
+    if d.zero == 3:
+        _add(dim, "param_all_gather_forward", "all_gather", params, m)
+        _add(dim, "param_all_gather_backward", "all_gather", params, m)
+    _add(dim, "gradient_reduce_scatter", "reduce_scatter", grads, per_micro)
+    if d.zero in (1, 2):
+        _add(dim, "param_all_gather", "all_gather", params, 1)
+    if d.dp_replicate > 1:
+        replica = _dimension(cfg, d.dp_replicate, cfg.tp * cfg.cp * d.dp_shard)
+        _add(dim, "replica_all_reduce", "all_reduce", grads / d.shard_degree, per_micro,
+             ranks=d.dp_replicate, link=replica)
+        dim["replicate_link"] = replica["link"]
+    return dim
+
+
+def compute(cfg, d):
+    """FLOP per step and the seconds they take, stretched by imbalance and the bubble."""
+    factor = 8 if cfg.recompute == "full" else 6
+    tokens = d.tokens_per_step
+    ideal = 6 * d.params * tokens / (d.world * cfg.compute_rate)
+    imbalance = d.layers_per_stage * cfg.pp / cfg.layers if cfg.layers else 1.0
+    p, m = cfg.pp, max(d.accumulation, 1e-12)
+    v = cfg.vpp if d.schedule == "interleaved" else 1
+    bubble = (p - 1) / (v * m + p - 1)
+    time = factor / 6 * ideal * imbalance / (1 - bubble)
+    return {
+        "flop_per_token_per_param": factor,
+        "flops_per_step": factor * d.params * tokens,
+        "flops_per_gpu": factor * d.params * tokens / d.world,
+        "tokens_per_step": tokens,
+        "compute_rate": cfg.compute_rate,  # FLOP/s per GPU
+        "ideal_time_s": ideal,  # 6·N·tokens / (world·P): no bubble, no recompute, no comm
+        "imbalance": imbalance,
+        "bubble_fraction": bubble,  # (p-1)/(v·m + p-1) of the stretched compute time
+        "time_s": time,
+    }
+
+
+def scaling(cfg, d, comm, comp):
+    """Step time, seed 002's compute/communication ratio and the efficiency that follows."""
+    dp = comm["dp"]
+    tokens_per_dp_rank = d.tokens_per_step / (d.dp * cfg.cp)  # D
+    bandwidth = dp["bandwidth"]
+    ratio = 3 * tokens_per_dp_rank * bandwidth / (cfg.compute_rate * d.elem)
+    step = comp["time_s"] + comm["total"]["time_s"]
+    overlapped = comp["time_s"] + (comm["total"]["time_s"] - dp["time_s"])
+    overlapped += max(0.0, dp["time_s"] - comp["time_s"])
+    return {
+        "tokens_per_dp_rank": tokens_per_dp_rank,
+        "dp_bandwidth": bandwidth,
+        "compute_to_communication": ratio,  # 3·D·BW/(P·b), seed 002
+        "compute_to_dp_time": comp["time_s"] / dp["time_s"] if dp["time_s"] else float("inf"),
+        "step_time_s": step,  # compute + all communication, nothing overlapped
+        "step_time_overlapped_s": overlapped,  # DP traffic hidden behind compute where it can be
+        "efficiency": comp["ideal_time_s"] / step if step else 1.0,
+        "efficiency_overlapped": comp["ideal_time_s"] / overlapped if overlapped else 1.0,
+    }

@@ -1,0 +1,157 @@
+"""Quantities that follow from a :class:`~collsim.plan.config.PlanConfig`: dp, the batch
+triple, the parameter count, layers per stage, the ZeRO sharding group.
+
+Values that a broken rule makes fractional (dp = 784 / 32 = 24.5) stay fractional here,
+so the rules can show them and the estimates stay indicative; ``whole`` says which are
+whole numbers.
+
+Data parallelism, two vocabularies:
+
+* Megatron (seed 000): ``world = tp·pp·dp`` (times cp with context parallelism).
+* Accelerate ND-parallel (seed 003): ``dp = dp_replicate·dp_shard`` and
+  ``world = dp_replicate·dp_shard·tp·cp`` (``ParallelismConfig.total_size``).  Seed 003
+  writes the data-parallel world size as ``dp_shard·dp_replicate / tp``, dividing by tp a
+  second time; the planner follows Accelerate's actual definition.
+
+The ZeRO / FSDP sharding group holds the data-parallel ranks and, with context
+parallelism, the cp ranks too: they hold the same weights and see different tokens
+(Megatron's data-parallel group "with context parallel", Accelerate's ``dp_shard_cp``
+mesh).  With cp = 1 the sharding degree is dp, or dp_shard under HSDP.
+
+Examples
+--------
+>>> from collsim.plan.config import PlanConfig
+>>> d = derive(PlanConfig(world_size=784, tp=8, pp=4, layers=96, hidden=12288, heads=96,
+...                       global_batch=1536, micro_batch=1))
+>>> d.dp, d.accumulation, d.whole["dp"]
+(24.5, 62.69387755102041, False)
+>>> round(d.params / 1e9, 1)
+174.6
+"""
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["Derived", "derive", "count_params", "element_bytes"]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What a configuration implies.  Counts are floats when a rule makes them fractional."""
+
+    world: int
+    dp: float  # data-parallel degree (replicas of each model shard)
+    dp_replicate: float  # HSDP replicas (= dp without Accelerate-style sizes)
+    dp_shard: float  # ZeRO/FSDP shards among the dp ranks (= 1 without sharding)
+    shard_degree: float  # ranks one ZeRO shard group spans: dp_shard·cp (dp·cp without HSDP)
+    zero: int
+    schedule: str
+    global_batch: float
+    micro_batch: float
+    accumulation: float  # micro-batches per optimizer step = pipeline micro-batches m
+    params: float  # parameter count N used for memory and compute
+    params_from_shape: float | None  # N counted from layers/hidden/heads/vocab, if given
+    ffn_hidden: int | None
+    layers_per_stage: int | None  # layers on the busiest pipeline stage, ⌈L/p⌉
+    nodes: float
+    tokens_per_step: float  # global batch · sequence length
+    elem: int  # bytes of one activation/parameter/gradient element (2 or 4)
+    whole: dict = field(default_factory=dict)  # name -> is that derived count whole?
+
+
+def element_bytes(precision):
+    """Bytes of one bf16/fp16 (2) or fp32 (4) element."""
+    return 4 if precision == "fp32" else 2
+
+
+def count_params(layers, hidden, ffn_hidden, vocab, seq):
+    """Parameters of a GPT: per layer 4h² + 4h (attention) + 2hf + f + h (MLP) + 4h (two
+    layer norms), plus token and position embeddings (V·h + s·h) and a final layer norm (2h).
+
+    With f = 4h a layer has 12h² + 13h parameters (Narayanan et al. 2021, eq. 2).
+
+    >>> count_params(1, 4, 16, 10, 8)  # 12·16 + 13·4 + 40 + 32 + 8
+    324
+    """
+    h, f = hidden, ffn_hidden
+    per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+    return layers * per_layer + vocab * h + seq * h + 2 * h
+
+
+def derive(cfg):
+    """The :class:`Derived` values of ``cfg`` (no rule is checked here)."""
+    ffn = cfg.ffn_hidden or (4 * cfg.hidden if cfg.hidden else None)
+    shape_params = None
+    if cfg.layers and cfg.hidden:
+        shape_params = float(count_params(cfg.layers, cfg.hidden, ffn, cfg.vocab, cfg.seq))
+    params = cfg.params if cfg.params is not None else shape_params
+
+    accelerate = cfg.dp_replicate is not None or cfg.dp_shard is not None
+    model_parallel = cfg.tp * cfg.pp * cfg.cp
+    if accelerate:
+        dp = (cfg.dp_replicate or 1) * (cfg.dp_shard or 1)
+    elif cfg.dp is not None:
+        dp = cfg.dp
+    elif cfg.world_size is not None:
+        dp = cfg.world_size / model_parallel
+    else:
+        dp = 1
+    world = cfg.world_size if cfg.world_size is not None else model_parallel * int(dp)
+    zero = cfg.zero if cfg.zero is not None else (3 if (cfg.dp_shard or 1) > 1 else 0)
+    if accelerate and cfg.dp_shard is not None:
+        dp_shard = float(cfg.dp_shard)
+    else:
+        dp_shard = float(dp) if zero > 0 else 1.0
+    dp_replicate = dp / dp_shard
+    shard_degree = dp_shard * cfg.cp if zero > 0 else 1.0
+
+    micro, accumulation, global_batch = _batch(cfg, dp)
+    schedule = cfg.schedule or ("interleaved" if cfg.vpp > 1 else "1f1b")
+    layers_per_stage = math.ceil(cfg.layers / cfg.pp) if cfg.layers else None
+    whole = {
+        "dp": _is_whole(dp),
+        "micro_batch": _is_whole(micro),
+        "accumulation": _is_whole(accumulation),
+        "global_batch": _is_whole(global_batch),
+    }
+    return Derived(
+        world=world,
+        dp=_tidy(dp),
+        dp_replicate=_tidy(dp_replicate),
+        dp_shard=_tidy(dp_shard),
+        shard_degree=_tidy(shard_degree),
+        zero=zero,
+        schedule=schedule,
+        global_batch=_tidy(global_batch),
+        micro_batch=_tidy(micro),
+        accumulation=_tidy(accumulation),
+        params=params,
+        params_from_shape=shape_params,
+        ffn_hidden=ffn,
+        layers_per_stage=layers_per_stage,
+        nodes=_tidy(world / cfg.gpus_per_node),
+        tokens_per_step=global_batch * cfg.seq,
+        elem=element_bytes(cfg.precision),
+        whole=whole,
+    )
+
+
+def _batch(cfg, dp):
+    """(micro, accumulation, global) from whichever two are given; micro defaults to 1."""
+    g, b, m = cfg.global_batch, cfg.micro_batch, cfg.accumulation
+    if g is not None and b is None and m is not None:
+        return g / (dp * m), m, g
+    b = 1 if b is None else b
+    if g is not None:
+        return b, g / (b * dp), g
+    m = 1 if m is None else m
+    return b, m, b * dp * m
+
+
+def _is_whole(x):
+    return abs(x - round(x)) < 1e-9 * max(1.0, abs(x))
+
+
+def _tidy(x):
+    """An int when ``x`` is whole (so 24.0 prints as 24), else the float."""
+    return int(round(x)) if _is_whole(x) else float(x)

@@ -1,0 +1,256 @@
+"""Nearest valid configurations: what to change, and by how little.
+
+A suggestion is a complete configuration that passes every rule and adds no warning the
+original did not have.  It may change the parallel degrees, the micro-batch, the ZeRO
+stage, recomputation, sequence parallelism, virtual stages, the world size and the global
+batch (never the model or the hardware).  World size and global batch are *repaired*:
+when they change, they move to the nearest value that makes the other settings work
+(768 GPUs rather than 784; global batch 1568 rather than 1536).
+
+Ranking: fewest settings changed, then the smallest relative change (the sum of
+|new - old| / old over changed numbers; a ZeRO stage, a recompute level or a flag counts
+0.25 per step), then the shorter estimated step.  The list keeps the best suggestion of
+each set of changed settings, so it shows different ways out rather than five variants of
+one.
+
+Examples
+--------
+>>> from collsim.plan.config import PlanConfig
+>>> cfg = PlanConfig(world_size=12, tp=8, layers=4, hidden=256, heads=8, global_batch=12)
+>>> [s.describe() for s in suggest(cfg, top=2)]
+['tp 8→4', 'tp 8→2, world_size 12→...']
+"""
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from .derive import derive
+from .rules import divisors, tp_choices
+from .search import candidate, evaluate, search, shapes
+
+__all__ = ["Suggestion", "suggest", "world_note", "settings_of"]
+
+_CATEGORICAL = {"zero": (0, 1, 2, 3), "recompute": ("none", "selective", "full"), "sp": (False, True)}
+MAX_CHANGES = 4
+_ORDER = ("world_size", "tp", "pp", "cp", "vpp", "sp", "micro_batch", "global_batch", "accumulation", "zero", "recompute")
+MAX_EVALUATIONS = 60_000
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A valid configuration and the settings it changes (name -> (old, new))."""
+
+    changes: dict
+    candidate: object  # search.Candidate with the configuration and its estimates
+
+    @property
+    def config(self):
+        return self.candidate.config
+
+    def describe(self):
+        return ", ".join(f"{k} {_show(a)}→{_show(b)}" for k, (a, b) in self.changes.items())
+
+    def to_dict(self):
+        return {
+            "changes": {k: {"from": a, "to": b} for k, (a, b) in self.changes.items()},
+            "config": self.candidate.to_dict(),
+        }
+
+
+def _show(x):
+    return str(x).lower() if isinstance(x, bool) else str(x)
+
+
+def settings_of(cfg, d=None):
+    """The settings a suggestion may change, as the original resolves them."""
+    d = d or derive(cfg)
+    micro = int(d.micro_batch) if d.whole["micro_batch"] else (cfg.micro_batch or 1)
+    settings = dict(tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, vpp=cfg.vpp, sp=cfg.sp, micro_batch=micro,
+                    zero=d.zero, recompute=cfg.recompute, world_size=d.world)
+    if cfg.global_batch is not None:
+        settings["global_batch"] = cfg.global_batch
+    else:
+        settings["accumulation"] = cfg.accumulation or 1
+    return settings
+
+
+def suggest(cfg, top=5):
+    """Up to ``top`` :class:`Suggestion`, best first (see the module docstring)."""
+    d = derive(cfg)
+    original = settings_of(cfg, d)
+    _, warned, _, _ = evaluate(cfg)
+    allowed = {w.rule for w in warned}
+    batch = "global_batch" if "global_batch" in original else "accumulation"
+    free = [k for k in ("tp", "pp", "cp", "vpp", "sp", "micro_batch", "zero", "recompute")]
+    alternatives = {k: _alternatives(cfg, d, original, k) for k in free}
+    knobs = [k for k in free if alternatives[k]] + ["world_size", batch]
+    best, evaluations = {}, 0
+    for level in range(1, MAX_CHANGES + 1):
+        for subset in itertools.combinations(knobs, level):
+            if any(found <= set(subset) for found in best):
+                continue  # a smaller set of changes already works: this one adds nothing
+            for settings in _candidates(cfg, original, alternatives, subset):
+                evaluations += 1
+                found = _check(cfg, original, settings, allowed)
+                if found and found.rank < best.get(frozenset(subset), _WORST).rank:
+                    best[frozenset(subset)] = found
+        if len(best) >= top or evaluations > MAX_EVALUATIONS:
+            break
+    return [s.suggestion for s in sorted(best.values(), key=lambda s: s.rank)[:top]]
+
+
+@dataclass(frozen=True)
+class _Found:
+    rank: tuple
+    suggestion: object
+
+
+_WORST = _Found((float("inf"),), None)
+_DERIVED = dict(dp=None, dp_replicate=None, dp_shard=None, accumulation=None)
+
+
+def _check(cfg, original, settings, allowed):
+    changes = {k: (original[k], settings[k]) for k in _ORDER if k in settings and settings[k] != original[k]}
+    if not changes:
+        return None
+    try:
+        new = cfg.replace(**{**_DERIVED, **settings})
+    except ConfigError:
+        return None
+    errors, warnings, d, mem = evaluate(new)
+    if errors or any(w.rule not in allowed for w in warnings):
+        return None
+    found = candidate(new, d, mem, warnings)
+    rank = (len(changes), round(_relative(changes), 9), found.step_time_s)
+    return _Found(rank, Suggestion(changes, found))
+
+
+def _relative(changes):
+    total = 0.0
+    for name, (old, new) in changes.items():
+        if name in _CATEGORICAL:
+            order = _CATEGORICAL[name]
+            total += 0.25 * abs(order.index(new) - order.index(old))
+        else:
+            total += abs(new - old) / old
+    return total
+
+
+def _alternatives(cfg, d, original, knob):
+    """Values other than the original that ``knob`` may take on its own."""
+    old = original[knob]
+    if knob == "tp":
+        values = tp_choices(cfg, d, limit=max(cfg.gpus_per_node, cfg.tp))
+    elif knob == "pp":
+        values = divisors(cfg.layers) if cfg.layers else [1, 2, 4, 8, 16, 32, 64]
+    elif knob == "cp":
+        values = [1] + [c for c in (2, 4, 8, 16, 32) if c <= 2 * old and cfg.seq % (2 * c) == 0] if old > 1 else []
+    elif knob == "vpp":
+        values = [1]
+    elif knob == "micro_batch":
+        values = sorted({1, 2, 4, 8, max(1, old // 2), old * 2})
+    else:
+        values = _CATEGORICAL[knob]
+    return [v for v in values if v != old]
+
+
+def _candidates(cfg, original, alternatives, subset):
+    """Full settings dicts that change exactly the knobs in ``subset``."""
+    free = [k for k in subset if k in alternatives]
+    for values in itertools.product(*(alternatives[k] for k in free)):
+        settings = dict(original, **dict(zip(free, values)))
+        worlds = _repair_world(settings, original) if "world_size" in subset else [settings["world_size"]]
+        for world in worlds:
+            settings = dict(settings, world_size=world)
+            if "global_batch" in subset:
+                for g in _repair_global(settings, original):
+                    yield dict(settings, global_batch=g)
+            elif "accumulation" in subset:
+                for m in _repair_accumulation(settings, original):
+                    yield dict(settings, accumulation=m)
+            else:
+                yield settings
+
+
+def _repair_world(s, original):
+    """The nearest world sizes below and above the original that these degrees allow."""
+    q = s["tp"] * s["pp"] * s["cp"]
+    w0 = original["world_size"]
+    g, micro = s.get("global_batch"), s["micro_batch"]
+
+    def works(dp):
+        if g is None:
+            return True
+        if g % (micro * dp):
+            return False
+        return s["vpp"] == 1 or (g // (micro * dp)) % s["pp"] == 0
+
+    below = next((q * dp for dp in range(w0 // q, 0, -1) if q * dp != w0 and works(dp)), None)
+    above = next((q * dp for dp in range(w0 // q + 1, 4 * w0 // q + 2) if q * dp != w0 and works(dp)), None)
+    return [w for w in (below, above) if w]
+
+
+def _repair_global(s, original):
+    q = s["tp"] * s["pp"] * s["cp"]
+    if s["world_size"] % q:
+        return []
+    step = s["micro_batch"] * (s["world_size"] // q) * (s["pp"] if s["vpp"] > 1 else 1)
+    g0 = original["global_batch"]
+    return [g for g in ((g0 // step) * step, (g0 // step + 1) * step) if g > 0 and g != g0]
+
+
+def _repair_accumulation(s, original):
+    if s["vpp"] == 1:
+        return []
+    m0, p = original["accumulation"], s["pp"]
+    return [m for m in ((m0 // p) * p, (m0 // p + 1) * p) if m > 0 and m != m0]
+
+
+def world_note(cfg, d=None):
+    """A plain sentence when no configuration of this world size and global batch works."""
+    d = d or derive(cfg)
+    if cfg.global_batch is None or search(cfg, limit=1):
+        return None
+    w, g = d.world, cfg.global_batch
+    dps = sorted({w // (t * p * cfg.cp) for t, p in shapes(cfg, d, w, recommended=True)})
+    text = f"No configuration of {w} GPUs works for this model with global batch {g}"
+    if dps and all(g % x for x in dps):
+        common = math.gcd(*dps)
+        text += (
+            f": the data-parallel degrees {w} GPUs allow (tp dividing the heads and hidden size "
+            f"within a node, pp dividing the {cfg.layers} layers) are dp ∈ {{{', '.join(map(str, dps))}}}, "
+            f"and global batch = micro·dp·accumulation needs dp to divide {g}"
+        )
+        if common > 1 and g % common:
+            text += f"; every one of them is a multiple of {common} = {_factor(common)}, and {g} = {_factor(g)} is not"
+    else:
+        text += " that passes every rule (tp, pp, micro-batch, ZeRO stage and recompute all tried)"
+    text += "."
+    uneven = search(cfg, limit=1, recommended=False)
+    if uneven:
+        c = uneven[0].config
+        why = []
+        if cfg.layers and cfg.layers % c.pp:
+            why.append(f"{cfg.layers} layers split unevenly over {c.pp} stages")
+        if c.tp > cfg.gpus_per_node:
+            why.append(f"TP across nodes")
+        text += (f" Only configurations against seed 000's recommendations would run, e.g. tp={c.tp} "
+                 f"pp={c.pp} dp={uneven[0].dp} ({' and '.join(why)}); the planner does not suggest them.")
+    return text + " The suggestions change the world size or the global batch."
+
+
+def _factor(n):
+    """``1536`` -> ``'2^9·3'``."""
+    parts, p = [], 2
+    while p * p <= n:
+        k = 0
+        while n % p == 0:
+            n, k = n // p, k + 1
+        if k:
+            parts.append(f"{p}^{k}" if k > 1 else str(p))
+        p += 1
+    if n > 1:
+        parts.append(str(n))
+    return "·".join(parts)

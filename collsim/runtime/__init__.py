@@ -1,0 +1,7 @@
+"""Cluster, ranks and the operations rank programs yield."""
+
+from .cluster import Cluster, RunResult
+from .ops import CountOnly, Handle
+from .rank import Rank
+
+__all__ = ["Cluster", "RunResult", "Rank", "CountOnly", "Handle"]

@@ -1,0 +1,334 @@
+"""One run of rank programs: processes, rendezvous matching, and the deadlock report.
+
+Point-to-point is rendezvous, as NCCL's is: a transfer starts when both the send and the
+matching receive are posted, and a blocking send completes when the data has arrived.
+Messages match on (source, tag) in posting order.  The receiver gets a copy of the
+array, never a shared reference; a receive with ``out=`` writes (or, with ``reduce=``,
+reduces) straight into that array when the data arrives, which is how collectives avoid
+a second copy.  As with MPI and NCCL, a sender must not change an array while its send
+is in flight.
+"""
+
+from collections import deque
+
+import numpy as np
+
+from ..errors import CollectiveMismatchError, CollsimError, ConfigError, DeadlockError
+from ..network import FINISH, Engine, Network
+from ..network.trace import Trace
+from .ops import Compute, CountOnly, Enter, Exchange, Handle, Recv, Send, Start, Wait
+
+__all__ = ["Execution", "Process"]
+
+
+class Process:
+    """A generator being run for one rank: its main program or a background task."""
+
+    __slots__ = ("gen", "rank", "name", "blocked_on", "handle", "collective")
+
+    def __init__(self, gen, rank, name):
+        self.gen = gen
+        self.rank = rank
+        self.name = name
+        self.blocked_on = None
+        self.handle = Handle(f"{name} of rank {rank.id}")
+        self.collective = None  # (group ranks, seq, description) while inside one
+
+
+class Execution:
+    """State of one :meth:`Cluster.run`: engine, network, trace, processes, mailboxes."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.engine = Engine(cluster.max_time, cluster.max_events)
+        self.network = Network(self.engine, cluster.topology, cluster.model)
+        self.trace = Trace()
+        self.processes = []
+        self._sends = {}  # (src, dst, tag) -> deque of (payload, handle, label)
+        self._recvs = {}  # (src, dst, tag) -> deque of (handle, out, reduce)
+        self._compute_free = {}  # rank id -> when its compute stream is next free
+        self._comm_tail = {}  # rank id -> handle of its last background task
+        self._dispatch = {
+            Send: self._op_send,
+            Recv: self._op_recv,
+            Wait: self._op_wait,
+            Compute: self._op_compute,
+            Exchange: self._op_exchange,
+            Start: self._op_start,
+            Enter: self._op_enter,
+        }
+        self.collective_calls = {}  # (group ranks, seq) -> {rank: CollectiveCall}
+
+    # -- processes ------------------------------------------------------------------------
+
+    def spawn(self, rank, gen, name):
+        proc = Process(gen, rank, name)
+        self.processes.append(proc)
+        self._advance(proc, None)
+        return proc
+
+    def _advance(self, proc, value):
+        """Run ``proc`` until it blocks or ends."""
+        gen, dispatch = proc.gen, self._dispatch
+        proc.blocked_on = None
+        while True:
+            try:
+                op = gen.send(value)
+            except StopIteration as stop:
+                proc.handle.complete(stop.value)
+                return
+            except Exception as exc:
+                _attach_rank(exc, proc, self.engine.now)
+                raise
+            handler = dispatch.get(type(op))
+            if handler is None:
+                exc = CollsimError(
+                    f"rank {proc.rank.id} yielded {op!r}, which is not an operation: "
+                    "yield rank.send(...), rank.recv(...), rank.wait(...), rank.compute(...) "
+                    "or use `yield from` for a collective"
+                )
+                _attach_rank(exc, proc, self.engine.now)
+                raise exc
+            ready, value = handler(proc, op)
+            if not ready:
+                # a Wait on the pending handles says best what a blocked rank waits for
+                proc.blocked_on = value if isinstance(value, Wait) else op
+                return
+
+    def _resume_on(self, proc, handle, transform=None):
+        def resume():
+            self._advance(proc, handle.value if transform is None else transform())
+
+        handle.callbacks.append(resume)
+
+    # -- operations -----------------------------------------------------------------------
+
+    def _op_send(self, proc, op):
+        handle = self.post_send(proc.rank.id, op)
+        if not op.blocking:
+            return True, handle
+        if handle.done:
+            return True, None
+        self._resume_on(proc, handle)
+        return False, None
+
+    def _op_recv(self, proc, op):
+        handle = self.post_recv(proc.rank.id, op)
+        if not op.blocking:
+            return True, handle
+        if handle.done:
+            return True, handle.value
+        self._resume_on(proc, handle)
+        return False, None
+
+    def _op_wait(self, proc, op):
+        handles = op.handles
+        if len(handles) == 1:
+            return self._when_all(proc, handles, lambda: handles[0].value)
+        return self._when_all(proc, handles, lambda: [h.value for h in handles])
+
+    def _op_exchange(self, proc, op):
+        me = proc.rank.id
+        sends = [self.post_send(me, send) for send in op.sends]
+        recvs = [self.post_recv(me, recv) for recv in op.recvs]
+        return self._when_all(proc, sends + recvs, lambda: [h.value for h in recvs])
+
+    def _when_all(self, proc, handles, result):
+        """Resume ``proc`` with ``result()`` once every handle is done."""
+        pending = [h for h in handles if not h.done]
+        if not pending:
+            return True, result()
+        barrier = _Barrier(self, proc, len(pending), result)
+        for h in pending:
+            h.callbacks.append(barrier.one_done)
+        return False, Wait(tuple(pending))
+
+    def _op_compute(self, proc, op):
+        me, now = proc.rank.id, self.engine.now
+        start = max(now, self._compute_free.get(me, 0.0))
+        end = start + op.seconds
+        self._compute_free[me] = end
+        if op.seconds > 0:
+            self.trace.add_compute(me, start, end, op.label)
+        if end == now:
+            return True, None
+        self.engine.at(end, FINISH, lambda _: self._advance(proc, None))
+        return False, None
+
+    def _op_start(self, proc, op):
+        me = proc.rank.id
+        previous = self._comm_tail.get(me)
+        gen = _after(previous, op.program) if previous is not None else op.program
+        task = Process(gen, proc.rank, op.name)
+        task.collective = None
+        self.processes.append(task)
+        self._comm_tail[me] = task.handle
+        self._advance(task, None)
+        return True, task.handle
+
+    def _op_enter(self, proc, op):
+        if op.call is None:
+            proc.collective = None
+            return True, None
+        calls = self.collective_calls.setdefault((op.group, op.seq), {})
+        calls[proc.rank.id] = op.call
+        if any(not op.call.matches(other) for other in calls.values()):
+            lines = [f"  rank {r}: {c}" for r, c in sorted(calls.items())]
+            raise CollectiveMismatchError(
+                f"ranks of group {list(op.group)} entered different collectives at position "
+                f"#{op.seq} of their sequence (like TORCH_DISTRIBUTED_DEBUG=DETAIL reports):\n"
+                + "\n".join(lines)
+            )
+        proc.collective = (op.group, op.seq, op.call)
+        return True, None
+
+    # -- matching and transfers -----------------------------------------------------------
+
+    def post_send(self, me, op):
+        dst = op.dst
+        key = (me, dst, op.tag)
+        handle = Handle(("send to", dst, op.tag))
+        waiting = self._recvs.get(key)
+        if waiting:
+            recv_handle, out, reduce = waiting.popleft()
+            if not waiting:
+                del self._recvs[key]  # tags are often unique: keep the mailbox small
+            self._start_transfer(key, op.payload, handle, op.label, recv_handle, out, reduce)
+        else:
+            self._sends.setdefault(key, deque()).append((op.payload, handle, op.label))
+        return handle
+
+    def post_recv(self, me, op):
+        key = (op.src, me, op.tag)
+        handle = Handle(("recv from", op.src, op.tag))
+        waiting = self._sends.get(key)
+        if waiting:
+            payload, send_handle, label = waiting.popleft()
+            if not waiting:
+                del self._sends[key]
+            self._start_transfer(key, payload, send_handle, label, handle, op.out, op.reduce)
+        else:
+            self._recvs.setdefault(key, deque()).append((handle, op.out, op.reduce))
+        return handle
+
+    def _start_transfer(self, key, payload, send_handle, label, recv_handle, out, reduce):
+        src, dst, tag = key
+        start = self.engine.now
+
+        def delivered(_):
+            if out is None:
+                value = payload.copy()
+            elif isinstance(payload, CountOnly):
+                value = out
+            else:
+                _check_fits(out, payload, src, dst, tag)
+                if reduce is None:
+                    np.copyto(out, payload)
+                else:
+                    reduce(out, payload, out=out)
+                value = out
+            self.trace.add_transfer(
+                src, dst, tag, payload.nbytes, start, self.engine.now, links, label
+            )
+            send_handle.complete(None)
+            recv_handle.complete(value)
+
+        links = self.network.transfer(src, dst, payload.nbytes, delivered)
+
+    # -- the end of a run -----------------------------------------------------------------
+
+    def finish(self):
+        """Check that every rank ended and every message was received."""
+        blocked = [p for p in self.processes if not p.handle.done]
+        if blocked:
+            raise deadlock_report(blocked, self.engine.now, self.collective_calls)
+        unmatched = [(k, "send") for k, q in self._sends.items() if q]
+        unmatched += [(k, "recv") for k, q in self._recvs.items() if q]
+        if unmatched:
+            lines = []
+            for (src, dst, tag), kind in unmatched:
+                if kind == "send":
+                    lines.append(f"rank {src} sent to rank {dst} with tag {tag!r}, "
+                                 f"but rank {dst} never posted a matching recv")  # fmt: skip
+                else:
+                    lines.append(f"rank {dst} posted a recv from rank {src} with tag {tag!r}, "
+                                 f"but rank {src} never sent it")  # fmt: skip
+            raise CollsimError("messages left unmatched when the run ended:\n  " + "\n  ".join(lines))
+
+
+class _Barrier:
+    """Counts down the pending handles of one wait and resumes its process at zero."""
+
+    __slots__ = ("execution", "proc", "left", "result")
+
+    def __init__(self, execution, proc, left, result):
+        self.execution, self.proc, self.left, self.result = execution, proc, left, result
+
+    def one_done(self):
+        self.left -= 1
+        if self.left == 0:
+            self.execution._advance(self.proc, self.result())
+
+
+def _after(previous, program):
+    """Start ``program`` once ``previous`` is done (tasks on one stream run in order)."""
+    if not previous.done:
+        yield Wait((previous,))
+    return (yield from program)
+
+
+def _check_fits(out, payload, src, dst, tag):
+    if out.shape != payload.shape:
+        raise ConfigError(
+            f"rank {dst} received an array of shape {payload.shape} from rank {src} "
+            f"(tag {tag!r}) into a buffer of shape {out.shape}"
+        )
+
+
+def _attach_rank(exc, proc, now):
+    if getattr(exc, "rank", None) is None:
+        exc.rank = proc.rank.id
+        exc.add_note(f"raised in rank {proc.rank.id} ({proc.name}) at t={now:.6g} s")
+
+
+def describe(op):
+    """How the deadlock report says what a process waits for."""
+    if isinstance(op, Send):
+        return f"send to rank {op.dst} (tag {op.tag!r}): rank {op.dst} never posted the recv"
+    if isinstance(op, Recv):
+        return f"recv from rank {op.src} (tag {op.tag!r}): rank {op.src} never sent it"
+    if isinstance(op, Wait | Exchange):
+        return "wait" if isinstance(op, Wait) else "exchange"
+    return type(op).__name__.lower()
+
+
+def deadlock_report(blocked, now, collective_calls=None):
+    """A :class:`DeadlockError` naming every waiting rank and what it waits for, and,
+    like NCCL's flight recorder, every stuck collective with the ranks missing from it."""
+    waiting, lines, stuck = {}, [], {}
+    for proc in blocked:
+        op = proc.blocked_on
+        if isinstance(op, Wait):
+            what = "wait for " + "; ".join(h.describe() for h in op.handles if not h.done)
+        else:
+            what = describe(op) if op is not None else "(not started)"
+        if proc.collective is not None:
+            group, seq, call = proc.collective
+            stuck[(group, seq)] = call
+            what = f"{call.name} #{seq}: {what}"
+        who = f"rank {proc.rank.id}" + ("" if proc.name == "main" else f" ({proc.name})")
+        waiting.setdefault(proc.rank.id, []).append(what)
+        lines.append(f"  {who} waits in {what}")
+    message = (
+        f"deadlock at t={now:.6g} s: no event can ever happen again, "
+        f"but {len(waiting)} rank(s) are still waiting:\n" + "\n".join(lines)
+    )
+    for (group, seq), call in sorted(stuck.items(), key=lambda kv: kv[0][1]):
+        joined = sorted((collective_calls or {}).get((group, seq), {}))
+        missing = [r for r in group if r not in joined]
+        message += (
+            f"\ncollective {call.name} #{seq} on group {list(group)} ({call}): "
+            f"ranks {joined} joined"
+            + (f"; ranks {missing} never joined it" if missing else "")
+        )
+    return DeadlockError(message, waiting)

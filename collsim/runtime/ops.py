@@ -1,0 +1,123 @@
+"""The operations a rank program yields, the handles they return, and size-only payloads.
+
+A rank program is a generator: it ``yield``\\ s one of these operations and is resumed
+by the engine when the operation completes in simulated time (blocking operations) or
+at once with a :class:`Handle` (the ``i``-operations and :class:`Start`).  Users build
+them through :class:`collsim.runtime.rank.Rank`'s methods, never directly.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["CountOnly", "Handle", "Send", "Recv", "Wait", "Compute", "Exchange", "Start"]
+
+
+@dataclass(frozen=True)
+class CountOnly:
+    """A payload with a size and no data, for count-only runs too big to hold in memory.
+
+    >>> CountOnly(1 << 30).nbytes
+    1073741824
+    """
+
+    nbytes: int
+
+    def copy(self):
+        return self
+
+
+def payload_nbytes(payload):
+    """Bytes a payload puts on the wire."""
+    return payload.nbytes
+
+
+def is_payload(obj):
+    return isinstance(obj, np.ndarray | CountOnly)
+
+
+class Handle:
+    """Completion of a non-blocking operation; ``yield rank.wait(handle)`` gives its value."""
+
+    __slots__ = ("done", "value", "callbacks", "what")
+
+    def __init__(self, what):
+        self.done = False
+        self.value = None
+        self.callbacks = []
+        self.what = what  # how the deadlock report names it: a string or (verb, peer, tag)
+
+    def complete(self, value=None):
+        self.done = True
+        self.value = value
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def describe(self):
+        """``'recv from rank 3 tag 0'``: formatted only when a report needs it."""
+        if isinstance(self.what, tuple):
+            verb, peer, tag = self.what
+            return f"{verb} rank {peer} tag {tag!r}"
+        return str(self.what)
+
+    def __repr__(self):
+        return f"<Handle {self.describe()} {'done' if self.done else 'pending'}>"
+
+
+@dataclass
+class Send:
+    dst: int
+    payload: object
+    tag: object = 0
+    blocking: bool = True
+    label: str = ""
+
+
+@dataclass
+class Recv:
+    src: int
+    tag: object = 0
+    out: object = None  # receive into this array instead of a fresh copy
+    reduce: object = None  # a numpy ufunc: out = reduce(out, data)
+    blocking: bool = True
+
+
+@dataclass
+class Wait:
+    handles: tuple
+
+
+@dataclass
+class Compute:
+    seconds: float
+    label: str = "compute"
+
+
+@dataclass
+class Exchange:
+    """Post several sends and receives at once and resume when all are done (like NCCL's
+    group calls or ``torch.distributed.batch_isend_irecv``); resumes with the received
+    values in the order of ``recvs``."""
+
+    sends: list  # of Send
+    recvs: list  # of Recv
+
+
+@dataclass
+class Start:
+    """Run ``program`` in the background on the rank's communication stream."""
+
+    program: object
+    name: str = "background"
+
+
+@dataclass
+class Enter:
+    """Mark that this process enters (``call`` set) or leaves (``call=None``) a
+    collective; the execution checks that every rank of the group made the same call at
+    the same position, and names the collective in a deadlock report."""
+
+    group: tuple
+    seq: int
+    call: object  # a CollectiveCall, or None when leaving

@@ -1,0 +1,152 @@
+"""What a rank program sees: its id, the world size, and the operations it can yield.
+
+Examples
+--------
+>>> import numpy as np, collsim
+>>> def program(rank):
+...     right, left = (rank.id + 1) % rank.size, (rank.id - 1) % rank.size
+...     h = yield rank.isend(right, np.full(2, float(rank.id)))   # returns a handle at once
+...     got = yield rank.recv(left)
+...     yield rank.wait(h)
+...     return float(got[0])
+>>> collsim.Cluster(collsim.topology.ring(3)).run(program).returns
+[2.0, 0.0, 1.0]
+"""
+
+import numpy as np
+
+from ..errors import ConfigError
+from .ops import Compute, CountOnly, Exchange, Recv, Send, Start, Wait, is_payload
+
+__all__ = ["Rank"]
+
+
+class Rank:
+    """One virtual GPU inside a run.  Its methods build operations to ``yield``."""
+
+    def __init__(self, rank_id, execution):
+        self.id = rank_id
+        self._execution = execution
+        self.size = execution.cluster.size
+
+    @property
+    def now(self):
+        """Simulated seconds since the run started."""
+        return self._execution.engine.now
+
+    @property
+    def cluster(self):
+        return self._execution.cluster
+
+    def __repr__(self):
+        return f"Rank({self.id} of {self.size})"
+
+    # -- point to point -------------------------------------------------------------------
+
+    def send(self, dst, array, tag=0, label=""):
+        """Send ``array`` to rank ``dst``; completes when the data has arrived."""
+        return Send(self._peer(dst, "send to"), self._payload(array, dst), tag, True, label)
+
+    def isend(self, dst, array, tag=0, label=""):
+        """Like :meth:`send` but resumes at once with a handle to :meth:`wait` on."""
+        return Send(self._peer(dst, "send to"), self._payload(array, dst), tag, False, label)
+
+    def recv(self, src, tag=0, out=None, reduce=None):
+        """Receive from rank ``src``; resumes with a copy of the array that was sent.
+
+        With ``out=`` the data lands in that array (reduced into it with ``reduce=``, a
+        numpy ufunc such as ``np.add``) and the program resumes with ``out``.
+        """
+        return Recv(self._peer(src, "recv from"), tag, _out(out), reduce, True)
+
+    def irecv(self, src, tag=0, out=None, reduce=None):
+        """Like :meth:`recv` but resumes at once with a handle to :meth:`wait` on."""
+        return Recv(self._peer(src, "recv from"), tag, _out(out), reduce, False)
+
+    def wait(self, *handles):
+        """Resume when every handle is done: with its value, or a list of values."""
+        if not handles:
+            raise ConfigError("wait() needs at least one handle")
+        return Wait(tuple(handles))
+
+    def exchange(self, sends=(), recvs=()):
+        """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``
+        together and resume with the received values once all are done."""
+        send_ops = [self.isend(*s) for s in sends]
+        recv_ops = [self.irecv(*r) for r in recvs]
+        return Exchange(send_ops, recv_ops)
+
+    def compute(self, seconds=None, flops=None, label="compute"):
+        """Occupy this rank's compute stream for ``seconds``, or for ``flops`` at the
+        cluster's ``compute_rate``; communication already posted keeps flowing."""
+        if (seconds is None) == (flops is None):
+            raise ConfigError("compute() takes exactly one of seconds= or flops=")
+        if flops is not None:
+            seconds = flops / self.cluster.compute_rate
+        if not seconds >= 0:
+            raise ConfigError(f"compute time must be >= 0 seconds, got {seconds!r}")
+        return Compute(float(seconds), label)
+
+    def start(self, program, name="background"):
+        """Run a generator (e.g. ``rank.all_reduce(...)``) in the background on this rank's
+        communication stream; resumes at once with a handle whose value is the result.
+        Background tasks of one rank run one after another, like kernels on one stream."""
+        return Start(program, name)
+
+    # -- collectives (``yield from`` them, or hand them to ``start``) ----------------------
+    # collsim.collectives sits above the runtime; importing it here, when a collective is
+    # called, keeps the import graph pointing downward at load time.
+
+    def all_reduce(self, x, group=None, algorithm="ring", op="sum"):
+        """Every rank ends with the reduction of all ranks' ``x``."""
+        return self._collective("all_reduce", x, group, algorithm, op)
+
+    def reduce_scatter(self, x, group=None, algorithm="ring", op="sum"):
+        """Group rank r ends with chunk r of the reduction (1-D)."""
+        return self._collective("reduce_scatter", x, group, algorithm, op)
+
+    def all_gather(self, x, group=None, algorithm="ring"):
+        """Every rank ends with all ranks' ``x`` concatenated in group order (1-D)."""
+        return self._collective("all_gather", x, group, algorithm)
+
+    def broadcast(self, x, root=0, group=None, algorithm="tree"):
+        """Every rank ends with group rank ``root``'s ``x``."""
+        return self._collective("broadcast", x, group, algorithm, root=root)
+
+    def reduce(self, x, root=0, group=None, algorithm="tree", op="sum"):
+        """Group rank ``root`` ends with the reduction; the others get ``None``."""
+        return self._collective("reduce", x, group, algorithm, op, root)
+
+    def all_to_all(self, x, group=None, algorithm="direct"):
+        """Chunk j of rank r's ``x`` ends as chunk r of rank j's result (1-D)."""
+        return self._collective("all_to_all", x, group, algorithm)
+
+    def _collective(self, name, x, group, algorithm, op="sum", root=0):
+        from ..collectives.api import collective
+
+        return collective(self, name, x, group, algorithm, op, root)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _peer(self, peer, verb):
+        if type(peer) is int and 0 <= peer < self.size:
+            return peer
+        if not isinstance(peer, int | np.integer) or not 0 <= peer < self.size:
+            raise ConfigError(
+                f"rank {self.id} cannot {verb} rank {peer!r}: ranks are 0..{self.size - 1}"
+            )
+        return int(peer)
+
+    def _payload(self, array, dst):
+        if not is_payload(array):
+            raise ConfigError(
+                f"rank {self.id} tried to send a {type(array).__name__} to rank {dst}: "
+                "only numpy arrays (or CountOnly sizes) travel over the network"
+            )
+        return array
+
+
+def _out(out):
+    if out is not None and not isinstance(out, np.ndarray | CountOnly):
+        raise ConfigError(f"recv(out=...) must be a numpy array, got {type(out).__name__}")
+    return out if isinstance(out, np.ndarray) else None

@@ -1,0 +1,153 @@
+"""Sizes, rates and times as humans write them, and back.
+
+Everything inside collsim is in SI base units: bytes, bytes per second and seconds.
+Strings are accepted only at the edges (CLI flags, presets, configs) and parsed here.
+
+* sizes: ``"64MiB"`` (binary) and ``"64MB"`` (decimal) mean exactly what they say;
+  ``B`` is a byte and ``b`` a bit, so ``"8b"`` is one byte.
+* rates: ``"100GB/s"`` is bytes per second, ``"400Gbit/s"`` and ``"400Gb/s"`` bits per
+  second; a bandwidth is per direction of a link.  ``"inf"`` is a free link.
+* times: ``ns``, ``us`` (or ``µs``), ``ms``, ``s``; ``0`` is a free latency.
+
+Examples
+--------
+>>> parse_size("64MiB")
+67108864
+>>> parse_rate("100GB/s")
+100000000000.0
+>>> parse_rate("400Gbit/s")
+50000000000.0
+>>> parse_time("5us")
+5e-06
+>>> format_size(67108864), format_rate(1e11), format_time(5e-6)
+('64 MiB', '100 GB/s', '5 us')
+"""
+
+import math
+import re
+
+from .errors import ConfigError
+
+__all__ = ["parse_size", "parse_rate", "parse_time", "format_size", "format_rate", "format_time"]
+
+_DECIMAL = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+_PREFIX = {**_DECIMAL, **_BINARY}
+_NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+_SIZE_RE = re.compile(rf"^{_NUMBER}\s*([KkMGTP]i?)?(B|b|bit|bits|bytes?)?$")
+_RATE_RE = re.compile(rf"^{_NUMBER}\s*([KkMGTP]i?)?(B|b|bit|bps)(?:/s|ps)?$")
+# divisors, not factors: 5 / 1e6 is exactly 5e-06 while 5 * 1e-6 is not
+_TIME_DIVISORS = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "": 1.0}
+_TIME_RE = re.compile(rf"^{_NUMBER}\s*(ns|us|µs|ms|s)?$")
+
+
+def _number(text):
+    """A plain number given as int/float (SI base units), or None for a string."""
+    if isinstance(text, bool):
+        raise ConfigError(f"{text!r} is not a quantity")
+    if isinstance(text, int | float):
+        return float(text)
+    if not isinstance(text, str):
+        raise ConfigError(f"{text!r} is not a quantity: give a number or a string like '64MiB'")
+    return None
+
+
+def parse_size(text):
+    """Bytes in ``text`` as an int: ``"1KiB"`` -> 1024, ``"1KB"`` -> 1000, ``"16b"`` -> 2.
+
+    >>> parse_size("1.5KiB"), parse_size(4096), parse_size("16b")
+    (1536, 4096, 2)
+    """
+    value = _number(text)
+    if value is None:
+        match = _SIZE_RE.match(text.strip())
+        if not match:
+            raise ConfigError(f"cannot read size {text!r}: expected a number and a unit like '64MiB'")
+        number, prefix, unit = match.groups()
+        value = float(number) * _PREFIX[prefix or ""]
+        if unit in ("b", "bit", "bits"):
+            value /= 8
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"size {text!r} must be a finite number of bytes >= 0")
+    if value != int(value):
+        raise ConfigError(f"size {text!r} is not a whole number of bytes ({value} B)")
+    return int(value)
+
+
+def parse_rate(text):
+    """Bytes per second in ``text``; ``"inf"`` is a link that costs nothing.
+
+    >>> parse_rate("25Gb/s"), parse_rate("inf")
+    (3125000000.0, inf)
+    """
+    value = _number(text)
+    if value is None:
+        stripped = text.strip()
+        if stripped.lower() in ("inf", "infinity"):
+            return math.inf
+        match = _RATE_RE.match(stripped)
+        if not match:
+            raise ConfigError(
+                f"cannot read bandwidth {text!r}: expected e.g. '100GB/s' (bytes) or '400Gbit/s'"
+            )
+        number, prefix, unit = match.groups()
+        value = float(number) * _PREFIX[prefix or ""]
+        if unit in ("b", "bit", "bps"):
+            value /= 8
+    if math.isnan(value) or value <= 0:
+        raise ConfigError(f"bandwidth {text!r} must be > 0 bytes/s (use 'inf' for a free link)")
+    return value
+
+
+def parse_time(text):
+    """Seconds in ``text``.
+
+    >>> parse_time("2ms"), parse_time(0)
+    (0.002, 0.0)
+    """
+    value = _number(text)
+    if value is None:
+        match = _TIME_RE.match(text.strip())
+        if not match:
+            raise ConfigError(f"cannot read time {text!r}: expected e.g. '5us', '2ms' or '1s'")
+        number, unit = match.groups()
+        value = float(number) / _TIME_DIVISORS[unit or ""]
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"time {text!r} must be a finite number of seconds >= 0")
+    return value
+
+
+def _scaled(value, steps, unit, base):
+    """Format ``value`` with the largest prefix in ``steps`` that keeps it >= 1."""
+    for prefix, factor in steps:
+        if abs(value) >= factor:
+            scaled = value / factor
+            return f"{scaled:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}" if base else f"{value} {unit}"
+
+
+def format_size(nbytes, binary=True):
+    """``67108864`` -> ``'64 MiB'`` (or ``'67.11 MB'`` with ``binary=False``)."""
+    steps = (
+        [("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)]
+        if binary
+        else [("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)]
+    )
+    return _scaled(nbytes, steps, "B", True)
+
+
+def format_rate(bytes_per_s):
+    """Bytes per second in decimal units, as vendors and nccl-tests print them."""
+    if math.isinf(bytes_per_s):
+        return "inf B/s"
+    return _scaled(bytes_per_s, [("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)], "B/s", True)
+
+
+def format_time(seconds):
+    """Seconds with the unit that reads best: ``5e-6`` -> ``'5 us'``."""
+    if seconds == 0:
+        return "0 s"
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= factor:
+            return f"{seconds / factor:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"

@@ -1,0 +1,18 @@
+"""Shared test settings: a bounded, deadline-free Hypothesis profile so CI is not flaky."""
+
+import os
+
+import matplotlib
+from hypothesis import HealthCheck, settings
+
+matplotlib.use("Agg")
+
+settings.register_profile(
+    "ci",
+    deadline=None,
+    max_examples=25,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=100)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
