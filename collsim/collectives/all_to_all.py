@@ -24,7 +24,7 @@ def direct_all_to_all(k):
     for s in range(1, k):
         steps.append(tuple(
             ChunkMove(r, (r + s) % k, range((r + s) % k, (r + s) % k + 1), False,
-                      range(r, r + 1), from_input=True)
+                      to=range(r, r + 1), from_input=True)
             for r in range(k)))  # fmt: skip
     return Schedule("all_to_all", "direct", k, k, tuple(steps),
                     (("all-to-all", 0, k - 1),), "full", "full")  # fmt: skip

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime.group import Group
-from ..runtime.ops import CountOnly, Enter
+from ..runtime.ops import CountOnly, Enter, Exchange, Recv, Send
 from .schedule import chunk_bounds
 
 __all__ = ["run_schedule", "CollectiveCall", "REDUCE_OPS", "DTYPE_BYTES", "reference"]
@@ -65,14 +65,16 @@ def _op_name(op):
 
 
 def _per_rank_plan(schedule):
-    """Cache: for every group rank, its (step, sends, recvs) in step order."""
+    """Cache: for every group rank, its ``(step, sends, recvs)`` in step order, each move
+    paired with its trace label."""
     cached = schedule.notes.get("plan")
     if cached is None:
         per_rank = [[] for _ in range(schedule.ranks)]
         for s, step in enumerate(schedule.steps):
             touched = {}
             for m in step:
-                touched.setdefault(m.src, ([], []))[0].append(m)
+                label = _label(schedule, s, m)
+                touched.setdefault(m.src, ([], []))[0].append((m, label))
                 touched.setdefault(m.dst, ([], []))[1].append(m)
             for r, (sends, recvs) in touched.items():
                 per_rank[r].append((s, sends, recvs))
@@ -99,6 +101,13 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
         count, dtype = data.size, data.dtype.name
     elif dtype not in DTYPE_BYTES:
         raise ConfigError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
+    if schedule.collective == "all_to_all" and count % schedule.ranks:
+        k = schedule.ranks
+        lower, upper = count - count % k, count - count % k + k
+        raise ConfigError(
+            f"all-to-all of {count} elements on {k} ranks: each rank sends an equal block to "
+            f"every rank, so the count must be a multiple of {k} (nearest: {lower} or {upper})"
+        )
     call = CollectiveCall(schedule.collective, schedule.algorithm, int(count), str(dtype), op,
                           schedule.root)  # fmt: skip
     yield Enter(group.ranks, seq, call)
@@ -114,23 +123,33 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     source = data.reshape(-1) if numeric else None
     ufunc = REDUCE_OPS[op]
     ranks = group.ranks
+    # tags carry a small group id, not the rank tuple: a tuple of 1,024 ranks would be
+    # hashed again for every message
+    group_ids = rank._execution.__dict__.setdefault("group_ids", {})
+    gid = group_ids.setdefault(ranks, len(group_ids))
+    sized = {}  # count-only payloads, one per size
+    # peers come from the schedule and the checked group, so the operations are built
+    # directly rather than through rank.isend/irecv: this loop is the hot path of
+    # count-only runs on thousands of ranks
     for s, sends, recvs in _per_rank_plan(schedule)[me]:
-        tag = ("collective", ranks, seq, s)
+        tag = ("collective", gid, seq, s)
         out_sends, out_recvs = [], []
-        for m in sends:
+        for m, label in sends:
             lo, hi = span(m.chunks)
             if numeric:
                 payload = (source if m.from_input else work)[lo:hi]
             else:
-                payload = CountOnly((hi - lo) * itemsize)
-            out_sends.append((ranks[m.dst], payload, tag, _label(schedule, s, m)))
+                nbytes = (hi - lo) * itemsize
+                payload = sized.get(nbytes) or sized.setdefault(nbytes, CountOnly(nbytes))
+            out_sends.append(Send(ranks[m.dst], payload, tag, False, label))
         for m in recvs:
-            lo, hi = span(m.dst_chunks)
             if numeric:
-                out_recvs.append((ranks[m.src], tag, work[lo:hi], ufunc if m.reduce else None))
+                lo, hi = span(m.dst_chunks)
+                out = work[lo:hi]
+                out_recvs.append(Recv(ranks[m.src], tag, out, ufunc if m.reduce else None, False))
             else:
-                out_recvs.append((ranks[m.src], tag))
-        yield rank.exchange(out_sends, out_recvs)
+                out_recvs.append(Recv(ranks[m.src], tag, None, None, False))
+        yield Exchange(out_sends, out_recvs)
     yield Enter(group.ranks, seq, None)
     if not numeric:
         return None

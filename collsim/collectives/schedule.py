@@ -31,25 +31,26 @@ from ..errors import ConfigError
 __all__ = ["ChunkMove", "Schedule", "chunk_bounds", "contributions"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkMove:
     """``src`` sends its chunks ``chunks`` to ``dst``, which reduces them into (or, with
-    ``reduce=False``, copies them over) its own chunks ``dst_chunks`` (default: the same
-    indices).  ``from_input`` reads the sender's untouched input (all-to-all)."""
+    ``reduce=False``, copies them over) its own chunks ``to`` (default: the same
+    indices; read it as ``dst_chunks``).  ``from_input`` reads the sender's untouched input (all-to-all)."""
 
     src: int
     dst: int
     chunks: range
     reduce: bool
-    dst_chunks: range = None
+    to: range = None  # the receiver's chunks when they differ from ``chunks``
     from_input: bool = False
 
-    def __post_init__(self):
-        if self.dst_chunks is None:
-            object.__setattr__(self, "dst_chunks", self.chunks)
+    @property
+    def dst_chunks(self):
+        """The receiver's chunk indices."""
+        return self.chunks if self.to is None else self.to
 
     def __repr__(self):
-        extra = "" if self.dst_chunks == self.chunks else f", dst_chunks={self.dst_chunks}"
+        extra = "" if self.to is None else f", dst_chunks={self.to}"
         return (f"ChunkMove(src={self.src}, dst={self.dst}, chunks={self.chunks}, "
                 f"reduce={self.reduce}{extra})")  # fmt: skip
 

@@ -18,8 +18,8 @@ Examples
 >>> engine = Engine()
 >>> net = Network(engine, topology.switch(3, bandwidth="1GB/s", latency=0))
 >>> done = []
->>> net.transfer(0, 2, 1e9, done.append, "a")     # both flows share the down link to 2
->>> net.transfer(1, 2, 1e9, done.append, "b")
+>>> _ = net.transfer(0, 2, 1e9, done.append, "a")  # both flows share the down link to 2
+>>> _ = net.transfer(1, 2, 1e9, done.append, "b")
 >>> engine.run()
 >>> done, engine.now                             # each got 0.5 GB/s: 2 s, not 1 s
 (['a', 'b'], 2.0)

@@ -54,28 +54,36 @@ class Trace:
     """Transfers and compute spans in the order they ended."""
 
     def __init__(self):
-        self.transfers = []
+        self._raw = []  # plain tuples: a run may record millions of transfers
+        self._transfers = None
         self.computes = []
 
+    @property
+    def transfers(self):
+        """Every transfer as a :class:`Transfer`, in the order they ended."""
+        if self._transfers is None or len(self._transfers) != len(self._raw):
+            self._transfers = [Transfer._make(t) for t in self._raw]
+        return self._transfers
+
     def add_transfer(self, src, dst, tag, nbytes, start, end, links, label):
-        self.transfers.append(Transfer(src, dst, tag, nbytes, start, end, links, label))
+        self._raw.append((src, dst, tag, nbytes, start, end, links, label))
 
     def add_compute(self, rank, start, end, label):
         self.computes.append(Compute(rank, start, end, label))
 
     def __len__(self):
-        return len(self.transfers) + len(self.computes)
+        return len(self._raw) + len(self.computes)
 
     def stats(self, n_ranks):
         """Bytes sent, received and carried per link, and message counts."""
         sent, received, messages = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks
         link_bytes = {}
-        for t in self.transfers:
-            sent[t.src] += t.nbytes
-            received[t.dst] += t.nbytes
-            messages[t.src] += 1
-            for link in t.links:
-                link_bytes[link] = link_bytes.get(link, 0) + t.nbytes
+        for src, dst, _, nbytes, _, _, links, _ in self._raw:
+            sent[src] += nbytes
+            received[dst] += nbytes
+            messages[src] += 1
+            for link in links:
+                link_bytes[link] = link_bytes.get(link, 0) + nbytes
         busy = [0.0] * n_ranks
         for c in self.computes:
             busy[c.rank] += c.end - c.start

@@ -21,6 +21,7 @@ Examples
 [32, 0, 0, 0]
 """
 
+import gc
 import inspect
 from dataclasses import dataclass
 
@@ -96,7 +97,15 @@ class Cluster:
                 procs.append(execution.spawn(rank, result, "main"))
             else:
                 procs.append(_Returned(result))
-        execution.engine.run()
+        # the run allocates millions of small, acyclic objects (events, flows, trace
+        # records); the cyclic collector would rescan all of them again and again
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            execution.engine.run()
+        finally:
+            if collecting:
+                gc.enable()
         execution.finish()
         trace = execution.trace
         return RunResult(

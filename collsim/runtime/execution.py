@@ -14,7 +14,7 @@ from collections import deque
 import numpy as np
 
 from ..errors import CollectiveMismatchError, CollsimError, ConfigError, DeadlockError
-from ..network import FINISH, Engine, Network
+from ..network import FINISH, Engine, Network, SimulationLimitError
 from ..network.trace import Trace
 from .ops import Compute, CountOnly, Enter, Exchange, Handle, Recv, Send, Start, Wait
 
@@ -71,7 +71,19 @@ class Execution:
         """Run ``proc`` until it blocks or ends."""
         gen, dispatch = proc.gen, self._dispatch
         proc.blocked_on = None
+        # operations that complete at once never reach the engine, so count them here too:
+        # a loop of them (compute(seconds=0), wait on a done handle, isend) would hang
+        steps, limit = 0, self.engine.max_events
         while True:
+            steps += 1
+            if steps > limit:
+                exc = SimulationLimitError(
+                    f"rank {proc.rank.id} issued more than max_events={limit} operations "
+                    f"at t={self.engine.now:.6g} s without simulated time passing; "
+                    "does it loop forever? raise Cluster(max_events=...) if not"
+                )
+                _attach_rank(exc, proc, self.engine.now)
+                raise exc
             try:
                 op = gen.send(value)
             except StopIteration as stop:
@@ -172,7 +184,8 @@ class Execution:
             return True, None
         calls = self.collective_calls.setdefault((op.group, op.seq), {})
         calls[proc.rank.id] = op.call
-        if any(not op.call.matches(other) for other in calls.values()):
+        first = next(iter(calls.values()))  # all match the first, or someone differs
+        if not op.call.matches(first):
             lines = [f"  rank {r}: {c}" for r, c in sorted(calls.items())]
             raise CollectiveMismatchError(
                 f"ranks of group {list(op.group)} entered different collectives at position "
