@@ -158,7 +158,9 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
 
 def _label(schedule, step, move):
     chunks = move.chunks
-    which = f"chunk {chunks.start}" if len(chunks) == 1 else f"chunks {chunks.start}-{chunks.stop - 1}"
+    which = (
+        f"chunk {chunks.start}" if len(chunks) == 1 else f"chunks {chunks.start}-{chunks.stop - 1}"
+    )
     return f"{schedule.collective} step {step} {which}"
 
 

@@ -60,8 +60,12 @@ def halving_doubling_all_reduce(k):
     fold_out = [tuple(ChunkMove(i, core + i, whole, False) for i in range(extra))] if extra else []
     steps = fold_in + halving + doubling + fold_out
     n_in, n_h = len(fold_in), len(halving)
-    phases = ((("fold-in", 0, 1),) if extra else ()) + (
-        ("reduce-scatter (halving)", n_in, n_in + n_h),
-        ("all-gather (doubling)", n_in + n_h, n_in + 2 * n_h),
-    ) + ((("fold-out", n_in + 2 * n_h, n_in + 2 * n_h + 1),) if extra else ())
+    phases = (
+        ((("fold-in", 0, 1),) if extra else ())
+        + (
+            ("reduce-scatter (halving)", n_in, n_in + n_h),
+            ("all-gather (doubling)", n_in + n_h, n_in + 2 * n_h),
+        )
+        + ((("fold-out", n_in + 2 * n_h, n_in + 2 * n_h + 1),) if extra else ())
+    )
     return Schedule("all_reduce", "halving_doubling", k, core, tuple(steps), phases)

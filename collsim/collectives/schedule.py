@@ -35,7 +35,8 @@ __all__ = ["ChunkMove", "Schedule", "chunk_bounds", "contributions"]
 class ChunkMove:
     """``src`` sends its chunks ``chunks`` to ``dst``, which reduces them into (or, with
     ``reduce=False``, copies them over) its own chunks ``to`` (default: the same
-    indices; read it as ``dst_chunks``).  ``from_input`` reads the sender's untouched input (all-to-all)."""
+    indices; read it as ``dst_chunks``).  ``from_input`` reads the sender's untouched
+    input (all-to-all)."""
 
     src: int
     dst: int

@@ -45,7 +45,9 @@ class Stats:
 
     def __str__(self):
         rows = [f"{'rank':>4} {'sent (B)':>14} {'received (B)':>14} {'messages':>9}"]
-        for r, (s, v, m) in enumerate(zip(self.bytes_sent, self.bytes_received, self.messages_sent)):
+        for r, (s, v, m) in enumerate(
+            zip(self.bytes_sent, self.bytes_received, self.messages_sent)
+        ):
             rows.append(f"{r:>4} {s:>14,} {v:>14,} {m:>9}")
         return "\n".join(rows)
 
@@ -108,10 +110,18 @@ class Trace:
             events.append(_span(f"{name} <- r{t.src}", t.dst, 2, t.start, t.end, args))
         meta = []
         for r in sorted(ranks):
-            meta.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
+            meta.append(
+                {"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}}
+            )
             for tid, stream in ((0, "compute"), (1, "comm: send"), (2, "comm: recv")):
                 meta.append(
-                    {"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": stream}}
+                    {
+                        "ph": "M",
+                        "name": "thread_name",
+                        "pid": r,
+                        "tid": tid,
+                        "args": {"name": stream},
+                    }
                 )
         text = json.dumps({"traceEvents": meta + events, "displayTimeUnit": "ns"}, sort_keys=True)
         if path is not None:

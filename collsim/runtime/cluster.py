@@ -116,7 +116,6 @@ class Cluster:
             events=execution.engine.events,
         )
 
-
     # -- collectives on the whole cluster (or a group), from plain code -------------------
 
     def collective(self, name, buffers=None, **options):

@@ -87,7 +87,9 @@ class DeviceMesh:
         size = math.prod(shape)
         ranks = np.arange(size) if ranks is None else np.asarray(ranks)
         if ranks.size != size:
-            raise ConfigError(f"mesh {dict(zip(names, shape))} needs {size} ranks, got {ranks.size}")
+            raise ConfigError(
+                f"mesh {dict(zip(names, shape))} needs {size} ranks, got {ranks.size}"
+            )
         self.shape, self.names = shape, names
         self.grid = ranks.reshape(shape)  # last dimension varies fastest
 

@@ -1,0 +1,206 @@
+"""``collsim plan``: check a parallel configuration, explain it, estimate its cost."""
+
+import argparse
+import sys
+
+__all__ = ["register", "run", "add_config_arguments", "config_from_args"]
+
+DESCRIPTION = """\
+Check a distributed-training configuration against every rule at once (world = tp·pp·cp·dp,
+global batch = micro·dp·accumulation, hidden/heads/ffn divisible by tp, layers by pp, sequence
+parallel and context parallel constraints, memory per GPU), explain each violation with its
+numbers and the nearest valid choices, suggest complete valid configurations, and estimate
+memory per GPU, communication per parallel dimension, compute and step time.  Closed-form:
+no simulation, instant for any cluster size.  Sizes, rates and times take units: 80GiB,
+300GB/s, 5us, 150TFLOP/s, 175B (parameters)."""
+
+EPILOG = """\
+examples:
+  seed 000's error, 784 GPUs with tp=8 and pp=4:
+    collsim plan --world-size 784 --tp 8 --pp 4 --layers 96 --hidden 12288 --heads 96 \\
+                 --seq 2048 --global-batch 1536 --micro-batch 1
+  the same as data:           ... --json
+  every valid configuration:  collsim plan --search --world-size 1024 --layers 96 \\
+                                --hidden 12288 --heads 96 --global-batch 1536
+  from a file (TOML/JSON; flags override it):  collsim plan --config job.toml --zero 1
+
+exit status: 0 valid (or --search found some), 1 invalid (or none found), 2 bad flags."""
+
+# (flag, PlanConfig field, type, help); types stay strings where units are allowed
+_MODEL = [
+    ("--layers", "layers", int, "transformer layers L"),
+    ("--hidden", "hidden", int, "hidden size h"),
+    ("--heads", "heads", int, "attention heads a"),
+    ("--ffn-hidden", "ffn_hidden", int, "MLP inner size (default 4·hidden)"),
+    ("--vocab", "vocab", int, "vocabulary size V (default 51200)"),
+    ("--seq", "seq", int, "sequence length s in tokens (default 2048)"),
+    ("--params", "params", str, "parameter count instead of the shape, e.g. 7B (memory only)"),
+]
+_CLUSTER = [
+    ("--world-size", "world_size", int, "GPUs in the job (default tp·pp·cp·dp)"),
+    ("--gpus-per-node", "gpus_per_node", int, "GPUs per node sharing NVLink (default 8)"),
+    ("--gpu-memory", "gpu_memory", str, "memory per GPU (default 80GiB)"),
+    ("--compute-rate", "compute_rate", str, "FLOP/s one GPU achieves (default 150TFLOP/s)"),
+    ("--intra-bandwidth", "intra_bandwidth", str, "per direction inside a node (default 300GB/s)"),
+    ("--inter-bandwidth", "inter_bandwidth", str, "per GPU between nodes (default 25GB/s)"),
+    ("--intra-latency", "intra_latency", str, "α inside a node (default 2us)"),
+    ("--inter-latency", "inter_latency", str, "α between nodes (default 5us)"),
+]
+_PARALLEL = [
+    ("--tp", "tp", int, "tensor-parallel degree (alias --tp-size)"),
+    ("--pp", "pp", int, "pipeline stages"),
+    ("--dp", "dp", int, "data-parallel degree (default: derived, world / (tp·pp·cp))"),
+    ("--cp", "cp", int, "context-parallel degree (alias --cp-size)"),
+    ("--vpp", "vpp", int, "virtual pipeline stages per GPU (interleaved 1F1B when > 1)"),
+    ("--dp-replicate-size", "dp_replicate", int, "Accelerate HSDP replicas (dp = replicate·shard)"),
+    ("--dp-shard-size", "dp_shard", int, "Accelerate FSDP shard degree (implies --zero 3)"),
+]
+_BATCH = [
+    ("--global-batch", "global_batch", int, "samples per optimizer step"),
+    ("--micro-batch", "micro_batch", int, "samples per forward/backward (default 1)"),
+    ("--accumulation", "accumulation", int, "micro-batches per step (alias --grad-accum)"),
+]
+_ALIASES = {"--tp": ["--tp-size"], "--cp": ["--cp-size"], "--accumulation": ["--grad-accum"]}
+
+
+def add_config_arguments(parser):
+    """The flags that describe a job (shared with ``collsim viz memory``)."""
+    parser.add_argument(
+        "--config", metavar="FILE", help="TOML or JSON file of settings; flags override it"
+    )
+    groups = (
+        ("model", _MODEL),
+        ("cluster", _CLUSTER),
+        ("parallelism", _PARALLEL),
+        ("batch", _BATCH),
+    )
+    for title, flags in groups:
+        group = parser.add_argument_group(title)
+        for flag, dest, type_, help_ in flags:
+            group.add_argument(
+                flag,
+                *_ALIASES.get(flag, []),
+                dest=dest,
+                type=type_,
+                help=help_,
+                metavar=dest.upper() if type_ is str else "N",
+            )
+        if title == "parallelism":
+            group.add_argument(
+                "--sp",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="Megatron sequence parallelism (needs tp > 1)",
+            )
+            group.add_argument(
+                "--zero",
+                choices=["0", "1", "2", "3", "fsdp"],
+                help="ZeRO stage: 1 shards optimizer states, 2 also gradients, "
+                "3 (= FSDP) also parameters",
+            )
+    training = parser.add_argument_group("training")
+    training.add_argument(
+        "--recompute",
+        choices=["none", "selective", "full"],
+        help="activation recomputation (default none)",
+    )
+    training.add_argument(
+        "--precision",
+        choices=["bf16", "fp16", "fp32"],
+        help="bf16/fp16 mixed-precision Adam (16 B/param) or fp32 (default bf16)",
+    )
+    training.add_argument(
+        "--schedule",
+        choices=["gpipe", "1f1b", "interleaved"],
+        help="pipeline schedule (default 1f1b, interleaved with --vpp > 1)",
+    )
+
+
+def config_from_args(args):
+    """A PlanConfig from parsed flags (and ``--config`` FILE under them)."""
+    from ..plan import load_config
+    from ..plan.config import config_from_mapping
+
+    fields = [dest for _, dest, _, _ in _MODEL + _CLUSTER + _PARALLEL + _BATCH]
+    fields += ["sp", "zero", "recompute", "precision", "schedule"]
+    given = {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
+    if "zero" in given and given["zero"] != "fsdp":
+        given["zero"] = int(given["zero"])
+    if args.config:
+        return load_config(args.config, **given)
+    return config_from_mapping(given)
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "plan",
+        help="check a parallel configuration, explain violations, estimate memory and time",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_config_arguments(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--json", action="store_true", help="print the report as JSON (schema collsim.plan/1)"
+    )
+    out.add_argument(
+        "--search",
+        action="store_true",
+        help="list every valid (tp, pp, dp, micro-batch, ZeRO, recompute), fastest first",
+    )
+    out.add_argument(
+        "--top", type=int, default=20, metavar="N", help="rows --search prints (default 20)"
+    )
+    out.add_argument(
+        "--suggestions",
+        type=int,
+        default=5,
+        metavar="N",
+        help="nearest valid configurations an invalid one gets (default 5)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args):
+    """Print the report (or the search table); 0 when valid, 1 when not."""
+    cfg = config_from_args(args)
+    if args.search:
+        return _search(cfg, args)
+    from ..plan import plan
+
+    report = plan(cfg, suggestions=args.suggestions)
+    print(report.to_json() if args.json else report)
+    return 0 if report.valid else 1
+
+
+def _search(cfg, args):
+    import json
+
+    from ..plan import search
+    from ..plan.text import search_table
+
+    progress = _progress if sys.stderr.isatty() else None
+    found = search(cfg, progress=progress)
+    if progress:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    shown = found[: args.top] if args.top else found
+    if args.json:
+        data = {
+            "schema": "collsim.plan.search/1",
+            "count": len(found),
+            "results": [c.to_dict() for c in shown],
+        }
+        print(json.dumps(data, indent=2))
+    else:
+        print(search_table(cfg, shown, len(found)))
+    return 0 if found else 1
+
+
+def _progress(done, total):
+    print(
+        f"\rsearching: {done}/{total} (tp, pp) shapes ({done / total:.0%})",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,92 @@
+"""``collsim tour``: five minutes from a point-to-point send to why ring all-reduce wins."""
+
+import numpy as np
+
+from .. import topology, units
+from ..runtime import Cluster
+from .common import Formatter
+from .step import pause
+
+__all__ = ["register", "run"]
+
+DESCRIPTION = """\
+A five-minute tour of collsim (the short version of lessons 2-3):
+
+  1. four ranks exchange arrays point to point; every transfer is in the trace
+  2. a ring all-reduce on four ranks, step by step
+  3. bytes each rank sends: ring 2(K-1)/K of the buffer whatever K is, naive (K-1)x at the root
+  4. time on one switch: ring against naive, simulated and by the closed form
+
+Pauses between parts when standard input is a terminal (--no-pause to run straight through).
+"""
+
+
+def register(subparsers):
+    p = subparsers.add_parser("tour", help="a five-minute tour: start here",
+                              description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
+    p.add_argument("--no-pause", action="store_true", help="do not wait for Enter")
+    p.set_defaults(func=run)
+
+
+def _title(text):
+    print(f"\n== {text} " + "=" * max(0, 74 - len(text)))
+
+
+def _exchange(rank):
+    # every rank sends its id to the right neighbour and receives from the left one
+    right, left = (rank.id + 1) % rank.size, (rank.id - 1) % rank.size
+    handle = yield rank.isend(right, np.full(4, float(rank.id)))
+    got = yield rank.recv(left)
+    yield rank.wait(handle)
+    return float(got[0])
+
+
+def run(args):
+    _title("1. point to point: four ranks on a ring, 100 GB/s links, 5 us latency")
+    cluster = Cluster(topology.bidirectional_ring(4, "100GB/s", "5us"))
+    result = cluster.run(_exchange)
+    print("each rank sends np.full(4, rank) to its right neighbour and receives from its left")
+    print(f"values received: {result.returns}")
+    for t in result.trace.transfers:
+        print(f"  r{t.src} -> r{t.dst}  {t.nbytes} B  {units.format_time(t.start)} .. "
+              f"{units.format_time(t.end)}  via {' -> '.join(str(u) for u, _ in t.links)}"
+              f" -> {t.links[-1][1]}")  # fmt: skip
+    print(f"simulated time {units.format_time(result.time)} = 5 us latency + 32 B / 100 GB/s")
+    pause(args)
+
+    _title("2. ring all-reduce on 4 ranks: reduce-scatter, then all-gather")
+    ring4 = Cluster(topology.ring(4, "100GB/s", "5us"))
+    buffers = [np.full(8, float(r + 1)) for r in range(4)]
+    out = ring4.all_reduce(buffers, algorithm="ring")
+    for view in out.steps(include_initial=True):
+        print(view)
+        pause(args)
+    print(f"every rank ends with {out.outputs[0][:4].tolist()}... = 1+2+3+4")
+
+    _title("3. bytes each rank sends for a 64 MiB buffer")
+    size = 64 * 2**20
+    print(f"{'K':>5} {'ring, per rank':>16} {'fraction of S':>14} {'naive, at root':>16}")
+    for k in (2, 4, 8, 16, 64):
+        c = Cluster(topology.switch(k, "100GB/s", "5us"))
+        ring = c.all_reduce(count=size // 4, dtype="float32", algorithm="ring")
+        naive = c.all_reduce(count=size // 4, dtype="float32", algorithm="naive")
+        per = ring.stats.bytes_sent[0]
+        print(f"{k:>5} {units.format_size(per):>16} {per / size:>14.3f} "
+              f"{units.format_size(max(naive.stats.bytes_sent)):>16}")  # fmt: skip
+    print("ring: 2(K-1)/K -> 2 whatever K is; naive: the root sends (K-1) whole buffers")
+    pause(args)
+
+    _title("4. time on one switch (8 ranks, 100 GB/s, 5 us per link), 64 MiB")
+    from ..collectives import analytical
+
+    c8 = Cluster(topology.switch(8, "100GB/s", "5us"))
+    for algorithm in ("ring", "halving_doubling", "tree", "naive"):
+        sim = c8.all_reduce(count=size // 4, dtype="float32", algorithm=algorithm)
+        form = analytical(c8, "all_reduce", size, algorithm)
+        print(
+            f"  {algorithm:>17}: {sim.stats.steps:>2} steps, simulated "
+            f"{units.format_time(sim.time):>10}, closed form {units.format_time(form.time_s):>10}"
+        )
+    print("\nnext: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
+          "collsim plan --help")  # fmt: skip
+    return 0
