@@ -60,6 +60,9 @@ _BATCH = [
     ("--micro-batch", "micro_batch", int, "samples per forward/backward (default 1)"),
     ("--accumulation", "accumulation", int, "micro-batches per step (alias --grad-accum)"),
 ]
+_METAVARS = {"params": "COUNT", "gpu_memory": "SIZE", "compute_rate": "FLOP/S"}
+_METAVARS.update(dict.fromkeys(("intra_bandwidth", "inter_bandwidth"), "RATE"))
+_METAVARS.update(dict.fromkeys(("intra_latency", "inter_latency"), "TIME"))
 _ALIASES = {"--tp": ["--tp-size"], "--cp": ["--cp-size"], "--accumulation": ["--grad-accum"]}
 
 
@@ -83,7 +86,7 @@ def add_config_arguments(parser):
                 dest=dest,
                 type=type_,
                 help=help_,
-                metavar=dest.upper() if type_ is str else "N",
+                metavar=_METAVARS.get(dest, "N"),
             )
         if title == "parallelism":
             group.add_argument(

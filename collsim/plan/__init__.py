@@ -82,6 +82,12 @@ def plan(config=None, /, *, suggestions=5, **inputs):
     comm = communication(cfg, d)
     comp = compute(cfg, d)
     report = Report(cfg, d, violations, warnings, mem, comm, comp, scaling(cfg, d, comm, comp))
+    if cfg.dp_replicate is not None or cfg.dp_shard is not None:
+        report.notes.append(
+            f"Accelerate sizes: dp = dp_replicate·dp_shard = {d.dp_replicate:g}·{d.dp_shard:g} = "
+            f"{d.dp:g} and world = dp·tp·cp·pp, as Accelerate's ParallelismConfig defines them "
+            "(seed 003's dp_world_size = dp_shard·dp_replicate/tp divides by tp a second time)."
+        )
     if violations:
         note = world_note(cfg, d)
         report.notes.extend([note] if note else [])

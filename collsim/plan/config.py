@@ -104,7 +104,9 @@ class PlanConfig:
         if self.zero is not None:
             zero = 3 if isinstance(self.zero, str) and self.zero.lower() == "fsdp" else self.zero
             if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
-                raise ConfigError(f"zero = {self.zero!r} must be a ZeRO stage 0, 1, 2 or 3 (or 'fsdp')")
+                raise ConfigError(
+                    f"zero = {self.zero!r} must be a ZeRO stage 0, 1, 2 or 3 (or 'fsdp')"
+                )
             set_(self, "zero", int(zero))
         _choice(self, "recompute", RECOMPUTE)
         _choice(self, "precision", PRECISIONS)
@@ -166,20 +168,19 @@ ALIASES = {
 def load_config(path, **overrides):
     """Read a TOML or JSON file into a :class:`PlanConfig`; ``overrides`` win over the file."""
     path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise ConfigError(f"config file {str(path)!r}: the name must end in .toml or .json")
     try:
         text = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
-    suffix = path.suffix.lower()
     try:
-        if suffix == ".toml":
-            data = tomllib.loads(text.decode())
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ConfigError(f"config file {str(path)!r}: the name must end in .toml or .json")
+        data = tomllib.loads(text.decode()) if suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid {suffix[1:].upper()}: {exc}")
+        raise ConfigError(
+            f"config file {str(path)!r} is not valid {suffix[1:].upper()}: {exc}"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a table of settings")
     return config_from_mapping({**_flatten(data, str(path)), **overrides})

@@ -24,7 +24,8 @@ activation A = b·(s/cp)·h bytes·element, N_g = N/(t·p) parameters)::
 Ranks are placed as Megatron does (tp fastest, then cp, dp, pp): a group whose ranks fit in
 one node uses the intra-node bandwidth and latency, any other the inter-node ones.
 
-Compute is 6·N·tokens FLOP per step (8·N with full recompute: the forward runs twice),
+Compute is 6·N·tokens FLOP per step (8·N with full recompute: the forward runs twice;
+selective recompute adds the attention-score matmuls, 4·s·h·L per token, Korthikanti et al.),
 spread over the world, stretched by layer imbalance ⌈L/p⌉·p/L and by the pipeline bubble,
 1 + (p-1)/(v·m) (Narayanan et al. 2021).  Seed 002's ratio of compute to DP communication
 is 3·D·BW/(P·b): N cancels; D is the tokens per step of one data-parallel rank, BW its
@@ -50,7 +51,9 @@ DIMENSIONS = ("tp", "cp", "dp", "pp")
 def _group_link(cfg, size, stride):
     """'intra-node' when a group of ``size`` ranks ``stride`` apart fits inside one node."""
     span = size * stride
-    inside = float(span).is_integer() and span <= cfg.gpus_per_node and cfg.gpus_per_node % span == 0
+    inside = (
+        float(span).is_integer() and span <= cfg.gpus_per_node and cfg.gpus_per_node % span == 0
+    )
     return "intra-node" if inside else "inter-node"
 
 
@@ -78,6 +81,7 @@ def _add(dim, name, collective, size_bytes, calls, ranks=None, algorithm="ring",
         "collective": collective,
         "algorithm": algorithm,
         "ranks": k,
+        "link": (link or dim)["link"],
         "size_bytes": float(size_bytes),  # S as nccl-tests defines it
         "calls": calls,  # per optimizer step
         "steps_per_call": cost.steps,
@@ -157,8 +161,15 @@ def _data_parallel(cfg, d, m):
         _add(dim, "param_all_gather", "all_gather", params, 1)
     if d.dp_replicate > 1:
         replica = _dimension(cfg, d.dp_replicate, cfg.tp * cfg.cp * d.dp_shard)
-        _add(dim, "replica_all_reduce", "all_reduce", grads / d.shard_degree, per_micro,
-             ranks=d.dp_replicate, link=replica)
+        _add(
+            dim,
+            "replica_all_reduce",
+            "all_reduce",
+            grads / d.shard_degree,
+            per_micro,
+            ranks=d.dp_replicate,
+            link=replica,
+        )
         dim["replicate_link"] = replica["link"]
     return dim
 
@@ -168,15 +179,20 @@ def compute(cfg, d):
     factor = 8 if cfg.recompute == "full" else 6
     tokens = d.tokens_per_step
     ideal = 6 * d.params * tokens / (d.world * cfg.compute_rate)
+    # selective recompute reruns QKᵀ and scores·V: 4·s·h FLOP per token per layer
+    selective = cfg.recompute == "selective" and cfg.layers and cfg.hidden
+    extra = 4 * cfg.seq * cfg.hidden * cfg.layers * tokens if selective else 0.0
     imbalance = d.layers_per_stage * cfg.pp / cfg.layers if cfg.layers else 1.0
     p, m = cfg.pp, max(d.accumulation, 1e-12)
     v = cfg.vpp if d.schedule == "interleaved" else 1
     bubble = (p - 1) / (v * m + p - 1)
-    time = factor / 6 * ideal * imbalance / (1 - bubble)
+    flops = factor * d.params * tokens + extra
+    time = flops / (d.world * cfg.compute_rate) * imbalance / (1 - bubble)
     return {
         "flop_per_token_per_param": factor,
-        "flops_per_step": factor * d.params * tokens,
-        "flops_per_gpu": factor * d.params * tokens / d.world,
+        "recompute_flops_per_step": (factor - 6) * d.params * tokens + extra,
+        "flops_per_step": flops,
+        "flops_per_gpu": flops / d.world,
         "tokens_per_step": tokens,
         "compute_rate": cfg.compute_rate,  # FLOP/s per GPU
         "ideal_time_s": ideal,  # 6·N·tokens / (world·P): no bubble, no recompute, no comm

@@ -116,7 +116,9 @@ def estimate(cfg, d):
 def _activations(cfg, d):
     """Activations on the busiest stage: max(first stage, last stage)."""
     if not (cfg.layers and cfg.hidden and cfg.heads):
-        return dict(activations=0.0, per_layer=0.0, layers=0.0, embedding=0.0, logits=0.0, in_flight=0)
+        return dict(
+            activations=0.0, per_layer=0.0, layers=0.0, embedding=0.0, logits=0.0, in_flight=0
+        )
     s = cfg.seq / cfg.cp
     b, h, t, e = d.micro_batch, cfg.hidden, cfg.tp, d.elem
     sp_div = t if cfg.sp else 1
@@ -126,7 +128,9 @@ def _activations(cfg, d):
     last = m if (d.schedule == "gpipe" and cfg.pp > 1) else 1
     layers = d.layers_per_stage
     embedding = s * b * h / sp_div  # 1-byte dropout mask of the embedding output
-    logits = 2 * e * s * b * h / sp_div + 4 * s * b * cfg.vocab / t  # norm + projection in, fp32 logits
+    logits = (
+        2 * e * s * b * h / sp_div + 4 * s * b * cfg.vocab / t
+    )  # norm + projection in, fp32 logits
     if cfg.pp == 1:
         stages = [(per_layer * layers, embedding, logits)]
     else:
@@ -145,4 +149,3 @@ def _activations(cfg, d):
 
 def _tidy(x):
     return int(x) if float(x).is_integer() else float(x)
-

@@ -38,14 +38,15 @@ Examples
 keep tp=8: pp must divide 784/8 = 98: pp=1 (dp=98), pp=2 (dp=49), pp=7 (dp=14, uneven), ...
 """
 
-import math
 from dataclasses import dataclass
 
 from ..units import format_rate, format_size
 from .derive import derive
+from .hints import batch_hint, memory_hint, world_hint
 from .memory import estimate
+from .numbers import divisors, show, tp_choices
 
-__all__ = ["Finding", "check", "RULES", "divisors", "tp_choices"]
+__all__ = ["Finding", "check", "RULES"]
 
 RULES = (
     "world_size dp_replicate_shard global_batch hidden_tp heads_tp ffn_tp pp_layers layers_pp "
@@ -83,26 +84,6 @@ def check(cfg, d=None, mem=None, explain=True):
     return [f for f in found if f.severity == "error"], [f for f in found if f.severity != "error"]
 
 
-def _n(x):
-    """A count as people write it: 24 for 24.0, 24.5, 62.69."""
-    return str(int(round(x))) if float(x).is_integer() else f"{x:.4g}"
-
-
-def divisors(n):
-    """Positive divisors of ``n`` in ascending order.  >>> divisors(98) -> [1, 2, 7, 14, 49, 98]"""
-    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
-    return sorted(set(small + [n // i for i in small]))
-
-
-def tp_choices(cfg, d, limit=None):
-    """tp values that divide hidden, heads and ffn hidden, up to ``limit``."""
-    limit = limit or max(cfg.gpus_per_node, cfg.tp)
-    if not cfg.hidden:
-        return [t for t in range(1, limit + 1) if limit % t == 0]
-    common = math.gcd(math.gcd(cfg.hidden, cfg.heads), d.ffn_hidden)
-    return [t for t in divisors(common) if t <= limit]
-
-
 def _world(cfg, d, mem, explain):
     q = cfg.tp * cfg.pp * cfg.cp
     accelerate = cfg.dp_replicate is not None or cfg.dp_shard is not None
@@ -110,24 +91,24 @@ def _world(cfg, d, mem, explain):
         parts = f"{cfg.dp_replicate or 1}·{cfg.dp_shard or 1}"
         yield Finding(
             "dp_replicate_shard",
-            f"dp = {cfg.dp} but dp_replicate·dp_shard = {parts} = {_n(d.dp)} "
+            f"dp = {cfg.dp} but dp_replicate·dp_shard = {parts} = {show(d.dp)} "
             "(Accelerate defines dp = dp_replicate·dp_shard)",
-            f"drop dp, or set dp = {_n(d.dp)}" if explain else "",
+            f"drop dp, or set dp = {show(d.dp)}" if explain else "",
         )
     if cfg.world_size is None or (d.whole["dp"] and cfg.world_size == q * d.dp):
         return
     w, names = cfg.world_size, _degree_names(cfg)
     if cfg.dp is not None or accelerate:
         message = (
-            f"world size {w} ≠ {names}·dp = {_degrees(cfg)}·{_n(d.dp)} = {_n(q * d.dp)}: "
+            f"world size {w} ≠ {names}·dp = {_degrees(cfg)}·{show(d.dp)} = {show(q * d.dp)}: "
             "the GPUs must be exactly the product of the parallel degrees"
         )
     else:
         message = (
             f"world size {w} is not divisible by {names} = {_degrees(cfg)} = {q}: "
-            f"dp = {w}/{q} = {_n(w / q)} is not a whole number"
+            f"dp = {w}/{q} = {show(w / q)} is not a whole number"
         )
-    yield Finding("world_size", message, _world_hint(cfg, d) if explain else "")
+    yield Finding("world_size", message, world_hint(cfg, d) if explain else "")
 
 
 def _degree_names(cfg):
@@ -136,38 +117,6 @@ def _degree_names(cfg):
 
 def _degrees(cfg):
     return f"{cfg.tp}·{cfg.pp}·{cfg.cp}" if cfg.cp > 1 else f"{cfg.tp}·{cfg.pp}"
-
-
-def _world_hint(cfg, d):
-    w, tp, pp, cp = cfg.world_size, cfg.tp, cfg.pp, cfg.cp
-    parts = []
-    cp_txt = f"·{cp}" if cp > 1 else ""
-    if w % (tp * cp) == 0:
-        rest = w // (tp * cp)
-        options, too_deep = [], []
-        for p in divisors(rest):
-            if cfg.layers and p > cfg.layers:
-                too_deep.append(str(p))
-                continue
-            uneven = ", uneven" if cfg.layers and cfg.layers % p else ""
-            options.append(f"pp={p} (dp={rest // p}{uneven})")
-        text = f"keep tp={tp}: pp must divide {w}/{tp}{cp_txt} = {rest}: " + ", ".join(options)
-        if too_deep:
-            text += f"; pp={', '.join(too_deep)} would exceed the {cfg.layers} layers"
-        parts.append(text)
-    else:
-        parts.append(f"tp={tp} does not divide {w} either")
-    if w % (pp * cp) == 0:
-        rest = w // (pp * cp)
-        tps = [t for t in tp_choices(cfg, d, limit=max(rest, 1)) if rest % t == 0 and t != tp]
-        if tps:
-            shown = ", ".join(f"tp={t} (dp={rest // t})" for t in tps[:6])
-            parts.append(f"keep pp={pp}: {shown}")
-    q = tp * pp * cp
-    lower, upper = (w // q) * q, (w // q + 1) * q
-    near = [f"{x} GPUs (dp={x // q})" for x in (lower, upper) if x > 0]
-    parts.append("or use " + " or ".join(near))
-    return "; ".join(parts)
 
 
 def _batch(cfg, d, mem, explain):
@@ -181,31 +130,18 @@ def _batch(cfg, d, mem, explain):
     elif not d.whole["accumulation"]:
         b = d.micro_batch
         message = (
-            f"global batch {g} = micro·dp·accumulation: accumulation = {g}/({_n(b)}·{dp}) "
-            f"= {_n(d.accumulation)} is not a whole number"
+            f"global batch {g} = micro·dp·accumulation: accumulation = {g}/({show(b)}·{dp}) "
+            f"= {show(d.accumulation)} is not a whole number"
         )
     elif not d.whole["micro_batch"]:
         m = d.accumulation
         message = (
-            f"global batch {g} = micro·dp·accumulation: micro-batch = {g}/({dp}·{_n(m)}) "
-            f"= {_n(d.micro_batch)} is not a whole number"
+            f"global batch {g} = micro·dp·accumulation: micro-batch = {g}/({dp}·{show(m)}) "
+            f"= {show(d.micro_batch)} is not a whole number"
         )
     else:
         return
-    yield Finding("global_batch", message, _batch_hint(cfg, d) if explain else "")
-
-
-def _batch_hint(cfg, d):
-    g, dp = cfg.global_batch, int(d.dp)
-    b = int(d.micro_batch) if d.whole["micro_batch"] else 1
-    step = b * dp
-    lower, upper = (g // step) * step, (g // step + 1) * step
-    near = " or ".join(f"{x} (accumulation {x // step})" for x in (lower, upper) if x > 0)
-    text = f"global batches that work with micro-batch {b} and dp={dp}: {near}"
-    if g % dp:
-        return f"dp={dp} must divide the global batch {g}; {text}"
-    micros = ", ".join(f"{x} (accumulation {g // dp // x})" for x in divisors(g // dp)[:8])
-    return f"{text}; or keep {g} with micro-batch {micros}"
+    yield Finding("global_batch", message, batch_hint(cfg, d) if explain else "")
 
 
 def _tensor(cfg, d, mem, explain):
@@ -224,7 +160,8 @@ def _tensor(cfg, d, mem, explain):
                 hint = "tp values that divide hidden, heads and ffn hidden: " + ", ".join(
                     f"tp={x}" for x in tp_choices(cfg, d)
                 )
-            message = f"{name} {value} is not divisible by tp={t} ({value}/{t} = {_n(value / t)}): {reason}"
+            ratio = f"{value}/{t} = {show(value / t)}"
+            message = f"{name} {value} is not divisible by tp={t} ({ratio}): {reason}"
             yield Finding(rule, message, hint)
 
 
@@ -232,109 +169,135 @@ def _pipeline(cfg, d, mem, explain):
     p, v, layers = cfg.pp, cfg.vpp, cfg.layers
     if layers and p > layers:
         hint = "pp values that divide the layers: " + ", ".join(map(str, divisors(layers)))
-        yield Finding("pp_layers", f"pp={p} > {layers} layers: every stage needs at least one layer", hint if explain else "")
+        yield Finding(
+            "pp_layers",
+            f"pp={p} > {layers} layers: every stage needs at least one layer",
+            hint if explain else "",
+        )
     elif layers and v == 1 and layers % p:
         few, many = layers // p, layers // p + 1
         near = ", ".join(f"pp={x}" for x in divisors(layers) if x <= 2 * p)
         yield Finding(
             "layers_pp",
-            f"{layers} layers do not divide evenly into pp={p} stages: {layers % p} stages get {many} "
-            f"layers and {p - layers % p} get {few}, and the slowest stage paces the pipeline",
-            f"pp values that divide {layers}: {near} (seed 000 recommends, does not require)" if explain else "",
+            f"{layers} layers do not divide evenly into pp={p} stages: "
+            f"{layers % p} stages get {many} layers and {p - layers % p} get {few}, "
+            "and the slowest stage paces the pipeline",
+            f"pp values that divide {layers}: {near} (seed 000 recommends, does not require)"
+            if explain
+            else "",
             "warning",
         )
     if v > 1 and p < 2:
-        yield Finding("vpp_pp", f"vpp={v} needs pp ≥ 2 (pp={p}): interleaving splits each GPU's "
-                      "stage into virtual stages of one pipeline", "set pp ≥ 2 or vpp=1" if explain else "")
+        yield Finding(
+            "vpp_pp",
+            f"vpp={v} needs pp ≥ 2 (pp={p}): interleaving splits each GPU's "
+            "stage into virtual stages of one pipeline",
+            "set pp ≥ 2 or vpp=1" if explain else "",
+        )
     if v > 1 and layers and layers % (p * v):
         ok = [x for x in divisors(layers // p) if x > 1] if layers % p == 0 else []
-        hint = f"vpp values that divide {layers}/{p}: {', '.join(map(str, ok))}" if ok else "set vpp=1"
-        yield Finding("layers_vpp", f"{layers} layers are not divisible by pp·vpp = {p}·{v} = {p * v}: "
-                      f"each virtual stage holds layers/(pp·vpp) layers", hint if explain else "")
+        hint = (
+            f"vpp values that divide {layers}/{p}: {', '.join(map(str, ok))}" if ok else "set vpp=1"
+        )
+        yield Finding(
+            "layers_vpp",
+            f"{layers} layers are not divisible by pp·vpp = {p}·{v} = {p * v}: "
+            f"each virtual stage holds layers/(pp·vpp) layers",
+            hint if explain else "",
+        )
     m = d.accumulation
-    if v > 1 and p > 1 and d.whole["accumulation"] and m % p:
+    if v > 1 and p > 1 and d.whole["dp"] and d.whole["accumulation"] and m % p:
         lower, upper = (int(m) // p) * p, (int(m) // p + 1) * p
         near = " or ".join(str(x) for x in (lower, upper) if x > 0)
-        yield Finding("vpp_microbatches", f"with vpp={v}, the {_n(m)} micro-batches per step must be a "
-                      f"multiple of pp={p} (interleaved 1F1B runs them in groups of pp)",
-                      f"accumulation {near}" if explain else "")
+        yield Finding(
+            "vpp_microbatches",
+            f"with vpp={v}, the {show(m)} micro-batches per step must be a "
+            f"multiple of pp={p} (interleaved 1F1B runs them in groups of pp)",
+            f"accumulation {near}" if explain else "",
+        )
     if p > 1 and m < p:
         bubble = (p - 1) / (m + p - 1)
-        yield Finding("bubble", f"only {_n(m)} micro-batches per step for pp={p} stages: the pipeline "
-                      f"never fills and the bubble is (p-1)/(m+p-1) = {bubble:.0%} of the step",
-                      f"use at least {p} micro-batches per step (accumulation ≥ {p})" if explain else "",
-                      "warning")
+        yield Finding(
+            "bubble",
+            f"only {show(m)} micro-batches per step for pp={p} stages: the pipeline "
+            f"never fills and the bubble is (p-1)/(m+p-1) = {bubble:.0%} of the step",
+            f"use at least {p} micro-batches per step (accumulation ≥ {p})" if explain else "",
+            "warning",
+        )
 
 
 def _sequence(cfg, d, mem, explain):
     if cfg.sp and cfg.tp == 1:
-        yield Finding("sp_tp", "sequence parallelism needs tp > 1 (tp=1): it splits the layer-norm "
-                      "and dropout activations across the tensor-parallel group", "set tp ≥ 2 or drop sp")
+        yield Finding(
+            "sp_tp",
+            "sequence parallelism needs tp > 1 (tp=1): it splits the layer-norm "
+            "and dropout activations across the tensor-parallel group",
+            "set tp ≥ 2 or drop sp",
+        )
     local = cfg.seq / cfg.cp
     if cfg.sp and cfg.tp > 1 and local % cfg.tp:
-        name = f"seq/cp = {cfg.seq}/{cfg.cp} = {_n(local)}" if cfg.cp > 1 else f"seq {cfg.seq}"
+        name = f"seq/cp = {cfg.seq}/{cfg.cp} = {show(local)}" if cfg.cp > 1 else f"seq {cfg.seq}"
         step = cfg.tp * cfg.cp
-        near = " or ".join(str(x) for x in ((cfg.seq // step) * step, (cfg.seq // step + 1) * step) if x)
-        yield Finding("sp_seq", f"with sequence parallelism {name} must be divisible by tp={cfg.tp}",
-                      f"sequence lengths that work: {near}" if explain else "")
+        near = " or ".join(
+            str(x) for x in ((cfg.seq // step) * step, (cfg.seq // step + 1) * step) if x
+        )
+        yield Finding(
+            "sp_seq",
+            f"with sequence parallelism {name} must be divisible by tp={cfg.tp}",
+            f"sequence lengths that work: {near}" if explain else "",
+        )
     if cfg.cp > 1 and cfg.seq % (2 * cfg.cp):
         step = 2 * cfg.cp
-        near = " or ".join(str(x) for x in ((cfg.seq // step) * step, (cfg.seq // step + 1) * step) if x)
+        near = " or ".join(
+            str(x) for x in ((cfg.seq // step) * step, (cfg.seq // step + 1) * step) if x
+        )
         cps = [c for c in (1, 2, 4, 8, 16, 32) if cfg.seq % (2 * c) == 0 or c == 1]
-        yield Finding("cp_seq", f"seq {cfg.seq} is not divisible by 2·cp = {step}: load-balanced ring "
-                      f"attention cuts the sequence into 2·cp chunks",
-                      f"seq {near}, or cp in {', '.join(map(str, cps))}" if explain else "")
+        yield Finding(
+            "cp_seq",
+            f"seq {cfg.seq} is not divisible by 2·cp = {step}: load-balanced ring "
+            f"attention cuts the sequence into 2·cp chunks",
+            f"seq {near}, or cp in {', '.join(map(str, cps))}" if explain else "",
+        )
 
 
 def _placement(cfg, d, mem, explain):
     if cfg.tp > cfg.gpus_per_node:
         yield Finding(
             "tp_node",
-            f"tp={cfg.tp} > {cfg.gpus_per_node} GPUs per node: the all-reduces TP runs in every layer "
-            f"(4 per layer per micro-batch) would cross the inter-node network "
+            f"tp={cfg.tp} > {cfg.gpus_per_node} GPUs per node: the all-reduces TP runs in every "
+            f"layer (4 per layer per micro-batch) would cross the inter-node network "
             f"({format_rate(cfg.inter_bandwidth)} instead of {format_rate(cfg.intra_bandwidth)})",
             f"keep tp ≤ {cfg.gpus_per_node} and put the rest into pp or dp (seeds 000, 003)",
             "warning",
         )
     if d.zero > 0 and d.shard_degree == 1:
-        yield Finding("zero_unsharded", f"ZeRO stage {d.zero} over a sharding degree of 1 shards nothing",
-                      "it only pays off with dp (or dp_shard) > 1", "warning")
+        yield Finding(
+            "zero_unsharded",
+            f"ZeRO stage {d.zero} over a sharding degree of 1 shards nothing",
+            "it only pays off with dp (or dp_shard) > 1",
+            "warning",
+        )
     if not (cfg.layers and cfg.hidden):
-        yield Finding("no_shape", "only the parameter count is known: activation memory and the "
-                      "TP/PP/CP traffic are not estimated", "give layers, hidden and heads", "warning")
+        yield Finding(
+            "no_shape",
+            "only the parameter count is known: activation memory and the "
+            "TP/PP/CP traffic are not estimated",
+            "give layers, hidden and heads",
+            "warning",
+        )
 
 
 def _memory(cfg, d, mem, explain):
     if mem["fits"]:
         return
-    parts = ", ".join(f"{k} {format_size(mem[k])}" for k in ("params", "grads", "optimizer", "activations"))
-    message = (f"needs {format_size(mem['total'])} per GPU > {format_size(cfg.gpu_memory)} of GPU "
-               f"memory ({parts})")
-    yield Finding("memory", message, _memory_hint(cfg) if explain else "")
-
-
-def _memory_hint(cfg):
-    """Single changes that would make the memory fit."""
-    tries = [{"zero": z} for z in (1, 2, 3) if z > (derive(cfg).zero)]
-    tries += [{"recompute": r} for r in ("selective", "full") if r != cfg.recompute]
-    if cfg.tp > 1 and not cfg.sp:
-        tries.append({"sp": True})
-    if cfg.micro_batch and cfg.micro_batch > 1:
-        tries.append({"micro_batch": 1})
-    fits = []
-    for change in tries:
-        try:
-            keep_global = "micro_batch" in change and cfg.global_batch is not None
-            other = cfg.replace(**change, **({"accumulation": None} if keep_global else {}))
-        except ValueError:
-            continue
-        total = estimate(other, derive(other))
-        if total["fits"]:
-            what = ", ".join(f"{k}={v}" for k, v in change.items())
-            fits.append(f"{what} ({format_size(total['total'])})")
-    if fits:
-        return "fits with " + "; or ".join(fits)
-    return "no single change fits: shard more (zero, tp, pp) and recompute activations; see the suggestions"
+    parts = ", ".join(
+        f"{k} {format_size(mem[k])}" for k in ("params", "grads", "optimizer", "activations")
+    )
+    message = (
+        f"needs {format_size(mem['total'])} per GPU > {format_size(cfg.gpu_memory)} of GPU "
+        f"memory ({parts})"
+    )
+    yield Finding("memory", message, memory_hint(cfg) if explain else "")
 
 
 _CHECKS = (_world, _batch, _tensor, _pipeline, _sequence, _placement, _memory)

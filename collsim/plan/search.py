@@ -27,7 +27,8 @@ from ..errors import ConfigError
 from .cost import communication, compute, scaling
 from .derive import derive
 from .memory import estimate
-from .rules import check, divisors, tp_choices
+from .numbers import divisors, tp_choices
+from .rules import check
 
 __all__ = ["Candidate", "search", "evaluate", "candidate", "shapes"]
 
@@ -111,8 +112,14 @@ def search(cfg, *, top=None, limit=None, recommended=True, progress=None):
         g = int(d0.global_batch)
     else:
         raise ConfigError("the search needs a global batch: give global_batch")
-    base = cfg.replace(dp=None, dp_replicate=None, dp_shard=None, world_size=world,
-                       global_batch=g, accumulation=None)
+    base = cfg.replace(
+        dp=None,
+        dp_replicate=None,
+        dp_shard=None,
+        world_size=world,
+        global_batch=g,
+        accumulation=None,
+    )
     pairs = shapes(cfg, d0, world, recommended)
     found = []
     for done, (tp, pp) in enumerate(pairs, 1):

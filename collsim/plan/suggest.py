@@ -17,8 +17,8 @@ Examples
 --------
 >>> from collsim.plan.config import PlanConfig
 >>> cfg = PlanConfig(world_size=12, tp=8, layers=4, hidden=256, heads=8, global_batch=12)
->>> [s.describe() for s in suggest(cfg, top=2)]
-['tp 8→4', 'tp 8→2, world_size 12→...']
+>>> [s.describe() for s in suggest(cfg, top=2)]  # 16 = 8·2 is 33% away, tp=4 50%
+['world_size 12→16', 'tp 8→4']
 """
 
 import itertools
@@ -27,14 +27,30 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .derive import derive
-from .rules import divisors, tp_choices
+from .numbers import divisors, factor, tp_choices
 from .search import candidate, evaluate, search, shapes
 
 __all__ = ["Suggestion", "suggest", "world_note", "settings_of"]
 
-_CATEGORICAL = {"zero": (0, 1, 2, 3), "recompute": ("none", "selective", "full"), "sp": (False, True)}
+_CATEGORICAL = {
+    "zero": (0, 1, 2, 3),
+    "recompute": ("none", "selective", "full"),
+    "sp": (False, True),
+}
 MAX_CHANGES = 4
-_ORDER = ("world_size", "tp", "pp", "cp", "vpp", "sp", "micro_batch", "global_batch", "accumulation", "zero", "recompute")
+_ORDER = (
+    "world_size",
+    "tp",
+    "pp",
+    "cp",
+    "vpp",
+    "sp",
+    "micro_batch",
+    "global_batch",
+    "accumulation",
+    "zero",
+    "recompute",
+)
 MAX_EVALUATIONS = 60_000
 
 
@@ -67,8 +83,17 @@ def settings_of(cfg, d=None):
     """The settings a suggestion may change, as the original resolves them."""
     d = d or derive(cfg)
     micro = int(d.micro_batch) if d.whole["micro_batch"] else (cfg.micro_batch or 1)
-    settings = dict(tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, vpp=cfg.vpp, sp=cfg.sp, micro_batch=micro,
-                    zero=d.zero, recompute=cfg.recompute, world_size=d.world)
+    settings = dict(
+        tp=cfg.tp,
+        pp=cfg.pp,
+        cp=cfg.cp,
+        vpp=cfg.vpp,
+        sp=cfg.sp,
+        micro_batch=micro,
+        zero=d.zero,
+        recompute=cfg.recompute,
+        world_size=d.world,
+    )
     if cfg.global_batch is not None:
         settings["global_batch"] = cfg.global_batch
     else:
@@ -112,7 +137,11 @@ _DERIVED = dict(dp=None, dp_replicate=None, dp_shard=None, accumulation=None)
 
 
 def _check(cfg, original, settings, allowed):
-    changes = {k: (original[k], settings[k]) for k in _ORDER if k in settings and settings[k] != original[k]}
+    changes = {
+        k: (original[k], settings[k])
+        for k in _ORDER
+        if k in settings and settings[k] != original[k]
+    }
     if not changes:
         return None
     try:
@@ -146,7 +175,11 @@ def _alternatives(cfg, d, original, knob):
     elif knob == "pp":
         values = divisors(cfg.layers) if cfg.layers else [1, 2, 4, 8, 16, 32, 64]
     elif knob == "cp":
-        values = [1] + [c for c in (2, 4, 8, 16, 32) if c <= 2 * old and cfg.seq % (2 * c) == 0] if old > 1 else []
+        values = (
+            [1] + [c for c in (2, 4, 8, 16, 32) if c <= 2 * old and cfg.seq % (2 * c) == 0]
+            if old > 1
+            else []
+        )
     elif knob == "vpp":
         values = [1]
     elif knob == "micro_batch":
@@ -161,7 +194,11 @@ def _candidates(cfg, original, alternatives, subset):
     free = [k for k in subset if k in alternatives]
     for values in itertools.product(*(alternatives[k] for k in free)):
         settings = dict(original, **dict(zip(free, values)))
-        worlds = _repair_world(settings, original) if "world_size" in subset else [settings["world_size"]]
+        worlds = (
+            _repair_world(settings, original)
+            if "world_size" in subset
+            else [settings["world_size"]]
+        )
         for world in worlds:
             settings = dict(settings, world_size=world)
             if "global_batch" in subset:
@@ -188,7 +225,9 @@ def _repair_world(s, original):
         return s["vpp"] == 1 or (g // (micro * dp)) % s["pp"] == 0
 
     below = next((q * dp for dp in range(w0 // q, 0, -1) if q * dp != w0 and works(dp)), None)
-    above = next((q * dp for dp in range(w0 // q + 1, 4 * w0 // q + 2) if q * dp != w0 and works(dp)), None)
+    above = next(
+        (q * dp for dp in range(w0 // q + 1, 4 * w0 // q + 2) if q * dp != w0 and works(dp)), None
+    )
     return [w for w in (below, above) if w]
 
 
@@ -208,49 +247,66 @@ def _repair_accumulation(s, original):
     return [m for m in ((m0 // p) * p, (m0 // p + 1) * p) if m > 0 and m != m0]
 
 
-def world_note(cfg, d=None):
-    """A plain sentence when no configuration of this world size and global batch works."""
+def world_note(cfg, d=None, suggestions=True):
+    """A plain sentence when no configuration of this world size and global batch works.
+
+    "No configuration" means: no tp, pp, micro-batch, ZeRO stage or recompute choice, with
+    cp, vpp and sequence parallelism as given or switched off, passes every rule.
+    """
     d = d or derive(cfg)
-    if cfg.global_batch is None or search(cfg, limit=1):
+    if cfg.global_batch is None or _any_at_world(cfg, recommended=True):
         return None
     w, g = d.world, cfg.global_batch
-    dps = sorted({w // (t * p * cfg.cp) for t, p in shapes(cfg, d, w, recommended=True)})
+    dps = sorted(
+        {w // (t * p * v.cp) for v in _variants(cfg) for t, p in shapes(v, d, w, recommended=True)}
+    )
     text = f"No configuration of {w} GPUs works for this model with global batch {g}"
     if dps and all(g % x for x in dps):
         common = math.gcd(*dps)
         text += (
             f": the data-parallel degrees {w} GPUs allow (tp dividing the heads and hidden size "
-            f"within a node, pp dividing the {cfg.layers} layers) are dp ∈ {{{', '.join(map(str, dps))}}}, "
+            f"within a node, pp dividing the {cfg.layers} layers) are "
+            f"dp ∈ {{{', '.join(map(str, dps))}}}, "
             f"and global batch = micro·dp·accumulation needs dp to divide {g}"
         )
         if common > 1 and g % common:
-            text += f"; every one of them is a multiple of {common} = {_factor(common)}, and {g} = {_factor(g)} is not"
+            text += (
+                f"; every one of them is a multiple of {common} = {factor(common)}, "
+                f"and {g} = {factor(g)} is not"
+            )
     else:
         text += " that passes every rule (tp, pp, micro-batch, ZeRO stage and recompute all tried)"
     text += "."
-    uneven = search(cfg, limit=1, recommended=False)
+    uneven = _any_at_world(cfg, recommended=False)
     if uneven:
-        c = uneven[0].config
+        c = uneven.config
         why = []
-        if cfg.layers and cfg.layers % c.pp:
-            why.append(f"{cfg.layers} layers split unevenly over {c.pp} stages")
+        if cfg.layers and cfg.layers % (c.pp * c.vpp):
+            why.append(f"{cfg.layers} layers split unevenly over {c.pp * c.vpp} stages")
         if c.tp > cfg.gpus_per_node:
-            why.append(f"TP across nodes")
-        text += (f" Only configurations against seed 000's recommendations would run, e.g. tp={c.tp} "
-                 f"pp={c.pp} dp={uneven[0].dp} ({' and '.join(why)}); the planner does not suggest them.")
-    return text + " The suggestions change the world size or the global batch."
+            why.append("TP across nodes")
+        text += (
+            f" Only configurations against seed 000's recommendations would run, e.g. tp={c.tp} "
+            f"pp={c.pp} dp={uneven.dp} ({' and '.join(why)}); the planner does not suggest them."
+        )
+    return text + (
+        " The suggestions change the world size or the global batch." if suggestions else ""
+    )
 
 
-def _factor(n):
-    """``1536`` -> ``'2^9·3'``."""
-    parts, p = [], 2
-    while p * p <= n:
-        k = 0
-        while n % p == 0:
-            n, k = n // p, k + 1
-        if k:
-            parts.append(f"{p}^{k}" if k > 1 else str(p))
-        p += 1
-    if n > 1:
-        parts.append(str(n))
-    return "·".join(parts)
+def _variants(cfg):
+    """cfg with cp, vpp and sp as given or switched off (the search holds them fixed)."""
+    seen = []
+    for cp in dict.fromkeys((cfg.cp, 1)):
+        for vpp in dict.fromkeys((cfg.vpp, 1)):
+            for sp in dict.fromkeys((cfg.sp, False)):
+                seen.append(cfg.replace(cp=cp, vpp=vpp, sp=sp, schedule=None))
+    return seen
+
+
+def _any_at_world(cfg, recommended):
+    for variant in _variants(cfg):
+        found = search(variant, limit=1, recommended=recommended)
+        if found:
+            return found[0]
+    return None

@@ -1,0 +1,49 @@
+"""Small integer helpers the rules, hints and suggestions share.
+
+>>> divisors(98)
+[1, 2, 7, 14, 49, 98]
+>>> show(24.0), show(24.5), show(62.693877)
+('24', '24.5', '62.69')
+>>> factor(1536), factor(784)
+('2^9·3', '2^4·7^2')
+"""
+
+import math
+
+__all__ = ["divisors", "show", "factor", "tp_choices"]
+
+
+def divisors(n):
+    """Positive divisors of ``n`` in ascending order."""
+    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
+    return sorted(set(small + [n // i for i in small]))
+
+
+def show(x):
+    """A count as people write it: 24 for 24.0, else four significant digits."""
+    return str(int(round(x))) if float(x).is_integer() else f"{x:.4g}"
+
+
+def factor(n):
+    """Prime factorization as text: ``1536`` -> ``'2^9·3'``."""
+    parts, p = [], 2
+    while p * p <= n:
+        k = 0
+        while n % p == 0:
+            n, k = n // p, k + 1
+        if k:
+            parts.append(f"{p}^{k}" if k > 1 else str(p))
+        p += 1
+    if n > 1:
+        parts.append(str(n))
+    return "·".join(parts)
+
+
+def tp_choices(cfg, d, limit=None):
+    """tp values that divide hidden, heads and ffn hidden, up to ``limit``
+    (default: GPUs per node, or the configured tp if larger)."""
+    limit = limit or max(cfg.gpus_per_node, cfg.tp)
+    if not cfg.hidden:
+        return [t for t in range(1, limit + 1) if limit % t == 0]
+    common = math.gcd(math.gcd(cfg.hidden, cfg.heads), d.ffn_hidden)
+    return [t for t in divisors(common) if t <= limit]

@@ -1,0 +1,135 @@
+"""Memory per GPU for ZeRO stages 0-3 side by side: what each stage shards away.
+
+One stacked bar per stage, bottom to top: parameters, gradients, optimizer states,
+activations (the same estimate as :mod:`collsim.plan.memory`: 16 bytes per parameter
+for mixed-precision Adam, divided as Rajbhandari et al. 2020 describe; activations from
+Korthikanti et al. 2022).  A dashed line marks the GPU's memory; the configured stage is
+marked.
+
+Examples
+--------
+>>> fig = memory_figure(params="7B", world_size=8, micro_batch=1, gpu_memory="80GiB")
+>>> ax = fig.axes[0]
+>>> len(ax.containers), [len(c) for c in ax.containers]
+(4, [4, 4, 4, 4])
+>>> ax.get_ylabel()
+'memory per GPU (GiB)'
+"""
+
+from matplotlib.figure import Figure
+
+__all__ = ["memory_figure", "PARTS", "STAGES"]
+
+# (key in the plan's memory dict, legend label, colour)
+PARTS = (
+    ("params", "parameters", "#4C72B0"),
+    ("grads", "gradients", "#55A868"),
+    ("optimizer", "optimizer states (fp32 copy, Adam m, v)", "#DD8452"),
+    ("activations", "activations", "#8172B3"),
+)
+STAGES = (
+    "ZeRO-0\nnothing sharded\n(DDP)",
+    "ZeRO-1\noptimizer\nsharded",
+    "ZeRO-2\n+ gradients\nsharded",
+    "ZeRO-3 / FSDP\n+ parameters\nsharded",
+)
+GIB = 2**30
+
+
+def memory_figure(config=None, /, **inputs):
+    """Stacked memory bars for ZeRO stages 0-3 of one configuration; returns a Figure.
+
+    ``config`` and ``inputs`` are what :func:`collsim.plan.plan` takes (a PlanConfig, a
+    mapping, a TOML/JSON path, or keyword settings).
+    """
+    from ..plan import as_config
+    from ..plan.derive import derive
+    from ..plan.memory import estimate
+    from ..plan.report import format_count
+
+    cfg = as_config(config, **inputs)
+    base = derive(cfg)
+    stages = [estimate(c, derive(c)) for c in (cfg.replace(zero=z) for z in range(4))]
+    capacity = cfg.gpu_memory / GIB
+
+    fig = Figure(figsize=(9, 5.6), layout="constrained")
+    ax = fig.add_subplot()
+    x = range(4)
+    totals = [m["total"] / GIB for m in stages]
+    top = max(max(totals), capacity)
+    bottom = [0.0] * 4
+    for key, label, colour in PARTS:
+        if key == "activations" and not (cfg.layers and cfg.hidden):
+            label += " (not estimated: give layers, hidden, heads)"
+        heights = [m[key] / GIB for m in stages]
+        bars = ax.bar(
+            x,
+            heights,
+            0.6,
+            bottom=bottom,
+            label=label,
+            color=colour,
+            edgecolor="white",
+            linewidth=0.8,
+        )
+        # name the size of each part that is tall enough to hold its label
+        ax.bar_label(
+            bars,
+            [f"{h:.3g} GiB" if h > 0.06 * top else "" for h in heights],
+            label_type="center",
+            color="white",
+            fontsize=8,
+        )
+        bottom = [b + h for b, h in zip(bottom, heights)]
+
+    ax.axhline(capacity, color="#C44E52", linestyle="--", linewidth=1.5)
+    ax.annotate(
+        f"GPU memory {capacity:.4g} GiB",
+        (3.45, capacity),
+        xytext=(0, 4),
+        textcoords="offset points",
+        ha="right",
+        va="bottom",
+        color="#C44E52",
+        fontsize=9,
+    )
+    for i, (total, m) in enumerate(zip(bottom, stages)):
+        verdict = "fits" if m["fits"] else "does not fit"
+        ax.annotate(
+            f"{total:.3g} GiB\n{verdict}",
+            (i, total),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            color="black" if m["fits"] else "#C44E52",
+            bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none", alpha=0.9),
+        )
+
+    ax.set_xticks(
+        list(x), [s + ("\n(configured)" if i == base.zero else "") for i, s in enumerate(STAGES)]
+    )
+    for i, tick in enumerate(ax.get_xticklabels()):
+        tick.set_fontweight("bold" if i == base.zero else "normal")
+    ax.set_xlim(-0.6, 3.6)
+    ax.set_ylim(0, top * 1.22)
+    ax.set_ylabel("memory per GPU (GiB)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.legend(loc="upper right", fontsize=9, framealpha=0.95)
+    ax.set_title(_title(cfg, base, format_count), fontsize=10, loc="left")
+    fig.suptitle("Memory per GPU by ZeRO stage", fontweight="bold", x=0.02, ha="left")
+    return fig
+
+
+def _title(cfg, d, format_count):
+    def n(v):
+        return f"{v:g}"
+
+    shard = n(d.dp * cfg.cp)
+    parts = [f"{format_count(d.params)} parameters", f"tp={cfg.tp} pp={cfg.pp} dp={n(d.dp)}"]
+    parts.append(f"ZeRO shards over {shard} GPU{'s' if shard != '1' else ''}")
+    if cfg.layers:
+        parts.append(f"micro-batch {n(d.micro_batch)} × seq {cfg.seq}, recompute {cfg.recompute}")
+    return ", ".join(parts) + f", {cfg.precision}"

@@ -1,0 +1,314 @@
+"""A collective step by step: ranks on a circle, the transfers of one step as arrows.
+
+Each arrow is one :class:`~collsim.collectives.schedule.ChunkMove` of the step, labelled
+with the chunks it carries (``c3``, ``c4-7``, ``whole`` for one-chunk algorithms) and
+coloured by what the receiver does (adds it in, or copies it over).  Beside each rank, its
+buffer as one cell per chunk, read outward from the rank (chunk 0 nearest it), coloured by
+how many ranks' contributions the chunk holds after the step; the cells a transfer just
+wrote are outlined.  The reduce-scatter's accumulation and the all-gather's spread show as
+colour spreading around the ring.  Every algorithm draws on the same circle: a tree's or
+halving-doubling's long-distance partners are long arrows.
+
+Arrows and cells come from the collective's schedule and its
+:func:`~collsim.collectives.schedule.contributions`; bytes and times from its trace (via
+:meth:`CollectiveResult.steps <collsim.collectives.api.CollectiveResult.steps>`).
+
+Examples
+--------
+>>> import collsim
+>>> cluster = collsim.Cluster(collsim.topology.ring(4))
+>>> result = cluster.all_reduce(count=1024, dtype="float32")
+>>> fig = ring_figure(result, step=2)
+>>> fig.get_suptitle()
+'reduce-scatter 3/3  (step 3 of 6)'
+>>> sorted(a.get_gid() for a in fig.axes[0].patches if a.get_gid().startswith("move"))
+['move 0->1 c3', 'move 1->2 c0', 'move 2->3 c1', 'move 3->0 c2']
+>>> len(ring_frames(result))                      # the initial state, then every step
+7
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Circle, FancyArrowPatch, Polygon
+from matplotlib.patheffects import Normal, Stroke
+
+from ..errors import ConfigError
+from ..units import format_size, format_time
+
+__all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame"]
+
+REDUCE_COLOUR = "#C44E52"  # the receiver adds the chunk in
+COPY_COLOUR = "#4C72B0"  # the receiver copies it over its own
+CELL_CMAP = "YlGn"
+NODE = 0.13  # radius of a rank's disc, in data units
+STRIP = 1.2  # the longest buffer strip
+
+
+def _radius(k):
+    """Radius of the circle of ranks: grows with K so neighbours' arrows stay visible."""
+    return max(1.0, 0.1 * k)
+
+
+@dataclass
+class Frame:
+    """One picture of the step-through: the moves of ``step`` and every rank's chunks
+    after it (``step = -1``: the state before the first step, no moves)."""
+
+    step: int
+    title: str
+    moves: list  # (ChunkMove, nbytes, start, end)
+    holdings: list  # [rank][chunk] -> frozenset of contributing ranks
+
+
+def chunk_label(chunks, n_chunks):
+    """``c3``, ``c4-7``, or ``whole`` when the algorithm moves the buffer as one chunk.
+
+    >>> chunk_label(range(4, 8), 8), chunk_label(range(0, 1), 1)
+    ('c4-7', 'whole')
+    """
+    if n_chunks == 1:
+        return "whole"
+    if len(chunks) == 1:
+        return f"c{chunks.start}"
+    return f"c{chunks.start}-{chunks.stop - 1}"
+
+
+def ring_frames(result):
+    """The :class:`Frame` list of a :class:`~collsim.collectives.api.CollectiveResult`:
+    the initial state, then one frame per step of its schedule."""
+    schedule = result.schedule
+    frames = []
+    for view in result.steps(include_initial=True):
+        if view.index < 0:
+            frames.append(Frame(-1, "initial state", [], view.holdings))
+            continue
+        title = (f"{view.phase} {view.phase_step}/{view.phase_steps}  "
+                 f"(step {view.index + 1} of {view.n_steps})")  # fmt: skip
+        moves = [(m, t[4], t[5], t[6]) for m, t in zip(schedule.steps[view.index], view.transfers)]
+        frames.append(Frame(view.index, title, moves, view.holdings))
+    return frames
+
+
+def _positions(k):
+    """Rank r at angle 90° - 360°·r/K: rank 0 on top, ranks increasing clockwise."""
+    angles = [math.pi / 2 - 2 * math.pi * r / k for r in range(k)]
+    radius = _radius(k)
+    return [(radius * math.cos(a), radius * math.sin(a)) for a in angles], angles
+
+
+def _cell_geometry(k, n_chunks):
+    """(gap, depth, width) of the buffer cells: a radial strip per rank that stays clear
+    of its neighbours at any K."""
+    gap = NODE + 0.1
+    room = (_radius(k) + gap) * 2 * math.pi / k  # arc between neighbouring strips
+    width = min(0.24, 0.7 * room)
+    depth = min(width, STRIP / n_chunks)
+    return gap, depth, width
+
+
+def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
+    cmap, norm = _cell_colours(k)
+    gap, depth, width = _cell_geometry(k, n_chunks)
+    numbers = depth >= 0.12 and width >= 0.12
+    for r in range(k):
+        ux, uy = math.cos(angles[r]), math.sin(angles[r])
+        tx, ty = -uy, ux
+        x0, y0 = positions[r]
+        for c in range(n_chunks):
+            inner, outer = gap + c * depth, gap + (c + 1) * depth
+            corners = [
+                (x0 + ux * d + tx * w / 2, y0 + uy * d + ty * w / 2)
+                for d, w in ((inner, width), (inner, -width), (outer, -width), (outer, width))
+            ]
+            count = len(frame.holdings[r][c])
+            is_new = (r, c) in written
+            edge, lw = (written[(r, c)], 2.2) if is_new else ("#888888", 0.5)
+            cell = Polygon(corners, closed=True, facecolor=cmap(norm(count)), edgecolor=edge,
+                           linewidth=lw, zorder=3 + is_new, gid=f"cell r{r} c{c}")  # fmt: skip
+            if is_new:  # a white halo keeps the outline visible on dark cells
+                cell.set_path_effects([Stroke(linewidth=lw + 2.5, foreground="white"), Normal()])
+            ax.add_patch(cell)
+            if numbers:
+                mid = (inner + outer) / 2
+                ax.text(x0 + ux * mid, y0 + uy * mid, str(count), ha="center", va="center",
+                        fontsize=7, color="white" if count > 0.6 * k else "black",
+                        zorder=5)  # fmt: skip
+    return cmap, norm
+
+
+def _bezier_point(p0, p2, rad, t):
+    """A point of matplotlib's ``arc3`` curve from p0 to p2 (t=0 at p0)."""
+    (x0, y0), (x2, y2) = p0, p2
+    cx, cy = (x0 + x2) / 2 + rad * (y2 - y0), (y0 + y2) / 2 - rad * (x2 - x0)
+    s = 1 - t
+    return s * s * x0 + 2 * s * t * cx + t * t * x2, s * s * y0 + 2 * s * t * cy + t * t * y2
+
+
+def _bend(p0, p2, reverse_too, first):
+    """``arc3`` curvature that bows the arrow toward the centre of the circle (so it
+    never crosses the ranks between its ends); of a pair sent both ways in one step,
+    the second bows less, so the two stay apart."""
+    (x0, y0), (x2, y2) = p0, p2
+    # arc3's control point is the midpoint plus rad·(dy, -dx): toward the centre when
+    # that vector points against the midpoint
+    outward = (y2 - y0) * (x0 + x2) - (x2 - x0) * (y0 + y2)
+    sign = -1.0 if outward > 0 else 1.0
+    if reverse_too:
+        return sign * (0.3 if first else 0.1)
+    return sign * 0.25
+
+
+def _draw_moves(ax, frame, n_chunks, positions, discs, fontsize):
+    pairs = {(m.src, m.dst) for m, _, _, _ in frame.moves}
+    degree = {}
+    for m, _, _, _ in frame.moves:
+        for r in (m.src, m.dst):
+            degree[r] = degree.get(r, 0) + 1
+    for move, _nbytes, _start, _end in frame.moves:
+        colour = REDUCE_COLOUR if move.reduce else COPY_COLOUR
+        label = chunk_label(move.chunks, n_chunks)
+        p0, p2 = positions[move.src], positions[move.dst]
+        rad = _bend(p0, p2, (move.dst, move.src) in pairs, move.src < move.dst)
+        arrow = FancyArrowPatch(p0, p2, patchA=discs[move.src], patchB=discs[move.dst],
+                                connectionstyle=f"arc3,rad={rad}", arrowstyle="-|>",
+                                mutation_scale=14, linewidth=1.8, color=colour, zorder=6,
+                                gid=f"move {move.src}->{move.dst} {label}")  # fmt: skip
+        ax.add_patch(arrow)
+        # long arrows carry their label near the end with fewer arrows (the sender,
+        # unless many arrows leave it), so arrows that cross in the middle or fan out
+        # of one rank keep their labels apart
+        if math.dist(p0, p2) < 0.8 * _radius(len(positions)):
+            t = 0.5
+        else:
+            t = 0.3 if degree[move.src] <= degree[move.dst] else 0.7
+        x, y = _bezier_point(p0, p2, rad, t)
+        ax.text(x, y, label, ha="center", va="center", fontsize=fontsize, color=colour,
+                zorder=7, gid=f"label {move.src}->{move.dst}",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                      "alpha": 0.85})  # fmt: skip
+
+
+def _subtitle(result, frame):
+    name = f"{result.algorithm.replace('_', '-')} {result.collective.replace('_', '-')}"
+    head = f"{name} of {format_size(result.size_bytes)} on {result.group.size} ranks"
+    if not frame.moves:
+        return head
+    sizes = sorted({nbytes for _, nbytes, _, _ in frame.moves})
+    each = format_size(sizes[0]) if len(sizes) == 1 else \
+        f"{format_size(sizes[0])}-{format_size(sizes[-1])}"  # fmt: skip
+    start = min(m[2] for m in frame.moves)
+    end = max(m[3] for m in frame.moves)
+    return f"{head}  ·  {each} per arrow  ·  t = {format_time(start)} → {format_time(end)}"
+
+
+def _draw(fig, result, frame):
+    """Draw ``frame`` of ``result`` into the empty Figure ``fig``."""
+    schedule = result.schedule
+    k, n_chunks = schedule.ranks, schedule.n_chunks
+    ax = fig.add_axes((0.02, 0.02, 0.8, 0.86))
+    ax.set_aspect("equal")
+    ax.axis("off")
+    positions, angles = _positions(k)
+    fontsize = 11 if k <= 8 else 9
+    discs = []
+    for r, (x, y) in enumerate(positions):
+        disc = Circle((x, y), NODE, facecolor="#F2F2F2", edgecolor="#333333", linewidth=1.2,
+                      zorder=8, gid=f"rank {r}")  # fmt: skip
+        ax.add_patch(disc)
+        discs.append(disc)
+        ax.text(x, y, f"r{r}", ha="center", va="center", fontsize=fontsize, zorder=9,
+                fontweight="bold")  # fmt: skip
+    written = {}
+    for move, _, _, _ in frame.moves:
+        for c in move.dst_chunks:
+            written[(move.dst, c)] = REDUCE_COLOUR if move.reduce else COPY_COLOUR
+    cmap, norm = _draw_buffers(ax, frame, k, n_chunks, positions, angles, written)
+    _draw_moves(ax, frame, n_chunks, positions, discs, fontsize)
+    gap, depth, _ = _cell_geometry(k, n_chunks)
+    reach = _radius(k) + gap + n_chunks * depth + 0.05
+    ax.set_xlim(-reach, reach)
+    ax.set_ylim(-reach, reach)
+    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize=18, fontweight="bold")
+    fig.text(0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize=11)
+
+    cax = fig.add_axes((0.84, 0.3, 0.025, 0.5))
+    bar = fig.colorbar(_mappable(cmap, norm), cax=cax, ticks=_ticks(k))
+    bar.set_label("contributions in the chunk (ranks)", fontsize=10)
+    handles = [
+        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
+        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
+    ]
+    fig.legend(handles=handles, loc="lower right", fontsize=9, frameon=False,
+               bbox_to_anchor=(0.995, 0.03))  # fmt: skip
+    fig.text(0.84, 0.22, "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written"
+             " now", fontsize=8, va="top")  # fmt: skip
+    return ax
+
+
+def _cell_colours(k):
+    """White for a chunk that holds nothing yet, then greens darkening up to all K ranks."""
+    greens = colormaps[CELL_CMAP](np.linspace(0.2, 1.0, k))
+    cmap = ListedColormap(np.vstack([[1, 1, 1, 1], greens]))
+    return cmap, BoundaryNorm(np.arange(-0.5, k + 1.5), cmap.N)
+
+
+def _ticks(k):
+    step = 1 if k <= 8 else max(1, k // 8)
+    ticks = list(range(0, k + 1, step))
+    return ticks if ticks[-1] == k else [*ticks, k]
+
+
+def _mappable(cmap, norm):
+    from matplotlib.cm import ScalarMappable
+
+    return ScalarMappable(norm=norm, cmap=cmap)
+
+
+def _figure(k):
+    size = 8.5 if k <= 8 else 10
+    return Figure(figsize=(size * 1.2, size), dpi=100)
+
+
+def ring_figure(result, step=0):
+    """One step of a collective as a Figure.
+
+    Parameters
+    ----------
+    result : CollectiveResult
+        What ``cluster.all_reduce(...)`` (or any cluster collective) returned, numeric
+        or count-only.
+    step : int
+        0-based step of the schedule; ``-1`` draws the state before the first step.
+    """
+    frames = ring_frames(result)
+    if not -1 <= step < len(frames) - 1:
+        raise ConfigError(
+            f"step {step} is not in this {result.algorithm} {result.collective}: "
+            f"choose 0..{len(frames) - 2} (or -1 for the initial state)"
+        )
+    frame = frames[step + 1]
+    fig = _figure(result.schedule.ranks)
+    _draw(fig, result, frame)
+    return fig
+
+
+def ring_animation(result, path, fps=1.0, dpi=80):
+    """Write the step-through as an animated GIF: the initial state, then one frame per
+    step (2(K-1)+1 frames for a ring all-reduce).  Returns the number of frames."""
+    from matplotlib.animation import PillowWriter
+
+    frames = ring_frames(result)
+    fig = _figure(result.schedule.ranks)
+    writer = PillowWriter(fps=fps)
+    with writer.saving(fig, str(path), dpi):
+        for frame in frames:
+            fig.clear()
+            _draw(fig, result, frame)
+            writer.grab_frame()
+    return len(frames)
