@@ -2,7 +2,9 @@
 
 import argparse
 
-__all__ = ["register", "run", "human_report"]
+__all__ = ["register", "run", "human_report", "FORMATS"]
+
+FORMATS = ("png", "svg", "pdf")  # what --out accepts, by extension
 
 DESCRIPTION = """\
 Run one training step of a small transformer (a stack of pre-LayerNorm blocks) with a pipeline
@@ -23,7 +25,8 @@ examples:
   collsim pipeline --stages 4 --microbatches 8 --schedule interleaved --virtual 2
   collsim pipeline --stages 4 --microbatches 8 --schedule zb-h1 --t-weight 0.5ms
   free links isolate the compute bubble:  ... --latency 0 --bandwidth inf
-  the figures as data:                    ... --json"""
+  the figures as data:                    ... --json
+  the timeline picture:                   ... --out timeline.png"""
 
 
 def register(subparsers):
@@ -41,7 +44,7 @@ def register(subparsers):
     sched.add_argument(
         "--virtual", "-v", type=int, default=1, help="model chunks per stage (interleaved)"
     )
-    times = sched.add_argument_group("pass times (one micro-batch on one whole stage)")
+    times = parser.add_argument_group("pass times (one micro-batch on one whole stage)")
     times.add_argument("--t-forward", default="1ms", help="forward t_f (default 1ms)")
     times.add_argument("--t-backward", default=None, help="input-gradient t_b (default t_f)")
     times.add_argument("--t-weight", default=None, help="weight-gradient t_w (default t_f)")
@@ -56,17 +59,32 @@ def register(subparsers):
     links = parser.add_argument_group("links (a bidirectional ring of p ranks)")
     links.add_argument("--bandwidth", default="100GB/s", help="per direction (default 100GB/s)")
     links.add_argument("--latency", default="5us", help="per message (default 5us)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print the figures as JSON")
+    out.add_argument(
+        "--out",
+        metavar="FILE",
+        help="also save the timeline picture (stages x time, idle hatched); .png, .svg or .pdf",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args):
     """Run the step and print the report (or JSON); 0 if the gradients match one device."""
     import json
+    import sys
+    from pathlib import Path
 
+    from ..errors import ConfigError
     from ..parallel.pipeline import pipeline_step
     from ..units import parse_time
 
+    fmt = Path(args.out).suffix.lower().lstrip(".") if args.out else None
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(
+            f"--out {args.out!r}: the extension picks the format; use one of "
+            f"{', '.join('.' + f for f in FORMATS)} (e.g. timeline.png)"
+        )
     t_f = parse_time(args.t_forward)
     result = pipeline_step(
         args.schedule,
@@ -88,6 +106,12 @@ def run(args):
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(human_report(result, args))
+    if fmt is not None:
+        from ..viz.timeline import timeline_figure
+
+        timeline_figure(result).savefig(args.out, format=fmt, dpi=150)
+        # with --json, stdout carries only the JSON
+        print(f"wrote {args.out} (timeline, {fmt.upper()})", file=sys.stderr if args.json else None)
     return 0 if result.match else 1
 
 

@@ -135,22 +135,21 @@ class Execution:
 
     def _op_wait(self, proc, op):
         handles = op.handles
-        if len(handles) == 1:
-            return self._when_all(proc, handles, lambda: handles[0].value)
-        return self._when_all(proc, handles, lambda: [h.value for h in handles])
+        return self._when_all(proc, handles, handles, len(handles) == 1)
 
     def _op_exchange(self, proc, op):
         me = proc.rank.id
         sends = [self.post_send(me, send) for send in op.sends]
         recvs = [self.post_recv(me, recv) for recv in op.recvs]
-        return self._when_all(proc, sends + recvs, lambda: [h.value for h in recvs])
+        return self._when_all(proc, sends + recvs, recvs, False)
 
-    def _when_all(self, proc, handles, result):
-        """Resume ``proc`` with ``result()`` once every handle is done."""
+    def _when_all(self, proc, handles, results, single):
+        """Resume ``proc`` once every handle is done, with the values of ``results``: a
+        list of them, or the one value if ``single``."""
         pending = [h for h in handles if not h.done]
         if not pending:
-            return True, result()
-        barrier = _Barrier(self, proc, len(pending), result)
+            return True, _values(results, single)
+        barrier = _Barrier(self, proc, len(pending), results, single)
         for h in pending:
             h.callbacks.append(barrier.one_done)
         return False, Wait(tuple(pending))
@@ -160,8 +159,8 @@ class Execution:
         start = max(now, self._compute_free.get(me, 0.0))
         end = start + op.seconds
         self._compute_free[me] = end
-        if op.seconds > 0:
-            self.trace.add_compute(me, start, end, op.label)
+        # zero-length spans are recorded too: a schedule's op that costs nothing still ran
+        self.trace.add_compute(me, start, end, op.label)
         if end == now:
             return True, None
         self.engine.at(end, FINISH, lambda _: self._advance(proc, None))
@@ -275,15 +274,21 @@ class Execution:
 class _Barrier:
     """Counts down the pending handles of one wait and resumes its process at zero."""
 
-    __slots__ = ("execution", "proc", "left", "result")
+    __slots__ = ("execution", "proc", "left", "results", "single")
 
-    def __init__(self, execution, proc, left, result):
-        self.execution, self.proc, self.left, self.result = execution, proc, left, result
+    def __init__(self, execution, proc, left, results, single):
+        self.execution, self.proc, self.left = execution, proc, left
+        self.results, self.single = results, single
 
     def one_done(self):
         self.left -= 1
         if self.left == 0:
-            self.execution._advance(self.proc, self.result())
+            self.execution._advance(self.proc, _values(self.results, self.single))
+
+
+def _values(handles, single):
+    """What a wait resumes with: the one handle's value, or a list of values."""
+    return handles[0].value if single else [h.value for h in handles]
 
 
 def _after(previous, program):

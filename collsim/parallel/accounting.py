@@ -1,0 +1,119 @@
+"""What a parallel training run communicated and how much of it hid behind compute,
+read from the trace (DESIGN.md: nothing counts on the side).
+
+* :func:`collective_bytes` -- bytes each rank sent, per collective (``"all_reduce"``,
+  ``"reduce_scatter"``, ...) and, on a device mesh, per mesh dimension (``"dp"``,
+  ``"tp"``): a transfer between two ranks that differ only in their ``tp`` coordinate
+  belongs to a TP group.
+* :func:`overlap` -- per rank: time the network was busy for it (communication), time
+  its compute stream was busy, the part of communication that ran while it computed
+  (overlapped) and the rest (exposed: what the step waits for).
+
+Examples
+--------
+>>> from collsim.network.trace import Trace
+>>> trace = Trace()
+>>> trace.add_compute(0, 0.0, 2.0, "W layer 1")
+>>> tag = ("collective", 0, 0, 0)  # group 0, call 0, step 0
+>>> trace.add_transfer(0, 1, tag, 800, 1.0, 3.0, (), "all_reduce step 0 chunk 1")
+>>> collective_bytes(trace, 2)
+{'all_reduce': [800, 0]}
+>>> o = overlap(trace, 2)[0]
+>>> o.comm_s, o.overlapped_s, o.exposed_s
+(2.0, 1.0, 1.0)
+"""
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["collective_bytes", "mesh_dimension", "overlap", "Overlap"]
+
+
+def _is_collective(transfer):
+    tag = transfer[2]
+    return isinstance(tag, tuple) and tag[:1] == ("collective",)
+
+
+def mesh_dimension(mesh, src, dst):
+    """The name of the one mesh dimension along which ``src`` and ``dst`` differ
+    (``None`` if they differ along several: no group of one dimension holds both)."""
+    a, b = mesh.coords(src), mesh.coords(dst)
+    differ = [name for name in mesh.names if a[name] != b[name]]
+    return differ[0] if len(differ) == 1 else None
+
+
+def collective_bytes(trace, n_ranks, mesh=None):
+    """Bytes sent per rank, keyed by collective name, or by ``(dimension, collective)``
+    when a :class:`~collsim.runtime.group.DeviceMesh` is given.  Point-to-point
+    transfers are keyed ``"send"``."""
+    out, dims = {}, {}
+    for t in trace.transfers:
+        name = t.label.split(" ", 1)[0] if _is_collective(t) and t.label else "send"
+        key = name
+        if mesh is not None:
+            pair = (t.src, t.dst)
+            if pair not in dims:
+                dims[pair] = mesh_dimension(mesh, t.src, t.dst)
+            key = (dims[pair], name)
+        out.setdefault(key, [0] * n_ranks)[t.src] += t.nbytes
+    return out
+
+
+@dataclass
+class Overlap:
+    """One rank's communication and compute time, in simulated seconds."""
+
+    comm_s: float  # the union of the intervals in which it sent or received
+    compute_s: float  # the union of its compute spans
+    overlapped_s: float  # communication while it computed
+    exposed_s: float  # communication while it did not compute
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def _union(intervals):
+    merged = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def _length(intervals):
+    return sum(end - start for start, end in intervals)
+
+
+def _intersection(a, b):
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def overlap(trace, n_ranks):
+    """A list of :class:`Overlap`, one per rank."""
+    comm = [[] for _ in range(n_ranks)]
+    for t in trace.transfers:
+        comm[t.src].append((t.start, t.end))
+        if t.dst != t.src:
+            comm[t.dst].append((t.start, t.end))
+    compute = [[] for _ in range(n_ranks)]
+    for c in trace.computes:
+        compute[c.rank].append((c.start, c.end))
+    result = []
+    for r in range(n_ranks):
+        busy_comm, busy_compute = _union(comm[r]), _union(compute[r])
+        both = _length(_intersection(busy_comm, busy_compute))
+        total = _length(busy_comm)
+        result.append(Overlap(total, _length(busy_compute), both, total - both))
+    return result
