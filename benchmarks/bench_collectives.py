@@ -62,8 +62,10 @@ def main():
                   f"{sim * 1e3:.1f} ms | {sim / base:.2f}x |")  # fmt: skip
     k = 64 if args.quick else 1024
     seconds, transfers = count_only(k)
-    print(f"\ncount-only ring all-reduce on {k} ranks: {seconds:.1f} s wall, "
-          f"{transfers:,} transfers ({transfers / seconds:,.0f} transfers/s)")
+    print(
+        f"\ncount-only ring all-reduce on {k} ranks: {seconds:.1f} s wall, "
+        f"{transfers:,} transfers ({transfers / seconds:,.0f} transfers/s)"
+    )
 
 
 if __name__ == "__main__":

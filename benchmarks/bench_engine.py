@@ -48,7 +48,7 @@ def time_engine(k, rounds, nbytes=1 << 20):
     t0 = time.perf_counter()
     result = cluster.run(neighbour_exchange, rounds, payload)
     wall = time.perf_counter() - t0
-    transfers = len(result.trace.transfers)
+    transfers = sum(result.stats.messages_sent)
     assert transfers == 2 * k * rounds, transfers
     expected = rounds * (5e-6 + nbytes / 100e9)  # every step is one α–β message per link
     assert abs(result.time - expected) <= 1e-9 * expected, (result.time, expected)
@@ -77,18 +77,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small run (smoke test)")
     parser.add_argument("--transfers", type=int, default=None,
-                        help="transfers per K (default 200,000; 10,000 with --quick)")  # fmt: skip
+                        help="transfers per K (default 200,000; 4,096 with --quick)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     args = parser.parse_args(argv)
-    target = args.transfers or (10_000 if args.quick else 200_000)
-    sizes = SIZES[:2] if args.quick else SIZES
+    target = args.transfers or (4_096 if args.quick else 200_000)
     repeat = 1 if args.quick else args.repeat
 
     print(f"collsim {collsim.__version__}, Python {sys.version.split()[0]}, best of {repeat}")
     print()
     print("| K ranks | rounds | transfers | events | wall (s) | transfers/s | heapq (s) | ratio |")
     print("|--------:|-------:|----------:|-------:|---------:|------------:|----------:|------:|")
-    for k in sizes:
+    for k in SIZES:
         rounds = max(1, target // (2 * k))
         runs = [time_engine(k, rounds) for _ in range(repeat)]
         transfers, events, wall = min(runs, key=lambda run: run[2])

@@ -183,7 +183,10 @@ def from_graph(graph, routing="shortest"):
         for key, parse in (("bandwidth", parse_rate), ("latency", parse_time)):
             if key not in data:
                 raise ConfigError(f"link {u}->{v} has no {key!r} attribute")
-            data[key] = parse(data[key])
+            try:
+                data[key] = parse(data[key])
+            except ConfigError as exc:
+                raise ConfigError(f"link {u}->{v}: {exc}") from None
     return g
 
 
@@ -235,7 +238,7 @@ def _shortest(g, src, dst, subgraph=None):
 
 def _dimension_order(g, src, dst):
     rows, cols = g.graph["shape"]
-    (r0, c0), (r1, c1) = divmod(src, cols), divmod(dst, cols)
+    r0, c1 = src // cols, dst % cols
     corner = r0 * cols + c1  # finish X (the row) first, then Y (the column)
     row = g.subgraph(r0 * cols + c for c in range(cols))
     col = g.subgraph(r * cols + c1 for r in range(rows))

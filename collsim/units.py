@@ -35,7 +35,8 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 _PREFIX = {**_DECIMAL, **_BINARY}
 _NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _SIZE_RE = re.compile(rf"^{_NUMBER}\s*([KkMGTP]i?)?(B|b|bit|bits|bytes?)?$")
-_RATE_RE = re.compile(rf"^{_NUMBER}\s*([KkMGTP]i?)?(B|b|bit|bps)(?:/s|ps)?$")
+# a rate must say "per second" (/s or ps): "100GB" is a size, not a bandwidth
+_RATE_RE = re.compile(rf"^{_NUMBER}\s*([KkMGTP]i?)?(B|b|bit)(?:/s|ps)$")
 # divisors, not factors: 5 / 1e6 is exactly 5e-06 while 5 * 1e-6 is not
 _TIME_DIVISORS = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "": 1.0}
 _TIME_RE = re.compile(rf"^{_NUMBER}\s*(ns|us|µs|ms|s)?$")
@@ -62,7 +63,9 @@ def parse_size(text):
     if value is None:
         match = _SIZE_RE.match(text.strip())
         if not match:
-            raise ConfigError(f"cannot read size {text!r}: expected a number and a unit like '64MiB'")
+            raise ConfigError(
+                f"cannot read size {text!r}: expected a number and a unit like '64MiB'"
+            )
         number, prefix, unit = match.groups()
         value = float(number) * _PREFIX[prefix or ""]
         if unit in ("b", "bit", "bits"):
@@ -92,7 +95,7 @@ def parse_rate(text):
             )
         number, prefix, unit = match.groups()
         value = float(number) * _PREFIX[prefix or ""]
-        if unit in ("b", "bit", "bps"):
+        if unit in ("b", "bit"):
             value /= 8
     if math.isnan(value) or value <= 0:
         raise ConfigError(f"bandwidth {text!r} must be > 0 bytes/s (use 'inf' for a free link)")

@@ -63,19 +63,25 @@ class Engine:
     def run(self):
         """Process events until the heap is empty."""
         heap, pop = self._heap, heapq.heappop
-        max_time, max_events = self.max_time, self.max_events
-        while heap:
-            time, _, callback, arg = pop(heap)
-            if time > max_time:
-                raise SimulationLimitError(
-                    f"simulated time reached {time:.6g} s, past the guard max_time={max_time} s; "
-                    "raise Cluster(max_time=...) if the program is meant to run that long"
-                )
-            self.now = time
-            self.events += 1
-            if self.events > max_events:
-                raise SimulationLimitError(
-                    f"more than max_events={max_events} events at t={time:.6g} s; "
-                    "does a rank loop forever? raise Cluster(max_events=...) if not"
-                )
-            callback(arg)
+        max_time = self.max_time
+        # the count lives in a local while events run; the guard is the last event allowed
+        events, last = self.events, self.max_events
+        try:
+            while heap:
+                time, _, callback, arg = pop(heap)
+                if time > max_time:
+                    raise SimulationLimitError(
+                        f"simulated time reached {time:.6g} s, past the guard "
+                        f"max_time={max_time} s; "
+                        "raise Cluster(max_time=...) if the program is meant to run that long"
+                    )
+                self.now = time
+                events += 1
+                if events > last:
+                    raise SimulationLimitError(
+                        f"more than max_events={last} events at t={time:.6g} s; "
+                        "does a rank loop forever? raise Cluster(max_events=...) if not"
+                    )
+                callback(arg)
+        finally:
+            self.events = events

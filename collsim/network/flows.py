@@ -38,10 +38,13 @@ MODELS = ("maxmin", "ideal")
 class Flow:
     """One transfer in flight: its links, bytes left, current rate and completion."""
 
-    __slots__ = ("links", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg")
+    __slots__ = (
+        "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg"
+    )  # fmt: skip
 
-    def __init__(self, links, nbytes, on_done, arg):
+    def __init__(self, links, nbytes, on_done, arg, beta=None):
         self.links = links
+        self.beta = beta  # the narrowest link's bandwidth: the rate when it is alone
         self.nbytes = nbytes
         self.remaining = float(nbytes)
         self.rate = 0.0
@@ -90,8 +93,8 @@ class Network:
         """Start moving ``nbytes`` now; call ``on_done(arg)`` when the last byte arrives.
 
         Returns the links the transfer crosses."""
-        links, alpha, _ = self.route(src, dst)
-        flow = Flow(links, nbytes, on_done, arg)
+        links, alpha, beta = self.route(src, dst)
+        flow = Flow(links, nbytes, on_done, arg, beta)
         self.engine.at(self.engine.now + alpha, START, self._begin, flow)
         return links
 
@@ -104,7 +107,7 @@ class Network:
             flow.on_done(flow.arg)
             return
         if self.model == "ideal":
-            flow.rate = min(self.capacity[link] for link in flow.links)
+            flow.rate = flow.beta
             self._schedule_finish(flow)
             return
         active = self.active
@@ -114,7 +117,7 @@ class Network:
             sharing[flow] = None
             alone = alone and len(sharing) == 1
         if alone:  # the common case: no other flow on its links, so no one else changes
-            flow.rate = min(self.capacity[link] for link in flow.links)
+            flow.rate = flow.beta
             self._schedule_finish(flow)
         else:
             self._reshare(flow.links)
