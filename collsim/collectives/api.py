@@ -50,6 +50,9 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
     """This rank's part of collective ``name`` (use with ``yield from`` or ``rank.start``).
 
     ``root`` is a group rank.  Pass ``x=None`` with ``count``/``dtype`` for count-only.
+    The call itself (not the first step of the generator it returns) takes the next
+    position in the group's sequence, so collectives keep the order they were *issued*
+    in, as NCCL orders them, even when one waits behind others on the comm stream.
     """
     name = canonical_collective(name)
     algorithm = canonical_algorithm(name, algorithm)
@@ -59,7 +62,7 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
     key = (rank.id, group.ranks)
     seq = counters.get(key, 0)
     counters[key] = seq + 1
-    return (yield from run_schedule(rank, schedule, x, op, group, seq, count, dtype))
+    return run_schedule(rank, schedule, x, op, group, seq, count, dtype)
 
 
 @dataclass

@@ -21,8 +21,8 @@ for it.  :func:`collsim.parallel.accounting.overlap` measures both from the trac
 name                          what it is
 ============================  ============================================================
 :func:`resolve_batch`         micro batch and accumulation from seed 000's rule, or a
-                              ConfigError naming all four numbers
-:func:`shard_rows`            rank ``index``'s rows of a batch
+                              ConfigError naming all four numbers (from ``batch``)
+:func:`shard_rows`            rank ``index``'s rows of a batch (from ``batch``)
 :class:`GradientBuckets`      DDP's reducer inside a rank program: ``add``, ``flush``, ``wait``
 :func:`data_parallel_step`    one optimizer step of any units on one rank (a generator)
 :func:`train_data_parallel`   a whole run on a cluster: :class:`DataParallelRun`
@@ -62,6 +62,7 @@ from ..errors import ConfigError
 from ..nn import SGD, mse_loss
 from ..runtime.group import Group
 from .accounting import collective_bytes, overlap
+from .batch import resolve_batch, shard_rows
 from .modules import flat_params, units_of
 
 __all__ = [
@@ -75,84 +76,6 @@ __all__ = [
 ]
 
 DEFAULT_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's bucket_cap_mb=25
-
-
-def _divisors(n):
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def resolve_batch(global_batch, dp, micro_batch=None, accumulation=None):
-    """``(micro_batch, accumulation)`` with ``global_batch = micro_batch · dp · accumulation``.
-
-    Either may be None (derived from the others; accumulation defaults to 1 when both
-    are).  Raises a ConfigError that names all four numbers and the choices that work.
-
-    >>> resolve_batch(64, 4)
-    (16, 1)
-    >>> resolve_batch(64, 4, micro_batch=4)
-    (4, 4)
-    >>> resolve_batch(64, 4, micro_batch=3, accumulation=2)
-    Traceback (most recent call last):
-    ...
-    collsim.errors.ConfigError: global batch 64 != micro batch 3 × dp 4 × accumulation 2 = 24: \
-global_batch = micro_batch · dp · accumulation (seed 000); with global batch 64 and dp 4 each \
-rank takes 16 samples per step, so micro batch × accumulation must be 16: micro batch 1 \
-(accumulation 16), 2 (8), 4 (4), 8 (2), 16 (1)
-    """
-    for name, value in (("global batch", global_batch), ("dp", dp)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    if accumulation is None and micro_batch is None:
-        accumulation = 1
-    per_rank, rest = divmod(global_batch, dp)
-    if accumulation is None and per_rank and not rest and per_rank % micro_batch == 0:
-        accumulation = per_rank // micro_batch
-    if micro_batch is None and per_rank and not rest and per_rank % accumulation == 0:
-        micro_batch = per_rank // accumulation
-    if micro_batch is not None and accumulation is not None:
-        if (
-            micro_batch >= 1
-            and accumulation >= 1
-            and micro_batch * dp * accumulation == global_batch
-        ):
-            return int(micro_batch), int(accumulation)
-
-    def shown(v):
-        return "?" if v is None else str(v)
-
-    product = (
-        f" = {micro_batch * dp * accumulation}" if None not in (micro_batch, accumulation) else ""
-    )
-    message = (
-        f"global batch {global_batch} != micro batch {shown(micro_batch)} × dp {dp} × "
-        f"accumulation {shown(accumulation)}{product}: global_batch = micro_batch · dp · "
-        "accumulation (seed 000); "
-    )
-    if rest:
-        near = [d for d in _divisors(global_batch) if d <= 2 * dp]
-        message += (
-            f"dp {dp} does not divide global batch {global_batch} "
-            f"(dp values that do: {', '.join(map(str, near))})"
-        )
-    else:
-        choices = ", ".join(
-            f"{m} ({per_rank // m})" if i else f"{m} (accumulation {per_rank // m})"
-            for i, m in enumerate(_divisors(per_rank))
-        )
-        message += (
-            f"with global batch {global_batch} and dp {dp} each rank takes {per_rank} samples "
-            f"per step, so micro batch × accumulation must be {per_rank}: micro batch {choices}"
-        )
-    raise ConfigError(message)
-
-
-def shard_rows(x, parts, index):
-    """Rows ``index·n/parts .. (index+1)·n/parts`` of ``x`` (rank ``index``'s samples)."""
-    n = np.shape(x)[0]
-    if n % parts:
-        raise ConfigError(f"cannot split {n} rows into {parts} equal shards")
-    per = n // parts
-    return x[index * per : (index + 1) * per]
 
 
 class GradientBuckets:

@@ -48,12 +48,12 @@ from .data import DEFAULT_BUCKET_BYTES, data_parallel_step, resolve_batch, shard
 from .modules import flat_params, flat_shard_axes, gather_params, replica_max_diff
 from .tensor import check_tp, split_along
 
-__all__ = ["train_mesh", "MeshRun", "LAYOUTS"]
+__all__ = ["train_mesh", "MeshRun", "LAYOUTS", "local_part", "assemble"]
 
 LAYOUTS = ("full", "seq", "last")
 
 
-def _local(x, layout, group, tp_rank):
+def local_part(x, layout, group, tp_rank):
     """This TP rank's part of an activation in ``layout``."""
     if layout == "full" or group.size == 1:
         return x
@@ -63,7 +63,7 @@ def _local(x, layout, group, tp_rank):
     return split_along(x, group, tp_rank, -1)
 
 
-def _assemble(parts, layout):
+def assemble(parts, layout):
     """The full activation from the TP ranks' parts, in group order."""
     if layout == "full":
         return parts[0]
@@ -134,8 +134,8 @@ def train_mesh(cluster, mesh, make_units, batches, in_layout="full", out_layout=
         opt = copy.deepcopy(optimizer)
         records = []
         for x, target in batches:
-            xs = _local(shard_rows(x, dp, i), in_layout, tp_group, j)
-            ts = _local(shard_rows(target, dp, i), out_layout, tp_group, j)
+            xs = local_part(shard_rows(x, dp, i), in_layout, tp_group, j)
+            ts = local_part(shard_rows(target, dp, i), out_layout, tp_group, j)
             micro_batches = [(xs[m * micro : (m + 1) * micro], ts[m * micro : (m + 1) * micro])
                              for m in range(accum)]  # fmt: skip
             record = yield from data_parallel_step(
@@ -154,9 +154,7 @@ def train_mesh(cluster, mesh, make_units, batches, in_layout="full", out_layout=
         recs = [[g[0][s] for g in row] for row in groups]  # [dp][tp] records
 
         def full(key, layout, recs=recs):
-            return np.concatenate(
-                [_assemble([r[key] for r in row], layout) for row in recs], axis=0
-            )
+            return np.concatenate([assemble([r[key] for r in row], layout) for row in recs], axis=0)
 
         steps.append({
             "loss": float(np.mean([r["loss"] for row in recs for r in row])),

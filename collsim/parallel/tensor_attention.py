@@ -53,7 +53,8 @@ from ..errors import ConfigError
 from ..nn import MultiHeadAttention
 from ..nn.blocks import RESIDUAL_FLOPS
 from .modules import Local
-from .tensor import FG, ParallelMLP, _check_rank, _shard, _stashed, check_tp, sync_partial_grads
+from .tensor import ParallelMLP
+from .tensor_comm import FG, _check_rank, _shard, _stashed, check_tp, sync_partial_grads
 
 __all__ = ["ParallelAttention", "ParallelTransformerBlock"]
 

@@ -28,7 +28,8 @@ Examples
 >>> report = verify("tp-mlp", tp=2, batch=4, hidden=8, seq=4, steps=2)
 >>> report.match, report.max_abs_diff < 1e-12
 (True, True)
->>> report.bytes_by_group[("tp", "all_reduce")] == [2 * 2 * 2 * 4 * 4 * 8 * 8] * 2
+>>> steps, per_step, ring = 2, 2, 2 * (2 - 1) / 2  # f and g; 2(t-1)/t
+>>> report.bytes_by_group[("tp", "all_reduce")] == [steps * per_step * ring * 4 * 4 * 8 * 8] * 2
 True
 """
 
@@ -253,14 +254,12 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
     batch = batch or (64 if scheme == "dp" else 4 * dp)
     ffn = ffn_hidden or 4 * hidden
     sp = sequence_parallel or scheme == "sp"
-    if scheme in ("dp", "tp-attention", "sp", "dp-tp"):
-        check_tp(tp, hidden=hidden, heads=heads, ffn_hidden=ffn, seq=seq, sequence_parallel=sp)
-        if hidden % heads:
-            raise ConfigError(
-                f"heads={heads} must divide hidden={hidden} (head_dim = hidden/heads)"
-            )
-    else:
-        check_tp(tp, ffn_hidden=ffn, hidden=hidden if scheme != "tp-column" else None)
+    attention = scheme in ("dp", "tp-attention", "sp", "dp-tp")
+    if attention and hidden % heads:
+        raise ConfigError(f"heads={heads} must divide hidden={hidden} (head_dim = hidden/heads)")
+    # seed 000: tp divides hidden and ffn hidden (and heads, and with SP the sequence)
+    check_tp(tp, hidden=hidden, heads=heads if attention else None, ffn_hidden=ffn, seq=seq,
+             sequence_parallel=sp)  # fmt: skip
     rng = np.random.default_rng(seed)
     problem = _problem(scheme, rng, dp, tp, hidden, heads, ffn, seq, layers, sp)
     if problem.dp * problem.tp != dp * tp:

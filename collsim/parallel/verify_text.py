@@ -46,15 +46,16 @@ def report_text(report):
         f"  dp {c['dp']} × tp {c['tp']} = {c['dp'] * c['tp']} ranks on one switch "
         f"({c['bandwidth']}, {c['latency']} per link), {_flops(c['compute_rate'])} per rank",
         f"  global batch {c['batch']} = micro batch {c['micro_batch']} × dp {c['dp']} × "
-        f"accumulation {c['accumulation']}; {c['steps']} SGD steps (lr {c['lr']}), seed {c['seed']}",
+        f"accumulation {c['accumulation']}; {c['steps']} SGD step(s) (lr {c['lr']}), "
+        f"seed {c['seed']}",
         "",
-        "  step   loss (cluster)   loss (1 device)   max|Δ| output  max|Δ| dX     "
-        "max|Δ| grads  max|Δ| params",
+        "  step  loss (cluster)  loss (1 device)  max|Δ| output  max|Δ| dX  max|Δ| grads  "
+        "max|Δ| params",
     ]
     for s in report.per_step:
         lines.append(
-            f"  {s['step']:>4}   {s['loss_cluster']:<15.10f}  {s['loss_single_device']:<15.10f}"
-            f"   {s['max_abs_diff_output']:<13.3g}  {s['max_abs_diff_input_grad']:<12.3g}"
+            f"  {s['step']:>4}  {s['loss_cluster']:<14.10f}  {s['loss_single_device']:<15.10f}"
+            f"  {s['max_abs_diff_output']:<13.3g}  {s['max_abs_diff_input_grad']:<9.3g}"
             f"  {s['max_abs_diff_grads']:<12.3g}  {s['max_abs_diff_params']:.3g}"
         )
     verdict = "MATCH" if report.match else "MISMATCH"
@@ -78,11 +79,14 @@ def report_text(report):
     for key, per_rank in sorted(report.bytes_by_group.items(), key=str):
         measured = sum(per_rank) / n
         formula = report.formula_bytes.get(key)
-        shown = "" if formula is None else f"   formula {_size(formula)}  {_FORMULAS.get(key, '')}"
+        how = _FORMULAS.get(key, "")
+        if c["sequence_parallel"] and key == ("tp", "all_reduce"):
+            how = "2(t-1)/t·6H·b: LayerNorm and bias gradients of local tokens"
+        shown = "" if formula is None else f"   formula {_size(formula)}  {how}"
         dim, name = key
         lines.append(f"    {dim or '-':>2} {name:<15} {_size(measured):<24}{shown}")
     lines.append(f"    total per rank: {', '.join(format_size(b) for b in report.bytes_sent)}")
-    if report.buckets:
+    if report.buckets and c["dp"] > 1:
         lines.append(f"    gradient buckets (elements, last layers first): {report.buckets}")
     o = report.overlap
     comm = max(x.comm_s for x in o)
@@ -90,8 +94,8 @@ def report_text(report):
     lines += [
         "",
         f"  simulated time {format_time(report.time_s)}; busiest rank: compute "
-        f"{format_time(max(x.compute_s for x in o))}, communication {format_time(comm)}, "
-        f"of which exposed {format_time(exposed)} "
-        f"(overlapped with compute {format_time(max(x.overlapped_s for x in o))})",
+        f"{format_time(max(x.compute_s for x in o))}, communication {format_time(comm)}",
+        f"  communication exposed (not hidden behind compute) {format_time(exposed)}, "
+        f"overlapped {format_time(max(x.overlapped_s for x in o))}",
     ]
     return "\n".join(lines)

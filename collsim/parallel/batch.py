@@ -1,0 +1,94 @@
+"""Seed 000's batch rule, ``global_batch = micro_batch · dp · accumulation``, and how a
+batch is cut over data-parallel ranks.
+
+Each of the ``dp`` ranks takes ``global_batch / dp`` consecutive samples (seed 004: with
+64 samples on 4 ranks, rank 0 takes samples 0-15) and runs them as ``accumulation``
+micro-batches of ``micro_batch`` samples.
+
+>>> resolve_batch(64, 4), resolve_batch(64, 4, micro_batch=4)
+((16, 1), (4, 4))
+>>> shard_rows(list(range(8)), 4, 1)
+[2, 3]
+"""
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = ["resolve_batch", "shard_rows"]
+
+
+def _divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def resolve_batch(global_batch, dp, micro_batch=None, accumulation=None):
+    """``(micro_batch, accumulation)`` with ``global_batch = micro_batch · dp · accumulation``.
+
+    Either may be None (derived from the others; accumulation defaults to 1 when both
+    are).  Raises a ConfigError that names all four numbers and the choices that work.
+
+    >>> resolve_batch(64, 4)
+    (16, 1)
+    >>> resolve_batch(64, 4, micro_batch=4)
+    (4, 4)
+    >>> resolve_batch(64, 4, micro_batch=3, accumulation=2)
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: global batch 64 != micro batch 3 × dp 4 × accumulation 2 = 24: \
+global_batch = micro_batch · dp · accumulation (seed 000); with global batch 64 and dp 4 each \
+rank takes 16 samples per step, so micro batch × accumulation must be 16: micro batch 1 \
+(accumulation 16), 2 (8), 4 (4), 8 (2), 16 (1)
+    """
+    given = (("global batch", global_batch), ("dp", dp), ("micro batch", micro_batch),
+             ("accumulation", accumulation))  # fmt: skip
+    for name, value in given:
+        bad_type = isinstance(value, bool) or not isinstance(value, int | np.integer)
+        if value is not None and (bad_type or value < 1):
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if accumulation is None and micro_batch is None:
+        accumulation = 1
+    per_rank, rest = divmod(global_batch, dp)
+    if accumulation is None and not rest and per_rank % micro_batch == 0:
+        accumulation = per_rank // micro_batch
+    if micro_batch is None and not rest and per_rank % accumulation == 0:
+        micro_batch = per_rank // accumulation
+    if None not in (micro_batch, accumulation) and micro_batch * dp * accumulation == global_batch:
+        return int(micro_batch), int(accumulation)
+
+    if micro_batch is None or accumulation is None:
+        name, other, known = ("micro batch", "accumulation", accumulation)
+        if accumulation is None:
+            name, other, known = ("accumulation", "micro batch", micro_batch)
+        head = (f"global batch {global_batch} with dp {dp} and {other} {known} needs "
+                f"{name} {global_batch}/({dp}·{known}) = {global_batch / (dp * known):.4g}, "
+                "not a whole number")  # fmt: skip
+    else:
+        head = (f"global batch {global_batch} != micro batch {micro_batch} × dp {dp} × "
+                f"accumulation {accumulation} = {micro_batch * dp * accumulation}")  # fmt: skip
+    message = f"{head}: global_batch = micro_batch · dp · accumulation (seed 000); "
+    if rest:
+        near = [d for d in _divisors(global_batch) if d <= 2 * dp]
+        message += (
+            f"dp {dp} does not divide global batch {global_batch} "
+            f"(dp values that do: {', '.join(map(str, near))})"
+        )
+    else:
+        choices = ", ".join(
+            f"{m} ({per_rank // m})" if i else f"{m} (accumulation {per_rank // m})"
+            for i, m in enumerate(_divisors(per_rank))
+        )
+        message += (
+            f"with global batch {global_batch} and dp {dp} each rank takes {per_rank} samples "
+            f"per step, so micro batch × accumulation must be {per_rank}: micro batch {choices}"
+        )
+    raise ConfigError(message)
+
+
+def shard_rows(x, parts, index):
+    """Rows ``index·n/parts .. (index+1)·n/parts`` of ``x`` (rank ``index``'s samples)."""
+    n = len(x)
+    if n % parts:
+        raise ConfigError(f"cannot split {n} rows into {parts} equal shards")
+    per = n // parts
+    return x[index * per : (index + 1) * per]
