@@ -118,9 +118,13 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
     k = cluster.size
     itemsize = DTYPE_BYTES[dtype]
     per_rank = size // k if name == "all_gather" else size
-    if per_rank % itemsize:
-        raise ConfigError(f"size {size} B is not a whole number of {dtype} elements "
-                          f"({itemsize} B each)")  # fmt: skip
+    if per_rank % itemsize or (name == "all_gather" and size % k):
+        whose = f"each rank's share S/K = {size}/{k} B" if name == "all_gather" else f"{size} B"
+        unit = k * itemsize if name == "all_gather" else itemsize
+        lower = size - size % unit
+        raise ConfigError(f"size {size} B: {whose} is not a whole number of {dtype} elements "
+                          f"({itemsize} B each); nearest valid sizes {lower} B or "
+                          f"{lower + unit} B")  # fmt: skip
     count = per_rank // itemsize
     if dtype == "bfloat16" and not count_only:
         raise ConfigError("numpy has no bfloat16: use --count-only (only its 2-byte size matters)")

@@ -5,6 +5,20 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
 
 * :func:`collsim.viz.memory.memory_figure`: memory per GPU as stacked bars for ZeRO
   stages 0-3 side by side (from :mod:`collsim.plan`).
+* :func:`collsim.viz.ring.ring_figure`, :func:`~collsim.viz.ring.ring_animation`: one
+  step of a collective on a circle of ranks (arrows per chunk move, buffers coloured by
+  contributions), or every step as a GIF (from the schedule and its trace).
+* :func:`collsim.viz.traffic.traffic_figure`: bytes per link drawn on the topology.
+* :func:`collsim.viz.utilization.utilization_figure`: links x time heat map of the
+  bandwidth in use (from the trace).
+* :func:`collsim.viz.timeline.timeline_figure`: pipeline stages x time, one block per
+  pass, idle shaded, bubble fraction in the title (from the pipeline run's trace).
+* :func:`collsim.viz.sweep.sweep_figure`: time and busbw against message size per
+  algorithm, where the fastest changes marked (count-only runs or closed forms).
+* :func:`collsim.viz.scaling.scaling_figure`: step time split into compute and
+  communication, and efficiency, against the number of GPUs (the planner's closed forms).
+
+The modules import matplotlib when they are imported; ``import collsim.viz`` alone does not.
 """
 
-__all__ = ["memory"]
+__all__ = ["memory", "ring", "traffic", "utilization", "timeline", "sweep", "scaling"]

@@ -22,7 +22,7 @@ Examples
 >>> fig.get_suptitle()
 'reduce-scatter 3/3  (step 3 of 6)'
 >>> sorted(a.get_gid() for a in fig.axes[0].patches if a.get_gid().startswith("move"))
-['move 0->1 c3', 'move 1->2 c0', 'move 2->3 c1', 'move 3->0 c2']
+['move 0->1 c1', 'move 1->2 c2', 'move 2->3 c3', 'move 3->0 c0']
 >>> len(ring_frames(result))                      # the initial state, then every step
 7
 """
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -48,6 +49,13 @@ COPY_COLOUR = "#4C72B0"  # the receiver copies it over its own
 CELL_CMAP = "YlGn"
 NODE = 0.13  # radius of a rank's disc, in data units
 STRIP = 1.2  # the longest buffer strip
+CENTRE = {"ha": "center", "va": "center"}
+DISC = {"facecolor": "#F2F2F2", "edgecolor": "#333333", "linewidth": 1.2}
+ARROW = {"arrowstyle": "-|>", "mutation_scale": 14, "linewidth": 1.8, "zorder": 6}
+LABEL = {
+    **CENTRE,
+    "bbox": {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+}
 
 
 def _radius(k):
@@ -88,8 +96,10 @@ def ring_frames(result):
         if view.index < 0:
             frames.append(Frame(-1, "initial state", [], view.holdings))
             continue
-        title = (f"{view.phase} {view.phase_step}/{view.phase_steps}  "
-                 f"(step {view.index + 1} of {view.n_steps})")  # fmt: skip
+        title = (
+            f"{view.phase} {view.phase_step}/{view.phase_steps}  "
+            f"(step {view.index + 1} of {view.n_steps})"
+        )
         moves = [(m, t[4], t[5], t[6]) for m, t in zip(schedule.steps[view.index], view.transfers)]
         frames.append(Frame(view.index, title, moves, view.holdings))
     return frames
@@ -129,16 +139,14 @@ def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
             count = len(frame.holdings[r][c])
             is_new = (r, c) in written
             edge, lw = (written[(r, c)], 2.2) if is_new else ("#888888", 0.5)
-            cell = Polygon(corners, closed=True, facecolor=cmap(norm(count)), edgecolor=edge,
-                           linewidth=lw, zorder=3 + is_new, gid=f"cell r{r} c{c}")  # fmt: skip
+            look = {"facecolor": cmap(norm(count)), "edgecolor": edge, "lw": lw}
+            cell = Polygon(corners, zorder=3 + is_new, gid=f"cell r{r} c{c}", **look)
             if is_new:  # a white halo keeps the outline visible on dark cells
                 cell.set_path_effects([Stroke(linewidth=lw + 2.5, foreground="white"), Normal()])
             ax.add_patch(cell)
             if numbers:
-                mid = (inner + outer) / 2
-                ax.text(x0 + ux * mid, y0 + uy * mid, str(count), ha="center", va="center",
-                        fontsize=7, color="white" if count > 0.6 * k else "black",
-                        zorder=5)  # fmt: skip
+                mid, ink = (inner + outer) / 2, "white" if count > 0.6 * k else "black"
+                ax.text(x0 + ux * mid, y0 + uy * mid, str(count), fontsize=7, color=ink, **CENTRE)
     return cmap, norm
 
 
@@ -175,11 +183,10 @@ def _draw_moves(ax, frame, n_chunks, positions, discs, fontsize):
         label = chunk_label(move.chunks, n_chunks)
         p0, p2 = positions[move.src], positions[move.dst]
         rad = _bend(p0, p2, (move.dst, move.src) in pairs, move.src < move.dst)
-        arrow = FancyArrowPatch(p0, p2, patchA=discs[move.src], patchB=discs[move.dst],
-                                connectionstyle=f"arc3,rad={rad}", arrowstyle="-|>",
-                                mutation_scale=14, linewidth=1.8, color=colour, zorder=6,
-                                gid=f"move {move.src}->{move.dst} {label}")  # fmt: skip
-        ax.add_patch(arrow)
+        ends = {"patchA": discs[move.src], "patchB": discs[move.dst]}
+        style = {"connectionstyle": f"arc3,rad={rad}", "color": colour, **ARROW}
+        gid = f"move {move.src}->{move.dst} {label}"
+        ax.add_patch(FancyArrowPatch(p0, p2, gid=gid, **ends, **style))
         # long arrows carry their label near the end with fewer arrows (the sender,
         # unless many arrows leave it), so arrows that cross in the middle or fan out
         # of one rank keep their labels apart
@@ -188,10 +195,8 @@ def _draw_moves(ax, frame, n_chunks, positions, discs, fontsize):
         else:
             t = 0.3 if degree[move.src] <= degree[move.dst] else 0.7
         x, y = _bezier_point(p0, p2, rad, t)
-        ax.text(x, y, label, ha="center", va="center", fontsize=fontsize, color=colour,
-                zorder=7, gid=f"label {move.src}->{move.dst}",
-                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
-                      "alpha": 0.85})  # fmt: skip
+        gid = f"label {move.src}->{move.dst}"
+        ax.text(x, y, label, fontsize=fontsize, color=colour, gid=gid, zorder=7, **LABEL)
 
 
 def _subtitle(result, frame):
@@ -200,8 +205,9 @@ def _subtitle(result, frame):
     if not frame.moves:
         return head
     sizes = sorted({nbytes for _, nbytes, _, _ in frame.moves})
-    each = format_size(sizes[0]) if len(sizes) == 1 else \
-        f"{format_size(sizes[0])}-{format_size(sizes[-1])}"  # fmt: skip
+    each = format_size(sizes[0])
+    if len(sizes) > 1:  # uneven chunks: the smallest and the largest transfer
+        each += f"-{format_size(sizes[-1])}"
     start = min(m[2] for m in frame.moves)
     end = max(m[3] for m in frame.moves)
     return f"{head}  ·  {each} per arrow  ·  t = {format_time(start)} → {format_time(end)}"
@@ -218,12 +224,8 @@ def _draw(fig, result, frame):
     fontsize = 11 if k <= 8 else 9
     discs = []
     for r, (x, y) in enumerate(positions):
-        disc = Circle((x, y), NODE, facecolor="#F2F2F2", edgecolor="#333333", linewidth=1.2,
-                      zorder=8, gid=f"rank {r}")  # fmt: skip
-        ax.add_patch(disc)
-        discs.append(disc)
-        ax.text(x, y, f"r{r}", ha="center", va="center", fontsize=fontsize, zorder=9,
-                fontweight="bold")  # fmt: skip
+        discs.append(ax.add_patch(Circle((x, y), NODE, zorder=8, gid=f"rank {r}", **DISC)))
+        ax.text(x, y, f"r{r}", fontsize=fontsize, zorder=9, fontweight="bold", **CENTRE)
     written = {}
     for move, _, _, _ in frame.moves:
         for c in move.dst_chunks:
@@ -238,16 +240,17 @@ def _draw(fig, result, frame):
     fig.text(0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize=11)
 
     cax = fig.add_axes((0.84, 0.3, 0.025, 0.5))
-    bar = fig.colorbar(_mappable(cmap, norm), cax=cax, ticks=_ticks(k))
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, ticks=_ticks(k))
     bar.set_label("contributions in the chunk (ranks)", fontsize=10)
     handles = [
         Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
         Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
     ]
-    fig.legend(handles=handles, loc="lower right", fontsize=9, frameon=False,
-               bbox_to_anchor=(0.995, 0.03))  # fmt: skip
-    fig.text(0.84, 0.22, "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written"
-             " now", fontsize=8, va="top")  # fmt: skip
+    fig.legend(
+        handles=handles, loc="lower right", fontsize=9, frameon=False, bbox_to_anchor=(0.995, 0.03)
+    )
+    note = "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now"
+    fig.text(0.84, 0.22, note, fontsize=8, va="top")
     return ax
 
 
@@ -262,12 +265,6 @@ def _ticks(k):
     step = 1 if k <= 8 else max(1, k // 8)
     ticks = list(range(0, k + 1, step))
     return ticks if ticks[-1] == k else [*ticks, k]
-
-
-def _mappable(cmap, norm):
-    from matplotlib.cm import ScalarMappable
-
-    return ScalarMappable(norm=norm, cmap=cmap)
 
 
 def _figure(k):

@@ -1,0 +1,279 @@
+"""Sweep: time and bus bandwidth against message size for several algorithms.
+
+nccl-tests' view of a collective (log-log; busbw = S/t × 2(n-1)/n for all-reduce, ×(n-1)/n
+for the scatters and gathers) with one line per algorithm on one topology, and the sizes
+where the fastest algorithm changes marked (dashed): small messages are latency-bound
+(fewest steps wins: naive, tree, halving-doubling), large ones bandwidth-bound (fewest
+bytes on the busiest link wins: ring on a ring, halving-doubling on a switch).  A dotted
+line marks where the fastest algorithm's time passes twice its latency floor, i.e. where
+bytes/β outweighs steps·α.  The background is tinted by the fastest algorithm.
+
+Times come from count-only runs of the simulator (the same schedules and network, sizes
+without data, so a sweep is quick) or, with ``mode="analytical"``, from the closed forms
+(:func:`collsim.collectives.api.analytical`).
+
+Examples
+--------
+>>> import collsim
+>>> cluster = collsim.Cluster(collsim.topology.switch(8))
+>>> data = sweep(cluster, sizes=[64, 2**24])
+>>> [data.fastest(i) for i in range(2)], data.bandwidth_bound(1)
+(['naive', 'halving_doubling'], True)
+>>> fig = sweep_figure(cluster, sizes=[2**k for k in range(4, 26, 3)])
+>>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()
+('time (s)', 'bus bandwidth (GB/s)')
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+from ..collectives.api import analytical
+from ..collectives.executor import DTYPE_BYTES
+from ..collectives.formulas import ALGORITHMS, bus_factor
+from ..collectives.registry import canonical_algorithm, canonical_collective
+from ..errors import ConfigError
+from ..units import format_size
+
+__all__ = ["sweep", "sweep_figure", "Sweep", "MODES", "ALGORITHM_COLOURS"]
+
+MODES = ("count-only", "analytical")
+ALGORITHM_COLOURS = {
+    "ring": "#4C72B0",
+    "tree": "#55A868",
+    "halving_doubling": "#C44E52",
+    "naive": "#8172B3",
+    "direct": "#DD8452",
+}
+
+
+@dataclass
+class Sweep:
+    """Times of each algorithm at each size (``times[algorithm][i]`` seconds for
+    ``sizes[i]`` bytes, S as nccl-tests defines it)."""
+
+    collective: str
+    ranks: int
+    sizes: list
+    times: dict
+    mode: str
+    topology: str
+
+    def busbw(self, algorithm):
+        """Bus bandwidth in bytes/s at each size (``nan`` where the time is zero)."""
+        factor = bus_factor(self.collective, self.ranks)
+        return [
+            s / t * factor if t > 0 else math.nan for s, t in zip(self.sizes, self.times[algorithm])
+        ]
+
+    def winners(self, rtol=0.01):
+        """The fastest algorithm at each size.  Times within ``rtol`` of the best count
+        as a tie, and a tie keeps the previous size's winner (else the first listed), so
+        float noise between equal algorithms is not reported as a change."""
+        out = []
+        for i in range(len(self.sizes)):
+            best = min(t[i] for t in self.times.values())
+            tied = [a for a, t in self.times.items() if t[i] <= best * (1 + rtol)]
+            out.append(out[-1] if out and out[-1] in tied else tied[0])
+        return out
+
+    def fastest(self, i):
+        """The algorithm with the least time at ``sizes[i]`` (see :meth:`winners`)."""
+        return self.winners()[i]
+
+    def changes(self):
+        """``[(i, before, after), ...]``: the fastest algorithm differs between sizes
+        ``i`` and ``i + 1``."""
+        w = self.winners()
+        return [(i, w[i], w[i + 1]) for i in range(len(w) - 1) if w[i] != w[i + 1]]
+
+    def regions(self):
+        """``[(first, last, algorithm), ...]``: runs of sizes with one fastest algorithm."""
+        w = self.winners()
+        cuts = [0] + [i + 1 for i, _, _ in self.changes()] + [len(w)]
+        return [(a, b - 1, w[a]) for a, b in zip(cuts, cuts[1:])]
+
+    def bandwidth_bound(self, i):
+        """Whether the fastest algorithm at ``sizes[i]`` is bandwidth-bound there: its time
+        is more than twice its latency floor (its time at the smallest size, where almost
+        no bytes move), so the bytes/β term outweighs the steps·α term.  Measured, not
+        derived."""
+        times = self.times[self.fastest(i)]
+        return times[i] > 2 * min(times)
+
+    def bandwidth_bound_from(self):
+        """The first index from which every size is bandwidth-bound, or ``None``."""
+        flags = [self.bandwidth_bound(i) for i in range(len(self.sizes))]
+        if not flags[-1]:
+            return None
+        first = len(flags) - 1
+        while first > 0 and flags[first - 1]:
+            first -= 1
+        return first
+
+
+def _default_sizes():
+    return [2**k for k in range(3, 29)]  # 8 B .. 256 MiB, factor 2
+
+
+def sweep(
+    cluster,
+    collective="all_reduce",
+    algorithms=None,
+    sizes=None,
+    mode="count-only",
+    dtype="float32",
+):
+    """Time ``collective`` on ``cluster`` for each algorithm and size; returns a :class:`Sweep`.
+
+    ``mode`` is ``"count-only"`` (simulate, no data) or ``"analytical"`` (closed forms).
+    Sizes are bytes; each is rounded down to whole elements of ``dtype`` (and for
+    all-gather to a whole element per rank).
+    """
+    collective = canonical_collective(collective)
+    if mode not in MODES:
+        raise ConfigError(f"unknown sweep mode {mode!r}: choose one of {', '.join(MODES)}")
+    if algorithms is None:
+        algorithms = ALGORITHMS[collective]
+    algorithms = [canonical_algorithm(collective, a) for a in algorithms]
+    k = cluster.size
+    per = DTYPE_BYTES[dtype] * (k if collective == "all_gather" else 1)
+    sizes = sorted({int(s) // per * per for s in (sizes or _default_sizes()) if int(s) >= per})
+    if not sizes:
+        raise ConfigError(f"no size holds one {dtype} element per rank: give sizes >= {per} B")
+    times = {a: [] for a in algorithms}
+    for a in algorithms:
+        for size in sizes:
+            if mode == "analytical":
+                times[a].append(analytical(cluster, collective, size, a).time_s)
+            else:
+                result = cluster.collective(collective, count=size // per, dtype=dtype, algorithm=a)
+                times[a].append(result.time)
+    name = cluster.topology.graph.get("name", "topology")
+    return Sweep(collective, k, sizes, times, mode, name)
+
+
+def _size_axis(ax, sizes):
+    ax.set_xscale("log", base=2)
+    lo, hi = int(math.log2(sizes[0])), int(math.ceil(math.log2(sizes[-1])))
+    every = 3 if hi - lo > 12 else 2 if hi - lo > 6 else 1
+    ticks = [2**e for e in range(lo, hi + 1) if e % every == 0]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels(
+        [format_size(t).replace(".0 ", " ") for t in ticks], rotation=35, ha="right", fontsize=10
+    )
+    ax.set_xlabel("message size S (bytes, as nccl-tests counts them)", fontsize=11)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _tint(ax, data, label=False, bound_label=False):
+    """Tint the background by the fastest algorithm, mark where it changes (dashed) and
+    where the fastest becomes bandwidth-bound (dotted)."""
+    sizes = data.sizes
+    edges = [sizes[0]] + [math.sqrt(a * b) for a, b in zip(sizes, sizes[1:])] + [sizes[-1]]
+    for first, last, algorithm in data.regions():
+        colour = ALGORITHM_COLOURS.get(algorithm, "#999999")
+        ax.axvspan(edges[first], edges[last + 1], color=colour, alpha=0.08, lw=0, zorder=0)
+        if label:
+            middle = math.sqrt(edges[first] * edges[last + 1])
+            ax.text(
+                middle,
+                0.02,
+                f"{algorithm.replace('_', '-')}\nfastest",
+                transform=ax.get_xaxis_transform(),
+                ha="center",
+                va="bottom",
+                fontsize=11,
+                color=colour,
+                fontweight="bold",
+            )
+    for i, _, _ in data.changes():
+        ax.axvline(edges[i + 1], color="#333333", ls="--", lw=1.2, zorder=1, gid=f"change {i}")
+    bound = data.bandwidth_bound_from()
+    if bound:
+        ax.axvline(edges[bound], color="#333333", ls=":", lw=1.6, zorder=1, gid="bandwidth-bound")
+        if bound_label:
+            ax.text(
+                edges[bound],
+                0.98,
+                "latency-bound ←   → bandwidth-bound",
+                transform=ax.get_xaxis_transform(),
+                ha="center",
+                va="top",
+                fontsize=10,
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"},
+            )
+
+
+def sweep_figure(
+    cluster,
+    collective="all_reduce",
+    algorithms=None,
+    sizes=None,
+    mode="count-only",
+    dtype="float32",
+    data=None,
+):
+    """Time and busbw against size, one line per algorithm; returns a Figure.
+
+    Pass ``data`` (a :class:`Sweep`) to draw a sweep already made; otherwise the
+    arguments are those of :func:`sweep`.
+    """
+    data = data or sweep(cluster, collective, algorithms, sizes, mode, dtype)
+    fig = Figure(figsize=(14, 6), layout="constrained")
+    ax_t, ax_b = fig.subplots(1, 2)
+    for a, times in data.times.items():
+        style = {"color": ALGORITHM_COLOURS.get(a), "marker": "o", "ms": 4, "lw": 2}
+        label = a.replace("_", "-")
+        ax_t.plot(data.sizes, times, label=label, **style)
+        ax_b.plot(data.sizes, np.array(data.busbw(a)) / 1e9, label=label, **style)
+    for ax in (ax_t, ax_b):
+        _size_axis(ax, data.sizes)
+        _tint(ax, data, label=ax is ax_b, bound_label=ax is ax_t)
+        ax.set_yscale("log")
+    ax_t.set_ylabel("time (s)", fontsize=12)
+    ax_b.set_ylabel("bus bandwidth (GB/s)", fontsize=12)
+    ax_t.set_title("time: lower is better", fontsize=12)
+    ax_b.set_title(
+        "busbw = S/t · "
+        + (
+            "2(n-1)/n"
+            if data.collective == "all_reduce"
+            else "(n-1)/n"
+            if data.collective not in ("broadcast", "reduce")
+            else "1"
+        )
+        + ": higher is better",
+        fontsize=12,
+    )
+    ax_t.legend(title="algorithm", fontsize=11, title_fontsize=11, loc="upper left")
+    _annotate_changes(ax_t, data)
+    how = "count-only simulation" if data.mode == "count-only" else "closed forms"
+    name = data.collective.replace("_", "-")
+    fig.suptitle(
+        f"{name} on {data.topology}, {data.ranks} ranks ({how})", fontsize=15, fontweight="bold"
+    )
+    return fig
+
+
+def _annotate_changes(ax, data):
+    """Write "tree → ring at 48 KiB" beside each dashed line."""
+    sizes = data.sizes
+    for n, (i, before, after) in enumerate(data.changes()):
+        x = math.sqrt(sizes[i] * sizes[i + 1])
+        text = f"{before.replace('_', '-')} → {after.replace('_', '-')}\nat ~{format_size(x)}"
+        ax.annotate(
+            text,
+            xy=(x, 0.03 + 0.12 * (n % 3)),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            ha="left",
+            va="bottom",
+            fontsize=10,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
+        )

@@ -1,0 +1,222 @@
+"""Pipeline timeline: stages × time, one block per pass, idle time shaded.
+
+Drawn like the figures of the Megatron (Narayanan et al. 2021) and zero-bubble (Qi et al.
+2024) papers: one row per stage, forward passes, backward passes and (for zero-bubble
+schedules) weight-gradient passes as blocks coloured by kind and labelled with their
+micro-batch; interleaved schedules draw model chunk 1, 2, ... in lighter shades.  The idle
+time of each stage inside the step is hatched grey, and the title gives the bubble
+fraction measured from those blocks next to the schedule's closed form.
+
+Every block is a compute span of the run's trace, matched to its pass by label
+(:func:`collsim.parallel.pipeline_result.op_spans`); nothing is re-timed here.
+
+Examples
+--------
+>>> from collsim.parallel.pipeline import pipeline_step
+>>> result = pipeline_step("1f1b", stages=4, microbatches=8)
+>>> fig = timeline_figure(result)
+>>> blocks = [p for p in fig.axes[0].patches if p.get_gid().startswith("op ")]
+>>> len(blocks)                       # 4 stages x 8 micro-batches x (F + B)
+64
+>>> fig.get_suptitle()
+'1f1b: p=4 stages, m=8 micro-batches · bubble 27.3% (formula (p-1)/(m+p-1) = 27.3%)'
+"""
+
+from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+
+from ..errors import ConfigError
+
+__all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
+
+KIND_COLOURS = {"F": "#4C72B0", "B": "#55A868", "BW": "#55A868", "W": "#DD8452"}
+KIND_NAMES = {
+    "F": "F: forward",
+    "B": "B: input gradient",
+    "BW": "B: backward",
+    "W": "W: weight gradient",
+}
+IDLE = "#D9D9D9"
+_FORMULA_TEXT = {
+    "gpipe": "(p-1)/(m+p-1)",
+    "1f1b": "(p-1)/(m+p-1)",
+    "interleaved": "(p-1)/(v·m+p-1)",
+    "zb-h1": "",
+}
+
+
+def _shade(colour, chunk, virtual):
+    """Chunk 0 in the kind's colour, later chunks mixed toward white."""
+    if virtual <= 1 or chunk == 0:
+        return colour
+    mix = 0.55 * chunk / (virtual - 1)
+    return tuple(c + (1 - c) * mix for c in to_rgb(colour))
+
+
+def bubble_from_spans(spans, stages):
+    """``(start, end, idle per stage)`` of the step the spans cover: the step runs from
+    the first pass's start to the last pass's end; a stage idles whenever it does not
+    compute inside it (the definition :class:`~collsim.parallel.pipeline_result.PipelineResult`
+    uses)."""
+    start = min(s.start for s in spans)
+    end = max(s.end for s in spans)
+    busy = [0.0] * stages
+    for s in spans:
+        busy[s.stage] += s.end - s.start
+    return start, end, [end - start - b for b in busy]
+
+
+def _time_unit(seconds):
+    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= 2 * divisor:
+            return divisor, name
+    return 1e-9, "ns"
+
+
+def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=None):
+    """The pipeline timeline of one step; returns a Figure.
+
+    Parameters
+    ----------
+    source : PipelineResult or Trace
+        What :func:`collsim.parallel.pipeline.run_pipeline` returned (it carries the
+        schedule, the trace, the stage ranks and the pass times), or a bare trace whose
+        compute spans are labelled like the schedule's passes (``F3``, ``B3``, ``W3``,
+        ``F3.1``).
+    schedule : Schedule, optional
+        Needed with a bare trace.
+    stage_ranks : sequence of int, optional
+        The rank that ran each stage (default: the result's, else stage s on rank s).
+    times : dict, optional
+        ``{"t_f", "t_b", "t_w"}`` for the closed form in the title (default: the result's).
+    """
+    from ..parallel.pipeline_result import op_spans
+
+    schedule = schedule or getattr(source, "schedule", None)
+    if schedule is None:
+        raise ConfigError("a bare trace needs its pipeline schedule: timeline_figure(trace, sched)")
+    trace = getattr(source, "trace", source)
+    stage_ranks = stage_ranks or getattr(source, "stage_ranks", None) or range(schedule.stages)
+    times = times or getattr(source, "times", None)
+    spans = op_spans(schedule, trace, list(stage_ranks))
+    expected = sum(len(row) for row in schedule.ops)
+    if len(spans) != expected:
+        raise ConfigError(
+            f"the trace holds {len(spans)} of the schedule's {expected} passes: the compute "
+            "labels must name them as the schedule does (F3, B3, W3, F3.1) on stage_ranks"
+        )
+    p, v = schedule.stages, schedule.virtual
+    start, end, idle = bubble_from_spans(spans, p)
+    divisor, unit = _time_unit(end - start)
+
+    width, height = 14.0, 1.9 + 0.62 * p  # inches: 0.7 below the rows, 1.2 above
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0.07, 0.7 / height, 0.91, 0.62 * p / height))
+    axes_inches = width * 0.91
+    for span in spans:
+        kind = span.op.kind
+        x0, x1 = (span.start - start) / divisor, (span.end - start) / divisor
+        colour = _shade(KIND_COLOURS[kind], span.op.chunk, v)
+        ax.add_patch(
+            Rectangle(
+                (x0, span.stage - 0.4),
+                x1 - x0,
+                0.8,
+                facecolor=colour,
+                edgecolor="white",
+                lw=0.8,
+                zorder=3,
+                gid=f"op {span.stage} {span.op.label(v > 1)}",
+            )
+        )
+        inches = (span.end - span.start) / (end - start) * axes_inches
+        if inches >= 0.12:
+            text = str(span.op.microbatch)
+            size = min(11.0, 72 * inches / (0.62 * len(text) + 0.4))
+            ink = "white" if span.op.chunk == 0 else "#222222"
+            ax.text(
+                (x0 + x1) / 2,
+                span.stage,
+                text,
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=ink,
+                fontweight="bold",
+                zorder=4,
+            )
+    _shade_idle(ax, spans, p, start, end, divisor)
+
+    ax.set_xlim(0, (end - start) / divisor)
+    ax.set_ylim(p - 0.5, -0.5)
+    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=12)
+    ax.set_xlabel(f"simulated time ({unit})", fontsize=12)
+    ax.tick_params(axis="x", labelsize=11)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    kinds = [k for k in ("F", "BW", "B", "W") if schedule.counts()[k]]
+    handles = [Patch(color=KIND_COLOURS[k], label=KIND_NAMES[k]) for k in kinds]
+    handles.append(Patch(facecolor=IDLE, hatch="///", edgecolor="#999999", label="idle"))
+    note = "numbers: micro-batch" + ("; lighter: later model chunk" if v > 1 else "")
+    ax.legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=len(handles),
+        frameon=False,
+        fontsize=11,
+        title=note,
+        title_fontsize=10,
+    )
+    fig.suptitle(
+        title or _title(schedule, idle, end - start, times),
+        fontsize=15,
+        fontweight="bold",
+        y=1 - 0.08 / height,
+        va="top",
+    )
+    return fig
+
+
+def _shade_idle(ax, spans, stages, start, end, divisor):
+    """Hatched grey over every stretch inside the step where a stage does not compute."""
+    for stage in range(stages):
+        t = start
+        for span in sorted((s for s in spans if s.stage == stage), key=lambda s: s.start):
+            if span.start > t:
+                _idle(ax, stage, (t - start) / divisor, (span.start - t) / divisor)
+            t = max(t, span.end)
+        if end > t:
+            _idle(ax, stage, (t - start) / divisor, (end - t) / divisor)
+
+
+def _idle(ax, stage, x, width):
+    ax.add_patch(
+        Rectangle(
+            (x, stage - 0.4),
+            width,
+            0.8,
+            facecolor=IDLE,
+            edgecolor="#999999",
+            hatch="///",
+            lw=0,
+            zorder=2,
+            gid=f"idle {stage}",
+        )
+    )
+
+
+def _title(schedule, idle, step, times):
+    p, m, v = schedule.stages, schedule.microbatches, schedule.virtual
+    head = f"{schedule.name}: p={p} stages, m={m} micro-batches" + (f", v={v}" if v > 1 else "")
+    measured = sum(idle) / len(idle) / step if step > 0 else 0.0
+    text = f"{head} · bubble {measured:.1%}"
+    if times and schedule.name in _FORMULA_TEXT:
+        try:
+            formula = schedule.formula_bubble_fraction(**times)
+        except ValueError:  # zb-h1 with t_w > min(t_f, t_b) has no closed form
+            return text
+        shape = _FORMULA_TEXT[schedule.name]
+        text += f" (formula {shape} = {formula:.1%})" if shape else f" (formula {formula:.1%})"
+    return text

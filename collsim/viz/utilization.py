@@ -1,0 +1,176 @@
+"""Link utilisation over time: a links × time heat map read from the trace.
+
+Each row is one directed link, each column a slice of simulated time; the colour is the
+share of the link's bandwidth that the transfers crossing it used in that slice.  A
+transfer's bytes are spread evenly over its span in the trace (from rendezvous to the
+last byte, latency included), so a latency-bound run shows pale rows and a congested
+link (the naive root's, a shared uplink) a dark band at 100 %.  For a collective, thin
+lines mark where each step of the schedule ended.
+
+Examples
+--------
+>>> import collsim
+>>> g = collsim.topology.switch(4)
+>>> result = collsim.Cluster(g).all_reduce(count=2**22, dtype="float32", algorithm="naive")
+>>> fig = utilization_figure(g, result)
+>>> fig.axes[1].get_ylabel()
+'utilisation (% of link bandwidth)'
+>>> times, links, share = utilization(g, result.trace, bins=50)
+>>> links[:2], round(float(share.max()), 3)      # the root's down-link is saturated
+([(0, 'switch'), (1, 'switch')], 1.0)
+"""
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from ..units import format_time
+
+__all__ = ["utilization_figure", "utilization", "time_unit"]
+
+CMAP = "YlOrRd"
+
+
+def time_unit(largest):
+    """``(divisor, name)`` that shows ``largest`` seconds as a readable number.
+
+    >>> time_unit(3e-4)
+    (1e-06, 'us')
+    """
+    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if largest >= 2 * divisor:
+            return divisor, name
+    return 1e-9, "ns"
+
+
+def _carried_by(edges, t):
+    """Bytes a link has carried by each time in ``t``; ``edges`` is a list of
+    ``(start, end, nbytes)``.  Each transfer runs at ``nbytes / (end - start)``, so the
+    total is piecewise linear: prefix sums over sorted starts and ends evaluate it."""
+    s, e, b = (np.asarray(x, dtype=float) for x in zip(*edges))
+    instant = e <= s
+    rate = np.where(instant, 0.0, b / np.where(instant, 1.0, e - s))
+    total = np.zeros_like(t)
+    # bytes by time t = Σ_{s_i < t} q_i (t - s_i) - Σ_{e_i < t} q_i (t - e_i), plus instant ones
+    for points, sign in ((s, 1.0), (e, -1.0)):
+        order = np.argsort(points)
+        p, q = points[order], rate[order]
+        cum_q = np.concatenate([[0.0], np.cumsum(q)])
+        cum_qp = np.concatenate([[0.0], np.cumsum(q * p)])
+        n = np.searchsorted(p, t, side="left")
+        total += sign * (cum_q[n] * t - cum_qp[n])
+    if instant.any():
+        order = np.argsort(s[instant])
+        steps = np.concatenate([[0.0], np.cumsum(b[instant][order])])
+        total += steps[np.searchsorted(s[instant][order], t, side="right")]
+    return total
+
+
+def utilization(topology, trace, bins=200, only_used=True):
+    """``(bin_edges, links, share)``: time bin edges (s), the links drawn (rows) and
+    ``share[row, bin]``, the fraction of each link's bandwidth used in each bin.
+
+    Links follow the topology's edge order; ``only_used`` drops links that carried
+    nothing.  Links of unlimited bandwidth count as 0.
+    """
+    per_link = {}
+    end = 0.0
+    for t in trace.transfers:
+        end = max(end, t.end)
+        for link in t.links:
+            per_link.setdefault(link, []).append((t.start, t.end, t.nbytes))
+    links = [e for e in topology.edges if not only_used or e in per_link]
+    edges = np.linspace(0.0, end if end > 0 else 1.0, bins + 1)
+    share = np.zeros((len(links), bins))
+    width = edges[1] - edges[0]
+    for row, link in enumerate(links):
+        if link not in per_link:
+            continue
+        bandwidth = topology.edges[link]["bandwidth"]
+        if not np.isfinite(bandwidth):
+            continue
+        carried = np.diff(_carried_by(per_link[link], edges))
+        share[row] = carried / (bandwidth * width)
+    return edges, links, share
+
+
+def _step_ends(source):
+    """End time of each step of a collective (from its trace), or ``[]``."""
+    if not hasattr(source, "steps") or not hasattr(source, "schedule"):
+        return []
+    ends = []
+    for view in source.steps():
+        times = [row[6] for row in view.transfers]
+        if times:
+            ends.append(max(times))
+    return ends
+
+
+def _name(node):
+    return f"r{node}" if isinstance(node, int) else str(node)
+
+
+def utilization_figure(topology, source, bins=200, only_used=True, title=None):
+    """Links × time heat map of utilisation; returns a Figure.
+
+    Parameters
+    ----------
+    topology : networkx.DiGraph
+        The graph the run used (its link bandwidths are the 100 % mark).
+    source : Trace or result with a ``.trace``
+        The run: a :class:`~collsim.network.trace.Trace`, or what ``cluster.run`` or a
+        cluster collective returned (a collective also gets its step boundaries drawn).
+    bins : int
+        Time slices across the run.
+    only_used : bool
+        Leave out links that carried nothing.
+    """
+    trace = getattr(source, "trace", source)
+    edges, links, share = utilization(topology, trace, bins, only_used)
+    divisor, unit = time_unit(edges[-1])
+    rows = max(len(links), 1)
+    height = min(10.0, max(4.0, 1.6 + 0.24 * rows))
+    fig = Figure(figsize=(12, height), layout="constrained")
+    ax = fig.add_subplot()
+    cmap = colormaps[CMAP].with_extremes(bad="white")
+    percent = np.ma.masked_less_equal(100 * share, 0.0)
+    image = ax.pcolormesh(
+        edges / divisor,
+        np.arange(rows + 1) - 0.5,
+        percent,
+        cmap=cmap,
+        vmin=0,
+        vmax=100,
+        shading="flat",
+    )
+    ax.set_yticks(range(len(links)))
+    fontsize = 10 if rows <= 24 else 8 if rows <= 40 else 6
+    ax.set_yticklabels([f"{_name(u)} → {_name(v)}" for u, v in links], fontsize=fontsize)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_xlabel(f"simulated time ({unit})", fontsize=12)
+    ax.set_ylabel("link (sender → receiver)", fontsize=12)
+    ax.tick_params(axis="x", labelsize=10)
+    ends = _step_ends(source)
+    for t in ends:
+        ax.axvline(t / divisor, color="#2B6CB0", lw=0.8, alpha=0.6, zorder=3)
+    if ends:  # name the steps along the top: "s3" is where step 3 ended
+        top = ax.secondary_xaxis("top")
+        every = max(1, len(ends) // 16)
+        shown = list(range(every - 1, len(ends), every))
+        top.set_xticks([ends[i] / divisor for i in shown], [f"s{i + 1}" for i in shown])
+        top.tick_params(labelsize=8, colors="#2B6CB0")
+    bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.04)
+    bar.set_label("utilisation (% of link bandwidth)", fontsize=11)
+    name = topology.graph.get("name", "topology")
+    if title is None:
+        what = ""
+        if hasattr(source, "collective"):
+            what = f"{source.algorithm.replace('_', '-')} {source.collective.replace('_', '-')} "
+        title = f"link utilisation over time: {what}on {name}"
+    fig.suptitle(title, fontsize=15, fontweight="bold")
+    busiest = share.max() if share.size else 0.0
+    note = f"run time {format_time(edges[-1])}, {bins} time slices; busiest slice {busiest:.0%}"
+    if ends:
+        note += "; blue lines: end of each step"
+    ax.set_title(note, fontsize=10, pad=18 if ends else 6)
+    return fig

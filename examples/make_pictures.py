@@ -1,0 +1,110 @@
+"""One of each picture collsim draws, written into a folder.
+
+Every picture is drawn from what a simulation produced (a collective's schedule and trace,
+a pipeline step's trace) or, for scaling, from the planner's closed forms::
+
+    python examples/make_pictures.py pictures/            # all of them, PNG + one GIF
+    python examples/make_pictures.py docs --readme        # the three small PNGs the README shows
+
+The same pictures from the command line: ``collsim viz ring|traffic|utilization|timeline|
+sweep|scaling ... --out FILE`` (each kind's ``--help`` lists its flags).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import collsim
+from collsim.parallel.pipeline import pipeline_step
+from collsim.viz.ring import ring_animation, ring_figure
+from collsim.viz.scaling import scaling_figure
+from collsim.viz.sweep import sweep_figure
+from collsim.viz.timeline import timeline_figure
+from collsim.viz.traffic import traffic_figure
+from collsim.viz.utilization import utilization_figure
+
+topology = collsim.topology
+
+
+def ring_all_reduce(k=8):
+    """A count-only ring all-reduce of 64 MiB on a ring of K ranks (no memory needed)."""
+    cluster = collsim.Cluster(topology.ring(k, "100GB/s", "5us"))
+    return cluster.all_reduce(count=16 * 2**20, dtype="float32", algorithm="ring")
+
+
+def naive_on_switch(k=8):
+    """The naive all-reduce on a switch: every buffer crosses the root's one link."""
+    g = topology.switch(k, "100GB/s", "5us")
+    result = collsim.Cluster(g).all_reduce(count=2**20, dtype="float32", algorithm="naive")
+    return g, result
+
+
+def ring_across_machines():
+    """A flat ring over two machines of 8 GPUs: 2 of its 16 hops cross the slow fabric."""
+    g = topology.hierarchical(2, 8, intra="300GB/s", inter="25GB/s")
+    result = collsim.Cluster(g).all_reduce(count=2**22, dtype="float32", algorithm="ring")
+    return g, result
+
+
+def pictures(folder):
+    """Every kind of picture; returns the paths written."""
+    written = []
+
+    def save(fig, name, dpi=110):
+        path = folder / name
+        fig.savefig(path, dpi=dpi)
+        written.append(path)
+
+    ring = ring_all_reduce()
+    save(ring_figure(ring, step=2), "ring_step.png")
+    ring_animation(ring, folder / "ring_all_reduce.gif", fps=1)
+    written.append(folder / "ring_all_reduce.gif")
+    save(ring_figure(ring_all_reduce(16), step=17), "ring_step_k16.png")
+    g, naive = naive_on_switch()
+    save(ring_figure(naive, step=0), "naive_step.png")
+    save(traffic_figure(g, naive), "traffic_naive_switch.png")
+    save(utilization_figure(g, naive), "utilization_naive_switch.png")
+    g, flat = ring_across_machines()
+    save(traffic_figure(g, flat), "traffic_ring_two_machines.png")
+    save(utilization_figure(g, flat), "utilization_ring_two_machines.png")
+    save(timeline_figure(pipeline_step("1f1b", 4, 8)), "timeline_1f1b.png")
+    save(timeline_figure(pipeline_step("interleaved", 4, 8, 2)), "timeline_interleaved.png")
+    save(timeline_figure(pipeline_step("zb-h1", 4, 8)), "timeline_zb_h1.png")
+    save(sweep_figure(collsim.Cluster(topology.switch(16))), "sweep_switch16.png")
+    save(scaling_figure(), "scaling_strong.png")
+    save(scaling_figure(weak=True), "scaling_weak.png")
+    return written
+
+
+def readme_pictures(folder):
+    """The three pictures the README shows, small enough to keep in the repository."""
+    small = {"dpi": 80, "pil_kwargs": {"optimize": True}}
+    figures = {
+        "ring_all_reduce_step.png": ring_figure(ring_all_reduce(), step=2),
+        "pipeline_timeline.png": timeline_figure(pipeline_step("interleaved", 4, 8, 2)),
+        "sweep_all_reduce.png": sweep_figure(collsim.Cluster(topology.switch(16))),
+    }
+    written = []
+    for name, fig in figures.items():
+        fig.savefig(folder / name, **small)
+        written.append(folder / name)
+    return written
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", help="where to write the pictures (created if missing)")
+    parser.add_argument(
+        "--readme", action="store_true", help="only the three small PNGs the README shows"
+    )
+    args = parser.parse_args(argv)
+    folder = Path(args.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = readme_pictures(folder) if args.readme else pictures(folder)
+    for path in written:
+        print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
