@@ -14,7 +14,7 @@ from ..errors import CollsimError
 __all__ = ["main", "build_parser"]
 
 # the order here is the order ``collsim --help`` lists them in
-COMMAND_MODULES = ("tour", "run", "step", "plan", "viz", "pipeline", "verify")
+COMMAND_MODULES = ("tour", "run", "step", "plan", "viz", "pipeline", "verify", "lesson")
 
 
 def build_parser():

@@ -13,9 +13,10 @@ DESCRIPTION = """\
 A five-minute tour of collsim (the short version of lessons 2-3):
 
   1. four ranks exchange arrays point to point; every transfer is in the trace
-  2. a ring all-reduce on four ranks, step by step
-  3. bytes each rank sends: ring 2(K-1)/K of the buffer whatever K is, naive (K-1)x at the root
-  4. time on one switch: ring against naive, simulated and by the closed form
+  2. data parallel (seed 004): batch 64 on 4 ranks, the averaged gradient is one device's
+  3. a ring all-reduce on four ranks, step by step
+  4. bytes each rank sends: ring 2(K-1)/K of the buffer whatever K is, naive (K-1)x at the root
+  5. time on one switch: ring against naive, simulated and by the closed form
 
 Pauses between parts when standard input is a terminal (--no-pause to run straight through).
 """
@@ -41,6 +42,27 @@ def _exchange(rank):
     return float(got[0])
 
 
+def _data_parallel():
+    from ..nn import GELU, SGD, Linear, Sequential, mse_loss
+    from ..parallel.data import train_data_parallel
+
+    _title("2. data parallel: batch 64 on dp=4, 16 samples per rank (seed 004)")
+    rng = np.random.default_rng(4)
+    model = Sequential(Linear.init(16, 64, rng), GELU(), Linear.init(64, 16, rng))
+    x, target = rng.uniform(-1, 1, (64, 16)), rng.uniform(-1, 1, (64, 16))
+    cluster = Cluster(topology.switch(4, "100GB/s", "5us"))
+    run = train_data_parallel(cluster, model, [(x, target)], dp=4, optimizer=SGD(lr=0.1))
+    y, ctx = model.forward(x)  # one device, the whole batch
+    grads = model.backward(ctx, mse_loss(y, target)[1])[1]
+    diff = max(float(np.max(np.abs(run.steps[0]["grads"][k] - grads[k]))) for k in grads)
+    params = sum(p.size for p in model.params.values())
+    sent = run.result.stats.bytes_sent[0]
+    print("each rank: forward and backward on its 16 rows, then all-reduce(sum) / 4")
+    print(f"largest |averaged gradient - one-device gradient| = {diff:.2g}")
+    print(f"rank 0 sent {sent:,} B for {params:,} float64 gradients: "
+          f"2(K-1)/K * P * 8 B = {2 * 3 / 4 * params * 8:,.0f} B")  # fmt: skip
+
+
 def run(args):
     _title("1. point to point: four ranks on a ring, 100 GB/s links, 5 us latency")
     cluster = Cluster(topology.bidirectional_ring(4, "100GB/s", "5us"))
@@ -54,7 +76,10 @@ def run(args):
     print(f"simulated time {units.format_time(result.time)} = 5 us latency + 32 B / 100 GB/s")
     pause(args)
 
-    _title("2. ring all-reduce on 4 ranks: reduce-scatter, then all-gather")
+    _data_parallel()
+    pause(args)
+
+    _title("3. ring all-reduce on 4 ranks: reduce-scatter, then all-gather")
     ring4 = Cluster(topology.ring(4, "100GB/s", "5us"))
     buffers = [np.full(8, float(r + 1)) for r in range(4)]
     out = ring4.all_reduce(buffers, algorithm="ring")
@@ -63,7 +88,7 @@ def run(args):
         pause(args)
     print(f"every rank ends with {out.outputs[0][:4].tolist()}... = 1+2+3+4")
 
-    _title("3. bytes each rank sends for a 64 MiB buffer")
+    _title("4. bytes each rank sends for a 64 MiB buffer")
     size = 64 * 2**20
     print(f"{'K':>5} {'ring, per rank':>16} {'fraction of S':>14} {'naive, at root':>16}")
     for k in (2, 4, 8, 16, 64):
@@ -76,7 +101,7 @@ def run(args):
     print("ring: 2(K-1)/K -> 2 whatever K is; naive: the root sends (K-1) whole buffers")
     pause(args)
 
-    _title("4. time on one switch (8 ranks, 100 GB/s, 5 us per link), 64 MiB")
+    _title("5. time on one switch (8 ranks, 100 GB/s, 5 us per link), 64 MiB")
     from ..collectives import analytical
 
     c8 = Cluster(topology.switch(8, "100GB/s", "5us"))
