@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import collsim
 from collsim import topology
 from collsim.collectives import ALGORITHMS, analytical, build, contributions, reference
+from collsim.collectives.executor import integer_inputs
 from collsim.errors import CollectiveMismatchError, ConfigError, DeadlockError
 from collsim.runtime.group import DeviceMesh, Group
 
@@ -16,19 +17,6 @@ REL = 1e-12  # simulated time vs closed form: floating-point precision
 
 PAIRS = [(c, a) for c, algs in ALGORITHMS.items() for a in algs]
 NUMERIC_DTYPES = ["float64", "float32", "float16", "int32", "int64"]
-
-
-def integer_inputs(k, n, dtype, op, seed):
-    """Integer-valued inputs as nccl-tests crafts them: exact whatever the sum order."""
-    rng = np.random.default_rng(seed)
-    low, high = (-1, 2) if op == "prod" else (-4, 5)
-    out = []
-    for _ in range(k):
-        v = rng.integers(low, high, size=n)
-        if op == "prod":
-            v[v == 0] = 1
-        out.append(v.astype(dtype))
-    return out
 
 
 def check_outputs(out, expected):

@@ -94,24 +94,11 @@ def sizes_from_args(args):
     return sizes
 
 
-def _inputs(collective, k, count, dtype, op, seed):
-    """Integer-valued inputs, as nccl-tests crafts them, so every reduction order is exact."""
-    rng = np.random.default_rng(seed)
-    low, high = (-1, 2) if op == "prod" else (-4, 5)
-    out = []
-    for _ in range(k):
-        values = rng.integers(low, high, size=count)
-        if op == "prod":
-            values[values == 0] = 1
-        out.append(values.astype(dtype))
-    return out
-
-
 def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum", root=0,
             seed=0, count_only=False):  # fmt: skip
     """Run once and return (row dict, CollectiveResult), as ``--json`` prints it."""
     from ..collectives import bus_factor, reference
-    from ..collectives.executor import DTYPE_BYTES
+    from ..collectives.executor import DTYPE_BYTES, integer_inputs
     from ..collectives.registry import canonical_collective
 
     name = canonical_collective(collective)
@@ -133,7 +120,7 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
                                  root=root)  # fmt: skip
         correct = None
     else:
-        buffers = _inputs(name, k, count, dtype, op, seed)
+        buffers = integer_inputs(k, count, dtype, op, seed)
         out = cluster.collective(name, buffers, algorithm=algorithm, op=op, root=root)
         expected = reference(name, buffers, op, root)
         wrong = sum(0 if (a is None and b is None) else int(np.count_nonzero(a != b))

@@ -29,7 +29,14 @@ from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Exchange, Recv, Send
 from .schedule import chunk_bounds
 
-__all__ = ["run_schedule", "CollectiveCall", "REDUCE_OPS", "DTYPE_BYTES", "reference"]
+__all__ = [
+    "run_schedule",
+    "CollectiveCall",
+    "REDUCE_OPS",
+    "DTYPE_BYTES",
+    "reference",
+    "integer_inputs",
+]
 
 REDUCE_OPS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
               "min": np.minimum}  # fmt: skip
@@ -238,3 +245,21 @@ def reference(collective, inputs, op="sum", root=0):
     if collective == "reduce":
         return [total.reshape(np.shape(inputs[0])) if r == root else None for r in range(k)]
     return [total.reshape(np.shape(inputs[0])) for _ in range(k)]
+
+
+def integer_inputs(k, count, dtype, op="sum", seed=0):
+    """One buffer per rank of small integer values, as nccl-tests crafts its inputs, so
+    every reduction order gives the exact same result (products stay in {-1, 1}).
+
+    >>> [b.tolist() for b in integer_inputs(2, 3, "float32", seed=1)]
+    [[0.0, 0.0, 2.0], [4.0, -4.0, -3.0]]
+    """
+    rng = np.random.default_rng(seed)
+    low, high = (-1, 2) if op == "prod" else (-4, 5)
+    out = []
+    for _ in range(k):
+        values = rng.integers(low, high, size=count)
+        if op == "prod":
+            values[values == 0] = 1
+        out.append(values.astype(dtype))
+    return out
