@@ -25,12 +25,17 @@ class DeadlockError(CollsimError):
     """The event queue ran dry while ranks were still waiting.
 
     On a real cluster this program would hang forever.  ``waiting`` maps each
-    blocked rank to a description of what it waits for.
+    blocked rank to descriptions of what it waits for; ``stuck`` maps each collective
+    that never completed, ``(group ranks, seq, name)``, to ``(joined, missing)`` rank
+    lists; ``time`` is the simulated second it happened and ``trace`` what ran until then.
     """
 
-    def __init__(self, message, waiting=None):
+    def __init__(self, message, waiting=None, stuck=None, time=None, trace=None):
         super().__init__(message)
         self.waiting = dict(waiting or {})
+        self.stuck = dict(stuck or {})
+        self.time = time
+        self.trace = trace
 
 
 class CollectiveMismatchError(CollsimError):

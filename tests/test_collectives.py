@@ -281,6 +281,8 @@ def test_rank_that_never_joins_is_named_like_a_flight_recorder():
         collsim.Cluster(topology.ring(4)).run(program)
     text = str(info.value)
     assert "all_reduce #0" in text and "ranks [3] never joined" in text
+    assert info.value.stuck == {((0, 1, 2, 3), 0, "all_reduce"): ([0, 1, 2], [3])}
+    assert sorted(info.value.waiting) == [0, 1, 2] and info.value.trace is not None
 
 
 def test_buffers_must_match():

@@ -116,7 +116,8 @@ def _run_lesson(path, args):
                             for line in source.splitlines()))  # fmt: skip
         else:
             print("\n".join(">>> " + line for line in source.splitlines()))
-            exec(compile(source, f"{path.name} cell {i + 1}", "exec"), namespace)
+            # compiled under the lesson's own path: teach finds the solutions next to it
+            exec(compile(source, str(path), "exec"), namespace)
         print()
         if pause:
             try:

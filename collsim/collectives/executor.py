@@ -60,8 +60,10 @@ class CollectiveCall:
 
     def __str__(self):
         root = f", root={self.root}" if self.name in ("broadcast", "reduce") else ""
+        reduces = self.name in ("all_reduce", "reduce_scatter", "reduce")
+        op = f", op={self.op}" if reduces else ""
         return f"{self.name}(algorithm={self.algorithm}, count={self.count}, " \
-               f"dtype={self.dtype}, op={self.op}{root})"  # fmt: skip
+               f"dtype={self.dtype}{op}{root})"  # fmt: skip
 
 
 def _op_name(op):

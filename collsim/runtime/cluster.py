@@ -26,7 +26,7 @@ import inspect
 from dataclasses import dataclass
 
 from .. import topology as topo
-from ..errors import ConfigError
+from ..errors import ConfigError, DeadlockError
 from ..network import MODELS
 from ..network.trace import Stats, Trace
 from ..units import parse_rate
@@ -88,33 +88,38 @@ class Cluster:
         ``program`` is usually a generator function; a plain function runs and returns at
         once.  Raises :class:`~collsim.DeadlockError` if ranks are left waiting forever.
         """
-        execution = Execution(self)
-        procs = []
-        for rank_id in range(self.size):
-            rank = Rank(rank_id, execution)
-            result = program(rank, *args, **kwargs)
-            if inspect.isgenerator(result):
-                procs.append(execution.spawn(rank, result, "main"))
-            else:
-                procs.append(_Returned(result))
         # the run allocates millions of small, acyclic objects (events, flows, trace
-        # records); the cyclic collector would rescan all of them again and again
+        # records, and a collective's schedule, built when the programs first run at
+        # spawn); the cyclic collector would rescan all of them again and again
         collecting = gc.isenabled()
         gc.disable()
         try:
+            execution = Execution(self)
+            procs = []
+            for rank_id in range(self.size):
+                rank = Rank(rank_id, execution)
+                result = program(rank, *args, **kwargs)
+                if inspect.isgenerator(result):
+                    procs.append(execution.spawn(rank, result, "main"))
+                else:
+                    procs.append(_Returned(result))
             execution.engine.run()
+            try:
+                execution.finish()
+            except DeadlockError as exc:
+                exc.trace = execution.trace  # what ran until the hang, for pictures
+                raise
+            trace = execution.trace
+            return RunResult(
+                returns=[p.handle.value for p in procs],
+                time=execution.engine.now,
+                stats=trace.stats(self.size),
+                trace=trace,
+                events=execution.engine.events,
+            )
         finally:
             if collecting:
                 gc.enable()
-        execution.finish()
-        trace = execution.trace
-        return RunResult(
-            returns=[p.handle.value for p in procs],
-            time=execution.engine.now,
-            stats=trace.stats(self.size),
-            trace=trace,
-            events=execution.engine.events,
-        )
 
     # -- collectives on the whole cluster (or a group), from plain code -------------------
 

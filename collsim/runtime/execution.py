@@ -344,11 +344,13 @@ def deadlock_report(blocked, now, collective_calls=None):
         f"deadlock at t={now:.6g} s: no event can ever happen again, "
         f"but {len(waiting)} rank(s) are still waiting:\n" + "\n".join(lines)
     )
+    missing_by = {}
     for (group, seq), call in sorted(stuck.items(), key=lambda kv: kv[0][1]):
         joined = sorted((collective_calls or {}).get((group, seq), {}))
         missing = [r for r in group if r not in joined]
+        missing_by[(group, seq, call.name)] = (joined, missing)
         message += (
             f"\ncollective {call.name} #{seq} on group {list(group)} ({call}): "
             f"ranks {joined} joined" + (f"; ranks {missing} never joined it" if missing else "")
         )
-    return DeadlockError(message, waiting)
+    return DeadlockError(message, waiting, missing_by, now)

@@ -1,0 +1,347 @@
+# %% [markdown]
+# # 6. Tensor parallel: splitting one layer across GPUs
+# Column and row splits, Megatron's MLP with one all-reduce each way, and why TP stays inside a node.
+#
+# Data parallelism copies the whole model to every GPU. When one layer is too big for that,
+# **tensor parallelism (TP)** splits each weight matrix over `t` GPUs. Every GPU then sees
+# the *whole* batch but holds only `1/t` of the parameters, so the GPUs must talk *during*
+# the forward and backward passes, not only once per step (seed 004; Shoeybi et al. 2019,
+# Megatron-LM).
+#
+# Seed 004's example: `mp_size = 4`, batch 64, a fully connected layer `Y = X·W`.
+
+# %%
+import re
+
+import numpy as np
+
+import collsim
+from collsim import teach
+from collsim.collectives.formulas import closed_form
+from collsim.nn import GELU, MLP, Linear
+from collsim.parallel.accounting import collective_bytes
+from collsim.parallel.tensor import (
+    ColumnParallelLinear,
+    ParallelMLP,
+    RowParallelLinear,
+    split_along,
+)
+from collsim.parallel.verify import verify
+from collsim.runtime.group import DeviceMesh, Group
+from collsim.topology import path_alpha_beta
+from collsim.viz.traffic import traffic_figure
+
+rng = np.random.default_rng(0)
+TP = 4  # seed 004: mp_size = 4
+BATCH = 64  # seed 004: every GPU sees the whole batch X (64 × d_in)
+D_IN, D_OUT = 16, 8
+BYTES = 8  # float64: collsim moves real float64 arrays
+
+group = Group(range(TP))  # the TP group: ranks 0..3
+cluster = collsim.Cluster(collsim.topology.switch(TP))
+
+
+def collective_calls(trace, rank=0):
+    """How many calls of each collective ``rank`` took part in, read from the trace."""
+    calls = {}
+    for t in trace.transfers:
+        if t.src == rank and isinstance(t.tag, tuple) and t.tag[0] == "collective":
+            name = t.label.split(" ", 1)[0]
+            calls.setdefault(name, set()).add(t.tag[1:3])  # (group, position in sequence)
+    return {name: len(seen) for name, seen in calls.items()}
+
+
+# %% [markdown]
+# ## The column split: all-gather forward, all-reduce of dX backward
+#
+# Cut `W` (shape `d_in × d_out`) into column blocks, `W = [W0 | W1 | W2 | W3]`. GPU `i`
+# holds `W_i` (shape `d_in × d_out/t`) and computes its slice of the output from the full input:
+#
+#     Y_i = X · W_i                      Y = [Y0 | Y1 | Y2 | Y3]   ->  all-gather
+#
+# Backward, with `dY = [dY0 | ... | dY3]`:
+#
+#     dW_i = Xᵀ · dY_i                   local: GPU i needs only its own slice
+#     dX   = Σ_i dY_i · W_iᵀ             every GPU holds one term  ->  all-reduce (sum)
+#
+# Below, `ColumnParallelLinear.from_full` keeps rank `i`'s columns of a full layer. The
+# rank program runs the forward and backward on the virtual cluster; we compare with the
+# single-device layer.
+
+# %%
+full = Linear.init(D_IN, D_OUT, rng)
+x = rng.uniform(-1, 1, (BATCH, D_IN))
+dy = rng.uniform(-1, 1, (BATCH, D_OUT))
+
+
+def column_program(rank):
+    fc = ColumnParallelLinear.from_full(full, group, group.index(rank.id), gather_output=True)
+    y, ctx = yield from fc.forward(rank, x)  # Y_i = X W_i, then all-gather -> Y
+    dx, grads = yield from fc.backward(rank, ctx, dy)  # dX_i = dY_i W_iᵀ, all-reduce -> dX
+    return fc.shard.weight.shape, y, dx, grads["weight"]
+
+
+col = cluster.run(column_program)
+y_ref, ctx_ref = full.forward(x)
+dx_ref, grads_ref = full.backward(ctx_ref, dy)
+per = D_OUT // TP
+for r, (shape, y, dx, dw) in enumerate(col.returns):
+    same_dw = np.allclose(dw, grads_ref["weight"][:, r * per : (r + 1) * per])
+    print(f"rank {r}: holds W_{r} of shape {shape};  Y == X·W: {np.allclose(y, y_ref)};  "
+          f"dX == one device's: {np.allclose(dx, dx_ref)};  dW_{r} == columns of dW: {same_dw}")  # fmt: skip
+col_bytes = collective_bytes(col.trace, TP)
+print(f"\nbytes each rank sent: {col_bytes}")
+print(f"collective calls per rank: {collective_calls(col.trace)}")
+
+# %% [markdown]
+# **Exercise 6.1 — predict, then check.** A ring all-reduce sends `2(K−1)/K · N · b` bytes
+# per rank (lesson 3). How many bytes does each rank send in the all-reduce of `dX`?
+# (`dX` has the shape of `X`: `BATCH × D_IN` float64 elements.)
+
+# %%
+my_answer = None  # your prediction, in bytes
+
+teach.check("6.1", my_answer, expected=col_bytes["all_reduce"][0], unit="B")
+
+# %% [markdown]
+# ## The row split: all-reduce forward, nothing to sum backward
+#
+# Now cut `W` into row blocks, `W = [W0; W1; W2; W3]`, and the input into the matching
+# column blocks, `X = [X0 | X1 | X2 | X3]`. Each GPU computes a *partial* output of full size:
+#
+#     Y = Σ_i X_i · W_i  (+ b, added once)                      ->  all-reduce (sum) forward
+#     dX_i = dY · W_iᵀ,  dW_i = X_iᵀ · dY                        local: no communication
+#
+# The all-reduce moved from the backward (column) to the forward (row).
+
+# %%
+row_full = Linear.init(D_IN, D_OUT, rng)
+
+
+def row_program(rank):
+    j = group.index(rank.id)
+    fc = RowParallelLinear.from_full(row_full, group, j)  # holds rows of W, the bias once
+    x_j = split_along(x, group, j, axis=-1)  # X_j: this rank's columns of X
+    y, ctx = yield from fc.forward(rank, x_j)  # all-reduce of the partial sums
+    dx_j, grads = yield from fc.backward(rank, ctx, dy)  # dX_j = dY W_jᵀ
+    return y, dx_j
+
+
+row = cluster.run(row_program)
+y_ref, ctx_ref = row_full.forward(x)
+dx_ref = row_full.backward_input(ctx_ref, dy)
+dx_joined = np.concatenate([dx_j for _, dx_j in row.returns], axis=-1)
+print(f"Y == X·W on every rank: {all(np.allclose(y, y_ref) for y, _ in row.returns)}")
+print(f"[dX_0 | dX_1 | dX_2 | dX_3] == one device's dX: {np.allclose(dx_joined, dx_ref)}")
+print(f"bytes each rank sent: {collective_bytes(row.trace, TP)}")
+print(f"collective calls per rank: {collective_calls(row.trace)}")
+
+# %% [markdown]
+# **Exercise 6.2 — write the split.** Write `row_shards(x, w, tp)` that returns a list of
+# `tp` pairs `(X_i, W_i)`: rank `i`'s columns of `x` and rows of `w`, in equal consecutive
+# blocks, so that `Σ_i X_i · W_i == x · w`. The check compares your pairs with collsim's
+# split on several shapes.
+
+# %%
+my_row_shards = None  # def my_row_shards(x, w, tp): return [(X_0, W_0), ...]
+
+
+def reference_row_shards(x, w, tp):
+    g = Group(range(tp))
+    return [(split_along(x, g, i, axis=-1), split_along(w, g, i, axis=0)) for i in range(tp)]
+
+
+cases = []
+for tp, rows, inner, out in [(2, 3, 8, 5), (4, 2, 12, 3), (3, 5, 6, 6), (1, 4, 4, 2)]:
+    cases.append((rng.uniform(-1, 1, (rows, inner)), rng.uniform(-1, 1, (inner, out)), tp))
+teach.check_function("6.2", my_row_shards, reference_row_shards, cases)
+
+# %% [markdown]
+# ## Megatron's MLP: column, then row — one all-reduce each way
+#
+# A transformer MLP is `Y = GeLU(X·A)·B` with `A` of shape `h × 4h` and `B` of shape
+# `4h × h`. Megatron-LM (Shoeybi et al. 2019, §3) splits `A` by **columns** and `B` by
+# **rows**. GeLU acts element by element, so each GPU applies it to its own columns of `X·A`
+# and feeds the result straight into its rows of `B` — no gather in between. Communication
+# happens only at the two ends, in a pair of conjugate operators:
+#
+# | operator | forward | backward |
+# |---|---|---|
+# | `f` (enter the MLP) | identity | all-reduce of `dX` |
+# | `g` (leave the MLP) | all-reduce of `Y` | identity |
+#
+# So one all-reduce forward and one backward, each of `B·S·h` elements. The alternative —
+# gather the column layer's output, then let the row layer split it again — moves the
+# `4h`-wide hidden activation through the network twice. Let us count both.
+
+# %%
+B, S, H = 4, 8, 16  # batch, sequence, hidden (tiny, so it runs in a blink)
+mlp = MLP.init(H, rng)  # h -> 4h -> h
+xs = rng.uniform(-1, 1, (B, S, H))
+dys = rng.uniform(-1, 1, (B, S, H))
+
+
+def megatron_program(rank):
+    layer = ParallelMLP.from_full(mlp, group, group.index(rank.id))
+    y, ctx = yield from layer.forward(rank, xs)  # f = identity, g = all-reduce
+    dx, grads = yield from layer.backward(rank, ctx, dys)  # g = identity, f = all-reduce
+    return y, dx
+
+
+def unpaired_program(rank):
+    """Column layer that gathers its output, GeLU on the full hidden, row layer that splits it."""
+    j, gelu = group.index(rank.id), GELU()
+    fc1 = ColumnParallelLinear.from_full(mlp.fc1, group, j, gather_output=True)
+    fc2 = RowParallelLinear.from_full(mlp.fc2, group, j, input_is_parallel=False)
+    h, c1 = yield from fc1.forward(rank, xs)  # all-gather of the (B, S, 4h) hidden
+    a, c2 = gelu.forward(h)  # every rank computes all of it
+    y, c3 = yield from fc2.forward(rank, a)  # all-reduce of Y
+    da = yield from fc2.backward_input(rank, c3, dys)  # all-gather of the (B, S, 4h) dA
+    dx = yield from fc1.backward_input(rank, c1, gelu.backward_input(c2, da))  # all-reduce
+    return y, dx
+
+
+y_ref, ctx_ref = mlp.forward(xs)
+dx_ref = mlp.backward_input(ctx_ref, dys)
+results = {}
+for name, program in [("Megatron f/g", megatron_program), ("gather, then split", unpaired_program)]:
+    run = cluster.run(program)
+    ok = all(np.allclose(y, y_ref) and np.allclose(dx, dx_ref) for y, dx in run.returns)
+    results[name] = run
+    print(f"{name:>18}: matches one device: {ok};  calls {collective_calls(run.trace)};  "
+          f"{run.stats.bytes_sent[0]:,} B sent per rank")  # fmt: skip
+ratio = (
+    results["gather, then split"].stats.bytes_sent[0] / results["Megatron f/g"].stats.bytes_sent[0]
+)
+print(f"\nthe unpaired version moves {ratio:.3g}× the bytes of Megatron's pairing")
+
+# `collsim verify tp-mlp` does the same for several SGD steps against one device:
+report = verify("tp-mlp", tp=TP, batch=B, hidden=H, seq=S, steps=3)
+print(f"verify tp-mlp: 3 SGD steps match one device: {report.match} "
+      f"(largest relative difference {report.max_rel_diff:.1e})")  # fmt: skip
+
+# %% [markdown]
+# **Exercise 6.3 — predict, then check.** How many bytes does each rank send for one forward
+# and one backward of the Megatron MLP above (`t = 4`, activations `B × S × H` float64)?
+# Hint: count the all-reduces in the table, then use `2(t−1)/t · N · b` for each.
+
+# %%
+my_answer = None  # your prediction, in bytes
+
+teach.check("6.3", my_answer, expected=results["Megatron f/g"].stats.bytes_sent[0], unit="B")
+
+# %% [markdown]
+# ## Why TP stays inside a node
+#
+# A transformer layer has two such blocks (attention and MLP), so TP runs **four all-reduces
+# per layer per micro-batch**, two in the forward and two in the backward, each on the
+# critical path: the next layer cannot start until the sum has arrived. Seed 000 therefore
+# recommends `tensor_parallel_size <= GPUs per node`, so that TP traffic stays on
+# NVLink/NVSwitch, and seed 003 says TP works best inside one node with high-bandwidth links
+# and is not recommended over PCIe.
+#
+# Let us see it. `hierarchical(2, 4)` is two machines of four GPUs: a fast switch inside
+# each machine and one slower NIC per GPU into a shared fabric. Which ranks form a TP group
+# is decided by the **rank grid**: with TP the *innermost* (fastest-varying) dimension,
+# neighbouring ranks share a TP group, and neighbouring ranks share a machine. Put TP
+# outermost instead and every TP group spans both machines.
+
+# %%
+topo = collsim.topology.hierarchical(2, 4, intra="900GB/s", inter="50GB/s",
+                                     intra_latency="1us", inter_latency="5us")  # fmt: skip
+alpha_in, beta_in = path_alpha_beta(topo, 0, 1)  # GPU -> node switch -> GPU
+alpha_out, beta_out = path_alpha_beta(topo, 0, 4)  # GPU -> NIC -> fabric -> NIC -> GPU
+print(f"inside a machine: α = {alpha_in * 1e6:g} us, β = {beta_in / 1e9:g} GB/s")
+print(f"between machines: α = {alpha_out * 1e6:g} us, β = {beta_out / 1e9:g} GB/s")
+
+placements = {
+    "TP inside a node": DeviceMesh((2, 4), ("dp", "tp")),  # TP innermost
+    "TP across nodes": DeviceMesh((4, 2), ("tp", "dp")),  # TP outermost
+}
+for name, mesh in placements.items():
+    print(f"{name}: TP groups {[list(g.ranks) for g in mesh.groups('tp')]}")
+
+# %% [markdown]
+# Run the Megatron MLP on all eight GPUs, two TP groups of four side by side, in each
+# placement (a bigger hidden size this time, so bandwidth matters):
+
+# %%
+H_BIG = 256
+mlp_big = MLP.init(H_BIG, rng)
+x_big = rng.uniform(-1, 1, (2, 64, H_BIG))
+dy_big = rng.uniform(-1, 1, (2, 64, H_BIG))
+
+
+def mlp_on_mesh(rank, mesh):
+    tp_group = mesh.group("tp", rank.id)
+    layer = ParallelMLP.from_full(mlp_big, tp_group, tp_group.index(rank.id))
+    y, ctx = yield from layer.forward(rank, x_big)
+    dx, grads = yield from layer.backward(rank, ctx, dy_big)
+    return np.allclose(y, mlp_big.forward(x_big)[0])
+
+
+runs = {}
+for name, mesh in placements.items():
+    runs[name] = collsim.Cluster(topo).run(mlp_on_mesh, mesh)
+    print(f"{name:>16}: forward + backward {runs[name].time * 1e6:7.1f} us simulated "
+          f"(correct: {all(runs[name].returns)}), {runs[name].stats.bytes_sent[0]:,} B per rank")  # fmt: skip
+slow = runs["TP across nodes"].time / runs["TP inside a node"].time
+print(f"\nsame bytes, same math: crossing machines makes the step {slow:.3g}× slower")
+
+# %%
+for name, run in runs.items():
+    fig = traffic_figure(topo, run, title=f"Megatron MLP, tp=4: {name}")
+    teach.show(fig, "06_" + re.sub(r"\W+", "_", name.lower()))
+
+# %% [markdown]
+# In the first picture the TP all-reduces never leave their machine's switch; in the second
+# every ring crosses the fabric twice, and each step of the ring waits for its slowest hop.
+#
+# At real sizes: one activation of GPT-3's shape (sequence 2048, hidden 12288, bf16; one
+# sequence per micro-batch) is what each TP all-reduce carries. Below it is all-reduced in
+# count-only mode (sizes without data) within a machine and across machines, and multiplied by
+# the four all-reduces of each of GPT-3's 96 layers.
+
+# %%
+SEQ, HIDDEN, LAYERS = 2048, 12288, 96  # GPT-3 175B (Brown et al. 2020)
+count = SEQ * HIDDEN  # elements of one (1, S, h) activation
+big = collsim.Cluster(topo)
+inside = big.all_reduce(count=count, dtype="bfloat16", group=[0, 1, 2, 3])
+across = big.all_reduce(count=count, dtype="bfloat16", group=[0, 2, 4, 6])
+size = count * 2  # bytes of bf16
+print(f"one all-reduce of {size / 2**20:g} MiB: inside a node {inside.time * 1e3:.3f} ms, "
+      f"across nodes {across.time * 1e3:.3f} ms ({across.time / inside.time:.3g}× slower)")  # fmt: skip
+for name, result in [("inside a node", inside), ("across nodes", across)]:
+    total = 4 * LAYERS * result.time
+    print(f"  {name}: 4 × {LAYERS} layers × {result.time * 1e3:.3f} ms = {total * 1e3:.0f} ms "
+          "of TP all-reduces per micro-batch, on the critical path")  # fmt: skip
+
+# %% [markdown]
+# **Exercise 6.4 — predict, then check.** The ring all-reduce takes `2(K−1)` steps, and every
+# step of the cross-node ring waits for a hop between machines: `T = 2(K−1)(α + S/(K·β))`
+# (lesson 4) with the `α`, `β` printed above for "between machines". Predict the time, in
+# milliseconds, of the cross-node all-reduce of `S = count · 2` bytes on `K = 4` GPUs.
+
+# %%
+my_answer = None  # your prediction, in ms
+
+teach.check("6.4", my_answer, expected=across.time * 1e3, rel=1e-3, unit="ms")
+# the closed form collsim's planner uses gives the same number:
+formula = closed_form("all_reduce", "ring", ranks=4, size=size, alpha=alpha_out, beta=beta_out)
+print(f"closed form: {formula.time_s * 1e3:.6g} ms")
+
+# %% [markdown]
+# ## Takeaways
+#
+# - **Column split** `W = [W0|…|W3]`: `Y_i = X·W_i`; an all-gather assembles `Y` in the
+#   forward, and `dX = Σ dY_i·W_iᵀ` needs an **all-reduce in the backward** (seed 004).
+# - **Row split** `W = [W0;…;W3]`: partial outputs `X_i·W_i` are summed by an **all-reduce
+#   in the forward**; the backward needs no communication.
+# - **Megatron's MLP** puts column before row: the `4h`-wide hidden never travels, and the
+#   block costs one all-reduce forward (`g`) and one backward (`f`) of `B·S·h` elements.
+# - A transformer layer runs **four** such all-reduces per micro-batch on the critical path,
+#   so TP wants the fastest links: keep `tp ≤ GPUs per node` and make TP the innermost
+#   dimension of the rank grid (seeds 000, 003).
+# - Every result above matched single-device numpy; the bytes matched `2(K−1)/K·N·b`.
+#
+# Next: lesson 7 splits the model the other way — by layers, into a pipeline.
