@@ -146,7 +146,9 @@ def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
             ax.add_patch(cell)
             if numbers:
                 mid, ink = (inner + outer) / 2, "white" if count > 0.6 * k else "black"
-                ax.text(x0 + ux * mid, y0 + uy * mid, str(count), fontsize=7, color=ink, **CENTRE)
+                # above the cell even when the cell is raised to show its outline
+                ax.text(x0 + ux * mid, y0 + uy * mid, str(count), fontsize=7, color=ink,
+                        zorder=5, **CENTRE)  # fmt: skip
     return cmap, norm
 
 

@@ -244,7 +244,7 @@ def traffic_figure(topology, source, title=None):
         u, v = busiest
         note = (
             f"busiest link {_name(u)} → {_name(v)}: {largest / divisor:.3g} {unit}  ·  "
-            f"all links: {total / divisor:.3g} {unit}  ·  grey = unused"
+            f"all links: {format_size(total)}  ·  grey = unused"
         )
         fig.text(0.5, 1 - 0.55 / height, note, fontsize=11, **CENTRE)
     return fig
