@@ -80,7 +80,7 @@ def summary(path):
         if kind == "markdown":
             prose = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in
                      source.splitlines()]  # fmt: skip
-            title = prose[0].lstrip("# ").strip()
+            title = re.sub(r"^\d+\.\s*", "", prose[0].lstrip("# ").strip())  # number shown apart
             rest = next((p.strip() for p in prose[1:] if p.strip()), "")
             return title, rest
     return path.stem, ""
