@@ -110,7 +110,7 @@ def _run_lesson(path, args):
     pause = not args.no_pause and sys.stdin.isatty()
     sys.path.insert(0, str(path.parent))
     os.environ.setdefault("MPLBACKEND", "Agg")
-    for i, (kind, source) in enumerate(cells(path.read_text(encoding="utf-8"))):
+    for kind, source in cells(path.read_text(encoding="utf-8")):
         if kind == "markdown":
             print("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#")
                             for line in source.splitlines()))  # fmt: skip
