@@ -98,3 +98,17 @@ def test_tour_runs_without_a_terminal():
                           stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "ring all-reduce" in done.stdout and "closed form" in done.stdout
+
+
+def test_analytical_mode_equals_the_simulation_for_small_k(capsys):
+    args = ("run", "all-reduce", "-k", "8", "-s", "8MiB", "--topology", "switch", "-a", "tree")
+    (form,) = run_json(capsys, *args, "--analytical")
+    (sim,) = run_json(capsys, *args, "--count-only")
+    assert set(form) == JSON_KEYS
+    assert (form["steps"], form["time_s"]) == (
+        sim["steps"],
+        pytest.approx(sim["time_s"], rel=1e-12),
+    )
+    assert form["bytes_sent"][0] == max(sim["bytes_sent"])
+    (big,) = run_json(capsys, "run", "all-reduce", "-k", "4096", "-s", "1GiB", "--analytical")
+    assert big["steps"] == 2 * 4095

@@ -28,6 +28,7 @@ examples:
   collsim run all-reduce --ranks 8 --min-bytes 8 --max-bytes 128MiB --factor 4
   collsim run all-reduce --ranks 16 --size 1KiB --topology switch --algorithm tree --json
   collsim run all-reduce --ranks 1024 --size 1GiB --count-only     # sizes, no data
+  collsim run all-reduce --ranks 4096 --size 1GiB --analytical     # closed form, instant
 """
 
 
@@ -65,6 +66,12 @@ def register(subparsers):
         action="store_true",
         help="move sizes, not data: same schedule and network, no memory needed",
     )
+    p.add_argument(
+        "--analytical",
+        action="store_true",
+        help="no simulation: the closed form's time and steps (instant for any K); "
+        "bytes_sent then lists the busiest rank's bytes for every rank",
+    )
     p.add_argument("--json", action="store_true", help='print {"results": [row, ...]}')
     p.add_argument(
         "--trace",
@@ -95,8 +102,11 @@ def sizes_from_args(args):
 
 
 def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum", root=0,
-            seed=0, count_only=False):  # fmt: skip
-    """Run once and return (row dict, CollectiveResult), as ``--json`` prints it."""
+            seed=0, count_only=False, analytical=False):  # fmt: skip
+    """Run once and return (row dict, CollectiveResult), as ``--json`` prints it.
+
+    With ``analytical=True`` nothing is simulated: the row holds the closed form and the
+    result is ``None``."""
     from ..collectives import bus_factor, reference
     from ..collectives.executor import DTYPE_BYTES, integer_inputs
     from ..collectives.registry import canonical_collective
@@ -113,6 +123,8 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
                           f"({itemsize} B each); nearest valid sizes {lower} B or "
                           f"{lower + unit} B")  # fmt: skip
     count = per_rank // itemsize
+    if analytical:
+        return _analytical_row(cluster, name, size, count, algorithm, dtype, op), None
     if dtype == "bfloat16" and not count_only:
         raise ConfigError("numpy has no bfloat16: use --count-only (only its 2-byte size matters)")
     if count_only:
@@ -148,12 +160,40 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
     return row, out
 
 
+def _analytical_row(cluster, name, size, count, algorithm, dtype, op):
+    from ..collectives import analytical, bus_factor
+    from ..collectives.registry import canonical_algorithm
+
+    cost = analytical(cluster, name, size, algorithm)
+    k, t = cluster.size, cost.time_s
+    algbw = size / t / 1e9 if t > 0 else None
+    busiest = [int(cost.bytes_per_rank)] * k
+    return {
+        "collective": name,
+        "algorithm": canonical_algorithm(name, algorithm),
+        "topology": cluster.topology.graph.get("name"),
+        "ranks": k,
+        "size_bytes": size,
+        "count": count,
+        "dtype": dtype,
+        "op": op,
+        "bytes_sent": busiest,
+        "bytes_received": busiest,
+        "steps": cost.steps,
+        "time_s": t,
+        "algbw": algbw,
+        "busbw": None if algbw is None else algbw * bus_factor(name, k),
+        "correct": None,
+    }
+
+
 def run(args):
     cluster = cluster_from_args(args)
     rows, last = [], None
     for size in sizes_from_args(args):
         row, last = measure(cluster, args.collective, size, args.algorithm, args.dtype,
-                            args.op, args.root, args.seed, args.count_only)  # fmt: skip
+                            args.op, args.root, args.seed, args.count_only,
+                            args.analytical)  # fmt: skip
         rows.append(row)
         if not args.json and len(rows) == 1:
             _print_header(row, args)
