@@ -80,6 +80,7 @@ from .tensor_comm import (
     all_gather_along,
     check_tp,
     reduce_scatter_along,
+    reduced_output_weight_grads,
     sequence_shard,
     split_along,
     sync_partial_grads,
@@ -251,17 +252,7 @@ class RowParallelLinear:
         return dx
 
     def backward_weight(self, rank, ctx, dy):
-        dy_full = _stashed(ctx, dy)
-        if dy_full is None:  # no backward_input for this dy: communicate again
-            dy_full = yield from self.fg.g_backward(rank, dy)
-        yield rank.compute(flops=ctx["flops"]["backward_weight"], label=f"W {self.name}")
-        grads = self.shard.backward_weight(ctx["inner"], dy_full)
-        if self.bias is not None:
-            grads["bias"] = np.reshape(dy, (-1, self.bias.shape[0])).sum(axis=0)
-        if self.sync_partial_grads:
-            grads = yield from sync_partial_grads(rank, grads, self.partial_grad_names,
-                                                  self.group)  # fmt: skip
-        return grads
+        return (yield from reduced_output_weight_grads(self, rank, ctx, dy, "bias", self.bias))
 
     def backward(self, rank, ctx, dy):
         dx = yield from self.backward_input(rank, ctx, dy)

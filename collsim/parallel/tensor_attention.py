@@ -54,7 +54,14 @@ from ..nn import MultiHeadAttention
 from ..nn.blocks import RESIDUAL_FLOPS
 from .modules import Local
 from .tensor import ParallelMLP
-from .tensor_comm import FG, _check_rank, _shard, _stashed, check_tp, sync_partial_grads
+from .tensor_comm import (
+    FG,
+    _check_rank,
+    _shard,
+    check_tp,
+    reduced_output_weight_grads,
+    sync_partial_grads,
+)
 
 __all__ = ["ParallelAttention", "ParallelTransformerBlock"]
 
@@ -132,17 +139,7 @@ class ParallelAttention:
         return (yield from self.fg.f_backward(rank, dx))  # all-reduce (SP: reduce-scatter)
 
     def backward_weight(self, rank, ctx, dy):
-        dy_full = _stashed(ctx, dy)
-        if dy_full is None:  # no backward_input for this dy: communicate again
-            dy_full = yield from self.fg.g_backward(rank, dy)
-        yield rank.compute(flops=ctx["flops"]["backward_weight"], label=f"W {self.name}")
-        grads = self.shard.backward_weight(ctx["inner"], dy_full)
-        if self.bo is not None:
-            grads["bo"] = np.reshape(dy, (-1, self.bo.shape[0])).sum(axis=0)
-        if self.sync_partial_grads:
-            grads = yield from sync_partial_grads(rank, grads, self.partial_grad_names,
-                                                  self.group)  # fmt: skip
-        return grads
+        return (yield from reduced_output_weight_grads(self, rank, ctx, dy, "bo", self.bo))
 
     def backward(self, rank, ctx, dy):
         dx = yield from self.backward_input(rank, ctx, dy)

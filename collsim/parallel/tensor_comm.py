@@ -238,3 +238,20 @@ def _stashed(ctx, dy):
     """The backward-local gradient backward_input kept for this ``dy``, or None."""
     kept = ctx.get("dy_local")
     return kept[1] if kept is not None and kept[0] is dy else None
+
+
+def reduced_output_weight_grads(module, rank, ctx, dy, bias_name, bias):
+    """The W pass of a layer whose output ``g`` reduced over the TP group (a row-parallel
+    linear, attention's output projection): weight gradients from the full ``dy`` (kept
+    by B, or gathered again), the bias gradient once, partial gradients summed under SP."""
+    dy_full = _stashed(ctx, dy)
+    if dy_full is None:  # no backward_input for this dy: communicate again
+        dy_full = yield from module.fg.g_backward(rank, dy)
+    yield rank.compute(flops=ctx["flops"]["backward_weight"], label=f"W {module.name}")
+    grads = module.shard.backward_weight(ctx["inner"], dy_full)
+    if bias is not None:
+        grads[bias_name] = np.reshape(dy, (-1, bias.shape[0])).sum(axis=0)
+    if module.sync_partial_grads:
+        grads = yield from sync_partial_grads(rank, grads, module.partial_grad_names,
+                                              module.group)  # fmt: skip
+    return grads
