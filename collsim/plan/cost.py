@@ -51,8 +51,13 @@ DIMENSIONS = ("tp", "cp", "dp", "pp")
 def _group_link(cfg, size, stride):
     """'intra-node' when a group of ``size`` ranks ``stride`` apart fits inside one node."""
     span = size * stride
+    # groups tile the nodes evenly only when their span divides the node; a job that fits
+    # in one node keeps every group inside it whatever the span
+    one_node = cfg.world_size is not None and cfg.world_size <= cfg.gpus_per_node
     inside = (
-        float(span).is_integer() and span <= cfg.gpus_per_node and cfg.gpus_per_node % span == 0
+        float(span).is_integer()
+        and span <= cfg.gpus_per_node
+        and (cfg.gpus_per_node % span == 0 or one_node)
     )
     return "intra-node" if inside else "inter-node"
 
