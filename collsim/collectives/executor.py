@@ -2,8 +2,10 @@
 (count-only) with sizes alone.
 
 Each rank walks the schedule's steps; in every step it posts its sends and receives
-together (``rank.exchange``) and moves on when its own transfers are done, as real
-implementations do, so a rank is never held back by transfers it takes no part in.
+together (as ``rank.exchange`` does) and moves on when its own transfers are done, as
+real implementations do, so a rank is never held back by transfers it takes no part in.
+The steps run back to back inside the execution (a :class:`~collsim.runtime.ops.Steps`
+operation), as a NCCL kernel runs a collective without returning to the host.
 Receives land straight in the rank's working buffer (reduced into it or copied over
 it); reductions cost no simulated time.
 
@@ -20,13 +22,15 @@ Examples
 [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0]
 """
 
+from array import array
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..runtime.group import Group
-from ..runtime.ops import CountOnly, Enter, Exchange, Recv, Send
+from ..runtime.ops import CountOnly, Enter, Steps
 from .schedule import chunk_bounds
 
 __all__ = [
@@ -73,22 +77,53 @@ def _op_name(op):
     return name
 
 
-def _per_rank_plan(schedule):
-    """Cache: for every group rank, its ``(step, sends, recvs)`` in step order, each move
-    paired with its trace label."""
+def _plan(schedule):
+    """Cache: every step's moves indexed by rank, as ``(send_ptr, sends, labels,
+    recv_ptr, recvs)`` per step.
+
+    ``sends`` holds the step's moves ordered by sender and ``labels`` their trace labels;
+    rank r's sends are ``sends[send_ptr[r]:send_ptr[r + 1]]``.  ``recvs`` and
+    ``recv_ptr`` do the same by receiver.  Built once per schedule and kept with it.
+    """
     cached = schedule.notes.get("plan")
     if cached is None:
-        per_rank = [[] for _ in range(schedule.ranks)]
+        # a ring all-reduce on 1,024 ranks has two million moves: a few flat containers
+        # per step, rather than small lists and tuples per rank and step, keep building
+        # cheap and give the garbage collector (which scans every container once after
+        # the run) little to do
+        k, cached = schedule.ranks, []
+        one_each = (list(range(k)), array("l", range(k + 1)))  # ranks, ptr: one move each
         for s, step in enumerate(schedule.steps):
-            touched = {}
-            for m in step:
-                label = _label(schedule, s, m)
-                touched.setdefault(m.src, ([], []))[0].append((m, label))
-                touched.setdefault(m.dst, ([], []))[1].append(m)
-            for r, (sends, recvs) in touched.items():
-                per_rank[r].append((s, sends, recvs))
-        cached = schedule.notes["plan"] = per_rank
+            prefix = f"{schedule.collective} step {s} "
+            send_ptr, sends = _by_rank(step, [m.src for m in step], k, one_each)
+            labels = [
+                f"{prefix}chunk {m.chunks.start}"
+                if len(m.chunks) == 1
+                else f"{prefix}chunks {m.chunks.start}-{m.chunks.stop - 1}"
+                for m in sends
+            ]
+            recv_ptr, recvs = _by_rank(step, [m.dst for m in step], k, one_each)
+            cached.append((send_ptr, sends, labels, recv_ptr, recvs))
+        schedule.notes["plan"] = cached
     return cached
+
+
+def _by_rank(step, keys, k, one_each):
+    """``(ptr, moves)``: the step's moves stably sorted by ``keys`` (ranks), and where
+    each rank's run of them starts (``ptr[r]``) and stops (``ptr[r + 1]``)."""
+    ordered = sorted(keys)
+    if ordered == keys:
+        moves = step  # already in rank order, as a ring's sends are: share the tuple
+    else:
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        moves = tuple(step[i] for i in order)
+    ranks, ptr = one_each
+    if ordered == ranks:  # every rank has exactly one (a ring step): share the pointers
+        return ptr, moves
+    counts = [0] * (k + 1)
+    for r in keys:
+        counts[r + 1] += 1
+    return array("l", accumulate(counts)), moves
 
 
 def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
@@ -122,55 +157,99 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     yield Enter(group.ranks, seq, call)
     # the working buffer holds the whole result: all-gather's input is one chunk of it
     n = count * schedule.ranks if schedule.collective == "all_gather" else count
-    bounds = chunk_bounds(n, schedule.n_chunks)
-    itemsize = np.dtype(dtype).itemsize if numeric else DTYPE_BYTES[dtype]
-
-    def span(chunks):
-        return bounds[chunks.start][0], bounds[chunks.stop - 1][1]
-
-    work = _prepare(schedule, data, n, me, bounds) if numeric else None
-    source = data.reshape(-1) if numeric else None
-    ufunc = REDUCE_OPS[op]
+    bounds = _chunk_bounds(rank, n, schedule.n_chunks)
     ranks = group.ranks
-    # tags carry a small group id, not the rank tuple: a tuple of 1,024 ranks would be
-    # hashed again for every message
-    group_ids = rank._execution.__dict__.setdefault("group_ids", {})
-    gid = group_ids.setdefault(ranks, len(group_ids))
-    sized = {}  # count-only payloads, one per size
-    # peers come from the schedule and the checked group, so the operations are built
-    # directly rather than through rank.isend/irecv: this loop is the hot path of
-    # count-only runs on thousands of ranks
-    for s, sends, recvs in _per_rank_plan(schedule)[me]:
-        tag = ("collective", gid, seq, s)
-        out_sends, out_recvs = [], []
-        for m, label in sends:
-            lo, hi = span(m.chunks)
-            if numeric:
-                payload = (source if m.from_input else work)[lo:hi]
-            else:
-                nbytes = (hi - lo) * itemsize
-                payload = sized.get(nbytes) or sized.setdefault(nbytes, CountOnly(nbytes))
-            out_sends.append(Send(ranks[m.dst], payload, tag, False, label))
-        for m in recvs:
-            if numeric:
-                lo, hi = span(m.dst_chunks)
-                out = work[lo:hi]
-                out_recvs.append(Recv(ranks[m.src], tag, out, ufunc if m.reduce else None, False))
-            else:
-                out_recvs.append(Recv(ranks[m.src], tag, None, None, False))
-        yield Exchange(out_sends, out_recvs)
-    yield Enter(group.ranks, seq, None)
+    tags = _step_tags(rank, ranks, seq, schedule.n_steps)
+    plan = _plan(schedule)
+    if numeric:
+        work = _prepare(schedule, data, n, me, bounds)
+        steps = _numeric_steps(plan, me, tags, ranks, bounds, work, data.reshape(-1),
+                               REDUCE_OPS[op])  # fmt: skip
+    else:
+        steps = _count_only_steps(plan, me, tags, ranks, bounds, DTYPE_BYTES[dtype])
+    yield Steps(steps)
+    yield Enter(ranks, seq, None)
     if not numeric:
         return None
     return _result(schedule, work, data, op, me, bounds)
 
 
-def _label(schedule, step, move):
-    chunks = move.chunks
-    which = (
-        f"chunk {chunks.start}" if len(chunks) == 1 else f"chunks {chunks.start}-{chunks.stop - 1}"
-    )
-    return f"{schedule.collective} step {step} {which}"
+# The two step builders below are the hot path of runs on thousands of ranks.  Peers
+# come from the schedule and the checked group, so sends and receives are built
+# directly rather than through rank.isend/irecv.
+
+
+def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
+    """Rank ``me``'s ``(sends, recvs)`` in every step it takes part in, sizes only."""
+    sized = {}  # payloads, one per size
+    for s, (send_ptr, sends, labels, recv_ptr, recvs) in enumerate(plan):
+        first, stop = send_ptr[me], send_ptr[me + 1]
+        first_recv, stop_recv = recv_ptr[me], recv_ptr[me + 1]
+        if first == stop and first_recv == stop_recv:
+            continue  # this rank takes no part in step s
+        tag = tags[s]
+        out_sends = []
+        for i in range(first, stop):
+            m = sends[i]
+            chunks = m.chunks
+            nbytes = (bounds[chunks.stop - 1][1] - bounds[chunks.start][0]) * itemsize
+            payload = sized.get(nbytes) or sized.setdefault(nbytes, CountOnly(nbytes))
+            out_sends.append((ranks[m.dst], payload, tag, labels[i]))
+        out_recvs = []
+        for i in range(first_recv, stop_recv):
+            out_recvs.append((ranks[recvs[i].src], tag, None, None))
+        yield out_sends, out_recvs
+
+
+def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
+    """Rank ``me``'s ``(sends, recvs)`` in every step it takes part in: sends read views
+    of its working buffer (or input), receives land in (or reduce into) views of it."""
+
+    def span(chunks):
+        return bounds[chunks.start][0], bounds[chunks.stop - 1][1]
+
+    for s, (send_ptr, sends, labels, recv_ptr, recvs) in enumerate(plan):
+        first, stop = send_ptr[me], send_ptr[me + 1]
+        first_recv, stop_recv = recv_ptr[me], recv_ptr[me + 1]
+        if first == stop and first_recv == stop_recv:
+            continue
+        tag = tags[s]
+        out_sends, out_recvs = [], []
+        for i in range(first, stop):
+            m = sends[i]
+            lo, hi = span(m.chunks)
+            out_sends.append((ranks[m.dst], (source if m.from_input else work)[lo:hi], tag,
+                              labels[i]))  # fmt: skip
+        for m in recvs[first_recv:stop_recv]:
+            lo, hi = span(m.dst_chunks)
+            out_recvs.append((ranks[m.src], tag, work[lo:hi], ufunc if m.reduce else None))
+        yield out_sends, out_recvs
+
+
+def _chunk_bounds(rank, n, n_chunks):
+    """``chunk_bounds(n, n_chunks)``, computed once per run rather than once per rank."""
+    cache = rank._execution.__dict__.setdefault("chunk_bounds", {})
+    bounds = cache.get((n, n_chunks))
+    if bounds is None:
+        bounds = cache[(n, n_chunks)] = chunk_bounds(n, n_chunks)
+    return bounds
+
+
+def _step_tags(rank, ranks, seq, n_steps):
+    """The message tag of every step of collective ``seq`` on group ``ranks``: one tuple
+    per step, shared by all ranks of the group (the trace keeps a tag per transfer, and
+    two million equal tuples would cost memory and time)."""
+    # tags carry a small group id, not the rank tuple: a tuple of 1,024 ranks would be
+    # hashed again for every message
+    state = rank._execution.__dict__
+    group_ids = state.setdefault("group_ids", {})
+    gid = group_ids.setdefault(ranks, len(group_ids))
+    cache = state.setdefault("step_tags", {})
+    tags = cache.setdefault((gid, seq), [])
+    # ranks that disagree on the collective at this position (reported when the last
+    # one enters) may run schedules of different lengths until then
+    tags.extend(("collective", gid, seq, s) for s in range(len(tags), n_steps))
+    return tags
 
 
 def _prepare(schedule, data, n, me, bounds):

@@ -20,7 +20,7 @@ Examples
 [('reduce-scatter', 1, 3), ('all-gather', 1, 3)]
 """
 
-from .schedule import ChunkMove, Schedule
+from .schedule import ChunkMove, Schedule, _move
 
 __all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "chain_broadcast",
            "chain_reduce"]  # fmt: skip
@@ -30,14 +30,25 @@ def _one(c):
     return range(c, c + 1)
 
 
-def _rs_steps(k):
-    return [tuple(ChunkMove(r, (r + 1) % k, _one((r - s - 1) % k), True) for r in range(k))
+def _chunks(k):
+    # one range object per chunk, shared by every move of that chunk: a ring all-reduce
+    # on 1,024 ranks has two million moves but only 1,024 distinct chunks
+    return [_one(c) for c in range(k)]
+
+
+def _ring_steps(k, first, reduce):
+    """K-1 steps in which rank r sends chunk (r - s - first) mod K to rank r+1."""
+    chunk, right = _chunks(k), [(r + 1) % k for r in range(k)]
+    return [tuple(_move(r, right[r], chunk[(r - s - first) % k], reduce) for r in range(k))
             for s in range(k - 1)]  # fmt: skip
+
+
+def _rs_steps(k):
+    return _ring_steps(k, 1, True)
 
 
 def _ag_steps(k):
-    return [tuple(ChunkMove(r, (r + 1) % k, _one((r - s) % k), False) for r in range(k))
-            for s in range(k - 1)]  # fmt: skip
+    return _ring_steps(k, 0, False)
 
 
 def ring_reduce_scatter(k):

@@ -56,6 +56,28 @@ class ChunkMove:
                 f"reduce={self.reduce}{extra})")  # fmt: skip
 
 
+# ChunkMove is frozen, so its generated __init__ sets every field through
+# object.__setattr__; writing the slots directly makes the same object in about half the
+# time, which matters to builders of millions of moves (a ring all-reduce on 1,024 ranks
+# has two million)
+_SET_SRC, _SET_DST, _SET_CHUNKS, _SET_REDUCE, _SET_TO, _SET_FROM_INPUT = (
+    ChunkMove.__dict__[name].__set__
+    for name in ("src", "dst", "chunks", "reduce", "to", "from_input")
+)
+
+
+def _move(src, dst, chunks, reduce):
+    """``ChunkMove(src, dst, chunks, reduce)``, built without the frozen ``__init__``."""
+    move = object.__new__(ChunkMove)
+    _SET_SRC(move, src)
+    _SET_DST(move, dst)
+    _SET_CHUNKS(move, chunks)
+    _SET_REDUCE(move, reduce)
+    _SET_TO(move, None)
+    _SET_FROM_INPUT(move, False)
+    return move
+
+
 @dataclass(frozen=True)
 class Schedule:
     """Steps of chunk moves among ``ranks`` group ranks.

@@ -93,10 +93,16 @@ class Network:
         """Start moving ``nbytes`` now; call ``on_done(arg)`` when the last byte arrives.
 
         Returns the links the transfer crosses."""
-        links, alpha, beta = self.route(src, dst)
-        flow = Flow(links, nbytes, on_done, arg, beta)
-        self.engine.at(self.engine.now + alpha, START, self._begin, flow)
-        return links
+        route = self.route(src, dst)
+        self.transfer_on(route, nbytes, on_done, arg)
+        return route[0]
+
+    def transfer_on(self, route, nbytes, on_done, arg=None):
+        """:meth:`transfer` along ``route``, as :meth:`route` returned it (for callers
+        that need the route too and should not look it up twice)."""
+        links, alpha, beta = route
+        engine = self.engine
+        engine.at(engine.now + alpha, START, self._begin, Flow(links, nbytes, on_done, arg, beta))
 
     # -- the bandwidth phase -------------------------------------------------------------
 

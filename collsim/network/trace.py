@@ -14,6 +14,7 @@ Examples
 ([800, 0], [0, 800], {(0, 1): 800})
 """
 
+import gc
 import json
 from collections import namedtuple
 from dataclasses import dataclass, field
@@ -64,7 +65,15 @@ class Trace:
     def transfers(self):
         """Every transfer as a :class:`Transfer`, in the order they ended."""
         if self._transfers is None or len(self._transfers) != len(self._raw):
-            self._transfers = [Transfer._make(t) for t in self._raw]
+            # millions of acyclic records: the cyclic collector, left on, would rescan
+            # all of them again and again while they are made (most of the time here)
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                self._transfers = list(map(Transfer._make, self._raw))
+            finally:
+                if collecting:
+                    gc.enable()
         return self._transfers
 
     def add_transfer(self, src, dst, tag, nbytes, start, end, links, label):

@@ -105,6 +105,20 @@ class Exchange:
 
 
 @dataclass
+class Steps:
+    """Post a sequence of exchanges, each as soon as every transfer of the one before it
+    is done, and resume once the last is done: a collective's schedule, which runs back
+    to back as a NCCL kernel runs all its steps without returning to the host.
+
+    ``steps`` yields ``(sends, recvs)`` per step, ``sends`` of ``(dst, payload, tag,
+    label)`` and ``recvs`` of ``(src, tag, out, reduce)``, with the meanings of
+    :class:`Send` and :class:`Recv`; a deadlock report shows the transfers of the step
+    the process waits in, as for :class:`Exchange`."""
+
+    steps: object  # iterable of (sends, recvs)
+
+
+@dataclass
 class Start:
     """Run ``program`` in the background on the rank's communication stream."""
 
