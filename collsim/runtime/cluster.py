@@ -118,6 +118,11 @@ class Cluster:
                 events=execution.engine.events,
             )
         finally:
+            # the execution's processes, mailboxes and bound handlers refer to each other;
+            # cut those cycles now so that its buffers (gigabytes in a numeric collective)
+            # are freed when the caller drops the result, not at some later GC pass
+            if "execution" in locals():
+                execution.release()
             if collecting:
                 gc.enable()
 

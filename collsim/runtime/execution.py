@@ -261,6 +261,15 @@ class Execution:
         send_handle.complete(None)
         recv_handle.complete(value)
 
+    def release(self):
+        """Drop the processes, mailboxes and handlers once the run is over (see
+        ``Cluster.run``); the trace and the engine's clock stay."""
+        self.processes = []
+        self._sends, self._recvs = {}, {}
+        self._dispatch = {}
+        self._comm_tail = {}
+        self.collective_calls = {}
+
     # -- the end of a run -----------------------------------------------------------------
 
     def finish(self):
