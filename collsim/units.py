@@ -28,7 +28,15 @@ import re
 
 from .errors import ConfigError
 
-__all__ = ["parse_size", "parse_rate", "parse_time", "format_size", "format_rate", "format_time"]
+__all__ = [
+    "parse_size",
+    "parse_rate",
+    "parse_time",
+    "parse_flops",
+    "format_size",
+    "format_rate",
+    "format_time",
+]
 
 _DECIMAL = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
@@ -117,6 +125,30 @@ def parse_time(text):
         value = float(number) / _TIME_DIVISORS[unit or ""]
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"time {text!r} must be a finite number of seconds >= 0")
+    return value
+
+
+_FLOPS_RE = re.compile(rf"^{_NUMBER}\s*([KMGTP]?)\s*(?:FLOP/s|FLOPS|flop/s|flops)?$")
+
+
+def parse_flops(text):
+    """FLOP per second: ``"150TFLOP/s"``, ``"989T"``, ``1.5e14``; ``"inf"`` makes
+    computation free, to isolate communication.
+
+    >>> parse_flops("150TFLOP/s"), parse_flops("2.5e14"), parse_flops("inf")
+    (150000000000000.0, 250000000000000.0, inf)
+    """
+    value = _number(text)
+    if value is None:
+        stripped = text.strip()
+        if stripped.lower() in ("inf", "infinity"):
+            return math.inf
+        match = _FLOPS_RE.match(stripped)
+        if not match:
+            raise ConfigError(f"cannot read compute rate {text!r}: expected e.g. '150TFLOP/s'")
+        value = float(match.group(1)) * _DECIMAL[match.group(2)]
+    if math.isnan(value) or value <= 0:
+        raise ConfigError(f"compute rate {text!r} must be > 0 FLOP/s (use 'inf' for free compute)")
     return value
 
 

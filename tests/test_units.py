@@ -228,3 +228,15 @@ def test_format_size_reads_back_to_four_significant_digits(nbytes):
         number, unit = text[:-1], "B"
     factor = parse_size(f"1{unit}")
     assert float(number) * factor == pytest.approx(nbytes, rel=1e-3)
+
+
+def test_compute_rates_parse_and_the_cluster_accepts_them():
+    import collsim
+    from collsim.units import parse_flops
+
+    assert parse_flops("150TFLOP/s") == 150e12 and parse_flops("989T") == 989e12
+    assert parse_flops("inf") == float("inf")
+    cluster = collsim.Cluster(collsim.topology.ring(2), compute_rate="1GFLOP/s")
+    assert cluster.compute_rate == 1e9
+    with pytest.raises(collsim.ConfigError, match="fast"):
+        collsim.Cluster(collsim.topology.ring(2), compute_rate="fast")

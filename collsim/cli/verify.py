@@ -81,8 +81,7 @@ def run(args):
 
     from ..errors import ConfigError
     from ..parallel.verify import verify
-    from ..plan.config import parse_flops
-    from ..units import parse_rate, parse_size, parse_time
+    from ..units import parse_flops, parse_rate, parse_size, parse_time
 
     for flag in ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads",
                  "ffn_hidden", "seq", "layers", "steps"):  # fmt: skip

@@ -32,6 +32,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import units
 from ..errors import ConfigError
 from ..units import parse_rate, parse_size, parse_time
 
@@ -216,9 +217,6 @@ def _flatten(data, where):
 _COUNT_RE = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([KkMBbGTt]?)$")
 _COUNT_PREFIX = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "b": 1e9, "G": 1e9}
 _COUNT_PREFIX.update({"T": 1e12, "t": 1e12})
-_FLOPS_RE = re.compile(
-    r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([KMGTP]?)\s*(?:FLOP/s|FLOPS|flop/s|flops)?$"
-)
 _SI = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 
 
@@ -243,22 +241,15 @@ def parse_count(text):
 
 
 def parse_flops(text):
-    """FLOP per second: ``"150TFLOP/s"``, ``"989T"``, ``1.5e14``.
+    """FLOP per second, as :func:`collsim.units.parse_flops` reads it, but finite: the
+    planner divides by it.
 
-    >>> parse_flops("150TFLOP/s"), parse_flops("2.5e14")
-    (150000000000000.0, 250000000000000.0)
+    >>> parse_flops("150TFLOP/s")
+    150000000000000.0
     """
-    if isinstance(text, bool):
-        raise ConfigError(f"{text!r} is not a compute rate")
-    if isinstance(text, int | float):
-        value = float(text)
-    else:
-        match = _FLOPS_RE.match(str(text).strip())
-        if not match:
-            raise ConfigError(f"cannot read compute rate {text!r}: expected e.g. '150TFLOP/s'")
-        value = float(match.group(1)) * _SI[match.group(2)]
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"compute rate {text!r} must be a finite number of FLOP/s > 0")
+    value = units.parse_flops(text)
+    if math.isinf(value):
+        raise ConfigError(f"compute rate {text!r} must be finite for the planner")
     return value
 
 

@@ -29,7 +29,7 @@ from .. import topology as topo
 from ..errors import ConfigError, DeadlockError
 from ..network import MODELS
 from ..network.trace import Stats, Trace
-from ..units import parse_rate
+from ..units import parse_flops
 from .execution import Execution
 from .rank import Rank
 
@@ -57,7 +57,8 @@ class Cluster:
     model : {"maxmin", "ideal"}
         ``"maxmin"`` shares links fairly among flows; ``"ideal"`` ignores other flows.
     compute_rate : str or float
-        FLOP/s of one rank, for ``rank.compute(flops=...)`` (default 100 TFLOP/s).
+        FLOP/s of one rank, for ``rank.compute(flops=...)``: ``"100TFLOP/s"`` (the
+        default), a number, or ``"inf"`` for free computation.
     max_time, max_events :
         Guards that turn a program that would run forever into an error.
     """
@@ -74,7 +75,7 @@ class Cluster:
             raise ConfigError(f"unknown network model {model!r}: choose one of {', '.join(MODELS)}")
         self.topology = topology
         self.model = model
-        self.compute_rate = parse_rate(compute_rate)  # the same parser: a positive number
+        self.compute_rate = parse_flops(compute_rate)
         self.max_time = max_time
         self.max_events = max_events
         self.size = len(topo.ranks_of(topology))
