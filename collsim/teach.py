@@ -12,7 +12,7 @@ Examples
 Correct! demo: 112 MiB
 True
 >>> check("demo", 100, expected=112, unit="MiB")
-Not yet. demo: you said 100 MiB, the simulation says 112 MiB (off by 10.71%)
+Not yet. demo: you said 100 MiB, the simulation says 112 MiB (off by 12)
 False
 """
 
@@ -94,9 +94,14 @@ def check(exercise, answer, expected, rel=1e-6, unit=""):
     if ok:
         print(f"Correct! {exercise}: {_fmt(expected, unit)}")
         return True
-    off = abs(float(answer) - float(expected)) / abs(float(expected)) if expected else math.inf
+    if isinstance(expected, int | np.integer) and not isinstance(expected, bool):
+        how = f"off by {abs(int(round(float(answer))) - int(expected)):,}"  # ranks, counts
+    elif expected:
+        how = f"off by {abs(float(answer) - float(expected)) / abs(float(expected)):.2%}"
+    else:
+        how = "expected zero"
     return _fail(f"Not yet. {exercise}: you said {_fmt(answer, unit)}, the simulation says "
-                 f"{_fmt(expected, unit)} (off by {off:.2%})")  # fmt: skip
+                 f"{_fmt(expected, unit)} ({how})")  # fmt: skip
 
 
 def check_function(exercise, function, reference, cases, compare=None):
