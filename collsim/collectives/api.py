@@ -31,7 +31,7 @@ import numpy as np
 from .. import units
 from ..errors import ConfigError
 from ..runtime.group import Group
-from .executor import DTYPE_BYTES, reference, run_schedule
+from .executor import DTYPE_BYTES, run_schedule
 from .formulas import closed_form
 from .registry import build, canonical_algorithm, canonical_collective
 from .schedule import contributions
@@ -256,6 +256,3 @@ def analytical(cluster, name, size, algorithm=None, group=None):
         return closed_form(name, algorithm, 1, size, 0.0, float("inf"))
     alpha, beta = path_alpha_beta(cluster.topology, group.ranks[0], group.ranks[1])
     return closed_form(name, algorithm, group.size, size, alpha, beta)
-
-
-__all__ += ["reference"]

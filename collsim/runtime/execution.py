@@ -109,9 +109,9 @@ class Execution:
                 proc.blocked_on = value if isinstance(value, Wait) else op
                 return
 
-    def _resume_on(self, proc, handle, transform=None):
+    def _resume_on(self, proc, handle):
         def resume():
-            self._advance(proc, handle.value if transform is None else transform())
+            self._advance(proc, handle.value)
 
         handle.callbacks.append(resume)
 
@@ -176,7 +176,6 @@ class Execution:
         previous = self._comm_tail.get(me)
         gen = _after(previous, op.program) if previous is not None else op.program
         task = Process(gen, proc.rank, op.name)
-        task.collective = None
         self.processes.append(task)
         self._comm_tail[me] = task.handle
         self._advance(task, None)

@@ -27,11 +27,6 @@ class CountOnly:
         return self
 
 
-def payload_nbytes(payload):
-    """Bytes a payload puts on the wire."""
-    return payload.nbytes
-
-
 def is_payload(obj):
     return isinstance(obj, np.ndarray | CountOnly)
 
