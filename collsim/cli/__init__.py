@@ -45,12 +45,36 @@ def main(argv=None):
         return 0
     try:
         status = args.func(args)
+        sys.stdout.flush()
     except CollsimError as exc:
         print(f"collsim: error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
+        # `collsim run ... | head`: the reader left; that is not an error of ours
+        _silence_stdout()
         return 0
+    except KeyboardInterrupt:
+        print("collsim: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        if exc.filename is not None:  # a file we were asked to read or write
+            print(f"collsim: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 1
+        # stdout itself failed (a full disk, /dev/full): say so once, without a traceback
+        _silence_stdout()
+        print(f"collsim: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0 if status is None else status
+
+
+def _silence_stdout():
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":
