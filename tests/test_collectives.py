@@ -52,8 +52,8 @@ def test_every_algorithm_equals_numpy(pair, k, n, dtype, op, seed, topo):
     check_outputs(out, reference(collective, buffers, op, root))
 
 
-def test_seed004_allreduce_of_gradients_averages():
-    # seed 004: four ranks' gradients summed then divided by 4 == the average
+def test_allreduce_of_gradients_averages():
+    # data parallelism (PyTorch DDP): four ranks' gradients summed then divided by 4
     grads = [np.full(6, float(g)) for g in (1, 2, 3, 6)]
     out = collsim.Cluster(topology.ring(4)).all_reduce(grads, op="avg")
     for o in out.outputs:
@@ -317,3 +317,199 @@ def test_same_inputs_same_trace():
         return c.all_reduce([np.arange(7.0) * r for r in range(5)], algorithm="naive").trace
 
     assert once().to_chrome() == once().to_chrome()
+
+
+# -- integer average (issue 11, item 6) ----------------------------------------------------
+
+INT_LIMITS = [("int32", -(2**31), 2**31 - 1), ("int64", -(2**63), 2**63 - 1)]
+
+
+def truncated_avg(values, bits):
+    """Sum wrapped to ``bits`` bits, divided by K and truncated toward zero: Python ints."""
+    total = (sum(values) + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+    q = abs(total) // len(values)
+    return q if total >= 0 else -q
+
+
+@pytest.mark.parametrize("dtype,lowest,highest", INT_LIMITS)
+@pytest.mark.parametrize(
+    "collective,algorithm",
+    [("all_reduce", a) for a in ALGORITHMS["all_reduce"]]
+    + [("reduce_scatter", "ring"), ("reduce", "tree"), ("reduce", "ring")],
+)
+def test_integer_avg_at_the_most_negative_sum_keeps_its_sign(
+    collective, algorithm, dtype, lowest, highest
+):
+    # all_reduce([-2**30] * 2, op="avg") in int32 gave +2**30: np.abs(-2**31) overflows
+    bits = np.dtype(dtype).itemsize * 8
+    rows = [[lowest // 2] * 2, [lowest // 2 + 1, lowest // 2 - 1], [-3, -4], [highest, 1]]
+    cluster = collsim.Cluster(topology.switch(2))
+    for values in rows:
+        buffers = [np.array([v, v], dtype) for v in values]
+        out = cluster.collective(collective, buffers, algorithm=algorithm, op="avg")
+        want = truncated_avg(values, bits)
+        for got in out.outputs:
+            if got is not None:
+                assert [int(v) for v in got.reshape(-1)] == [want] * got.size, values
+        assert [int(v) for v in reference(collective, buffers, "avg")[0].reshape(-1)][0] == want
+
+
+def test_reference_is_not_the_executor():
+    # the #wrong oracle must not share the executor's arithmetic
+    import importlib
+    import inspect
+
+    from collsim.collectives import executor
+
+    reference_module = importlib.import_module("collsim.collectives.reference")
+    source = inspect.getsource(reference_module)
+    assert "executor" not in source.split('"""', 2)[2]
+    assert executor.reference is reference_module.reference
+
+
+# -- shapes follow torch (issue 11, item 18) -----------------------------------------------
+
+
+def test_all_gather_keeps_trailing_shape_and_reduce_scatter_splits_the_first_axis():
+    cluster = collsim.Cluster(topology.ring(4))
+    gathered = cluster.all_gather([np.full((3, 5), r) for r in range(4)])
+    assert gathered.outputs[0].shape == (12, 5)
+    assert gathered.outputs[2][:, 0].tolist() == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
+    scattered = cluster.reduce_scatter([np.arange(60).reshape(12, 5)] * 4)
+    assert [o.shape for o in scattered.outputs] == [(3, 5)] * 4
+    np.testing.assert_array_equal(scattered.outputs[1], 4 * np.arange(15, 30).reshape(3, 5))
+    scalar = cluster.all_gather([np.array(float(r)) for r in range(4)])
+    assert scalar.outputs[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("collective", ["reduce_scatter", "all_to_all"])
+def test_splitting_an_indivisible_first_axis_is_refused(collective):
+    cluster = collsim.Cluster(topology.ring(4))
+    with pytest.raises(ConfigError, match=r"\(13, 5\).*13 must be a multiple of 4.*12 or 16"):
+        cluster.collective(collective, [np.ones((13, 5))] * 4)
+
+
+def test_rank_programs_get_torch_shapes_too():
+    def program(rank):
+        return (yield from rank.all_gather(np.zeros((2, 3))))
+
+    assert collsim.Cluster(topology.ring(3)).run(program).returns[0].shape == (6, 3)
+
+
+# -- steps count from 1 (issue 11, item 16) ------------------------------------------------
+
+
+def test_step_views_number_from_one_and_keep_their_index():
+    out = collsim.Cluster(topology.ring(3)).all_reduce([np.ones(3)] * 3)
+    views = list(out.steps(include_initial=True))
+    assert [v.number for v in views] == [0, 1, 2, 3, 4]
+    assert [v.index for v in views] == [-1, 0, 1, 2, 3]
+    assert str(views[1]).startswith("reduce-scatter 1/2 (step 1 of 4)")
+    first = views[1].transfers[0]
+    assert (first.src, first.dst, first.nbytes) == (0, 1, 8) and first[4] == 8  # named, indexable
+    labels = sorted({t.label.split(" chunk")[0] for t in out.trace.transfers})
+    assert labels == [f"all_reduce step {n}" for n in (1, 2, 3, 4)]
+
+
+def test_a_step_is_asked_for_by_its_number():
+    out = collsim.Cluster(topology.ring(4)).all_reduce([np.ones(4)] * 4)
+    assert [out.step(n).index for n in range(7)] == [-1, 0, 1, 2, 3, 4, 5]
+    assert str(out.step(6)).startswith("all-gather 3/3 (step 6 of 6)")
+    assert out.schedule.chunk_count(1) == 4 and out.schedule.chunk_count() == 24
+    for bad in (7, -1, "2", 1.0):
+        with pytest.raises(ConfigError, match=f"step {bad!r} is not .*1..6"):
+            out.step(bad)
+    with pytest.raises(ConfigError, match="step 0 is not a step"):
+        out.schedule.chunk_count(0)
+
+
+# -- Trace: len, repr, iteration in time order (issue 11, item 18) ------------------------
+
+
+def test_trace_reads_like_a_record_of_the_run():
+    from collsim.network.trace import Compute, Transfer
+
+    def program(rank):
+        if rank.id == 0:
+            yield rank.compute(seconds=1e-6, label="work")
+            yield rank.send(1, np.ones(4))
+        elif rank.id == 1:
+            yield rank.recv(0)
+
+    trace = collsim.Cluster(topology.ring(2, "1GB/s", "1us")).run(program).trace
+    records = list(trace)
+    assert len(trace) == len(records) == 2
+    assert [type(r) for r in records] == [Compute, Transfer]
+    assert [r.start for r in records] == sorted(r.start for r in records)
+    assert repr(trace) == "Trace(1 transfer, 1 compute span, 32 B sent, 0 s .. 2.032 us)"
+    assert repr(collsim.network.trace.Trace()) == "Trace(0 transfers, 0 compute spans)"
+
+
+# -- arguments are checked before anything moves (issue 11, item 11) -----------------------
+
+
+@pytest.mark.parametrize(
+    "options,named",
+    [
+        ({"root": "1"}, "root='1'"),
+        ({"root": 1.5}, "root=1.5"),
+        ({"root": 99}, "root=99"),
+        ({"root": True}, "root=True"),
+        ({"count": "8"}, "count='8'"),
+        ({"count": "64MiB"}, "count='64MiB'"),
+        ({"count": -4}, "count=-4"),
+        ({"count": 2.5}, "count=2.5"),
+        ({"op": "mean"}, "'mean'"),
+        ({"algorithm": "butterfly"}, "'butterfly'"),
+        ({"dtype": "float8"}, "'float8'"),
+        ({"dtype": []}, "[]"),
+    ],
+)
+def test_bad_arguments_are_named(options, named):
+    cluster = collsim.Cluster(topology.ring(4))
+    call = {"count": 8, **options}
+    name = "reduce" if "op" in options else "broadcast"
+    with pytest.raises(ConfigError) as info:
+        cluster.collective(name, **call)
+    assert named in str(info.value)
+
+
+def test_count_is_elements_and_the_message_says_how_many_a_size_would_be():
+    with pytest.raises(ConfigError, match="64 MiB of float32 is count=16777216"):
+        collsim.Cluster(topology.ring(2)).all_reduce(count="64MiB")
+
+
+@pytest.mark.parametrize(
+    "buffers,named",
+    [
+        (5, "buffers=5"),
+        (np.ones((4, 3)), "array of shape (4, 3)"),
+        ([np.ones(3)] * 3, "needs 4 buffers, got 3"),
+        ([np.ones(3)] * 3 + [np.ones(4)], "shape (4,)"),
+        ([np.ones(3)] * 3 + [np.ones(3, "float32")], "float32"),
+        (["a"] * 4, "<U1"),
+        ([[1, [2]]] * 4, "[1, [2]]"),
+    ],
+)
+def test_bad_buffers_are_named(buffers, named):
+    with pytest.raises(ConfigError) as info:
+        collsim.Cluster(topology.ring(4)).all_reduce(buffers)
+    assert named in str(info.value)
+
+
+def test_root_is_checked_inside_rank_programs_too():
+    def program(rank):
+        yield from rank.broadcast(np.ones(2), root="0")
+
+    with pytest.raises(ConfigError, match="root='0'"):
+        collsim.Cluster(topology.ring(2)).run(program)
+
+
+def test_integer_inputs_are_cheap_exact_and_differ_per_rank():
+    buffers = integer_inputs(4, 1000, "float16", seed=3)
+    assert all(b.dtype == np.float16 and np.all(np.abs(b) <= 4) for b in buffers)
+    assert all(np.array_equal(b, np.round(b)) for b in buffers)
+    assert len({b.tobytes() for b in buffers}) == 4
+    assert {float(v) for v in integer_inputs(2, 500, "int32", "prod")[1]} == {-1.0, 1.0}
+    again = integer_inputs(4, 1000, "float16", seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip(buffers, again))

@@ -6,7 +6,7 @@ the cluster.  Use them as ``cluster.all_reduce(buffers)`` from plain code or as
 ``yield from rank.all_reduce(x)`` inside a rank program.
 """
 
-from .api import CollectiveResult, StepView, analytical, collective, run_collective
+from .api import CollectiveResult, StepTransfer, StepView, analytical, collective, run_collective
 from .executor import REDUCE_OPS, reference
 from .formulas import ALGORITHMS, COLLECTIVES, Cost, bus_factor, closed_form
 from .registry import build
@@ -23,6 +23,7 @@ __all__ = [
     "Cost",
     "CollectiveResult",
     "StepView",
+    "StepTransfer",
     "Schedule",
     "ChunkMove",
     "chunk_bounds",

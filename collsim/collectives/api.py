@@ -25,19 +25,19 @@ reduce-scatter 1/3 (step 1 of 6), 0 s .. 5 us
 import functools
 import os
 from dataclasses import dataclass
-
-import numpy as np
+from typing import NamedTuple
 
 from .. import units
 from ..errors import ConfigError
 from ..runtime.group import Group
-from .executor import DTYPE_BYTES, run_schedule
+from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
+from .executor import DTYPE_BYTES, check_all_to_all, check_shape, run_schedule
 from .formulas import closed_form
 from .registry import build, canonical_algorithm, canonical_collective
 from .schedule import contributions
 
 __all__ = ["collective", "run_collective", "analytical", "CollectiveResult", "StepView",
-           "CollectiveStats"]  # fmt: skip
+           "StepTransfer", "CollectiveStats"]  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
@@ -56,7 +56,9 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
     """
     name = canonical_collective(name)
     algorithm = canonical_algorithm(name, algorithm)
+    op = check_op(op)
     group = Group.of(group, rank.size)
+    root = check_root(root, group.size)
     schedule = _schedule(name, algorithm, group.size, root)
     counters = rank._execution.__dict__.setdefault("collective_seq", {})
     key = (rank.id, group.ranks)
@@ -77,17 +79,39 @@ class CollectiveStats:
     time: float  # simulated seconds
 
 
+class StepTransfer(NamedTuple):
+    """One transfer of a step, in group ranks, with what the trace recorded of it."""
+
+    src: int
+    dst: int
+    chunks: range  # the sender's chunk indices
+    reduce: bool  # True: the receiver adds; False: it overwrites
+    nbytes: int
+    start: float  # simulated seconds
+    end: float
+
+
 @dataclass
 class StepView:
-    """One step of a collective: its transfers and every rank's chunks after it."""
+    """One step of a collective: its transfers and every rank's chunks after it.
+
+    ``number`` is the step as people count it, 1..n_steps (0: the initial state), as
+    the CLI's "step 1 of 6" and the trace labels print it; ``index`` is the 0-based
+    position in ``schedule.steps`` (-1 for the initial state).
+    """
 
     index: int  # 0-based step; -1 for the state before the first step
     phase: str
     phase_step: int
     phase_steps: int
     n_steps: int
-    transfers: list  # (src, dst, chunks, reduce, nbytes, start, end), group ranks
+    transfers: list  # StepTransfer per move, group ranks
     holdings: list  # [rank][chunk] -> frozenset of contributing group ranks
+
+    @property
+    def number(self):
+        """The 1-based step number (0 for the initial state, before any transfer)."""
+        return self.index + 1
 
     def labels(self):
         """``[rank][chunk] -> "r0+r1+r3"`` ("-" where a chunk holds nothing yet)."""
@@ -101,7 +125,7 @@ class StepView:
             when = (f", {units.format_time(min(times))} .. {units.format_time(max(times))}"
                     if times else "")  # fmt: skip
             head = (f"{self.phase} {self.phase_step}/{self.phase_steps} "
-                    f"(step {self.index + 1} of {self.n_steps}){when}")  # fmt: skip
+                    f"(step {self.number} of {self.n_steps}){when}")  # fmt: skip
         lines = [head]
         for src, dst, chunks, reduce, nbytes, _, _ in self.transfers:
             which = f"chunk {chunks.start}" if len(chunks) == 1 else \
@@ -135,8 +159,28 @@ class CollectiveResult:
         n = self.count * (self.group.size if self.collective == "all_gather" else 1)
         return n * DTYPE_BYTES[self.dtype]
 
+    def step(self, number):
+        """The :class:`StepView` of step ``number``: 1..n_steps as "step 1 of 6" counts,
+        0 for the initial state before any transfer.
+
+        >>> import numpy as np, collsim
+        >>> out = collsim.Cluster(collsim.topology.ring(3)).all_reduce([np.ones(3)] * 3)
+        >>> out.step(1).number, out.step(1).index, out.step(0).phase
+        (1, 0, 'initial')
+        """
+        n = self.schedule.n_steps
+        if not is_int(number) or not 0 <= number <= n:
+            raise ConfigError(
+                f"step {number!r} is not in this {self.algorithm} "
+                f"{self.collective.replace('_', '-')}: choose 1..{n}, or 0 for the initial state"
+            )
+        for view in self.steps(include_initial=True):
+            if view.number == number:
+                return view
+
     def steps(self, include_initial=False):
-        """The step-through: one :class:`StepView` per step of the schedule."""
+        """The step-through: one :class:`StepView` per step of the schedule, in order
+        (``view.number`` 1, 2, ...; with ``include_initial`` first the state 0)."""
         by_step = {}
         index = {r: i for i, r in enumerate(self.group.ranks)}
         for t in self.trace.transfers:
@@ -153,8 +197,8 @@ class CollectiveResult:
             rows = []
             for m in schedule.steps[s]:
                 t = by_step.get(s, {}).get((m.src, m.dst))
-                rows.append((m.src, m.dst, m.chunks, m.reduce, t.nbytes if t else 0,
-                             t.start if t else 0.0, t.end if t else 0.0))  # fmt: skip
+                rows.append(StepTransfer(m.src, m.dst, m.chunks, m.reduce, t.nbytes if t else 0,
+                                         t.start if t else 0.0, t.end if t else 0.0))  # fmt: skip
             yield StepView(s, phase, at, of, schedule.n_steps, rows, holdings)
 
 
@@ -175,25 +219,27 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     """
     name = canonical_collective(name)
     algorithm = canonical_algorithm(name, algorithm)
+    op = check_op(op)
     group = Group.of(group, cluster.size)
+    root = check_root(root, group.size)
     numeric = buffers is not None
     if numeric:
-        buffers = [np.asarray(b) for b in buffers]
-        _check_buffers(name, buffers, group)
-        count, dtype = buffers[0].size, buffers[0].dtype.name
-        need = 3 * group.size * buffers[0].nbytes * (group.size if name == "all_gather" else 1)
-        free = _available_memory()
-        if free is not None and need > free:
+        buffers = check_buffers(name, buffers, group)
+        check_shape(name, buffers[0].shape, group.size)
+        size = buffers[0].size
+        if count is not None and not (is_int(count) and count == size):
             raise ConfigError(
-                f"a numeric {name} of {units.format_size(buffers[0].nbytes)} on "
-                f"{group.size} ranks needs about {units.format_size(need)} of memory, more "
-                f"than the {units.format_size(free)} available: use count-only mode "
-                "(buffers=None with count= and dtype=, or `collsim run --count-only`)"
+                f"count={count!r} but the buffers hold {size} elements each: give buffers "
+                "(numeric mode) or count= (count-only mode), not both"
             )
+        count, dtype = size, buffers[0].dtype.name
+        _check_memory(name, buffers[0].nbytes, group.size)
     elif count is None:
         raise ConfigError("give buffers (numeric mode) or count= and dtype= (count-only mode)")
-    elif dtype not in DTYPE_BYTES:
-        raise ConfigError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
+    else:
+        dtype = check_dtype(dtype)
+        count = check_count(count, dtype)
+    check_all_to_all(name, count, group.size)
     members = {r: i for i, r in enumerate(group.ranks)}
 
     def program(rank):
@@ -224,24 +270,20 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         time=result.time,
         count=int(count),
         dtype=str(dtype),
-        op=str(op),
+        op=op,
     )
 
 
-def _check_buffers(name, buffers, group):
-    if len(buffers) != group.size:
-        raise ConfigError(f"{name} on {group.size} ranks needs {group.size} buffers, "
-                          f"got {len(buffers)}")  # fmt: skip
-    first = buffers[0]
-    for i, b in enumerate(buffers[1:], start=1):
-        if b.shape != first.shape or b.dtype != first.dtype:
-            raise ConfigError(
-                f"{name}: rank {group.ranks[i]} has a {b.dtype} buffer of shape {b.shape} but "
-                f"rank {group.ranks[0]} has {first.dtype} {first.shape}: all must match"
-            )
-    if first.dtype.name not in DTYPE_BYTES:
-        raise ConfigError(f"dtype {first.dtype} is not supported: use one of "
-                          f"{', '.join(d for d in DTYPE_BYTES if d != 'bfloat16')}")  # fmt: skip
+def _check_memory(name, nbytes, k):
+    need = 3 * k * nbytes * (k if name == "all_gather" else 1)
+    free = _available_memory()
+    if free is not None and need > free:
+        raise ConfigError(
+            f"a numeric {name} of {units.format_size(nbytes)} on {k} ranks needs about "
+            f"{units.format_size(need)} of memory, more than the {units.format_size(free)} "
+            "available: use count-only mode (buffers=None with count= and dtype=, or "
+            "`collsim run --count-only`)"
+        )
 
 
 def analytical(cluster, name, size, algorithm=None, group=None):

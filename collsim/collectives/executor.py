@@ -31,6 +31,8 @@ import numpy as np
 from ..errors import ConfigError
 from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Steps
+from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
+from .reference import reference
 from .schedule import chunk_bounds
 
 __all__ = [
@@ -40,12 +42,13 @@ __all__ = [
     "DTYPE_BYTES",
     "reference",
     "integer_inputs",
+    "result_shape",
+    "check_shape",
+    "check_all_to_all",
 ]
 
 REDUCE_OPS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
               "min": np.minimum}  # fmt: skip
-# bytes per element; bfloat16 only in count-only mode (numpy has no such type)
-DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
 
 
 @dataclass(frozen=True)
@@ -70,11 +73,7 @@ class CollectiveCall:
                f"dtype={self.dtype}{op}{root})"  # fmt: skip
 
 
-def _op_name(op):
-    name = str(getattr(op, "name", op)).lower()
-    if name not in REDUCE_OPS:
-        raise ConfigError(f"unknown reduce op {op!r}: choose one of {', '.join(REDUCE_OPS)}")
-    return name
+_op_name = check_op
 
 
 def _plan(schedule):
@@ -94,7 +93,8 @@ def _plan(schedule):
         k, cached = schedule.ranks, []
         one_each = (list(range(k)), array("l", range(k + 1)))  # ranks, ptr: one move each
         for s, step in enumerate(schedule.steps):
-            prefix = f"{schedule.collective} step {s} "
+            # labels are for people: steps count from 1, as the CLI's "step 1 of 6"
+            prefix = f"{schedule.collective} step {s + 1} "
             send_ptr, sends = _by_rank(step, [m.src for m in step], k, one_each)
             labels = [
                 f"{prefix}chunk {m.chunks.start}"
@@ -138,20 +138,23 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     me = group.index(rank.id)
     if group.size != schedule.ranks:
         raise ConfigError(f"schedule for {schedule.ranks} ranks run on a group of {group.size}")
-    op = _op_name(op)
+    op = check_op(op)
+    check_root(schedule.root, schedule.ranks)
     numeric = data is not None
     if numeric:
-        data = np.asarray(data)
+        try:
+            data = np.asarray(data)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{schedule.collective} of {data!r}: not an array: {exc}") from None
+        if data.dtype.name not in NUMERIC_DTYPES:
+            raise ConfigError(f"dtype {data.dtype} is not supported: use one of "
+                              f"{', '.join(NUMERIC_DTYPES)}")  # fmt: skip
+        check_shape(schedule.collective, data.shape, schedule.ranks)
         count, dtype = data.size, data.dtype.name
-    elif dtype not in DTYPE_BYTES:
-        raise ConfigError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
-    if schedule.collective == "all_to_all" and count % schedule.ranks:
-        k = schedule.ranks
-        lower, upper = count - count % k, count - count % k + k
-        raise ConfigError(
-            f"all-to-all of {count} elements on {k} ranks: each rank sends an equal block to "
-            f"every rank, so the count must be a multiple of {k} (nearest: {lower} or {upper})"
-        )
+    else:
+        dtype = check_dtype(dtype)
+        count = check_count(count, dtype)
+    check_all_to_all(schedule.collective, count, schedule.ranks)
     call = CollectiveCall(schedule.collective, schedule.algorithm, int(count), str(dtype), op,
                           schedule.root)  # fmt: skip
     yield Enter(group.ranks, seq, call)
@@ -275,72 +278,92 @@ def _result(schedule, work, data, op, me, bounds):
     if schedule.result == "own_chunk":
         lo, hi = bounds[me]
         out = work[lo:hi].copy()
-    elif schedule.collective in ("all_gather", "all_to_all"):
-        out = work
     else:
-        out = work.reshape(data.shape)
+        out = work
+    shape = result_shape(schedule.collective, data.shape, k)
+    if shape is not None:
+        out = out.reshape(shape)
     if op == "avg" and schedule.collective in ("all_reduce", "reduce_scatter", "reduce"):
         out = _divide(out, k)
     return out
 
 
-def _divide(values, k):
-    if np.issubdtype(values.dtype, np.integer):
-        # integer average truncates toward zero, as C integer division does
-        return (np.sign(values) * (np.abs(values) // k)).astype(values.dtype)
-    return values / values.dtype.type(k)
+def result_shape(collective, shape, k):
+    """Each rank's output shape for an input of ``shape`` on ``k`` ranks, as torch gives
+    it; ``None`` where it depends on the rank (a 1-D reduce-scatter's uneven chunks).
 
+    All-gather concatenates along the first axis (``all_gather_into_tensor``: (3, 5) on
+    4 ranks gives (12, 5); a 0-d input gives (4,)); reduce-scatter splits the first axis
+    (``reduce_scatter_tensor``); the other collectives keep the input's shape.
 
-def reference(collective, inputs, op="sum", root=0):
-    """What the collective must give each rank, by plain numpy (the test oracle).
-
-    >>> xs = [np.arange(4.0) + r for r in range(2)]
-    >>> [o.tolist() for o in reference("reduce_scatter", xs)]
-    [[1.0, 3.0], [5.0, 7.0]]
+    >>> result_shape("all_gather", (3, 5), 4), result_shape("reduce_scatter", (12, 5), 4)
+    ((12, 5), (3, 5))
     """
-    k = len(inputs)
-    flats = [np.asarray(x).reshape(-1) for x in inputs]
+    shape = tuple(shape)
     if collective == "all_gather":
-        whole = np.concatenate(flats)
-        return [whole.copy() for _ in range(k)]
-    if collective == "broadcast":
-        return [flats[root].copy() for _ in range(k)]
-    if collective == "all_to_all":
-        bounds = chunk_bounds(flats[0].size, k)
-        out = []
-        for r in range(k):
-            parts = [flats[src][slice(*bounds[r])] for src in range(k)]
-            whole = np.empty_like(flats[0])
-            for src, part in enumerate(parts):
-                whole[slice(*bounds[src])] = part
-            out.append(whole)
-        return out
-    ufunc = REDUCE_OPS[_op_name(op)]
-    total = flats[0].copy()
-    for x in flats[1:]:
-        total = ufunc(total, x)
-    if _op_name(op) == "avg":
-        total = _divide(total, k)
+        return (k * shape[0],) + shape[1:] if shape else (k,)
     if collective == "reduce_scatter":
-        return [total[slice(*b)].copy() for b in chunk_bounds(total.size, k)]
-    if collective == "reduce":
-        return [total.reshape(np.shape(inputs[0])) if r == root else None for r in range(k)]
-    return [total.reshape(np.shape(inputs[0])) for _ in range(k)]
+        return (shape[0] // k,) + shape[1:] if len(shape) >= 2 else None
+    return shape
+
+
+def check_shape(collective, shape, k):
+    """Refuse a buffer whose first axis the collective cannot split over ``k`` ranks.
+
+    Reduce-scatter and all-to-all of an N-D buffer (N >= 2) split its first axis, as
+    torch's ``reduce_scatter_tensor`` and ``all_to_all_single`` do, so K must divide it;
+    a 1-D buffer may split unevenly (the first ``n mod K`` chunks one element longer).
+    """
+    shape = tuple(shape)
+    if collective not in ("reduce_scatter", "all_to_all") or len(shape) < 2 or shape[0] % k == 0:
+        return
+    rows = shape[0]
+    lower, upper = rows - rows % k, rows - rows % k + k
+    raise ConfigError(
+        f"{collective.replace('_', '-')} of a buffer of shape {shape} on {k} ranks: it splits "
+        f"the first axis, so {rows} must be a multiple of {k} (nearest: {lower} or {upper}), "
+        "or pass a 1-D buffer"
+    )
+
+
+def check_all_to_all(collective, count, k):
+    """All-to-all sends an equal block to every rank: K must divide the count."""
+    if collective == "all_to_all" and count % k:
+        lower, upper = count - count % k, count - count % k + k
+        raise ConfigError(
+            f"all-to-all of {count} elements on {k} ranks: each rank sends an equal block to "
+            f"every rank, so the count must be a multiple of {k} (nearest: {lower} or {upper})"
+        )
+
+
+def _divide(values, k):
+    """The average from the sum.  Integers truncate toward zero, as NCCL's ``ncclAvg``
+    and C division do; floor division and a correction cannot overflow where ``|x|``
+    can (the most negative integer has no positive twin)."""
+    if np.issubdtype(values.dtype, np.integer):
+        divisor = values.dtype.type(k)
+        inexact_negative = (values < 0) & (values % divisor != 0)
+        return (values // divisor + inexact_negative).astype(values.dtype)
+    return values / values.dtype.type(k)
 
 
 def integer_inputs(k, count, dtype, op="sum", seed=0):
     """One buffer per rank of small integer values, as nccl-tests crafts its inputs, so
-    every reduction order gives the exact same result (products stay in {-1, 1}).
+    every reduction order gives the exact same result (values in -4..3; for ``prod``
+    -1 or 1).  Every rank draws its own values, so a chunk sent to the wrong rank or
+    from the wrong place shows.  The values are random bytes shifted right (the top 3
+    bits of each, or the sign bit for ``prod``): several times faster than drawing
+    bounded int64s and converting them, which took most of a 64 MiB ``collsim run``.
 
     >>> [b.tolist() for b in integer_inputs(2, 3, "float32", seed=1)]
-    [[0.0, 0.0, 2.0], [4.0, -4.0, -3.0]]
+    [[-1.0, -1.0, 1.0], [-1.0, -3.0, 0.0]]
     """
     rng = np.random.default_rng(seed)
-    low, high = (-1, 2) if op == "prod" else (-4, 5)
+    shift = 7 if op == "prod" else 5
     out = []
     for _ in range(k):
-        values = rng.integers(low, high, size=count)
-        if op == "prod":
-            values[values == 0] = 1
+        values = np.frombuffer(rng.bytes(count), dtype=np.int8) >> shift  # (count,)
+        if op == "prod":  # -1 or 0 -> -1 or 1
+            values = 2 * values + 1
         out.append(values.astype(dtype))
     return out

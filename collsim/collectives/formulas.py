@@ -6,7 +6,9 @@ starts with for all-reduce, reduce-scatter, broadcast, reduce and all-to-all, an
 buffer each rank ends with for all-gather.  Reductions cost no simulated time.  The
 forms assume K divides the element count and that no two transfers of one step share a
 link (true for every algorithm here on ``switch`` and ``fully_connected`` topologies and
-for ring algorithms on a ring); the simulator agrees with them to floating-point
+for every ring algorithm -- reduce-scatter, all-gather, all-reduce and the chain broadcast
+and reduce, all sending r -> r+1 only -- on a ``ring`` or ``bidirectional_ring``); the
+simulator agrees with them to floating-point
 precision there, and differs in explainable ways elsewhere (multi-hop paths, shared
 links, uneven chunks).
 
@@ -19,10 +21,14 @@ all-reduce tree             2⌈log2 K⌉           ⌈log2 K⌉·S (root)      
 all-reduce naive            2                   (K-1)·S (root)          2(α + (K-1)S/β)
 reduce-scatter ring         K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
 all-gather ring             K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
-broadcast / reduce tree     ⌈log2 K⌉            ⌈log2 K⌉·S (root)       ⌈log2 K⌉(α + S/β)
+broadcast tree              ⌈log2 K⌉            ⌈log2 K⌉·S (root)       ⌈log2 K⌉(α + S/β)
+reduce tree                 ⌈log2 K⌉            S (root receives K'·S)  ⌈log2 K⌉(α + S/β)
 broadcast / reduce ring     2(K-1)              S                       2(K-1)(α + S/(Kβ))
 all-to-all direct           K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
 ==========================  ==================  ======================  =========================
+
+K' = ⌈log2 K⌉.  "Bytes sent per rank" is what the busiest sender sends (the reduce
+tree's root sends nothing and receives ⌈log2 K⌉·S; every other rank sends S once).
 
 Halving-doubling for K not a power of two folds the K - 2^⌊log2 K⌋ extra ranks in with
 one whole-buffer step before and one after (2 steps more, each α + S/β).  The naive
@@ -94,7 +100,9 @@ def closed_form(collective, algorithm, ranks, size, alpha, beta):
     if algorithm == "tree":
         depth = _log2_ceil(k)
         phases = 2 if collective == "all_reduce" else 1
-        return Cost(phases * depth, depth * s, phases * depth * (alpha + s / beta))
+        # a reduce tree's senders each send the buffer once; the root only receives
+        sent = s if collective == "reduce" else depth * s
+        return Cost(phases * depth, sent, phases * depth * (alpha + s / beta))
     if algorithm == "naive":
         return Cost(2, (k - 1) * s, 2 * (alpha + (k - 1) * s / beta))
     # halving-doubling: power-of-two core plus an optional fold-in before and after

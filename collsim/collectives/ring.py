@@ -8,8 +8,10 @@ On a ring of K ranks with the buffer cut into K chunks:
 * all-reduce = reduce-scatter then all-gather: 2(K-1) steps, each rank sending
   2(K-1)/K of the buffer whatever K is.
 
-Broadcast and reduce run as a pipelined chain root -> root+1 -> ... with K chunks: chunk
-c leaves the root at step c, so the last chunk arrives after 2(K-1) steps.
+Broadcast and reduce run as a pipelined chain along the ring's links with K chunks:
+broadcast root -> root+1 -> ... -> root-1 (chunk c leaves the root at step c, so the
+last chunk arrives after 2(K-1) steps); reduce root+1 -> root+2 -> ... -> root, the
+broadcast run backwards, in the same steps and time.
 
 Examples
 --------
@@ -73,20 +75,20 @@ def ring_all_reduce(k):
 
 
 def _chain(k, root, toward_root):
-    # position h along the chain is rank (root + h) mod K; broadcast flows away from the
-    # root, reduce flows toward it.  Chunk c crosses hop h at step c + h (broadcast).
-    rank_at = [(root + h) % k for h in range(k)]
+    # Both chains follow the ring's links r -> r+1, so each hop crosses one link and no
+    # two hops share one (on the one-way ``ring`` topology too).  Broadcast runs
+    # root -> root+1 -> ... -> root-1; reduce is that pipeline run backwards in time,
+    # root+1 -> root+2 -> ... -> root, ending at the root: the same steps, the same
+    # time.  Hop h runs from chain position h to h+1; chunk c crosses hop h at step c + h.
+    first = root if not toward_root else root + 1
+    rank_at = [(first + h) % k for h in range(k)]
     steps = []
     for s in range(2 * (k - 1)):
         moves = []
         for h in range(k - 1):
             c = s - h
             if 0 <= c < k:
-                if toward_root:  # hop h runs from position k-1-h to k-2-h
-                    src, dst = rank_at[k - 1 - h], rank_at[k - 2 - h]
-                else:
-                    src, dst = rank_at[h], rank_at[h + 1]
-                moves.append(ChunkMove(src, dst, _one(c), toward_root))
+                moves.append(ChunkMove(rank_at[h], rank_at[h + 1], _one(c), toward_root))
         steps.append(tuple(moves))
     return steps
 

@@ -27,6 +27,7 @@ ChunkMove(src=2, dst=0, chunks=range(1, 2), reduce=True))
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from .checks import is_int
 
 __all__ = ["ChunkMove", "Schedule", "chunk_bounds", "contributions"]
 
@@ -113,17 +114,34 @@ class Schedule:
         """Every chunk move with its step: ``[(step, ChunkMove), ...]``."""
         return [(s, m) for s, step in enumerate(self.steps) for m in step]
 
-    def phase_of(self, step):
-        """``("reduce-scatter", 3, 7)``: the phase name, 1-based step in it, its length."""
+    def phase_of(self, index):
+        """``("reduce-scatter", 3, 7)`` for the step at 0-based ``index`` of ``steps``:
+        the phase name, the 1-based step in it, the phase's length."""
         for name, first, stop in self.phases:
-            if first <= step < stop:
-                return name, step - first + 1, stop - first
-        return self.collective.replace("_", "-"), step + 1, self.n_steps
+            if first <= index < stop:
+                return name, index - first + 1, stop - first
+        return self.collective.replace("_", "-"), index + 1, self.n_steps
 
     def chunk_count(self, step=None):
-        """Chunk transfers (one chunk moving once) in one step or in all of them."""
-        steps = self.steps if step is None else [self.steps[step]]
-        return sum(len(m.chunks) for s in steps for m in s)
+        """Chunk transfers (one chunk moving once) in step number ``step`` (1-based, as
+        "step 1 of 6" counts) or, by default, in all of them.
+
+        >>> from collsim.collectives.ring import ring_all_reduce
+        >>> ring_all_reduce(4).chunk_count(1), ring_all_reduce(4).chunk_count()
+        (4, 24)
+        """
+        if step is None:
+            return sum(len(m.chunks) for s in self.steps for m in s)
+        return sum(len(m.chunks) for m in self.steps[self._index_of(step)])
+
+    def _index_of(self, number):
+        """The 0-based index of 1-based step ``number``; names the value if it is not one."""
+        if not is_int(number) or not 1 <= number <= self.n_steps:
+            raise ConfigError(
+                f"step {number!r} is not a step of this {self.algorithm} "
+                f"{self.collective.replace('_', '-')}: steps are numbered 1..{self.n_steps}"
+            )
+        return number - 1
 
 
 def chunk_bounds(n, n_chunks):

@@ -12,6 +12,10 @@ Examples
 >>> stats = trace.stats(2)
 >>> stats.bytes_sent, stats.bytes_received, stats.link_bytes
 ([800, 0], [0, 800], {(0, 1): 800})
+>>> trace, len(trace)
+(Trace(1 transfer, 1 compute span, 800 B sent, 0 s .. 2 us), 2)
+>>> [type(record).__name__ for record in trace]     # every record, in time order
+['Transfer', 'Compute']
 """
 
 import gc
@@ -19,12 +23,16 @@ import json
 from collections import namedtuple
 from dataclasses import dataclass, field
 
+from ..units import format_size, format_time
+
 __all__ = ["Trace", "Stats", "Transfer", "Compute"]
 
 Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label")
 Transfer.__doc__ = """One message: ``start`` when both sides were posted (rendezvous), ``end``
 when its last byte arrived; ``links`` the directed links it crossed; ``label`` what it
-was (e.g. ``"all_reduce#3 step 2 chunk 5"``)."""
+was, for display only (e.g. ``"all_reduce step 2 chunk 5"``: steps count from 1).
+Read its meaning from ``tag`` (a collective's is ``("collective", group, seq, step)``
+with the 0-based step index)."""
 Compute = namedtuple("Compute", "rank start end label")
 Compute.__doc__ = """One span of work on a rank's compute stream."""
 
@@ -83,7 +91,26 @@ class Trace:
         self.computes.append(Compute(rank, start, end, label))
 
     def __len__(self):
+        """Records: transfers and compute spans."""
         return len(self._raw) + len(self.computes)
+
+    def __iter__(self):
+        """Every record (:class:`Transfer` and :class:`Compute`) in time order: by start,
+        then end; records that tie keep the order they were recorded in."""
+        records = list(self.transfers) + self.computes
+        return iter(sorted(records, key=lambda r: (r.start, r.end)))
+
+    def __repr__(self):
+        n, m = len(self._raw), len(self.computes)
+        parts = [f"{n:,} transfer{'' if n == 1 else 's'}",
+                 f"{m:,} compute span{'' if m == 1 else 's'}"]  # fmt: skip
+        if n:
+            parts.append(f"{format_size(sum(r[3] for r in self._raw))} sent")
+        if n or m:
+            starts = [r[4] for r in self._raw] + [c.start for c in self.computes]
+            ends = [r[5] for r in self._raw] + [c.end for c in self.computes]
+            parts.append(f"{format_time(min(starts))} .. {format_time(max(ends))}")
+        return f"Trace({', '.join(parts)})"
 
     def stats(self, n_ranks):
         """Bytes sent, received and carried per link, and message counts."""

@@ -1,0 +1,139 @@
+"""Argument checks of the collective entry points, run before anything moves.
+
+Each raises :class:`~collsim.errors.ConfigError` naming the value as it was given, the
+rule it broke and the nearest valid choice.  A count is a number of elements (an int,
+as torch and nccl-tests count them), never a size string: ``count="64MiB"`` is refused
+with the element count it would mean for the dtype.
+
+Examples
+--------
+>>> check_root(2, 4)
+2
+>>> check_root(1.5, 4)
+Traceback (most recent call last):
+...
+collsim.errors.ConfigError: root=1.5: a root is a group rank, an int in 0..3
+>>> check_count("64MiB", "float32")
+Traceback (most recent call last):
+...
+collsim.errors.ConfigError: count='64MiB': a count is a number of elements (an int >= 0), \
+not a size: 64 MiB of float32 is count=16777216
+"""
+
+import numbers
+
+import numpy as np
+
+from ..errors import CollsimError, ConfigError
+
+__all__ = ["check_root", "check_count", "check_dtype", "check_op", "check_buffers", "is_int",
+           "DTYPE_BYTES", "OPS"]  # fmt: skip
+
+# bytes per element; bfloat16 only in count-only mode (numpy has no such type)
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+NUMERIC_DTYPES = tuple(d for d in DTYPE_BYTES if d != "bfloat16")
+OPS = ("sum", "avg", "prod", "max", "min")  # torch.distributed.ReduceOp names, lower case
+
+
+def is_int(value):
+    """An int or numpy integer, but not a bool (``True`` is not rank 1)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+
+
+def check_root(root, k):
+    """``root`` as an int, if it is a group rank of a group of ``k`` ranks."""
+    if not is_int(root):
+        raise ConfigError(f"root={root!r}: a root is a group rank, an int in 0..{k - 1}")
+    if not 0 <= root < k:
+        raise ConfigError(f"root={root!r} is not a rank of this {k}-rank group: choose 0..{k - 1}")
+    return int(root)
+
+
+def check_count(count, dtype="float32"):
+    """``count`` (elements per rank) as an int >= 0."""
+    if is_int(count):
+        if count < 0:
+            raise ConfigError(f"count={count!r} is negative: a count is a number of elements >= 0")
+        return int(count)
+    hint = ""
+    if isinstance(count, str) and count.strip().isdigit():
+        hint = f": pass the int {int(count)}, not a string"
+    elif isinstance(count, str):
+        hint = _size_hint(count, dtype)
+    elif isinstance(count, float) and count == count and abs(count) != float("inf"):
+        hint = f" (nearest: {int(count)} or {int(count) + 1})" if count >= 0 else ""
+    raise ConfigError(f"count={count!r}: a count is a number of elements (an int >= 0){hint}")
+
+
+def _size_hint(text, dtype):
+    from .. import units
+
+    try:
+        nbytes = units.parse_size(text)
+        itemsize = DTYPE_BYTES.get(dtype, 4)
+    except (CollsimError, ValueError, TypeError, OverflowError):
+        return ""
+    name = dtype if dtype in DTYPE_BYTES else "float32"
+    return f", not a size: {units.format_size(nbytes)} of {name} is count={int(nbytes) // itemsize}"
+
+
+def check_op(op):
+    """The op's name: ``"sum"``, ``"SUM"`` or anything whose ``.name`` is one
+    (``torch.distributed.ReduceOp.SUM``)."""
+    name = str(getattr(op, "name", op)).lower()
+    if name not in OPS:
+        raise ConfigError(f"unknown reduce op {op!r}: choose one of {', '.join(OPS)}")
+    return name
+
+
+def check_dtype(dtype):
+    """The dtype's name if count-only mode knows its size (``np.float32`` works too)."""
+    name = dtype
+    if not isinstance(dtype, str):
+        try:
+            name = np.dtype(dtype).name
+        except (TypeError, ValueError):
+            name = None
+    if name not in DTYPE_BYTES:
+        raise ConfigError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
+    return name
+
+
+def check_buffers(name, buffers, group):
+    """``buffers`` as a list of arrays, one per group rank, of one shape and dtype."""
+    label = name.replace("_", "-")
+    if isinstance(buffers, np.ndarray) or not _iterable(buffers):
+        what = f"an array of shape {buffers.shape}" if isinstance(buffers, np.ndarray) else \
+            repr(buffers)  # fmt: skip
+        raise ConfigError(f"{label}: buffers={what}: give a list with one array per rank "
+                          f"({group.size} of them)")  # fmt: skip
+    arrays = []
+    for i, b in enumerate(buffers):
+        try:
+            arrays.append(np.asarray(b))
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{label}: buffer {i} ({b!r}) is not an array: {exc}") from None
+    if len(arrays) != group.size:
+        raise ConfigError(f"{label} on {group.size} ranks needs {group.size} buffers, "
+                          f"got {len(arrays)}")  # fmt: skip
+    first = arrays[0]
+    if first.dtype.name not in NUMERIC_DTYPES:
+        raise ConfigError(f"{label}: dtype {first.dtype} is not supported: use one of "
+                          f"{', '.join(NUMERIC_DTYPES)}")  # fmt: skip
+    for i, b in enumerate(arrays[1:], start=1):
+        if b.shape != first.shape or b.dtype != first.dtype:
+            raise ConfigError(
+                f"{label}: rank {group.ranks[i]} has a {b.dtype} buffer of shape {b.shape} but "
+                f"rank {group.ranks[0]} has {first.dtype} {first.shape}: all must match"
+            )
+    return arrays
+
+
+def _iterable(value):
+    if isinstance(value, str | bytes | dict):
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
