@@ -3,7 +3,7 @@
 Every picture is drawn from what a simulation produced (a collective's schedule and trace,
 a pipeline step's trace) or, for scaling, from the planner's closed forms::
 
-    python examples/make_pictures.py pictures/            # all of them, PNG + one GIF
+    python examples/make_pictures.py pictures/            # all of them, PNG + GIF + HTML
     python examples/make_pictures.py docs --readme        # the three small PNGs the README shows
 
 The same pictures from the command line: ``collsim viz ring|traffic|utilization|timeline|
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import collsim
 from collsim.parallel.pipeline import pipeline_step
+from collsim.viz.output import save_figure
 from collsim.viz.ring import ring_animation, ring_figure
 from collsim.viz.scaling import scaling_figure
 from collsim.viz.sweep import sweep_figure
@@ -52,16 +53,17 @@ def pictures(folder):
 
     def save(fig, name, dpi=110):
         path = folder / name
-        fig.savefig(path, dpi=dpi)
+        save_figure(fig, path, path.suffix, dpi=dpi)
         written.append(path)
 
     ring = ring_all_reduce()
-    save(ring_figure(ring, step=2), "ring_step.png")
-    ring_animation(ring, folder / "ring_all_reduce.gif", fps=1)
-    written.append(folder / "ring_all_reduce.gif")
-    save(ring_figure(ring_all_reduce(16), step=17), "ring_step_k16.png")
+    save(ring_figure(ring, step=3), "ring_step.png")  # steps count from 1, as titles do
+    for animation in ("ring_all_reduce.gif", "ring_all_reduce.html"):  # HTML: play/step buttons
+        ring_animation(ring, folder / animation, fps=1)
+        written.append(folder / animation)
+    save(ring_figure(ring_all_reduce(16), step=18), "ring_step_k16.png")
     g, naive = naive_on_switch()
-    save(ring_figure(naive, step=0), "naive_step.png")
+    save(ring_figure(naive, step=1), "naive_step.png")
     save(traffic_figure(g, naive), "traffic_naive_switch.png")
     save(utilization_figure(g, naive), "utilization_naive_switch.png")
     g, flat = ring_across_machines()
@@ -80,13 +82,13 @@ def readme_pictures(folder):
     """The three pictures the README shows, small enough to keep in the repository."""
     small = {"dpi": 80, "pil_kwargs": {"optimize": True}}
     figures = {
-        "ring_all_reduce_step.png": ring_figure(ring_all_reduce(), step=2),
+        "ring_all_reduce_step.png": ring_figure(ring_all_reduce(), step=3),
         "pipeline_timeline.png": timeline_figure(pipeline_step("interleaved", 4, 8, 2)),
         "sweep_all_reduce.png": sweep_figure(collsim.Cluster(topology.switch(16))),
     }
     written = []
     for name, fig in figures.items():
-        fig.savefig(folder / name, **small)
+        save_figure(fig, folder / name, "png", **small)
         written.append(folder / name)
     return written
 

@@ -29,7 +29,7 @@ def test_returns_a_figure_with_four_stacked_parts_for_four_stages(fig):
     (ax,) = fig.axes
     assert len(ax.containers) == len(PARTS) == 4  # parameters, gradients, optimizer, activations
     assert all(len(c) == 4 for c in ax.containers)  # ZeRO-0 .. ZeRO-3
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[0] == "parameters" and labels[-1] == "activations"
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert [t.split("\n")[0] for t in ticks] == ["ZeRO-0", "ZeRO-1", "ZeRO-2", "ZeRO-3 / FSDP"]

@@ -1,23 +1,27 @@
-"""``collsim viz KIND``: draw a figure and save it (PNG or SVG, by the --out extension).
+"""``collsim viz KIND``: draw a figure and save it (PNG, SVG or PDF, by the --out extension).
 
 Each kind is one function decorated with :func:`kind`: it receives the parsed flags and
 returns a matplotlib Figure; saving, the format check and the message are shared.  To add
 a kind, write one such function here; ``arguments`` adds its flags, ``example`` is the
-line its ``--help`` shows, and ``animate(args, path)`` (ring only) writes a GIF.
+line its ``--help`` shows, and ``animate(args, path)`` (ring only) writes a GIF or an
+HTML page.  ``--out`` is checked before anything runs, and each kind checks its own
+numbers before it simulates, so a bad flag costs nothing.  Every format is written the
+same, byte for byte, each run (:mod:`collsim.viz.output`).
 """
 
 import argparse
+import math
 import textwrap
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import ConfigError
+from .common import check_int, check_output_path
 from .plan import add_config_arguments
 
-__all__ = ["register", "run", "kind", "KINDS", "FORMATS"]
+__all__ = ["register", "run", "kind", "KINDS", "FORMATS", "ANIMATED"]
 
 FORMATS = ("png", "svg", "pdf")
-ANIMATED = "gif"  # for kinds with an ``animate`` function
+ANIMATED = ("gif", "html")  # for kinds with an ``animate`` function
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,9 @@ def memory(args):
     from .plan import config_from_args
 
     if not args.config and all(getattr(args, k, None) is None for k in ("params", "layers")):
-        # with only --out: seed 002's example, a 7B model (32 layers of 4096, Llama-2-7B's
-        # shape) on one 8-GPU node, so the 16 bytes/parameter story is visible at once
+        # with only --out: the 7B memory example, Llama 2 7B's shape (32 layers of 4096;
+        # Touvron et al. 2023) on one 8-GPU node, so the 16 bytes/parameter of
+        # mixed-precision Adam (Rajbhandari et al. 2020, ZeRO) is visible at once
         defaults = dict(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000,
                         world_size=8, global_batch=8, micro_batch=1)  # fmt: skip
         for key, value in defaults.items():
@@ -101,15 +106,41 @@ def _collective_arguments(parser, size=True):
 
 def _run_collective(args):
     """Run the collective count-only (same schedule and network, no data) and return
-    (topology, CollectiveResult)."""
+    (topology, CollectiveResult).  Count-only allocates no buffers, so no size needs a
+    memory check; a size so large that the run passes the time guard is named."""
     from .. import units
-    from .common import cluster_from_args
+    from .common import cluster_from_args, explain_time_guard
     from .run import measure
 
     cluster = cluster_from_args(args)
     size = units.parse_size(args.size)
-    _, result = measure(cluster, args.collective, size, args.algorithm, args.dtype, count_only=True)
+    with explain_time_guard(size=args.size, bandwidth=args.bandwidth, latency=args.latency):
+        _, result = measure(
+            cluster, args.collective, size, args.algorithm, args.dtype, count_only=True
+        )
     return cluster.topology, result
+
+
+def _check_ranks(args, what):
+    """The picture's rank limit, checked before the cluster is built."""
+    from ..viz.limits import check_picture_ranks, check_ring_ranks
+
+    check_int(args.ranks, "--ranks", minimum=1)
+    if what == "ring":
+        check_ring_ranks(args.ranks, "--ranks")
+    else:
+        check_picture_ranks(args.ranks, what, "--ranks")
+
+
+def _number(text, flag, high, example):
+    """A positive finite number flag (``--fps``), named as typed when it is refused."""
+    from ..viz.limits import check_rate
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: not a number; give e.g. {flag} {example}") from None
+    return check_rate(value, flag, high, example, shown=repr(text))
 
 
 def _ring_arguments(parser):
@@ -117,18 +148,39 @@ def _ring_arguments(parser):
     parser.add_argument(
         "--step",
         type=int,
-        default=3,
-        help="which step to draw, 1-based as the titles count them; 0 is the "
-        "state before the first step (default 3)",
+        default=None,
+        help="which step to draw, counted from 1 as the title counts it ('step 3 of 14'); "
+        "0 is the state before the first step (default 3, or the last if there are fewer)",
     )
-    parser.add_argument("--fps", type=float, default=1.0, help="GIF frames per second (default 1)")
+    parser.add_argument(
+        "--fps", default="1", help="frames per second of a .gif or .html animation (default 1)"
+    )
 
 
 def _animate_ring(args, path):
+    from ..viz.limits import MAX_FPS
     from ..viz.ring import ring_animation
 
+    _check_ranks(args, "ring")
+    fps = _number(args.fps, "--fps", MAX_FPS, 1)
+    if args.step is not None:
+        check_int(args.step, "--step", minimum=0)
     _, result = _run_collective(args)
-    return ring_animation(result, path, fps=args.fps)
+    _ring_step(args, result)  # an animation shows every step, but a wrong --step is wrong
+    return ring_animation(result, path, fps=fps)
+
+
+def _ring_step(args, result):
+    """The step --step names (default 3, or the last step if there are fewer)."""
+    last = result.schedule.n_steps
+    step = min(3, last) if args.step is None else args.step
+    if step > last:
+        name = f"{result.algorithm} {result.collective}".replace("_", "-")
+        raise ConfigError(
+            f"--step {args.step}: the {name} on {result.group.size} ranks has {last} steps; "
+            + (f"choose 1..{last}, or 0 for the initial state" if last else "choose --step 0")
+        )
+    return step
 
 
 @kind(
@@ -139,21 +191,24 @@ def _animate_ring(args, path):
         "a circle, one arrow per transfer labelled with the chunks it carries (red: the "
         "receiver adds them in; blue: it copies them), and beside each rank its buffer as one "
         "cell per chunk, coloured by how many ranks' contributions the chunk holds.  Works "
-        "for every algorithm (tree and halving-doubling draw long arrows).  With --out x.gif, "
-        "every step as an animation: the initial state, then one frame per step."
+        "for every algorithm (tree and halving-doubling draw long arrows), up to 16 ranks.  "
+        "Steps count from 1 ('step 1 of 14'); --step 0 is the initial state.  With --out "
+        "x.gif, every step as an animation (the initial state, then one frame per step); "
+        "with --out x.html, the same as one self-contained web page with play, pause and "
+        "step buttons, for a lecture in any browser."
     ),
     arguments=_ring_arguments,
-    example="all-reduce --ranks 8 --step 3 --out ring.png    (or --out ring.gif)",
+    example="all-reduce --ranks 8 --step 3 --out ring.png    (or --out ring.gif, ring.html)",
     animate=_animate_ring,
 )
 def ring(args):
     from ..viz.ring import ring_figure
 
+    _check_ranks(args, "ring")
+    if args.step is not None:
+        check_int(args.step, "--step", minimum=0)
     _, result = _run_collective(args)
-    last = result.schedule.n_steps
-    if args.step < 0:
-        raise ConfigError(f"--step {args.step}: choose 1..{last}, or 0 for the initial state")
-    return ring_figure(result, step=min(args.step, last) - 1)
+    return ring_figure(result, step=_ring_step(args, result))
 
 
 @kind(
@@ -163,7 +218,8 @@ def ring(args):
         "Run a collective (count-only) and draw the topology with each directed link's width "
         "and colour set by the bytes it carried, read from the trace: a circle for rings, the "
         "grid for a torus (wrap-around links as stubs), ranks around the switch, machines "
-        "grouped over the fabric for hierarchical.  Ranks are circles, switches grey bars."
+        "grouped over the fabric for hierarchical.  Ranks are circles, switches grey bars.  "
+        "Up to 64 ranks."
     ),
     arguments=_collective_arguments,
     example="all-reduce --algorithm naive --topology switch --ranks 8 --out traffic.png",
@@ -171,33 +227,43 @@ def ring(args):
 def traffic(args):
     from ..viz.traffic import traffic_figure
 
+    _check_ranks(args, "traffic")
     topology, result = _run_collective(args)
     return traffic_figure(topology, result)
 
 
 def _utilization_arguments(parser):
     _collective_arguments(parser)
-    parser.add_argument("--bins", type=int, default=200, help="time slices (default 200)")
+    parser.add_argument("--bins", default="200", help="time slices, 1-2000 (default 200)")
     parser.add_argument("--all-links", action="store_true", help="also rows for unused links")
 
 
 @kind(
     "utilization",
-    help="links x time heat map of bandwidth used, from the trace",
+    help="links x time heat map of bandwidth used, latency hatched, from the trace",
     description=(
         "Run a collective (count-only) and draw, for every link that carried bytes, the share "
-        "of its bandwidth in use over simulated time (each transfer's bytes spread over its "
-        "span in the trace, latency included).  Congestion shows as a dark band at 100 %: the "
-        "naive root's link on a switch, the NICs a ring crosses between machines."
+        "of its bandwidth in use over simulated time.  Each transfer first waits out its "
+        "path's latency (drawn hatched grey: the link is held, no bytes flow), then its bytes "
+        "flow (coloured).  Congestion shows as a dark band at 100 %: the naive root's link on "
+        "a switch, the NICs a ring crosses between machines; a latency-bound run is mostly "
+        "hatching.  Up to 64 ranks."
     ),
     arguments=_utilization_arguments,
     example="all-reduce --algorithm naive --topology switch --out utilization.png",
 )
 def utilization(args):
+    from ..viz.limits import MAX_BINS, check_count
     from ..viz.utilization import utilization_figure
 
+    try:
+        bins = int(args.bins)
+    except ValueError:
+        raise ConfigError(f"--bins {args.bins!r}: not a whole number; e.g. --bins 200") from None
+    bins = check_count(bins, "--bins", 1, MAX_BINS, shown=args.bins)
+    _check_ranks(args, "utilization")
     topology, result = _run_collective(args)
-    return utilization_figure(topology, result, bins=args.bins, only_used=not args.all_links)
+    return utilization_figure(topology, result, bins=bins, only_used=not args.all_links)
 
 
 def _sweep_arguments(parser):
@@ -205,14 +271,43 @@ def _sweep_arguments(parser):
     parser.add_argument(
         "--algorithms",
         default=None,
-        help="comma-separated (default: every algorithm of the collective)",
+        help="comma-separated, each once (default: every algorithm of the collective)",
     )
     parser.add_argument("--min-bytes", "-b", default="8", help="smallest S (default 8)")
     parser.add_argument("--max-bytes", "-e", default="256MiB", help="largest S (default 256MiB)")
-    parser.add_argument("--factor", "-f", type=float, default=2.0, help="S step (default 2)")
+    parser.add_argument(
+        "--factor", "-f", default="2", help="S step, > 1; at most 64 sizes (default 2)"
+    )
     parser.add_argument(
         "--analytical", action="store_true", help="closed forms instead of count-only simulation"
     )
+
+
+def _algorithm_list(args):
+    """The --algorithms list (or --algorithm alone), each named once."""
+    from ..collectives.registry import canonical_algorithm, canonical_collective
+
+    if not args.algorithms:
+        return [args.algorithm] if args.algorithm else None
+    names = [a.strip() for a in args.algorithms.split(",")]
+    if not all(names):
+        raise ConfigError(
+            f"--algorithms {args.algorithms!r}: an empty name; separate names by single "
+            "commas, e.g. --algorithms ring,tree"
+        )
+    collective = canonical_collective(args.collective)
+    seen = {}
+    for name in names:
+        canonical = canonical_algorithm(collective, name)
+        if canonical in seen:
+            again = (
+                f"{name!r} is listed twice"
+                if name == seen[canonical]
+                else f"{seen[canonical]!r} and {name!r} are the same algorithm"
+            )
+            raise ConfigError(f"--algorithms {args.algorithms!r}: {again}; name each once")
+        seen[canonical] = name
+    return names
 
 
 @kind(
@@ -220,34 +315,33 @@ def _sweep_arguments(parser):
     help="time and busbw against message size, one line per algorithm",
     description=(
         "Time and bus bandwidth (nccl-tests' busbw) against message size, log-log, for "
-        "several algorithms on one topology, from count-only simulation (or --analytical "
-        "closed forms).  Dashed lines mark where the fastest algorithm changes: small "
-        "messages are latency-bound (fewest steps wins), large ones bandwidth-bound."
+        "several algorithms on one topology (2 to 64 ranks), from count-only simulation (or "
+        "--analytical closed forms).  Each algorithm has its own colour, line style and "
+        "marker, so lines that coincide stay visible.  Dashed lines mark where the fastest "
+        "algorithm changes: small messages are latency-bound (fewest steps wins), large ones "
+        "bandwidth-bound."
     ),
     arguments=_sweep_arguments,
     example="all-reduce --topology switch --ranks 16 --out sweep.png",
 )
 def sweep(args):
     from ..viz.sweep import sweep_figure
-    from .common import cluster_from_args
-    from .run import sizes_from_args
+    from .common import cluster_from_args, sweep_sizes
 
-    args.size = None
-    algorithms = args.algorithms.split(",") if args.algorithms else None
-    if algorithms is None and args.algorithm:
-        algorithms = [args.algorithm]
+    check_int(args.ranks, "--ranks", minimum=2, hint="a sweep compares algorithms that move data")
+    _check_ranks(args, "sweep")
+    algorithms = _algorithm_list(args)
+    sizes = sweep_sizes(args.min_bytes, args.max_bytes, args.factor)
     mode = "analytical" if args.analytical else "count-only"
-    return sweep_figure(
-        cluster_from_args(args),
-        args.collective,
-        algorithms,
-        sizes_from_args(args),
-        mode,
-        args.dtype,
-    )
+    cluster = cluster_from_args(args)
+    return sweep_figure(cluster, args.collective, algorithms, sizes, mode, args.dtype)
 
 
 # -- pipeline timeline and scaling --------------------------------------------------------
+
+
+# one pass: 3 kinds x (1,024 passes + stages) of them still end before the 1-day time guard
+MAX_PASS_S = 10.0
 
 
 def _timeline_arguments(parser):
@@ -278,33 +372,67 @@ def _timeline_arguments(parser):
 def timeline(args):
     from ..parallel.pipeline import pipeline_step
     from ..units import parse_time
+    from ..viz.limits import MAX_TIMELINE_PASSES
     from ..viz.timeline import timeline_figure
 
-    t_f = parse_time(args.t_forward)
+    for flag, value in (("--stages", args.stages), ("--microbatches", args.microbatches),
+                        ("--virtual", args.virtual)):  # fmt: skip
+        check_int(value, flag, minimum=1)
+    passes = args.stages * args.microbatches * args.virtual
+    if passes > MAX_TIMELINE_PASSES:
+        raise ConfigError(
+            f"--stages {args.stages} x --microbatches {args.microbatches} x --virtual "
+            f"{args.virtual} = {passes:,} forward passes: a timeline stays readable up to "
+            f"{MAX_TIMELINE_PASSES:,} (e.g. --stages 8 --microbatches 32); the bubble formula "
+            "is in `collsim pipeline`"
+        )
+    times = {}
+    for flag, text in (("--t-forward", args.t_forward), ("--t-backward", args.t_backward),
+                       ("--t-weight", args.t_weight)):  # fmt: skip
+        if text is None:  # t_b and t_w default to t_f
+            continue
+        try:
+            times[flag] = parse_time(text)
+        except ConfigError as exc:
+            raise ConfigError(f"{flag} {text!r}: {exc}") from None
+        if times[flag] > MAX_PASS_S:  # the run would stop at the simulation's time guard
+            raise ConfigError(
+                f"{flag} {text!r}: more than {MAX_PASS_S:g} s per pass, so a long schedule would "
+                "pass the simulation's 1-day time guard; real passes take micro- to "
+                "milliseconds, e.g. 1ms"
+            )
+    t_f = times["--t-forward"]
     result = pipeline_step(
         args.schedule,
         args.stages,
         args.microbatches,
         args.virtual,
         t_f=t_f,
-        t_b=t_f if args.t_backward is None else parse_time(args.t_backward),
-        t_w=t_f if args.t_weight is None else parse_time(args.t_weight),
+        t_b=times.get("--t-backward", t_f),
+        t_w=times.get("--t-weight", t_f),
         bandwidth=args.bandwidth,
         latency=args.latency,
     )
     return timeline_figure(result)
 
 
+MAX_GPUS = 2**20  # a log axis of 21 GPU counts; far beyond any job's data-parallel reach
+
+
 def _scaling_arguments(parser):
     add_config_arguments(parser)
     g = parser.add_argument_group("scaling")
-    g.add_argument("--max-gpus", type=int, default=1024, help="largest GPU count (default 1024)")
+    g.add_argument(
+        "--max-gpus",
+        type=int,
+        default=1024,
+        help=f"largest GPU count, up to {MAX_GPUS:,} (default 1024)",
+    )
     g.add_argument(
         "--weak", action="store_true", help="weak scaling: the global batch grows with the GPUs"
     )
     g.add_argument(
         "--batch-per-gpu",
-        type=float,
         default=None,
         help="weak scaling: sequences per data-parallel GPU (default 4)",
     )
@@ -314,8 +442,9 @@ def _scaling_arguments(parser):
     "scaling",
     help="step time split into compute and communication, and efficiency, against GPUs",
     description=(
-        "Seed 002's question, where adding GPUs stops paying: for one model (default 7B, a "
-        "global batch of 512 sequences of 2048 tokens), step time against the number of "
+        "Where adding GPUs stops paying: for one model (default 7B, a global batch of 512 "
+        "sequences of 2048 tokens: the 7B memory example), "
+        "step time against the number of "
         "GPUs split into compute (6·N·tokens / (GPUs·P)) and communication (its bandwidth "
         "term bytes/β and latency term steps·α, on the intra-node link until the job leaves "
         "one node, then the inter-node one), and the efficiency that follows.  Strong "
@@ -333,11 +462,16 @@ def scaling(args):
         args.params = DEFAULT_JOB["params"]
     if args.global_batch is None and not args.config:
         args.global_batch = DEFAULT_JOB["global_batch"]
+    batch_per_gpu = None
+    if args.batch_per_gpu is not None:
+        batch_per_gpu = _number(args.batch_per_gpu, "--batch-per-gpu", 1e6, 4)
     cfg = config_from_args(args)
     mp = cfg.tp * cfg.pp * cfg.cp
+    check_int(args.max_gpus, "--max-gpus", minimum=mp, maximum=max(mp, MAX_GPUS),
+              hint=f"the smallest job is one model replica, tp·pp·cp = {mp}")  # fmt: skip
     top = args.max_gpus if args.weak else min(args.max_gpus, (cfg.global_batch or 1) * mp)
-    gpus = [mp * 2**i for i in range(40) if mp * 2**i <= top]
-    return scaling_figure(cfg, gpus=gpus, weak=args.weak, batch_per_gpu=args.batch_per_gpu)
+    gpus = [mp * 2**i for i in range(int(math.log2(top // mp)) + 1)]
+    return scaling_figure(cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu)
 
 
 def register(subparsers):
@@ -345,8 +479,8 @@ def register(subparsers):
         "viz",
         help="draw a figure (ring, traffic, timeline, sweep, scaling, ...) as PNG, SVG or GIF",
         description="Draw a figure and save it to --out; the format follows the extension "
-        f"({', '.join('.' + f for f in FORMATS)}; ring also .{ANIMATED}, animated).  Each KIND "
-        "has its own --help.",
+        f"({', '.join('.' + f for f in FORMATS)}; ring also .gif or .html, animated).  The "
+        "same input gives the same file, byte for byte.  Each KIND has its own --help.",
     )
     kinds = parser.add_subparsers(title="kinds", metavar="KIND")
     for k in KINDS.values():
@@ -363,28 +497,28 @@ def register(subparsers):
             "--out",
             default=f"{k.name}.png",
             metavar="FILE",
-            help=f"where to save; .png, .svg or .pdf{', or .gif (animated)' if k.animate else ''}"
-            f" (default {k.name}.png)",
+            help=f"where to save; .png, .svg or .pdf"
+            f"{', or .gif / .html (animated)' if k.animate else ''} (default {k.name}.png)",
         )
         sub.set_defaults(func=run, kind=k)
     parser.set_defaults(func=lambda args: parser.print_help())
 
 
+def _suffixes(k):
+    return tuple("." + f for f in FORMATS + (ANIMATED if k.animate else ()))
+
+
 def run(args):
-    """Draw ``args.kind`` and save it to ``args.out``; returns 0."""
-    out = Path(args.out)
+    """Check ``--out``, draw ``args.kind`` and save it there; returns 0."""
+    from ..viz.output import save_figure
+
+    out = check_output_path(args.out, "--out", suffixes=_suffixes(args.kind))
     fmt = out.suffix.lower().lstrip(".")
-    if fmt == ANIMATED and args.kind.animate:
+    if fmt in ANIMATED:
         frames = args.kind.animate(args, out)
-        print(f"wrote {out} ({args.kind.name} animation, {frames} frames, GIF)")
+        print(f"wrote {out} ({args.kind.name} animation, {frames} frames, {fmt.upper()})")
         return 0
-    if fmt not in FORMATS:
-        allowed = FORMATS + ((ANIMATED,) if args.kind.animate else ())
-        raise ConfigError(
-            f"--out {args.out!r}: the extension picks the format; use one of "
-            f"{', '.join('.' + f for f in allowed)} (e.g. {out.stem or args.kind.name}.png)"
-        )
     fig = args.kind.draw(args)
-    fig.savefig(out, format=fmt, dpi=150)
+    save_figure(fig, out, fmt, dpi=150)
     print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0

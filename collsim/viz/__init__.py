@@ -7,10 +7,12 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
   stages 0-3 side by side (from :mod:`collsim.plan`).
 * :func:`collsim.viz.ring.ring_figure`, :func:`~collsim.viz.ring.ring_animation`: one
   step of a collective on a circle of ranks (arrows per chunk move, buffers coloured by
-  contributions), or every step as a GIF (from the schedule and its trace).
+  contributions), or every step as a GIF or a self-contained HTML page with play and
+  step buttons (from the schedule and its trace).  Steps count from 1, as titles say
+  ("step 3 of 6"); step 0 is the initial state.
 * :func:`collsim.viz.traffic.traffic_figure`: bytes per link drawn on the topology.
 * :func:`collsim.viz.utilization.utilization_figure`: links x time heat map of the
-  bandwidth in use (from the trace).
+  bandwidth in use, with each message's latency phase hatched apart (from the trace).
 * :func:`collsim.viz.timeline.timeline_figure`: pipeline stages x time, one block per
   pass, idle shaded, bubble fraction in the title (from the pipeline run's trace).
 * :func:`collsim.viz.sweep.sweep_figure`: time and busbw against message size per
@@ -18,7 +20,12 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
 * :func:`collsim.viz.scaling.scaling_figure`: step time split into compute and
   communication, and efficiency, against the number of GPUs (the planner's closed forms).
 
+Shared by all: :mod:`collsim.viz.output` saves every format byte-identical run to run,
+:mod:`collsim.viz.limits` refuses what a picture cannot show readably (with the limit
+named), and :mod:`collsim.viz.ink` picks text colours that contrast with their fill.
+
 The modules import matplotlib when they are imported; ``import collsim.viz`` alone does not.
 """
 
-__all__ = ["memory", "ring", "traffic", "utilization", "timeline", "sweep", "scaling"]
+__all__ = ["memory", "ring", "traffic", "utilization", "timeline", "sweep", "scaling", "output",
+           "limits", "ink"]  # fmt: skip

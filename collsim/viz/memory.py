@@ -16,7 +16,10 @@ Examples
 'memory per GPU (GiB)'
 """
 
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+
+from .ink import ink_on
 
 __all__ = ["memory_figure", "PARTS", "STAGES"]
 
@@ -77,22 +80,17 @@ def memory_figure(config=None, /, **inputs):
             bars,
             [f"{h:.3g} GiB" if h > 0.06 * top else "" for h in heights],
             label_type="center",
-            color="white",
+            color=ink_on(to_rgb(colour)),
             fontsize=8,
         )
         bottom = [b + h for b, h in zip(bottom, heights)]
 
     ax.axhline(capacity, color="#C44E52", linestyle="--", linewidth=1.5)
-    ax.annotate(
-        f"GPU memory {capacity:.4g} GiB",
-        (3.45, capacity),
-        xytext=(0, 4),
-        textcoords="offset points",
-        ha="right",
-        va="bottom",
-        color="#C44E52",
-        fontsize=9,
-    )
+    # the line's label sits outside the plot, on the right axis, where no bar can be
+    gpu = ax.secondary_yaxis("right")
+    gpu.set_yticks([capacity], [f"GPU memory\n{capacity:.4g} GiB"], color="#C44E52", fontsize=10)
+    gpu.tick_params(colors="#C44E52", length=6, width=1.5)
+    gpu.spines["right"].set_visible(False)
     for i, (total, m) in enumerate(zip(bottom, stages)):
         verdict = "fits" if m["fits"] else "does not fit"
         ax.annotate(
@@ -113,11 +111,12 @@ def memory_figure(config=None, /, **inputs):
     for i, tick in enumerate(ax.get_xticklabels()):
         tick.set_fontweight("bold" if i == base.zero else "normal")
     ax.set_xlim(-0.6, 3.6)
-    ax.set_ylim(0, top * 1.22)
+    ax.set_ylim(0, top * 1.15)
     ax.set_ylabel("memory per GPU (GiB)")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
-    ax.legend(loc="upper right", fontsize=9, framealpha=0.95)
+    # below the plot, where it can cover neither a bar nor the GPU-memory line
+    fig.legend(loc="outside lower center", ncol=4, fontsize=9, frameon=False)
     ax.set_title(_title(cfg, base, format_count), fontsize=10, loc="left")
     fig.suptitle("Memory per GPU by ZeRO stage", fontweight="bold", x=0.02, ha="left")
     return fig

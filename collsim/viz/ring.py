@@ -18,17 +18,19 @@ Examples
 >>> import collsim
 >>> cluster = collsim.Cluster(collsim.topology.ring(4))
 >>> result = cluster.all_reduce(count=1024, dtype="float32")
->>> fig = ring_figure(result, step=2)
+>>> fig = ring_figure(result, step=3)          # steps count from 1; 0 is the initial state
 >>> fig.get_suptitle()
 'reduce-scatter 3/3  (step 3 of 6)'
 >>> sorted(a.get_gid() for a in fig.axes[0].patches if a.get_gid().startswith("move"))
 ['move 0->1 c1', 'move 1->2 c2', 'move 2->3 c3', 'move 3->0 c0']
->>> len(ring_frames(result))                      # the initial state, then every step
-7
+>>> [frame.step for frame in ring_frames(result)]  # the initial state, then every step
+[0, 1, 2, 3, 4, 5, 6]
 """
 
 import math
+import operator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
@@ -41,12 +43,17 @@ from matplotlib.patheffects import Normal, Stroke
 
 from ..errors import ConfigError
 from ..units import format_size, format_time
+from .ink import ink_on
+from .limits import MAX_FPS, check_rate, check_ring_ranks
+from .output import standalone_html
 
-__all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame"]
+__all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame", "ANIMATIONS"]
 
 REDUCE_COLOUR = "#C44E52"  # the receiver adds the chunk in
 COPY_COLOUR = "#4C72B0"  # the receiver copies it over its own
 CELL_CMAP = "YlGn"
+ANIMATIONS = (".gif", ".html")  # what ring_animation writes, by the path's suffix
+MIN_FRAME_WIDTH = 1200  # pixels: an animation frame stays sharp on a projected slide
 NODE = 0.13  # radius of a rank's disc, in data units
 STRIP = 1.2  # the longest buffer strip
 CENTRE = {"ha": "center", "va": "center"}
@@ -66,7 +73,8 @@ def _radius(k):
 @dataclass
 class Frame:
     """One picture of the step-through: the moves of ``step`` and every rank's chunks
-    after it (``step = -1``: the state before the first step, no moves)."""
+    after it.  ``step`` counts from 1 as the titles do; 0 is the state before the first
+    step (no moves)."""
 
     step: int
     title: str
@@ -94,14 +102,14 @@ def ring_frames(result):
     frames = []
     for view in result.steps(include_initial=True):
         if view.index < 0:
-            frames.append(Frame(-1, "initial state", [], view.holdings))
+            frames.append(Frame(0, "initial state", [], view.holdings))
             continue
         title = (
             f"{view.phase} {view.phase_step}/{view.phase_steps}  "
-            f"(step {view.index + 1} of {view.n_steps})"
+            f"(step {view.number} of {view.n_steps})"
         )
         moves = [(m, t[4], t[5], t[6]) for m, t in zip(schedule.steps[view.index], view.transfers)]
-        frames.append(Frame(view.index, title, moves, view.holdings))
+        frames.append(Frame(view.number, title, moves, view.holdings))
     return frames
 
 
@@ -126,6 +134,7 @@ def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
     cmap, norm = _cell_colours(k)
     gap, depth, width = _cell_geometry(k, n_chunks)
     numbers = depth >= 0.12 and width >= 0.12
+    digits = 9 if depth >= 0.15 else 8  # points
     for r in range(k):
         ux, uy = math.cos(angles[r]), math.sin(angles[r])
         tx, ty = -uy, ux
@@ -139,16 +148,18 @@ def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
             count = len(frame.holdings[r][c])
             is_new = (r, c) in written
             edge, lw = (written[(r, c)], 2.2) if is_new else ("#888888", 0.5)
-            look = {"facecolor": cmap(norm(count)), "edgecolor": edge, "lw": lw}
+            fill = cmap(norm(count))
+            look = {"facecolor": fill, "edgecolor": edge, "lw": lw}
             cell = Polygon(corners, zorder=3 + is_new, gid=f"cell r{r} c{c}", **look)
             if is_new:  # a white halo keeps the outline visible on dark cells
                 cell.set_path_effects([Stroke(linewidth=lw + 2.5, foreground="white"), Normal()])
             ax.add_patch(cell)
             if numbers:
-                mid, ink = (inner + outer) / 2, "white" if count > 0.6 * k else "black"
+                mid = (inner + outer) / 2
                 # above the cell even when the cell is raised to show its outline
-                ax.text(x0 + ux * mid, y0 + uy * mid, str(count), fontsize=7, color=ink,
-                        zorder=5, **CENTRE)  # fmt: skip
+                where = (x0 + ux * mid, y0 + uy * mid)
+                ax.text(*where, str(count), fontsize=digits, color=ink_on(fill), zorder=5,
+                        gid=f"count r{r} c{c}", **CENTRE)  # fmt: skip
     return cmap, norm
 
 
@@ -274,40 +285,71 @@ def _figure(k):
     return Figure(figsize=(size * 1.2, size), dpi=100)
 
 
-def ring_figure(result, step=0):
+def _step_number(result, step):
+    """``step`` as an int in 0..n_steps, or a ConfigError naming the valid range."""
+    n_steps = result.schedule.n_steps
+    where = f"this {result.algorithm} {result.collective} of {n_steps} steps"
+    try:
+        number = operator.index(step)
+    except TypeError:
+        number = None
+    if number is None or isinstance(step, bool) or not 0 <= number <= n_steps:
+        choose = f"choose 1..{n_steps}, or 0 for the initial state" if n_steps else "choose 0"
+        raise ConfigError(f"step {step!r} is not in {where}: {choose}")
+    return number
+
+
+def ring_figure(result, step=1):
     """One step of a collective as a Figure.
 
     Parameters
     ----------
     result : CollectiveResult
         What ``cluster.all_reduce(...)`` (or any cluster collective) returned, numeric
-        or count-only.
+        or count-only, on at most 16 ranks (:data:`~collsim.viz.limits.MAX_RING_RANKS`).
     step : int
-        0-based step of the schedule; ``-1`` draws the state before the first step.
+        The step to draw, counted from 1 as the title counts it ("step 3 of 6");
+        ``0`` draws the state before the first step.
     """
-    frames = ring_frames(result)
-    if not -1 <= step < len(frames) - 1:
-        raise ConfigError(
-            f"step {step} is not in this {result.algorithm} {result.collective}: "
-            f"choose 0..{len(frames) - 2} (or -1 for the initial state)"
-        )
-    frame = frames[step + 1]
+    check_ring_ranks(result.schedule.ranks)
+    number = _step_number(result, step)
+    frame = ring_frames(result)[number]
     fig = _figure(result.schedule.ranks)
     _draw(fig, result, frame)
     return fig
 
 
-def ring_animation(result, path, fps=1.0, dpi=80):
-    """Write the step-through as an animated GIF: the initial state, then one frame per
-    step (2(K-1)+1 frames for a ring all-reduce).  Returns the number of frames."""
-    from matplotlib.animation import PillowWriter
+def ring_animation(result, path, fps=1.0, dpi=None):
+    """Write the step-through as an animation: the initial state, then one frame per step
+    (2(K-1)+1 frames for a ring all-reduce).  Returns the number of frames.
 
+    The suffix of ``path`` picks the format: ``.gif``, or ``.html`` for a self-contained
+    page with play, pause and step buttons and a slider (matplotlib's ``HTMLWriter``,
+    frames embedded as PNG), which opens in any browser.  ``dpi`` defaults to what
+    makes a frame at least 1,200 pixels wide.  The file is the same bytes every run.
+    """
+    from matplotlib.animation import HTMLWriter, PillowWriter
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in ANIMATIONS:
+        raise ConfigError(f"animation {str(path)!r}: end the file name in .gif or .html")
+    check_ring_ranks(result.schedule.ranks)
+    fps = check_rate(fps, "fps", MAX_FPS)
     frames = ring_frames(result)
     fig = _figure(result.schedule.ranks)
-    writer = PillowWriter(fps=fps)
+    if dpi is None:
+        dpi = math.ceil(MIN_FRAME_WIDTH / fig.get_figwidth())
+    if suffix == ".gif":
+        writer = PillowWriter(fps=fps)
+    else:  # no size cap: a capped writer drops the last frames silently
+        writer = HTMLWriter(fps=fps, embed_frames=True, default_mode="once", embed_limit=2048)
     with writer.saving(fig, str(path), dpi):
         for frame in frames:
             fig.clear()
             _draw(fig, result, frame)
             writer.grab_frame()
+    if suffix == ".html":
+        page = Path(path).read_text(encoding="utf-8")
+        title = f"{result.algorithm} {result.collective} on {result.group.size} ranks, step by step"
+        Path(path).write_text(standalone_html(page, title.replace("_", "-")), encoding="utf-8")
     return len(frames)

@@ -1,4 +1,9 @@
-"""Scaling: where does adding GPUs stop paying?  (Seed 002's question.)
+"""Scaling: where does adding GPUs stop paying?
+
+Answered with first-principles costs: about 6 FLOPs per parameter per token of training
+compute (Kaplan et al. 2020, "Scaling Laws for Neural Language Models"; Narayanan et al.
+2021, Megatron-LM) against the data-parallel gradient all-reduce, 2(D-1)/D of the
+gradient bytes per GPU.
 
 For one model and one cluster, step time against the number of GPUs, split into compute
 and communication, the communication further into its bandwidth term (bytes / β) and
@@ -28,15 +33,18 @@ True
 'time per optimizer step (s)'
 """
 
+import numbers
+
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..errors import ConfigError
 from ..units import format_rate
+from .limits import check_rate
 
 __all__ = ["scaling_figure", "scaling_rows", "DEFAULT_JOB"]
 
-# seed 002's running example: a 7B model, a million tokens per step
+# the 7B memory and communication example: a 7B model, about a million tokens per step
 DEFAULT_JOB = {"params": "7B", "global_batch": 512, "seq": 2048}
 COLOURS = {
     "compute": "#4C72B0",
@@ -74,12 +82,20 @@ def scaling_rows(config=None, gpus=None, weak=False, batch_per_gpu=None, **input
     if gpus is None:
         top = min(1024, cfg.global_batch * model_parallel) if not weak else 1024
         gpus = [model_parallel * 2**i for i in range(12) if model_parallel * 2**i <= top]
+    wrong = [n for n in gpus if isinstance(n, bool) or not isinstance(n, numbers.Integral)]
+    if wrong or not gpus:
+        raise ConfigError(
+            f"GPU counts {list(gpus)!r}: give whole numbers, like [8, 16, 32]"
+            + (f"; {wrong[0]!r} is not one" if wrong else "")
+        )
     gpus = [int(n) for n in gpus]
     bad = [n for n in gpus if n < 1 or n % model_parallel]
     if bad:
         raise ConfigError(f"GPU counts {bad} are not multiples of tp·pp·cp = {model_parallel}")
     if weak and batch_per_gpu is None:
         batch_per_gpu = 4
+    if batch_per_gpu is not None:
+        check_rate(batch_per_gpu, "batch_per_gpu", 1e6, example=4)
     rows = []
     for n in gpus:
         dp = n // model_parallel

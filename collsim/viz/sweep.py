@@ -25,6 +25,7 @@ Examples
 """
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,8 +38,9 @@ from ..collectives.formulas import ALGORITHMS, bus_factor
 from ..collectives.registry import canonical_algorithm, canonical_collective
 from ..errors import ConfigError
 from ..units import format_size
+from .limits import MAX_SWEEP_SIZES
 
-__all__ = ["sweep", "sweep_figure", "Sweep", "MODES", "ALGORITHM_COLOURS"]
+__all__ = ["sweep", "sweep_figure", "Sweep", "MODES", "ALGORITHM_COLOURS", "ALGORITHM_STYLES"]
 
 MODES = ("count-only", "analytical")
 ALGORITHM_COLOURS = {
@@ -47,6 +49,16 @@ ALGORITHM_COLOURS = {
     "halving_doubling": "#C44E52",
     "naive": "#8172B3",
     "direct": "#DD8452",
+}
+# line style and marker per algorithm, so lines that coincide (naive and ring are both
+# one latency per step at small sizes) stay apart in print and for colour-blind readers;
+# the later-drawn lines are thinner with hollow markers, so the one beneath shows through
+ALGORITHM_STYLES = {
+    "ring": {"ls": "-", "marker": "o", "lw": 3.0, "ms": 7},
+    "tree": {"ls": "--", "marker": "s", "lw": 2.4, "ms": 6},
+    "halving_doubling": {"ls": "-.", "marker": "^", "lw": 2.0, "ms": 6},
+    "naive": {"ls": ":", "marker": "D", "lw": 2.0, "ms": 5, "mfc": "white"},
+    "direct": {"ls": (0, (5, 1, 1, 1)), "marker": "v", "lw": 2.0, "ms": 6, "mfc": "white"},
 }
 
 
@@ -138,9 +150,25 @@ def sweep(
         raise ConfigError(f"unknown sweep mode {mode!r}: choose one of {', '.join(MODES)}")
     if algorithms is None:
         algorithms = ALGORITHMS[collective]
-    algorithms = [canonical_algorithm(collective, a) for a in algorithms]
+    given = list(algorithms)
+    algorithms = [canonical_algorithm(collective, a) for a in given]
+    if len(set(algorithms)) < len(algorithms):
+        raise ConfigError(f"algorithms {given!r}: name each algorithm once")
     k = cluster.size
+    if k < 2:
+        raise ConfigError(
+            f"a cluster of {k} rank: a sweep compares algorithms that move data between "
+            "ranks, and one rank moves none; use 2 or more"
+        )
+    if sizes is not None and len(sizes) > MAX_SWEEP_SIZES:
+        raise ConfigError(
+            f"{len(sizes)} sizes: a sweep draws at most {MAX_SWEEP_SIZES}; "
+            "use a larger factor between sizes"
+        )
     per = DTYPE_BYTES[dtype] * (k if collective == "all_gather" else 1)
+    wrong = [s for s in sizes or () if isinstance(s, bool) or not isinstance(s, numbers.Integral)]
+    if wrong:
+        raise ConfigError(f"size {wrong[0]!r}: sizes are whole numbers of bytes, like 1024")
     sizes = sorted({int(s) // per * per for s in (sizes or _default_sizes()) if int(s) >= per})
     if not sizes:
         raise ConfigError(f"no size holds one {dtype} element per rank: give sizes >= {per} B")
@@ -227,7 +255,7 @@ def sweep_figure(
     fig = Figure(figsize=(14, 6), layout="constrained")
     ax_t, ax_b = fig.subplots(1, 2)
     for a, times in data.times.items():
-        style = {"color": ALGORITHM_COLOURS.get(a), "marker": "o", "ms": 4, "lw": 2}
+        style = {"color": ALGORITHM_COLOURS.get(a), **ALGORITHM_STYLES.get(a, {"marker": "o"})}
         label = a.replace("_", "-")
         ax_t.plot(data.sizes, times, label=label, **style)
         ax_b.plot(data.sizes, np.array(data.busbw(a)) / 1e9, label=label, **style)

@@ -2,8 +2,10 @@
 
 Each row is one directed link, each column a slice of simulated time; the colour is the
 share of the link's bandwidth that the transfers crossing it used in that slice.  A
-transfer's bytes are spread evenly over its span in the trace (from rendezvous to the
-last byte, latency included), so a latency-bound run shows pale rows and a congested
+transfer first waits out its path's latency α (no bytes flow yet), then its bytes flow
+until the last one arrives (:mod:`collsim.network.flows`): the map spreads the bytes over
+that bandwidth phase only and draws the latency phase apart, hatched grey.  So a
+latency-bound run shows mostly grey hatching with thin coloured slivers, and a congested
 link (the naive root's, a shared uplink) a dark band at 100 %.  For a collective, thin
 lines mark where each step of the schedule ended.
 
@@ -18,17 +20,23 @@ Examples
 >>> times, links, share = utilization(g, result.trace, bins=50)
 >>> links[:2], round(float(share.max()), 3)      # the root's down-link is saturated
 ([(0, 'switch'), (1, 'switch')], 1.0)
+>>> waits = latency_intervals(g, result.trace)   # r1's message waits out 2 links' α
+>>> waits[(1, 'switch')][0]
+(0.0, 1e-05)
 """
 
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from ..units import format_time
+from .limits import MAX_BINS, check_count
 
-__all__ = ["utilization_figure", "utilization", "time_unit"]
+__all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit"]
 
 CMAP = "YlOrRd"
+LATENCY = {"facecolor": "#E2E2E2", "edgecolor": "#8A8A8A", "hatch": "////", "linewidth": 0}
 
 
 def time_unit(largest):
@@ -66,19 +74,50 @@ def _carried_by(edges, t):
     return total
 
 
-def utilization(topology, trace, bins=200, only_used=True):
-    """``(bin_edges, links, share)``: time bin edges (s), the links drawn (rows) and
-    ``share[row, bin]``, the fraction of each link's bandwidth used in each bin.
-
-    Links follow the topology's edge order; ``only_used`` drops links that carried
-    nothing.  Links of unlimited bandwidth count as 0.
-    """
+def _phases(topology, trace):
+    """``link -> [(start, flowing, end, nbytes), ...]`` and the run's end: each transfer
+    waits from ``start`` to ``flowing`` (its path's summed latency, as the network model
+    charges it), then moves its bytes until ``end``."""
     per_link = {}
     end = 0.0
     for t in trace.transfers:
         end = max(end, t.end)
+        alpha = sum(topology.edges[link]["latency"] for link in t.links)
+        flowing = min(t.start + alpha, t.end)
         for link in t.links:
-            per_link.setdefault(link, []).append((t.start, t.end, t.nbytes))
+            per_link.setdefault(link, []).append((t.start, flowing, t.end, t.nbytes))
+    return per_link, end
+
+
+def latency_intervals(topology, trace):
+    """``link -> [(start, end), ...]``: the merged times at which a message crossing the
+    link was in its latency phase (sent, its first byte not yet flowing)."""
+    per_link, _ = _phases(topology, trace)
+    out = {}
+    for link, rows in per_link.items():
+        waits = sorted((s, f) for s, f, _, _ in rows if f > s)
+        merged = []
+        for s, f in waits:
+            if merged and s <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], f))
+            else:
+                merged.append((s, f))
+        if merged:
+            out[link] = merged
+    return out
+
+
+def utilization(topology, trace, bins=200, only_used=True):
+    """``(bin_edges, links, share)``: time bin edges (s), the links drawn (rows) and
+    ``share[row, bin]``, the fraction of each link's bandwidth used in each bin.
+
+    A transfer's bytes count from the end of its latency phase to its last byte.  Links
+    follow the topology's edge order; ``only_used`` drops links that carried nothing.
+    Links of unlimited bandwidth count as 0.
+    """
+    bins = check_count(bins, "bins", 1, MAX_BINS)
+    per_link, end = _phases(topology, trace)
+    per_link = {link: [(f, e, b) for _, f, e, b in rows] for link, rows in per_link.items()}
     links = [e for e in topology.edges if not only_used or e in per_link]
     edges = np.linspace(0.0, end if end > 0 else 1.0, bins + 1)
     share = np.zeros((len(links), bins))
@@ -129,10 +168,18 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     edges, links, share = utilization(topology, trace, bins, only_used)
     divisor, unit = time_unit(edges[-1])
     rows = max(len(links), 1)
+    if not links:  # nothing moved (one rank): one empty row keeps the axes drawable
+        share = np.zeros((1, share.shape[1]))
     height = min(10.0, max(4.0, 1.6 + 0.24 * rows))
     fig = Figure(figsize=(12, height), layout="constrained")
     ax = fig.add_subplot()
-    cmap = colormaps[CMAP].with_extremes(bad="white")
+    # latency first, underneath: where bytes flow the colour covers it
+    waits = latency_intervals(topology, trace)
+    for row, link in enumerate(links):
+        spans = [(a / divisor, (b - a) / divisor) for a, b in waits.get(link, [])]
+        if spans:
+            ax.broken_barh(spans, (row - 0.5, 1.0), zorder=1, gid=f"latency {row}", **LATENCY)
+    cmap = colormaps[CMAP].with_extremes(bad=(1, 1, 1, 0))  # no bytes: see through
     percent = np.ma.masked_less_equal(100 * share, 0.0)
     image = ax.pcolormesh(
         edges / divisor,
@@ -142,7 +189,9 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         vmin=0,
         vmax=100,
         shading="flat",
+        zorder=2,
     )
+    ax.set_xlim(edges[0] / divisor, edges[-1] / divisor)
     ax.set_yticks(range(len(links)))
     fontsize = 10 if rows <= 24 else 8 if rows <= 40 else 6
     ax.set_yticklabels([f"{_name(u)} → {_name(v)}" for u, v in links], fontsize=fontsize)
@@ -173,4 +222,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     if ends:
         note += "; blue lines: end of each step"
     ax.set_title(note, fontsize=10, pad=18 if ends else 6)
+    if waits:
+        key = Patch(label="latency α: message sent, no bytes flowing yet", **LATENCY)
+        fig.legend(handles=[key], loc="outside lower left", fontsize=10, frameon=False)
     return fig
