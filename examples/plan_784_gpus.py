@@ -1,4 +1,4 @@
-"""Seed 000's error, planned: 784 GPUs with tp=8 and pp=4 for a GPT-3-sized model.
+"""Megatron-LM's 784-GPU error, planned: 784 GPUs with tp=8 and pp=4 for a GPT-3-sized model.
 
 Megatron-LM stops at its first assertion::
 

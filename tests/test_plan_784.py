@@ -1,4 +1,4 @@
-"""Seed 000's error: 784 GPUs, tp=8, pp=4 (784 / 32 = 24.5), and the example that plans it."""
+"""Megatron-LM's 784-GPU error: tp=8, pp=4 (784 / 32 = 24.5), and the example that plans it."""
 
 import runpy
 from pathlib import Path

@@ -14,7 +14,7 @@ from collsim.plan.memory import (
 GiB = 2**30
 
 
-# ---- model states: 16 bytes per parameter, ZeRO 1/2/3 (seed 002, Rajbhandari et al. 2020) ----
+# ---- model states: 16 bytes per parameter, ZeRO 1/2/3 (Rajbhandari et al. 2020) ----
 
 
 def test_mixed_precision_adam_keeps_16_bytes_per_parameter():
@@ -44,7 +44,9 @@ def test_tp_and_pp_divide_the_parameters_and_hsdp_shards_over_dp_shard():
     assert (m["params"], m["grads"], m["optimizer"]) == pytest.approx((0.5e9, 0.5e9, 1.5e9))
     hsdp = plan(params=1e9, world_size=8, dp_replicate=2, dp_shard=4, suggestions=0).memory
     assert hsdp["shard_degree"] == 4
-    assert hsdp["total"] == pytest.approx(16e9 / 4)
+    states = hsdp["params"] + hsdp["grads"] + hsdp["optimizer"]
+    assert states == pytest.approx(16e9 / 4)
+    assert hsdp["total"] == pytest.approx(states + hsdp["activations"])
 
 
 def test_parameter_count_of_gpt3():
@@ -87,6 +89,7 @@ def test_in_flight_micro_batches_per_schedule():
     assert in_flight_microbatches("1f1b", pp=4, microbatches=16) == 4
     assert in_flight_microbatches("1f1b", pp=4, microbatches=2) == 2
     assert in_flight_microbatches("interleaved", pp=4, microbatches=16, vpp=2) == 4 * (1 + 3 / 8)
+    assert in_flight_microbatches("interleaved", pp=4, microbatches=4, vpp=2) == 4  # all m·v
     assert in_flight_microbatches("gpipe", pp=1, microbatches=16) == 1
 
 
@@ -188,7 +191,7 @@ def test_pp_sends_and_cp_ring():
     assert kv["size_bytes"] == 2 * 2 * 32 * 64 * 2 and kv["bytes_per_call"] == kv["size_bytes"] / 2
 
 
-# ---- seed 002's ratio: 3·D·BW/(P·b) -----------------------------------------------------------
+# ---- compute / DP communication: 3·D·BW/(P·b) (6·N·D/P over 2·N·b/BW) --------------------------
 
 
 def test_compute_to_communication_ratio_and_n_cancels():
@@ -215,3 +218,39 @@ def test_step_time_and_efficiency():
 def test_derived_counts_stay_fractional_when_a_rule_breaks():
     d = derive(PlanConfig(world_size=784, tp=8, pp=4, params=1e9, global_batch=1536))
     assert d.dp == 24.5 and not d.whole["dp"]
+
+
+# ---- the pipeline formulas are the schedules' own: checked against a real run ---------------
+
+INTERLEAVED = [(2, 4, 2), (2, 2, 2), (4, 8, 2), (2, 4, 4)]
+
+
+@pytest.mark.parametrize("p, m, v", INTERLEAVED)
+def test_planner_bubble_and_in_flight_match_an_interleaved_run(p, m, v):
+    from collsim.parallel.pipeline import run_pipeline, toy_batch, toy_model
+    from collsim.parallel.schedules import build_schedule
+
+    layers = p * v
+    report = plan(layers=layers, hidden=64, heads=4, seq=64, world_size=p, pp=p, vpp=v,
+                  micro_batch=1, global_batch=m, suggestions=0)  # fmt: skip
+    sched = build_schedule("interleaved", p=p, m=m, v=v)
+    model = toy_model(layers=layers)
+    x, target = toy_batch(batch=2 * m)
+    measured = run_pipeline(sched, model, x, target, t_f=1e-3)
+    # the bubble the trace shows: (p-1)/(v·m + p-1); without v it would be (p-1)/(m + p-1)
+    assert report.compute["bubble_fraction"] == pytest.approx(measured.bubble_fraction, rel=1e-9)
+    assert report.compute["bubble_fraction"] == pytest.approx((p - 1) / (v * m + p - 1))
+    assert report.compute["bubble_fraction"] != pytest.approx((p - 1) / (m + p - 1))
+    # stage 0 holds what the run held, in whole stages' worth (one chunk is 1/v)
+    assert report.memory["in_flight_microbatches"] == pytest.approx(measured.peak_inflight[0] / v)
+
+
+def test_one_f_one_b_bubble_matches_a_run():
+    from collsim.parallel.pipeline import run_pipeline, toy_batch, toy_model
+    from collsim.parallel.schedules import build_schedule
+
+    report = plan(layers=4, hidden=64, heads=4, seq=64, world_size=4, pp=4, micro_batch=1,
+                  global_batch=8, suggestions=0)  # fmt: skip
+    measured = run_pipeline(build_schedule("1f1b", p=4, m=8), toy_model(4), *toy_batch(16))
+    assert report.compute["bubble_fraction"] == pytest.approx(measured.bubble_fraction)
+    assert report.memory["in_flight_microbatches"] == measured.peak_inflight[0]

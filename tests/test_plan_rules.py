@@ -4,7 +4,7 @@ import pytest
 
 from collsim.errors import ConfigError
 from collsim.plan import PlanConfig, plan
-from collsim.plan.config import load_config
+from collsim.plan.files import load_config
 from collsim.plan.rules import RULES, check
 
 # a small GPT that passes every rule on 8 GPUs: dp = 8 / (2·2) = 2, accumulation = 16/(2·2) = 4
@@ -124,16 +124,20 @@ def test_bubble_and_unsharded_zero_warnings():
     assert rules_of(zero=1, world_size=4)[1] == ["zero_unsharded"]
 
 
-def test_params_alone_plans_memory_and_warns_about_the_rest():
-    report = plan(params="7B", world_size=8, zero=3)
+def test_params_alone_assumes_the_nearest_gpt3_shape_and_says_so():
+    report = plan(params="7B", world_size=8, zero=3, tp=2, global_batch=4)
     assert report.valid
-    assert [w.rule for w in report.warnings] == ["no_shape"]
-    assert report.memory["activations"] == 0
-    assert report.memory["total"] == pytest.approx(16 * 7e9 / 8)
+    assert report.config.assumed_shape == "gpt3-6.7b"
+    assert (report.config.layers, report.config.hidden, report.config.heads) == (32, 4096, 32)
+    assert any("nearest row of GPT-3's Table 2.1" in n for n in report.notes)
+    assert report.memory["activations"] > 0  # no longer silently zero
+    assert report.communication["tp"]["time_s"] > 0
+    states = report.memory["params"] + report.memory["grads"] + report.memory["optimizer"]
+    assert states == pytest.approx(16 * 7e9 / 8)  # N stays the count the user gave
 
 
 def test_accelerate_sizes_define_dp_as_replicate_times_shard():
-    # Accelerate: world = dp_replicate·dp_shard·tp·cp (seed 003 divides by tp again; we do not)
+    # Accelerate: world = dp_replicate·dp_shard·tp·cp (ParallelismConfig.total_size)
     report = plan(
         world_size=16,
         tp=2,
@@ -196,3 +200,92 @@ def test_config_files_toml_and_json_with_aliases(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match=r"\.toml or \.json"):
         load_config(tmp_path / "job.yaml")
+
+
+ACCELERATE = dict(layers=4, hidden=64, heads=4, seq=64, global_batch=16, suggestions=0)
+
+
+@pytest.mark.parametrize(
+    "sizes, broken",
+    [
+        (dict(dp_replicate=4, dp_shard=1, tp=2), True),  # DDP + TP: Accelerate raises
+        (dict(dp_replicate=4, tp=2), True),  # dp_shard left at Accelerate's default 1
+        (dict(dp_replicate=4, dp_shard=1, cp=2), True),  # DDP + CP
+        (dict(dp_replicate=2, dp_shard=1, tp=2, cp=2), True),
+        (dict(dp_replicate=2, dp_shard=2, tp=2), False),  # HSDP + TP composes
+        (dict(dp_replicate=1, dp_shard=4, tp=2), False),  # FSDP + TP composes
+        (dict(dp_replicate=8, dp_shard=1), False),  # pure DDP is fine
+    ],
+)
+def test_accelerate_rejects_tp_or_cp_with_pure_replication(sizes, broken):
+    world = sizes.get("dp_replicate", 1) * sizes.get("dp_shard", 1)
+    world *= sizes.get("tp", 1) * sizes.get("cp", 1)
+    report = plan(world_size=world, **ACCELERATE, **sizes)
+    found = [v for v in report.violations if v.rule == "accelerate_replicate"]
+    assert bool(found) == broken
+    if broken:
+        assert "ParallelismConfig" in found[0].message
+        assert f"dp_replicate={sizes['dp_replicate']}" in found[0].message
+        assert "dp_shard" in found[0].hint and "dp_replicate=1" in found[0].hint
+    # Megatron-style sizes (no dp_replicate/dp_shard given) are not held to Accelerate's rule
+    megatron = plan(world_size=world, tp=sizes.get("tp", 1), cp=sizes.get("cp", 1), **ACCELERATE)
+    assert "accelerate_replicate" not in [v.rule for v in megatron.violations]
+
+
+BOUNDED = [
+    ("world_size", 2**62, "world_size = 4611686018427387904 is above the planner's limit"),
+    ("layers", 2**62, "layers = 4611686018427387904 is above"),
+    ("tp", 2**62, "tp = 4611686018427387904 is above"),
+    ("world_size", 1e18, "world_size = 1e+18 is above"),
+    ("global_batch", float("nan"), "global_batch = nan must be a whole number"),
+    ("seq", float("inf"), "seq = inf must be a whole number"),
+]
+
+
+@pytest.mark.parametrize("name, value, message", BOUNDED)
+def test_huge_counts_are_refused_up_front_naming_the_bound(name, value, message):
+    with pytest.raises(ConfigError) as info:
+        PlanConfig(**{"layers": 4, "hidden": 64, "heads": 4, name: value})
+    assert message in str(info.value)
+
+
+def test_config_files_are_regular_bounded_and_shallow(tmp_path):
+    import os
+
+    fifo = tmp_path / "job.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config(fifo)  # would block forever on open()
+    deep = tmp_path / "deep.json"
+    deep.write_text("{" + '"a": {' * 5000 + "}" * 5001)
+    with pytest.raises(ConfigError, match="nests tables deeper"):
+        load_config(deep)
+    nested = tmp_path / "nested.json"
+    nested.write_text('{"a": {"b": {"c": {"d": {"e": {"tp": 2}}}}}}')
+    with pytest.raises(ConfigError, match="deeper than the 4 levels"):
+        load_config(nested)
+    digits = tmp_path / "digits.json"
+    digits.write_text('{"params": "7B", "world_size": ' + "9" * 5000 + "}")
+    with pytest.raises(ConfigError, match="holds a number it cannot read"):
+        load_config(digits)
+    big = tmp_path / "big.json"
+    big.write_text('{"params": "7B", "world_size": 1e18}')
+    with pytest.raises(ConfigError, match="world_size = 1e\\+18 is above"):
+        load_config(big)
+    huge = tmp_path / "huge.json"
+    huge.write_bytes(b" " * (2 << 20) + b"{}")
+    with pytest.raises(ConfigError, match="more than the 1048576"):
+        load_config(huge)
+
+
+def test_suggestions_for_accelerate_sizes_obey_accelerate_and_offer_sharding():
+    report = plan(world_size=8, dp_replicate=4, dp_shard=1, tp=2, model="gpt3-125m",
+                  global_batch=16, suggestions=5)  # fmt: skip
+    assert [v.rule for v in report.violations] == ["accelerate_replicate"]
+    assert report.suggestions
+    for s in report.suggestions:
+        again = plan(s.config, suggestions=0)
+        assert again.valid, (s.describe(), [v.rule for v in again.violations])
+    shards = [s.changes.get("dp_shard") for s in report.suggestions]
+    assert (1, 4) in shards and (1, 2) in shards  # FSDP + TP, and HSDP 2 × 2
+    assert any(s.changes.get("dp_replicate") == (4, 1) for s in report.suggestions)

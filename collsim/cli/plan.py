@@ -3,6 +3,10 @@
 import argparse
 import sys
 
+from ..plan.models import PRESETS
+
+PRESET_NAMES = tuple(PRESETS)
+
 __all__ = ["register", "run", "add_config_arguments", "config_from_args"]
 
 DESCRIPTION = """\
@@ -12,29 +16,43 @@ parallel and context parallel constraints, memory per GPU), explain each violati
 numbers and the nearest valid choices, suggest complete valid configurations, and estimate
 memory per GPU, communication per parallel dimension, compute and step time.  Closed-form:
 no simulation, instant for any cluster size.  Sizes, rates and times take units: 80GiB,
-300GB/s, 5us, 150TFLOP/s, 175B (parameters)."""
+300GB/s, 5us, 150TFLOP/s, 175B (parameters).
+
+The model: --model NAME gives a preset's published shape (GPT-3, Llama 2, Llama 3: layers,
+hidden, heads, key/value heads, MLP size and gating, vocabulary, sequence); or give the shape
+with --layers/--hidden/--heads; --params alone takes the nearest GPT-3 shape (Brown et al.
+2020, Table 2.1) and the report names it.  Accelerate's sizes (--dp-replicate-size,
+--dp-shard-size) are checked against Accelerate's ParallelismConfig rules too."""
 
 EPILOG = """\
 examples:
-  seed 000's error, 784 GPUs with tp=8 and pp=4:
+  Megatron-LM's 784-GPU error (world size not divisible by tp·pp), tp=8 and pp=4:
     collsim plan --world-size 784 --tp 8 --pp 4 --layers 96 --hidden 12288 --heads 96 \\
                  --seq 2048 --global-batch 1536 --micro-batch 1
   the same as data:           ... --json
-  every valid configuration:  collsim plan --search --world-size 1024 --layers 96 \\
-                                --hidden 12288 --heads 96 --global-batch 1536
+  a preset model:             collsim plan --model llama2-7b --world-size 8 --global-batch 64
+  every valid configuration:  collsim plan --search --world-size 64 --model llama2-7b \\
+                                --seq 4096 --global-batch 512
   from a file (TOML/JSON; flags override it):  collsim plan --config job.toml --zero 1
 
 exit status: 0 valid (or --search found some), 1 invalid (or none found), 2 bad flags."""
 
 # (flag, PlanConfig field, type, help); types stay strings where units are allowed
 _MODEL = [
+    ("--model", "model", str, "a preset with its published shape: " + ", ".join(PRESET_NAMES)),
     ("--layers", "layers", int, "transformer layers L"),
     ("--hidden", "hidden", int, "hidden size h"),
     ("--heads", "heads", int, "attention heads a"),
+    ("--kv-heads", "kv_heads", int, "key/value heads (grouped-query attention; default heads)"),
     ("--ffn-hidden", "ffn_hidden", int, "MLP inner size (default 4·hidden)"),
-    ("--vocab", "vocab", int, "vocabulary size V (default 51200)"),
-    ("--seq", "seq", int, "sequence length s in tokens (default 2048)"),
-    ("--params", "params", str, "parameter count instead of the shape, e.g. 7B (memory only)"),
+    ("--vocab", "vocab", int, "vocabulary size V (default 51200, or the preset's)"),
+    ("--seq", "seq", int, "sequence length s in tokens (default 2048, or the preset's)"),
+    (
+        "--params",
+        "params",
+        str,
+        "parameter count instead of a shape, e.g. 7B (the nearest GPT-3 shape is assumed)",
+    ),
 ]
 _CLUSTER = [
     ("--world-size", "world_size", int, "GPUs in the job (default tp·pp·cp·dp)"),
@@ -60,7 +78,7 @@ _BATCH = [
     ("--micro-batch", "micro_batch", int, "samples per forward/backward (default 1)"),
     ("--accumulation", "accumulation", int, "micro-batches per step (alias --grad-accum)"),
 ]
-_METAVARS = {"params": "COUNT", "gpu_memory": "SIZE", "compute_rate": "FLOP/S"}
+_METAVARS = {"params": "COUNT", "gpu_memory": "SIZE", "compute_rate": "FLOP/S", "model": "NAME"}
 _METAVARS.update(dict.fromkeys(("intra_bandwidth", "inter_bandwidth"), "RATE"))
 _METAVARS.update(dict.fromkeys(("intra_latency", "inter_latency"), "TIME"))
 _ALIASES = {"--tp": ["--tp-size"], "--cp": ["--cp-size"], "--accumulation": ["--grad-accum"]}
@@ -87,6 +105,19 @@ def add_config_arguments(parser):
                 type=type_,
                 help=help_,
                 metavar=_METAVARS.get(dest, "N"),
+            )
+        if title == "model":
+            group.add_argument(
+                "--gated-mlp",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="SwiGLU MLP with three matrices (default: off, or the preset's)",
+            )
+            group.add_argument(
+                "--architecture",
+                choices=["gpt", "llama"],
+                help="gpt: biases, LayerNorm, learned positions, tied output layer; llama: "
+                "none of those (default gpt, or the preset's)",
             )
         if title == "parallelism":
             group.add_argument(
@@ -122,14 +153,17 @@ def add_config_arguments(parser):
 def config_from_args(args):
     """A PlanConfig from parsed flags (and ``--config`` FILE under them)."""
     from ..plan import load_config
-    from ..plan.config import config_from_mapping
+    from ..plan.files import config_from_mapping
+    from .common import check_input_file
 
     fields = [dest for _, dest, _, _ in _MODEL + _CLUSTER + _PARALLEL + _BATCH]
-    fields += ["sp", "zero", "recompute", "precision", "schedule"]
+    fields += ["sp", "zero", "recompute", "precision", "schedule", "gated_mlp", "architecture"]
     given = {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
     if "zero" in given and given["zero"] != "fsdp":
         given["zero"] = int(given["zero"])
-    if args.config:
+    if args.config is not None:
+        # a FIFO or device would block: only a regular file of bounded size is read
+        check_input_file(args.config, "--config")
         return load_config(args.config, **given)
     return config_from_mapping(given)
 
@@ -153,20 +187,44 @@ def register(subparsers):
         help="list every valid (tp, pp, dp, micro-batch, ZeRO, recompute), fastest first",
     )
     out.add_argument(
-        "--top", type=int, default=20, metavar="N", help="rows --search prints (default 20)"
+        "--top",
+        default="20",
+        metavar="N",
+        help=f"rows --search prints, 1 to {MAX_ROWS}, or 0 for all (default 20)",
     )
     out.add_argument(
         "--suggestions",
-        type=int,
-        default=5,
+        default="5",
         metavar="N",
-        help="nearest valid configurations an invalid one gets (default 5)",
+        help=f"nearest valid configurations an invalid one gets, 0 to {MAX_ROWS} (default 5)",
     )
     parser.set_defaults(func=run)
 
 
+MAX_ROWS = 1000
+
+
+def _count(flag, text, lowest):
+    """A whole number lowest..MAX_ROWS from a flag's text, or a ConfigError naming it."""
+    from ..errors import ConfigError
+
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected a whole number, e.g. {flag} 10") from None
+    if not lowest <= value <= MAX_ROWS:
+        nearest = min(max(value, lowest), MAX_ROWS)
+        raise ConfigError(
+            f"{flag} {text}: must be between {lowest} and {MAX_ROWS}; nearest valid choice: "
+            f"{flag} {nearest}"
+        )
+    return value
+
+
 def run(args):
     """Print the report (or the search table); 0 when valid, 1 when not."""
+    args.top = _count("--top", args.top, 0)
+    args.suggestions = _count("--suggestions", args.suggestions, 0)
     cfg = config_from_args(args)
     if args.search:
         return _search(cfg, args)
@@ -192,6 +250,8 @@ def _search(cfg, args):
         data = {
             "schema": "collsim.plan.search/1",
             "count": len(found),
+            "model": cfg.model,
+            "assumed_shape": cfg.assumed_shape,  # the GPT-3 row a bare --params got, or null
             "results": [c.to_dict() for c in shown],
         }
         print(json.dumps(data, indent=2))

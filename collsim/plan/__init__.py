@@ -5,16 +5,18 @@ every rule together (:mod:`~collsim.plan.rules`), suggests the nearest valid
 configurations (:mod:`~collsim.plan.suggest`), and estimates memory per GPU
 (:mod:`~collsim.plan.memory`), communication per parallel dimension and compute per step
 (:mod:`~collsim.plan.cost`).  :func:`search` lists every valid configuration of a model on
-a cluster, fastest first (:mod:`~collsim.plan.search`).
+a cluster, fastest first (:mod:`~collsim.plan.search`).  Models are given as a preset with
+its published shape (``model="llama2-7b"``, :mod:`~collsim.plan.models`), as a shape, or as
+a bare parameter count (which gets the nearest GPT-3 shape, and the report says so).
 
-Sources: seed 000 (Megatron parameter constraints), 002 (memory and communication from
-first principles), 003 (Accelerate ND-parallel), 004 (DP vs MP); Rajbhandari et al. 2020
-(ZeRO); Korthikanti et al. 2022 (activation memory); Narayanan et al. 2021 (pipeline
-schedules, interleaving).
+Sources: Megatron-LM (Shoeybi et al. 2019; Narayanan et al. 2021, "Efficient Large-Scale
+Language Model Training on GPU Clusters Using Megatron-LM": parameter constraints, pipeline
+schedules, interleaving); Hugging Face Accelerate's ``ParallelismConfig`` (ND-parallel
+sizes); Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activation memory).
 
 Examples
 --------
-Seed 000's error: 784 GPUs with tp=8 and pp=4.
+Megatron's 784-GPU error: 784 GPUs with tp=8 and pp=4 for a GPT-3 175B-sized model.
 
 >>> from collsim.plan import plan
 >>> report = plan(world_size=784, tp=8, pp=4, layers=96, hidden=12288, heads=96,
@@ -29,15 +31,19 @@ Seed 000's error: 784 GPUs with tp=8 and pp=4.
 ...           global_batch=1536, zero=1)
 >>> ok.valid, ok.derived["dp"], ok.derived["accumulation"]
 (True, 24, 64)
+>>> plan(model="llama2-7b", world_size=8, global_batch=8).derived["params"]
+6738415616.0
 """
 
 from pathlib import Path
 
-from .config import PlanConfig, load_config
-from .config import config_from_mapping as _from_mapping
+from .config import PlanConfig
 from .cost import communication, compute, scaling
 from .derive import derive
+from .files import config_from_mapping as _from_mapping
+from .files import load_config
 from .memory import estimate
+from .models import PRESETS, shape_note
 from .report import Report
 from .rules import Finding, check
 from .search import Candidate, search
@@ -82,11 +88,14 @@ def plan(config=None, /, *, suggestions=5, **inputs):
     comm = communication(cfg, d)
     comp = compute(cfg, d)
     report = Report(cfg, d, violations, warnings, mem, comm, comp, scaling(cfg, d, comm, comp))
+    if cfg.assumed_shape:
+        report.notes.append(shape_note(PRESETS[cfg.assumed_shape], d.params) + ".")
     if cfg.dp_replicate is not None or cfg.dp_shard is not None:
         report.notes.append(
             f"Accelerate sizes: dp = dp_replicate·dp_shard = {d.dp_replicate:g}·{d.dp_shard:g} = "
             f"{d.dp:g} and world = dp·tp·cp·pp, as Accelerate's ParallelismConfig defines them "
-            "(seed 003's dp_world_size = dp_shard·dp_replicate/tp divides by tp a second time)."
+            "(total_size = dp_replicate·dp_shard·tp·cp; a data-parallel world of "
+            "dp_shard·dp_replicate/tp would divide by tp a second time)."
         )
     if violations:
         note = world_note(cfg, d)

@@ -1,14 +1,13 @@
-"""The planner's inputs: one frozen dataclass with commented defaults, and file loading.
+"""The planner's inputs: one frozen dataclass with commented defaults, validated and bounded.
 
 Everything is in SI base units inside (bytes, bytes/s, seconds, FLOP/s); human strings
 (``"80GiB"``, ``"300GB/s"``, ``"2us"``, ``"150TFLOP/s"``, ``"175B"`` parameters) are
 accepted and parsed when a :class:`PlanConfig` is made.
 
-A file is TOML or JSON (read with :mod:`tomllib` / :mod:`json`, never executed): flat keys,
-or keys grouped in tables such as ``[model]`` and ``[parallel]`` (the table names are only
-for the reader).  Megatron-LM and Accelerate spellings are accepted as aliases, e.g.
-``tensor_model_parallel_size`` or ``tp_size`` for ``tp`` and ``dp_shard_size`` for
-``dp_shard``.
+Every count is a whole number from 1 up to its bound in :data:`MAXIMA` (so every search
+over divisors finishes in seconds); a model is a preset (``model``), a complete shape, or a
+bare ``params`` that gets the nearest GPT-3 shape (:mod:`collsim.plan.models`).  Files are
+read by :mod:`collsim.plan.files`.
 
 Examples
 --------
@@ -21,22 +20,22 @@ Examples
 Traceback (most recent call last):
 ...
 collsim.errors.ConfigError: tp = 0 must be a whole number >= 1
+>>> PlanConfig(params="7B", world_size=2**62)
+Traceback (most recent call last):
+...
+collsim.errors.ConfigError: world_size = 4611686018427387904 is above the planner's limit ...
 """
 
 import dataclasses
-import difflib
-import json
 import math
 import re
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import units
 from ..errors import ConfigError
 from ..units import parse_rate, parse_size, parse_time
 
-__all__ = ["PlanConfig", "load_config", "parse_count", "parse_flops", "RECOMPUTE", "SCHEDULES"]
+__all__ = ["PlanConfig", "parse_count", "parse_flops", "RECOMPUTE", "SCHEDULES", "MAXIMA"]
 
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -50,14 +49,19 @@ class PlanConfig:
     Any field may be left at its default; ``None`` means "derive it from the others".
     """
 
-    # --- model (give layers/hidden/heads, or params alone for memory only) -----------
+    # --- model: a preset (model), the shape (layers/hidden/heads), or params alone ------
+    model: str | None = None  # preset name, e.g. "llama2-7b" (collsim.plan.models.PRESETS)
     layers: int | None = None  # transformer layers L
     hidden: int | None = None  # hidden size h
     heads: int | None = None  # attention heads a
-    ffn_hidden: int | None = None  # MLP inner size; None = 4·hidden as in GPT
-    vocab: int = 51200  # vocabulary V (GPT-2's 50257 padded, as Megatron pads it)
-    seq: int = 2048  # sequence length s, tokens per sample
+    kv_heads: int | None = None  # key/value heads g (grouped-query attention); None = heads
+    ffn_hidden: int | None = None  # MLP inner size f; None = 4·hidden as in GPT
+    gated_mlp: bool | None = None  # SwiGLU MLP (3 matrices h×f); None = False (the preset's)
+    architecture: str | None = None  # "gpt" or "llama" (see models.py); None = "gpt"
+    vocab: int | None = None  # vocabulary V; None = 51200 (GPT-2's 50257 padded, as Megatron)
+    seq: int | None = None  # sequence length s, tokens per sample; None = 2048
     params: float | None = None  # parameter count N; None = counted from the shape
+    assumed_shape: str | None = None  # set by the planner: the GPT-3 row a bare params got
     # --- cluster ----------------------------------------------------------------------
     world_size: int | None = None  # GPUs in the job; None = tp·pp·cp·dp
     gpus_per_node: int = 8  # GPUs sharing the fast intra-node links (NVLink/NVSwitch)
@@ -88,8 +92,11 @@ class PlanConfig:
 
     def __post_init__(self):
         set_ = object.__setattr__
-        for name in ("gpu_memory",):
-            set_(self, name, _parsed(name, getattr(self, name), parse_size))
+        _fill_shape(self)
+        given_memory = self.gpu_memory
+        set_(self, "gpu_memory", _parsed("gpu_memory", given_memory, parse_size))
+        if self.gpu_memory == 0:
+            raise ConfigError(f"gpu_memory = {given_memory!r} must be more than 0 bytes")
         for name in ("intra_bandwidth", "inter_bandwidth"):
             set_(self, name, _parsed(name, getattr(self, name), parse_rate))
         for name in ("intra_latency", "inter_latency"):
@@ -100,7 +107,7 @@ class PlanConfig:
         for name in _POSITIVE_INTS:
             value = getattr(self, name)
             if value is not None:
-                set_(self, name, _whole(name, value))
+                set_(self, name, _whole(name, value, MAXIMA[name]))
         set_(self, "sp", _flag("sp", self.sp))
         if self.zero is not None:
             zero = 3 if isinstance(self.zero, str) and self.zero.lower() == "fsdp" else self.zero
@@ -113,15 +120,50 @@ class PlanConfig:
         _choice(self, "precision", PRECISIONS)
         if self.schedule is not None:
             _choice(self, "schedule", SCHEDULES)
+        set_(self, "gated_mlp", _flag("gated_mlp", self.gated_mlp))
+        _choice(self, "architecture", ARCHITECTURES)
         if self.params is None and (self.layers is None or self.hidden is None):
             raise ConfigError(
-                "the model is not described: give params (e.g. '7B') or layers, hidden and heads"
+                "the model is not described: give model (e.g. 'llama2-7b'), params "
+                "(e.g. '7B') or layers, hidden and heads"
             )
         if self.hidden is not None and self.heads is None:
             raise ConfigError(f"hidden = {self.hidden} needs heads too (the attention head count)")
+        shape = {k: getattr(self, k) for k in ("layers", "hidden", "heads")}
+        if None in shape.values() and any(v is not None for v in shape.values()):
+            given = ", ".join(f"{k} = {v}" for k, v in shape.items() if v is not None)
+            missing = " and ".join(k for k, v in shape.items() if v is None)
+            raise ConfigError(
+                f"{given} given without {missing}: a shape needs layers, hidden and heads "
+                "(or a model preset; params alone gets the nearest GPT-3 shape), else "
+                "activation memory and TP traffic cannot be estimated"
+            )
+        if self.kv_heads is not None and self.heads and self.heads % self.kv_heads:
+            fits = [g for g in range(1, self.heads + 1) if self.heads % g == 0]
+            near = min(fits, key=lambda g: (abs(g - self.kv_heads), g))
+            raise ConfigError(
+                f"kv_heads = {self.kv_heads} must divide heads = {self.heads} (each key/value "
+                f"head serves heads/kv_heads query heads); nearest valid choice: {near}"
+            )
+        if self.kv_heads is not None and self.heads is None:
+            raise ConfigError(f"kv_heads = {self.kv_heads} needs heads too")
+
+    @property
+    def kv_groups(self):
+        """Key/value heads g: ``kv_heads``, or ``heads`` without grouped-query attention."""
+        return self.kv_heads or self.heads
 
     def replace(self, **changes):
-        """A copy with some inputs changed (validated again)."""
+        """A copy with some inputs changed (validated again).
+
+        Changing any shape setting drops an assumed shape (the new shape is the user's).
+        """
+        if self.assumed_shape and any(k in _RULE_FIELDS for k in changes):
+            changes.setdefault("assumed_shape", None)
+        if "model" in changes and changes["model"] != self.model:
+            from .models import SHAPE_FIELDS  # a new preset brings its whole shape
+
+            changes = {**dict.fromkeys(SHAPE_FIELDS), **changes}
         return dataclasses.replace(self, **changes)
 
     def to_dict(self):
@@ -130,88 +172,59 @@ class PlanConfig:
 
 
 _POSITIVE_INTS = (
-    "layers hidden heads ffn_hidden vocab seq world_size gpus_per_node tp pp dp cp vpp "
-    "dp_replicate dp_shard global_batch micro_batch accumulation"
+    "layers hidden heads kv_heads ffn_hidden vocab seq world_size gpus_per_node tp pp dp cp "
+    "vpp dp_replicate dp_shard global_batch micro_batch accumulation"
 ).split()
 
-# other spellings accepted in files (Megatron-LM arguments and Accelerate ParallelismConfig)
-ALIASES = {
-    "num_layers": "layers",
-    "hidden_size": "hidden",
-    "num_attention_heads": "heads",
-    "ffn_hidden_size": "ffn_hidden",
-    "vocab_size": "vocab",
-    "seq_length": "seq",
-    "sequence_length": "seq",
-    "num_params": "params",
-    "tensor_model_parallel_size": "tp",
-    "tensor_parallel_size": "tp",
-    "tp_size": "tp",
-    "pipeline_model_parallel_size": "pp",
-    "pipeline_parallel_size": "pp",
-    "pp_size": "pp",
-    "data_parallel_size": "dp",
-    "dp_size": "dp",
-    "context_parallel_size": "cp",
-    "cp_size": "cp",
-    "virtual_pipeline_model_parallel_size": "vpp",
-    "sequence_parallel": "sp",
-    "zero_stage": "zero",
-    "dp_replicate_size": "dp_replicate",
-    "dp_shard_size": "dp_shard",
-    "global_batch_size": "global_batch",
-    "micro_batch_size": "micro_batch",
-    "gradient_accumulation_steps": "accumulation",
-    "recompute_granularity": "recompute",
-}
+ARCHITECTURES = ("gpt", "llama")
+DEFAULT_VOCAB = 51200
+DEFAULT_SEQ = 2048
+# Upper bounds on every count, so that every search over divisors and suggestions finishes
+# in seconds (the largest published job is tens of thousands of GPUs, 126 layers, 2^17 tokens)
+_GPUS = 2**20
+MAXIMA = dict(world_size=_GPUS, tp=_GPUS, pp=_GPUS, dp=_GPUS, cp=_GPUS, dp_replicate=_GPUS,
+              dp_shard=_GPUS, gpus_per_node=1024, vpp=1024, layers=2**14, hidden=2**20,
+              ffn_hidden=2**22, heads=2**16, kv_heads=2**16, vocab=2**24, seq=2**24,
+              global_batch=2**24, micro_batch=2**24, accumulation=2**24)  # fmt: skip
+MAX_PARAMS = 1e15  # thousands of times GPT-3 175B: far past any model
+_RULE_FIELDS = ("layers", "hidden", "heads", "model")
 
 
-def load_config(path, **overrides):
-    """Read a TOML or JSON file into a :class:`PlanConfig`; ``overrides`` win over the file."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".toml", ".json"):
-        raise ConfigError(f"config file {str(path)!r}: the name must end in .toml or .json")
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text.decode()) if suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"config file {str(path)!r} is not valid {suffix[1:].upper()}: {exc}"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(path)!r} must hold a table of settings")
-    return config_from_mapping({**_flatten(data, str(path)), **overrides})
+def _fill_shape(cfg):
+    """Fill the shape from the preset, or from the GPT-3 row nearest a bare params."""
+    from .models import assumed_shape, preset
 
-
-def config_from_mapping(mapping):
-    """A :class:`PlanConfig` from a dict with canonical names or aliases."""
-    known = {f.name for f in dataclasses.fields(PlanConfig)}
-    values = {}
-    for key, value in mapping.items():
-        name = ALIASES.get(key, key)
-        if name not in known:
-            close = difflib.get_close_matches(key, sorted(known | set(ALIASES)), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown setting {key!r}{hint}")
-        if name in values:
-            raise ConfigError(f"setting {name!r} is given twice (as {key!r} and another name)")
-        values[name] = value
-    return PlanConfig(**values)
-
-
-def _flatten(data, where):
-    flat = {}
-    for key, value in data.items():
-        items = _flatten(value, where).items() if isinstance(value, dict) else [(key, value)]
-        for inner, item in items:
-            if inner in flat:
-                raise ConfigError(f"config file {where!r} sets {inner!r} twice")
-            flat[inner] = item
-    return flat
+    set_ = object.__setattr__
+    if cfg.model is not None:
+        row = preset(cfg.model)
+        if cfg.params is not None:
+            raise ConfigError(
+                f"give model ({cfg.model!r}) or params ({cfg.params!r}), not both: the preset's "
+                "shape already counts the parameters"
+            )
+        set_(cfg, "model", row.name)
+        set_(cfg, "assumed_shape", None)
+        for name, value in row.fields().items():
+            if getattr(cfg, name) is None:
+                set_(cfg, name, value)
+    elif cfg.assumed_shape is not None or (
+        cfg.params is not None and cfg.layers is None and cfg.hidden is None and cfg.heads is None
+    ):
+        params = _parsed("params", cfg.params, parse_count) if cfg.params is not None else None
+        if params is None:
+            set_(cfg, "assumed_shape", None)
+        else:
+            row = assumed_shape(min(params, MAX_PARAMS))
+            for name in ("layers", "hidden", "heads"):
+                set_(cfg, name, getattr(row, name))
+            set_(cfg, "assumed_shape", row.name)
+    for name, default in (("vocab", DEFAULT_VOCAB), ("seq", DEFAULT_SEQ)):
+        if getattr(cfg, name) is None:
+            set_(cfg, name, default)
+    if cfg.gated_mlp is None:
+        set_(cfg, "gated_mlp", False)
+    if cfg.architecture is None:
+        set_(cfg, "architecture", "gpt")
 
 
 _COUNT_RE = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([KkMBbGTt]?)$")
@@ -237,6 +250,8 @@ def parse_count(text):
         value = float(match.group(1)) * _COUNT_PREFIX[match.group(2)]
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"count {text!r} must be a finite number > 0")
+    if value > MAX_PARAMS:
+        raise ConfigError(f"count {text!r} is above the planner's limit of {MAX_PARAMS:g}")
     return value
 
 
@@ -262,11 +277,17 @@ def _parsed(name, value, parser):
         raise ConfigError(f"{name}: {exc}") from None
 
 
-def _whole(name, value):
+def _whole(name, value, maximum):
+    given = value
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} = {value!r} must be a whole number >= 1")
+        raise ConfigError(f"{name} = {given!r} must be a whole number >= 1")
+    if value > maximum:
+        raise ConfigError(
+            f"{name} = {given!r} is above the planner's limit of {maximum} (2^"
+            f"{maximum.bit_length() - 1}), which keeps its searches within seconds"
+        )
     return value
 
 

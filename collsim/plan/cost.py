@@ -18,7 +18,8 @@ activation A = b·(s/cp)·h bytes·element, N_g = N/(t·p) parameters)::
         dp·cp ranks that share weights.
     pp  one activation send forward and one gradient send backward of A/t per micro-batch
         and virtual stage (Megatron's scatter/gather split across the TP ranks).
-    cp  ring attention: K and V go round the ring (an all-gather of 2·b·s·h/t bytes·element)
+    cp  ring attention: K and V go round the ring (an all-gather of 2·b·s·h·(g/a)/t
+        bytes·element with g key/value heads of a)
         forward and backward, and dK, dV come back (a reduce-scatter) per layer.
 
 Ranks are placed as Megatron does (tp fastest, then cp, dp, pp): a group whose ranks fit in
@@ -27,9 +28,11 @@ one node uses the intra-node bandwidth and latency, any other the inter-node one
 Compute is 6·N·tokens FLOP per step (8·N with full recompute: the forward runs twice;
 selective recompute adds the attention-score matmuls, 4·s·h·L per token, Korthikanti et al.),
 spread over the world, stretched by layer imbalance ⌈L/p⌉·p/L and by the pipeline bubble,
-1 + (p-1)/(v·m) (Narayanan et al. 2021).  Seed 002's ratio of compute to DP communication
-is 3·D·BW/(P·b): N cancels; D is the tokens per step of one data-parallel rank, BW its
-bandwidth, P the compute rate and b the bytes of a gradient element.
+the schedules' own closed form (:func:`collsim.parallel.schedules.bubble_fraction`,
+(p-1)/(v·m + p-1), Narayanan et al. 2021).  The ratio of compute to DP communication
+(6·N·D/P over 2·N·b/BW, a first-principles estimate) is 3·D·BW/(P·b): N cancels; D is
+the tokens per step of one data-parallel rank, BW its bandwidth, P the compute rate and b
+the bytes of a gradient element.
 
 Examples
 --------
@@ -42,6 +45,8 @@ Examples
 """
 
 from ..collectives.formulas import closed_form
+from ..parallel.schedules import bubble_fraction
+from .memory import pipeline_schedule
 
 __all__ = ["communication", "compute", "scaling", "DIMENSIONS"]
 
@@ -123,7 +128,8 @@ def communication(cfg, d):
 
     cp = _dimension(cfg, c, t)
     if c > 1 and shape:
-        kv = 2 * d.micro_batch * cfg.seq * cfg.hidden / t * e
+        # K and V of the g key/value heads: 2·b·s·h·(g/a)/t bytes·element
+        kv = 2 * d.micro_batch * cfg.seq * cfg.hidden * cfg.kv_groups / cfg.heads / t * e
         _add(cp, "kv_forward", "all_gather", kv, layers * m)
         if full:
             _add(cp, "kv_recompute", "all_gather", kv, layers * m)
@@ -189,8 +195,8 @@ def compute(cfg, d):
     extra = 4 * cfg.seq * cfg.hidden * cfg.layers * tokens if selective else 0.0
     imbalance = d.layers_per_stage * cfg.pp / cfg.layers if cfg.layers else 1.0
     p, m = cfg.pp, max(d.accumulation, 1e-12)
-    v = cfg.vpp if d.schedule == "interleaved" else 1
-    bubble = (p - 1) / (v * m + p - 1)
+    name, v = pipeline_schedule(d.schedule, cfg.vpp)
+    bubble = bubble_fraction(name, p, m, v)  # the schedules' own closed form
     flops = factor * d.params * tokens + extra
     time = flops / (d.world * cfg.compute_rate) * imbalance / (1 - bubble)
     return {
@@ -208,7 +214,7 @@ def compute(cfg, d):
 
 
 def scaling(cfg, d, comm, comp):
-    """Step time, seed 002's compute/communication ratio and the efficiency that follows."""
+    """Step time, the compute/communication ratio 3·D·BW/(P·b) and the efficiency."""
     dp = comm["dp"]
     tokens_per_dp_rank = d.tokens_per_step / (d.dp * cfg.cp)  # D
     bandwidth = dp["bandwidth"]
@@ -219,7 +225,7 @@ def scaling(cfg, d, comm, comp):
     return {
         "tokens_per_dp_rank": tokens_per_dp_rank,
         "dp_bandwidth": bandwidth,
-        "compute_to_communication": ratio,  # 3·D·BW/(P·b), seed 002
+        "compute_to_communication": ratio,  # 3·D·BW/(P·b): 6·N·D/P over 2·N·b/BW
         "compute_to_dp_time": comp["time_s"] / dp["time_s"] if dp["time_s"] else float("inf"),
         "step_time_s": step,  # compute + all communication, nothing overlapped
         "step_time_overlapped_s": overlapped,  # DP traffic hidden behind compute where it can be

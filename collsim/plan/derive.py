@@ -7,11 +7,12 @@ whole numbers.
 
 Data parallelism, two vocabularies:
 
-* Megatron (seed 000): ``world = tp·pp·dp`` (times cp with context parallelism).
-* Accelerate ND-parallel (seed 003): ``dp = dp_replicate·dp_shard`` and
-  ``world = dp_replicate·dp_shard·tp·cp`` (``ParallelismConfig.total_size``).  Seed 003
-  writes the data-parallel world size as ``dp_shard·dp_replicate / tp``, dividing by tp a
-  second time; the planner follows Accelerate's actual definition.
+* Megatron-LM (Shoeybi et al. 2019; Narayanan et al. 2021): ``world = tp·pp·dp`` (times cp
+  with context parallelism).
+* Hugging Face Accelerate's ``ParallelismConfig``: ``dp = dp_replicate·dp_shard`` and
+  ``world = dp_replicate·dp_shard·tp·cp`` (``ParallelismConfig.total_size``).  A
+  data-parallel world size written as ``dp_shard·dp_replicate / tp`` would divide by tp a
+  second time; the planner follows Accelerate's definition.
 
 The ZeRO / FSDP sharding group holds the data-parallel ranks and, with context
 parallelism, the cp ranks too: they hold the same weights and see different tokens
@@ -64,18 +65,35 @@ def element_bytes(precision):
     return 4 if precision == "fp32" else 2
 
 
-def count_params(layers, hidden, ffn_hidden, vocab, seq):
-    """Parameters of a GPT: per layer 4h² + 4h (attention) + 2hf + f + h (MLP) + 4h (two
-    layer norms), plus token and position embeddings (V·h + s·h) and a final layer norm (2h).
+def count_params(
+    layers, hidden, ffn_hidden, vocab, seq, heads=None, kv_heads=None, gated_mlp=False,
+    architecture="gpt",
+):  # fmt: skip
+    """Parameters of a decoder-only transformer.
 
-    With f = 4h a layer has 12h² + 13h parameters (Narayanan et al. 2021, eq. 2).
+    Per layer: attention Q and output projections 2h², K and V projections 2h·k (k = h·g/a
+    for g key/value heads of a; k = h without grouped-query attention), the MLP 2hf (3hf
+    gated: gate, up and down), two norms.  ``architecture="gpt"`` (Megatron-LM's GPT) adds
+    biases (4h in attention with k = h, f + h in the MLP), LayerNorm weight and bias (2h
+    each), learned position embeddings s·h and ties the output layer to the V·h token
+    embedding; ``"llama"`` has no biases, RMSNorm (h each), rotary positions (no
+    parameters) and a separate V·h output layer.
+
+    With f = 4h a GPT layer has 12h² + 13h parameters (Narayanan et al. 2021, eq. 2).
 
     >>> count_params(1, 4, 16, 10, 8)  # 12·16 + 13·4 + 40 + 32 + 8
     324
+    >>> count_params(32, 4096, 11008, 32000, 4096, 32, 32, True, "llama")  # Llama 2 7B
+    6738415616
     """
     h, f = hidden, ffn_hidden
-    per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
-    return layers * per_layer + vocab * h + seq * h + 2 * h
+    kv = h * kv_heads // heads if heads and kv_heads else h
+    gpt = architecture == "gpt"
+    attention = 2 * h * h + 2 * h * kv + (2 * h + 2 * kv if gpt else 0)
+    mlp = (3 if gated_mlp else 2) * h * f + (((2 if gated_mlp else 1) * f + h) if gpt else 0)
+    norms = 4 * h if gpt else 2 * h
+    embeddings = vocab * h + (seq * h if gpt else vocab * h)
+    return layers * (attention + mlp + norms) + embeddings + (2 * h if gpt else h)
 
 
 def derive(cfg):
@@ -83,7 +101,19 @@ def derive(cfg):
     ffn = cfg.ffn_hidden or (4 * cfg.hidden if cfg.hidden else None)
     shape_params = None
     if cfg.layers and cfg.hidden:
-        shape_params = float(count_params(cfg.layers, cfg.hidden, ffn, cfg.vocab, cfg.seq))
+        shape_params = float(
+            count_params(
+                cfg.layers,
+                cfg.hidden,
+                ffn,
+                cfg.vocab,
+                cfg.seq,
+                cfg.heads,
+                cfg.kv_groups,
+                cfg.gated_mlp,
+                cfg.architecture,
+            )  # fmt: skip
+        )
     params = cfg.params if cfg.params is not None else shape_params
 
     accelerate = cfg.dp_replicate is not None or cfg.dp_shard is not None

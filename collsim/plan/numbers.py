@@ -40,10 +40,10 @@ def factor(n):
 
 
 def tp_choices(cfg, d, limit=None):
-    """tp values that divide hidden, heads and ffn hidden, up to ``limit``
+    """tp values that divide hidden, heads, key/value heads and ffn hidden, up to ``limit``
     (default: GPUs per node, or the configured tp if larger)."""
     limit = limit or max(cfg.gpus_per_node, cfg.tp)
     if not cfg.hidden:
-        return [t for t in range(1, limit + 1) if limit % t == 0]
-    common = math.gcd(math.gcd(cfg.hidden, cfg.heads), d.ffn_hidden)
+        return [t for t in divisors(limit)]
+    common = math.gcd(cfg.hidden, cfg.heads, cfg.kv_groups, d.ffn_hidden)
     return [t for t in divisors(common) if t <= limit]

@@ -6,25 +6,31 @@ with the numbers and a hint naming the nearest valid choices.
 =====================  ========  ===========================================================
 rule                   kind      what must hold (source)
 =====================  ========  ===========================================================
-world_size             error     world = tp·pp·cp·dp (seed 000; seed 003 for cp)
-dp_replicate_shard     error     dp = dp_replicate·dp_shard (Accelerate, seed 003)
-global_batch           error     global batch = micro·dp·accumulation (seed 000)
-hidden_tp              error     hidden divisible by tp (seed 000)
-heads_tp               error     heads divisible by tp (seed 000)
+world_size             error     world = tp·pp·cp·dp (Megatron-LM's initialize; cp as in
+                                 Megatron-Core's parallel_state)
+dp_replicate_shard     error     dp = dp_replicate·dp_shard (Accelerate ParallelismConfig)
+accelerate_replicate   error     Accelerate sizes: tp or cp > 1 with dp_replicate > 1 needs
+                                 dp_shard > 1 (ParallelismConfig.__post_init__ raises)
+global_batch           error     global batch = micro·dp·accumulation (Megatron-LM arguments)
+hidden_tp              error     hidden divisible by tp (Megatron-LM arguments)
+heads_tp               error     heads divisible by tp (Megatron-LM arguments)
+kv_heads_tp            error     key/value heads divisible by tp (Megatron-LM: num_query_groups
+                                 % tensor_model_parallel_size == 0)
 ffn_tp                 error     ffn hidden divisible by tp (Megatron column split)
 pp_layers              error     pp <= layers: every stage needs a layer
-layers_pp              warning   layers divisible by pp, else stages are unbalanced (seed 000)
+layers_pp              warning   layers divisible by pp, else stages are unbalanced (Megatron-LM
+                                 requires it unless the stage sizes are given)
 layers_vpp             error     with virtual stages v > 1: layers divisible by pp·v
 vpp_pp                 error     with v > 1: pp >= 2
 vpp_microbatches       error     with v > 1: micro-batches per step a multiple of pp
-sp_tp                  error     sequence parallel needs tp > 1 (seed 000)
+sp_tp                  error     sequence parallel needs tp > 1 (Korthikanti et al. 2022)
 sp_seq                 error     with sp: the sequence a TP group holds (seq/cp) divisible by tp
 cp_seq                 error     with cp > 1: seq divisible by 2·cp (load-balanced ring attention)
-tp_node                warning   tp <= GPUs per node (seeds 000, 003)
-memory                 error     the estimated memory per GPU fits the GPU (seed 000 §6)
+tp_node                warning   tp <= GPUs per node (Narayanan et al. 2021, §3.3; Accelerate's
+                                 ND-parallel guide keeps TP inside a node)
+memory                 error     the estimated memory per GPU fits the GPU
 bubble                 warning   with pp > 1: at least pp micro-batches per step
 zero_unsharded         warning   a ZeRO stage > 0 over a sharding degree of 1 shards nothing
-no_shape               warning   params alone: activations and TP/PP/CP traffic not estimated
 =====================  ========  ===========================================================
 
 Examples
@@ -49,9 +55,9 @@ from .numbers import divisors, show, tp_choices
 __all__ = ["Finding", "check", "RULES"]
 
 RULES = (
-    "world_size dp_replicate_shard global_batch hidden_tp heads_tp ffn_tp pp_layers layers_pp "
-    "layers_vpp vpp_pp vpp_microbatches sp_tp sp_seq cp_seq tp_node memory bubble "
-    "zero_unsharded no_shape"
+    "world_size dp_replicate_shard accelerate_replicate global_batch hidden_tp heads_tp "
+    "kv_heads_tp ffn_tp pp_layers layers_pp layers_vpp vpp_pp vpp_microbatches sp_tp sp_seq "
+    "cp_seq tp_node memory bubble zero_unsharded"
 ).split()
 
 
@@ -95,6 +101,8 @@ def _world(cfg, d, mem, explain):
             "(Accelerate defines dp = dp_replicate·dp_shard)",
             f"drop dp, or set dp = {show(d.dp)}" if explain else "",
         )
+    if accelerate:
+        yield from _accelerate(cfg, explain)
     if cfg.world_size is None or (d.whole["dp"] and cfg.world_size == q * d.dp):
         return
     w, names = cfg.world_size, _degree_names(cfg)
@@ -109,6 +117,31 @@ def _world(cfg, d, mem, explain):
             f"dp = {w}/{q} = {show(w / q)} is not a whole number"
         )
     yield Finding("world_size", message, world_hint(cfg, d) if explain else "")
+
+
+def _accelerate(cfg, explain):
+    """Accelerate's own rule for its sizes.
+
+    ``ParallelismConfig.__post_init__`` (huggingface/accelerate,
+    src/accelerate/parallelism_config.py) raises "Tensor/Context parallelism (tp/cp_size > 1)
+    cannot be used with pure data parallelism (dp_replicate_size > 1 and dp_shard_size ==
+    1)": TP and CP compose with FSDP (dp_shard > 1), or with HSDP (both > 1), not with DDP.
+    """
+    replicate, shard = cfg.dp_replicate or 1, cfg.dp_shard or 1
+    if (cfg.tp > 1 or cfg.cp > 1) and replicate > 1 and shard == 1:
+        which = " and ".join(f"{n}={v}" for n, v in (("tp", cfg.tp), ("cp", cfg.cp)) if v > 1)
+        hint = (
+            f"shard: dp_shard={replicate} with dp_replicate=1 (FSDP + TP/CP), or keep the "
+            f"replicas and shard within them (dp_shard > 1, HSDP); or drop the replication "
+            f"(dp_replicate=1)"
+        )
+        yield Finding(
+            "accelerate_replicate",
+            f"dp_replicate={replicate} with dp_shard={shard} and {which}: Accelerate's "
+            "ParallelismConfig raises for tensor/context parallelism with pure data "
+            "parallelism (dp_replicate_size > 1 and dp_shard_size == 1)",
+            hint if explain else "",
+        )
 
 
 def _degree_names(cfg):
@@ -151,9 +184,16 @@ def _tensor(cfg, d, mem, explain):
     why = {
         "hidden_tp": ("hidden", cfg.hidden, "each TP rank takes an equal slice of the hidden size"),
         "heads_tp": ("heads", cfg.heads, "attention heads are split whole across the TP ranks"),
+        "kv_heads_tp": (
+            "kv heads",
+            cfg.kv_groups,
+            "each TP rank holds whole key/value heads (Megatron's num_query_groups)",
+        ),
         "ffn_tp": ("ffn hidden", d.ffn_hidden, "the MLP's column-parallel weight splits it"),
     }
     hint = ""
+    if cfg.kv_groups == cfg.heads:
+        del why["kv_heads_tp"]  # the same number as heads: one finding is enough
     for rule, (name, value, reason) in why.items():
         if value % t:
             if explain and not hint:
@@ -182,7 +222,8 @@ def _pipeline(cfg, d, mem, explain):
             f"{layers} layers do not divide evenly into pp={p} stages: "
             f"{layers % p} stages get {many} layers and {p - layers % p} get {few}, "
             "and the slowest stage paces the pipeline",
-            f"pp values that divide {layers}: {near} (seed 000 recommends, does not require)"
+            f"pp values that divide {layers}: {near} (uneven stages run, but the slowest sets "
+            "the pace)"
             if explain
             else "",
             "warning",
@@ -267,7 +308,8 @@ def _placement(cfg, d, mem, explain):
             f"tp={cfg.tp} > {cfg.gpus_per_node} GPUs per node: the all-reduces TP runs in every "
             f"layer (4 per layer per micro-batch) would cross the inter-node network "
             f"({format_rate(cfg.inter_bandwidth)} instead of {format_rate(cfg.intra_bandwidth)})",
-            f"keep tp ≤ {cfg.gpus_per_node} and put the rest into pp or dp (seeds 000, 003)",
+            f"keep tp ≤ {cfg.gpus_per_node} and put the rest into pp or dp (Narayanan et al. "
+            "2021, §3.3)",
             "warning",
         )
     if d.zero > 0 and d.shard_degree == 1:
@@ -275,14 +317,6 @@ def _placement(cfg, d, mem, explain):
             "zero_unsharded",
             f"ZeRO stage {d.zero} over a sharding degree of 1 shards nothing",
             "it only pays off with dp (or dp_shard) > 1",
-            "warning",
-        )
-    if not (cfg.layers and cfg.hidden):
-        yield Finding(
-            "no_shape",
-            "only the parameter count is known: activation memory and the "
-            "TP/PP/CP traffic are not estimated",
-            "give layers, hidden and heads",
             "warning",
         )
 

@@ -1,14 +1,20 @@
 """``collsim plan --search``: every valid configuration of a model on a cluster, fastest first.
 
 For a fixed world size, global batch and model, the search tries every tp (dividing the
-hidden size, the heads and the ffn size), every pp (dividing what tp leaves), the dp that
-follows, every micro-batch size dividing global/dp, every ZeRO stage and every recompute
-choice; keeps those that pass every rule of :mod:`collsim.plan.rules` (memory included)
-and ranks them by estimated step time.  cp, vpp, sequence parallelism (when tp > 1),
-precision and schedule stay as given.  Data parallelism is Megatron-style here (ZeRO shards
-over all of dp; no HSDP split).
+hidden size, the heads, the key/value heads and the ffn size), every pp (dividing what tp
+leaves), the dp that follows, every micro-batch size dividing global/dp, every ZeRO stage
+and every recompute choice; keeps those that pass every rule of :mod:`collsim.plan.rules`
+(memory included) and ranks them by estimated step time.  cp, vpp, sequence parallelism
+(when tp > 1), precision and schedule stay as given.  Data parallelism is Megatron-style
+here (ZeRO shards over all of dp; no HSDP split).
 
-``recommended=True`` (the default) also follows seed 000's recommendations: tp within a
+Every figure it ranks on is estimated from the model's shape (a preset, the given shape,
+or the GPT-3 shape a bare parameter count gets, see :mod:`collsim.plan.models`), so
+activation memory and TP traffic are never silently left out.  The search is bounded up
+front: more than :data:`MAX_EVALUATIONS` configurations to try is refused before any work,
+with the count and the bound named.
+
+``recommended=True`` (the default) also follows Megatron-LM's recommendations: tp within a
 node and pp dividing the layers, so no configuration it returns carries those warnings.
 
 Examples
@@ -30,7 +36,7 @@ from .memory import estimate
 from .numbers import divisors, tp_choices
 from .rules import check
 
-__all__ = ["Candidate", "search", "evaluate", "candidate", "shapes"]
+__all__ = ["Candidate", "search", "evaluate", "candidate", "shapes", "bound", "MAX_EVALUATIONS"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class Candidate:
     memory_total: float  # bytes per GPU
     compute_time_s: float
     communication_time_s: float
+    activation_bytes: float  # the activation part of memory_total
+    tp_communication_time_s: float  # the tensor-parallel part of communication_time_s
     step_time_s: float
     efficiency: float
     warnings: tuple = ()  # rule ids of the warnings it raises
@@ -63,8 +71,10 @@ class Candidate:
             "zero": c.zero,
             "recompute": c.recompute,
             "memory_total": self.memory_total,
+            "activation_bytes": self.activation_bytes,
             "compute_time_s": self.compute_time_s,
             "communication_time_s": self.communication_time_s,
+            "tp_communication_time_s": self.tp_communication_time_s,
             "step_time_s": self.step_time_s,
             "efficiency": self.efficiency,
             "warnings": list(self.warnings),
@@ -91,6 +101,8 @@ def candidate(cfg, d, mem, warnings=()):
         memory_total=mem["total"],
         compute_time_s=comp["time_s"],
         communication_time_s=comm["total"]["time_s"],
+        activation_bytes=mem["activations"],
+        tp_communication_time_s=comm["tp"]["time_s"],
         step_time_s=scale["step_time_s"],
         efficiency=scale["efficiency"],
         warnings=tuple(w.rule for w in warnings),
@@ -104,6 +116,10 @@ def search(cfg, *, top=None, limit=None, recommended=True, progress=None):
     beyond them, for "does any exist?").  ``progress(done, total)`` is called as the
     (tp, pp) pairs are worked through.
     """
+    for name, value in (("top", top), ("limit", limit)):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and (not whole or value < 0):
+            raise ConfigError(f"{name} = {value!r} must be a whole number >= 0 (0 or None: all)")
     d0 = derive(cfg)
     world = d0.world
     if cfg.global_batch is not None:
@@ -121,6 +137,7 @@ def search(cfg, *, top=None, limit=None, recommended=True, progress=None):
         accumulation=None,
     )
     pairs = shapes(cfg, d0, world, recommended)
+    bound(cfg, pairs, world, g)
     found = []
     for done, (tp, pp) in enumerate(pairs, 1):
         found.extend(_micro_batches(base, tp, pp, world, g, recommended))
@@ -130,6 +147,26 @@ def search(cfg, *, top=None, limit=None, recommended=True, progress=None):
             break
     found.sort(key=lambda c: (c.step_time_s, c.memory_total))
     return found[:top] if top else found
+
+
+MAX_EVALUATIONS = 50_000  # a few seconds at the planner's ~10-20k evaluations per second
+
+
+def bound(cfg, pairs, world, g):
+    """Refuse, before any work, a search that would evaluate more than MAX_EVALUATIONS."""
+    total = 0
+    for tp, pp in pairs:
+        dp = world // (tp * pp * cfg.cp)
+        if g % dp == 0:
+            total += len(divisors(g // dp)) * (4 if dp * cfg.cp > 1 else 1) * 3
+    if total > MAX_EVALUATIONS:
+        raise ConfigError(
+            f"the search over {world} GPUs and global batch {g} would evaluate {total} "
+            f"configurations ({len(pairs)} (tp, pp) shapes × micro-batches × ZeRO × "
+            f"recompute), more than its bound of {MAX_EVALUATIONS}; plan one configuration "
+            "(without --search), or search a smaller world size or global batch"
+        )
+    return total
 
 
 def shapes(cfg, d, world, recommended):

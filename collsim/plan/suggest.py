@@ -51,7 +51,7 @@ _ORDER = (
     "zero",
     "recompute",
 )
-MAX_EVALUATIONS = 60_000
+MAX_EVALUATIONS = 20_000  # bounds the suggestion search to about two seconds
 
 
 @dataclass(frozen=True)
@@ -111,14 +111,18 @@ def suggest(cfg, top=5):
     free = [k for k in ("tp", "pp", "cp", "vpp", "sp", "micro_batch", "zero", "recompute")]
     alternatives = {k: _alternatives(cfg, d, original, k) for k in free}
     knobs = [k for k in free if alternatives[k]] + ["world_size", batch]
-    best, evaluations = {}, 0
+    accelerate = cfg.dp_replicate is not None or cfg.dp_shard is not None
+    best = _accelerate_ways(cfg, allowed) if accelerate else {}
+    evaluations = 0
     for level in range(1, MAX_CHANGES + 1):
         for subset in itertools.combinations(knobs, level):
             if any(found <= set(subset) for found in best):
                 continue  # a smaller set of changes already works: this one adds nothing
             for settings in _candidates(cfg, original, alternatives, subset):
                 evaluations += 1
-                found = _check(cfg, original, settings, allowed)
+                if evaluations > MAX_EVALUATIONS:
+                    break  # bounded: the best found so far are still the nearest
+                found = _check(cfg, original, settings, allowed, accelerate)
                 if found and found.rank < best.get(frozenset(subset), _WORST).rank:
                     best[frozenset(subset)] = found
         if len(best) >= top or evaluations > MAX_EVALUATIONS:
@@ -136,7 +140,7 @@ _WORST = _Found((float("inf"),), None)
 _DERIVED = dict(dp=None, dp_replicate=None, dp_shard=None, accumulation=None)
 
 
-def _check(cfg, original, settings, allowed):
+def _check(cfg, original, settings, allowed, accelerate=False):
     changes = {
         k: (original[k], settings[k])
         for k in _ORDER
@@ -144,8 +148,10 @@ def _check(cfg, original, settings, allowed):
     }
     if not changes:
         return None
+    # Accelerate sizes stay Accelerate sizes: a suggestion must hold under its rules too
+    derived = dict(dp=None, accumulation=None) if accelerate else _DERIVED
     try:
-        new = cfg.replace(**{**_DERIVED, **settings})
+        new = cfg.replace(**{**derived, **settings})
     except ConfigError:
         return None
     errors, warnings, d, mem = evaluate(new)
@@ -154,6 +160,40 @@ def _check(cfg, original, settings, allowed):
     found = candidate(new, d, mem, warnings)
     rank = (len(changes), round(_relative(changes), 9), found.step_time_s)
     return _Found(rank, Suggestion(changes, found))
+
+
+def _accelerate_ways(cfg, allowed):
+    """For Accelerate sizes: shard instead of replicating, HSDP, or drop the replication.
+
+    The ways out of Accelerate's "TP/CP with pure data parallelism" rule, each kept only if
+    it passes every rule; the world size follows dp_replicate·dp_shard·tp·cp·pp.
+    """
+    r, s = cfg.dp_replicate or 1, cfg.dp_shard or 1
+    q = cfg.tp * cfg.pp * cfg.cp
+    ways = [dict(dp_replicate=1, dp_shard=r * s)]  # FSDP (+ TP/CP) over the same GPUs
+    ways += [dict(dp_replicate=r // k, dp_shard=s * k) for k in divisors(r) if 1 < k < r]
+    ways.append(dict(dp_replicate=1, dp_shard=s, world_size=s * q))  # drop the replication
+    found = {}
+    for i, way in enumerate(ways):
+        sizes = dict(way, world_size=way.get("world_size", cfg.world_size))
+        try:
+            # dp_shard > 1 means FSDP (ZeRO-3) in Accelerate unless a stage was given
+            new = cfg.replace(**sizes, dp=None, zero=None if not cfg.zero else cfg.zero)
+            new = new.replace(zero=derive(new).zero, micro_batch=cfg.micro_batch or 1)
+        except ConfigError:
+            continue
+        errors, warnings, d, mem = evaluate(new)
+        if errors or any(w.rule not in allowed for w in warnings):
+            continue
+        old = dict(dp_replicate=r, dp_shard=s, world_size=cfg.world_size)
+        changes = {k: (old[k], v) for k, v in sizes.items() if v != old[k]}
+        if not changes:
+            continue
+        rank = (len(changes), round(_relative(changes), 9), 0.0)
+        # the key keeps each way apart (two of them change the same two sizes)
+        key = frozenset(changes) | {f"accelerate way {i}"}
+        found[key] = _Found(rank, Suggestion(changes, candidate(new, d, mem, warnings)))
+    return found
 
 
 def _relative(changes):
@@ -224,10 +264,16 @@ def _repair_world(s, original):
             return False
         return s["vpp"] == 1 or (g // (micro * dp)) % s["pp"] == 0
 
-    below = next((q * dp for dp in range(w0 // q, 0, -1) if q * dp != w0 and works(dp)), None)
-    above = next(
-        (q * dp for dp in range(w0 // q + 1, 4 * w0 // q + 2) if q * dp != w0 and works(dp)), None
-    )
+    # dp must divide the global batch (over the micro-batch): try only those divisors, so the
+    # repair costs a few hundred checks even for a million GPUs
+    if g is not None:
+        dps = divisors(g // micro) if g % micro == 0 else []
+    else:
+        dps = [dp for dp in (w0 // q - 1, w0 // q, w0 // q + 1) if dp > 0]
+    lower = [dp for dp in dps if q * dp < w0 and works(dp)]
+    upper = [dp for dp in dps if w0 < q * dp <= 4 * w0 + q and works(dp)]
+    below = q * max(lower) if lower else None
+    above = q * min(upper) if upper else None
     return [w for w in (below, above) if w]
 
 
@@ -254,7 +300,11 @@ def world_note(cfg, d=None, suggestions=True):
     cp, vpp and sequence parallelism as given or switched off, passes every rule.
     """
     d = d or derive(cfg)
-    if cfg.global_batch is None or _any_at_world(cfg, recommended=True):
+    try:
+        if cfg.global_batch is None or _any_at_world(cfg, recommended=True):
+            return None
+        uneven = _any_at_world(cfg, recommended=False)
+    except ConfigError:  # the search is larger than its bound: say nothing rather than guess
         return None
     w, g = d.world, cfg.global_batch
     dps = sorted(
@@ -277,7 +327,6 @@ def world_note(cfg, d=None, suggestions=True):
     else:
         text += " that passes every rule (tp, pp, micro-batch, ZeRO stage and recompute all tried)"
     text += "."
-    uneven = _any_at_world(cfg, recommended=False)
     if uneven:
         c = uneven.config
         why = []
@@ -286,7 +335,7 @@ def world_note(cfg, d=None, suggestions=True):
         if c.tp > cfg.gpus_per_node:
             why.append("TP across nodes")
         text += (
-            f" Only configurations against seed 000's recommendations would run, e.g. tp={c.tp} "
+            f" Only configurations against Megatron-LM's recommendations would run, e.g. tp={c.tp} "
             f"pp={c.pp} dp={uneven.dp} ({' and '.join(why)}); the planner does not suggest them."
         )
     return text + (

@@ -32,10 +32,15 @@ def _header(r):
     )
     lines.append(f"  training  {', '.join(extras)}")
     model = f"{format_count(d.params)} parameters"
+    if c.model:
+        model = f"{c.model}, {model}"
     if c.layers and c.hidden:
+        kv = f" ({c.kv_groups} kv)" if c.kv_groups != c.heads else ""
+        gated = " gated" if c.gated_mlp else ""
+        assumed = f", shape of {c.assumed_shape} assumed" if c.assumed_shape else ""
         model += (
-            f" ({c.layers} layers, hidden {c.hidden}, {c.heads} heads, ffn {d.ffn_hidden}, "
-            f"vocab {c.vocab})"
+            f" ({c.layers} layers, hidden {c.hidden}, {c.heads} heads{kv}, ffn {d.ffn_hidden}"
+            f"{gated}, vocab {c.vocab}{assumed})"
         )
     lines.append(f"  model     {model}, sequence {c.seq} tokens")
     lines.append(
@@ -61,9 +66,13 @@ def _findings(r):
         for i, s in enumerate(r.suggestions, 1):
             c, k = s.config, s.candidate
             lines.append(f"  {i}. change {s.describe()}")
+            split = ""
+            if c.dp_replicate is not None or c.dp_shard is not None:
+                split = f" (dp_replicate={c.dp_replicate or 1} · dp_shard={c.dp_shard or 1})"
             lines.append(
-                f"     world {c.world_size}: tp={c.tp} pp={c.pp} cp={c.cp} dp={k.dp}, "
-                f"micro {c.micro_batch} · accumulation {k.accumulation} = global {c.global_batch}, "
+                f"     world {c.world_size}: tp={c.tp} pp={c.pp} cp={c.cp} dp={k.dp}{split}, "
+                f"micro {c.micro_batch} · accumulation {k.accumulation} = global "
+                f"{c.global_batch or c.micro_batch * k.dp * k.accumulation}, "
                 f"ZeRO-{c.zero}, "
                 f"recompute {c.recompute}{', sp' if c.sp else ''}: "
                 f"{format_size(k.memory_total)} per GPU, step {format_time(k.step_time_s)}"
@@ -169,7 +178,8 @@ def _time(r):
         f"  compute / DP communication = 3·D·BW/(P·b) = "
         f"3 × {format_count(s['tokens_per_dp_rank'])} tokens"
         f" × {format_rate(s['dp_bandwidth'])} / ({format_flops(c.compute_rate, True)} × {d.elem} B)"
-        f" = {s['compute_to_communication']:.3g} (seed 002; > 1: DP can hide behind compute)"
+        f" = {s['compute_to_communication']:.3g} (6·N·D/P over 2·N·b/BW; > 1: DP can hide "
+        "behind compute)"
     )
     lines.append(
         f"  efficiency {s['efficiency']:.1%} of the GPUs' {format_flops(c.compute_rate, True)} "
@@ -178,58 +188,88 @@ def _time(r):
     return lines
 
 
+_COLUMNS = ("#", "tp", "pp", "dp", "micro", "accum", "ZeRO", "recompute", "memory/GPU",
+            "activ.", "compute", "TP comm", "comm", "step", "eff.")  # fmt: skip
+_WIDTHS = (4, 4, 4, 5, 6, 6, 5, 10, 11, 10, 10, 10, 10, 10, 6)
+
+
+def model_name(cfg, d):
+    """``'llama2-7b (6.738 B parameters)'`` or ``'the 7 B-parameter model'``."""
+    if cfg.model:
+        return f"{cfg.model} ({format_count(d.params)} parameters)"
+    return f"the {format_count(d.params)}-parameter model"
+
+
+def search_rows(candidates):
+    """The printed cells of each candidate, rows identical in every column merged.
+
+    Returns ``(rows, merged)``: a list of (first rank, last rank, cells) and how many
+    candidates were folded into an identical earlier row.
+    """
+    rows, seen, merged = [], {}, 0
+    for i, k in enumerate(candidates, 1):
+        c = k.config
+        cells = (
+            c.tp, c.pp, k.dp, c.micro_batch, k.accumulation, c.zero, c.recompute,
+            format_size(k.memory_total), format_size(k.activation_bytes),
+            format_time(k.compute_time_s), format_time(k.tp_communication_time_s),
+            format_time(k.communication_time_s), format_time(k.step_time_s),
+            f"{k.efficiency:.0%}",
+        )  # fmt: skip
+        cells = tuple(str(x) for x in cells)
+        if cells in seen:
+            merged += 1
+            continue
+        seen[cells] = True
+        rows.append((i, cells))
+    return rows, merged
+
+
 def search_table(cfg, candidates, total):
     """The ``--search`` table: one row per valid configuration, fastest first."""
     from .derive import derive
 
     d = derive(cfg)
-    model = f"{format_count(d.params)}-parameter model"
     g = cfg.global_batch if cfg.global_batch is not None else _n(d.global_batch)
-    head = f"{total} valid configurations of {d.world} GPUs for the {model}, global batch {g}"
+    model = model_name(cfg, d)
+    head = f"{total} valid configurations of {d.world} GPUs for {model}, global batch {g}"
+    shape = _shape_line(cfg, d)
     if not candidates:
         from .suggest import world_note
 
         note = world_note(cfg, d, suggestions=False) if cfg.global_batch is not None else None
-        return head + (f"\n{note}" if note else "")
-    lines = [head + f"; the {len(candidates)} fastest by estimated step time:", ""]
-    columns = (
-        "#",
-        "tp",
-        "pp",
-        "dp",
-        "micro",
-        "accum",
-        "ZeRO",
-        "recompute",
-        "memory/GPU",
-        "compute",
-        "comm",
-        "step",
-        "eff.",
-    )
-    widths = (4, 4, 4, 5, 6, 6, 5, 10, 11, 10, 10, 10, 6)
-    lines.append("".join(f"{c:>{w}}" for c, w in zip(columns, widths)))
-    for i, k in enumerate(candidates, 1):
-        c = k.config
-        row = (
-            i,
-            c.tp,
-            c.pp,
-            k.dp,
-            c.micro_batch,
-            k.accumulation,
-            c.zero,
-            c.recompute,
-            format_size(k.memory_total),
-            format_time(k.compute_time_s),
-            format_time(k.communication_time_s),
-            format_time(k.step_time_s),
-            f"{k.efficiency:.0%}",
-        )
-        lines.append("".join(f"{str(v):>{w}}" for v, w in zip(row, widths)))
+        return "\n".join([head, shape] + ([note] if note else []))
+    lines = [head + f"; the {len(candidates)} fastest by estimated step time:", shape, ""]
+    lines.append("".join(f"{c:>{w}}" for c, w in zip(_COLUMNS, _WIDTHS)))
+    rows, merged = search_rows(candidates)
+    for rank, cells in rows:
+        lines.append("".join(f"{str(v):>{w}}" for v, w in zip((rank, *cells), _WIDTHS)))
     lines += [
         "",
-        "memory/GPU of the busiest stage; step = compute + communication, nothing overlapped; "
+        "memory/GPU of the busiest stage, activ. its activations (Korthikanti et al. 2022); "
+        "step = compute + communication, nothing overlapped; "
         "eff. = 6·N·tokens / (GPUs · compute rate · step)",
     ]
+    if merged:
+        lines.append(f"{merged} configuration(s) identical in every column to a row above left out")
     return "\n".join(lines)
+
+
+def _shape_line(cfg, d):
+    """Which shape the estimates use, and where it came from."""
+    kv = f", {cfg.kv_groups} kv heads" if cfg.kv_groups != cfg.heads else ""
+    gated = ", gated MLP" if cfg.gated_mlp else ""
+    text = (
+        f"shape: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads} heads{kv}, "
+        f"ffn {d.ffn_hidden}{gated}, vocab {cfg.vocab}, sequence {cfg.seq}"
+    )
+    if cfg.model:
+        from .models import PRESETS
+
+        text += f" (preset {cfg.model}: {PRESETS[cfg.model].source})"
+    elif cfg.assumed_shape:
+        text += (
+            f" (assumed: only the parameter count was given; the nearest row of GPT-3's "
+            f"Table 2.1, {cfg.assumed_shape}, Brown et al. 2020)"
+        )
+    return text

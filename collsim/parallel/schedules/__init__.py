@@ -16,6 +16,8 @@ schedule        builder                            idle time per stage         p
 
 Table notation: ``F3`` / ``B3`` / ``W3`` is micro-batch 3; ``F3.1`` adds the model chunk. The
 *bubble fraction* is idle / (idle + m (t_f+t_b+t_w)), i.e. (p-1)/(m+p-1) for gpipe and 1f1b.
+The closed forms live in :mod:`~collsim.parallel.schedules.formulas` (``bubble_fraction``,
+``bubble_time``, ``peak_inflight``), which `Schedule` and the planner both call.
 
 Examples
 --------
@@ -33,6 +35,7 @@ stage 3 | F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7
 """
 
 from .builders import SCHEDULE_NAMES, build_schedule, gpipe, interleaved, one_f_one_b, zb_h1
+from .formulas import bubble_fraction, bubble_time, peak_inflight
 from .layers import split_layers
 from .schedule import KINDS, PipeOp, Schedule
 
@@ -47,4 +50,7 @@ __all__ = [
     "interleaved",
     "zb_h1",
     "split_layers",
+    "bubble_fraction",
+    "bubble_time",
+    "peak_inflight",
 ]

@@ -47,7 +47,7 @@ def split_layers(n_layers, p, v=1):
         If ``v == 1`` and ``n_layers`` is not a multiple of ``p``. The split is still valid
         (the first ``n_layers mod p`` stages get one layer more, like ``numpy.array_split``),
         but the slowest stage sets the pace of the whole pipeline; divisibility is recommended,
-        not required (seed 000).
+        not required (Megatron-LM lets the first and last stage sizes be set apart).
 
     Examples
     --------

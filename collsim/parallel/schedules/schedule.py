@@ -23,7 +23,8 @@ import difflib
 from dataclasses import dataclass
 
 from ...errors import ConfigError
-from ._checks import check_count, check_stage_ops, check_times
+from . import formulas
+from ._checks import check_count, check_stage_ops
 
 __all__ = ["KINDS", "PipeOp", "Schedule"]
 
@@ -282,16 +283,7 @@ class Schedule:
         >>> interleaved(p=4, m=8, v=2).formula_peak_inflight()
         (11, 9, 7, 5)
         """
-        p, m, v = self.stages, self.microbatches, self.virtual
-        per_stage = {
-            "gpipe": lambda s: m,
-            "1f1b": lambda s: min(p - s, m),
-            "interleaved": lambda s: min(2 * (p - s - 1) + (v - 1) * p + 1, m * v),
-            "zb-h1": lambda s: min(p, m),
-        }
-        if self.name not in per_stage:
-            raise ConfigError(_no_closed_form(self.name))
-        return tuple(per_stage[self.name](s) for s in range(p))
+        return formulas.peak_inflight(self.name, self.stages, self.microbatches, self.virtual)
 
     def formula_bubble_time(self, t_f=1.0, t_b=1.0, t_w=1.0):
         """Closed-form idle time of each stage, with zero communication time.
@@ -307,20 +299,9 @@ class Schedule:
         >>> zb_h1(p=4, m=8).formula_bubble_time(t_f=1.0, t_b=1.0, t_w=1.0)
         3.0
         """
-        check_times(t_f, t_b, t_w)
-        p, v, full = self.stages, self.virtual, t_f + t_b + t_w
-        if self.name in ("gpipe", "1f1b"):
-            return (p - 1) * full
-        if self.name == "interleaved":
-            return (p - 1) * full / v
-        if self.name == "zb-h1":
-            if t_w > min(t_f, t_b):
-                raise ConfigError(
-                    f"the zb-h1 bubble (p-1)(t_f+t_b-t_w) assumes t_w <= min(t_f, t_b); got "
-                    f"t_f={t_f}, t_b={t_b}, t_w={t_w}; nearest valid choice: t_w={min(t_f, t_b)}"
-                )
-            return (p - 1) * (t_f + t_b - t_w)
-        raise ConfigError(_no_closed_form(self.name))
+        return formulas.bubble_time(
+            self.name, self.stages, self.microbatches, self.virtual, t_f, t_b, t_w
+        )
 
     def formula_bubble_fraction(self, t_f=1.0, t_b=1.0, t_w=1.0):
         """Closed-form share of a stage's time spent idle: ``bubble / (bubble + m (t_f+t_b+t_w))``.
@@ -333,12 +314,6 @@ class Schedule:
         >>> one_f_one_b(p=4, m=8).formula_bubble_fraction()  # 3/11
         0.2727...
         """
-        bubble = self.formula_bubble_time(t_f, t_b, t_w)
-        return bubble / (bubble + self.microbatches * (t_f + t_b + t_w))
-
-
-def _no_closed_form(name):
-    return (
-        f"schedule {name!r} has no closed form; closed forms exist for "
-        f"'gpipe', '1f1b', 'interleaved' and 'zb-h1' (measure a hand-built schedule's trace)"
-    )
+        return formulas.bubble_fraction(
+            self.name, self.stages, self.microbatches, self.virtual, t_f, t_b, t_w
+        )
