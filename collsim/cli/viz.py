@@ -66,7 +66,8 @@ def memory(args):
     from ..viz.memory import memory_figure
     from .plan import config_from_args
 
-    if not args.config and all(getattr(args, k, None) is None for k in ("params", "layers")):
+    given = ("model", "params", "layers")
+    if not args.config and all(getattr(args, k, None) is None for k in given):
         # with only --out: the 7B memory example, Llama 2 7B's shape (32 layers of 4096;
         # Touvron et al. 2023) on one 8-GPU node, so the 16 bytes/parameter of
         # mixed-precision Adam (Rajbhandari et al. 2020, ZeRO) is visible at once
@@ -458,7 +459,7 @@ def scaling(args):
     from ..viz.scaling import DEFAULT_JOB, scaling_figure
     from .plan import config_from_args
 
-    if args.params is None and args.layers is None and not args.config:
+    if args.params is None and args.layers is None and args.model is None and not args.config:
         args.params = DEFAULT_JOB["params"]
     if args.global_batch is None and not args.config:
         args.global_batch = DEFAULT_JOB["global_batch"]
