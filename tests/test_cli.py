@@ -21,8 +21,9 @@ JSON_KEYS = {
     "bytes_received",
     "steps",
     "time_s",
-    "algbw",
-    "busbw",
+    "algbw_GBps",
+    "busbw_GBps",
+    "wrong",
     "correct",
 }
 
@@ -47,8 +48,8 @@ def test_run_json_schema_and_nccl_tests_bandwidths(capsys):
     )
     assert set(row) == JSON_KEYS
     assert row["size_bytes"] == 64 * 2**20 and row["steps"] == 14
-    assert row["algbw"] == pytest.approx(row["size_bytes"] / row["time_s"] / 1e9)
-    assert row["busbw"] == pytest.approx(row["algbw"] * 2 * 7 / 8)
+    assert row["algbw_GBps"] == pytest.approx(row["size_bytes"] / row["time_s"] / 1e9)
+    assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 2 * 7 / 8)
     assert row["bytes_sent"] == [2 * 7 * 64 * 2**20 // 8] * 8
     assert row["correct"] is None  # count-only moves no values to check
 
@@ -57,7 +58,7 @@ def test_run_sweep_has_one_verified_row_per_size(capsys):
     rows = run_json(capsys, "run", "all-gather", "-k", "4", "-b", "64", "-e", "4KiB", "-f", "4")
     assert [r["size_bytes"] for r in rows] == [64, 256, 1024, 4096]
     assert all(r["correct"] is True for r in rows)
-    assert all(r["busbw"] == pytest.approx(r["algbw"] * 3 / 4) for r in rows)
+    assert all(r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 3 / 4) for r in rows)
 
 
 def test_run_table_and_trace(tmp_path, capsys):

@@ -38,8 +38,11 @@ def build_parser():
 
 def main(argv=None):
     """Entry point of the ``collsim`` console script; returns the exit status."""
+    from .common import join_negative_values
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # `--latency -1us` reaches the command as a value, to be refused by name
+    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     if not hasattr(args, "func"):
         parser.print_help()
         return 0

@@ -1,10 +1,12 @@
 """``collsim pipeline``: run one pipeline-parallel training step and measure its bubble."""
 
-import argparse
+from .common import Formatter, add_progress_argument
 
-__all__ = ["register", "run", "human_report", "FORMATS"]
+__all__ = ["register", "run", "human_report", "check_args", "estimate_memory", "FORMATS", "LIMITS"]
 
 FORMATS = ("png", "svg", "pdf")  # what --out accepts, by extension
+# one step runs in seconds within these; past them the table and the picture are unreadable
+LIMITS = {"--stages": 64, "--microbatches": 256, "--virtual": 16, "--layers": 256}
 
 DESCRIPTION = """\
 Run one training step of a small transformer (a stack of pre-LayerNorm blocks) with a pipeline
@@ -35,14 +37,20 @@ def register(subparsers):
         help="run a pipeline schedule (gpipe, 1f1b, interleaved, zb-h1) and measure its bubble",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
     sched = parser.add_argument_group("schedule")
     sched.add_argument("--schedule", default="1f1b", help="gpipe, 1f1b, interleaved or zb-h1")
-    sched.add_argument("--stages", "-p", type=int, default=4, help="pipeline stages p")
-    sched.add_argument("--microbatches", "-m", type=int, default=8, help="micro-batches m")
+    sched.add_argument("--stages", "-p", type=int, default=4, help="pipeline stages p (default 4)")
     sched.add_argument(
-        "--virtual", "-v", type=int, default=1, help="model chunks per stage (interleaved)"
+        "--microbatches", "-m", type=int, default=8, help="micro-batches m (default 8)"
+    )
+    sched.add_argument(
+        "--virtual",
+        "-v",
+        type=int,
+        default=1,
+        help="model chunks per stage (interleaved; default 1)",
     )
     times = parser.add_argument_group("pass times (one micro-batch on one whole stage)")
     times.add_argument("--t-forward", default="1ms", help="forward t_f (default 1ms)")
@@ -61,6 +69,7 @@ def register(subparsers):
     links.add_argument("--latency", default="5us", help="per message (default 5us)")
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_progress_argument(out)
     out.add_argument(
         "--out",
         metavar="FILE",
@@ -73,35 +82,29 @@ def run(args):
     """Run the step and print the report (or JSON); 0 if the gradients match one device."""
     import json
     import sys
-    from pathlib import Path
 
     from ..errors import ConfigError
     from ..parallel.pipeline import pipeline_step
-    from ..units import parse_time
+    from .common import explain_time_guard, progress
 
-    fmt = Path(args.out).suffix.lower().lstrip(".") if args.out else None
-    if fmt is not None and fmt not in FORMATS:
-        raise ConfigError(
-            f"--out {args.out!r}: the extension picks the format; use one of "
-            f"{', '.join('.' + f for f in FORMATS)} (e.g. timeline.png)"
+    fmt, times = check_args(args)
+    timing = {k: getattr(args, k) for k in ("t_forward", "t_backward", "t_weight", "bandwidth",
+                                            "latency") if getattr(args, k) is not None}  # fmt: skip
+    with progress("collsim pipeline: one step", args.progress), explain_time_guard(**timing):
+        result = pipeline_step(
+            args.schedule,
+            args.stages,
+            args.microbatches,
+            args.virtual,
+            layers=args.layers,
+            micro_batch_size=args.micro_batch_size,
+            seq=args.seq,
+            hidden=args.hidden,
+            heads=args.heads,
+            **times,
+            bandwidth=args.bandwidth,
+            latency=args.latency,
         )
-    t_f = parse_time(args.t_forward)
-    result = pipeline_step(
-        args.schedule,
-        args.stages,
-        args.microbatches,
-        args.virtual,
-        layers=args.layers,
-        micro_batch_size=args.micro_batch_size,
-        seq=args.seq,
-        hidden=args.hidden,
-        heads=args.heads,
-        t_f=t_f,
-        t_b=t_f if args.t_backward is None else parse_time(args.t_backward),
-        t_w=t_f if args.t_weight is None else parse_time(args.t_weight),
-        bandwidth=args.bandwidth,
-        latency=args.latency,
-    )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -109,10 +112,111 @@ def run(args):
     if fmt is not None:
         from ..viz.timeline import timeline_figure
 
-        timeline_figure(result).savefig(args.out, format=fmt, dpi=150)
+        try:
+            timeline_figure(result).savefig(args.out, format=fmt, dpi=150)
+        except OSError as exc:  # a full disk: name the file, not stdout
+            raise ConfigError(f"--out {args.out}: cannot write it ({exc.strerror})") from None
         # with --json, stdout carries only the JSON
         print(f"wrote {args.out} (timeline, {fmt.upper()})", file=sys.stderr if args.json else None)
     return 0 if result.match else 1
+
+
+def estimate_memory(stages, microbatches, layers, micro_batch_size, seq, hidden, heads):
+    """Bytes one step needs, about (float64): the blocks' weights (12·H² each) four times
+    (one device's copy, the stages', both gradients) and every micro-batch's activations
+    kept for its backward (about 20·H per token per block, and the attention scores),
+    in both runs.
+
+    >>> estimate_memory(4, 8, 4, 2, 4, 8, 2) < 2**20
+    True
+    """
+    weights = 4 * layers * 12 * hidden * hidden
+    tokens = microbatches * micro_batch_size * seq
+    activations = 2 * layers * tokens * (20 * hidden + 2 * heads * seq)
+    return 8 * (weights + activations)
+
+
+def check_args(args):
+    """Refuse, before any work, what the step cannot run; returns (format, pass times)."""
+    from ..errors import ConfigError
+    from ..parallel.schedules import build_schedule
+    from ..units import format_time, parse_time
+    from .common import (
+        MAX_LATENCY_S,
+        check_fits,
+        check_int,
+        check_output_path,
+        check_work,
+        link_latency,
+        link_rate,
+        transformer_seconds,
+    )
+
+    fmt = None
+    if args.out is not None:
+        path = check_output_path(args.out, "--out", tuple("." + f for f in FORMATS))
+        fmt = path.suffix.lower().lstrip(".")
+    for flag in ("stages", "microbatches", "virtual", "layers"):
+        value = getattr(args, flag)
+        if value is not None:
+            check_int(value, f"--{flag}", minimum=1, maximum=LIMITS[f"--{flag}"])
+    for flag in ("hidden", "heads", "seq", "micro_batch_size"):
+        check_int(getattr(args, flag), f"--{flag.replace('_', '-')}", minimum=1)
+    build_schedule(args.schedule, args.stages, args.microbatches, args.virtual)  # names the rule
+    times = {}
+    for key, flag, text in (("t_f", "--t-forward", args.t_forward),
+                            ("t_b", "--t-backward", args.t_backward),
+                            ("t_w", "--t-weight", args.t_weight)):  # fmt: skip
+        if text is None:
+            times[key] = times["t_f"]
+            continue
+        try:
+            times[key] = parse_time(text)
+        except ConfigError as exc:
+            raise ConfigError(f"{flag} {text!r}: {exc}") from None
+    link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
+    # the step lasts at least (m + p - 1) passes of every kind: past the time guard it stops
+    step = (args.microbatches + args.stages - 1) * args.virtual * sum(times.values())
+    if step > MAX_LATENCY_S:
+        given = ", ".join(f"{flag} {text}" for flag, text in (("--t-forward", args.t_forward),
+                          ("--t-backward", args.t_backward), ("--t-weight", args.t_weight))
+                          if text is not None)  # fmt: skip
+        raise ConfigError(
+            f"{given}: the step would take at least {format_time(step)} "
+            "of simulated time, past the simulation's guard (1 day); real passes take "
+            "milliseconds, like --t-forward 1ms"
+        )
+    layers = args.stages * args.virtual if args.layers is None else args.layers
+    need = estimate_memory(args.stages, args.microbatches, layers, args.micro_batch_size,
+                           args.seq, args.hidden, args.heads)  # fmt: skip
+    sizes = (f"--hidden {args.hidden}, --heads {args.heads}, --layers {layers}, --microbatches "
+             f"{args.microbatches}, --micro-batch-size {args.micro_batch_size}, --seq "
+             f"{args.seq}")  # fmt: skip
+    tokens = args.microbatches * args.micro_batch_size * args.seq
+    seconds = transformer_seconds(
+        layers=layers,
+        params_per_layer=12 * args.hidden**2,
+        tokens=tokens,
+        sequences=args.microbatches * args.micro_batch_size,
+        heads=args.heads,
+        seq=args.seq,
+        hidden=args.hidden,
+        passes=2,  # the pipeline and one device
+    )
+    check_work(seconds, sizes, "the bubble and the schedule do not depend on the model's size")
+    check_fits(need, f"{sizes} (float64 weights and activations)",
+               "the bubble and the schedule do not depend on the model's size: the default "
+               "--hidden 8 shows the same")  # fmt: skip
+    if args.hidden % args.heads:
+        # the nearest divisor of hidden, searched near --heads only (hidden may be huge)
+        near = [h for h in range(max(1, args.heads - 4096), args.heads + 4097)
+                if args.hidden % h == 0] or [1]  # fmt: skip
+        nearest = min(near, key=lambda h: (abs(h - args.heads), h))
+        raise ConfigError(
+            f"--heads {args.heads} does not divide --hidden {args.hidden} "
+            f"(head size = hidden / heads); nearest valid --heads {nearest}"
+        )
+    return fmt, times
 
 
 _FORMULAS = {

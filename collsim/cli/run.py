@@ -1,4 +1,8 @@
-"""``collsim run COLLECTIVE``: run a collective, verify it, and print nccl-tests columns."""
+"""``collsim run COLLECTIVE``: run a collective, verify it, and print nccl-tests columns.
+
+``--json`` prints ``{"results": [row, ...]}``, one row per size, with the fields of
+:data:`JSON_FIELDS` (units in the names: ``_bytes``, ``_s``, ``_GBps``).
+"""
 
 import json
 import sys
@@ -7,11 +11,46 @@ import numpy as np
 
 from .. import units
 from ..errors import ConfigError
-from .common import Formatter, add_cluster_arguments, cluster_from_args
+from .common import (
+    Formatter,
+    add_cluster_arguments,
+    add_progress_argument,
+    check_fits,
+    check_int,
+    check_output_path,
+    check_seed,
+    cluster_from_args,
+    explain_time_guard,
+    parse_factor,
+    progress,
+    sweep_sizes,
+)
 
-__all__ = ["register", "run", "measure"]
+__all__ = ["register", "run", "measure", "sizes_from_args", "numeric_bytes", "JSON_FIELDS"]
 
-DESCRIPTION = """\
+# the --json row, documented once: `collsim run --help` prints this table
+JSON_FIELDS = {
+    "collective": "all_reduce, reduce_scatter, all_gather, broadcast, reduce or all_to_all",
+    "algorithm": "the algorithm that ran (ring, tree, halving_doubling, naive, direct)",
+    "topology": "the topology's name",
+    "ranks": "K, the number of ranks",
+    "size_bytes": "S in bytes (see 'Size S' above)",
+    "count": "elements per rank buffer (all-gather: per rank's share)",
+    "dtype": "element type",
+    "op": "reduction op, or null for collectives without one",
+    "bytes_sent": "bytes each rank sent, a list by rank",
+    "bytes_received": "bytes each rank received, a list by rank",
+    "steps": "algorithm steps (latency terms)",
+    "time_s": "simulated time in seconds",
+    "algbw_GBps": "S / time_s in GB/s (1e9 B/s), null when time_s is 0",
+    "busbw_GBps": "algbw_GBps times the bus factor, in GB/s",
+    "wrong": "output elements that differ from numpy's; null without data",
+    "correct": "wrong == 0, or null without data",
+}
+REDUCING = ("all_reduce", "reduce_scatter", "reduce")  # the collectives that take --op
+
+DESCRIPTION = (
+    """\
 Run one collective on a virtual cluster, check every output against numpy, and print the
 columns nccl-tests prints:
 
@@ -22,6 +61,13 @@ columns nccl-tests prints:
 
 Size S: for all-reduce, reduce-scatter, broadcast, reduce and all-to-all the buffer each
 rank starts with; for all-gather the buffer each rank ends with (each contributes S/K).
+"max sent/rank" is the bytes the busiest rank sent; "#wrong" counts the output elements
+that differ from numpy's (n/a with --count-only or --analytical).
+
+--json fields of each row:
+"""
+    + "\n".join(f"  {key:<16}{meaning}" for key, meaning in JSON_FIELDS.items())
+    + """
 
 examples:
   collsim run all-reduce --ranks 8 --size 64MiB --algorithm ring --topology ring
@@ -30,6 +76,7 @@ examples:
   collsim run all-reduce --ranks 1024 --size 1GiB --count-only     # sizes, no data
   collsim run all-reduce --ranks 4096 --size 1GiB --analytical     # closed form, instant
 """
+)
 
 
 def register(subparsers):
@@ -48,19 +95,31 @@ def register(subparsers):
         "collective's first (ring; tree for broadcast/reduce; direct for all-to-all)",
     )
     p.add_argument("--size", "-s", default=None, help="S, e.g. 64MiB (default 1MiB unless a sweep)")
-    p.add_argument("--min-bytes", "-b", default=None, help="sweep: smallest S")
-    p.add_argument("--max-bytes", "-e", default=None, help="sweep: largest S")
-    p.add_argument("--factor", "-f", type=float, default=2.0, help="sweep: multiply S by this")
+    p.add_argument("--min-bytes", "-b", default=None, help="sweep: smallest S (default 8)")
+    p.add_argument("--max-bytes", "-e", default=None, help="sweep: largest S (default --min-bytes)")
+    p.add_argument(
+        "--factor",
+        "-f",
+        default="2",
+        help="sweep: multiply S by this, > 1; at most 64 sizes (default 2)",
+    )
     p.add_argument(
         "--dtype",
         "-d",
         default="float32",
         choices=("float64", "float32", "float16", "bfloat16", "int32", "int64"),
-        help="element type (bfloat16 only with --count-only)",
+        help="element type (bfloat16 only with --count-only or --analytical; default float32)",
     )
-    p.add_argument("--op", "-o", default="sum", choices=("sum", "avg", "prod", "max", "min"))
+    p.add_argument(
+        "--op",
+        "-o",
+        default="sum",
+        choices=("sum", "avg", "prod", "max", "min"),
+        help="reduction of all-reduce, reduce-scatter and reduce (default sum); broadcast, "
+        "all-gather and all-to-all have none",
+    )
     p.add_argument("--root", type=int, default=0, help="broadcast/reduce root (group rank)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the input values")
+    p.add_argument("--seed", type=int, default=0, help="seed of the input values, >= 0")
     p.add_argument(
         "--count-only",
         action="store_true",
@@ -77,28 +136,59 @@ def register(subparsers):
         "--trace",
         metavar="FILE",
         default=None,
-        help="write the (last) run's Chrome/Perfetto trace JSON here",
+        help="write the (last) run's Chrome/Perfetto trace JSON here (not with --analytical)",
     )
+    add_progress_argument(p)
     add_cluster_arguments(p)
     p.set_defaults(func=run)
 
 
 def sizes_from_args(args):
-    """The list of S values in bytes: one --size, or a --min/--max/--factor sweep."""
+    """The list of S values in bytes: one --size, or a --min/--max/--factor sweep of at
+    most :data:`~collsim.cli.common.MAX_SWEEP_SIZES` sizes."""
+    size = getattr(args, "size", None)
+    factor = getattr(args, "factor", 2)
+    parse_factor(factor)  # a bad --factor is an error even without a sweep
     if args.min_bytes is None and args.max_bytes is None:
-        return [units.parse_size(args.size or "1MiB")]
-    if args.size is not None:
-        raise ConfigError("give either --size or --min-bytes/--max-bytes, not both")
-    lo = units.parse_size(args.min_bytes or "8")
-    hi = units.parse_size(args.max_bytes or lo)
-    if hi < lo or args.factor <= 1:
-        raise ConfigError(f"sweep needs --max-bytes >= --min-bytes and --factor > 1 "
-                          f"(got {lo} B .. {hi} B, factor {args.factor})")  # fmt: skip
-    sizes, s = [], lo
-    while s <= hi:
-        sizes.append(int(s))
-        s *= args.factor
-    return sizes
+        if size is not None and not str(size).strip():
+            raise ConfigError(f"--size {size!r}: empty; give a size like --size 64MiB")
+        try:
+            return [units.parse_size("1MiB" if size is None else size)]
+        except ConfigError as exc:
+            raise ConfigError(f"--size {size!r}: {exc}") from None
+    if size is not None:
+        raise ConfigError(
+            f"--size {size} with --min-bytes/--max-bytes: give either one size or a sweep"
+        )
+    lo = "8" if args.min_bytes is None else args.min_bytes
+    hi = lo if args.max_bytes is None else args.max_bytes
+    return sweep_sizes(lo, hi, factor)
+
+
+def numeric_bytes(k, size):
+    """Bytes a run with data needs, about: K input buffers, K outputs and the executor's
+    working copies (about 3K buffers of S), plus numpy's reference (measured with
+    tracemalloc: 2-3.1·K·S at K = 8, 4.5-5.1·K·S at K = 2)."""
+    return (3 * k + 4) * size
+
+
+def check_size(name, k, size, dtype):
+    """Refuse, in every mode alike, a size that is not whole elements for this collective."""
+    from ..collectives.executor import DTYPE_BYTES
+
+    itemsize = DTYPE_BYTES[dtype]
+    if name == "all_gather":  # each rank contributes S/K
+        unit, whose = k * itemsize, f"each rank's share S/K = {size}/{k} B"
+    elif name == "all_to_all":  # each rank sends S/K to every rank
+        unit, whose = k * itemsize, f"the block S/K = {size}/{k} B each rank sends to each"
+    else:
+        unit, whose = itemsize, f"{size} B"
+    if size % unit:
+        lower = size - size % unit
+        raise ConfigError(f"size {size} B: {whose} is not a whole number of {dtype} elements "
+                          f"({itemsize} B each); nearest valid sizes {lower} B or "
+                          f"{lower + unit} B")  # fmt: skip
+    return (size // k if name == "all_gather" else size) // itemsize
 
 
 def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum", root=0,
@@ -107,22 +197,13 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
 
     With ``analytical=True`` nothing is simulated: the row holds the closed form and the
     result is ``None``."""
-    from ..collectives import bus_factor, reference
-    from ..collectives.executor import DTYPE_BYTES, integer_inputs
+    from ..collectives import reference
+    from ..collectives.executor import integer_inputs
     from ..collectives.registry import canonical_collective
 
     name = canonical_collective(collective)
     k = cluster.size
-    itemsize = DTYPE_BYTES[dtype]
-    per_rank = size // k if name == "all_gather" else size
-    if per_rank % itemsize or (name == "all_gather" and size % k):
-        whose = f"each rank's share S/K = {size}/{k} B" if name == "all_gather" else f"{size} B"
-        unit = k * itemsize if name == "all_gather" else itemsize
-        lower = size - size % unit
-        raise ConfigError(f"size {size} B: {whose} is not a whole number of {dtype} elements "
-                          f"({itemsize} B each); nearest valid sizes {lower} B or "
-                          f"{lower + unit} B")  # fmt: skip
-    count = per_rank // itemsize
+    count = check_size(name, k, size, dtype)
     if analytical:
         return _analytical_row(cluster, name, size, count, algorithm, dtype, op), None
     if dtype == "bfloat16" and not count_only:
@@ -130,78 +211,135 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
     if count_only:
         out = cluster.collective(name, count=count, dtype=dtype, algorithm=algorithm, op=op,
                                  root=root)  # fmt: skip
-        correct = None
+        wrong = None
     else:
         buffers = integer_inputs(k, count, dtype, op, seed)
         out = cluster.collective(name, buffers, algorithm=algorithm, op=op, root=root)
         expected = reference(name, buffers, op, root)
         wrong = sum(0 if (a is None and b is None) else int(np.count_nonzero(a != b))
                     for a, b in zip(out.outputs, expected))  # fmt: skip
-        correct = wrong == 0
     t = out.time
+    return _row(cluster, name, out.algorithm, size, count, dtype, op, out.stats.bytes_sent,
+                out.stats.bytes_received, out.stats.steps, t, wrong), out  # fmt: skip
+
+
+def _row(cluster, name, algorithm, size, count, dtype, op, sent, received, steps, t, wrong):
+    from ..collectives import bus_factor
+
     algbw = size / t / 1e9 if t > 0 else None
-    row = {
+    return {
         "collective": name,
-        "algorithm": out.algorithm,
+        "algorithm": algorithm,
         "topology": cluster.topology.graph.get("name"),
-        "ranks": k,
+        "ranks": cluster.size,
         "size_bytes": size,
         "count": count,
         "dtype": dtype,
-        "op": op,
-        "bytes_sent": out.stats.bytes_sent,
-        "bytes_received": out.stats.bytes_received,
-        "steps": out.stats.steps,
+        "op": op if name in REDUCING else None,
+        "bytes_sent": list(sent),
+        "bytes_received": list(received),
+        "steps": steps,
         "time_s": t,
-        "algbw": algbw,
-        "busbw": None if algbw is None else algbw * bus_factor(name, k),
-        "correct": correct,
+        "algbw_GBps": algbw,
+        "busbw_GBps": None if algbw is None else algbw * bus_factor(name, cluster.size),
+        "wrong": wrong,
+        "correct": None if wrong is None else wrong == 0,
     }
-    return row, out
 
 
 def _analytical_row(cluster, name, size, count, algorithm, dtype, op):
-    from ..collectives import analytical, bus_factor
+    from ..collectives import analytical
     from ..collectives.registry import canonical_algorithm
 
     cost = analytical(cluster, name, size, algorithm)
-    k, t = cluster.size, cost.time_s
-    algbw = size / t / 1e9 if t > 0 else None
-    busiest = [int(cost.bytes_per_rank)] * k
-    return {
-        "collective": name,
-        "algorithm": canonical_algorithm(name, algorithm),
-        "topology": cluster.topology.graph.get("name"),
-        "ranks": k,
-        "size_bytes": size,
-        "count": count,
-        "dtype": dtype,
-        "op": op,
-        "bytes_sent": busiest,
-        "bytes_received": busiest,
-        "steps": cost.steps,
-        "time_s": t,
-        "algbw": algbw,
-        "busbw": None if algbw is None else algbw * bus_factor(name, k),
-        "correct": None,
-    }
+    busiest = [int(cost.bytes_per_rank)] * cluster.size
+    return _row(cluster, name, canonical_algorithm(name, algorithm), size, count, dtype, op,
+                busiest, busiest, cost.steps, cost.time_s, None)  # fmt: skip
+
+
+def check_args(args):
+    """Every refusal that needs no simulation, before any: returns (cluster, sizes)."""
+    from ..collectives.registry import canonical_algorithm, canonical_collective
+
+    name = canonical_collective(args.collective)
+    canonical_algorithm(name, args.algorithm)
+    check_seed(args.seed)
+    if args.analytical and args.count_only:
+        raise ConfigError("--analytical and --count-only: give one (the closed form, or a "
+                          "simulation that moves sizes only)")  # fmt: skip
+    if args.analytical and args.trace is not None:
+        raise ConfigError(f"--trace {args.trace} with --analytical: the closed form simulates "
+                          "nothing, so there is no trace; drop --analytical or use "
+                          "--count-only")  # fmt: skip
+    if args.trace is not None:
+        check_output_path(args.trace, "--trace")
+    sizes = sizes_from_args(args)
+    cluster = cluster_from_args(args, analytical=args.analytical)
+    k = cluster.size
+    check_int(args.root, "--root", minimum=0, maximum=k - 1, hint=f"a group rank of {k}")
+    given = _size_flags(args)
+    for size in sizes:
+        try:
+            check_size(name, k, size, args.dtype)
+        except ConfigError as exc:
+            raise ConfigError(f"{given}: {exc}") from None
+    if args.dtype == "bfloat16" and not (args.count_only or args.analytical):
+        raise ConfigError("--dtype bfloat16: numpy has no bfloat16; use --count-only or "
+                          "--analytical (only its 2-byte size matters)")  # fmt: skip
+    largest = max(sizes)
+    if not args.analytical:
+        _check_time_guard(cluster, name, largest, args)
+    if not (args.count_only or args.analytical):
+        check_fits(
+            numeric_bytes(k, largest),
+            f"{given}: {k} ranks' {units.format_size(largest)} {args.dtype} buffers and their "
+            "copies",
+            "--count-only runs the same schedule and network without data, --analytical gives "
+            "the closed form",
+        )
+    return cluster, sizes
+
+
+def _check_time_guard(cluster, name, size, args):
+    """A simulation that would pass Cluster's max_time guard stops part-way: refuse it."""
+    from ..collectives import analytical
+
+    seconds = analytical(cluster, name, size, args.algorithm).time_s
+    if seconds > cluster.max_time:
+        given = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in _timing_flags(args).items())
+        raise ConfigError(
+            f"{units.format_size(size)} with {given}: the closed form alone takes "
+            f"{units.format_time(seconds)} of simulated time, past the simulation's guard of "
+            f"{cluster.max_time:,.0f} s; use --analytical, a smaller size or a faster "
+            "--bandwidth"
+        )
 
 
 def run(args):
-    cluster = cluster_from_args(args)
+    cluster, sizes = check_args(args)
     rows, last = [], None
-    for size in sizes_from_args(args):
-        row, last = measure(cluster, args.collective, size, args.algorithm, args.dtype,
-                            args.op, args.root, args.seed, args.count_only,
-                            args.analytical)  # fmt: skip
-        rows.append(row)
-        if not args.json and len(rows) == 1:
-            _print_header(row, args)
-        if not args.json:
-            _print_row(row)
-            sys.stdout.flush()
+    mode = "closed form" if args.analytical else "simulating"
+    timing = _timing_flags(args)
+    with (
+        progress(f"collsim run: {mode} {cluster.size} ranks", args.progress) as note,
+        explain_time_guard(**timing),
+    ):
+        for i, size in enumerate(sizes):
+            note(f"size {i + 1} of {len(sizes)}, {units.format_size(size)}")
+            row, last = measure(cluster, args.collective, size, args.algorithm, args.dtype,
+                                args.op, args.root, args.seed, args.count_only,
+                                args.analytical)  # fmt: skip
+            rows.append(row)
+            if not args.json and len(rows) == 1:
+                _print_header(row, args)
+            if not args.json:
+                _print_row(row)
+                sys.stdout.flush()
     if args.trace and last is not None:
-        last.trace.to_chrome(args.trace)
+        try:
+            last.trace.to_chrome(args.trace)
+        except OSError as exc:  # a full disk, /dev/full: name the file, not stdout
+            raise ConfigError(f"--trace {args.trace}: cannot write it ({exc.strerror})") from None
         if not args.json:
             print(f"# trace written to {args.trace} (open it at ui.perfetto.dev)")
     if args.json:
@@ -209,21 +347,48 @@ def run(args):
     return 0 if all(r["correct"] is not False for r in rows) else 1
 
 
+def _size_flags(args):
+    """The size flags as the user gave them, for a message."""
+    given = [(flag, getattr(args, flag.lstrip("-").replace("-", "_")))
+             for flag in ("--size", "--min-bytes", "--max-bytes")]  # fmt: skip
+    return ", ".join(f"{flag} {value}" for flag, value in given if value is not None) or (
+        "the default --size 1MiB"
+    )
+
+
+def _timing_flags(args):
+    """The flags that set how long a run takes, as the user gave them."""
+    sizes = {k: getattr(args, k) for k in ("size", "min_bytes", "max_bytes")}
+    sizes = {k: v for k, v in sizes.items() if v is not None}
+    links = {"bandwidth": args.bandwidth, "latency": args.latency}
+    if args.topology == "hierarchical":
+        links.update(inter_bandwidth=args.inter_bandwidth, inter_latency=args.inter_latency)
+    return {**sizes, **links}
+
+
 def _print_header(row, args):
     print(f"# collsim run {row['collective'].replace('_', '-')}: {row['ranks']} ranks, "
           f"algorithm {row['algorithm']}, topology {row['topology']}, "
           f"{args.bandwidth} per link, {args.latency} latency, model {args.model}")  # fmt: skip
+    if args.topology == "hierarchical":
+        print(f"#   {args.gpus_per_node} GPUs per node ({args.bandwidth}, {args.latency} "
+              f"links); between nodes {args.inter_bandwidth} NIC, {args.inter_latency} "
+              "latency")  # fmt: skip
+    print("# max sent/rank: bytes the busiest rank sent; #wrong: output elements that differ "
+          "from numpy's (n/a without data)")  # fmt: skip
     print("#" + " " * 11 + "size       count    type  redop  steps     time  algbw   busbw"
-          "   sent/rank  #wrong")  # fmt: skip
+          "  max sent/rank  #wrong")  # fmt: skip
     print("#" + " " * 11 + " (B)  (elements)                          (us) (GB/s)  (GB/s)"
-          "         (B)")  # fmt: skip
+          "            (B)")  # fmt: skip
 
 
 def _print_row(row):
     def bw(v):
         return f"{v:7.2f}" if v is not None else "    n/a"
 
-    wrong = {True: "0", False: "WRONG", None: "n/a"}[row["correct"]]
-    print(f"{row['size_bytes']:>16} {row['count']:>11} {row['dtype']:>7} {row['op']:>6} "
-          f"{row['steps']:>6} {row['time_s'] * 1e6:>8.2f} {bw(row['algbw'])} {bw(row['busbw'])} "
-          f"{max(row['bytes_sent']):>11} {wrong:>7}")  # fmt: skip
+    wrong = "n/a" if row["wrong"] is None else str(row["wrong"])
+    op = row["op"] or "none"
+    print(f"{row['size_bytes']:>16} {row['count']:>11} {row['dtype']:>7} {op:>6} "
+          f"{row['steps']:>6} {row['time_s'] * 1e6:>8.2f} {bw(row['algbw_GBps'])} "
+          f"{bw(row['busbw_GBps'])} {max(row['bytes_sent'], default=0):>14} "
+          f"{wrong:>7}")  # fmt: skip

@@ -1,13 +1,25 @@
 """``collsim step COLLECTIVE``: walk through a collective one step at a time."""
 
-import sys
-
 import numpy as np
 
 from .. import units
-from .common import Formatter, add_cluster_arguments, cluster_from_args
+from ..errors import ConfigError
+from .common import (
+    Formatter,
+    add_cluster_arguments,
+    add_progress_argument,
+    check_fits,
+    check_int,
+    cluster_from_args,
+    explain_time_guard,
+    progress,
+    stdin_is_terminal,
+)
 
-__all__ = ["register", "run", "pause"]
+__all__ = ["register", "run", "pause", "MAX_STEP_RANKS"]
+
+# every step prints one line per rank and per transfer: past 64 ranks nobody reads it
+MAX_STEP_RANKS = 64
 
 DESCRIPTION = """\
 Show a collective step by step: the transfers of each step (who sends which chunk to whom,
@@ -35,36 +47,62 @@ def register(subparsers):
         "--count", type=int, default=None, help="elements per rank (default: 2 per chunk)"
     )
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between steps")
+    add_progress_argument(p)
     add_cluster_arguments(p, ranks=4)
     p.set_defaults(func=run)
 
 
 def pause(args):
-    """Wait for Enter, but only when a person is at the terminal."""
-    if not getattr(args, "no_pause", True) and sys.stdin.isatty():
+    """Wait for Enter, but only when a person is at the terminal (stdin open and a tty)."""
+    if not getattr(args, "no_pause", True) and stdin_is_terminal():
         try:
             input("  [Enter: next] ")
         except EOFError:
             pass
 
 
-def run(args):
-    from ..collectives.registry import canonical_collective
+def check_args(args):
+    """Refuse what cannot be shown before running anything; returns (name, count)."""
+    from ..collectives.registry import canonical_algorithm, canonical_collective
 
-    cluster = cluster_from_args(args)
     name = canonical_collective(args.collective)
+    canonical_algorithm(name, args.algorithm)
+    k = check_int(args.ranks, "--ranks", minimum=1, maximum=MAX_STEP_RANKS,
+                  hint="each step prints every rank; `collsim run` takes more")  # fmt: skip
+    count = 2 * k if args.count is None else check_int(args.count, "--count", minimum=1)
+    if name == "all_to_all" and count % k:
+        lower = count - count % k
+        nearest = f"{lower} or {lower + k}" if lower else f"{k}"
+        raise ConfigError(
+            f"--count {count}: all-to-all sends an equal block to each of the {k} ranks, so "
+            f"the count must be a multiple of {k}; nearest valid --count {nearest}"
+        )
+    # float32 inputs, outputs and the executor's working copies, as for `collsim run`
+    check_fits(
+        (3 * k + 4) * count * 4,
+        f"--count {count}: {k} ranks' buffers of float32 elements",
+        "the step view shows chunks, not values: a small --count shows the same",
+    )
+    return name, count
+
+
+def run(args):
+    name, count = check_args(args)
+    cluster = cluster_from_args(args)
     k = cluster.size
-    count = args.count if args.count is not None else 2 * k
-    rng = np.random.default_rng(0)
-    buffers = [rng.integers(0, 10, size=count).astype("float32") for _ in range(k)]
-    out = cluster.collective(name, buffers, algorithm=args.algorithm)
+    # small whole numbers: sums stay exact in float32, whatever the order of additions
+    buffers = [((np.arange(count) * 7 + 3 * r) % 10).astype("float32") for r in range(k)]
+    timing = explain_time_guard(bandwidth=args.bandwidth, latency=args.latency)
+    with progress(f"collsim step: running {name} on {k} ranks", args.progress), timing:
+        out = cluster.collective(name, buffers, algorithm=args.algorithm)
     print(f"{name.replace('_', '-')} with the {out.algorithm} algorithm on {k} ranks, "
           f"{count} float32 elements each, over {cluster.topology.graph.get('name')}")  # fmt: skip
     print(f"{out.schedule.n_chunks} chunk(s) per buffer; {out.stats.steps} steps\n")
-    for view in out.steps(include_initial=True):
+    views = list(out.steps(include_initial=True))
+    for i, view in enumerate(views):
         print(view)
         print()
-        if view.index < out.schedule.n_steps - 1:
+        if i < len(views) - 1:
             pause(args)
     sent = out.stats.bytes_sent
     print(f"done in {units.format_time(out.time)} of simulated time; bytes sent per rank: "

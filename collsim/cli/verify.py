@@ -1,9 +1,13 @@
 """``collsim verify SCHEME``: train a parallel scheme on the virtual cluster and on one
 device side by side, and show that they agree."""
 
-import argparse
+from .common import Formatter, add_progress_argument
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "check_args"]
+
+# the flags that set how much memory a check needs, named in the refusal
+MODEL_SIZE_FLAGS = ("hidden", "ffn_hidden", "heads", "seq", "layers", "batch", "micro_batch",
+                    "steps", "dp", "tp")  # fmt: skip
 
 DESCRIPTION = """\
 Build a small model and data from --seed, train it for --steps SGD steps on one device
@@ -16,7 +20,7 @@ time with how much communication hid behind compute.
 
 schemes:
   dp            data parallel: batch split over --dp ranks, gradients all-reduced (averaged)
-  tp-column     column-parallel Linear hidden -> ffn, output all-gathered (seed 004)
+  tp-column     column-parallel Linear hidden -> ffn, output all-gathered (Megatron-LM)
   tp-row        row-parallel Linear ffn -> hidden, input already split, output all-reduced
   tp-mlp        Megatron MLP (column -> GELU -> row): one all-reduce forward, one backward
   tp-attention  attention with heads split over --tp ranks
@@ -25,11 +29,11 @@ schemes:
 
 EPILOG = """\
 examples:
-  seed 004, batch 64 on dp=4 (16 samples per rank):   collsim verify dp
+  the batch-64, dp=4 example (16 samples per rank):   collsim verify dp
   the same with gradient accumulation:                collsim verify dp --micro-batch 4
   overlap of the bucketed all-reduce with backward:   collsim verify dp --hidden 32 \\
                                         --bucket-size 8KiB --compute-rate 1GFLOP/s
-  seed 004's column split on 4 ranks:                 collsim verify tp-column --tp 4
+  Megatron-LM's column split on 4 ranks:              collsim verify tp-column --tp 4
   the 2-D mesh:                                       collsim verify dp-tp --dp 2 --tp 2 --json
 
 exit status: 0 when the cluster matches one device, 1 when it does not, 2 bad flags."""
@@ -43,7 +47,7 @@ def register(subparsers):
         help="run DP / TP / SP / DP×TP on the cluster and check it against one device",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
     parser.add_argument("scheme", choices=SCHEMES, metavar="SCHEME", help=", ".join(SCHEMES))
     par = parser.add_argument_group("parallelism and batch")
@@ -60,8 +64,8 @@ def register(subparsers):
     model.add_argument("--seq", type=int, default=8, help="sequence length (default 8)")
     model.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
     model.add_argument("--steps", type=int, default=3, help="SGD steps (default 3)")
-    model.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
-    model.add_argument("--seed", type=int, default=0, help="seed of weights and data")
+    model.add_argument("--lr", default="0.1", help="SGD learning rate, finite > 0 (default 0.1)")
+    model.add_argument("--seed", type=int, default=0, help="random seed of weights and data, >= 0")
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--bandwidth", default="100GB/s", help="per link (default 100GB/s)")
     cluster.add_argument("--latency", default="5us", help="per link (default 5us)")
@@ -72,6 +76,7 @@ def register(subparsers):
         "--bucket-size", default="25MiB", help="DP gradient bucket (default 25MiB, as DDP)"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_progress_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -79,36 +84,111 @@ def run(args):
     """Print the report; 0 when the cluster matches one device, 1 when it does not."""
     import json
 
-    from ..errors import ConfigError
     from ..parallel.verify import verify
-    from ..units import parse_flops, parse_rate, parse_size, parse_time
+    from .common import explain_time_guard, progress
+
+    options = check_args(args)
+    timing = {k: getattr(args, k) for k in ("bandwidth", "latency", "compute_rate")}
+    training = progress(f"collsim verify {args.scheme}: training twice", args.progress)
+    with training, explain_time_guard(**timing):
+        report = verify(args.scheme, **options)
+    if args.json:
+        print(json.dumps(_finite_or_null(report.to_dict()), indent=2))
+    else:
+        print(report)
+    return 0 if report.match else 1
+
+
+def check_args(args):
+    """Every refusal that needs no training, named by flag; returns verify()'s options."""
+    import math
+
+    from ..errors import ConfigError
+    from ..parallel.verify import check_verify_sizes, estimate_memory, model_shape
+    from ..units import format_size, parse_flops, parse_size
+    from .common import (
+        check_fits,
+        check_int,
+        check_seed,
+        check_work,
+        link_latency,
+        link_rate,
+        transformer_seconds,
+    )
 
     for flag in ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads",
                  "ffn_hidden", "seq", "layers", "steps"):  # fmt: skip
         value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
-    parse_rate(args.bandwidth), parse_time(args.latency)  # fail early, with the unit message
-    report = verify(
-        args.scheme,
-        dp=args.dp,
-        tp=args.tp,
-        batch=args.batch,
-        hidden=args.hidden,
+        if value is not None:
+            check_int(value, f"--{flag.replace('_', '-')}", minimum=1)
+    check_seed(args.seed)
+    try:
+        lr = float(args.lr)
+    except ValueError:
+        raise ConfigError(f"--lr {args.lr!r}: not a number; give e.g. --lr 0.1") from None
+    if not math.isfinite(lr) or lr <= 0:
+        raise ConfigError(f"--lr {args.lr}: the learning rate must be a finite number > 0, "
+                          "like --lr 0.1")  # fmt: skip
+    link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
+    try:
+        compute_rate = parse_flops(args.compute_rate)
+    except ConfigError as exc:
+        raise ConfigError(f"--compute-rate {args.compute_rate!r}: {exc}") from None
+    try:
+        bucket_bytes = parse_size(args.bucket_size)
+    except ConfigError as exc:
+        raise ConfigError(f"--bucket-size {args.bucket_size!r}: {exc}") from None
+    scheme = args.scheme
+    dp = args.dp or {"dp": 4, "dp-tp": 2}.get(scheme, 1)
+    tp = args.tp or {"dp": 1, "dp-tp": 2}.get(scheme, 4)
+    check_verify_sizes(dp=dp, tp=tp, layers=args.layers, steps=args.steps,
+                       names={"layers": "--layers", "steps": "--steps"})  # fmt: skip
+    batch = args.batch or (64 if scheme == "dp" else 4 * dp)
+    ffn = args.ffn_hidden or 4 * args.hidden
+    need = estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=args.hidden,
+                           heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
+                           steps=args.steps)  # fmt: skip
+    sizes = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in MODEL_SIZE_FLAGS
+                      if getattr(args, k) is not None)  # fmt: skip
+    n_layers, per_layer, attention = model_shape(scheme, args.hidden, ffn, args.layers)
+    seconds = transformer_seconds(
+        layers=n_layers,
+        params_per_layer=per_layer,
+        tokens=batch * args.seq,
+        sequences=batch if attention else 0,
         heads=args.heads,
         seq=args.seq,
-        ffn_hidden=args.ffn_hidden,
-        layers=args.layers,
-        steps=args.steps,
-        seed=args.seed,
-        micro_batch=args.micro_batch,
-        accumulation=args.accumulation,
-        lr=args.lr,
-        sequence_parallel=args.sp,
-        bucket_bytes=parse_size(args.bucket_size),
-        bandwidth=args.bandwidth,
-        latency=args.latency,
-        compute_rate=parse_flops(args.compute_rate),
+        hidden=args.hidden,
+        ffn=ffn,
+        passes=2 * args.steps,  # one device and the cluster
     )
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report)
-    return 0 if report.match else 1
+    check_work(seconds, sizes, "the check shows the same at the defaults (--hidden 16, --seq 8)")
+    check_fits(need, f"{sizes} (batch {batch} on dp {dp} × tp {tp}; float64 weights, "
+               "activations and both runs' snapshots)",
+               f"the check shows the same with the defaults (--hidden 16: about "
+               f"{format_size(_default_need(scheme, dp, tp))})")  # fmt: skip
+    return dict(dp=args.dp, tp=args.tp, batch=args.batch, hidden=args.hidden, heads=args.heads,
+                seq=args.seq, ffn_hidden=args.ffn_hidden, layers=args.layers, steps=args.steps,
+                seed=args.seed, micro_batch=args.micro_batch, accumulation=args.accumulation,
+                lr=lr, sequence_parallel=args.sp, bucket_bytes=bucket_bytes,
+                bandwidth=args.bandwidth, latency=args.latency,
+                compute_rate=compute_rate)  # fmt: skip
+
+
+def _default_need(scheme, dp, tp):
+    from ..parallel.verify import estimate_memory
+
+    batch = 64 if scheme == "dp" else 4 * dp
+    return estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=16, heads=4, seq=8,
+                           ffn=64, layers=2, steps=3)  # fmt: skip
+
+
+def _finite_or_null(value):
+    """JSON has no nan or inf: a diverged run's figures become null (see "non_finite")."""
+    if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(v) for v in value]
+    return value

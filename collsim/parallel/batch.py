@@ -1,9 +1,9 @@
-"""Seed 000's batch rule, ``global_batch = micro_batch · dp · accumulation``, and how a
+"""Megatron-LM's batch rule, ``global_batch = micro_batch · dp · accumulation``, and how a
 batch is cut over data-parallel ranks.
 
-Each of the ``dp`` ranks takes ``global_batch / dp`` consecutive samples (seed 004: with
-64 samples on 4 ranks, rank 0 takes samples 0-15) and runs them as ``accumulation``
-micro-batches of ``micro_batch`` samples.
+Each of the ``dp`` ranks takes ``global_batch / dp`` consecutive samples (the batch-64,
+dp=4 example: with 64 samples on 4 ranks, rank 0 takes samples 0-15) and runs them as
+``accumulation`` micro-batches of ``micro_batch`` samples.
 
 >>> resolve_batch(64, 4), resolve_batch(64, 4, micro_batch=4)
 ((16, 1), (4, 4))
@@ -36,7 +36,7 @@ def resolve_batch(global_batch, dp, micro_batch=None, accumulation=None):
     Traceback (most recent call last):
     ...
     collsim.errors.ConfigError: global batch 64 != micro batch 3 × dp 4 × accumulation 2 = 24: \
-global_batch = micro_batch · dp · accumulation (seed 000); with global batch 64 and dp 4 each \
+global_batch = micro_batch · dp · accumulation (Megatron-LM); with global batch 64 and dp 4 each \
 rank takes 16 samples per step, so micro batch × accumulation must be 16: micro batch 1 \
 (accumulation 16), 2 (8), 4 (4), 8 (2), 16 (1)
     """
@@ -66,7 +66,7 @@ rank takes 16 samples per step, so micro batch × accumulation must be 16: micro
     else:
         head = (f"global batch {global_batch} != micro batch {micro_batch} × dp {dp} × "
                 f"accumulation {accumulation} = {micro_batch * dp * accumulation}")  # fmt: skip
-    message = f"{head}: global_batch = micro_batch · dp · accumulation (seed 000); "
+    message = f"{head}: global_batch = micro_batch · dp · accumulation (Megatron-LM); "
     if rest:
         near = [d for d in _divisors(global_batch) if d <= 2 * dp]
         message += (

@@ -1,12 +1,12 @@
 """Data parallelism: shard the batch, all-reduce the gradients, step every replica alike.
 
-Seed 004 with dp = 4 and a batch of 64: every rank holds the whole model and 16 samples,
+The batch-64, dp=4 example: every rank holds the whole model and 16 samples,
 computes ``g_r = grad L_r`` on them, and an all-reduce (sum, then divide by 4) leaves
 every rank with ``(g_0 + g_1 + g_2 + g_3) / 4``, which is exactly the gradient of the
 mean loss over all 64 samples.  Every rank then takes the same optimizer step, so the
 replicas stay identical (bitwise: the ring all-reduce hands every rank the same sums).
 
-Seed 000's batch rule, ``global_batch = micro_batch · dp · accumulation``: each rank
+Megatron-LM's batch rule, ``global_batch = micro_batch · dp · accumulation``: each rank
 runs ``accumulation`` micro-batches of ``micro_batch`` samples, adding up their
 gradients, and all-reduces once, after the last one (DDP's ``no_sync``).
 
@@ -20,7 +20,7 @@ for it.  :func:`collsim.parallel.accounting.overlap` measures both from the trac
 ============================  ============================================================
 name                          what it is
 ============================  ============================================================
-:func:`resolve_batch`         micro batch and accumulation from seed 000's rule, or a
+:func:`resolve_batch`         micro batch and accumulation from Megatron's rule, or a
                               ConfigError naming all four numbers (from ``batch``)
 :func:`shard_rows`            rank ``index``'s rows of a batch (from ``batch``)
 :class:`GradientBuckets`      DDP's reducer inside a rank program: ``add``, ``flush``, ``wait``
@@ -33,7 +33,7 @@ itself is free.
 
 Examples
 --------
-Seed 004: batch 64 on dp = 4, 16 samples per rank; the gradient equals one device's.
+The batch-64, dp=4 example: 16 samples per rank; the gradient equals one device's.
 
 >>> import numpy as np, collsim
 >>> from collsim.nn import GELU, Linear, Sequential, mse_loss

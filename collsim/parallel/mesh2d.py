@@ -1,4 +1,4 @@
-"""Data parallel × tensor parallel on a 2-D device mesh (seed 004's grid).
+"""Data parallel × tensor parallel on a 2-D device mesh (the dp × tp grid).
 
 In a mesh of shape ``(dp, tp)`` rank ``i·tp + j`` sits at ``(dp=i, tp=j)``.  The ranks
 that share a dp index form one TP group, one model replica split ``tp`` ways; the ranks

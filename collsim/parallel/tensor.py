@@ -1,9 +1,10 @@
 """Tensor parallelism (Megatron-LM): column- and row-parallel linears, the parallel MLP,
 and the communication operators ``f`` and ``g`` they are built from.
 
-Seed 004's picture: split a weight by columns, ``W = [W0 | W1 | W2 | W3]``; every TP rank
-sees the whole input ``X`` and computes ``Y_i = X W_i``.  The forward needs an all-gather
-to assemble ``Y``; the backward needs an all-reduce of ``dX = sum_i dY_i W_i^T``.
+Megatron-LM's picture (Shoeybi et al. 2019): split a weight by columns,
+``W = [W0 | W1 | W2 | W3]``; every TP rank sees the whole input ``X`` and computes
+``Y_i = X W_i``.  The forward needs an all-gather to assemble ``Y``; the backward needs
+an all-reduce of ``dX = sum_i dY_i W_i^T``.
 Megatron puts a column-parallel layer in front of a row-parallel one, so the sharded
 ``Y_i`` feeds the row-parallel layer directly and the pair communicates once each way:
 
@@ -44,7 +45,7 @@ along an axis in :mod:`collsim.parallel.tensor_comm` (re-exported here).
 
 Examples
 --------
-Seed 004's column split on 4 ranks: the gathered output is ``X W`` and ``dX`` is summed.
+Megatron-LM's column split on 4 ranks: the gathered output is ``X W`` and ``dX`` is summed.
 
 >>> import numpy as np, collsim
 >>> from collsim.nn import Linear
@@ -113,7 +114,7 @@ class ColumnParallelLinear:
     group : Group
         The TP group; ``tp_rank`` is this rank's index in it.
     gather_output : bool
-        All-gather the ``Y_i`` into the full ``Y`` (seed 004), or leave ``Y_i`` for a
+        All-gather the ``Y_i`` into the full ``Y`` (Megatron-LM), or leave ``Y_i`` for a
         row-parallel layer (Megatron's MLP).  Backward then all-reduces ``dX`` (``f``).
     sequence_parallel : bool
         ``X`` arrives split along ``seq_axis`` and is all-gathered first; ``dX`` leaves

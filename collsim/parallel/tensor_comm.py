@@ -59,7 +59,7 @@ def check_tp(tp, *, hidden=None, heads=None, ffn_hidden=None, seq=None, sequence
     """Raise one ConfigError naming every size that ``tp`` does not divide.
 
     Each TP rank holds ``1/tp`` of the hidden columns, of the attention heads and of the
-    MLP's inner columns, and with sequence parallelism ``1/tp`` of the tokens (seed 000);
+    MLP's inner columns, and with sequence parallelism ``1/tp`` of the tokens (Megatron-LM);
     a size left as None is not checked.  The message names the numbers, the rule, and
     the tp values that would divide all of them.
 

@@ -11,7 +11,7 @@ replicas stay identical, and sets the bytes each rank sent next to the closed fo
 scheme              model and split                                                   layouts
 ==================  ================================================================  =======
 ``dp``              ``layers`` transformer blocks, batch split over dp ranks           -
-``tp-column``       Linear hidden -> ffn, columns split, output all-gathered (seed 004)  full
+``tp-column``       Linear hidden -> ffn, columns split, output all-gathered (Megatron)  full
 ``tp-row``          Linear ffn -> hidden, rows split, input already split              last
 ``tp-mlp``          Megatron MLP: column -> GELU -> row (f/g)                          full
 ``tp-attention``    multi-head attention, heads split                                  full
@@ -34,6 +34,7 @@ True
 """
 
 import copy
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,11 +50,24 @@ from .modules import units_of
 from .tensor import ColumnParallelLinear, ParallelMLP, RowParallelLinear, check_tp
 from .tensor_attention import ParallelAttention, ParallelTransformerBlock
 
-__all__ = ["SCHEMES", "TOLERANCE", "verify", "single_device", "expected_bytes", "VerifyReport"]
+__all__ = [
+    "SCHEMES",
+    "TOLERANCE",
+    "LIMITS",
+    "verify",
+    "single_device",
+    "expected_bytes",
+    "estimate_memory",
+    "model_shape",
+    "check_verify_sizes",
+    "VerifyReport",
+]
 
 SCHEMES = ("dp", "tp-column", "tp-row", "tp-mlp", "tp-attention", "sp", "dp-tp")
 TOLERANCE = 1e-9  # relative: max |cluster - one device| / max |one device|, per array
 BYTES = 8  # float64
+# a check runs in seconds: more ranks, layers or steps than these teach nothing new
+LIMITS = {"ranks": 64, "layers": 64, "steps": 100}
 
 
 @dataclass
@@ -175,6 +189,7 @@ class VerifyReport:
     time_s: float
     overlap: list  # per rank: accounting.Overlap
     buckets: list = field(default_factory=list)
+    nonfinite: list = field(default_factory=list)  # "step 2 params (cluster)": nan or inf
 
     @property
     def bytes_by_collective(self):
@@ -192,6 +207,7 @@ class VerifyReport:
             "config": self.config,
             "model": self.description,
             "match": self.match,
+            "non_finite": self.nonfinite,
             "max_abs_diff": self.max_abs_diff,
             "max_rel_diff": self.max_rel_diff,
             "tolerance_rel": TOLERANCE,
@@ -218,6 +234,69 @@ class VerifyReport:
         return report_text(self)
 
 
+def model_shape(scheme, hidden, ffn, layers):
+    """(layers, weights per layer, has attention) of the model ``scheme`` trains.
+
+    >>> model_shape("tp-mlp", 8, 32, 2)
+    (1, 512, False)
+    """
+    per_layer = {
+        "tp-column": hidden * ffn,
+        "tp-row": hidden * ffn,
+        "tp-mlp": 2 * hidden * ffn,
+        "tp-attention": 4 * hidden * hidden,
+    }.get(scheme, 4 * hidden * hidden + 2 * hidden * ffn)
+    n_layers = layers if scheme in ("dp", "sp", "dp-tp") else 1
+    return n_layers, per_layer, scheme in ("dp", "tp-attention", "sp", "dp-tp")
+
+
+def estimate_memory(scheme, *, dp, tp, batch, hidden, heads, seq, ffn, layers, steps):
+    """Bytes :func:`verify` needs, about (an upper estimate, float64 throughout).
+
+    Parameters are held by the oracle, by every rank's shard (dp replicas of the model)
+    and in the per-step snapshots of both runs (gradients and parameters); activations
+    are kept for the backward pass in both runs; the data and the per-step outputs and
+    input gradients are stored too.
+
+    >>> estimate_memory("dp", dp=4, tp=1, batch=64, hidden=16, heads=4, seq=8, ffn=64,
+    ...                 layers=2, steps=3) < 2**25
+    True
+    """
+    n_layers, per_layer, attention = model_shape(scheme, hidden, ffn, layers)
+    params = n_layers * per_layer * (dp + 3 + 4 * steps)
+    tokens = batch * seq
+    scores = batch * heads * seq * seq * 2 if attention else 0
+    activations = 2 * n_layers * (tokens * (6 * hidden + 2 * ffn) + scores)
+    widest = max(hidden, ffn)
+    stored = steps * tokens * widest * 6  # data (x, target) and both runs' y and dx
+    return BYTES * (params + activations + stored)
+
+
+def check_verify_sizes(*, dp, tp, layers, steps, names=None):
+    """Refuse a run past :data:`LIMITS`; ``names`` maps a size to how the user spelled it."""
+    names = names or {}
+    for key, value in (("ranks", dp * tp), ("layers", layers), ("steps", steps)):
+        if value <= LIMITS[key]:
+            continue
+        if key == "ranks":
+            raise ConfigError(
+                f"dp × tp = {dp} × {tp} = {value} ranks: more than the {LIMITS[key]} a "
+                f"verification runs in seconds; choose dp · tp <= {LIMITS[key]}"
+            )
+        what = names.get(key, key)
+        shown = f"{what} {value}" if what.startswith("-") else f"{what}={value}"
+        raise ConfigError(
+            f"{shown}: more than the {LIMITS[key]} {key} a verification runs in seconds; "
+            f"nearest valid {what} {LIMITS[key]}"
+        )
+
+
+def _nonfinite(array_or_dict):
+    """True when any value is nan or inf (a diverged run compares as nan, which is no check)."""
+    arrays = array_or_dict.values() if isinstance(array_or_dict, dict) else [array_or_dict]
+    return any(not np.all(np.isfinite(np.asarray(a))) for a in arrays)
+
+
 def _diff(a, b):
     """(max |a - b|, that divided by max |b|) over two arrays or two dicts of arrays.
 
@@ -226,9 +305,23 @@ def _diff(a, b):
     with its own rounding noise.
     """
     pairs = [(a[k], b[k]) for k in b] if isinstance(b, dict) else [(a, b)]
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: reported as non-finite
+        return _worst(pairs)
+
+
+def _worst(pairs):
     worst = max(float(np.max(np.abs(np.asarray(x) - y), initial=0.0)) for x, y in pairs)
     scale = max(float(np.max(np.abs(y), initial=0.0)) for _, y in pairs)
     return worst, worst / scale if scale else worst
+
+
+def _train(problem, dp, tp, batches, micro_batch, accumulation, optimizer, bucket_bytes,
+           bandwidth, latency, compute_rate):  # fmt: skip
+    cluster = Cluster(topo.switch(dp * tp, bandwidth, latency), compute_rate=compute_rate)
+    mesh = DeviceMesh((dp, tp), ("dp", "tp"))
+    return train_mesh(cluster, mesh, problem.make_units, batches, problem.in_layout,
+                      problem.out_layout, micro_batch, accumulation, optimizer=optimizer,
+                      bucket_bytes=bucket_bytes)  # fmt: skip
 
 
 def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, ffn_hidden=None,
@@ -238,11 +331,16 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
     """Run ``scheme`` on a switch of ``dp·tp`` ranks and on one device; compare.
 
     Defaults: dp 4 for ``dp``, 2 for ``dp-tp``; tp 4 for the TP schemes and ``sp``, 2
-    for ``dp-tp``; batch 64 (seed 004) for ``dp``, else 4·dp; ffn hidden 4·hidden.
+    for ``dp-tp``; batch 64 for ``dp`` (the batch-64, dp=4 example), else 4·dp; ffn hidden
+    4·hidden.
     Raises ConfigError for a scheme it does not know or sizes that do not divide.
     """
     if scheme not in SCHEMES:
         raise ConfigError(f"unknown scheme {scheme!r}: choose one of {', '.join(SCHEMES)}")
+    if isinstance(lr, bool) or not isinstance(lr, int | float) or not math.isfinite(lr) or lr <= 0:
+        raise ConfigError(f"lr={lr!r}: the learning rate must be a finite number > 0, like 0.1")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed={seed!r}: a random seed is a whole number >= 0, like 0")
     dp = dp or {"dp": 4, "dp-tp": 2}.get(scheme, 1)
     tp = tp or {"dp": 1, "dp-tp": 2}.get(scheme, 4)
     if scheme not in ("dp", "dp-tp") and dp != 1:
@@ -257,9 +355,10 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
     attention = scheme in ("dp", "tp-attention", "sp", "dp-tp")
     if attention and hidden % heads:
         raise ConfigError(f"heads={heads} must divide hidden={hidden} (head_dim = hidden/heads)")
-    # seed 000: tp divides hidden and ffn hidden (and heads, and with SP the sequence)
+    # Megatron-LM's rule: tp divides hidden and ffn hidden (and heads, and with SP the sequence)
     check_tp(tp, hidden=hidden, heads=heads if attention else None, ffn_hidden=ffn, seq=seq,
              sequence_parallel=sp)  # fmt: skip
+    check_verify_sizes(dp=dp, tp=tp, layers=layers, steps=steps)
     rng = np.random.default_rng(seed)
     problem = _problem(scheme, rng, dp, tp, hidden, heads, ffn, seq, layers, sp)
     if problem.dp * problem.tp != dp * tp:
@@ -269,22 +368,26 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
     batches = [(rng.uniform(-1, 1, (batch, seq, in_features)),
                 rng.uniform(-1, 1, (batch, seq, out_features))) for _ in range(steps)]  # fmt: skip
     optimizer = SGD(lr=lr)
-    oracle = single_device(problem.model, batches, optimizer)
+    # a diverging run (a huge lr) overflows: the report names the non-finite values instead
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        oracle = single_device(problem.model, batches, optimizer)
+        run = _train(problem, dp, tp, batches, micro_batch, accumulation, optimizer,
+                     bucket_bytes, bandwidth, latency, compute_rate)  # fmt: skip
+    mesh = DeviceMesh((dp, tp), ("dp", "tp"))  # the same grid, for the shard sizes
 
-    world = dp * tp
-    cluster = Cluster(topo.switch(world, bandwidth, latency), compute_rate=compute_rate)
-    mesh = DeviceMesh((dp, tp), ("dp", "tp"))
-    run = train_mesh(cluster, mesh, problem.make_units, batches, problem.in_layout,
-                     problem.out_layout, micro_batch, accumulation, optimizer=optimizer,
-                     bucket_bytes=bucket_bytes)  # fmt: skip
-
-    per_step, worst_abs, worst_rel = [], 0.0, 0.0
+    per_step, worst_abs, worst_rel, nonfinite = [], 0.0, 0.0, []
     for s, (mine, ref) in enumerate(zip(run.steps, oracle)):
         row = {"step": s + 1, "loss_cluster": mine["loss"], "loss_single_device": ref["loss"]}
         for key in ("output", "input_grad", "grads", "params"):
             a, r = _diff(mine[key], ref[key])
             row[f"max_abs_diff_{key}"] = a
-            worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
+            runs = [who for who, values in (("cluster", mine[key]), ("one device", ref[key]))
+                    if _nonfinite(values)]  # fmt: skip
+            if runs:  # max() would skip a nan: say so, and never call it a match
+                nonfinite.append(f"step {s + 1} {key} ({' and '.join(runs)})")
+                worst_abs = worst_rel = math.nan
+            elif not math.isnan(worst_abs):
+                worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, r)
         per_step.append(row)
 
     local = sum(v.size for _, u in problem.make_units(mesh.group("tp", 0), 0)
@@ -305,7 +408,7 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
         per_step=per_step,
         max_abs_diff=worst_abs,
         max_rel_diff=worst_rel,
-        match=bool(worst_rel <= TOLERANCE and replicas_ok),
+        match=bool(not nonfinite and worst_rel <= TOLERANCE and replicas_ok),
         dp_replica_diff=run.dp_replica_diff,
         tp_replica_diff=run.tp_replica_diff,
         bytes_sent=list(run.result.stats.bytes_sent),
@@ -314,4 +417,5 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
         time_s=run.time,
         overlap=run.overlap,
         buckets=run.buckets,
+        nonfinite=nonfinite,
     )

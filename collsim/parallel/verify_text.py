@@ -39,15 +39,18 @@ def _size(nbytes):
 
 def report_text(report):
     c = report.config
+    example = ""
+    if report.scheme == "dp" and (c["dp"], c["batch"]) == (4, 64):
+        example = " (the batch-64, dp=4 example: 16 samples per rank)"
     lines = [
-        f"collsim verify {report.scheme}: {_NAMES[report.scheme]}",
+        f"collsim verify {report.scheme}: {_NAMES[report.scheme]}{example}",
         f"  model: {report.description}; hidden {c['hidden']}, heads {c['heads']}, ffn hidden "
         f"{c['ffn_hidden']}, seq {c['seq']}",
         f"  dp {c['dp']} × tp {c['tp']} = {c['dp'] * c['tp']} ranks on one switch "
         f"({c['bandwidth']}, {c['latency']} per link), {_flops(c['compute_rate'])} per rank",
         f"  global batch {c['batch']} = micro batch {c['micro_batch']} × dp {c['dp']} × "
         f"accumulation {c['accumulation']}; {c['steps']} SGD step(s) (lr {c['lr']}), "
-        f"seed {c['seed']}",
+        f"random seed {c['seed']}",
         "",
         "  step  loss (cluster)  loss (1 device)  max|Δ| output  max|Δ| dX  max|Δ| grads  "
         "max|Δ| params",
@@ -64,6 +67,13 @@ def report_text(report):
         f"  max abs diff {report.max_abs_diff:.3g} (relative {report.max_rel_diff:.3g}, "
         f"tolerance 1e-9): {verdict}",
     ]
+    if report.nonfinite:
+        shown = "; ".join(report.nonfinite[:2])
+        more = f" and {len(report.nonfinite) - 2} more" if len(report.nonfinite) > 2 else ""
+        lines.append(
+            f"  non-finite values (nan or inf), which no comparison can check: {shown}{more}"
+            f"\n  training diverged: try a smaller lr than {c['lr']}"
+        )
     if c["dp"] > 1:
         lines.append(
             f"  data-parallel replicas after the last step differ by at most "
