@@ -1,4 +1,5 @@
-"""Data parallelism on the virtual cluster against one device (seed 004, seed 000's batch rule).
+"""Data parallelism on the virtual cluster against one device (the batch-64, dp=4 example,
+and Megatron-LM's batch rule).
 
 Hypothesis draws degrees, micro-batch and accumulation, layer sizes, bucket size and a
 seed; values come from ``np.random.default_rng(seed).uniform(-1, 1)``.  Gradients and
@@ -46,10 +47,10 @@ def cluster(k, compute_rate=100e12, latency="5us"):
     return Cluster(topology.switch(k, "100GB/s", latency), compute_rate=compute_rate)
 
 
-# ---- seed 004 ------------------------------------------------------------------------
+# ---- the batch-64, dp=4 example --------------------------------------------------------
 
 
-def test_seed004_batch64_on_dp4_takes_16_samples_per_rank_and_averages_the_gradient():
+def test_batch64_on_dp4_takes_16_samples_per_rank_and_averages_the_gradient():
     rng = np.random.default_rng(4)
     model = mlp(rng, 8, 32)
     (x, target), = batches(rng, 1, 64, 8)  # fmt: skip
@@ -75,8 +76,8 @@ def test_seed004_batch64_on_dp4_takes_16_samples_per_rank_and_averages_the_gradi
     close(run.steps[0]["output"], y)
 
 
-def test_seed004_example_runs():
-    runpy.run_path(str(Path(__file__).parents[1] / "examples" / "seed004_dp_batch64.py"))
+def test_dp_batch64_example_runs():
+    runpy.run_path(str(Path(__file__).parents[1] / "examples" / "dp_batch64.py"))
 
 
 # ---- equal to one device ------------------------------------------------------------------
@@ -125,7 +126,7 @@ def test_transformer_blocks_through_verify(dp, layers, accumulation, seed):
     assert report.config["accumulation"] == accumulation
 
 
-# ---- seed 000's batch rule -------------------------------------------------------------------
+# ---- Megatron-LM's batch rule ---------------------------------------------------------
 
 
 @given(st.integers(1, 8), st.integers(1, 8), st.integers(1, 8), st.integers(-3, 3))

@@ -1,5 +1,5 @@
-"""DP × TP on a (dp, tp) device mesh (seed 004's 2-D grid) against one device, its
-per-group byte accounting, and the ``collsim verify`` command.
+"""DP × TP on a (dp, tp) device mesh (the 2-D rank grid of the DP vs MP example) against
+one device, its per-group byte accounting, and the ``collsim verify`` command.
 
 In a mesh of shape (dp, tp) the ranks that share a dp index form one TP group (one model
 replica); those that share a tp index form one DP group.  Activations must move along
@@ -80,7 +80,7 @@ def test_groups_follow_the_grid_and_nothing_crosses_them():
     assert run.buckets == [P_local]
 
 
-def test_seed004_two_dimensional_grid_example():
+def test_batch64_two_dimensional_grid_example():
     report = verify("dp-tp", dp=2, tp=2, batch=8, hidden=8, heads=2, seq=4, steps=2)
     assert report.match
     keys = {f"{d} {c}" for d, c in report.bytes_by_group}

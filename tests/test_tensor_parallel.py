@@ -110,7 +110,7 @@ def test_column_parallel(tp, rows, d_in, per, gather_output, three_d, seed):
         got = tp_bytes(out[4], tp)
         assert set(got) == ({"all_reduce", "all_gather"} if gather_output else {"all_reduce"})
         assert_formula(got["all_reduce"], 2 * (tp - 1) / tp * x.size * 8, x.size)  # f: dX
-        if gather_output:  # seed 004: Y = [Y0 | Y1 | ...] needs an all-gather
+        if gather_output:  # column parallel: Y = [Y0 | Y1 | ...] needs an all-gather
             assert got["all_gather"] == [(tp - 1) / tp * dy.size * 8] * tp
 
 
@@ -134,7 +134,7 @@ def test_row_parallel(tp, rows, per, d_out, input_is_parallel, seed):
 @given(degrees, small, small, small, small, st.booleans(), seeds)
 def test_megatron_mlp(tp, B, S_per, H_per, per, sp, seed):
     rng = np.random.default_rng(seed)
-    H, F = tp * H_per, tp * per  # seed 000: tp divides hidden and ffn hidden
+    H, F = tp * H_per, tp * per  # Megatron-LM: tp divides hidden and ffn hidden
     full = MLP(Linear(u(rng, H, F), u(rng, F)), Linear(u(rng, F, H), u(rng, H)))
     S = tp * S_per if sp else S_per
     x, dy = u(rng, B, S, H), u(rng, B, S, H)
