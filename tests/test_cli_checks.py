@@ -10,8 +10,9 @@ import sys
 import pytest
 from fuzzkit import run_cli
 
-from collsim.cli import common, main
-from collsim.cli.common import MAX_SWEEP_SIZES, check_fits, join_negative_values, sweep_sizes
+from collsim.cli import common, console, limits, main
+from collsim.cli.common import join_negative_values
+from collsim.cli.limits import MAX_SWEEP_SIZES, check_fits, sweep_sizes
 from collsim.parallel.verify import SCHEMES, verify
 
 GiB = 2**30
@@ -142,7 +143,7 @@ def test_check_fits_names_bytes_needed_available_and_the_way_out():
     ],
 )
 def test_runs_that_do_not_fit_are_refused_before_allocating(monkeypatch, argv, bad):
-    monkeypatch.setattr(common, "available_memory", lambda: GiB)
+    monkeypatch.setattr(limits, "available_memory", lambda: GiB)
     message = refused(argv, bad)
     assert "1 GiB of memory available" in message
 
@@ -161,7 +162,7 @@ def test_runs_that_would_take_minutes_are_refused_first(argv, bad):
 
 
 def test_work_estimate_is_within_the_limit_for_the_defaults():
-    from collsim.cli.common import MAX_WORK_SECONDS, transformer_seconds
+    from collsim.cli.limits import MAX_WORK_SECONDS, transformer_seconds
 
     default_dp = transformer_seconds(layers=2, params_per_layer=3072, tokens=64 * 8,
                                      sequences=64, heads=4, seq=8, hidden=16, passes=6)  # fmt: skip
@@ -169,7 +170,7 @@ def test_work_estimate_is_within_the_limit_for_the_defaults():
 
 
 def test_available_memory_reads_the_system():
-    available = common.available_memory()
+    available = limits.available_memory()
     assert available is None or available > 0
 
 
@@ -328,12 +329,12 @@ def test_op_has_help(capsys):
 def test_progress_reports_on_stderr_only_when_enabled(capsys):
     import time
 
-    with common.progress("sweep", enabled=True, interval=0.01) as note:
+    with console.progress("sweep", enabled=True, interval=0.01) as note:
         note("size 1 of 2")
         time.sleep(0.1)
     err = capsys.readouterr().err
     assert "sweep: size 1 of 2" in err and "done in" in err
-    with common.progress("sweep", enabled=False, interval=0.01):
+    with console.progress("sweep", enabled=False, interval=0.01):
         time.sleep(0.05)
     assert capsys.readouterr().err == ""
 

@@ -1,6 +1,7 @@
 """``collsim pipeline``: run one pipeline-parallel training step and measure its bubble."""
 
-from .common import Formatter, add_progress_argument
+from .common import Formatter
+from .console import add_progress_argument
 
 __all__ = ["register", "run", "human_report", "check_args", "estimate_memory", "FORMATS", "LIMITS"]
 
@@ -85,7 +86,8 @@ def run(args):
 
     from ..errors import ConfigError
     from ..parallel.pipeline import pipeline_step
-    from .common import explain_time_guard, progress
+    from .common import explain_time_guard
+    from .console import progress
 
     fmt, times = check_args(args)
     timing = {k: getattr(args, k) for k in ("t_forward", "t_backward", "t_weight", "bandwidth",
@@ -141,16 +143,9 @@ def check_args(args):
     from ..errors import ConfigError
     from ..parallel.schedules import build_schedule
     from ..units import format_time, parse_time
-    from .common import (
-        MAX_LATENCY_S,
-        check_fits,
-        check_int,
-        check_output_path,
-        check_work,
-        link_latency,
-        link_rate,
-        transformer_seconds,
-    )
+    from .common import MAX_LATENCY_S, check_int, link_latency, link_rate
+    from .limits import check_fits, check_work, transformer_seconds
+    from .paths import check_output_path
 
     fmt = None
     if args.out is not None:

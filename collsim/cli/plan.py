@@ -154,7 +154,7 @@ def config_from_args(args):
     """A PlanConfig from parsed flags (and ``--config`` FILE under them)."""
     from ..plan import load_config
     from ..plan.files import config_from_mapping
-    from .common import check_input_file
+    from .paths import check_input_file
 
     fields = [dest for _, dest, _, _ in _MODEL + _CLUSTER + _PARALLEL + _BATCH]
     fields += ["sp", "zero", "recompute", "precision", "schedule", "gated_mlp", "architecture"]

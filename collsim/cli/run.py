@@ -14,17 +14,14 @@ from ..errors import ConfigError
 from .common import (
     Formatter,
     add_cluster_arguments,
-    add_progress_argument,
-    check_fits,
     check_int,
-    check_output_path,
     check_seed,
     cluster_from_args,
     explain_time_guard,
-    parse_factor,
-    progress,
-    sweep_sizes,
 )
+from .console import add_progress_argument, progress
+from .limits import check_fits, parse_factor, sweep_sizes
+from .paths import check_output_path
 
 __all__ = ["register", "run", "measure", "sizes_from_args", "numeric_bytes", "JSON_FIELDS"]
 
@@ -145,7 +142,7 @@ def register(subparsers):
 
 def sizes_from_args(args):
     """The list of S values in bytes: one --size, or a --min/--max/--factor sweep of at
-    most :data:`~collsim.cli.common.MAX_SWEEP_SIZES` sizes."""
+    most :data:`~collsim.cli.limits.MAX_SWEEP_SIZES` sizes."""
     size = getattr(args, "size", None)
     factor = getattr(args, "factor", 2)
     parse_factor(factor)  # a bad --factor is an error even without a sweep

@@ -7,14 +7,12 @@ from ..errors import ConfigError
 from .common import (
     Formatter,
     add_cluster_arguments,
-    add_progress_argument,
-    check_fits,
     check_int,
     cluster_from_args,
     explain_time_guard,
-    progress,
-    stdin_is_terminal,
 )
+from .console import add_progress_argument, progress, stdin_is_terminal
+from .limits import check_fits
 
 __all__ = ["register", "run", "pause", "MAX_STEP_RANKS"]
 

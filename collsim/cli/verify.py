@@ -1,7 +1,8 @@
 """``collsim verify SCHEME``: train a parallel scheme on the virtual cluster and on one
 device side by side, and show that they agree."""
 
-from .common import Formatter, add_progress_argument
+from .common import Formatter
+from .console import add_progress_argument
 
 __all__ = ["register", "run", "check_args"]
 
@@ -85,7 +86,8 @@ def run(args):
     import json
 
     from ..parallel.verify import verify
-    from .common import explain_time_guard, progress
+    from .common import explain_time_guard
+    from .console import progress
 
     options = check_args(args)
     timing = {k: getattr(args, k) for k in ("bandwidth", "latency", "compute_rate")}
@@ -106,15 +108,8 @@ def check_args(args):
     from ..errors import ConfigError
     from ..parallel.verify import check_verify_sizes, estimate_memory, model_shape
     from ..units import format_size, parse_flops, parse_size
-    from .common import (
-        check_fits,
-        check_int,
-        check_seed,
-        check_work,
-        link_latency,
-        link_rate,
-        transformer_seconds,
-    )
+    from .common import check_int, check_seed, link_latency, link_rate
+    from .limits import check_fits, check_work, transformer_seconds
 
     for flag in ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads",
                  "ffn_hidden", "seq", "layers", "steps"):  # fmt: skip

@@ -15,7 +15,8 @@ import textwrap
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from .common import check_int, check_output_path
+from .common import check_int
+from .paths import check_output_path
 from .plan import add_config_arguments
 
 __all__ = ["register", "run", "kind", "KINDS", "FORMATS", "ANIMATED"]
@@ -327,7 +328,8 @@ def _algorithm_list(args):
 )
 def sweep(args):
     from ..viz.sweep import sweep_figure
-    from .common import cluster_from_args, sweep_sizes
+    from .common import cluster_from_args
+    from .limits import sweep_sizes
 
     check_int(args.ranks, "--ranks", minimum=2, hint="a sweep compares algorithms that move data")
     _check_ranks(args, "sweep")
