@@ -5,7 +5,7 @@ picture, an endless loop or a traceback after the whole run."""
 import pytest
 
 from collsim import cli
-from collsim.cli import viz as viz_cli
+from collsim.cli import viz_collectives as viz_cli
 
 KINDS = ["memory", "ring", "traffic", "utilization", "timeline", "sweep", "scaling"]
 

@@ -1,0 +1,256 @@
+"""``collsim viz`` kinds that draw a collective: ring, traffic, utilization, sweep.
+
+Each runs the collective count-only (the same schedule and network, no data), so no size
+needs a memory check; every flag is checked before the run.
+"""
+
+from ..errors import ConfigError
+from .common import check_int
+from .viz_kinds import kind, positive_number
+
+# -- collectives: ring, traffic, utilization, sweep ---------------------------------------
+
+
+def _collective_arguments(parser, size=True):
+    from .common import add_cluster_arguments
+
+    parser.add_argument(
+        "collective",
+        nargs="?",
+        default="all-reduce",
+        help="all-reduce (default), reduce-scatter, all-gather, broadcast, reduce or all-to-all",
+    )
+    parser.add_argument(
+        "--algorithm",
+        "-a",
+        default=None,
+        help="ring, tree, halving_doubling (hd), naive, direct (default: the collective's first)",
+    )
+    if size:
+        parser.add_argument("--size", "-s", default="1MiB", help="S, e.g. 64MiB (default 1MiB)")
+    dtypes = ("float64", "float32", "float16", "bfloat16", "int32", "int64")
+    parser.add_argument("--dtype", "-d", default="float32", choices=dtypes, help="element type")
+    add_cluster_arguments(parser)
+
+
+def _run_collective(args):
+    """Run the collective count-only (same schedule and network, no data) and return
+    (topology, CollectiveResult).  Count-only allocates no buffers, so no size needs a
+    memory check; a size so large that the run passes the time guard is named."""
+    from .. import units
+    from .common import cluster_from_args, explain_time_guard
+    from .run import measure
+
+    cluster = cluster_from_args(args)
+    size = units.parse_size(args.size)
+    with explain_time_guard(size=args.size, bandwidth=args.bandwidth, latency=args.latency):
+        _, result = measure(
+            cluster, args.collective, size, args.algorithm, args.dtype, count_only=True
+        )
+    return cluster.topology, result
+
+
+def _check_ranks(args, what):
+    """The picture's rank limit, checked before the cluster is built."""
+    from ..viz.limits import check_picture_ranks, check_ring_ranks
+
+    check_int(args.ranks, "--ranks", minimum=1)
+    if what == "ring":
+        check_ring_ranks(args.ranks, "--ranks")
+    else:
+        check_picture_ranks(args.ranks, what, "--ranks")
+
+
+def _ring_arguments(parser):
+    _collective_arguments(parser)
+    parser.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        help="which step to draw, counted from 1 as the title counts it ('step 3 of 14'); "
+        "0 is the state before the first step (default 3, or the last if there are fewer)",
+    )
+    parser.add_argument(
+        "--fps", default="1", help="frames per second of a .gif or .html animation (default 1)"
+    )
+
+
+def _animate_ring(args, path):
+    from ..viz.limits import MAX_FPS
+    from ..viz.ring import ring_animation
+
+    _check_ranks(args, "ring")
+    fps = positive_number(args.fps, "--fps", MAX_FPS, 1)
+    if args.step is not None:
+        check_int(args.step, "--step", minimum=0)
+    _, result = _run_collective(args)
+    _ring_step(args, result)  # an animation shows every step, but a wrong --step is wrong
+    return ring_animation(result, path, fps=fps)
+
+
+def _ring_step(args, result):
+    """The step --step names (default 3, or the last step if there are fewer)."""
+    last = result.schedule.n_steps
+    step = min(3, last) if args.step is None else args.step
+    if step > last:
+        name = f"{result.algorithm} {result.collective}".replace("_", "-")
+        raise ConfigError(
+            f"--step {args.step}: the {name} on {result.group.size} ranks has {last} steps; "
+            + (f"choose 1..{last}, or 0 for the initial state" if last else "choose --step 0")
+        )
+    return step
+
+
+@kind(
+    "ring",
+    help="one step of a collective: ranks on a circle, arrows per chunk, buffers coloured",
+    description=(
+        "Draw one step of a collective (from its schedule and a count-only run): the ranks on "
+        "a circle, one arrow per transfer labelled with the chunks it carries (red: the "
+        "receiver adds them in; blue: it copies them), and beside each rank its buffer as one "
+        "cell per chunk, coloured by how many ranks' contributions the chunk holds.  Works "
+        "for every algorithm (tree and halving-doubling draw long arrows), up to 16 ranks.  "
+        "Steps count from 1 ('step 1 of 14'); --step 0 is the initial state.  With --out "
+        "x.gif, every step as an animation (the initial state, then one frame per step); "
+        "with --out x.html, the same as one self-contained web page with play, pause and "
+        "step buttons, for a lecture in any browser."
+    ),
+    arguments=_ring_arguments,
+    example="all-reduce --ranks 8 --step 3 --out ring.png    (or --out ring.gif, ring.html)",
+    animate=_animate_ring,
+)
+def ring(args):
+    from ..viz.ring import ring_figure
+
+    _check_ranks(args, "ring")
+    if args.step is not None:
+        check_int(args.step, "--step", minimum=0)
+    _, result = _run_collective(args)
+    return ring_figure(result, step=_ring_step(args, result))
+
+
+@kind(
+    "traffic",
+    help="the topology with every link drawn by the bytes it carried",
+    description=(
+        "Run a collective (count-only) and draw the topology with each directed link's width "
+        "and colour set by the bytes it carried, read from the trace: a circle for rings, the "
+        "grid for a torus (wrap-around links as stubs), ranks around the switch, machines "
+        "grouped over the fabric for hierarchical.  Ranks are circles, switches grey bars.  "
+        "Up to 64 ranks."
+    ),
+    arguments=_collective_arguments,
+    example="all-reduce --algorithm naive --topology switch --ranks 8 --out traffic.png",
+)
+def traffic(args):
+    from ..viz.traffic import traffic_figure
+
+    _check_ranks(args, "traffic")
+    topology, result = _run_collective(args)
+    return traffic_figure(topology, result)
+
+
+def _utilization_arguments(parser):
+    _collective_arguments(parser)
+    parser.add_argument("--bins", default="200", help="time slices, 1-2000 (default 200)")
+    parser.add_argument("--all-links", action="store_true", help="also rows for unused links")
+
+
+@kind(
+    "utilization",
+    help="links x time heat map of bandwidth used, latency hatched, from the trace",
+    description=(
+        "Run a collective (count-only) and draw, for every link that carried bytes, the share "
+        "of its bandwidth in use over simulated time.  Each transfer first waits out its "
+        "path's latency (drawn hatched grey: the link is held, no bytes flow), then its bytes "
+        "flow (coloured).  Congestion shows as a dark band at 100 %: the naive root's link on "
+        "a switch, the NICs a ring crosses between machines; a latency-bound run is mostly "
+        "hatching.  Up to 64 ranks."
+    ),
+    arguments=_utilization_arguments,
+    example="all-reduce --algorithm naive --topology switch --out utilization.png",
+)
+def utilization(args):
+    from ..viz.limits import MAX_BINS, check_count
+    from ..viz.utilization import utilization_figure
+
+    try:
+        bins = int(args.bins)
+    except ValueError:
+        raise ConfigError(f"--bins {args.bins!r}: not a whole number; e.g. --bins 200") from None
+    bins = check_count(bins, "--bins", 1, MAX_BINS, shown=args.bins)
+    _check_ranks(args, "utilization")
+    topology, result = _run_collective(args)
+    return utilization_figure(topology, result, bins=bins, only_used=not args.all_links)
+
+
+def _sweep_arguments(parser):
+    _collective_arguments(parser, size=False)
+    parser.add_argument(
+        "--algorithms",
+        default=None,
+        help="comma-separated, each once (default: every algorithm of the collective)",
+    )
+    parser.add_argument("--min-bytes", "-b", default="8", help="smallest S (default 8)")
+    parser.add_argument("--max-bytes", "-e", default="256MiB", help="largest S (default 256MiB)")
+    parser.add_argument(
+        "--factor", "-f", default="2", help="S step, > 1; at most 64 sizes (default 2)"
+    )
+    parser.add_argument(
+        "--analytical", action="store_true", help="closed forms instead of count-only simulation"
+    )
+
+
+def _algorithm_list(args):
+    """The --algorithms list (or --algorithm alone), each named once."""
+    from ..collectives.registry import canonical_algorithm, canonical_collective
+
+    if not args.algorithms:
+        return [args.algorithm] if args.algorithm else None
+    names = [a.strip() for a in args.algorithms.split(",")]
+    if not all(names):
+        raise ConfigError(
+            f"--algorithms {args.algorithms!r}: an empty name; separate names by single "
+            "commas, e.g. --algorithms ring,tree"
+        )
+    collective = canonical_collective(args.collective)
+    seen = {}
+    for name in names:
+        canonical = canonical_algorithm(collective, name)
+        if canonical in seen:
+            again = (
+                f"{name!r} is listed twice"
+                if name == seen[canonical]
+                else f"{seen[canonical]!r} and {name!r} are the same algorithm"
+            )
+            raise ConfigError(f"--algorithms {args.algorithms!r}: {again}; name each once")
+        seen[canonical] = name
+    return names
+
+
+@kind(
+    "sweep",
+    help="time and busbw against message size, one line per algorithm",
+    description=(
+        "Time and bus bandwidth (nccl-tests' busbw) against message size, log-log, for "
+        "several algorithms on one topology (2 to 64 ranks), from count-only simulation (or "
+        "--analytical closed forms).  Each algorithm has its own colour, line style and "
+        "marker, so lines that coincide stay visible.  Dashed lines mark where the fastest "
+        "algorithm changes: small messages are latency-bound (fewest steps wins), large ones "
+        "bandwidth-bound."
+    ),
+    arguments=_sweep_arguments,
+    example="all-reduce --topology switch --ranks 16 --out sweep.png",
+)
+def sweep(args):
+    from ..viz.sweep import sweep_figure
+    from .common import cluster_from_args
+    from .limits import sweep_sizes
+
+    check_int(args.ranks, "--ranks", minimum=2, hint="a sweep compares algorithms that move data")
+    _check_ranks(args, "sweep")
+    algorithms = _algorithm_list(args)
+    sizes = sweep_sizes(args.min_bytes, args.max_bytes, args.factor)
+    mode = "analytical" if args.analytical else "count-only"
+    cluster = cluster_from_args(args)
+    return sweep_figure(cluster, args.collective, algorithms, sizes, mode, args.dtype)

@@ -1,0 +1,179 @@
+"""``collsim viz`` kinds that draw a training job: memory, timeline, scaling.
+
+Flags as for ``collsim plan``; the pipeline timeline runs one real step on the cluster.
+"""
+
+import math
+
+from ..errors import ConfigError
+from .common import check_int
+from .plan import add_config_arguments
+from .viz_kinds import kind, positive_number
+
+
+@kind(
+    "memory",
+    help="memory per GPU as stacked bars for ZeRO stages 0-3",
+    description=(
+        "Draw memory per GPU (parameters, gradients, optimizer states, activations) for ZeRO "
+        "stages 0-3 side by side, for one configuration given as for `collsim plan`.  Mixed-"
+        "precision Adam keeps 16 bytes per parameter (2 weight + 2 gradient + 12 optimizer); "
+        "ZeRO-1 shards the 12 over the data-parallel GPUs, ZeRO-2 also the gradients, ZeRO-3 "
+        "(FSDP) everything.  Activations do not shard with ZeRO: tp, pp, sequence parallelism, "
+        "smaller micro-batches and recomputation reduce them.  The dashed line is the GPU's memory."
+    ),
+    arguments=add_config_arguments,
+)
+def memory(args):
+    from ..viz.memory import memory_figure
+    from .plan import config_from_args
+
+    given = ("model", "params", "layers")
+    if not args.config and all(getattr(args, k, None) is None for k in given):
+        # with only --out: the 7B memory example, Llama 2 7B's shape (32 layers of 4096;
+        # Touvron et al. 2023) on one 8-GPU node, so the 16 bytes/parameter of
+        # mixed-precision Adam (Rajbhandari et al. 2020, ZeRO) is visible at once
+        defaults = dict(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000,
+                        world_size=8, global_batch=8, micro_batch=1)  # fmt: skip
+        for key, value in defaults.items():
+            if getattr(args, key, None) is None:
+                setattr(args, key, value)
+        print("no model given: drawing a 7B model (32 layers, hidden 4096) on 8 GPUs")
+    return memory_figure(config_from_args(args))
+
+
+# -- pipeline timeline and scaling --------------------------------------------------------
+
+
+# one pass: 3 kinds x (1,024 passes + stages) of them still end before the 1-day time guard
+MAX_PASS_S = 10.0
+
+
+def _timeline_arguments(parser):
+    g = parser.add_argument_group("schedule (as for `collsim pipeline`)")
+    g.add_argument("--schedule", default="1f1b", help="gpipe, 1f1b (default), interleaved, zb-h1")
+    g.add_argument("--stages", "-p", type=int, default=4, help="pipeline stages p (default 4)")
+    g.add_argument("--microbatches", "-m", type=int, default=8, help="micro-batches m (default 8)")
+    g.add_argument("--virtual", "-v", type=int, default=1, help="chunks per stage (interleaved)")
+    g.add_argument("--t-forward", default="1ms", help="forward t_f (default 1ms)")
+    g.add_argument("--t-backward", default=None, help="input-gradient t_b (default t_f)")
+    g.add_argument("--t-weight", default=None, help="weight-gradient t_w (default t_f)")
+    g.add_argument("--bandwidth", default="100GB/s", help="per direction (default 100GB/s)")
+    g.add_argument("--latency", default="5us", help="per message (default 5us)")
+
+
+@kind(
+    "timeline",
+    help="pipeline stages x time: F/B/W blocks per micro-batch, idle shaded",
+    description=(
+        "Run one pipeline step (as `collsim pipeline` does) and draw stages against time: "
+        "forward, backward and weight-gradient passes coloured by kind and numbered by "
+        "micro-batch, idle time hatched, and the bubble fraction measured from the trace "
+        "next to the closed form in the title."
+    ),
+    arguments=_timeline_arguments,
+    example="--schedule interleaved --stages 4 --microbatches 8 --virtual 2 --out timeline.png",
+)
+def timeline(args):
+    from ..parallel.pipeline import pipeline_step
+    from ..units import parse_time
+    from ..viz.limits import MAX_TIMELINE_PASSES
+    from ..viz.timeline import timeline_figure
+
+    for flag, value in (("--stages", args.stages), ("--microbatches", args.microbatches),
+                        ("--virtual", args.virtual)):  # fmt: skip
+        check_int(value, flag, minimum=1)
+    passes = args.stages * args.microbatches * args.virtual
+    if passes > MAX_TIMELINE_PASSES:
+        raise ConfigError(
+            f"--stages {args.stages} x --microbatches {args.microbatches} x --virtual "
+            f"{args.virtual} = {passes:,} forward passes: a timeline stays readable up to "
+            f"{MAX_TIMELINE_PASSES:,} (e.g. --stages 8 --microbatches 32); the bubble formula "
+            "is in `collsim pipeline`"
+        )
+    times = {}
+    for flag, text in (("--t-forward", args.t_forward), ("--t-backward", args.t_backward),
+                       ("--t-weight", args.t_weight)):  # fmt: skip
+        if text is None:  # t_b and t_w default to t_f
+            continue
+        try:
+            times[flag] = parse_time(text)
+        except ConfigError as exc:
+            raise ConfigError(f"{flag} {text!r}: {exc}") from None
+        if times[flag] > MAX_PASS_S:  # the run would stop at the simulation's time guard
+            raise ConfigError(
+                f"{flag} {text!r}: more than {MAX_PASS_S:g} s per pass, so a long schedule would "
+                "pass the simulation's 1-day time guard; real passes take micro- to "
+                "milliseconds, e.g. 1ms"
+            )
+    t_f = times["--t-forward"]
+    result = pipeline_step(
+        args.schedule,
+        args.stages,
+        args.microbatches,
+        args.virtual,
+        t_f=t_f,
+        t_b=times.get("--t-backward", t_f),
+        t_w=times.get("--t-weight", t_f),
+        bandwidth=args.bandwidth,
+        latency=args.latency,
+    )
+    return timeline_figure(result)
+
+
+MAX_GPUS = 2**20  # a log axis of 21 GPU counts; far beyond any job's data-parallel reach
+
+
+def _scaling_arguments(parser):
+    add_config_arguments(parser)
+    g = parser.add_argument_group("scaling")
+    g.add_argument(
+        "--max-gpus",
+        type=int,
+        default=1024,
+        help=f"largest GPU count, up to {MAX_GPUS:,} (default 1024)",
+    )
+    g.add_argument(
+        "--weak", action="store_true", help="weak scaling: the global batch grows with the GPUs"
+    )
+    g.add_argument(
+        "--batch-per-gpu",
+        default=None,
+        help="weak scaling: sequences per data-parallel GPU (default 4)",
+    )
+
+
+@kind(
+    "scaling",
+    help="step time split into compute and communication, and efficiency, against GPUs",
+    description=(
+        "Where adding GPUs stops paying: for one model (default 7B, a global batch of 512 "
+        "sequences of 2048 tokens: the 7B memory example), "
+        "step time against the number of "
+        "GPUs split into compute (6·N·tokens / (GPUs·P)) and communication (its bandwidth "
+        "term bytes/β and latency term steps·α, on the intra-node link until the job leaves "
+        "one node, then the inter-node one), and the efficiency that follows.  Strong "
+        "scaling by default (fixed global batch); --weak keeps the batch per GPU fixed.  "
+        "Closed forms from the planner; flags as for `collsim plan` (--world-size is ignored)."
+    ),
+    arguments=_scaling_arguments,
+    example="--params 7B --global-batch 512 --inter-bandwidth 50GB/s --out scaling.png",
+)
+def scaling(args):
+    from ..viz.scaling import DEFAULT_JOB, scaling_figure
+    from .plan import config_from_args
+
+    if args.params is None and args.layers is None and args.model is None and not args.config:
+        args.params = DEFAULT_JOB["params"]
+    if args.global_batch is None and not args.config:
+        args.global_batch = DEFAULT_JOB["global_batch"]
+    batch_per_gpu = None
+    if args.batch_per_gpu is not None:
+        batch_per_gpu = positive_number(args.batch_per_gpu, "--batch-per-gpu", 1e6, 4)
+    cfg = config_from_args(args)
+    mp = cfg.tp * cfg.pp * cfg.cp
+    check_int(args.max_gpus, "--max-gpus", minimum=mp, maximum=max(mp, MAX_GPUS),
+              hint=f"the smallest job is one model replica, tp·pp·cp = {mp}")  # fmt: skip
+    top = args.max_gpus if args.weak else min(args.max_gpus, (cfg.global_batch or 1) * mp)
+    gpus = [mp * 2**i for i in range(int(math.log2(top // mp)) + 1)]
+    return scaling_figure(cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu)
