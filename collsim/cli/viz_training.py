@@ -30,15 +30,14 @@ def memory(args):
 
     given = ("model", "params", "layers")
     if not args.config and all(getattr(args, k, None) is None for k in given):
-        # with only --out: the 7B memory example, Llama 2 7B's shape (32 layers of 4096;
-        # Touvron et al. 2023) on one 8-GPU node, so the 16 bytes/parameter of
-        # mixed-precision Adam (Rajbhandari et al. 2020, ZeRO) is visible at once
-        defaults = dict(layers=32, hidden=4096, heads=32, seq=4096, vocab=32000,
-                        world_size=8, global_batch=8, micro_batch=1)  # fmt: skip
+        # with only --out: the 7B memory example, the llama2-7b preset (Touvron et al.
+        # 2023) on one 8-GPU node, so the 16 bytes/parameter of mixed-precision Adam
+        # (Rajbhandari et al. 2020, ZeRO) is visible at once
+        defaults = dict(model="llama2-7b", world_size=8, global_batch=8, micro_batch=1)
         for key, value in defaults.items():
             if getattr(args, key, None) is None:
                 setattr(args, key, value)
-        print("no model given: drawing a 7B model (32 layers, hidden 4096) on 8 GPUs")
+        print("no model given: drawing Llama 2 7B (the llama2-7b preset) on 8 GPUs")
     return memory_figure(config_from_args(args))
 
 
