@@ -18,6 +18,7 @@ Run it with ``python examples/pipeline_bubble.py``; one schedule from the comman
 """
 
 from collsim.parallel.pipeline import pipeline_step
+from collsim.units import format_size, format_time
 
 P, M = 4, 8
 FREE = {"bandwidth": "inf", "latency": 0}  # links that cost nothing: the compute bubble only
@@ -30,7 +31,7 @@ for name, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1)):
     r = pipeline_step(name, P, M, virtual=v, **TIMES, **FREE)
     label = f"{name} v={v}" if v > 1 else name
     print(
-        f"{label:<16} {r.bubble_time * 1e3:>6.2f}ms {r.formula_bubble_time() * 1e3:>6.2f}ms "
+        f"{label:<16} {format_time(r.bubble_time):>8} {format_time(r.formula_bubble_time()):>8} "
         f"{r.bubble_fraction:>9.2%} {r.formula_bubble_fraction():>8.2%}  "
         f"{str(r.peak_inflight):<26} {r.match}"
     )
@@ -44,5 +45,5 @@ print("\nWith real links (10 GB/s, 20 us per message) the measured bubble includ
 r = pipeline_step("1f1b", P, M, **TIMES, bandwidth="10GB/s", latency="20us")
 print(
     f"  1f1b: {r.bubble_fraction:.2%} measured against {r.formula_bubble_fraction():.2%} for "
-    f"free links; {sum(r.run.stats.bytes_sent)} bytes in {len(r.trace.transfers)} messages"
+    f"free links; {format_size(sum(r.run.stats.bytes_sent))} in {len(r.trace.transfers)} messages"
 )

@@ -5,14 +5,14 @@
 # A single GPU has a fixed amount of memory (80 GiB for an A100 or H100). Training a model
 # needs far more than the weights themselves, and this lesson counts where it goes, with
 # collsim's planner (`collsim.plan`): a closed-form calculator that answers at once for any
-# model. The numbers follow seed 002 ("memory and communication from first principles"),
-# Rajbhandari et al. 2020 (ZeRO) for the model states and Korthikanti et al. 2022 for the
-# activations.
+# model. The numbers follow Rajbhandari et al. 2020 (ZeRO) for the model states and
+# Korthikanti et al. 2022 for the activations.
 #
-# **How the exercises work.** Each exercise has a slot such as `answer_1_1 = None`. Replace
-# `None` with your prediction (a number, or a function where asked), run the cell and the
-# check after it: it prints `Correct!` or exactly how far off you are. Left as `None`, the
-# check only tells you what to do. Every number printed here is computed by collsim when
+# **How the exercises work.** Each exercise has its own answer slot, such as
+# `model_state_bytes_answer = None`. Replace `None` with your prediction (a number, a string
+# with a unit such as `"64GiB"`, or a function where asked), run the cell and the check
+# after it: it prints `Correct!` or how your answer is off (a factor of 2? a unit?). Left as
+# `None`, the check prints the file and line of the slot to edit. Every number printed here is computed by collsim when
 # you run the lesson; none is typed in.
 
 # %%
@@ -25,7 +25,7 @@ from collsim.viz.memory import memory_figure
 # ## Model states: 16 bytes per parameter
 #
 # Take a model with $N$ parameters, trained in mixed precision (bf16) with Adam, the usual
-# setup (seed 002; ZeRO paper, section 3.1). For every parameter the GPU keeps
+# setup (Rajbhandari et al. 2020, ZeRO, section 3.1). For every parameter the GPU keeps
 #
 # | what | precision | bytes |
 # |---|---|---|
@@ -40,25 +40,24 @@ from collsim.viz.memory import memory_figure
 # The last three rows are the optimizer states, $12N$. They stay in memory for the whole
 # run, before a single activation is stored.
 #
-# **Exercise 1.1.** Seed 002's example is $N = 7 \times 10^9$. Predict the bytes of model
-# state (parameters + gradients + optimizer states) it needs.
+# **Exercise 1.1.** The 7B mixed-precision Adam memory example: $N = 7 \times 10^9$.
+# Predict the bytes of model state (parameters + gradients + optimizer states) it needs.
 
 # %%
-answer_1_1 = None  # your prediction: bytes of model state for a 7B model
+model_state_bytes_answer = None  # your prediction: bytes of model state for a 7B model
 
 # %%
 report = plan(params="7B")  # only the parameter count: the planner counts model states
 mem = report.memory
 states = mem["params"] + mem["grads"] + mem["optimizer"]
 n_params = report.derived["params"]
-print(f"parameters (bf16)            {format_size(mem['params'], binary=False):>10}")
-print(f"gradients (bf16)             {format_size(mem['grads'], binary=False):>10}")
-print(f"optimizer (fp32 copy, m, v)  {format_size(mem['optimizer'], binary=False):>10}")
-print(f"model states                 {format_size(states, binary=False):>10}")
+print(f"parameters (bf16)            {format_size(mem['params']):>10}")
+print(f"gradients (bf16)             {format_size(mem['grads']):>10}")
+print(f"optimizer (fp32 copy, m, v)  {format_size(mem['optimizer']):>10}")
+print(f"model states                 {format_size(states):>10} = {states:,} B")
 print(f"= {states / n_params:g} bytes per parameter")
-print(f"one GPU holds {format_size(mem['gpu_memory'])} = "
-      f"{format_size(mem['gpu_memory'], binary=False)}: fits? {states <= mem['gpu_memory']}")  # fmt: skip
-teach.check("1.1", answer_1_1, expected=states, rel=1e-3, unit="B")
+print(f"one GPU holds {format_size(mem['gpu_memory'])}: fits? {states <= mem['gpu_memory']}")
+teach.check("1.1", model_state_bytes_answer, expected=states, rel=1e-3, unit="B")
 
 # %% [markdown]
 # Plain fp32 training (no mixed precision) keeps 4 + 4 bytes of parameter and gradient and
@@ -74,7 +73,7 @@ print(f"fp32 Adam: {fp32_states / n_params:g} bytes per parameter")
 # ## Activations: L · B · s · d
 #
 # Backward needs the intermediate outputs of forward (the *activations*) to compute
-# gradients, so forward keeps them. Seed 002 gives their order of magnitude,
+# gradients, so forward keeps them. Their order of magnitude is
 #
 # $$M_\text{act} \sim L \cdot B \cdot s \cdot d$$
 #
@@ -94,7 +93,7 @@ print(f"fp32 Adam: {fp32_states / n_params:g} bytes per parameter")
 # such layers. The check runs it against the planner on several models.
 
 # %%
-answer_1_2 = None  # your function: def activation_bytes(L, B, s, h, a): return ...
+activation_bytes_answer = None  # your function: def activation_bytes(L, B, s, h, a): ...
 
 
 # %%
@@ -105,8 +104,8 @@ def planner_activation_bytes(L, B, s, h, a):
 
 
 cases = [(32, 1, 2048, 4096, 32), (24, 4, 1024, 2048, 16), (2, 8, 512, 768, 12), (96, 1, 2048, 12288, 96)]  # fmt: skip
-teach.check_function("1.2", answer_1_2, planner_activation_bytes, cases,
-                     compare=lambda got, want: abs(got - want) <= 1e-9 * want)  # fmt: skip
+teach.check_function("1.2", activation_bytes_answer, planner_activation_bytes, cases,
+                     compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="B")  # fmt: skip
 
 # %% [markdown]
 # Now a concrete model: a GPT of about 7B parameters (32 layers, hidden 4096, 32 heads,
@@ -139,14 +138,14 @@ for name, change in (("micro-batch", dict(micro_batch=2, global_batch=2)),
 # check compares with the planner.
 
 # %%
-answer_1_3 = None  # your prediction: M_layer(s=4096) / M_layer(s=2048)
+seq_growth_answer = None  # your prediction: M_layer(s=4096) / M_layer(s=2048)
 
 # %%
 short = plan(**shape, micro_batch=1, global_batch=1).memory["activations_per_layer"]
 long = plan(**{**shape, "seq": 4096}, micro_batch=1, global_batch=1).memory["activations_per_layer"]
 print(f"activations per layer: {format_size(short)} at s = {shape['seq']}, "
       f"{format_size(long)} at s = {2 * shape['seq']}")  # fmt: skip
-teach.check("1.3", answer_1_3, expected=long / short, rel=1e-3, unit="x")
+teach.check("1.3", seq_growth_answer, expected=long / short, rel=1e-3, unit="x")
 
 # %% [markdown]
 # More than double: the tokens double, and so does each token's attention-score term
@@ -156,15 +155,15 @@ teach.check("1.3", answer_1_3, expected=long / short, rel=1e-3, unit="x")
 #
 # Activation checkpointing (full recomputation) keeps only each layer's input, $2sBh$ bytes,
 # and throws the rest away; backward runs the layer's forward again to get them back
-# (seed 002). Memory falls a lot, compute rises by one extra forward pass: forward costs
-# about $2N$ FLOPs per token, backward $4N$ (the $6N$ of seed 002), recomputation adds
-# another $2N$.
+# (Chen et al. 2016, "Training deep nets with sublinear memory cost"). Memory falls a lot,
+# compute rises by one extra forward pass: forward costs about $2N$ FLOPs per token,
+# backward $4N$ (the $6N$ per token of Kaplan et al. 2020), recomputation adds another $2N$.
 #
 # **Exercise 1.4.** By what factor does full recomputation multiply the FLOPs of a training
 # step?
 
 # %%
-answer_1_4 = None  # your prediction: FLOPs with full recompute / FLOPs without
+recompute_flops_answer = None  # your prediction: FLOPs with full recompute / FLOPs without
 
 # %%
 full = plan(**shape, micro_batch=1, global_batch=1, recompute="full")
@@ -181,11 +180,11 @@ print(
     f"total on one GPU: {format_size(mf['total'])} of {format_size(mf['gpu_memory'])}: fits? {mf['fits']}"
 )
 ratio = full.compute["flops_per_step"] / one_gpu.compute["flops_per_step"]
-teach.check("1.4", answer_1_4, expected=ratio, rel=1e-3, unit="x")
+teach.check("1.4", recompute_flops_answer, expected=ratio, rel=1e-3, unit="x")
 
 # %% [markdown]
-# Seed 003 quotes practical figures for gradient checkpointing: 60-80 % less activation
-# memory for 20-30 % more training time. Full recomputation as counted here is the extreme
+# Hugging Face's Accelerate ND-parallel guide (2025) quotes practical figures for gradient
+# checkpointing: 60-80 % less activation memory for 20-30 % more training time. Full recomputation as counted here is the extreme
 # end (the most memory saved, the most compute added); Megatron's *selective*
 # recomputation re-runs only the attention scores (`recompute="selective"` in the planner).
 #
@@ -214,10 +213,10 @@ teach.show(fig, "01_memory_by_zero_stage_recompute")
 # - Mixed-precision Adam keeps **16 bytes per parameter** ($2N$ bf16 parameters, $2N$
 #   gradients, $12N$ fp32 master copy and Adam moments; ZeRO paper): a 7B model's states
 #   exceed one 80 GiB GPU before any activation is stored.
-# - Activations grow as the product $L \cdot B \cdot s \cdot d$ (seed 002); per layer
+# - Activations grow as the product $L \cdot B \cdot s \cdot d$; per layer
 #   $sBh(34 + 5as/h)$ bytes (Korthikanti et al. 2022), so long sequences cost more than
 #   linearly through the attention scores.
-# - The two parts have different cures (seed 002): **split** the $16N$ across GPUs (ZeRO,
+# - The two parts have different cures: **split** the $16N$ across GPUs (ZeRO,
 #   tensor and pipeline parallelism), and **recompute** or shrink the micro-batch for the
 #   activations. Full recomputation keeps $2sBh$ per layer and costs one more forward pass:
 #   $8N$ FLOPs per token instead of $6N$.

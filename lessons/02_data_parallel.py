@@ -1,6 +1,6 @@
 # %% [markdown]
 # # 2. Data parallel and all-reduce
-# Batch 64 on dp=4 (seed 004): the averaged gradient equals one device's; gradient accumulation adds compute, not communication (seed 000).
+# The batch-64, dp=4 example: the averaged gradient equals one device's; gradient accumulation adds compute, not communication (Megatron-LM's batch rule).
 #
 # Lesson 1 showed that a large model's memory must be split. The simplest split, and the
 # first choice whenever the model still fits on one GPU, is to split the **data**: every
@@ -9,8 +9,8 @@
 # cluster of 4 ranks with collsim's small numpy network kit (`collsim.nn`) and checks it
 # against one device.
 #
-# As in every lesson: replace each `answer_... = None` with your prediction and run the
-# check after it.
+# As in every lesson: replace each `..._answer = None` with your prediction and run the
+# check after it (left as `None`, the check prints the file and line to edit).
 
 # %%
 import copy
@@ -21,12 +21,15 @@ import collsim
 from collsim import teach, topology
 from collsim.nn import GELU, SGD, Linear, Sequential, mse_loss
 from collsim.parallel.data import resolve_batch, train_data_parallel
+from collsim.units import format_size, format_time
 from collsim.viz.utilization import time_unit, utilization_figure
 
 # %% [markdown]
-# ## Seed 004's recipe
+# ## The batch-64, dp=4 example
 #
-# Seed 004 sets `dp_size = 4`, `batch = 64`, `mp_size = 1`:
+# The classic data-parallel example sets `dp_size = 4`, `batch = 64`, `mp_size = 1` (no
+# model parallelism), the recipe PyTorch's DistributedDataParallel implements (Li et al.
+# 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel Training"):
 #
 # 1. cut the batch into 4 parts of 16 samples; GPU $r$ takes part $r$;
 # 2. each GPU, holding the whole model, computes its local gradient $g_r = \nabla_\theta L_r$,
@@ -71,7 +74,7 @@ n_params = g_single.size
 print(f"{n_params:,} parameters; single-device gradient norm {np.linalg.norm(g_single):.6g}")
 
 # %% [markdown]
-# Now seed 004 by hand: four local gradients on 16 rows each, then a real all-reduce on a
+# Now the batch-64, dp=4 example by hand: four local gradients on 16 rows each, then a real all-reduce on a
 # virtual cluster of 4 ranks on one switch. `cluster.all_reduce(buffers)` takes one array
 # per rank and returns every rank's output (plus the bytes and the time it took).
 #
@@ -80,7 +83,7 @@ print(f"{n_params:,} parameters; single-device gradient norm {np.linalg.norm(g_s
 # single-device one?
 
 # %%
-answer_2_1 = None  # your prediction: |g_global| / |g_single|
+forgot_division_answer = None  # your prediction: |g_global| / |g_single|
 
 # %%
 cluster = collsim.Cluster(topology.switch(DP, bandwidth="100GB/s", latency="5us"))
@@ -92,10 +95,10 @@ g_global = result.outputs[0]
 g_avg = g_global / DP
 print(f"every rank got the same sum: {all(np.array_equal(o, g_global) for o in result.outputs)}")
 print(f"max |g_avg - g_single| = {np.max(np.abs(g_avg - g_single)):.3g} (float64 rounding)")
-print(f"all-reduce: {result.stats.bytes_sent[0]:,} bytes sent per rank, "
-      f"{result.time * 1e6:.3g} us simulated")  # fmt: skip
-teach.check("2.1", answer_2_1, expected=np.linalg.norm(g_global) / np.linalg.norm(g_single),
-            rel=1e-6, unit="x")  # fmt: skip
+print(f"all-reduce: {format_size(result.stats.bytes_sent[0])} sent per rank, "
+      f"{format_time(result.time)} simulated")  # fmt: skip
+teach.check("2.1", forgot_division_answer,
+            expected=np.linalg.norm(g_global) / np.linalg.norm(g_single), unit="x", ranks=DP)  # fmt: skip
 
 # %% [markdown]
 # (Lesson 3 explains those bytes: how a ring all-reduce moves them and why the number per
@@ -129,7 +132,8 @@ print(f"after one step: max |theta_replica - theta_1_device| = {worst:.3g}; "
 #
 # ## Gradient accumulation: global = micro · dp · accumulation
 #
-# Seed 000 states the batch rule that Megatron-LM enforces:
+# Megatron-LM enforces this batch rule in its argument checks (`validate_args` in
+# megatron/training/arguments.py; Narayanan et al. 2021):
 #
 # $$\text{global\_batch} = \text{micro\_batch} \cdot \text{dp} \cdot \text{accumulation}$$
 #
@@ -140,12 +144,12 @@ print(f"after one step: max |theta_replica - theta_1_device| = {worst:.3g}; "
 #
 # **Exercise 2.2.** Write `accumulation_steps(global_batch, dp, micro_batch)`: how many
 # micro-batches each GPU runs per optimizer step. The check compares it with collsim's
-# `resolve_batch` on several configurations. One is the planner's repair of seed 000's
-# failing example: 784 GPUs are not divisible by tp·pp = 8·4, 768 are, leaving
+# `resolve_batch` on several configurations. One is the planner's repair of Megatron's
+# 784-GPU error (lesson 8): 784 GPUs are not divisible by tp·pp = 8·4, 768 are, leaving
 # dp = 768/(8·4); with a global batch of 1536 and micro-batch 1.
 
 # %%
-answer_2_2 = None  # your function: def accumulation_steps(global_batch, dp, micro_batch): ...
+accumulation_steps_answer = None  # your function: def f(global_batch, dp, micro_batch): ...
 
 
 # %%
@@ -154,7 +158,8 @@ def reference_accumulation(global_batch, dp, micro_batch):
 
 
 cases = [(64, 4, 16), (64, 4, 4), (64, 4, 1), (1536, 768 // (8 * 4), 1), (512, 8, 2), (96, 3, 8)]
-teach.check_function("2.2", answer_2_2, reference_accumulation, cases)
+teach.check_function("2.2", accumulation_steps_answer, reference_accumulation, cases,
+                     unit="micro-batches")  # fmt: skip
 
 # %% [markdown]
 # A configuration that breaks the rule is refused with all four numbers and the choices
@@ -175,7 +180,7 @@ except collsim.ConfigError as error:
 # without it.
 
 # %%
-answer_2_3 = None  # your prediction: bytes per rank (accumulation 4) / bytes (accumulation 1)
+accumulation_bytes_answer = None  # your prediction: bytes (accumulation 4) / (accumulation 1)
 
 # %%
 accumulated = train_data_parallel(cluster, model, [(x, target)], dp=DP, micro_batch=4)
@@ -185,8 +190,9 @@ g_acc = flat(accumulated.steps[0]["grads"])
 print(f"max |g_accumulated - g_single| = {np.max(np.abs(g_acc - g_single)):.3g}")
 sent_one = run.bytes_by_collective["all_reduce"][0]
 sent_acc = accumulated.bytes_by_collective["all_reduce"][0]
-print(f"all-reduce bytes per rank: {sent_one:,} (accumulation 1), {sent_acc:,} (accumulation 4)")
-teach.check("2.3", answer_2_3, expected=sent_acc / sent_one, rel=1e-6, unit="x")
+print(f"all-reduce bytes per rank: {format_size(sent_one)} (accumulation 1), "
+      f"{format_size(sent_acc)} (accumulation 4)")  # fmt: skip
+teach.check("2.3", accumulation_bytes_answer, expected=sent_acc / sent_one, unit="x", ranks=DP)
 
 # %% [markdown]
 # ## Hiding the all-reduce behind backward
@@ -212,12 +218,12 @@ buckets = train_data_parallel(slow, model, [(x, target)], dp=DP, bucket_bytes="2
 spans = [c for c in buckets.result.trace.computes if c.rank == 0]
 forward_end = max(c.end for c in spans if c.label.startswith("F"))
 backward_end = max(c.end for c in spans)
-print(f"rank 0: forward 0 .. {forward_end * 1e6:.4g} us, backward {forward_end * 1e6:.4g} .. "
-      f"{backward_end * 1e6:.4g} us")  # fmt: skip
+print(f"rank 0: forward 0 s .. {format_time(forward_end)}, backward {format_time(forward_end)}"
+      f" .. {format_time(backward_end)}")  # fmt: skip
 for name, r in (("one bucket", one_bucket), ("2 KiB buckets", buckets)):
     o = r.overlap[0]
-    print(f"{name:<14} bucket sizes {r.buckets!s:<19} step {r.time * 1e6:6.4g} us, "
-          f"all-reduce {o.comm_s * 1e6:5.3g} us of which exposed {o.exposed_s * 1e6:5.3g} us")  # fmt: skip
+    print(f"{name:<14} bucket sizes {r.buckets!s:<19} step {format_time(r.time):>9}, "
+          f"all-reduce {format_time(o.comm_s):>9} of which exposed {format_time(o.exposed_s):>9}")  # fmt: skip
 fig = utilization_figure(slow_topology, buckets.result,
                          title="data-parallel step on 4 ranks: gradient buckets on the links")  # fmt: skip
 # mark rank 0's forward and backward (from the same trace) on the time axis
@@ -233,11 +239,12 @@ teach.show(fig, "02_dp_buckets_utilization")
 #
 # - Data parallelism: every GPU holds the whole model and a slice of the batch; an
 #   **all-reduce** of the gradients, divided by dp, gives every GPU the full-batch gradient
-#   (seed 004), equal to one device's up to float rounding, and the replicas stay bitwise
+#   (the batch-64, dp=4 example), equal to one device's up to float rounding, and the replicas stay bitwise
 #   identical.
 # - Forgetting the division by dp makes the step dp times too large: the all-reduce sums.
-# - **global_batch = micro_batch · dp · accumulation** (seed 000). Accumulation adds
-#   compute, not communication: the all-reduce still runs once per optimizer step.
+# - **global_batch = micro_batch · dp · accumulation** (Megatron-LM's batch rule).
+#   Accumulation adds compute, not communication: the all-reduce still runs once per
+#   optimizer step.
 # - Bucketing lets the all-reduce of the last layers' gradients run while backward is
 #   still computing the first layers; only the rest is exposed.
 # - Data parallelism still needs the whole model on each GPU (lesson 1's 16 bytes per

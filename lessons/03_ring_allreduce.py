@@ -5,10 +5,13 @@
 # Lesson 2 ended with one all-reduce per training step: every rank starts with its own
 # gradient of $N$ elements of $b$ bytes, and every rank must end with the sum. This lesson
 # opens that collective up on a virtual cluster, chunk by chunk, and counts what it costs
-# (seed 002; Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
+# (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
 # workstations").
 #
-# As before: replace each `answer_... = None` with your prediction and run the check.
+# Steps are numbered from 1, as `collsim step` prints them ("step 1 of 6"); step 0 is the
+# initial state, before any transfer.
+#
+# As before: replace each `..._answer = None` with your prediction and run the check.
 
 # %%
 from functools import lru_cache
@@ -28,19 +31,19 @@ from collsim.viz.traffic import traffic_figure
 #
 # The obvious all-reduce: every rank sends its whole buffer to one root, the root adds
 # them up and sends the sum back to everyone. Two steps. But the root receives $K-1$ whole
-# buffers and sends $K-1$ whole buffers: all the traffic squeezes through one link
-# (seed 002), and the more ranks, the longer it takes. We measure that at the end.
+# buffers and sends $K-1$ whole buffers: all the traffic squeezes through one link,
+# and the more ranks, the longer it takes. We measure that at the end.
 #
 # ## The ring: reduce-scatter, then all-gather
 #
 # Put the $K$ ranks on a ring (rank $r$ sends only to rank $(r+1) \bmod K$) and cut every
 # buffer into $K$ chunks.
 #
-# - **Reduce-scatter**, $K-1$ steps: at each step every rank sends one chunk to its right
+# - **Reduce-scatter**, steps $1 \ldots K-1$: at each step every rank sends one chunk to its right
 #   neighbour, which *adds* it to its own copy of that chunk. A chunk travels round the
 #   ring collecting one more rank's contribution per step; after $K-1$ steps each rank
 #   holds one chunk that contains the sum over all $K$ ranks.
-# - **All-gather**, $K-1$ steps: every rank passes finished chunks on to the right, which
+# - **All-gather**, steps $K \ldots 2(K-1)$: every rank passes finished chunks on to the right, which
 #   *copy* them over their own, until every rank has every finished chunk.
 #
 # Four ranks, each holding eight numbers; collsim records every transfer and what every
@@ -57,12 +60,13 @@ print("every rank's output equals numpy's sum:",
       all(np.array_equal(out, np.sum(buffers, axis=0)) for out in result.outputs))  # fmt: skip
 
 # %% [markdown]
-# The same, drawn. After the third step (the last of the reduce-scatter) each rank holds
-# one chunk with all 4 contributions (dark); the all-gather then spreads those chunks.
+# The same, drawn. After step 3 of 6 (the last of the reduce-scatter) each rank holds
+# one chunk with all 4 contributions (dark); the all-gather then spreads those chunks,
+# starting with step 4.
 
 # %%
-teach.show(ring_figure(result, step=K - 2), "03_ring_end_of_reduce_scatter")
-teach.show(ring_figure(result, step=K - 1), "03_ring_first_all_gather_step")
+teach.show(ring_figure(result, step=K - 1), "03_ring_end_of_reduce_scatter")  # step 3 of 6
+teach.show(ring_figure(result, step=K), "03_ring_first_all_gather_step")  # step 4 of 6
 
 # %% [markdown]
 # ## Bytes per rank: 2(K−1)/K · N · b
@@ -75,30 +79,32 @@ teach.show(ring_figure(result, step=K - 1), "03_ring_first_all_gather_step")
 # buffer ($N = 16\,\text{Mi}$ float32 elements, $b = 4$) on $K = 8$ ranks.
 
 # %%
-answer_3_1 = None  # your prediction: bytes sent per rank
+ring_bytes_answer = None  # your prediction: bytes sent per rank
 
 # %%
 S = 64 * 2**20  # bytes: N·b
 ring8 = collsim.Cluster(topology.ring(8, bandwidth="100GB/s", latency="5us"))
 # count-only: the same schedule and network, sizes without data (no 64 MiB arrays needed)
 big = ring8.all_reduce(count=S // 4, dtype="float32", algorithm="ring")
-print(f"bytes sent per rank: {big.stats.bytes_sent} ({big.stats.steps} steps)")
-teach.check("3.1", answer_3_1, expected=big.stats.bytes_sent[0], unit="B")
+print(f"bytes sent per rank: {format_size(big.stats.bytes_sent[0])} on every rank: "
+      f"{set(big.stats.bytes_sent) == {big.stats.bytes_sent[0]}} ({big.stats.steps} steps)")  # fmt: skip
+teach.check("3.1", ring_bytes_answer, expected=big.stats.bytes_sent[0], unit="B", ranks=8)
 
 # %% [markdown]
 # ## Which chunk does rank r send at step s?
 #
-# Look at the step-through above: at step 0 rank 0 sends chunk 3, rank 1 chunk 0, ...;
+# Look at the step-through above: at step 1 rank 0 sends chunk 3, rank 1 chunk 0, ...;
 # at the next step each rank sends the chunk it has just received (so it can add its own
 # part to it and pass it on).
 #
 # **Exercise 3.2.** Write `chunk_sent(rank, step, K)`: the chunk index rank `rank` sends at
-# step `step` (0-based, $0 \le s < 2(K-1)$, both phases) of the ring all-reduce. The check
+# step `step` (numbered from 1, as printed above: $1 \le s \le 2(K-1)$, both phases) of the
+# ring all-reduce. The check
 # compares it with collsim's schedule for every rank and step of several ring sizes.
 # (Hint: work out the reduce-scatter first, then look at what the all-gather does.)
 
 # %%
-answer_3_2 = None  # your function: def chunk_sent(rank, step, K): return ...
+chunk_sent_answer = None  # your function: def chunk_sent(rank, step, K): return ...
 
 
 # %%
@@ -108,13 +114,13 @@ def _schedule(k):
 
 
 def schedule_chunk(rank, step, k):
-    """The chunk ``rank`` sends at ``step``, read from collsim's schedule."""
-    move = next(m for m in _schedule(k).steps[step] if m.src == rank)
+    """The chunk ``rank`` sends at ``step`` (1-based), read from collsim's schedule."""
+    move = next(m for m in _schedule(k).steps[step - 1] if m.src == rank)  # a Python list
     return move.chunks.start
 
 
-cases = [(r, s, k) for k in (2, 3, 4, 5, 8) for s in range(2 * (k - 1)) for r in range(k)]
-correct_3_2 = teach.check_function("3.2", answer_3_2, schedule_chunk, cases)
+cases = [(r, s, k) for k in (2, 3, 4, 5, 8) for s in range(1, 2 * (k - 1) + 1) for r in range(k)]
+correct_3_2 = teach.check_function("3.2", chunk_sent_answer, schedule_chunk, cases, unit="")
 
 # %% [markdown]
 # That rule is the whole algorithm. Here it is as a **rank program**: a generator that
@@ -128,32 +134,34 @@ def my_ring_all_reduce(rank, x, chunk_rule):
     k, me = rank.size, rank.id
     right, left = (me + 1) % k, (me - 1) % k
     chunks = [c.copy() for c in np.array_split(x, k)]
-    for step in range(2 * (k - 1)):
+    for step in range(1, 2 * (k - 1) + 1):  # steps 1 .. 2(K-1)
         outgoing = chunks[chunk_rule(me, step, k)]
         incoming = chunk_rule(left, step, k)  # the chunk my left neighbour sends now
         handle = yield rank.isend(right, outgoing)
         got = yield rank.recv(left)
         yield rank.wait(handle)
-        if step < k - 1:
+        if step <= k - 1:
             chunks[incoming] = chunks[incoming] + got  # reduce-scatter: add it in
         else:
             chunks[incoming] = got  # all-gather: copy the finished chunk
     return np.concatenate(chunks)
 
 
-rule = answer_3_2 if correct_3_2 and answer_3_2 is not None else schedule_chunk
+rule = chunk_sent_answer if correct_3_2 and chunk_sent_answer is not None else schedule_chunk
 mine = cluster.run(lambda rank: my_ring_all_reduce(rank, buffers[rank.id], rule))
-print("using", "your chunk_sent" if rule is answer_3_2 else "the schedule's rule")
+print("using", "your chunk_sent" if rule is chunk_sent_answer else "the schedule's rule")
 print("outputs equal numpy's sum:",
       all(np.array_equal(out, np.sum(buffers, axis=0)) for out in mine.returns))  # fmt: skip
-print(f"bytes sent per rank: {mine.stats.bytes_sent} (collsim's: {result.stats.bytes_sent})")
+print(f"bytes sent per rank: {format_size(mine.stats.bytes_sent[0])} "
+      f"(collsim's: {format_size(result.stats.bytes_sent[0])}); "
+      f"the same on every rank: {mine.stats.bytes_sent == result.stats.bytes_sent}")  # fmt: skip
 print(f"simulated time: {format_time(mine.time)} (collsim's: {format_time(result.time)})")
 
 # %% [markdown]
 # ## Why it barely grows with K
 #
 # $\frac{2(K-1)}{K}$ is 1 for $K = 2$ and approaches 2 from below: every rank sends about
-# **twice its gradient**, whether there are 8 ranks or 1024 (seed 002). That is why ring
+# **twice its gradient**, whether there are 8 ranks or 1024. That is why ring
 # all-reduce became the standard for data parallelism. The step count, $2(K-1)$, does grow
 # with $K$, and each step pays the link latency $\alpha$ once. The time on a ring of links
 # of bandwidth $\beta$ is
@@ -192,7 +200,7 @@ for k in (2, 4, 8, 16, 32, 64):
 # cross the link from the switch down to the root (rank 0)?
 
 # %%
-answer_3_3 = None  # your prediction: bytes on the link switch -> r0
+root_link_bytes_answer = None  # your prediction: bytes on the link switch -> r0
 
 # %%
 switch8 = topology.switch(8, bandwidth="100GB/s", latency="5us")
@@ -208,7 +216,8 @@ for name, r in (("naive", naive), ("ring", ring_on_switch)):
     loads = r.stats.link_bytes.values()
     print(f"{name:<5}  busiest link {format_size(max(loads))}, all links together "
           f"{format_size(sum(loads))}")  # fmt: skip
-teach.check("3.3", answer_3_3, expected=naive.stats.link_bytes[("switch", 0)], unit="B")
+teach.check("3.3", root_link_bytes_answer, expected=naive.stats.link_bytes[("switch", 0)],
+            unit="B", ranks=8)  # fmt: skip
 
 # %% [markdown]
 # Both algorithms move the same bytes in total (printed above); what differs is where.
@@ -238,9 +247,10 @@ for k in (2, 4, 8, 16, 32, 64):
 # ## Takeaways
 #
 # - Ring all-reduce = **reduce-scatter** ($K-1$ steps, adding) + **all-gather** ($K-1$
-#   steps, copying); at step $s$ rank $r$ sends chunk $(r-s-1) \bmod K$ in both phases.
+#   steps, copying); at step $s$ (numbered from 1) rank $r$ sends chunk $(r-s) \bmod K$ in
+#   both phases.
 # - Each rank sends $\frac{2(K-1)}{K}\,N b$ bytes: under twice its buffer at any $K$
-#   (seed 002; Patarasuk & Yuan 2009), and every link carries the same load.
+#   (Patarasuk & Yuan 2009), and every link carries the same load.
 # - The step count $2(K-1)$ does grow with $K$: each step costs a latency $\alpha$.
 # - The naive all-reduce takes 2 steps but pushes $(K-1)$ buffers through the root's link,
 #   so its time grows linearly with $K$.

@@ -10,7 +10,8 @@
 # $\beta$ per link and adds what the closed forms leave out: links shared by several
 # transfers at once.
 #
-# As before: replace each `answer_... = None` with your prediction and run the check.
+# As before: replace each `..._answer = None` with your prediction and run the check. Times
+# may be given in seconds or as strings such as `"15us"`, sizes in bytes or as `"64KiB"`.
 
 # %%
 from collections import Counter
@@ -19,7 +20,7 @@ import collsim
 from collsim import CountOnly, teach, topology
 from collsim.collectives.formulas import closed_form
 from collsim.topology import path_alpha_beta, route
-from collsim.units import format_size, format_time
+from collsim.units import format_rate, format_size, format_time
 from collsim.viz.sweep import sweep, sweep_figure
 from collsim.viz.utilization import utilization_figure
 
@@ -35,7 +36,7 @@ from collsim.viz.utilization import utilization_figure
 # and $\beta = 100$ GB/s ($10^{11}$ bytes/s), in seconds.
 
 # %%
-answer_4_1 = None  # your prediction: seconds for 1 MiB
+send_time_answer = None  # your prediction: seconds for 1 MiB (or a string like "12us")
 
 
 # %%
@@ -53,9 +54,8 @@ def send_time(cluster, nbytes):
 
 pair = collsim.Cluster(topology.ring(2, bandwidth="100GB/s", latency="5us"))
 alpha, beta = path_alpha_beta(pair.topology, 0, 1)
-print(
-    f"alpha = {format_time(alpha)}, beta = {beta:.3g} B/s, alpha*beta = {format_size(alpha * beta, binary=False)}"
-)
+print(f"alpha = {format_time(alpha)}, beta = {format_rate(beta)}, "
+      f"alpha*beta = {format_size(alpha * beta)}")  # fmt: skip
 print(f"{'n':>10} {'simulated':>10} {'n/beta':>10} {'(n/beta)/alpha':>14}")
 for n in (8, 1024, 64 * 1024, int(alpha * beta), 2**20, 64 * 2**20):
     t = send_time(pair, n)
@@ -68,7 +68,7 @@ for n in (8, 1024, 64 * 1024, int(alpha * beta), 2**20, 64 * 2**20):
     )
     print(f"{format_size(n):>10} {format_time(t):>10} {format_time(n / beta):>10} "
           f"{n / beta / alpha:>14.3g}  {bound}")  # fmt: skip
-teach.check("4.1", answer_4_1, expected=send_time(pair, 2**20), rel=1e-3, unit="s")
+teach.check("4.1", send_time_answer, expected=send_time(pair, 2**20), rel=1e-3, unit="s")
 
 # %% [markdown]
 # ## A collective: steps · α + bytes / β
@@ -84,20 +84,21 @@ teach.check("4.1", answer_4_1, expected=send_time(pair, 2**20), rel=1e-3, unit="
 # the all-reduce is latency-bound, above it bandwidth-bound.
 
 # %%
-answer_4_2 = None  # your prediction: S in bytes where latency term = bandwidth term
+balance_size_answer = None  # your prediction: S in bytes where latency term = bandwidth term
 
 # %%
 k = 8
 latency_term = closed_form("all_reduce", "ring", k, 0, alpha, beta).time_s  # S = 0: steps·α
 per_byte = closed_form("all_reduce", "ring", k, 1, alpha, beta).time_s - latency_term
 balance = latency_term / per_byte
-print(f"latency term {format_time(latency_term)}; bandwidth term {per_byte * 1e12:.4g} ps per byte")
+print(f"latency term {format_time(latency_term)}; bandwidth term {format_time(per_byte)} "
+      f"per byte, {format_time(per_byte * 2**20)} per MiB")  # fmt: skip
 ring8 = collsim.Cluster(topology.ring(k, bandwidth="100GB/s", latency="5us"))
 for size in (balance / 64, balance, 64 * balance):
     t = ring8.all_reduce(count=int(size) // 4, dtype="float32").time
     print(f"S = {format_size(size):>10}: simulated {format_time(t):>10} = "
           f"{t / latency_term:6.3g} x the latency term")  # fmt: skip
-teach.check("4.2", answer_4_2, expected=balance, rel=1e-3, unit="B")
+teach.check("4.2", balance_size_answer, expected=balance, rel=1e-3, unit="B", ranks=k)
 
 # %% [markdown]
 # ## Tree against ring
@@ -116,7 +117,7 @@ teach.check("4.2", answer_4_2, expected=balance, rel=1e-3, unit="B")
 # collsim's closed forms on several clusters ($K \ge 4$).
 
 # %%
-answer_4_3 = None  # your function: def crossover(K, alpha, beta): return ...
+crossover_answer = None  # your function: def crossover(K, alpha, beta): return ...
 
 
 # %%
@@ -138,8 +139,9 @@ def closed_form_crossover(K, alpha, beta):
 
 cases = [(4, 5e-6, 100e9), (8, 5e-6, 100e9), (16, 10e-6, 100e9), (64, 2e-6, 25e9),
          (12, 1e-6, 300e9), (1000, 5e-6, 50e9)]  # fmt: skip
-correct_4_3 = teach.check_function("4.3", answer_4_3, closed_form_crossover, cases,
-                                   compare=lambda got, want: abs(got - want) <= 1e-6 * want)  # fmt: skip
+correct_4_3 = teach.check_function("4.3", crossover_answer, closed_form_crossover, cases,
+                                   compare=lambda got, want: abs(got - want) <= 1e-6 * want,
+                                   unit="B")  # fmt: skip
 
 # %% [markdown]
 # Now the simulation: a sweep of buffer sizes on one switch of 16 ranks, tree against ring,
@@ -151,7 +153,7 @@ correct_4_3 = teach.check_function("4.3", answer_4_3, closed_form_crossover, cas
 # %%
 switch16 = collsim.Cluster(topology.switch(16, bandwidth="100GB/s", latency="5us"))
 a16, b16 = path_alpha_beta(switch16.topology, 0, 1)
-rule = answer_4_3 if correct_4_3 and answer_4_3 is not None else closed_form_crossover
+rule = crossover_answer if correct_4_3 and crossover_answer is not None else closed_form_crossover
 predicted = rule(16, a16, b16)
 data = sweep(switch16, algorithms=["tree", "ring"], sizes=[2**e for e in range(4, 29)])
 for i, before, after in data.changes():
@@ -222,7 +224,7 @@ teach.show(utilization_figure(switch8, naive["ideal"],
 # the ring in order, for a 64 MiB buffer?
 
 # %%
-answer_4_4 = None  # your prediction: time (mis-ordered) / time (in order)
+misordered_slowdown_answer = None  # your prediction: time (mis-ordered) / time (in order)
 
 # %%
 ring_topology = topology.ring(8, bandwidth="100GB/s", latency="5us")
@@ -240,7 +242,7 @@ for model in ("maxmin", "ideal"):
     ratios[model] = shuffled.time / in_order.time
     print(f"model={model!r:<8}: in order {format_time(in_order.time)}, "
           f"ranks {order}: {format_time(shuffled.time)} ({ratios[model]:.3g}x)")  # fmt: skip
-teach.check("4.4", answer_4_4, expected=ratios["maxmin"], rel=0.02, unit="x")
+teach.check("4.4", misordered_slowdown_answer, expected=ratios["maxmin"], rel=0.02, unit="x")
 
 # %% [markdown]
 # The ideal model charges the mis-ordered ring only for the latency of its longer paths

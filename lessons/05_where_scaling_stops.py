@@ -2,7 +2,7 @@
 # # 5. Where scaling stops paying
 # Compute 6·N·D/P against communication 2·N·b/BW: N cancels, and tokens per GPU, bandwidth, compute rate and gradient bytes decide.
 #
-# Seed 002 compares data-parallel training to a hundred people revising one dictionary:
+# Think of data-parallel training as a hundred people revising one dictionary:
 # writing is easy to split, but everyone's edits must reach everyone's copy, and if every
 # change needs a meeting, the meetings outgrow the writing. Past some headcount, adding
 # people makes the job slower. The number to estimate is **compute time ÷ communication
@@ -12,7 +12,7 @@
 # the closed forms of lessons 3 and 4, to find that ratio, see which quantities it depends
 # on, and watch it decide where scaling stops.
 #
-# As before: replace each `answer_... = None` with your prediction and run the check.
+# As before: replace each `..._answer = None` with your prediction and run the check.
 
 # %%
 from collsim import teach
@@ -23,7 +23,8 @@ from collsim.viz.scaling import DEFAULT_JOB, scaling_figure, scaling_rows
 # %% [markdown]
 # ## Compute against communication
 #
-# Training costs about $6N$ FLOPs per token (seed 002: $2N$ forward, $4N$ backward). If
+# Training costs about $6N$ FLOPs per token ($2N$ forward, $4N$ backward; Kaplan et al.
+# 2020). If
 # each GPU processes $D$ tokens per step at an achieved rate of $P$ FLOP/s, its compute
 # takes
 #
@@ -62,7 +63,7 @@ print(f"compute / communication:      {report.compute['time_s'] / dp['time_s']:.
 # = \frac{3\,D\,\mathrm{BW}}{P\,b}$$
 #
 # The parameter count is gone: a bigger model computes more *and* communicates more, in the
-# same proportion (seed 002). The planner, with the model size changed and nothing else:
+# same proportion. The planner, with the model size changed and nothing else:
 
 # %%
 print(f"{'N':>6} {'compute':>10} {'all-reduce':>11} {'ratio':>7} {'3·D·BW/(P·b)':>13}")
@@ -79,12 +80,12 @@ for size in ("1.3B", "7B", "70B", "175B"):
 # grow with $N$.
 #
 # **Exercise 5.1.** Write `compute_to_comm(params, global_batch, seq, gpus, bandwidth,
-# compute_rate, grad_bytes)`: seed 002's ratio $3D\,\mathrm{BW}/(Pb)$ for pure data
+# compute_rate, grad_bytes)`: the ratio $3D\,\mathrm{BW}/(Pb)$ for pure data
 # parallelism on `gpus` GPUs. (Do you need every argument?) The check compares it with the
 # planner's `scaling["compute_to_communication"]` on several jobs.
 
 # %%
-answer_5_1 = None  # your function: def compute_to_comm(params, global_batch, seq, gpus, bandwidth, compute_rate, grad_bytes): ...
+compute_to_comm_answer = None  # your function: def compute_to_comm(params, global_batch, seq, gpus, bandwidth, compute_rate, grad_bytes): ...
 
 
 # %%
@@ -98,13 +99,13 @@ def planner_ratio(params, global_batch, seq, gpus, bandwidth, compute_rate, grad
 cases = [(7e9, 512, 2048, 64, 25e9, 150e12, 2), (70e9, 512, 2048, 64, 25e9, 150e12, 2),
          (1.3e9, 256, 1024, 32, 50e9, 400e12, 4), (175e9, 1536, 2048, 768, 25e9, 150e12, 2),
          (7e9, 64, 4096, 8, 300e9, 150e12, 2)]  # fmt: skip
-teach.check_function("5.1", answer_5_1, planner_ratio, cases,
-                     compare=lambda got, want: abs(got - want) <= 1e-9 * want)  # fmt: skip
+teach.check_function("5.1", compute_to_comm_answer, planner_ratio, cases,
+                     compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="x")  # fmt: skip
 
 # %% [markdown]
 # ## Four knobs, not three
 #
-# Seed 002 names three quantities that decide the ratio: the tokens per GPU $D$, the
+# Three quantities are usually named as deciding the ratio: the tokens per GPU $D$, the
 # bandwidth $\mathrm{BW}$ and the gradient precision $b$. The formula has a fourth, the
 # compute rate $P$, in the denominator: a faster GPU shortens the compute but not the
 # all-reduce, so the same network hides less of it behind compute. Upgrading GPUs without
@@ -114,7 +115,7 @@ teach.check_function("5.1", answer_5_1, planner_ratio, cases,
 # network. Predict the new compute/communication ratio divided by the old one.
 
 # %%
-answer_5_2 = None  # your prediction: ratio with 2x P / ratio before
+faster_gpu_answer = None  # your prediction: ratio with 2x P / ratio before
 
 # %%
 base = report.scaling["compute_to_communication"]
@@ -132,7 +133,7 @@ for name, change in changes.items():
     print(f"{name:<40} {ratio:>6.4g} {ratio / base:>8.3g} {format_time(s['step_time_s']):>9} "
           f"{s['efficiency']:>10.1%}")  # fmt: skip
 faster = plan(**job, compute_rate="300TFLOP/s").scaling["compute_to_communication"]
-teach.check("5.2", answer_5_2, expected=faster / base, rel=1e-6, unit="x")
+teach.check("5.2", faster_gpu_answer, expected=faster / base, unit="x")
 
 # %% [markdown]
 # The faster GPU still finishes the step sooner (compare the step column), but a larger
@@ -152,7 +153,7 @@ teach.check("5.2", answer_5_2, expected=faster / base, rel=1e-6, unit="x")
 # $3D\,\mathrm{BW}/(Pb)$ fall to exactly 1? (The answer need not be a whole number.)
 
 # %%
-answer_5_3 = None  # your prediction: GPUs where the ratio reaches 1
+break_even_gpus_answer = None  # your prediction: GPUs where the ratio reaches 1
 
 # %%
 print(f"{'GPUs':>5} {'D (tokens)':>10} {'ratio':>7} {'ratio x GPUs':>12}")
@@ -162,7 +163,7 @@ for gpus in (16, 64, 256, 1024):
     print(f"{gpus:>5} {s['tokens_per_dp_rank']:>10,.0f} {ratio:>7.4g} {ratio * gpus:>12.6g}")
 # past one node, ratio x GPUs is the same for every K: the ratio is 1 at K = that product
 break_even = ratio * gpus
-teach.check("5.3", answer_5_3, expected=break_even, rel=1e-3, unit="GPUs")
+teach.check("5.3", break_even_gpus_answer, expected=break_even, rel=1e-3, unit="GPUs")
 
 # %% [markdown]
 # The picture sweeps the GPU count for collsim's default scaling job, the same job as
@@ -189,7 +190,7 @@ teach.show(scaling_figure(DEFAULT_JOB), "05_strong_scaling")
 # Weak scaling keeps $D$ fixed instead (`batch_per_gpu` sequences per GPU below): the
 # ratio, and the efficiency after the node boundary, hold steady as GPUs are added, which
 # is why large jobs grow the global batch with the GPU count, as far as the optimizer
-# tolerates (seed 003: scale the learning rate with the effective batch).
+# tolerates (scale the learning rate with the effective batch: Goyal et al. 2017).
 
 # %%
 teach.show(scaling_figure(DEFAULT_JOB, weak=True, batch_per_gpu=4), "05_weak_scaling")
@@ -197,10 +198,10 @@ teach.show(scaling_figure(DEFAULT_JOB, weak=True, batch_per_gpu=4), "05_weak_sca
 # %% [markdown]
 # ## Takeaways
 #
-# - Per step, compute is $6ND/P$ and the ring all-reduce about $2Nb/\mathrm{BW}$ (seed
-#   002). Their ratio, $3D\,\mathrm{BW}/(Pb)$, does **not** depend on the model size $N$.
+# - Per step, compute is $6ND/P$ and the ring all-reduce about $2Nb/\mathrm{BW}$. Their
+#   ratio, $3D\,\mathrm{BW}/(Pb)$, does **not** depend on the model size $N$.
 # - Four quantities decide it: tokens per GPU $D$, bandwidth $\mathrm{BW}$, gradient bytes
-#   $b$ (the three seed 002 names), and the compute rate $P$: faster GPUs on the same
+#   $b$ (the three usually named), and the compute rate $P$: faster GPUs on the same
 #   network lower the ratio.
 # - Above 1, communication can hide behind compute; below 1, added GPUs mostly wait.
 #   Strong scaling (fixed global batch) pushes $D$, and with it the ratio, down like $1/K$;

@@ -5,10 +5,13 @@
 # Data parallelism copies the whole model to every GPU. When one layer is too big for that,
 # **tensor parallelism (TP)** splits each weight matrix over `t` GPUs. Every GPU then sees
 # the *whole* batch but holds only `1/t` of the parameters, so the GPUs must talk *during*
-# the forward and backward passes, not only once per step (seed 004; Shoeybi et al. 2019,
+# the forward and backward passes, not only once per step (Shoeybi et al. 2019,
 # Megatron-LM).
 #
-# Seed 004's example: `mp_size = 4`, batch 64, a fully connected layer `Y = X·W`.
+# The model-parallel twin of lesson 2's batch-64, dp=4 example: `mp_size = 4`, batch 64, a
+# fully connected layer `Y = X·W`.
+#
+# As before: replace each `..._answer = None` with your prediction and run the check.
 
 # %%
 import re
@@ -29,11 +32,12 @@ from collsim.parallel.tensor import (
 from collsim.parallel.verify import verify
 from collsim.runtime.group import DeviceMesh, Group
 from collsim.topology import path_alpha_beta
+from collsim.units import format_rate, format_size, format_time
 from collsim.viz.traffic import traffic_figure
 
 rng = np.random.default_rng(0)
-TP = 4  # seed 004: mp_size = 4
-BATCH = 64  # seed 004: every GPU sees the whole batch X (64 × d_in)
+TP = 4  # mp_size = 4
+BATCH = 64  # every GPU sees the whole batch X (64 × d_in)
 D_IN, D_OUT = 16, 8
 BYTES = 8  # float64: collsim moves real float64 arrays
 
@@ -99,9 +103,9 @@ print(f"collective calls per rank: {collective_calls(col.trace)}")
 # (`dX` has the shape of `X`: `BATCH × D_IN` float64 elements.)
 
 # %%
-my_answer = None  # your prediction, in bytes
+dx_bytes_answer = None  # your prediction, in bytes
 
-teach.check("6.1", my_answer, expected=col_bytes["all_reduce"][0], unit="B")
+teach.check("6.1", dx_bytes_answer, expected=col_bytes["all_reduce"][0], unit="B", ranks=TP)
 
 # %% [markdown]
 # ## The row split: all-reduce forward, nothing to sum backward
@@ -143,7 +147,7 @@ print(f"collective calls per rank: {collective_calls(row.trace)}")
 # split on several shapes.
 
 # %%
-my_row_shards = None  # def my_row_shards(x, w, tp): return [(X_0, W_0), ...]
+row_shards_answer = None  # your function: def row_shards(x, w, tp): return [(X_0, W_0), ...]
 
 
 def reference_row_shards(x, w, tp):
@@ -154,7 +158,7 @@ def reference_row_shards(x, w, tp):
 cases = []
 for tp, rows, inner, out in [(2, 3, 8, 5), (4, 2, 12, 3), (3, 5, 6, 6), (1, 4, 4, 2)]:
     cases.append((rng.uniform(-1, 1, (rows, inner)), rng.uniform(-1, 1, (inner, out)), tp))
-teach.check_function("6.2", my_row_shards, reference_row_shards, cases)
+teach.check_function("6.2", row_shards_answer, reference_row_shards, cases)
 
 # %% [markdown]
 # ## Megatron's MLP: column, then row — one all-reduce each way
@@ -209,7 +213,7 @@ for name, program in [("Megatron f/g", megatron_program), ("gather, then split",
     ok = all(np.allclose(y, y_ref) and np.allclose(dx, dx_ref) for y, dx in run.returns)
     results[name] = run
     print(f"{name:>18}: matches one device: {ok};  calls {collective_calls(run.trace)};  "
-          f"{run.stats.bytes_sent[0]:,} B sent per rank")  # fmt: skip
+          f"{format_size(run.stats.bytes_sent[0])} sent per rank")  # fmt: skip
 ratio = (
     results["gather, then split"].stats.bytes_sent[0] / results["Megatron f/g"].stats.bytes_sent[0]
 )
@@ -226,19 +230,22 @@ print(f"verify tp-mlp: 3 SGD steps match one device: {report.match} "
 # Hint: count the all-reduces in the table, then use `2(t−1)/t · N · b` for each.
 
 # %%
-my_answer = None  # your prediction, in bytes
+mlp_bytes_answer = None  # your prediction, in bytes
 
-teach.check("6.3", my_answer, expected=results["Megatron f/g"].stats.bytes_sent[0], unit="B")
+teach.check("6.3", mlp_bytes_answer, expected=results["Megatron f/g"].stats.bytes_sent[0],
+            unit="B", ranks=TP)  # fmt: skip
 
 # %% [markdown]
 # ## Why TP stays inside a node
 #
 # A transformer layer has two such blocks (attention and MLP), so TP runs **four all-reduces
 # per layer per micro-batch**, two in the forward and two in the backward, each on the
-# critical path: the next layer cannot start until the sum has arrived. Seed 000 therefore
-# recommends `tensor_parallel_size <= GPUs per node`, so that TP traffic stays on
-# NVLink/NVSwitch, and seed 003 says TP works best inside one node with high-bandwidth links
-# and is not recommended over PCIe.
+# critical path: the next layer cannot start until the sum has arrived. Megatron-LM
+# therefore keeps `tensor_parallel_size <= GPUs per node`, so that TP traffic stays on
+# NVLink/NVSwitch (Narayanan et al. 2021, takeaway #1: tensor parallelism up to the GPUs of
+# one server), and Hugging Face's Accelerate ND-parallel
+# guide says TP works best inside one node with high-bandwidth links and is not
+# recommended over PCIe.
 #
 # Let us see it. `hierarchical(2, 4)` is two machines of four GPUs: a fast switch inside
 # each machine and one slower NIC per GPU into a shared fabric. Which ranks form a TP group
@@ -251,8 +258,8 @@ topo = collsim.topology.hierarchical(2, 4, intra="900GB/s", inter="50GB/s",
                                      intra_latency="1us", inter_latency="5us")  # fmt: skip
 alpha_in, beta_in = path_alpha_beta(topo, 0, 1)  # GPU -> node switch -> GPU
 alpha_out, beta_out = path_alpha_beta(topo, 0, 4)  # GPU -> NIC -> fabric -> NIC -> GPU
-print(f"inside a machine: α = {alpha_in * 1e6:g} us, β = {beta_in / 1e9:g} GB/s")
-print(f"between machines: α = {alpha_out * 1e6:g} us, β = {beta_out / 1e9:g} GB/s")
+print(f"inside a machine: α = {format_time(alpha_in)}, β = {format_rate(beta_in)}")
+print(f"between machines: α = {format_time(alpha_out)}, β = {format_rate(beta_out)}")
 
 placements = {
     "TP inside a node": DeviceMesh((2, 4), ("dp", "tp")),  # TP innermost
@@ -283,8 +290,9 @@ def mlp_on_mesh(rank, mesh):
 runs = {}
 for name, mesh in placements.items():
     runs[name] = collsim.Cluster(topo).run(mlp_on_mesh, mesh)
-    print(f"{name:>16}: forward + backward {runs[name].time * 1e6:7.1f} us simulated "
-          f"(correct: {all(runs[name].returns)}), {runs[name].stats.bytes_sent[0]:,} B per rank")  # fmt: skip
+    print(f"{name:>16}: forward + backward {format_time(runs[name].time):>9} simulated "
+          f"(correct: {all(runs[name].returns)}), {format_size(runs[name].stats.bytes_sent[0])} "
+          "per rank")  # fmt: skip
 slow = runs["TP across nodes"].time / runs["TP inside a node"].time
 print(f"\nsame bytes, same math: crossing machines makes the step {slow:.3g}× slower")
 
@@ -309,39 +317,40 @@ big = collsim.Cluster(topo)
 inside = big.all_reduce(count=count, dtype="bfloat16", group=[0, 1, 2, 3])
 across = big.all_reduce(count=count, dtype="bfloat16", group=[0, 2, 4, 6])
 size = count * 2  # bytes of bf16
-print(f"one all-reduce of {size / 2**20:g} MiB: inside a node {inside.time * 1e3:.3f} ms, "
-      f"across nodes {across.time * 1e3:.3f} ms ({across.time / inside.time:.3g}× slower)")  # fmt: skip
+print(f"one all-reduce of {format_size(size)}: inside a node {format_time(inside.time)}, "
+      f"across nodes {format_time(across.time)} ({across.time / inside.time:.3g}× slower)")  # fmt: skip
 for name, result in [("inside a node", inside), ("across nodes", across)]:
     total = 4 * LAYERS * result.time
-    print(f"  {name}: 4 × {LAYERS} layers × {result.time * 1e3:.3f} ms = {total * 1e3:.0f} ms "
+    print(f"  {name}: 4 × {LAYERS} layers × {format_time(result.time)} = {format_time(total)} "
           "of TP all-reduces per micro-batch, on the critical path")  # fmt: skip
 
 # %% [markdown]
 # **Exercise 6.4 — predict, then check.** The ring all-reduce takes `2(K−1)` steps, and every
 # step of the cross-node ring waits for a hop between machines: `T = 2(K−1)(α + S/(K·β))`
-# (lesson 4) with the `α`, `β` printed above for "between machines". Predict the time, in
-# milliseconds, of the cross-node all-reduce of `S = count · 2` bytes on `K = 4` GPUs.
+# (lesson 4) with the `α`, `β` printed above for "between machines". Predict the time (in
+# seconds, or a string such as `"1.5ms"`) of the cross-node all-reduce of `S = count · 2`
+# bytes on `K = 4` GPUs.
 
 # %%
-my_answer = None  # your prediction, in ms
+cross_node_time_answer = None  # your prediction, in seconds (or a string like "1.5ms")
 
-teach.check("6.4", my_answer, expected=across.time * 1e3, rel=1e-3, unit="ms")
+teach.check("6.4", cross_node_time_answer, expected=across.time, rel=1e-3, unit="s", ranks=4)
 # the closed form collsim's planner uses gives the same number:
 formula = closed_form("all_reduce", "ring", ranks=4, size=size, alpha=alpha_out, beta=beta_out)
-print(f"closed form: {formula.time_s * 1e3:.6g} ms")
+print(f"closed form: {format_time(formula.time_s)}")
 
 # %% [markdown]
 # ## Takeaways
 #
 # - **Column split** `W = [W0|…|W3]`: `Y_i = X·W_i`; an all-gather assembles `Y` in the
-#   forward, and `dX = Σ dY_i·W_iᵀ` needs an **all-reduce in the backward** (seed 004).
+#   forward, and `dX = Σ dY_i·W_iᵀ` needs an **all-reduce in the backward**.
 # - **Row split** `W = [W0;…;W3]`: partial outputs `X_i·W_i` are summed by an **all-reduce
 #   in the forward**; the backward needs no communication.
 # - **Megatron's MLP** puts column before row: the `4h`-wide hidden never travels, and the
 #   block costs one all-reduce forward (`g`) and one backward (`f`) of `B·S·h` elements.
 # - A transformer layer runs **four** such all-reduces per micro-batch on the critical path,
 #   so TP wants the fastest links: keep `tp ≤ GPUs per node` and make TP the innermost
-#   dimension of the rank grid (seeds 000, 003).
+#   dimension of the rank grid (Narayanan et al. 2021; Accelerate's ND-parallel guide).
 # - Every result above matched single-device numpy; the bytes matched `2(K−1)/K·N·b`.
 #
 # Next: lesson 7 splits the model the other way — by layers, into a pipeline.

@@ -14,12 +14,15 @@
 # Each pass takes a fixed simulated time: forward `t_f`, input-gradient `t_b`, weight-gradient
 # `t_w` (equal by default, so a full backward `t_b + t_w` costs twice a forward), and the links
 # are free, so what we see is the schedule itself.
+#
+# As before: replace each `..._answer = None` with your prediction and run the check.
 
 # %%
 from matplotlib.figure import Figure
 
 from collsim import teach
 from collsim.parallel.pipeline import pipeline_step
+from collsim.units import format_size, format_time
 from collsim.viz.timeline import timeline_figure
 
 P, M = 4, 8  # stages, micro-batches
@@ -43,8 +46,8 @@ P, M = 4, 8  # stages, micro-batches
 gpipe = pipeline_step("gpipe", stages=P, microbatches=M)
 print(gpipe.schedule.table())
 print(f"\npass times (s): {gpipe.times};  gradients match one device: {gpipe.match}")
-print(f"step {gpipe.step_time * 1e3:.3g} ms; each stage busy {gpipe.busy_time[0] * 1e3:.3g} ms, "
-      f"idle {gpipe.idle_time[0] * 1e3:.3g} ms")  # fmt: skip
+print(f"step {format_time(gpipe.step_time)}; each stage busy {format_time(gpipe.busy_time[0])}, "
+      f"idle {format_time(gpipe.idle_time[0])}")  # fmt: skip
 teach.show(timeline_figure(gpipe), "07_gpipe_timeline")
 
 # %% [markdown]
@@ -52,9 +55,9 @@ teach.show(timeline_figure(gpipe), "07_gpipe_timeline")
 # with GPipe, `p = 4` stages and `m = 8` micro-batches?
 
 # %%
-my_answer = None  # your prediction, a fraction between 0 and 1
+gpipe_bubble_answer = None  # your prediction, a fraction between 0 and 1
 
-teach.check("7.1", my_answer, expected=gpipe.bubble_fraction, rel=1e-3)
+teach.check("7.1", gpipe_bubble_answer, expected=gpipe.bubble_fraction, rel=1e-3, unit="fraction")
 print(f"formula (p-1)/(m+p-1): {gpipe.formula_bubble_fraction():.6g}")
 
 # %% [markdown]
@@ -78,9 +81,9 @@ TARGET = 0.10
 m_needed = next(m for m in range(1, 200)
                 if pipeline_step("1f1b", P, m).bubble_fraction <= TARGET + 1e-12)  # fmt: skip
 
-my_answer = None  # your prediction: a number of micro-batches
+microbatches_needed_answer = None  # your prediction: a number of micro-batches
 
-teach.check("7.2", my_answer, expected=m_needed)
+teach.check("7.2", microbatches_needed_answer, expected=m_needed, unit="micro-batches")
 
 # %% [markdown]
 # ## GPipe vs 1F1B: same bubble, far less memory
@@ -122,9 +125,10 @@ teach.show(fig, "07_inflight_stage0")
 # %%
 one_f_one_b_16 = pipeline_step("1f1b", stages=P, microbatches=16)
 
-my_answer = None  # your prediction: a number of micro-batches
+peak_inflight_answer = None  # your prediction: a number of micro-batches
 
-teach.check("7.3", my_answer, expected=one_f_one_b_16.peak_inflight[0])
+teach.check("7.3", peak_inflight_answer, expected=one_f_one_b_16.peak_inflight[0],
+            unit="micro-batches")  # fmt: skip
 gpipe_16 = pipeline_step("gpipe", stages=P, microbatches=16)
 print(f"GPipe with m=16 holds {gpipe_16.peak_inflight[0]} on stage 0")
 
@@ -141,7 +145,7 @@ print(f"GPipe with m=16 holds {gpipe_16.peak_inflight[0]} on stage 0")
 #
 # The price: `v` times more point-to-point messages (`2·m·(p·v − 1)` per step instead of
 # `2·m·(p − 1)`), somewhat more activation memory, and Megatron's rule that `m` be a
-# multiple of `p`. (Seed 000 mentions the virtual pipeline stages as a load-balancing knob.)
+# multiple of `p`. (Megatron-LM's `--num-layers-per-virtual-pipeline-stage` sets `v`.)
 
 # %%
 interleaved = pipeline_step("interleaved", stages=P, microbatches=M, virtual=2)
@@ -150,18 +154,18 @@ for r in (one_f_one_b, interleaved):
     v = r.schedule.virtual
     print(f"{r.schedule.name:>11} v={v}: bubble {r.bubble_fraction:.2%} "
           f"(formula {r.formula_bubble_fraction():.2%});  {len(r.trace.transfers)} messages, "
-          f"{sum(r.run.stats.bytes_sent):,} B;  match {r.match}")  # fmt: skip
+          f"{format_size(sum(r.run.stats.bytes_sent))};  match {r.match}")  # fmt: skip
 print(f"\npeak in-flight on each stage, counted in chunks (1/v of a stage's activations): "
       f"{interleaved.peak_inflight}")  # fmt: skip
 teach.show(timeline_figure(interleaved), "07_interleaved_timeline")
 
 # %% [markdown]
-# **Exercise 7.4 — write the formula.** Write `my_bubble(p, m, v)` that returns the bubble
+# **Exercise 7.4 — write the formula.** Write `bubble(p, m, v)` that returns the bubble
 # fraction of interleaved 1F1B with `v` chunks per stage (`v = 1` is plain 1F1B). The check
 # *runs* each pipeline on the virtual cluster and compares with the bubble it measured.
 
 # %%
-my_bubble = None  # def my_bubble(p, m, v): return ...
+bubble_answer = None  # your function: def bubble(p, m, v): return ...
 
 
 def measured_bubble(p, m, v):
@@ -172,9 +176,9 @@ def close(got, want):
     return abs(got - want) <= 1e-9 * abs(want)
 
 
-teach.check_function("7.4", my_bubble, measured_bubble,
+teach.check_function("7.4", bubble_answer, measured_bubble,
                      cases=[(4, 8, 1), (4, 8, 2), (2, 4, 4), (8, 8, 2), (3, 6, 3)],
-                     compare=close)  # fmt: skip
+                     compare=close, unit="fraction")  # fmt: skip
 
 # %% [markdown]
 # ## Zero bubble: fill the gaps with weight gradients
@@ -195,20 +199,21 @@ zb = pipeline_step("zb-h1", stages=P, microbatches=M)
 print(zb.schedule.table())
 print(f"\nzb-h1: bubble {zb.bubble_fraction:.2%} (formula {zb.formula_bubble_fraction():.2%}), "
       f"peak in-flight {zb.peak_inflight}, match {zb.match}")  # fmt: skip
-print(f"1f1b : idle per stage {one_f_one_b.bubble_time * 1e3:.3g} ms;  "
-      f"zb-h1: {zb.bubble_time * 1e3:.3g} ms")  # fmt: skip
+print(f"1f1b : idle per stage {format_time(one_f_one_b.bubble_time)};  "
+      f"zb-h1: {format_time(zb.bubble_time)}")  # fmt: skip
 teach.show(timeline_figure(zb), "07_zb_h1_timeline")
 
 # %% [markdown]
 # **Exercise 7.5 — predict, then check.** With `p = 4`, `m = 8` and the pass times printed
-# below, how many milliseconds does each stage idle in a ZB-H1 step?
+# below (in seconds), how long does each stage idle in a ZB-H1 step? (Seconds, or a string
+# such as `"2ms"`.)
 
 # %%
 print(f"pass times: {zb.times}")
 
-my_answer = None  # your prediction, in ms
+zb_idle_time_answer = None  # your prediction, in seconds (or a string like "2ms")
 
-teach.check("7.5", my_answer, expected=zb.bubble_time * 1e3, rel=1e-3, unit="ms")
+teach.check("7.5", zb_idle_time_answer, expected=zb.bubble_time, rel=1e-3, unit="s")
 
 # %% [markdown]
 # ## All four side by side

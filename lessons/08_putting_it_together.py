@@ -1,12 +1,15 @@
 # %% [markdown]
 # # 8. Putting it together: the rank grid and the rules
-# Lay the GPUs on a tp × dp × pp grid, check world = tp·pp·dp and global batch = micro·dp·accum, plan seed 000's 784 GPUs.
+# Lay the GPUs on a tp × dp × pp grid, check world = tp·pp·dp and global batch = micro·dp·accum, plan Megatron's 784-GPU error.
 #
 # Real training jobs combine all three: **tensor parallel** inside a layer (lesson 6),
 # **pipeline parallel** across layers (lesson 7) and **data parallel** across copies of the
 # model (lesson 2) — "3-D" or PTD-P parallelism (Narayanan et al. 2021). This lesson shows
 # how the GPUs are arranged so that each kind of traffic lands on the right links, which
-# equations the sizes must satisfy (seed 000), and what goes wrong when they don't.
+# equations the sizes must satisfy (Megatron-LM's argument checks, `validate_args` in
+# megatron/training/arguments.py), and what goes wrong when they don't.
+#
+# As before: replace each `..._answer = None` with your prediction and run the check.
 
 # %%
 import math
@@ -21,6 +24,7 @@ from collsim.parallel.pipeline import toy_batch, toy_model
 from collsim.parallel.threed import run_3d
 from collsim.plan import plan
 from collsim.runtime.group import DeviceMesh
+from collsim.units import format_size, format_time
 from collsim.viz.traffic import traffic_figure
 
 # %% [markdown]
@@ -80,12 +84,14 @@ def grid_figure(mesh, gpus_per_node):
 teach.show(grid_figure(big_mesh, GPUS_PER_NODE), "08_rank_grid")
 
 # %% [markdown]
-# **Exercise 8.1 — write the mapping.** Write `my_coords(rank, pp, dp, tp)` that returns the
+# **Exercise 8.1 — write the mapping.** Write `coords(rank, pp, dp, tp)` that returns the
 # tuple `(pp_rank, dp_rank, tp_rank)` of a global rank on this grid. The check compares it
 # with `DeviceMesh.coords` on several grids, including 96 GPUs with `pp=4, dp=3, tp=8`.
 
 # %%
-my_coords = None  # def my_coords(rank, pp, dp, tp): return (pp_rank, dp_rank, tp_rank)
+coords_answer = (
+    None  # your function: def coords(rank, pp, dp, tp): return (pp_rank, dp_rank, tp_rank)
+)
 
 
 def mesh_coords(rank, pp, dp, tp):
@@ -94,7 +100,7 @@ def mesh_coords(rank, pp, dp, tp):
 
 
 cases = [(5, 2, 2, 2), (37, 4, 3, 8), (95, 4, 3, 8), (0, 1, 1, 1), (13, 2, 4, 2), (6, 1, 8, 1)]
-teach.check_function("8.1", my_coords, mesh_coords, cases)
+teach.check_function("8.1", coords_answer, mesh_coords, cases)
 
 # %% [markdown]
 # ## All three at once, checked against one device
@@ -117,12 +123,12 @@ crossing = {}  # dimension -> [bytes inside a machine, bytes between machines]
 for t in three_d.run.trace.transfers:
     dim = mesh_dimension(three_d.mesh, t.src, t.dst)
     crossing.setdefault(dim, [0, 0])[t.src // per_node != t.dst // per_node] += t.nbytes
-print(f"\n{'dimension, collective':<24}bytes sent by rank 0")
+print(f"\n{'dimension, collective':<24}sent by rank 0")
 for (dim, name), per_rank in sorted(by_dim.items()):
-    print(f"{dim + ', ' + name:<24}{per_rank[0]:>8,}")
-print(f"\n{'dimension':<10}{'inside a machine':>18}{'between machines':>18}   (bytes, all ranks)")
+    print(f"{dim + ', ' + name:<24}{format_size(per_rank[0]):>10}")
+print(f"\n{'dimension':<10}{'inside a machine':>18}{'between machines':>18}   (all ranks)")
 for dim, (inside, between) in sorted(crossing.items()):
-    print(f"{dim:<10}{inside:>18,}{between:>18,}")
+    print(f"{dim:<10}{format_size(inside):>18}{format_size(between):>18}")
 teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), "08_3d_traffic")
 
 # %% [markdown]
@@ -131,7 +137,7 @@ teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), 
 # stage and the receivers all-gather it — Megatron's scatter/gather of pipeline messages,
 # which is the small `tp, all_gather` entry.)
 #
-# ## The rules (seed 000)
+# ## The rules (Megatron-LM's argument checks)
 #
 # | rule | why |
 # |---|---|
@@ -161,9 +167,10 @@ print(f"valid: {report.valid};  dp = {d['dp']},  accumulation = {d['accumulation
 smaller = plan(world_size=64, tp=4, pp=2, layers=24, hidden=2048, heads=16, seq=2048,
                global_batch=256, micro_batch=1)  # fmt: skip
 
-my_answer = None  # your prediction: accumulation steps
+accumulation_answer = None  # your prediction: accumulation steps
 
-teach.check("8.2", my_answer, expected=smaller.derived["accumulation"])
+teach.check("8.2", accumulation_answer, expected=smaller.derived["accumulation"],
+            unit="accumulation steps")  # fmt: skip
 
 # %% [markdown]
 # A framework stops at its first failed assertion; the planner lists every broken rule with
@@ -177,34 +184,35 @@ for finding in bad.violations + bad.warnings:
     print(f"[{kind}] {finding.rule}: {finding.message}\n         hint: {finding.hint}")
 
 # %% [markdown]
-# ## Seed 000's 784 GPUs
+# ## Megatron's 784-GPU error
 #
-# Seed 000 ends with a real failure: `AssertionError: world size is not divisible by tensor
-# parallel size … times pipeline parallel size …`, for `data_parallel_size = 784 / (8 * 4)`.
-# (The numbers inside the parentheses of the seed's pasted message do not match `tp = 8`,
-# `pp = 4`; its last line is the configuration.) Let us plan it for a GPT-3-sized model
+# A real failure: Megatron-LM started on 784 GPUs with `tp = 8`, `pp = 4` stops in its
+# argument checks with `AssertionError: world size (784) is not divisible by tensor parallel
+# size (8) times pipeline parallel size (4)` (recent versions add `times context parallel
+# size (1)`), because `data_parallel_size = 784 / (8 * 4)` is not a whole number
+# (`validate_args` in megatron/training/arguments.py). Let us plan it for a GPT-3-sized model
 # (96 layers, hidden 12288, 96 heads, sequence 2048, global batch 1536 sequences; Brown et
 # al. 2020), with ZeRO-1 so that memory is not the issue, as `examples/plan_784_gpus.py` does.
 
 # %%
 GPT3 = dict(layers=96, hidden=12288, heads=96, seq=2048)
-seed000 = plan(world_size=784, tp=8, pp=4, global_batch=1536, micro_batch=1, zero=1, **GPT3)
-print(f"valid: {seed000.valid};  broken rules: {[v.rule for v in seed000.violations]}")
+megatron784 = plan(world_size=784, tp=8, pp=4, global_batch=1536, micro_batch=1, zero=1, **GPT3)
+print(f"valid: {megatron784.valid};  broken rules: {[v.rule for v in megatron784.violations]}")
 
 # %% [markdown]
 # **Exercise 8.3 — predict, then check.** What data-parallel degree does `784 / (8·4)` give?
 
 # %%
-my_answer = None  # your prediction
+dp_answer = None  # your prediction
 
-teach.check("8.3", my_answer, expected=seed000.derived["dp"])
+teach.check("8.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas")
 
 # %% [markdown]
 # Megatron stops there. The planner's message says the same, and its hint lists what would
 # work instead:
 
 # %%
-print(f"{seed000.violations[0].message}\n\nhint: {seed000.violations[0].hint}")
+print(f"{megatron784.violations[0].message}\n\nhint: {megatron784.violations[0].hint}")
 
 # %% [markdown]
 # **Exercise 8.4 — predict, then check.** The hint offers two world sizes that are multiples
@@ -213,38 +221,38 @@ print(f"{seed000.violations[0].message}\n\nhint: {seed000.violations[0].hint}")
 # too: `global_batch = micro · dp · accumulation` needs `dp` to divide it.)
 
 # %%
-fixed_world = seed000.suggestions[0].config.world_size
+fixed_world = megatron784.suggestions[0].config.world_size
 
-my_answer = None  # your prediction: a number of GPUs
+world_size_answer = None  # your prediction: a number of GPUs
 
-teach.check("8.4", my_answer, expected=fixed_world, unit="GPUs")
+teach.check("8.4", world_size_answer, expected=fixed_world, unit="GPUs")
 
 # %% [markdown]
 # Why not keep 784 GPUs and change `tp` or `pp` instead? The planner explains, and lists
 # the other ways out:
 
 # %%
-print("\n".join(seed000.notes))
+print("\n".join(megatron784.notes))
 print("\nSuggestions, fewest changes first:")
-for s in seed000.suggestions:
+for s in megatron784.suggestions:
     print(f"  {s.describe()}")
-fixed = plan(seed000.suggestions[0].config)
+fixed = plan(megatron784.suggestions[0].config)
 print(f"\nwith {fixed_world} GPUs: valid {fixed.valid}, dp = {fixed.derived['dp']}, "
       f"accumulation = {fixed.derived['accumulation']}, "
-      f"{fixed.memory['total'] / 2**30:.1f} GiB per GPU, step ≈ {fixed.step_time_s:.1f} s")  # fmt: skip
+      f"{format_size(fixed.memory['total'])} per GPU, step ≈ {format_time(fixed.step_time_s)}")  # fmt: skip
 
 # %% [markdown]
-# ## Seed 003's effective batch, checked against Accelerate
+# ## Accelerate's batch formula, checked against Accelerate
 #
-# Seed 003 (Accelerate ND-parallel) writes the effective batch as
+# Hugging Face's Accelerate ND-parallel guide (2025) writes the effective batch as
 # `micro_batch_size · gradient_accumulation_steps · dp_world_size` with
 # `dp_world_size = (dp_shard_size · dp_replicate_size) / tp_size`.
 #
 # Accelerate's own `ParallelismConfig` defines `data_parallel_size = dp_replicate_size ·
 # dp_shard_size` and `total_size = dp_replicate_size · dp_shard_size · tp_size · cp_size`:
 # the TP (and CP) ranks are *extra* GPUs that receive the **same** batch. The data-parallel
-# degree is `dp_replicate · dp_shard`, not divided by `tp` — the seed divides by `tp` a
-# second time. The planner follows Accelerate:
+# degree is `dp_replicate · dp_shard`, not divided by `tp` — the guide's formula divides by
+# `tp` a second time. The planner follows Accelerate:
 #
 #     world = dp_replicate · dp_shard · tp · cp · pp,    global batch = micro · (dp_replicate · dp_shard) · accumulation
 #
@@ -265,19 +273,19 @@ print(f"\n{mesh.size} GPUs, {len(shards)} different batch shards "
       f"(each TP pair shares one: ranks {list(mesh.group('tp', 0).ranks)} see the same samples)")  # fmt: skip
 
 h = hsdp.derived
-seed003_dp = h["dp_shard"] * h["dp_replicate"] / hsdp.config.tp
-seed003_batch = h["micro_batch"] * h["accumulation"] * seed003_dp
-print(f"seed 003's formula: dp_world_size = {seed003_dp:g}, effective batch = {seed003_batch:g}"
-      f"  — {hsdp.derived['global_batch'] / seed003_batch:g}× too small (a factor tp)")  # fmt: skip
+guide_dp = h["dp_shard"] * h["dp_replicate"] / hsdp.config.tp
+guide_batch = h["micro_batch"] * h["accumulation"] * guide_dp
+print(f"the guide's formula: dp_world_size = {guide_dp:g}, effective batch = {guide_batch:g}"
+      f"  — {hsdp.derived['global_batch'] / guide_batch:g}× too small (a factor tp)")  # fmt: skip
 
 # %% [markdown]
 # **Exercise 8.5 — predict, then check.** How many samples does one optimizer step of this
 # 16-GPU job see?
 
 # %%
-my_answer = None  # your prediction: samples per optimizer step
+samples_answer = None  # your prediction: samples per optimizer step
 
-teach.check("8.5", my_answer, expected=hsdp.derived["global_batch"], unit="samples")
+teach.check("8.5", samples_answer, expected=hsdp.derived["global_batch"], unit="samples")
 
 # %% [markdown]
 # ## Takeaways
@@ -285,14 +293,14 @@ teach.check("8.5", my_answer, expected=hsdp.derived["global_batch"], unit="sampl
 # - The GPUs form a grid `(pp, dp, tp)` with **TP innermost**: TP groups share a machine's
 #   NVLink, DP groups come next, and only the pipeline's point-to-point messages need to
 #   cross between machines (Narayanan et al. 2021).
-# - Seed 000's rules: **`world = tp·pp·dp`** and **`global_batch = micro·dp·accumulation`**;
+# - Megatron-LM's rules: **`world = tp·pp·dp`** and **`global_batch = micro·dp·accumulation`**;
 #   `tp` divides the hidden size and the heads; `layers` divisible by `pp`; `tp ≤ GPUs per
 #   node`. Fix `tp`, `pp` and the micro-batch, and `dp` and the accumulation follow.
 # - 784 GPUs with `tp = 8`, `pp = 4` give a fractional `dp = 784/32`: the planner names
 #   every broken rule and suggests whole configurations — here a world size whose `dp` also
 #   divides the global batch.
 # - Accelerate's data-parallel degree is `dp_replicate · dp_shard`; TP ranks share a batch.
-#   Seed 003's `/ tp` counts the TP split twice and underestimates the effective batch by
+#   The guide's `/ tp` counts the TP split twice and underestimates the effective batch by
 #   a factor `tp`.
 #
 # Next: lesson 9 — what happens when the ranks of this grid stop agreeing, and the job hangs.

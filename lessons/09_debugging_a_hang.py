@@ -20,7 +20,8 @@
 # ranks joined it and which never did. `.waiting` holds the same as a dict. A mismatch raises
 # `collsim.errors.CollectiveMismatchError` the moment the ranks' calls disagree.
 #
-# In this lesson every error is caught and printed, so the lesson runs to the end.
+# In this lesson every error is caught and printed, so the lesson runs to the end. As
+# before: replace each `..._answer = None` with your answer and run the check.
 
 # %%
 import re
@@ -32,6 +33,7 @@ from matplotlib.figure import Figure
 import collsim
 from collsim import teach
 from collsim.errors import CollectiveMismatchError
+from collsim.units import format_time
 
 K = 4  # ranks
 cluster = collsim.Cluster(collsim.topology.switch(K))
@@ -116,9 +118,12 @@ teach.show(wait_for_figure(hang.waiting, K, "all-reduce with a missing rank"), "
 
 # %%
 missing = sorted(set(range(K)) - set(hang.waiting))  # ranks that are not waiting: they left
-my_answer = None  # your answer: a rank number
+missing_rank_answer = None  # your answer: a rank number
 
-teach.check("9.1", my_answer, expected=missing[0], unit="")
+teach.check_rank("9.1", missing_rank_answer, expected=missing[0], ranks=K,
+                 why="it is the one rank not waiting in the report: with 11 samples it had one "
+                     "step fewer, finished its loop and left",
+                 about={r: f"it is waiting: {whats[0]}" for r, whats in hang.waiting.items()})  # fmt: skip
 
 # %% [markdown]
 # **Exercise 9.2 — read the report.** At which position `#N` of the ranks' sequence of
@@ -128,9 +133,9 @@ teach.check("9.1", my_answer, expected=missing[0], unit="")
 # %%
 positions = {int(p) for whats in hang.waiting.values() for w in whats
              for p in re.findall(r"all_reduce #(\d+)", w)}  # fmt: skip
-my_answer = None  # your answer: the position N
+hang_position_answer = None  # your answer: the position N
 
-teach.check("9.2", my_answer, expected=positions.pop())
+teach.check("9.2", hang_position_answer, expected=positions.pop(), unit="(position N)")
 
 # %% [markdown]
 # The fix is in the data, not the communication: give every rank the same number of steps.
@@ -141,7 +146,7 @@ teach.check("9.2", my_answer, expected=positions.pop())
 padded = -(-N_SAMPLES // K) * K  # round up to a multiple of K, as DistributedSampler pads
 result = cluster.run(train, padded)
 print(f"with {padded} samples every rank runs {result.returns} steps; "
-      f"finished at t = {result.time * 1e3:.3f} ms")  # fmt: skip
+      f"finished at t = {format_time(result.time)}")  # fmt: skip
 
 # %% [markdown]
 # ## 2. Mismatched collectives
@@ -171,9 +176,12 @@ except CollectiveMismatchError as error:
 # %%
 calls = dict(re.findall(r"rank (\d+): (.*)", str(mismatch)))
 odd = [int(r) for r, call in calls.items() if list(calls.values()).count(call) == 1]
-my_answer = None  # your answer: a rank number
+odd_rank_answer = None  # your answer: a rank number
 
-teach.check("9.3", my_answer, expected=odd[0])
+teach.check_rank("9.3", odd_rank_answer, expected=odd[0], ranks=K,
+                 why=f"its call is the only one of its kind: {calls[str(odd[0])]}",
+                 about={int(r): f"its call is the same as the other ranks': {call}"
+                        for r, call in calls.items() if int(r) != odd[0]})  # fmt: skip
 
 # %% [markdown]
 # ## 3. A cycle of blocking sends
@@ -223,13 +231,13 @@ teach.show(wait_for_figure(cycle.waiting, K, "ring shift with blocking sends"), 
 #   receive first. Now some pair always matches, and the cycle becomes a chain that unwinds
 #   (it still works for an odd number of ranks).
 #
-# **Exercise 9.4 — fix the program.** Write `my_shift(rank, x)`: send `x` to the right
+# **Exercise 9.4 — fix the program.** Write `shift(rank, x)`: send `x` to the right
 # neighbour, return what the left neighbour sent, without deadlocking. `run_on_ring` runs
 # your program on rings of several sizes, including odd ones, and the check compares every
 # rank's result with the reference. (A program that still hangs reports its DeadlockError.)
 
 # %%
-my_shift = None  # def my_shift(rank, x): ...  (a generator: use yield)
+shift_answer = None  # your rank program: def shift(rank, x): ...  (a generator: use yield)
 
 
 def reference_shift(k, seed):
@@ -237,8 +245,8 @@ def reference_shift(k, seed):
     return [np.array([(r - 1) % k, seed], float) for r in range(k)]
 
 
-teach.check_function("9.4", run_on_ring(my_shift), reference_shift,
-                     cases=[(4, 0), (2, 1), (3, 2), (5, 3), (8, 4)])  # fmt: skip
+teach.check_function("9.4", shift_answer, reference_shift,
+                     cases=[(4, 0), (2, 1), (3, 2), (5, 3), (8, 4)], adapt=run_on_ring)  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

@@ -1,7 +1,11 @@
 """Every lesson runs headless as a script, with every exercise filled from the solutions,
-and every check passes."""
+and every check passes; the terminal runner (`collsim lesson`) and the tour work with stdin
+closed, name the file and line of an unanswered exercise, and number steps from 1."""
 
+import ast
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,10 +13,15 @@ from pathlib import Path
 import pytest
 
 from collsim.cli import main
-from collsim.cli.lesson import cells, find_lessons
+from collsim.cli.lesson import cells, find_lessons, numbered_cells
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "lessons"
 FILES = sorted(find_lessons(LESSONS).values())
+CHECKS = {"check", "check_array", "check_function", "check_rank"}
+# decimal sizes ("500 KB", "112 GB") and raw rates ("1e+11 B/s") are what item 21 removed
+DECIMAL_SIZE = re.compile(r"\d\s?[KMGTP]B\b(?!/s)")
+RAW_RATE = re.compile(r"\de[+-]?\d+\s?B/s")
 
 
 def test_there_are_lessons():
@@ -29,6 +38,9 @@ def test_lesson_runs_and_every_check_passes(path, tmp_path):
     assert "Not yet" not in done.stdout
     assert "Correct!" in done.stdout  # at least one exercise was checked
     assert list(tmp_path.glob("*.png")), "a lesson draws at least one picture"
+    # one formatter: binary sizes, rates in GB/s (item 21)
+    assert not DECIMAL_SIZE.findall(done.stdout), DECIMAL_SIZE.findall(done.stdout)
+    assert not RAW_RATE.findall(done.stdout), RAW_RATE.findall(done.stdout)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -40,11 +52,84 @@ def test_lesson_shape(path):
     assert (LESSONS / "solutions" / path.name).exists(), "solutions live apart"
 
 
+def _check_calls(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and getattr(n.func, "attr", None) in CHECKS]  # fmt: skip
+    return tree, sorted(calls, key=lambda n: n.lineno)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_exercise_has_its_own_answer_slot_and_the_solutions_define_it(path):
+    tree, calls = _check_calls(path)
+    assert calls
+    slots = []
+    for call in calls:
+        answer = call.args[1]
+        assert isinstance(answer, ast.Name), f"line {call.lineno}: pass the answer slot itself"
+        slots.append(answer.id)
+    assert len(set(slots)) == len(slots), f"an answer name is reused: {slots}"
+    assert all(name.endswith("_answer") for name in slots), slots
+    assigned = [t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                for t in n.targets if isinstance(t, ast.Name)]  # fmt: skip
+    for name in slots:
+        assert assigned.count(name) == 1, f"{name} must be assigned once (= None)"
+    spec = importlib.util.spec_from_file_location("_sol", LESSONS / "solutions" / path.name)
+    solutions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(solutions)
+    missing = [name for name in slots if not hasattr(solutions, name)]
+    assert not missing, f"solutions/{path.name} does not define {missing}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_numeric_check_states_its_unit(path):
+    _, calls = _check_calls(path)
+    for call in calls:
+        if call.func.attr == "check":
+            assert any(k.arg == "unit" for k in call.keywords), f"line {call.lineno}: no unit="
+
+
+OWNED_TEXT = [*FILES, *sorted((LESSONS / "solutions").glob("*.py")),
+              ROOT / "collsim" / "teach.py", ROOT / "collsim" / "cli" / "lesson.py",
+              ROOT / "collsim" / "cli" / "tour.py", ROOT / "examples" / "dp_batch64.py",
+              ROOT / "examples" / "pipeline_bubble.py"]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", OWNED_TEXT, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_course_seed_numbers_in_what_readers_see(path):
+    # readers cannot look the course material up; name the topic and the primary source
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"seed\s*0\d\d", text, re.IGNORECASE), path
+
+
+def test_the_batch64_example_has_a_topic_name():
+    assert (ROOT / "examples" / "dp_batch64.py").exists()
+    assert not (ROOT / "examples" / "seed004_dp_batch64.py").exists()
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_lesson_text_numbers_steps_from_1(path):
+    # "step 0" may only mean the initial state (item 16)
+    prose = re.sub(r"\n#\s*", " ", path.read_text(encoding="utf-8"))  # comment lines joined
+    for match in re.finditer(r"step 0\b.{0,40}", prose):
+        assert "initial state" in match.group(0), match.group(0)
+
+
+def test_lesson_3_chunk_rule_takes_the_1_based_step():
+    solution_file = LESSONS / "solutions" / "03_ring_allreduce.py"
+    spec = importlib.util.spec_from_file_location("_sol3", solution_file)
+    solutions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(solutions)
+    # the step-through prints "step 1 of 6: r0 -> r1 chunk 3" for K = 4
+    assert solutions.chunk_sent_answer(0, 1, 4) == 3
+    assert [solutions.chunk_sent_answer(r, 1, 4) for r in range(4)] == [3, 0, 1, 2]
+
+
 def test_unanswered_exercise_prints_what_to_do_and_does_not_fail(capsys, monkeypatch):
     from collsim import teach
 
     monkeypatch.delenv("COLLSIM_SOLUTIONS", raising=False)
-    assert teach.check("x.1", None, expected=3) is None
+    assert teach.check("x.1", None, expected=3, unit="GPUs") is None
     assert "replace None" in capsys.readouterr().out
 
 
@@ -54,7 +139,7 @@ def test_wrong_answer_says_exactly_what_differs(capsys, monkeypatch):
     monkeypatch.delenv("COLLSIM_SOLUTIONS", raising=False)
     assert teach.check_function("x.2", lambda a: a + 1, lambda a: a * 2, [(1,), (3,)]) is False
     out = capsys.readouterr().out
-    assert "case 2" in out and "yours:    4" in out and "expected: 6" in out
+    assert "case 2" in out and "got 4, expected 6" in out
 
 
 def test_lesson_list_command(capsys):
@@ -67,3 +152,111 @@ def test_lesson_list_command(capsys):
 def test_missing_lessons_folder_says_where_to_get_them(capsys, tmp_path):
     assert main(["lesson", "list", "--dir", str(tmp_path / "nowhere")]) == 1
     assert "clone the repository" in capsys.readouterr().err
+
+
+def test_lesson_help_says_dir_executes_the_files(capsys):
+    with pytest.raises(SystemExit):
+        main(["lesson", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "EXECUTES the Python code" in help_text
+
+
+TINY_LESSON = """\
+# %% [markdown]
+# # 1. Tiny
+# A lesson with one exercise.
+
+# %%
+from collsim import teach
+
+# %%
+
+guess_answer = None  # your prediction: bytes in a KiB
+
+# %%
+teach.check("1.1", guess_answer, expected=1024, unit="B")
+
+# %% [markdown]
+# ## Takeaways
+# - none
+"""
+
+
+@pytest.fixture
+def tiny_lessons(tmp_path):
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    (folder / "01_tiny.py").write_text(TINY_LESSON, encoding="utf-8")
+    (folder / "solutions").mkdir()
+    (folder / "solutions" / "01_tiny.py").write_text("guess_answer = 2**10\n", encoding="utf-8")
+    return folder
+
+
+def test_cells_remember_their_file_lines():
+    numbered = numbered_cells(TINY_LESSON)
+    lines = TINY_LESSON.splitlines()
+    for cell in numbered:
+        assert lines[cell.line - 1] == cell.source.splitlines()[0]
+
+
+def test_terminal_runner_names_the_file_and_line_of_the_answer_slot(tiny_lessons, capsys,
+                                                                      monkeypatch):  # fmt: skip
+    monkeypatch.delenv("COLLSIM_SOLUTIONS", raising=False)
+    assert main(["lesson", "1", "--no-pause", "--dir", str(tiny_lessons)]) == 0
+    out = capsys.readouterr().out
+    slot_line = TINY_LESSON.splitlines().index(
+        "guess_answer = None  # your prediction: bytes in a KiB"
+    )
+    assert f"01_tiny.py:{slot_line + 1}: set guess_answer = ..." in out
+    assert "your prediction: bytes in a KiB" in out
+
+
+def test_terminal_runner_fills_the_answer_from_the_solution_of_that_name(tiny_lessons, capsys,
+                                                                         monkeypatch):  # fmt: skip
+    monkeypatch.setenv("COLLSIM_SOLUTIONS", "1")
+    assert main(["lesson", "1", "--no-pause", "--dir", str(tiny_lessons)]) == 0
+    assert "Correct! 1.1: 1,024 B (1 KiB)" in capsys.readouterr().out
+
+
+def test_a_cell_that_raises_stops_the_lesson_with_its_line(tiny_lessons, capsys):
+    (tiny_lessons / "02_broken.py").write_text("# %%\nx = 1\n\n# %%\n1 / 0\n", encoding="utf-8")
+    assert main(["lesson", "2", "--no-pause", "--dir", str(tiny_lessons)]) == 1
+    err = capsys.readouterr().err
+    assert "02_broken.py:5: the cell starting here raised ZeroDivisionError" in err
+
+
+@pytest.mark.parametrize("command", [["tour"], ["tour", "--no-pause"],
+                                     ["lesson", "1"], ["lesson", "1", "--no-pause"]],
+                         ids=" ".join)  # fmt: skip
+def test_stdin_closed_does_not_crash(command, tiny_lessons, monkeypatch, capsys):
+    # `collsim tour <&-`: Python then has sys.stdin = None
+    monkeypatch.setattr(sys, "stdin", None)
+    extra = ["--dir", str(tiny_lessons)] if command[0] == "lesson" else []
+    assert main([*command, *extra]) == 0
+    assert "step 1 of 6" in capsys.readouterr().out or command[0] == "lesson"
+
+
+def test_stdin_closed_for_real_in_a_subprocess(tiny_lessons):
+    # the real thing, fd 0 closed before Python starts
+    done = subprocess.run([sys.executable, "-m", "collsim", "lesson", "1", "--dir",
+                           str(tiny_lessons)], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: os.close(0))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "isatty" not in done.stderr
+
+
+def test_lesson_3_pictures_show_the_steps_its_text_names():
+    # "After step 3 of 6 (the last of the reduce-scatter) ... starting with step 4"
+    import numpy as np
+
+    import collsim
+    from collsim.viz.ring import ring_figure
+
+    source = (LESSONS / "03_ring_allreduce.py").read_text(encoding="utf-8")
+    calls = re.findall(r"ring_figure\(result, step=(K(?: - 1)?)\)", source)
+    assert calls == ["K - 1", "K"]
+    k = 4
+    result = collsim.Cluster(collsim.topology.ring(k)).all_reduce([np.ones(8)] * k)
+    steps = {"K - 1": k - 1, "K": k}
+    titles = [ring_figure(result, step=steps[c])._suptitle.get_text() for c in calls]
+    assert "step 3 of 6" in titles[0] and "step 4 of 6" in titles[1]

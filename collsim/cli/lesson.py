@@ -3,19 +3,23 @@
 import os
 import re
 import sys
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import CollsimError, ConfigError
 from .common import Formatter
 
-__all__ = ["register", "run", "lessons_dir", "find_lessons", "cells"]
+__all__ = ["register", "run", "lessons_dir", "find_lessons", "cells", "numbered_cells", "Cell",
+           "stdin_is_terminal"]  # fmt: skip
 
 DESCRIPTION = """\
 The lessons are percent-format Python files in the repository's lessons/ folder: each
 runs as a plain script (python lessons/03_ring_allreduce.py) and opens as a notebook in
 Jupyter (via jupytext) or VS Code.  This command runs one in the terminal, printing the
 prose and the code of each cell, then its output; it pauses between cells only when
-standard input is a terminal (--no-pause turns that off).
+standard input is a terminal (--no-pause turns that off).  An exercise left unanswered
+prints the file and line of its answer slot (lessons/06_tensor_parallel.py:123: set ...).
 
 examples:
   collsim lesson list
@@ -32,17 +36,42 @@ def register(subparsers):
     p.add_argument("which", help="'list', or a lesson number such as 3")
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between cells")
     p.add_argument(
-        "--dir", default=None, help="folder holding the lessons (default: the checkout's)"
+        "--dir",
+        default=None,
+        help="folder of lesson files NN_topic.py (default: the checkout's lessons/). "
+        "Running a lesson EXECUTES the Python code of that folder's file: "
+        "pass only a folder you trust",
     )
     p.set_defaults(func=run)
 
 
+def stdin_is_terminal():
+    """True only when a person can press Enter: stdin exists, is open and is a terminal.
+
+    With stdin closed (``collsim tour <&-``) ``sys.stdin`` is None; never wait then.
+    """
+    stream = sys.stdin
+    try:
+        return stream is not None and not stream.closed and stream.isatty()
+    except (AttributeError, ValueError, OSError):  # a replaced or broken stream
+        return False
+
+
 def lessons_dir(override=None):
-    """The lessons folder of the checkout that the editable install points at."""
+    """The lessons folder: ``override`` (``--dir``), else the checkout's ``lessons/``."""
+    if override is not None and str(override).strip() == "":
+        raise ConfigError("--dir '': give the folder that holds the lesson files")
     folder = Path(override) if override else Path(__file__).resolve().parents[2] / "lessons"
-    if not folder.is_dir():
+    shown = override or folder  # the path as the user typed it
+    try:
+        exists, is_dir = folder.exists(), folder.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long, an embedded NUL byte
+        raise ConfigError(f"--dir {shown!r}: not a usable path ({exc})") from None
+    if override and exists and not is_dir:
+        raise ConfigError(f"--dir {shown}: is not a folder; give the folder of lesson files")
+    if not is_dir:
         raise ConfigError(
-            f"no lessons folder at {folder}: the lessons live in the collsim repository's "
+            f"no lessons folder at {shown}: the lessons live in the collsim repository's "
             "lessons/ folder; clone the repository and install it with `pip install -e .` "
             "from the checkout (or pass --dir)"
         )
@@ -52,31 +81,64 @@ def lessons_dir(override=None):
 def find_lessons(folder):
     """``{number: path}`` of ``NN_topic.py`` files."""
     found = {}
-    for path in sorted(folder.glob("[0-9][0-9]_*.py")):
-        found[int(path.name[:2])] = path
+    try:
+        paths = sorted(folder.glob("[0-9][0-9]_*.py"))
+    except OSError as exc:  # an unreadable folder
+        raise ConfigError(f"{folder}: cannot list the lessons ({exc.strerror})") from None
+    for path in paths:
+        if path.is_file():
+            found[int(path.name[:2])] = path
     return found
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a percent-format file: its kind, its text and the file line it starts on."""
+
+    kind: str  # "markdown" or "code"
+    source: str
+    line: int  # 1-based line of the first line of ``source`` in the file
+
+
+def numbered_cells(text):
+    """Split percent-format text into :class:`Cell` records that remember their line."""
+    out, kind, lines, start = [], None, [], 1
+    for number, line in enumerate(text.splitlines(), 1):
+        match = CELL.match(line)
+        if match:
+            if kind is not None:
+                out.append(_cell(kind, lines, start))
+            kind = "markdown" if "[markdown]" in match.group(1) else "code"
+            lines, start = [], number + 1
+        elif kind is not None:
+            lines.append(line)
+    if kind is not None:
+        out.append(_cell(kind, lines, start))
+    return [c for c in out if c.source.strip()]
+
+
+def _cell(kind, lines, start):
+    skipped = next((i for i, line in enumerate(lines) if line), 0)  # empty lines strip() drops
+    return Cell(kind, "\n".join(lines).strip("\n"), start + skipped)
 
 
 def cells(text):
     """Split percent-format text into ``[(kind, source)]``, kind "markdown" or "code"."""
-    out, kind, lines = [], None, []
-    for line in text.splitlines():
-        match = CELL.match(line)
-        if match:
-            if kind is not None:
-                out.append((kind, "\n".join(lines).strip("\n")))
-            kind = "markdown" if "[markdown]" in match.group(1) else "code"
-            lines = []
-        elif kind is not None:
-            lines.append(line)
-    if kind is not None:
-        out.append((kind, "\n".join(lines).strip("\n")))
-    return [(k, s) for k, s in out if s.strip()]
+    return [(c.kind, c.source) for c in numbered_cells(text)]
+
+
+def _read(path):
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason}), not a lesson") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
 
 
 def summary(path):
     """(title, one line) from the lesson's first markdown cell."""
-    for kind, source in cells(path.read_text(encoding="utf-8")):
+    for kind, source in cells(_read(path)):
         if kind == "markdown":
             prose = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in
                      source.splitlines()]  # fmt: skip
@@ -87,41 +149,56 @@ def summary(path):
 
 
 def run(args):
-    folder = lessons_dir(args.dir)
+    which = str(args.which).strip()
+    if which != "list" and not re.fullmatch(r"[0-9]{1,2}", which):
+        raise ConfigError(f"lesson {args.which!r}: give 'list' or a lesson number such as 3")
+    folder = lessons_dir(args.dir)  # before any work: the folder must exist
     lessons = find_lessons(folder)
-    if args.which == "list":
+    if which == "list":
         for number, path in lessons.items():
             title, line = summary(path)
             print(f"{number:>2}  {title}\n    {line}")
         print(f"\n(lessons in {folder}; run one with `collsim lesson N`)")
         return 0
-    try:
-        number = int(args.which)
-    except ValueError:
-        raise ConfigError(f"lesson {args.which!r}: give 'list' or a number") from None
+    number = int(which)
     if number not in lessons:
-        raise ConfigError(f"no lesson {number}: choose one of {sorted(lessons)} "
+        choices = sorted(lessons) or "none: the folder has no NN_topic.py files"
+        raise ConfigError(f"no lesson {args.which}: choose one of {choices} "
                           "(see `collsim lesson list`)")  # fmt: skip
     return _run_lesson(lessons[number], args)
 
 
 def _run_lesson(path, args):
     namespace = {"__name__": "__main__", "__file__": str(path)}
-    pause = not args.no_pause and sys.stdin.isatty()
+    pause = not args.no_pause and stdin_is_terminal()
     sys.path.insert(0, str(path.parent))
     os.environ.setdefault("MPLBACKEND", "Agg")
-    for kind, source in cells(path.read_text(encoding="utf-8")):
-        if kind == "markdown":
+    for cell in numbered_cells(_read(path)):
+        if cell.kind == "markdown":
             print("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#")
-                            for line in source.splitlines()))  # fmt: skip
+                            for line in cell.source.splitlines()))  # fmt: skip
         else:
-            print("\n".join(">>> " + line for line in source.splitlines()))
-            # compiled under the lesson's own path: teach finds the solutions next to it
-            exec(compile(source, str(path), "exec"), namespace)
+            print("\n".join(">>> " + line for line in cell.source.splitlines()))
+            _run_cell(cell, path, namespace)
         print()
         if pause:
             try:
                 input("  [Enter: next cell] ")
-            except EOFError:
+            except (EOFError, RuntimeError):  # stdin closed meanwhile
                 pause = False
     return 0
+
+
+def _run_cell(cell, path, namespace):
+    # compiled under the lesson's own path and line numbers: teach finds the solutions next
+    # to it and prints the line of an answer slot as it is in the file
+    code = compile("\n" * (cell.line - 1) + cell.source, str(path), "exec")
+    try:
+        exec(code, namespace)
+    except Exception as exc:  # the lesson's (or the student's) code: show it, then stop
+        sys.stdout.flush()
+        traceback.print_exc()
+        raise CollsimError(
+            f"{path}:{cell.line}: the cell starting here raised {type(exc).__name__}: {exc} "
+            "(traceback above); fix that cell and run the lesson again"
+        ) from None

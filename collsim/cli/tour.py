@@ -5,7 +5,7 @@ import numpy as np
 from .. import topology, units
 from ..runtime import Cluster
 from .common import Formatter
-from .step import pause
+from .lesson import stdin_is_terminal
 
 __all__ = ["register", "run"]
 
@@ -13,12 +13,14 @@ DESCRIPTION = """\
 A five-minute tour of collsim (the short version of lessons 2-3):
 
   1. four ranks exchange arrays point to point; every transfer is in the trace
-  2. data parallel (seed 004): batch 64 on 4 ranks, the averaged gradient is one device's
+  2. data parallel, the batch-64, dp=4 example: the averaged gradient is one device's
   3. a ring all-reduce on four ranks, step by step
   4. bytes each rank sends: ring 2(K-1)/K of the buffer whatever K is, naive (K-1)x at the root
   5. time on one switch: ring against naive, simulated and by the closed form
 
-Pauses between parts when standard input is a terminal (--no-pause to run straight through).
+Pauses between parts when standard input is a terminal (--no-pause to run straight through;
+with standard input closed or redirected it never waits).  Steps are numbered from 1, as in
+`collsim step`: "step 1 of 6"; the initial state, before any transfer, is shown first.
 """
 
 
@@ -27,6 +29,15 @@ def register(subparsers):
                               description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter")
     p.set_defaults(func=run)
+
+
+def pause(args):
+    """Wait for Enter, but only when a person is at the terminal."""
+    if not getattr(args, "no_pause", True) and stdin_is_terminal():
+        try:
+            input("  [Enter: next] ")
+        except (EOFError, RuntimeError):  # stdin closed while we waited
+            pass
 
 
 def _title(text):
@@ -46,7 +57,7 @@ def _data_parallel():
     from ..nn import GELU, SGD, Linear, Sequential, mse_loss
     from ..parallel.data import train_data_parallel
 
-    _title("2. data parallel: batch 64 on dp=4, 16 samples per rank (seed 004)")
+    _title("2. data parallel: batch 64 on dp=4, 16 samples per rank")
     rng = np.random.default_rng(4)
     model = Sequential(Linear.init(16, 64, rng), GELU(), Linear.init(64, 16, rng))
     x, target = rng.uniform(-1, 1, (64, 16)), rng.uniform(-1, 1, (64, 16))
@@ -59,8 +70,9 @@ def _data_parallel():
     sent = run.result.stats.bytes_sent[0]
     print("each rank: forward and backward on its 16 rows, then all-reduce(sum) / 4")
     print(f"largest |averaged gradient - one-device gradient| = {diff:.2g}")
-    print(f"rank 0 sent {sent:,} B for {params:,} float64 gradients: "
-          f"2(K-1)/K * P * 8 B = {2 * 3 / 4 * params * 8:,.0f} B")  # fmt: skip
+    formula = 2 * 3 / 4 * params * 8
+    print(f"rank 0 sent {sent:,} B ({units.format_size(sent)}) for {params:,} float64 "
+          f"gradients: 2(K-1)/K * P * 8 B = {formula:,.0f} B")  # fmt: skip
 
 
 def run(args):
@@ -70,7 +82,8 @@ def run(args):
     print("each rank sends np.full(4, rank) to its right neighbour and receives from its left")
     print(f"values received: {result.returns}")
     for t in result.trace.transfers:
-        print(f"  r{t.src} -> r{t.dst}  {t.nbytes} B  {units.format_time(t.start)} .. "
+        print(f"  r{t.src} -> r{t.dst}  {units.format_size(t.nbytes)}  "
+              f"{units.format_time(t.start)} .. "
               f"{units.format_time(t.end)}  via {' -> '.join(str(u) for u, _ in t.links)}"
               f" -> {t.links[-1][1]}")  # fmt: skip
     print(f"simulated time {units.format_time(result.time)} = 5 us latency + 32 B / 100 GB/s")

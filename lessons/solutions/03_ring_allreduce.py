@@ -1,17 +1,17 @@
-"""Solutions to lesson 3: ring all-reduce, step by step."""
+"""Solutions to lesson 3: ring all-reduce, step by step.  Each name is the lesson's answer
+slot of the same name."""
 
 
 def chunk_sent(rank, step, K):
-    """Reduce-scatter step s: rank r sends chunk (r - s - 1) mod K (the one it received last,
-    starting from the chunk just before its own).  All-gather step s' = s - (K - 1): rank r
-    forwards chunk (r - s') mod K, which is (r - s + K - 1) mod K = (r - s - 1) mod K again."""
-    return (rank - step - 1) % K
+    """Steps are numbered from 1.  Reduce-scatter step s: rank r sends chunk (r - s) mod K
+    (the one it received last, starting from the chunk just before its own).  All-gather step
+    s = K - 1 + s': rank r forwards chunk (r + 1 - s') mod K, which is (r - s) mod K again."""
+    return (rank - step) % K
 
 
-SOLUTIONS = {
-    # 2(K-1)/K · N · b with K = 8 and N·b = 64 MiB
-    "3.1": 2 * (8 - 1) / 8 * 64 * 2**20,
-    "3.2": chunk_sent,
-    # the gather step: K - 1 = 7 whole buffers arrive on the root's down-link
-    "3.3": (8 - 1) * 64 * 2**20,
-}
+# 3.1: 2(K-1)/K · N · b with K = 8 and N·b = 64 MiB
+ring_bytes_answer = 2 * (8 - 1) / 8 * 64 * 2**20
+# 3.2
+chunk_sent_answer = chunk_sent
+# 3.3: the gather step: K - 1 = 7 whole buffers arrive on the root's down-link
+root_link_bytes_answer = (8 - 1) * 64 * 2**20

@@ -1,4 +1,5 @@
-"""Solutions to lesson 4: cost models."""
+"""Solutions to lesson 4: cost models.  Each name is the lesson's answer slot of the same
+name."""
 
 import math
 
@@ -10,12 +11,11 @@ def crossover(K, alpha, beta):
     return (K - 1 - L) * alpha * beta / (L - (K - 1) / K)
 
 
-SOLUTIONS = {
-    # α + n/β with n = 1 MiB
-    "4.1": 5e-6 + 2**20 / 100e9,
-    # 2(K-1)·α = 2(K-1)/K·S/β  =>  S = K·α·β
-    "4.2": 8 * 5e-6 * 100e9,
-    "4.3": crossover,
-    # every link carries two transfers at once, so each gets half the bandwidth
-    "4.4": 2,
-}
+# 4.1: α + n/β with n = 1 MiB
+send_time_answer = 5e-6 + 2**20 / 100e9
+# 4.2: 2(K-1)·α = 2(K-1)/K·S/β  =>  S = K·α·β
+balance_size_answer = 8 * 5e-6 * 100e9
+# 4.3
+crossover_answer = crossover
+# 4.4: every link carries two transfers at once, so each gets half the bandwidth
+misordered_slowdown_answer = 2

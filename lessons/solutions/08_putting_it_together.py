@@ -1,8 +1,8 @@
-"""Solutions to lesson 8 (putting it together). Each answer is a formula or a function, never
-a number copied from the lesson's output."""
+"""Solutions to lesson 8 (putting it together).  Each name is the lesson's answer slot of the
+same name: a formula or a function, never a number copied from the lesson's output."""
 
 
-def my_coords(rank, pp, dp, tp):
+def coords(rank, pp, dp, tp):
     """The last dimension (tp) varies fastest, then dp, then pp."""
     return (rank // (tp * dp), (rank // tp) % dp, rank % tp)
 
@@ -19,12 +19,13 @@ def nearest_world(world, tp, pp, global_batch, micro_batch):
     return next(w for w in candidates if global_batch % (micro_batch * (w // step)) == 0)
 
 
-SOLUTIONS = {
-    "8.1": my_coords,
-    "8.2": accumulation(64, 4, 2, global_batch=256, micro_batch=1),
-    # seed 000: data_parallel_size = 784 / (8 * 4)
-    "8.3": 784 / (8 * 4),
-    "8.4": nearest_world(784, 8, 4, global_batch=1536, micro_batch=1),
-    # Accelerate: micro · accumulation · (dp_replicate · dp_shard); TP ranks share a batch
-    "8.5": 2 * 4 * (2 * 4),
-}
+# 8.1
+coords_answer = coords
+# 8.2
+accumulation_answer = accumulation(64, 4, 2, global_batch=256, micro_batch=1)
+# 8.3: Megatron's 784-GPU error: data_parallel_size = 784 / (8 * 4)
+dp_answer = 784 / (8 * 4)
+# 8.4
+world_size_answer = nearest_world(784, 8, 4, global_batch=1536, micro_batch=1)
+# 8.5: Accelerate: micro · accumulation · (dp_replicate · dp_shard); TP ranks share a batch
+samples_answer = 2 * 4 * (2 * 4)

@@ -1,9 +1,5 @@
-"""Solutions to lesson 9 (debugging a hang). Each answer is derived from the lesson's programs
-or is a function, never a number copied from the lesson's output."""
-
-import numpy as np
-
-import collsim
+"""Solutions to lesson 9 (debugging a hang).  Each name is the lesson's answer slot of the same
+name, derived from the lesson's programs or a function, never a number copied from its output."""
 
 K, N_SAMPLES = 4, 11
 
@@ -15,7 +11,7 @@ SHORT = [r for r in range(K) if STEPS[r] < max(STEPS)]  # they leave one all-red
 N_PARAMS = [10 if r == 3 else 8 for r in range(K)]
 
 
-def my_shift(rank, x):
+def shift(rank, x):
     """isend returns at once, so every rank reaches its recv and every send finds its partner.
 
     The other fix orders by parity:
@@ -28,20 +24,11 @@ def my_shift(rank, x):
     return got
 
 
-def run_on_ring(program):
-    """The same harness as the lesson's: ``(k, seed) -> what each rank returned``."""
-
-    def run(k, seed):
-        ring = collsim.Cluster(collsim.topology.bidirectional_ring(k))
-        return ring.run(lambda rank: program(rank, np.array([rank.id, seed], float))).returns
-
-    return run
-
-
-SOLUTIONS = {
-    "9.1": SHORT[0],
-    # every rank completed min(STEPS) all-reduces (#0 .. #min-1); the next one hangs
-    "9.2": min(STEPS),
-    "9.3": next(r for r in range(K) if N_PARAMS.count(N_PARAMS[r]) == 1),
-    "9.4": run_on_ring(my_shift),
-}
+# 9.1: the rank with fewer steps leaves one all-reduce early
+missing_rank_answer = SHORT[0]
+# 9.2: every rank completed min(STEPS) all-reduces (#0 .. #min-1); the next one hangs
+hang_position_answer = min(STEPS)
+# 9.3: the one rank whose gradient size differs
+odd_rank_answer = next(r for r in range(K) if N_PARAMS.count(N_PARAMS[r]) == 1)
+# 9.4: the lesson's check runs the rank program on rings of several sizes
+shift_answer = shift

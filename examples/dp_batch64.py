@@ -1,6 +1,8 @@
-"""Seed 004's data-parallel example, run for real: batch 64 on dp = 4, 16 samples per rank.
+"""The batch-64, dp=4 data-parallel example, run for real: 16 samples per rank.
 
-Seed 004 (mp_size = 1, batch = 64, dp_size = 4)::
+The textbook recipe (mp_size = 1, batch = 64, dp_size = 4), as PyTorch's
+DistributedDataParallel implements it (Li et al. 2020, "PyTorch Distributed: Experiences on
+Accelerating Data Parallel Training")::
 
     GPU0: 16 samples ... GPU3: 16 samples        every GPU holds the whole model
     g_r = grad L_r                               each computes its local gradient
@@ -15,7 +17,7 @@ each rank sends 2(K-1)/K·P·b bytes per step, the ring all-reduce's closed form
 turns on gradient bucketing with a slow compute rate, to show the all-reduce of the last
 layers running while backward still computes the first ones.
 
-Run it with ``python examples/seed004_dp_batch64.py``; the same from the command line
+Run it with ``python examples/dp_batch64.py``; the same from the command line
 (with transformer blocks as the model)::
 
     collsim verify dp --dp 4 --batch 64
@@ -28,6 +30,7 @@ import numpy as np
 from collsim import Cluster, topology
 from collsim.nn import GELU, SGD, Linear, Sequential, mse_loss
 from collsim.parallel.data import train_data_parallel
+from collsim.units import format_time
 
 DP, BATCH, FEATURES, HIDDEN, STEPS = 4, 64, 16, 64, 3
 
@@ -56,7 +59,7 @@ for s, (x, target) in enumerate(batches):
     y, ctx = reference.forward(x)
     loss, dy = mse_loss(y, target)
     grads = reference.backward(ctx, dy)[1]
-    # seed 004 by hand: each rank's local gradient, summed, divided by 4
+    # the recipe by hand: each rank's local gradient, summed, divided by 4
     local = []
     for r in range(DP):
         rows_r = slice(r * BATCH // DP, (r + 1) * BATCH // DP)
@@ -96,8 +99,8 @@ many = train_data_parallel(slow, model, batches[:1], dp=DP, bucket_bytes="2KiB")
 print("\none step at 1 GFLOP/s per rank, 1 GB/s and 1 us per link:")
 for name, r in (("one 25 MiB bucket", one), ("2 KiB buckets", many)):
     o = r.overlap[0]
-    comm, exposed = o.comm_s * 1e6, o.exposed_s * 1e6
-    print(f"  {name:<18} buckets {str(r.buckets):<19} step {r.time * 1e6:6.1f} us, "
-          f"communication {comm:5.1f} us, exposed {exposed:5.1f} us")  # fmt: skip
+    print(f"  {name:<18} buckets {str(r.buckets):<19} step {format_time(r.time):>9}, "
+          f"communication {format_time(o.comm_s):>9}, "
+          f"exposed {format_time(o.exposed_s):>9}")  # fmt: skip
 assert many.overlap[0].exposed_s < one.overlap[0].exposed_s
 assert many.steps[0]["grads"].keys() == one.steps[0]["grads"].keys()

@@ -1,0 +1,98 @@
+"""Fuzz `collsim lesson` and `collsim tour` (issue 11, items 9 and 12).
+
+Running a lesson takes seconds, so the fuzzing covers the refusal paths: bad lesson numbers
+and names, bad ``--dir`` paths, unknown flags.  Every refusal is a collsim error (or an
+argparse usage error) that names the value, reached before any lesson code runs.
+"""
+
+import string
+
+import pytest
+from fuzzkit import run_cli
+from hypothesis import given
+from hypothesis import strategies as st
+
+# (argparse takes "-inf" or "--" for options before collsim sees them: not fuzzed here)
+BAD_NUMBERS = ["-1", "0", "nan", "inf", str(2**62), "1e300", "3.5", "three", "", " ", "１",
+               "0x3", "100", "3;rm", "99", "-2.5"]  # fmt: skip
+bad_which = st.one_of(
+    st.sampled_from(BAD_NUMBERS),
+    st.integers(min_value=10, max_value=2**70).map(str),
+    st.integers(max_value=-1).map(str),
+    st.text(string.ascii_letters + string.punctuation + " ", min_size=1, max_size=12).filter(
+        lambda s: s.strip() != "list" and not s.startswith("-")
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """Paths a user could pass to --dir, none of which holds a runnable lesson 1."""
+    root = tmp_path_factory.mktemp("dirs")
+    regular = root / "file.txt"
+    regular.write_text("not a folder\n", encoding="utf-8")
+    empty = root / "empty"
+    empty.mkdir()
+    binary = root / "binary"
+    binary.mkdir()
+    (binary / "01_bad.py").write_bytes(b"# %%\n\xff\xfe not utf-8\n")
+    return {
+        "missing": str(root / "no" / "such" / "folder"),
+        "under a file": str(regular / "lessons"),
+        "a file": str(regular),
+        "a device": "/dev/full",
+        "empty string": "",
+        "no lessons": str(empty),
+        "trailing slash": str(root / "missing") + "/",
+        "too long": "x" * 5000,
+        "not utf-8": str(binary),
+    }
+
+
+@given(which=bad_which)
+def test_lesson_refuses_bad_numbers_and_names(which):
+    # a number that is not a lesson, or a name that is not 'list', is named in the refusal
+    outcome = run_cli(["lesson", which, "--no-pause"], bad=which.strip() or which, timeout=5)
+    assert outcome.status != 0
+
+
+PATH_CASES = ["missing", "under a file", "a file", "a device", "empty string",
+              "trailing slash", "too long"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", PATH_CASES)
+@pytest.mark.parametrize("which", ["list", "1"])
+def test_lesson_refuses_every_bad_dir(case, which, folders):
+    path = folders[case]
+    outcome = run_cli(["lesson", which, "--dir", path], bad=path.rstrip("/") or "''", timeout=5)
+    assert outcome.status == 1, outcome
+
+
+def test_a_folder_without_lessons_lists_none_and_refuses_a_number(folders):
+    assert run_cli(["lesson", "list", "--dir", folders["no lessons"]]).status == 0
+    outcome = run_cli(["lesson", "1", "--dir", folders["no lessons"]], bad="1")
+    assert outcome.status == 1 and "no lesson 1" in outcome.stderr
+
+
+def test_a_lesson_file_that_is_not_text_is_refused_before_running(folders):
+    outcome = run_cli(["lesson", "1", "--dir", folders["not utf-8"]], bad="01_bad.py")
+    assert outcome.status == 1 and "not a UTF-8 text file" in outcome.stderr
+
+
+flags = st.sampled_from(["--pause", "--fast", "--dir", "-n", "--no-pause=1", "--ranks"])
+
+
+@given(flag=flags, value=st.sampled_from(["", "3", "-1", "nan", "/dev/full"]))
+def test_tour_refuses_flags_it_does_not_have(flag, value):
+    argv = ["tour", flag] + ([value] if value else [])
+    outcome = run_cli(argv, bad=flag.split("=")[0], timeout=5)
+    assert outcome.status == 2  # argparse: unrecognised arguments, named
+
+
+@given(flag=flags)
+def test_lesson_refuses_unknown_flags_by_name(flag):
+    if flag in ("--dir",):  # --dir without its value
+        outcome = run_cli(["lesson", "list", flag], bad="--dir", timeout=5)
+    else:
+        outcome = run_cli(["lesson", "list", flag], bad=flag.split("=")[0], timeout=5)
+    assert outcome.status == 2
