@@ -12,7 +12,7 @@ Examples
 """
 
 from . import topology, units
-from .errors import CollsimError, ConfigError, DeadlockError
+from .errors import CollsimError, ConfigError, DeadlockError, SimulationLimitError
 from .runtime import Cluster, CountOnly, Rank, RunResult
 
 __version__ = "0.1.0"
@@ -25,6 +25,7 @@ __all__ = [
     "CollsimError",
     "ConfigError",
     "DeadlockError",
+    "SimulationLimitError",
     "topology",
     "units",
 ]

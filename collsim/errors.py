@@ -10,7 +10,13 @@ Examples
 True
 """
 
-__all__ = ["CollsimError", "DeadlockError", "ConfigError", "CollectiveMismatchError"]
+__all__ = [
+    "CollsimError",
+    "DeadlockError",
+    "ConfigError",
+    "CollectiveMismatchError",
+    "SimulationLimitError",
+]
 
 
 class CollsimError(Exception):
@@ -40,3 +46,21 @@ class DeadlockError(CollsimError):
 
 class CollectiveMismatchError(CollsimError):
     """Ranks of one group entered different collectives at the same position."""
+
+
+class SimulationLimitError(CollsimError):
+    """A guard stopped the run: the program would run forever, or longer than allowed.
+
+    ``guard`` names the guard (``"max_ops"``, ``"max_time"`` or ``"max_events"``, each a
+    :class:`~collsim.Cluster` parameter), ``limit`` its value and ``time`` the simulated
+    second it tripped.  ``looping`` maps each rank that was still running to what it did:
+    ``{description: count}`` of the operations it yielded after ``max_ops`` tripped
+    (e.g. ``{"send to rank 1": 2500}``), or what it waited in for the other guards.
+    """
+
+    def __init__(self, message, guard=None, limit=None, time=None, looping=None):
+        super().__init__(message)
+        self.guard = guard
+        self.limit = limit
+        self.time = time
+        self.looping = dict(looping or {})

@@ -24,7 +24,11 @@ Examples
 """
 
 import math
+import numbers
 import re
+
+from numpy import bool_ as np_bool
+from numpy import integer as np_integer
 
 from .errors import ConfigError
 
@@ -36,7 +40,15 @@ __all__ = [
     "format_size",
     "format_rate",
     "format_time",
+    "format_flops",
+    "MAX_SIZE",
 ]
+
+# sizes beyond an exbibyte are typos: no cluster holds one buffer that big
+MAX_SIZE = 2**60
+_SIZE_UNITS = "B, KB, KiB, MB, MiB, GB, GiB, TB, TiB, PB, PiB (b or bit for bits)"
+_RATE_UNITS = "B/s, KB/s, MB/s, GB/s, TB/s (bytes), Kbit/s ... Tbit/s or Gb/s (bits), or inf"
+_TIME_UNITS = "ns, us (or µs), ms, s"
 
 _DECIMAL = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
@@ -50,15 +62,25 @@ _TIME_DIVISORS = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0, "": 1.0
 _TIME_RE = re.compile(rf"^{_NUMBER}\s*(ns|us|µs|ms|s)?$")
 
 
-def _number(text):
-    """A plain number given as int/float (SI base units), or None for a string."""
-    if isinstance(text, bool):
-        raise ConfigError(f"{text!r} is not a quantity")
-    if isinstance(text, int | float):
-        return float(text)
+def _number(text, what="size", example="'64MiB'"):
+    """A plain number (SI base units) as a float, or None for a string to parse."""
+    if isinstance(text, bool | np_bool):
+        raise ConfigError(f"{text!r} is not a quantity: give a number or a string like {example}")
+    if isinstance(text, numbers.Real):
+        try:
+            return float(text)
+        except OverflowError:  # an int past a float's range
+            return math.inf if text > 0 else -math.inf
     if not isinstance(text, str):
-        raise ConfigError(f"{text!r} is not a quantity: give a number or a string like '64MiB'")
+        raise ConfigError(f"{text!r} is not a quantity: give a number or a string like {example}")
+    if not text.strip():
+        raise ConfigError(f"{what} {text!r} is empty: give a number or a string like {example}")
     return None
+
+
+def _overflowed(value):
+    """A number past a float's range, written out or with a prefix (``"1e308GB/s"``)."""
+    return math.isinf(value)
 
 
 def parse_size(text):
@@ -67,12 +89,17 @@ def parse_size(text):
     >>> parse_size("1.5KiB"), parse_size(4096), parse_size("16b")
     (1536, 4096, 2)
     """
+    if isinstance(text, int | np_integer) and not isinstance(text, bool):
+        if not 0 <= text <= MAX_SIZE:
+            raise ConfigError(f"size {text!r} must be a whole number of bytes in 0..2**60 (1 EiB)")
+        return int(text)  # exactly: a float would round sizes past 2**53
     value = _number(text)
     if value is None:
         match = _SIZE_RE.match(text.strip())
         if not match:
             raise ConfigError(
-                f"cannot read size {text!r}: expected a number and a unit like '64MiB'"
+                f"cannot read size {text!r}: expected a number and a unit like '64MiB'; "
+                f"units are {_SIZE_UNITS}"
             )
         number, prefix, unit = match.groups()
         value = float(number) * _PREFIX[prefix or ""]
@@ -80,6 +107,8 @@ def parse_size(text):
             value /= 8
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"size {text!r} must be a finite number of bytes >= 0")
+    if value > MAX_SIZE:
+        raise ConfigError(f"size {text!r} is more than the {MAX_SIZE:,} B (1 EiB) collsim accepts")
     if value != int(value):
         raise ConfigError(f"size {text!r} is not a whole number of bytes ({value} B)")
     return int(value)
@@ -91,7 +120,7 @@ def parse_rate(text):
     >>> parse_rate("25Gb/s"), parse_rate("inf")
     (3125000000.0, inf)
     """
-    value = _number(text)
+    value = _number(text, "bandwidth", "'100GB/s'")
     if value is None:
         stripped = text.strip()
         if stripped.lower() in ("inf", "infinity"):
@@ -99,12 +128,15 @@ def parse_rate(text):
         match = _RATE_RE.match(stripped)
         if not match:
             raise ConfigError(
-                f"cannot read bandwidth {text!r}: expected e.g. '100GB/s' (bytes) or '400Gbit/s'"
+                f"cannot read bandwidth {text!r}: expected e.g. '100GB/s' (bytes) or "
+                f"'400Gbit/s'; units are {_RATE_UNITS}"
             )
         number, prefix, unit = match.groups()
         value = float(number) * _PREFIX[prefix or ""]
         if unit in ("b", "bit"):
             value /= 8
+        if _overflowed(value):
+            raise ConfigError(f"bandwidth {text!r} is too large to represent (write 'inf')")
     if math.isnan(value) or value <= 0:
         raise ConfigError(f"bandwidth {text!r} must be > 0 bytes/s (use 'inf' for a free link)")
     return value
@@ -116,11 +148,14 @@ def parse_time(text):
     >>> parse_time("2ms"), parse_time(0)
     (0.002, 0.0)
     """
-    value = _number(text)
+    value = _number(text, "time", "'5us'")
     if value is None:
         match = _TIME_RE.match(text.strip())
         if not match:
-            raise ConfigError(f"cannot read time {text!r}: expected e.g. '5us', '2ms' or '1s'")
+            raise ConfigError(
+                f"cannot read time {text!r}: expected e.g. '5us', '2ms' or '1s'; "
+                f"units are {_TIME_UNITS}"
+            )
         number, unit = match.groups()
         value = float(number) / _TIME_DIVISORS[unit or ""]
     if not math.isfinite(value) or value < 0:
@@ -138,18 +173,29 @@ def parse_flops(text):
     >>> parse_flops("150TFLOP/s"), parse_flops("2.5e14"), parse_flops("inf")
     (150000000000000.0, 250000000000000.0, inf)
     """
-    value = _number(text)
+    value = _number(text, "compute rate", "'150TFLOP/s'")
     if value is None:
         stripped = text.strip()
         if stripped.lower() in ("inf", "infinity"):
             return math.inf
         match = _FLOPS_RE.match(stripped)
         if not match:
-            raise ConfigError(f"cannot read compute rate {text!r}: expected e.g. '150TFLOP/s'")
+            raise ConfigError(
+                f"cannot read compute rate {text!r}: expected e.g. '150TFLOP/s'; prefixes "
+                "are K, M, G, T, P (FLOP/s or FLOPS optional)"
+            )
         value = float(match.group(1)) * _DECIMAL[match.group(2)]
+        if _overflowed(value):
+            raise ConfigError(f"compute rate {text!r} is too large to represent (write 'inf')")
     if math.isnan(value) or value <= 0:
         raise ConfigError(f"compute rate {text!r} must be > 0 FLOP/s (use 'inf' for free compute)")
     return value
+
+
+def _real(value, what):
+    """Refuse a value the formatters cannot print as a quantity."""
+    if isinstance(value, bool | np_bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"cannot format {value!r} as {what}: give a number")
 
 
 def _scaled(value, steps, unit, base):
@@ -163,6 +209,7 @@ def _scaled(value, steps, unit, base):
 
 def format_size(nbytes, binary=True):
     """``67108864`` -> ``'64 MiB'`` (or ``'67.11 MB'`` with ``binary=False``)."""
+    _real(nbytes, "a size")
     steps = (
         [("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)]
         if binary
@@ -173,13 +220,28 @@ def format_size(nbytes, binary=True):
 
 def format_rate(bytes_per_s):
     """Bytes per second in decimal units, as vendors and nccl-tests print them."""
+    _real(bytes_per_s, "a rate")
     if math.isinf(bytes_per_s):
         return "inf B/s"
     return _scaled(bytes_per_s, [("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)], "B/s", True)
 
 
+def format_flops(flop_per_s):
+    """A compute rate in decimal units, as GPU datasheets print it: ``1.5e14`` -> ``'150 TFLOP/s'``.
+
+    >>> format_flops(1.5e14)
+    '150 TFLOP/s'
+    """
+    _real(flop_per_s, "a compute rate")
+    if math.isinf(flop_per_s):
+        return "inf FLOP/s"
+    steps = [("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)]
+    return _scaled(flop_per_s, steps, "FLOP/s", True)
+
+
 def format_time(seconds):
     """Seconds with the unit that reads best: ``5e-6`` -> ``'5 us'``."""
+    _real(seconds, "a time")
     if seconds == 0:
         return "0 s"
     for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):

@@ -5,6 +5,7 @@ Times are checked against the α–β closed form with a relative tolerance of 1
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import collsim
 from collsim import CountOnly, topology
 from collsim.errors import CollsimError, ConfigError, DeadlockError
 from collsim.network import SimulationLimitError
+from collsim.runtime.group import DeviceMesh, Group
 
 REL = 1e-12
 ALPHA, BETA = 5e-6, 100e9  # the "5us", "100GB/s" links used below
@@ -445,14 +447,14 @@ def test_max_events_guard_stops_an_endless_ping_pong():
         lambda rank, h: rank.isend(rank.id, np.zeros(1)),  # the mailbox grows forever
     ],
 )
-def test_the_event_guard_also_stops_a_loop_that_never_lets_time_pass(step):
+def test_the_ops_guard_also_stops_a_loop_that_never_lets_time_pass(step):
     def program(rank):
         h = yield rank.start(_empty())
         while True:
             yield step(rank, h)
 
-    with pytest.raises(SimulationLimitError, match="max_events=500"):
-        full(2, max_events=500).run(program)
+    with pytest.raises(SimulationLimitError, match="max_ops=500"):
+        full(2, max_ops=500).run(program)
 
 
 def _empty():
@@ -524,3 +526,189 @@ def test_the_trace_records_labels_tags_and_paths():
     assert t.label == "bucket 1" and t.tag == ("grad", 1)
     assert t.links == ((0, 1), (1, 2))
     assert t.end == approx(2 * ALPHA + 64 / BETA)
+
+
+# --------------------------------------------------------------------------- argument checks
+# (issue 11, item 11) every public entry point names the bad value in a collsim error
+
+
+def _first_op(make_op, k=2):
+    """Build one operation with ``make_op(rank)`` inside a run on rank 0 and return it."""
+    built = []
+
+    def program(rank):
+        if rank.id == 0:
+            built.append(make_op(rank))
+        return None
+        yield
+
+    full(k).run(program)
+    return built[0]
+
+
+def _refused(make_op, shown):
+    with pytest.raises(ConfigError) as info:
+        _first_op(make_op)
+    assert shown in str(info.value)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("peer", [True, False, np.True_, 1.0, "1", None, -1, 2, 2**62, (1,)])
+def test_a_peer_must_be_an_int_rank_that_exists(peer):
+    x = np.zeros(2)
+    for make in (
+        lambda r: r.send(peer, x),
+        lambda r: r.isend(peer, x),
+        lambda r: r.recv(peer),
+        lambda r: r.irecv(peer),
+    ):
+        assert "ranks are 0..1" in _refused(make, repr(peer))
+
+
+def test_numpy_integer_peers_are_ranks():
+    op = _first_op(lambda r: r.send(np.int64(1), np.zeros(1)))
+    assert op.dst == 1 and type(op.dst) is int
+
+
+@pytest.mark.parametrize("tag", [[1], {"a": 1}, {1}, np.zeros(2), (1, [2])])
+def test_an_unhashable_tag_is_refused(tag):
+    _refused(lambda r: r.send(1, np.zeros(1), tag=tag), "cannot be a message tag")
+    _refused(lambda r: r.irecv(1, tag=tag), "cannot be a message tag")
+
+
+@pytest.mark.parametrize("seconds", ["1ms", "5 us", 0.25, 0, np.float64(2e-3)])
+def test_compute_takes_seconds_as_a_number_or_a_time_string(seconds):
+    op = _first_op(lambda r: r.compute(seconds=seconds))
+    assert op.seconds == collsim.units.parse_time(seconds)
+
+
+@pytest.mark.parametrize("seconds", [-1, -1e-9, math.nan, math.inf, "abc", "", "-1ms", True, [1]])
+def test_compute_refuses_bad_seconds_naming_them(seconds):
+    _refused(lambda r: r.compute(seconds=seconds), f"compute(seconds={seconds!r})")
+
+
+@pytest.mark.parametrize("flops", [-1, math.nan, math.inf, "1e12", True])
+def test_compute_refuses_bad_flops_naming_them(flops):
+    _refused(lambda r: r.compute(flops=flops), f"compute(flops={flops!r})")
+
+
+@pytest.mark.parametrize("handle", [3, None, "h", np.zeros(1)])
+def test_wait_takes_only_handles(handle):
+    _refused(lambda r: r.wait(handle), "wait() takes the handles")
+
+
+def test_start_takes_only_a_generator():
+    _refused(lambda r: r.start(lambda: None), "give a generator")
+
+
+def test_recv_out_must_be_a_writeable_array():
+    frozen = np.zeros(2)
+    frozen.flags.writeable = False
+    assert "read-only" in _refused(lambda r: r.recv(1, out=frozen), "shape (2,)")
+    _refused(lambda r: r.recv(1, out=[0.0, 0.0]), "[0.0, 0.0]")
+    _refused(lambda r: r.recv(1, reduce=np.add), "pass out= as well")
+    _refused(lambda r: r.recv(1, out=np.zeros(2), reduce=sum), "binary numpy ufunc")
+
+
+@pytest.mark.parametrize(
+    "out, shown", [(np.zeros(3), "shape (3,)"), (np.zeros(2, np.int32), "into a int32 buffer")]
+)
+def test_recv_into_a_buffer_of_the_wrong_shape_or_dtype_is_refused(out, shown):
+    def program(rank):
+        if rank.id == 0:
+            yield rank.send(1, np.ones(2))
+        elif rank.id == 1:
+            yield rank.recv(0, out=out)
+
+    with pytest.raises(ConfigError, match=re.escape(shown)):
+        full(2).run(program)
+
+
+@pytest.mark.parametrize("entry", [(1,), 1, (1, np.zeros(1), 0, "label", "extra")])
+def test_a_malformed_exchange_entry_is_refused(entry):
+    _refused(lambda r: r.exchange(sends=[entry]), f"got {entry!r}")
+
+
+@pytest.mark.parametrize("topo", [None, "ring", 4, topology.ring(2).to_undirected()])
+def test_a_cluster_needs_a_collsim_topology(topo):
+    with pytest.raises(ConfigError, match="needs a topology from collsim.topology"):
+        collsim.Cluster(topo)
+
+
+@pytest.mark.parametrize("model", ["fast", None, ["maxmin"]])
+def test_a_cluster_refuses_an_unknown_model(model):
+    with pytest.raises(ConfigError, match=re.escape(repr(model))):
+        collsim.Cluster(topology.ring(2), model=model)
+
+
+def test_run_needs_a_function():
+    with pytest.raises(ConfigError, match="Cluster.run"):
+        ring4().run(None)
+
+
+# --------------------------------------------------------------------------- groups and meshes
+
+
+@pytest.mark.parametrize(
+    "ranks, shown",
+    [
+        ("ab", "'ab'"),
+        ([1.5, 0], "1.5"),
+        ([1.0, 0], "1.0"),
+        ([True, 0], "True"),
+        ([0, 1, 0], "rank 0 twice"),
+        ([], "empty"),
+        ([-1, 0], "rank -1"),
+        (3, "group 3"),
+        ({0, 1}, "{0, 1}"),
+        (np.zeros((2, 2), int), "array"),
+    ],
+)
+def test_a_group_is_a_list_of_distinct_int_ranks(ranks, shown):
+    with pytest.raises(ConfigError) as info:
+        Group(ranks)
+    assert shown in str(info.value)
+
+
+def test_a_group_takes_ranges_arrays_and_numpy_ints():
+    assert Group(range(3)).ranks == Group(np.arange(3)).ranks == Group([np.int32(0), 1, 2]).ranks
+    assert all(type(r) is int for r in Group(np.arange(3)).ranks)
+
+
+def test_a_group_of_ranks_the_cluster_lacks_is_refused():
+    with pytest.raises(ConfigError, match=r"group \[0, 7\] names ranks \[7\].*0\.\.3"):
+        Group.of([0, 7], 4)
+
+
+@pytest.mark.parametrize(
+    "shape, names, shown",
+    [
+        ((2, 2.5), ("a", "b"), "2.5"),
+        ((2, 0), ("a", "b"), "(2, 0)"),
+        ((2, 2), ("a", "a"), "('a', 'a')"),
+        ((2, 2), "ab", "'ab'"),
+        ((2, 2), ("a",), "differ in length"),
+        ((2**40, 2), ("a", "b"), "131,072"),
+        ("22", ("a", "b"), "'22'"),
+    ],
+)
+def test_a_mesh_refuses_bad_shapes_and_names(shape, names, shown):
+    with pytest.raises(ConfigError) as info:
+        DeviceMesh(shape, names)
+    assert shown in str(info.value)
+
+
+@pytest.mark.parametrize("rank", [9, -1, 1.0, "1", True])
+def test_a_mesh_names_a_rank_it_lacks(rank):
+    mesh = DeviceMesh((2, 2), ("dp", "tp"))
+    for call in (lambda: mesh.coords(rank), lambda: mesh.group("tp", rank)):
+        with pytest.raises(ConfigError, match=re.escape(f"rank {rank!r} is not in this mesh")):
+            call()
+    with pytest.raises(ConfigError, match="'pp'"):
+        mesh.groups("pp")
+
+
+@pytest.mark.parametrize("nbytes", [-4, 2.5, "8", True, None])
+def test_a_size_only_payload_is_a_whole_number_of_bytes(nbytes):
+    with pytest.raises(ConfigError, match=re.escape(f"CountOnly({nbytes!r})")):
+        CountOnly(nbytes)

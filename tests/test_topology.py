@@ -1,5 +1,7 @@
 """Topologies: the presets' nodes, links and attributes, routing rules, and bad input."""
 
+import re
+
 import networkx as nx
 import pytest
 from hypothesis import given
@@ -274,3 +276,97 @@ def test_from_graph_parses_strings_and_copies():
 def test_bad_rank_counts_raise(k):
     with pytest.raises(CollsimError, match="ranks"):
         topology.ring(k)
+
+
+# --------------------------------------------------------------------------- argument checks
+# (issue 11, item 11): every preset names the bad value in a ConfigError, before building
+
+
+SIZED = {
+    "ring": topology.ring,
+    "bidirectional_ring": topology.bidirectional_ring,
+    "fully_connected": topology.fully_connected,
+    "switch": topology.switch,
+}
+
+
+@pytest.mark.parametrize("name", list(SIZED))
+@pytest.mark.parametrize("k", ["abc", None, float("nan"), 4.0, True, -1, 0, 2**62, [4], "4"])
+def test_every_preset_refuses_a_bad_rank_count_naming_it(name, k):
+    with pytest.raises(ConfigError) as info:
+        SIZED[name](k)
+    assert repr(k) in str(info.value) and "ranks" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "rows, cols, bad",
+    [(2.5, 2, "2.5"), (-1, -3, "-1"), (2, 0, "0"), (2**10, 2**10, "1048576"), ("2", 2, "'2'")],
+)
+def test_torus2d_refuses_bad_sides(rows, cols, bad):
+    with pytest.raises(ConfigError, match=re.escape(bad)):
+        topology.torus2d(rows, cols)
+
+
+@pytest.mark.parametrize("nodes, gpus, bad", [(-1, -1, "-1"), (2, 0.5, "0.5"), (None, 4, "None"),
+                                              (2**17, 2, "262144")])  # fmt: skip
+def test_hierarchical_refuses_bad_sizes(nodes, gpus, bad):
+    with pytest.raises(ConfigError, match=re.escape(bad)):
+        topology.hierarchical(nodes, gpus)
+
+
+def test_fully_connected_refuses_more_links_than_it_builds():
+    with pytest.raises(ConfigError, match=r"24,995,000 directed links.*switch\(5000\)"):
+        topology.fully_connected(5000)
+
+
+@pytest.mark.parametrize(
+    "bandwidth, latency, bad",
+    [
+        ("-1GB/s", "5us", "'-1GB/s'"),
+        (float("nan"), "5us", "nan"),
+        ("0.5B/s", "5us", "below the 1 B/s"),
+        ("1e400GB/s", "5us", "too large"),
+        ("abc", "5us", "'abc'"),
+        ("100GB/s", "1e300s", "above the 86400 s"),
+        ("100GB/s", 1e300, "above the 86400 s"),
+        ("100GB/s", "-1us", "'-1us'"),
+        ("100GB/s", float("nan"), "nan"),
+        ("100GB/s", "5 parsecs", "'5 parsecs'"),
+    ],
+)
+def test_bad_link_values_are_refused_with_their_bounds(bandwidth, latency, bad):
+    for build in (
+        lambda: topology.ring(4, bandwidth, latency),
+        lambda: topology.torus2d(2, 2, bandwidth, latency),
+        lambda: topology.hierarchical(2, 2, bandwidth, bandwidth, latency, latency),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(bad)):
+            build()
+
+
+def test_the_largest_latency_still_routes():
+    g = topology.ring(3, latency=topology.MAX_LATENCY)
+    assert topology.path_alpha_beta(g, 0, 2) == (2 * topology.MAX_LATENCY, BW)
+
+
+@pytest.mark.parametrize("src", [True, 1.0, "1", None, [1]])
+def test_route_names_a_rank_that_is_not_an_int(src):
+    with pytest.raises(ConfigError, match=re.escape(repr(src))):
+        topology.route(topology.ring(3), src, 0)
+
+
+@pytest.mark.parametrize(
+    "graph, routing, shown",
+    [
+        (None, "shortest", "from_graph(None)"),
+        (nx.path_graph(2), "fastest", "'fastest'"),
+        (nx.path_graph(2), "dimension_order", "shape=(rows, cols)"),
+        (nx.path_graph(2), "hierarchical", "'node' attribute"),
+    ],
+)
+def test_from_graph_refuses_what_it_cannot_route(graph, routing, shown):
+    if graph is not None:
+        nx.set_edge_attributes(graph, 1e9, "bandwidth")
+        nx.set_edge_attributes(graph, 0, "latency")
+    with pytest.raises(ConfigError, match=re.escape(shown)):
+        topology.from_graph(graph, routing)

@@ -6,13 +6,16 @@ bytes, powers of two and ten); otherwise with ``pytest.approx(rel=1e-12)``.
 """
 
 import math
+import re
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from collsim.errors import CollsimError, ConfigError
 from collsim.units import (
+    MAX_SIZE,
     format_rate,
     format_size,
     format_time,
@@ -240,3 +243,71 @@ def test_compute_rates_parse_and_the_cluster_accepts_them():
     assert cluster.compute_rate == 1e9
     with pytest.raises(collsim.ConfigError, match="fast"):
         collsim.Cluster(collsim.topology.ring(2), compute_rate="fast")
+
+
+# --------------------------------------------------------------------------- edges (item 11)
+
+
+@pytest.mark.parametrize("parse", [parse_size, parse_rate, parse_time])
+@pytest.mark.parametrize("text", ["", "   "])
+def test_an_empty_string_is_named_as_empty(parse, text):
+    with pytest.raises(ConfigError, match=f"{text!r} is empty"):
+        parse(text)
+
+
+@pytest.mark.parametrize(
+    "parse, text, units",
+    [
+        (parse_size, "64XB", "KiB, MB, MiB"),
+        (parse_size, "2EiB", "PB, PiB"),
+        (parse_rate, "100GB/h", "GB/s"),
+        (parse_time, "5min", "ns, us (or µs), ms, s"),
+    ],
+)
+def test_an_unknown_suffix_lists_the_valid_ones(parse, text, units):
+    with pytest.raises(ConfigError) as info:
+        parse(text)
+    assert repr(text) in str(info.value) and units in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["2EiB", 2**61, "1e30B", 10**400, "1e300GB"])
+def test_sizes_past_an_exbibyte_are_refused(bad):
+    with pytest.raises(ConfigError, match=re.escape(str(bad)[:20])):
+        parse_size(bad)
+
+
+def test_integer_sizes_are_exact_up_to_the_bound():
+    assert parse_size(MAX_SIZE) == MAX_SIZE and parse_size(2**53 + 1) == 2**53 + 1
+    assert parse_size(np.int64(4096)) == 4096 and parse_size(np.float64(8.0)) == 8
+
+
+@pytest.mark.parametrize("text", ["1e308GB/s", "1e308Tbit/s"])
+def test_a_rate_that_overflows_is_refused_not_taken_as_free(text):
+    with pytest.raises(ConfigError, match="too large"):
+        parse_rate(text)
+
+
+@pytest.mark.parametrize("bad", [np.float64("nan"), np.True_, "nan", "-inf"])
+def test_numpy_scalars_and_nan_strings_are_refused(bad):
+    for parse in (parse_size, parse_rate, parse_time):
+        with pytest.raises(ConfigError):
+            parse(bad)
+
+
+@pytest.mark.parametrize("fmt", [format_size, format_rate, format_time])
+@pytest.mark.parametrize("bad", ["64MiB", None, [1], True])
+def test_formatters_refuse_what_is_not_a_number(fmt, bad):
+    with pytest.raises(ConfigError, match=re.escape(repr(bad))):
+        fmt(bad)
+
+
+@pytest.mark.parametrize("rate, text", [
+    (1.5e14, "150 TFLOP/s"), (3.12e14, "312 TFLOP/s"), (2e15, "2 PFLOP/s"),
+    (5e9, "5 GFLOP/s"), (12.0, "12 FLOP/s"), (float("inf"), "inf FLOP/s"),
+])  # fmt: skip
+def test_format_flops_reads_like_a_datasheet(rate, text):
+    from collsim import units
+
+    assert units.format_flops(rate) == text
+    if "TFLOP" in text or "PFLOP" in text or "GFLOP" in text:
+        assert units.parse_flops(text.replace(" ", "")) == pytest.approx(rate, rel=1e-12)

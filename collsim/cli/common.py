@@ -41,7 +41,7 @@ __all__ = [
 # 2K(K-1) transfers, about 30 s of wall time at K = 1024, so K = 2048 is two minutes
 MAX_SIMULATED_RANKS = 2048
 MAX_ANALYTICAL_RANKS = 1 << 17  # the closed form still builds the topology graph
-MAX_LATENCY_S = 86_400.0  # Cluster's default max_time guard: a longer hop never arrives
+MAX_LATENCY_S = topology.MAX_LATENCY  # Cluster's default max_time guard: a longer hop never arrives
 
 TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2d",
               "hierarchical")  # fmt: skip

@@ -20,17 +20,15 @@ Examples
 """
 
 import heapq
+import math
+import numbers
 
-from ..errors import CollsimError
+from ..errors import CollsimError, ConfigError, SimulationLimitError
 
 __all__ = ["Engine", "FINISH", "START", "SimulationLimitError"]
 
 FINISH = 0
 START = 1
-
-
-class SimulationLimitError(CollsimError):
-    """Simulated time or the event count passed its guard: the program would run forever."""
 
 
 class Engine:
@@ -39,16 +37,26 @@ class Engine:
     Parameters
     ----------
     max_time : float
-        Simulated seconds after which the run is stopped with an error.
+        Simulated seconds after which the run is stopped with a
+        :class:`~collsim.errors.SimulationLimitError` (``math.inf``: never).
     max_events : int
-        Events after which the run is stopped with an error.
+        Events after which the run is stopped the same way (``math.inf``: never).
     """
 
     def __init__(self, max_time=86_400.0, max_events=200_000_000):
+        for name, value in (("max_time", max_time), ("max_events", max_events)):
+            if not (isinstance(value, numbers.Real) and not isinstance(value, bool)) or not (
+                value == math.inf or (math.isfinite(value) and value > 0)
+            ):
+                raise ConfigError(
+                    f"Engine({name}={value!r}): a guard must be a number > 0 "
+                    "(or math.inf to switch it off)"
+                )
         self.now = 0.0
         self.events = 0
         self.max_time = max_time
         self.max_events = max_events
+        self.tripped = None  # the SimulationLimitError that stopped the run, if one did
         self._heap = []
         self._seq = 0
 
@@ -70,18 +78,26 @@ class Engine:
             while heap:
                 time, _, callback, arg = pop(heap)
                 if time > max_time:
-                    raise SimulationLimitError(
+                    self.tripped = SimulationLimitError(
                         f"simulated time reached {time:.6g} s, past the guard "
                         f"max_time={max_time} s; "
-                        "raise Cluster(max_time=...) if the program is meant to run that long"
+                        "raise Cluster(max_time=...) if the program is meant to run that long",
+                        "max_time",
+                        max_time,
+                        self.now,
                     )
+                    raise self.tripped
                 self.now = time
                 events += 1
                 if events > last:
-                    raise SimulationLimitError(
+                    self.tripped = SimulationLimitError(
                         f"more than max_events={last} events at t={time:.6g} s; "
-                        "does a rank loop forever? raise Cluster(max_events=...) if not"
+                        "raise Cluster(max_events=...) if the program is meant to run that long",
+                        "max_events",
+                        last,
+                        time,
                     )
+                    raise self.tripped
                 callback(arg)
         finally:
             self.events = events

@@ -31,6 +31,7 @@ from ..network import MODELS
 from ..network.trace import Stats, Trace
 from ..units import parse_flops
 from .execution import Execution
+from .guards import DEFAULT_MAX_EVENTS, DEFAULT_MAX_TIME, check_guard, default_max_ops
 from .rank import Rank
 
 __all__ = ["Cluster", "RunResult"]
@@ -59,8 +60,19 @@ class Cluster:
     compute_rate : str or float
         FLOP/s of one rank, for ``rank.compute(flops=...)``: ``"100TFLOP/s"`` (the
         default), a number, or ``"inf"`` for free computation.
-    max_time, max_events :
-        Guards that turn a program that would run forever into an error.
+    max_ops : int, optional
+        Guard on the operations the rank programs issue (each yielded operation, and
+        each message an exchange or a collective's schedule sends): past it the run
+        stops with a :class:`~collsim.errors.SimulationLimitError` naming the looping
+        ranks and what they yield.  Default ``1_000_000 + 4·K·(K-1)``, a few seconds of
+        a runaway on a small cluster and room for two all-reduces over all K ranks.
+    max_time : float or str
+        Guard on simulated seconds (default 86,400: one day).
+    max_events : int
+        Backstop on engine events (default 200 million).
+
+    Every guard takes ``math.inf`` to switch it off; the numbers and why they were
+    chosen are in :mod:`collsim.runtime.guards`.
     """
 
     def __init__(
@@ -68,17 +80,20 @@ class Cluster:
         topology,
         model="maxmin",
         compute_rate=100e12,
-        max_time=86_400.0,
-        max_events=200_000_000,
+        max_time=DEFAULT_MAX_TIME,
+        max_events=DEFAULT_MAX_EVENTS,
+        max_ops=None,
     ):
-        if model not in MODELS:
+        self.size = topo.check_topology(topology, "Cluster")
+        if not isinstance(model, str) or model not in MODELS:
             raise ConfigError(f"unknown network model {model!r}: choose one of {', '.join(MODELS)}")
         self.topology = topology
         self.model = model
         self.compute_rate = parse_flops(compute_rate)
-        self.max_time = max_time
-        self.max_events = max_events
-        self.size = len(topo.ranks_of(topology))
+        self.max_time = check_guard("max_time", max_time)
+        self.max_events = check_guard("max_events", max_events, integer=True)
+        default = default_max_ops(self.size)
+        self.max_ops = default if max_ops is None else check_guard("max_ops", max_ops, integer=True)
 
     def __repr__(self):
         return f"Cluster({self.topology.graph.get('name')}, model={self.model!r})"
@@ -92,6 +107,11 @@ class Cluster:
         # the run allocates millions of small, acyclic objects (events, flows, trace
         # records, and a collective's schedule, built when the programs first run at
         # spawn); the cyclic collector would rescan all of them again and again
+        if not callable(program):
+            raise ConfigError(
+                f"Cluster.run({program!r}): give a function of the rank, usually a generator "
+                "function (def program(rank): ... yield rank.send(...))"
+            )
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -104,9 +124,8 @@ class Cluster:
                     procs.append(execution.spawn(rank, result, "main"))
                 else:
                     procs.append(_Returned(result))
-            execution.engine.run()
             try:
-                execution.finish()
+                execution.run()
             except DeadlockError as exc:
                 exc.trace = execution.trace  # what ran until the hang, for pictures
                 raise
@@ -130,34 +149,245 @@ class Cluster:
     # -- collectives on the whole cluster (or a group), from plain code -------------------
 
     def collective(self, name, buffers=None, **options):
-        """Run collective ``name`` once; see :func:`collsim.collectives.api.run_collective`."""
+        """Run collective ``name`` once; see :func:`collsim.collectives.api.run_collective`.
+
+        ``name`` is any spelling of a collective (``"all_reduce"``, ``"all-reduce"``,
+        ``"allreduce"``); ``options`` are those of the named method below.
+
+        >>> import numpy as np, collsim
+        >>> cluster = collsim.Cluster(collsim.topology.ring(2))
+        >>> cluster.collective("all-reduce", [np.ones(2), np.ones(2)]).outputs[0].tolist()
+        [2.0, 2.0]
+        """
         from ..collectives.api import run_collective
 
         return run_collective(self, name, buffers, **options)
 
-    def all_reduce(self, buffers=None, **options):
-        """``outputs[r]`` = the reduction of every buffer, for every rank."""
-        return self.collective("all_reduce", buffers, **options)
+    def all_reduce(self, buffers=None, *, algorithm=None, op="sum", group=None, count=None,
+                   dtype="float32", root=0):  # fmt: skip
+        """Every rank ends with the reduction of every rank's buffer.
 
-    def reduce_scatter(self, buffers=None, **options):
-        """``outputs[r]`` = chunk r of the reduction."""
-        return self.collective("reduce_scatter", buffers, **options)
+        Parameters
+        ----------
+        buffers : list of numpy.ndarray, optional
+            One array per group rank, all of one shape and dtype (float64, float32,
+            float16, int64 or int32): the numeric mode, which moves the values.  Leave
+            it out for the count-only mode, which moves sizes alone (``count``, ``dtype``).
+        algorithm : {"ring", "tree", "halving_doubling", "naive"}, optional
+            Default ``"ring"``; also ``"hd"`` or ``"rabenseifner"`` for halving-doubling
+            and ``"binomial"`` for the tree.
+        op : {"sum", "avg", "prod", "max", "min"}, default "sum"
+            Or anything whose ``.name`` is one (``torch.distributed.ReduceOp.SUM``).
+            Integer ``avg`` truncates toward zero, as NCCL's ``ncclAvg`` does.
+        group : list of int or Group, optional
+            The ranks taking part (default: all), in group order.
+        count : int, optional
+            Count-only mode: elements per rank (an int >= 0, as nccl-tests counts them).
+        dtype : {"float32", "float64", "float16", "bfloat16", "int64", "int32"}
+            Count-only mode: the element type, for its size.
+        root : int, default 0
+            The group rank the ``"naive"`` algorithm gathers to (ignored by the others).
 
-    def all_gather(self, buffers=None, **options):
-        """``outputs[r]`` = every buffer, concatenated."""
-        return self.collective("all_gather", buffers, **options)
+        Returns
+        -------
+        CollectiveResult
+            ``outputs[r]`` (same shape as the input; ``None`` in count-only mode),
+            ``stats`` (bytes per rank, steps), ``time`` (simulated s), ``trace``,
+            ``steps()`` (the step-through).
 
-    def broadcast(self, buffers=None, **options):
-        """``outputs[r]`` = the root's buffer (``root=`` a group rank, default 0)."""
-        return self.collective("broadcast", buffers, **options)
+        Examples
+        --------
+        >>> import numpy as np, collsim
+        >>> cluster = collsim.Cluster(collsim.topology.ring(4, "100GB/s", "5us"))
+        >>> out = cluster.all_reduce([np.full((2, 3), r) for r in range(4)], op="avg")
+        >>> out.outputs[0].tolist(), out.stats.steps
+        ([[1, 1, 1], [1, 1, 1]], 6)
+        >>> cluster.all_reduce(count=2**20, dtype="bfloat16", algorithm="tree").stats.steps
+        4
+        """
+        return self.collective("all_reduce", buffers, algorithm=algorithm, op=op, group=group,
+                               count=count, dtype=dtype, root=root)  # fmt: skip
 
-    def reduce(self, buffers=None, **options):
-        """``outputs[root]`` = the reduction; ``None`` elsewhere."""
-        return self.collective("reduce", buffers, **options)
+    def reduce_scatter(self, buffers=None, *, algorithm=None, op="sum", group=None,
+                       count=None, dtype="float32"):  # fmt: skip
+        """Group rank r ends with part r of the reduction, split along the first axis.
 
-    def all_to_all(self, buffers=None, **options):
-        """``outputs[j]`` chunk r = rank r's chunk j."""
-        return self.collective("all_to_all", buffers, **options)
+        As torch's ``reduce_scatter_tensor``: a (12, 5) buffer on 4 ranks gives each a
+        (3, 5) part, so K must divide the first axis of an N-D buffer.  A 1-D buffer may
+        split unevenly: its first ``n mod K`` parts are one element longer.
+
+        Parameters
+        ----------
+        buffers : list of numpy.ndarray, optional
+            One array per group rank, one shape and dtype; leave out for count-only.
+        algorithm : {"ring"}, optional
+            The only one (default).
+        op : {"sum", "avg", "prod", "max", "min"}, default "sum"
+        group : list of int or Group, optional
+            The ranks taking part (default: all).
+        count : int, optional
+            Count-only mode: elements in each rank's input.
+        dtype : str, default "float32"
+            Count-only mode: the element type (see :meth:`all_reduce`).
+
+        Returns
+        -------
+        CollectiveResult
+
+        Examples
+        --------
+        >>> import numpy as np, collsim
+        >>> cluster = collsim.Cluster(collsim.topology.ring(4))
+        >>> out = cluster.reduce_scatter([np.ones((12, 5))] * 4)
+        >>> out.outputs[1].shape, float(out.outputs[1][0, 0]), out.stats.steps
+        ((3, 5), 4.0, 3)
+        """
+        return self.collective("reduce_scatter", buffers, algorithm=algorithm, op=op,
+                               group=group, count=count, dtype=dtype)  # fmt: skip
+
+    def all_gather(self, buffers=None, *, algorithm=None, group=None, count=None,
+                   dtype="float32"):  # fmt: skip
+        """Every rank ends with every rank's buffer, concatenated along the first axis.
+
+        As torch's ``all_gather_into_tensor``: a (3, 5) buffer on 4 ranks gives (12, 5),
+        group rank r's rows at ``[3 * r : 3 * r + 3]``; a 0-d buffer gives (K,).
+
+        Parameters
+        ----------
+        buffers : list of numpy.ndarray, optional
+            One array per group rank, one shape and dtype; leave out for count-only.
+        algorithm : {"ring"}, optional
+            The only one (default).
+        group : list of int or Group, optional
+            The ranks taking part (default: all).
+        count : int, optional
+            Count-only mode: elements in each rank's input (S/K of nccl-tests' S).
+        dtype : str, default "float32"
+            Count-only mode: the element type (see :meth:`all_reduce`).
+
+        Returns
+        -------
+        CollectiveResult
+
+        Examples
+        --------
+        >>> import numpy as np, collsim
+        >>> cluster = collsim.Cluster(collsim.topology.ring(4))
+        >>> out = cluster.all_gather([np.full((3, 5), r) for r in range(4)])
+        >>> out.outputs[0].shape, out.outputs[0][:, 0].tolist()
+        ((12, 5), [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
+        """
+        return self.collective("all_gather", buffers, algorithm=algorithm, group=group,
+                               count=count, dtype=dtype)  # fmt: skip
+
+    def broadcast(self, buffers=None, *, root=0, algorithm=None, group=None, count=None,
+                  dtype="float32"):  # fmt: skip
+        """Every rank ends with group rank ``root``'s buffer (same shape).
+
+        Parameters
+        ----------
+        buffers : list of numpy.ndarray, optional
+            One array per group rank (only the root's values matter; all must have one
+            shape and dtype, as the receivers' buffers do in torch); leave out for
+            count-only.
+        root : int, default 0
+            The sending group rank, 0..K-1.
+        algorithm : {"tree", "ring"}, optional
+            Default ``"tree"`` (binomial); ``"ring"`` (or ``"chain"``) is the pipelined
+            chain root -> root+1 -> ... along the ring's links, in K chunks.
+        group : list of int or Group, optional
+            The ranks taking part (default: all).
+        count : int, optional
+            Count-only mode: elements per rank.
+        dtype : str, default "float32"
+            Count-only mode: the element type (see :meth:`all_reduce`).
+
+        Returns
+        -------
+        CollectiveResult
+
+        Examples
+        --------
+        >>> import numpy as np, collsim
+        >>> cluster = collsim.Cluster(collsim.topology.ring(4))
+        >>> out = cluster.broadcast([np.full(4, r) for r in range(4)], root=2, algorithm="ring")
+        >>> [o.tolist() for o in out.outputs][3], out.stats.steps
+        ([2, 2, 2, 2], 6)
+        """
+        return self.collective("broadcast", buffers, root=root, algorithm=algorithm,
+                               group=group, count=count, dtype=dtype)  # fmt: skip
+
+    def reduce(self, buffers=None, *, root=0, algorithm=None, op="sum", group=None,
+               count=None, dtype="float32"):  # fmt: skip
+        """Group rank ``root`` ends with the reduction (same shape); the others get ``None``.
+
+        Parameters
+        ----------
+        buffers : list of numpy.ndarray, optional
+            One array per group rank, one shape and dtype; leave out for count-only.
+        root : int, default 0
+            The receiving group rank, 0..K-1.
+        algorithm : {"tree", "ring"}, optional
+            Default ``"tree"`` (binomial); ``"ring"`` (or ``"chain"``) is the pipelined
+            chain root+1 -> root+2 -> ... -> root along the ring's links: the ring
+            broadcast run backwards, in the same steps and time.
+        op : {"sum", "avg", "prod", "max", "min"}, default "sum"
+        group : list of int or Group, optional
+            The ranks taking part (default: all).
+        count : int, optional
+            Count-only mode: elements per rank.
+        dtype : str, default "float32"
+            Count-only mode: the element type (see :meth:`all_reduce`).
+
+        Returns
+        -------
+        CollectiveResult
+
+        Examples
+        --------
+        >>> import numpy as np, collsim
+        >>> cluster = collsim.Cluster(collsim.topology.ring(3))
+        >>> out = cluster.reduce([np.arange(3) * r for r in range(3)], root=1, op="max")
+        >>> out.outputs
+        [None, array([0, 2, 4]), None]
+        """
+        return self.collective("reduce", buffers, root=root, algorithm=algorithm, op=op,
+                               group=group, count=count, dtype=dtype)  # fmt: skip
+
+    def all_to_all(self, buffers=None, *, algorithm=None, group=None, count=None,
+                   dtype="float32"):  # fmt: skip
+        """Part j of group rank r's buffer ends as part r of rank j's (same shape).
+
+        As torch's ``all_to_all_single``: parts are equal blocks along the first axis
+        (1-D: of the elements), so K must divide it.
+
+        Parameters
+        ----------
+        buffers : list of numpy.ndarray, optional
+            One array per group rank, one shape and dtype; leave out for count-only.
+        algorithm : {"direct"}, optional
+            The only one (default): step s sends part r+s straight to rank r+s.
+        group : list of int or Group, optional
+            The ranks taking part (default: all).
+        count : int, optional
+            Count-only mode: elements per rank, a multiple of K.
+        dtype : str, default "float32"
+            Count-only mode: the element type (see :meth:`all_reduce`).
+
+        Returns
+        -------
+        CollectiveResult
+
+        Examples
+        --------
+        >>> import numpy as np, collsim
+        >>> cluster = collsim.Cluster(collsim.topology.switch(2))
+        >>> out = cluster.all_to_all([np.array([[0, 1], [2, 3]]), np.array([[4, 5], [6, 7]])])
+        >>> out.outputs[0].tolist(), out.outputs[1].tolist()
+        ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
+        """
+        return self.collective("all_to_all", buffers, algorithm=algorithm, group=group,
+                               count=count, dtype=dtype)  # fmt: skip
 
 
 class _Returned:

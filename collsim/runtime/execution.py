@@ -9,14 +9,22 @@ a second copy.  As with MPI and NCCL, a sender must not change an array while it
 is in flight.
 """
 
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 
-from ..errors import CollectiveMismatchError, CollsimError, ConfigError
-from ..network import FINISH, Engine, Network, SimulationLimitError
+from ..errors import CollectiveMismatchError, CollsimError, ConfigError, SimulationLimitError
+from ..network import FINISH, Engine, Network
 from ..network.trace import Trace
 from .diagnosis import deadlock_report
+from .guards import (
+    DEFAULT_MAX_EVENTS,
+    DEFAULT_MAX_TIME,
+    SAMPLE_OPS,
+    OpSample,
+    default_max_ops,
+    runaway_error,
+)
 from .ops import Compute, CountOnly, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
 
 __all__ = ["Execution", "Process"]
@@ -45,6 +53,10 @@ class Execution:
         self.network = Network(self.engine, cluster.topology, cluster.model)
         self.trace = Trace()
         self.processes = []
+        # the max_ops guard counts down here (see guards.py); past zero, the next
+        # SAMPLE_OPS operations are recorded in _sample for the report
+        self.ops_left = cluster.max_ops
+        self._sample = None
         self._sends = {}  # (src, dst, tag) -> deque of (payload, handle, label)
         self._recvs = {}  # (src, dst, tag) -> deque of (handle, out, reduce)
         self._compute_free = {}  # rank id -> when its compute stream is next free
@@ -73,19 +85,7 @@ class Execution:
         """Run ``proc`` until it blocks or ends."""
         gen, dispatch = proc.gen, self._dispatch
         proc.blocked_on = None
-        # operations that complete at once never reach the engine, so count them here too:
-        # a loop of them (compute(seconds=0), wait on a done handle, isend) would hang
-        steps, limit = 0, self.engine.max_events
         while True:
-            steps += 1
-            if steps > limit:
-                exc = SimulationLimitError(
-                    f"rank {proc.rank.id} issued more than max_events={limit} operations "
-                    f"at t={self.engine.now:.6g} s without simulated time passing; "
-                    "does it loop forever? raise Cluster(max_events=...) if not"
-                )
-                _attach_rank(exc, proc, self.engine.now)
-                raise exc
             try:
                 op = gen.send(value)
             except StopIteration as stop:
@@ -94,6 +94,12 @@ class Execution:
             except Exception as exc:
                 _attach_rank(exc, proc, self.engine.now)
                 raise
+            # every operation counts, those that complete at once too: a loop of them
+            # (compute(seconds=0), a wait on a done handle) never reaches the engine
+            left = self.ops_left - 1
+            self.ops_left = left
+            if left < 0:
+                self._over_budget()
             handler = dispatch.get(type(op))
             if handler is None:
                 exc = CollsimError(
@@ -141,6 +147,7 @@ class Execution:
 
     def _op_exchange(self, proc, op):
         me = proc.rank.id
+        self.charge(proc, len(op.sends))
         sends = [self.post_send(me, send) for send in op.sends]
         recvs = [self.post_recv(me, recv) for recv in op.recvs]
         return self._when_all(proc, sends + recvs, recvs, False)
@@ -261,6 +268,45 @@ class Execution:
         send_handle.complete(None)
         recv_handle.complete(value)
 
+    # -- the guards -----------------------------------------------------------------------
+
+    def charge(self, proc, messages):
+        """Count ``messages`` an exchange or a schedule step posts against ``max_ops``."""
+        left = self.ops_left = self.ops_left - messages
+        if self._sample is not None:
+            self._sample.counts.setdefault((proc.rank.id, proc.name), Counter())[
+                "message sent in an exchange or a collective's step"
+            ] += messages
+        if left < 0:
+            self._over_budget()
+
+    def _over_budget(self):
+        """``max_ops`` ran out: record the next SAMPLE_OPS operations, then stop."""
+        if self._sample is not None:
+            raise self._runaway(ended=False)
+        self._sample = sample = OpSample(self.engine.now)
+        self.ops_left += SAMPLE_OPS
+        dispatch = self._dispatch  # changed in place: a running _advance holds it
+        for kind, handler in list(dispatch.items()):
+            dispatch[kind] = _recording(sample, handler)
+
+    def _runaway(self, ended):
+        return runaway_error("max_ops", self.cluster.max_ops, self.engine.now, self._sample,
+                             ended=ended, default=default_max_ops(self.cluster.size))  # fmt: skip
+
+    def run(self):
+        """Run the engine until no event is left, then :meth:`finish`; a tripped guard
+        raises a :class:`SimulationLimitError` naming the ranks still running."""
+        try:
+            self.engine.run()
+        except SimulationLimitError as exc:
+            if exc is not self.engine.tripped:
+                raise  # max_ops: its report is complete
+            default = {"max_time": DEFAULT_MAX_TIME, "max_events": DEFAULT_MAX_EVENTS}
+            raise runaway_error(exc.guard, exc.limit, exc.time, processes=self.processes,
+                                default=default[exc.guard]) from None  # fmt: skip
+        self.finish()
+
     def release(self):
         """Drop the processes, mailboxes and handlers once the run is over (see
         ``Cluster.run``); the trace and the engine's clock stay."""
@@ -277,6 +323,8 @@ class Execution:
         blocked = [p for p in self.processes if not p.handle.done]
         if blocked:
             raise deadlock_report(blocked, self.engine.now, self.collective_calls)
+        if self._sample is not None:  # it ended within the sample: still past the guard
+            raise self._runaway(ended=True)
         unmatched = [(k, "send") for k, q in self._sends.items() if q]
         unmatched += [(k, "recv") for k, q in self._recvs.items() if q]
         if unmatched:
@@ -319,6 +367,7 @@ class _StepRunner:
             if step is None:
                 return True, None
             sends, recvs = step
+            execution.charge(proc, len(sends))
             pending = []
             for dst, payload, tag, label in sends:
                 handle = execution._post_send(me, dst, payload, tag, label)
@@ -360,6 +409,16 @@ class _Barrier:
             self.execution._advance(self.proc, _values(self.results, self.single))
 
 
+def _recording(sample, handler):
+    """``handler``, recording each operation in ``sample`` first."""
+
+    def record(proc, op):
+        sample.record(proc, op)
+        return handler(proc, op)
+
+    return record
+
+
 def _enqueue(mailbox, key, entry):
     """Append ``entry`` to the queue of ``key``, creating the queue only when needed."""
     queue = mailbox.get(key)
@@ -386,6 +445,12 @@ def _check_fits(out, payload, src, dst, tag):
         raise ConfigError(
             f"rank {dst} received an array of shape {payload.shape} from rank {src} "
             f"(tag {tag!r}) into a buffer of shape {out.shape}"
+        )
+    if not np.can_cast(payload.dtype, out.dtype, "same_kind"):
+        raise ConfigError(
+            f"rank {dst} received a {payload.dtype} array from rank {src} (tag {tag!r}) "
+            f"into a {out.dtype} buffer: numpy does not cast {payload.dtype} to "
+            f"{out.dtype} in place; give recv(out=...) a {payload.dtype} array"
         )
 
 

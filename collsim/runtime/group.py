@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from ..errors import ConfigError
+from ..topology import MAX_RANKS
 
 __all__ = ["Group", "DeviceMesh"]
 
@@ -33,13 +34,17 @@ class Group:
     __slots__ = ("ranks", "_index")
 
     def __init__(self, ranks):
-        ranks = tuple(int(r) for r in ranks)
-        if not ranks:
-            raise ConfigError("a group needs at least one rank")
-        if len(set(ranks)) != len(ranks):
-            raise ConfigError(f"group {list(ranks)} names a rank twice")
-        self.ranks = ranks
-        self._index = {r: i for i, r in enumerate(ranks)}
+        items = _whole_numbers(ranks, "group", "ranks")
+        if not items:
+            raise ConfigError(f"group {ranks!r} is empty: a group needs at least one rank")
+        negative = [r for r in items if r < 0]
+        if negative:
+            raise ConfigError(f"group {ranks!r} names rank {negative[0]}: ranks are >= 0")
+        if len(set(items)) < len(items):
+            twice = next(r for i, r in enumerate(items) if r in items[:i])
+            raise ConfigError(f"group {ranks!r} names rank {twice} twice: ranks must differ")
+        self.ranks = items
+        self._index = {r: i for i, r in enumerate(items)}
 
     @classmethod
     def of(cls, group, world_size):
@@ -48,7 +53,10 @@ class Group:
         g = g if isinstance(g, Group) else cls(g)
         bad = [r for r in g.ranks if not 0 <= r < world_size]
         if bad:
-            raise ConfigError(f"group ranks {bad} do not exist: ranks are 0..{world_size - 1}")
+            raise ConfigError(
+                f"group {list(g.ranks)} names ranks {bad} that do not exist: the cluster's "
+                f"ranks are 0..{world_size - 1}"
+            )
         return g
 
     @property
@@ -79,17 +87,33 @@ class DeviceMesh:
     """Ranks ``0..prod(shape)-1`` (or ``ranks``) on a grid with named dimensions."""
 
     def __init__(self, shape, names, ranks=None):
-        shape, names = tuple(int(s) for s in shape), tuple(names)
+        given = shape
+        shape = _whole_numbers(shape, "mesh shape", "sizes")
+        if not shape or any(s < 1 for s in shape):
+            raise ConfigError(f"mesh shape {given!r} must be one or more sizes, all >= 1")
+        if isinstance(names, str) or not _is_sequence(names):
+            raise ConfigError(f"mesh names {names!r} must be a list of strings, e.g. ('dp', 'tp')")
+        names = tuple(names)
+        if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+            raise ConfigError(f"mesh names {names!r} must be different non-empty strings")
         if len(shape) != len(names):
-            raise ConfigError(f"mesh shape {shape} and names {names} differ in length")
-        if any(s < 1 for s in shape):
-            raise ConfigError(f"mesh shape {shape} must be all >= 1")
+            raise ConfigError(f"mesh shape {given!r} and names {names!r} differ in length")
         size = math.prod(shape)
-        ranks = np.arange(size) if ranks is None else np.asarray(ranks)
-        if ranks.size != size:
+        if size > MAX_RANKS:
             raise ConfigError(
-                f"mesh {dict(zip(names, shape))} needs {size} ranks, got {ranks.size}"
+                f"mesh shape {given!r} has {size:,} ranks, more than the {MAX_RANKS:,} collsim "
+                "simulates"
             )
+        if ranks is None:
+            ranks = np.arange(size)
+        else:
+            flat = ranks.reshape(-1) if isinstance(ranks, np.ndarray) else ranks
+            listed = Group(flat).ranks  # whole, distinct, >= 0
+            if len(listed) != size:
+                raise ConfigError(
+                    f"mesh {dict(zip(names, shape))} needs {size} ranks, got {len(listed)}"
+                )
+            ranks = np.array(listed)
         self.shape, self.names = shape, names
         self.grid = ranks.reshape(shape)  # last dimension varies fastest
 
@@ -98,21 +122,28 @@ class DeviceMesh:
         return self.grid.size
 
     def _axis(self, name):
-        if name not in self.names:
+        if not isinstance(name, str) or name not in self.names:
             raise ConfigError(f"mesh has no dimension {name!r}: it has {list(self.names)}")
         return self.names.index(name)
 
+    def _where(self, rank):
+        whole = isinstance(rank, int | np.integer) and not isinstance(rank, bool | np.bool_)
+        where = np.argwhere(self.grid == rank) if whole else ()
+        if not len(where):
+            raise ConfigError(
+                f"rank {rank!r} is not in this mesh: its ranks are {self.grid.min()}.."
+                f"{self.grid.max()}"
+            )
+        return where[0]
+
     def coords(self, rank):
         """``{"dp": i, "tp": j}`` of a global rank."""
-        where = np.argwhere(self.grid == rank)
-        if not len(where):
-            raise ConfigError(f"rank {rank} is not in this mesh")
-        return dict(zip(self.names, (int(c) for c in where[0])))
+        return dict(zip(self.names, (int(c) for c in self._where(rank))))
 
     def group(self, name, rank):
         """The ranks that share every coordinate of ``rank`` except along ``name``."""
         axis = self._axis(name)
-        index = list(np.argwhere(self.grid == rank)[0])
+        index = list(self._where(rank))
         index[axis] = slice(None)
         return Group(self.grid[tuple(index)].tolist())
 
@@ -124,3 +155,27 @@ class DeviceMesh:
 
     def __repr__(self):
         return f"DeviceMesh({dict(zip(self.names, self.shape))})"
+
+
+def _is_sequence(value):
+    """An ordered collection: not a string, a set or a mapping (whose order means nothing)."""
+    if isinstance(value, str | bytes | set | frozenset | dict):
+        return False
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return hasattr(value, "__iter__")
+
+
+def _whole_numbers(values, what, items):
+    """``values`` (a list, tuple, range or 1-D array of ints) as a tuple of Python ints; a
+    :class:`ConfigError` naming ``values`` for anything else (a string, a float, a bool)."""
+    if not _is_sequence(values):
+        raise ConfigError(f"{what} {values!r} must be a list of {items} (ints), e.g. [0, 1]")
+    given, values = values, tuple(values)
+    for v in values:
+        if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer):
+            raise ConfigError(
+                f"{what} {given!r} holds {v!r} ({type(v).__name__}): {items} are whole "
+                "numbers (ints)"
+            )
+    return tuple(int(v) for v in values)

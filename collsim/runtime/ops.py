@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ConfigError
+
 __all__ = ["CountOnly", "Handle", "Send", "Recv", "Wait", "Compute", "Exchange", "Start"]
 
 
@@ -22,6 +24,11 @@ class CountOnly:
     """
 
     nbytes: int
+
+    def __post_init__(self):
+        n = self.nbytes
+        if isinstance(n, bool | np.bool_) or not isinstance(n, int | np.integer) or n < 0:
+            raise ConfigError(f"CountOnly({n!r}): a size is a whole number of bytes >= 0")
 
     def copy(self):
         return self

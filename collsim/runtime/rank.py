@@ -13,10 +13,15 @@ Examples
 [2.0, 0.0, 1.0]
 """
 
+import inspect
+import math
+import numbers
+
 import numpy as np
 
 from ..errors import ConfigError
-from .ops import Compute, CountOnly, Exchange, Recv, Send, Start, Wait, is_payload
+from ..units import parse_time
+from .ops import Compute, CountOnly, Exchange, Handle, Recv, Send, Start, Wait, is_payload
 
 __all__ = ["Rank"]
 
@@ -45,11 +50,13 @@ class Rank:
 
     def send(self, dst, array, tag=0, label=""):
         """Send ``array`` to rank ``dst``; completes when the data has arrived."""
-        return Send(self._peer(dst, "send to"), self._payload(array, dst), tag, True, label)
+        return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
+                    True, _label(label))  # fmt: skip
 
     def isend(self, dst, array, tag=0, label=""):
         """Like :meth:`send` but resumes at once with a handle to :meth:`wait` on."""
-        return Send(self._peer(dst, "send to"), self._payload(array, dst), tag, False, label)
+        return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
+                    False, _label(label))  # fmt: skip
 
     def recv(self, src, tag=0, out=None, reduce=None):
         """Receive from rank ``src``; resumes with a copy of the array that was sent.
@@ -57,41 +64,70 @@ class Rank:
         With ``out=`` the data lands in that array (reduced into it with ``reduce=``, a
         numpy ufunc such as ``np.add``) and the program resumes with ``out``.
         """
-        return Recv(self._peer(src, "recv from"), tag, _out(out), reduce, True)
+        return Recv(self._peer(src, "recv from"), self._tag(tag), self._out(out, reduce),
+                    reduce, True)  # fmt: skip
 
     def irecv(self, src, tag=0, out=None, reduce=None):
         """Like :meth:`recv` but resumes at once with a handle to :meth:`wait` on."""
-        return Recv(self._peer(src, "recv from"), tag, _out(out), reduce, False)
+        return Recv(self._peer(src, "recv from"), self._tag(tag), self._out(out, reduce),
+                    reduce, False)  # fmt: skip
 
     def wait(self, *handles):
         """Resume when every handle is done: with its value, or a list of values."""
         if not handles:
             raise ConfigError("wait() needs at least one handle")
+        for h in handles:
+            if not isinstance(h, Handle):
+                raise ConfigError(
+                    f"rank {self.id} cannot wait on {h!r} ({type(h).__name__}): wait() takes "
+                    "the handles that isend, irecv and start return"
+                )
         return Wait(tuple(handles))
 
     def exchange(self, sends=(), recvs=()):
         """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``
         together and resume with the received values once all are done."""
-        send_ops = [self.isend(*s) for s in sends]
-        recv_ops = [self.irecv(*r) for r in recvs]
+        send_ops = [self.isend(*_entry(s, "sends", "(dst, array[, tag])", 2, 3)) for s in sends]
+        recv_ops = [self.irecv(*_entry(r, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
+                    for r in recvs]  # fmt: skip
         return Exchange(send_ops, recv_ops)
 
     def compute(self, seconds=None, flops=None, label="compute"):
-        """Occupy this rank's compute stream for ``seconds``, or for ``flops`` at the
-        cluster's ``compute_rate``; communication already posted keeps flowing."""
+        """Occupy this rank's compute stream for ``seconds`` (a number or a time string
+        such as ``"1ms"``), or for ``flops`` at the cluster's ``compute_rate``;
+        communication already posted keeps flowing."""
         if (seconds is None) == (flops is None):
-            raise ConfigError("compute() takes exactly one of seconds= or flops=")
+            raise ConfigError(
+                f"compute(seconds={seconds!r}, flops={flops!r}) takes exactly one of "
+                "seconds= or flops="
+            )
         if flops is not None:
+            if (
+                isinstance(flops, bool)
+                or not isinstance(flops, numbers.Real)
+                or not (math.isfinite(flops) and flops >= 0)
+            ):
+                raise ConfigError(
+                    f"compute(flops={flops!r}): give a finite number of FLOP >= 0 (a number)"
+                )
             seconds = flops / self.cluster.compute_rate
-        if not seconds >= 0:
-            raise ConfigError(f"compute time must be >= 0 seconds, got {seconds!r}")
-        return Compute(float(seconds), label)
+        else:
+            try:
+                seconds = parse_time(seconds)
+            except ConfigError as exc:
+                raise ConfigError(f"compute(seconds={seconds!r}): {exc}") from None
+        return Compute(float(seconds), _label(label))
 
     def start(self, program, name="background"):
         """Run a generator (e.g. ``rank.all_reduce(...)``) in the background on this rank's
         communication stream; resumes at once with a handle whose value is the result.
         Background tasks of one rank run one after another, like kernels on one stream."""
-        return Start(program, name)
+        if not inspect.isgenerator(program):
+            raise ConfigError(
+                f"rank.start({program!r}): give a generator, such as rank.all_reduce(x) or "
+                "my_task(rank) where my_task yields operations"
+            )
+        return Start(program, _label(name))
 
     # -- collectives (``yield from`` them, or hand them to ``start``) ----------------------
     # collsim.collectives sits above the runtime; importing it here, when a collective is
@@ -131,22 +167,75 @@ class Rank:
     def _peer(self, peer, verb):
         if type(peer) is int and 0 <= peer < self.size:
             return peer
-        if not isinstance(peer, int | np.integer) or not 0 <= peer < self.size:
+        whole = isinstance(peer, int | np.integer) and not isinstance(peer, bool | np.bool_)
+        if not whole or not 0 <= peer < self.size:
+            kind = "" if whole else f" (a {type(peer).__name__}, not an int)"
             raise ConfigError(
-                f"rank {self.id} cannot {verb} rank {peer!r}: ranks are 0..{self.size - 1}"
+                f"rank {self.id} cannot {verb} rank {peer!r}{kind}: ranks are 0..{self.size - 1}"
             )
         return int(peer)
+
+    def _tag(self, tag):
+        if type(tag) is int:
+            return tag
+        try:
+            hash(tag)
+        except TypeError:
+            raise ConfigError(
+                f"rank {self.id}: tag {tag!r} cannot be a message tag: tags are matched as "
+                "dictionary keys, so use an int, a string or a tuple of them"
+            ) from None
+        return tag
+
+    def _out(self, out, reduce):
+        if reduce is not None and not (isinstance(reduce, np.ufunc) and reduce.nin == 2):
+            raise ConfigError(
+                f"rank {self.id}: recv(reduce={reduce!r}) must be a binary numpy ufunc such "
+                "as np.add or np.maximum"
+            )
+        if out is None or isinstance(out, CountOnly):
+            if reduce is not None and out is None:
+                raise ConfigError(
+                    f"rank {self.id}: recv(reduce={reduce.__name__}) reduces into a buffer: "
+                    "pass out= as well"
+                )
+            return None
+        if not isinstance(out, np.ndarray):
+            raise ConfigError(
+                f"rank {self.id}: recv(out={out!r}) must be a numpy array, "
+                f"not a {type(out).__name__}"
+            )
+        if not out.flags.writeable:
+            raise ConfigError(
+                f"rank {self.id}: recv(out=...) got a read-only array (shape {out.shape}, "
+                f"{out.dtype}): pass a writeable one, e.g. out.copy()"
+            )
+        return out
 
     def _payload(self, array, dst):
         if not is_payload(array):
             raise ConfigError(
-                f"rank {self.id} tried to send a {type(array).__name__} to rank {dst}: "
+                f"rank {self.id} tried to send {_short(array)} (a {type(array).__name__}) to "
+                f"rank {dst}: "
                 "only numpy arrays (or CountOnly sizes) travel over the network"
             )
         return array
 
 
-def _out(out):
-    if out is not None and not isinstance(out, np.ndarray | CountOnly):
-        raise ConfigError(f"recv(out=...) must be a numpy array, got {type(out).__name__}")
-    return out if isinstance(out, np.ndarray) else None
+def _short(value, width=60):
+    """``repr(value)``, cut to ``width`` characters for a message."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _label(label):
+    if not isinstance(label, str):
+        raise ConfigError(f"a label or name must be a string, got {label!r}")
+    return label
+
+
+def _entry(entry, where, form, least, most):
+    """One ``exchange()`` entry as a tuple, checked for its length."""
+    if not isinstance(entry, tuple | list) or not least <= len(entry) <= most:
+        raise ConfigError(f"exchange({where}=...): each entry is {form}, got {entry!r}")
+    return entry
