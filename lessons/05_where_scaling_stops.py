@@ -17,7 +17,7 @@
 # %%
 from collsim import teach
 from collsim.plan import plan
-from collsim.units import format_rate, format_time
+from collsim.units import format_flops, format_rate, format_time
 from collsim.viz.scaling import DEFAULT_JOB, scaling_figure, scaling_rows
 
 # %% [markdown]
@@ -47,7 +47,7 @@ dp = report.communication["dp"]
 tokens_per_gpu = report.scaling["tokens_per_dp_rank"]
 print(f"D = {report.derived['global_batch']} x {job['seq']} / {report.derived['dp']} "
       f"= {tokens_per_gpu:,.0f} tokens per GPU per step")  # fmt: skip
-print(f"P = {report.config.compute_rate / 1e12:g} TFLOP/s per GPU, "
+print(f"P = {format_flops(report.config.compute_rate)} per GPU, "
       f"BW = {format_rate(dp['bandwidth'])} ({dp['link']}), b = {report.derived['element_bytes']} B")  # fmt: skip
 print(f"compute per step:             {format_time(report.compute['time_s'])}")
 print(f"gradient all-reduce per step: {format_time(dp['time_s'])} "
