@@ -5,7 +5,7 @@ name                        what it is
 ==========================  ==========================================================
 :func:`check_tp`            the divisibility rules, every violation in one ConfigError
 :class:`FG`                 ``f`` (enter a TP region) and ``g`` (leave it), TP or SP
-:func:`all_gather_along`    all-gather along any axis (the runtime's is 1-D)
+:func:`all_gather_along`    all-gather along any axis (the runtime's gathers along the first)
 :func:`reduce_scatter_along`  reduce-scatter along any axis
 :func:`split_along`         this rank's slice along an axis (no communication)
 :func:`sequence_shard`      this rank's tokens of a full activation (the SP layout)

@@ -138,11 +138,13 @@ class Rank:
         return self._collective("all_reduce", x, group, algorithm, op)
 
     def reduce_scatter(self, x, group=None, algorithm="ring", op="sum"):
-        """Group rank r ends with chunk r of the reduction (1-D)."""
+        """Group rank r ends with chunk r of the reduction; ``x`` is cut along its first
+        axis, as torch's ``reduce_scatter_tensor`` does."""
         return self._collective("reduce_scatter", x, group, algorithm, op)
 
     def all_gather(self, x, group=None, algorithm="ring"):
-        """Every rank ends with all ranks' ``x`` concatenated in group order (1-D)."""
+        """Every rank ends with all ranks' ``x`` concatenated along the first axis in group
+        order, as torch's ``all_gather_into_tensor``: (3, 5) on 4 ranks gives (12, 5)."""
         return self._collective("all_gather", x, group, algorithm)
 
     def broadcast(self, x, root=0, group=None, algorithm="tree"):
@@ -154,7 +156,8 @@ class Rank:
         return self._collective("reduce", x, group, algorithm, op, root)
 
     def all_to_all(self, x, group=None, algorithm="direct"):
-        """Chunk j of rank r's ``x`` ends as chunk r of rank j's result (1-D)."""
+        """Chunk j of rank r's ``x`` (cut along the first axis) ends as chunk r of rank
+        j's result."""
         return self._collective("all_to_all", x, group, algorithm)
 
     def _collective(self, name, x, group, algorithm, op="sum", root=0):
