@@ -1,0 +1,43 @@
+"""Wall time of the integer-valued inputs `collsim run` makes, against the usual numpy way.
+
+Baseline, in the same process: ``rng.integers(-4, 4, size=n).astype(dtype)`` per rank
+(bounded int64 draws, then a conversion), which is what a 64 MiB run used to spend most of
+its time on.  collsim's generator shifts random bytes instead (values -4..3, exact in
+every dtype).
+
+    python benchmarks/bench_inputs.py
+"""
+
+import time
+
+import numpy as np
+
+from collsim.collectives.executor import integer_inputs
+
+
+def numpy_baseline(k, n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-4, 4, size=n).astype(dtype) for _ in range(k)]
+
+
+def best_of(repeats, fn):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main():
+    print("| K | N | dtype | numpy integers() | collsim integer_inputs | ratio |")
+    print("|---|---|---|---|---|---|")
+    for k, n, dtype in [(8, 2**24, "float32"), (64, 2**20, "float32"), (8, 2**24, "int64")]:
+        base = best_of(3, lambda: numpy_baseline(k, n, dtype))  # noqa: B023
+        ours = best_of(3, lambda: integer_inputs(k, n, dtype))  # noqa: B023
+        print(f"| {k} | 2^{n.bit_length() - 1} | {dtype} | {base * 1e3:.0f} ms "
+              f"| {ours * 1e3:.0f} ms | {ours / base:.2f}x |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
