@@ -89,17 +89,8 @@ def test_every_numeric_check_states_its_unit(path):
             assert any(k.arg == "unit" for k in call.keywords), f"line {call.lineno}: no unit="
 
 
-OWNED_TEXT = [*FILES, *sorted((LESSONS / "solutions").glob("*.py")),
-              ROOT / "collsim" / "teach.py", ROOT / "collsim" / "cli" / "lesson.py",
-              ROOT / "collsim" / "cli" / "tour.py", ROOT / "examples" / "dp_batch64.py",
-              ROOT / "examples" / "pipeline_bubble.py"]  # fmt: skip
-
-
-@pytest.mark.parametrize("path", OWNED_TEXT, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_no_course_seed_numbers_in_what_readers_see(path):
-    # readers cannot look the course material up; name the topic and the primary source
-    text = path.read_text(encoding="utf-8")
-    assert not re.search(r"seed\s*0\d\d", text, re.IGNORECASE), path
+# course-material numbers in lessons, solutions, teach, the tour and the examples are
+# caught by tests/test_product_text.py, which reads every product file
 
 
 def test_the_batch64_example_has_a_topic_name():

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ["collsim", "lessons", "examples", "benchmarks", "README.md", "CONTRIBUTING.md"]
 # "seed 004", "seed 000's", "seed004_..." -- but not "seed 0" or "--seed 1", the random seed
-COURSE_REFERENCE = re.compile(r"seed[ _]?00[0-9]|seeds/", re.IGNORECASE)
+COURSE_REFERENCE = re.compile(r"seed[\s_]*0\d\d|seeds/", re.IGNORECASE)
 
 
 def product_files():
