@@ -109,3 +109,9 @@ def test_only_the_ring_animates(kind, tmp_path, capsys, no_work):
     for suffix in (".gif", ".html"):
         err = refused(["viz", kind, "--out", tmp_path / f"x{suffix}"], capsys)
         assert f"unknown file type '{suffix}'; use one of .png, .svg, .pdf" in err
+
+
+@pytest.mark.parametrize("fps", ["0", "-1", "nan", "fast"])
+def test_a_bad_fps_is_refused_for_a_still_picture_too(fps, tmp_path, capsys, no_work):
+    err = refused(["viz", "ring", "--fps", fps, "--out", tmp_path / "r.png"], capsys)
+    assert f"--fps '{fps}'" in err

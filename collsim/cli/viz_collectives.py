@@ -120,9 +120,12 @@ def _ring_step(args, result):
     animate=_animate_ring,
 )
 def ring(args):
+    from ..viz.limits import MAX_FPS
     from ..viz.ring import ring_figure
 
     _check_ranks(args, "ring")
+    # a still picture ignores --fps, but a bad value is still a mistake worth naming
+    positive_number(args.fps, "--fps", MAX_FPS, 1)
     if args.step is not None:
         check_int(args.step, "--step", minimum=0)
     _, result = _run_collective(args)
