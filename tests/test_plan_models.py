@@ -7,7 +7,7 @@ from collsim.errors import ConfigError
 from collsim.plan import PlanConfig, plan, search
 from collsim.plan.memory import activation_bytes_per_layer
 from collsim.plan.models import GPT3_ROWS, PRESETS, assumed_shape
-from collsim.plan.text import search_rows, search_table
+from collsim.plan.report import search_rows, search_table
 
 # published shapes: (layers, hidden, heads, kv heads, ffn, vocab, seq, gated) and the
 # parameter count the paper or model card gives (GPT-3 names are rounded: to 1.5 %)

@@ -239,7 +239,7 @@ def _search(cfg, args):
     import json
 
     from ..plan import search
-    from ..plan.text import search_table
+    from ..plan.report import search_table
 
     progress = _progress if sys.stderr.isatty() else None
     found = search(cfg, progress=progress)

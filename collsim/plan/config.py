@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from .. import units
 from ..errors import ConfigError
 from ..units import parse_rate, parse_size, parse_time
+from .models import SHAPE_FIELDS, assumed_shape, preset
 
 __all__ = ["PlanConfig", "parse_count", "parse_flops", "RECOMPUTE", "SCHEDULES", "MAXIMA"]
 
@@ -161,8 +162,7 @@ class PlanConfig:
         if self.assumed_shape and any(k in _RULE_FIELDS for k in changes):
             changes.setdefault("assumed_shape", None)
         if "model" in changes and changes["model"] != self.model:
-            from .models import SHAPE_FIELDS  # a new preset brings its whole shape
-
+            # a new preset brings its whole shape
             changes = {**dict.fromkeys(SHAPE_FIELDS), **changes}
         return dataclasses.replace(self, **changes)
 
@@ -192,8 +192,6 @@ _RULE_FIELDS = ("layers", "hidden", "heads", "model")
 
 def _fill_shape(cfg):
     """Fill the shape from the preset, or from the GPT-3 row nearest a bare params."""
-    from .models import assumed_shape, preset
-
     set_ = object.__setattr__
     if cfg.model is not None:
         row = preset(cfg.model)

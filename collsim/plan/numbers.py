@@ -1,4 +1,6 @@
-"""Small integer helpers the rules, hints and suggestions share.
+"""Numbers as the planner computes and writes them: divisors and factors for the rules,
+hints and suggestions; counts and FLOPs as the report, the search table and the memory
+picture print them.
 
 >>> divisors(98)
 [1, 2, 7, 14, 49, 98]
@@ -6,11 +8,13 @@
 ('24', '24.5', '62.69')
 >>> factor(1536), factor(784)
 ('2^9·3', '2^4·7^2')
+>>> format_count(174.6e9), format_flops(3.3e18), format_flops(1.5e14, per_second=True)
+('174.6 B', '3.3 EFLOP', '150 TFLOP/s')
 """
 
 import math
 
-__all__ = ["divisors", "show", "factor", "tp_choices"]
+__all__ = ["divisors", "show", "factor", "tp_choices", "format_count", "format_flops"]
 
 
 def divisors(n):
@@ -47,3 +51,20 @@ def tp_choices(cfg, d, limit=None):
         return [t for t in divisors(limit)]
     common = math.gcd(cfg.hidden, cfg.heads, cfg.kv_groups, d.ffn_hidden)
     return [t for t in divisors(common) if t <= limit]
+
+
+def format_count(n):
+    """``174.6e9`` -> ``'174.6 B'`` (B = billion, as parameter counts are written)."""
+    for prefix, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.4g} {prefix}"
+    return f"{n:.4g}"
+
+
+def format_flops(n, per_second=False):
+    """``3.3e18`` -> ``'3.3 EFLOP'``; ``1.5e14, per_second=True`` -> ``'150 TFLOP/s'``."""
+    unit = "FLOP/s" if per_second else "FLOP"
+    for prefix, factor in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if abs(n) >= factor:
+            return f"{n / factor:.4g} {prefix}{unit}"
+    return f"{n:.4g} {unit}"

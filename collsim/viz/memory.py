@@ -48,7 +48,7 @@ def memory_figure(config=None, /, **inputs):
     from ..plan import as_config
     from ..plan.derive import derive
     from ..plan.memory import estimate
-    from ..plan.report import format_count
+    from ..plan.numbers import format_count
 
     cfg = as_config(config, **inputs)
     base = derive(cfg)

@@ -1,0 +1,371 @@
+"""Imports point down the layer order of the design (DESIGN.md, "Layers"), and no package has
+an import circle.
+
+Every module under ``collsim/`` is read with ``ast`` (nothing is imported, so a broken module
+still gets a precise report). Every import counts: module-level, inside a function, inside
+``if TYPE_CHECKING:``, relative or absolute; moving an import into a function hides nothing.
+(Imports by computed name are not seen: the only one, ``importlib.import_module`` of the
+sub-commands in ``cli/__init__.py``, stays inside cli.)
+
+Where the top-level modules sit (top first)::
+
+    entry        collsim/__init__.py (the public facade: re-exports runtime), collsim/__main__.py
+    cli          collsim/cli/
+    teach        collsim/teach/ -- the lessons' checks and answer slots; lessons are run by
+                 ``collsim lesson`` (cli, above) and may show the figures and plans below
+    viz, plan, parallel, nn, collectives, runtime, network, topology, units   as in DESIGN.md
+    errors       collsim/errors.py -- the bottom: every layer may raise a collsim error
+
+An import of a package (``from collsim import Cluster``) counts as an import of that package's
+``__init__``; ``from collsim import units`` counts as an import of ``collsim.units``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "collsim"
+
+# Top first. A module may import its own layer and any layer after it in this list.
+LAYERS = (
+    "entry",
+    "cli",
+    "teach",
+    "viz",
+    "plan",
+    "parallel",
+    "nn",
+    "collectives",
+    "runtime",
+    "network",
+    "topology",
+    "units",
+    "errors",
+)
+RANK = {name: index for index, name in enumerate(LAYERS)}
+
+# The deliberate up-imports: (importing module, imported module) -> why it is allowed. Each
+# must stay inside a function (so importing the lower layer never loads the upper one) and a
+# listed module covers its submodules, except the root ``collsim``, which matches only itself.
+ALLOWED_UP_IMPORTS = {
+    ("collsim.cli", "collsim"): (
+        "build_parser() reads collsim.__version__ for `collsim --version`: package metadata, "
+        "not the facade's API; the root's own imports (runtime, topology, units) are below cli"
+    ),
+    ("collsim.runtime.cluster", "collsim.collectives"): (
+        "Cluster.all_reduce(...) and the other whole-cluster collective methods are the "
+        "torch.distributed-style convenience entry (DESIGN.md: 'callable from plain code on a "
+        "whole cluster'); they import collsim.collectives inside the method, so importing the "
+        "runtime never loads the collectives and the collectives stay written against Rank"
+    ),
+    ("collsim.runtime.rank", "collsim.collectives"): (
+        "Rank.all_reduce(...) and the other per-rank collective methods let a rank program "
+        "`yield from rank.all_reduce(...)` as with torch.distributed; same reason as "
+        "Cluster's: a function-level import of the public collectives API"
+    ),
+}
+
+# Up-imports found in files this change does not own; each is to fix in issue 12.
+# (importing module, imported module) -> what is wrong.
+KNOWN_UP_IMPORTS: dict[tuple[str, str], str] = {}
+
+# Import circles inside one package that are known and still to fix (each a frozenset of
+# module names). Empty: a new circle fails the suite.
+KNOWN_CYCLES: set[frozenset[str]] = set()
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's edge: ``importer`` (module name) imports ``target`` at ``line``."""
+
+    path: str  # file path relative to the repository, for the report
+    line: int
+    importer: str
+    target: str
+    statement: str  # the source text of the import, for the report
+    in_function: bool = False  # inside a def (runs when called, not when the module loads)
+
+
+def module_name(path: Path) -> str:
+    """``collsim/plan/report.py`` -> ``collsim.plan.report``; a package's ``__init__`` names it."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    """The layer a ``collsim`` module belongs to (see the module docstring)."""
+    parts = module.split(".")
+    if parts[0] != "collsim":
+        raise ValueError(f"{module!r} is not a collsim module")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return "entry"
+    if parts[1] not in RANK:
+        raise ValueError(
+            f"{module!r}: its top-level name {parts[1]!r} has no layer; add it to LAYERS "
+            f"in tests/test_layering.py (one of {', '.join(LAYERS)})"
+        )
+    return parts[1]
+
+
+def imports_in_source(
+    source: str, path: str, importer: str, is_package: bool, known_modules: set[str]
+) -> list[Import]:
+    """Every import of a ``collsim`` module in ``source``, wherever it sits in the file.
+
+    ``known_modules`` decides whether ``from pkg import name`` imports the submodule
+    ``pkg.name`` or a name defined in ``pkg``.
+    """
+    tree = ast.parse(source, filename=path)
+    lines = source.splitlines()
+    package = importer.split(".") if is_package else importer.split(".")[:-1]
+    in_function = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for inner in ast.walk(node)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package[: len(package) - (node.level - 1)]
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            targets = []
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                targets.append(submodule if submodule in known_modules else base)
+        else:
+            continue
+        statement = lines[node.lineno - 1].strip()
+        for target in dict.fromkeys(targets):
+            if target == "collsim" or target.startswith("collsim."):
+                found.append(
+                    Import(path, node.lineno, importer, target, statement, id(node) in in_function)
+                )
+    return found
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+MODULES = all_modules()
+KNOWN = set(MODULES)
+
+
+def imports_of(module: str) -> list[Import]:
+    path = MODULES[module]
+    return imports_in_source(
+        path.read_text(encoding="utf-8"),
+        str(path.relative_to(ROOT)),
+        module,
+        path.name == "__init__.py",
+        KNOWN,
+    )
+
+
+def up_imports(edges: list[Import]) -> list[Import]:
+    """The edges that point up the layer order."""
+    return [edge for edge in edges if RANK[layer_of(edge.target)] < RANK[layer_of(edge.importer)]]
+
+
+def _matches(edge: Import, importer: str, target: str) -> bool:
+    """``edge`` is the listed import: same importer, and the listed target or a module inside
+    it (``collsim.collectives`` covers ``collsim.collectives.api``; ``collsim`` only itself)."""
+    inside = target != "collsim" and edge.target.startswith(target + ".")
+    return edge.importer == importer and (edge.target == target or inside)
+
+
+def _allowed(edge: Import, table: dict[tuple[str, str], str]) -> bool:
+    return edge.in_function and any(_matches(edge, *key) for key in table)
+
+
+def describe(edge: Import) -> str:
+    return (
+        f"{edge.path}:{edge.line}: `{edge.statement}` -- layer {layer_of(edge.importer)!r} "
+        f"imports layer {layer_of(edge.target)!r} ({edge.target}), which is above it "
+        f"(order: {' > '.join(LAYERS)})"
+    )
+
+
+def cycles_within_packages(edges: list[Import]) -> list[list[str]]:
+    """Import circles among the modules of one layer (``collsim.plan.*``, its ``__init__``
+    included), each as a list of module names in import order, starting from the smallest.
+
+    Edges between layers are left out: an up-import is reported by its own test.
+    """
+    graph: dict[str, set[str]] = {}
+    for edge in edges:
+        if edge.importer != edge.target and layer_of(edge.importer) == layer_of(edge.target):
+            graph.setdefault(edge.importer, set()).add(edge.target)
+    found: set[tuple[str, ...]] = set()
+
+    def visit(start: str, node: str, trail: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                found.add(tuple(trail))
+            elif nxt not in trail and nxt > start:
+                visit(start, nxt, [*trail, nxt])
+
+    for start in sorted(graph):
+        visit(start, start, [start])
+    return [list(cycle) for cycle in sorted(found)]
+
+
+ALL_EDGES = [edge for module in MODULES for edge in imports_of(module)]
+
+
+# --- the checker itself ----------------------------------------------------------------------
+
+
+def _check_fake(source: str, importer: str, is_package: bool = False) -> list[Import]:
+    known = KNOWN | {importer}
+    return up_imports(imports_in_source(source, "fake.py", importer, is_package, known))
+
+
+@pytest.mark.parametrize(
+    "source, importer",
+    [
+        ("from ..runtime import Cluster\n", "collsim.network.engine"),
+        ("from .. import runtime\n", "collsim.network.engine"),
+        ("import collsim.collectives.api\n", "collsim.runtime.group"),
+        ("from collsim.plan import report\n", "collsim.units"),
+        ("from . import plan\n", "collsim.units"),
+        ("def f():\n    from ..viz import memory\n    return memory\n", "collsim.plan.cost"),
+        ("if True:\n    import collsim.cli\n", "collsim.viz.ring"),
+        ("from collsim import Cluster\n", "collsim.topology"),
+        ("from .units import parse_size\n", "collsim.errors"),
+        ("from collsim.cli import main\n", "collsim.teach.feedback"),
+    ],
+)
+def test_checker_catches_a_synthetic_up_import(source, importer):
+    found = _check_fake(source, importer)
+    assert len(found) == 1, found
+    assert found[0].line == source.count("\n", 0, source.index("import")) + 1
+    assert "which is above it" in describe(found[0])
+
+
+@pytest.mark.parametrize(
+    "source, importer",
+    [
+        ("from ..units import parse_size\n", "collsim.network.engine"),
+        ("from .. import topology\n", "collsim.runtime.rank"),
+        ("from .cost import plan_cost\n", "collsim.plan.report"),
+        ("from . import errors\n", "collsim.units"),
+        ("import numpy\nimport collsim.errors\n", "collsim.topology"),
+        ("from .runtime import Cluster\n", "collsim"),
+    ],
+)
+def test_checker_accepts_a_downward_import(source, importer):
+    assert _check_fake(source, importer) == []
+
+
+def _fake_edges(files: dict[str, str]) -> list[Import]:
+    known = KNOWN | set(files)
+    return [
+        edge
+        for module, source in files.items()
+        for edge in imports_in_source(source, f"{module}.py", module, False, known)
+    ]
+
+
+def test_checker_finds_a_synthetic_circle():
+    edges = _fake_edges(
+        {
+            "collsim.plan.a": "from .b import x\n",
+            "collsim.plan.b": "def f():\n    from .c import y\n",
+            "collsim.plan.c": "from . import a\nfrom ..units import z\n",
+        }
+    )
+    assert cycles_within_packages(edges) == [["collsim.plan.a", "collsim.plan.b", "collsim.plan.c"]]
+    assert "b.py:2: `from .c import y`" in describe_cycle(cycles_within_packages(edges)[0], edges)
+
+
+def test_checker_finds_the_old_report_text_circle():
+    """The planner's report and its text once imported each other, one side inside
+    ``Report.__str__``: a function-level import still closes the circle."""
+    edges = _fake_edges(
+        {
+            "collsim.plan.report": (
+                "class Report:\n    def __str__(self):\n        from .text import render\n"
+            ),
+            "collsim.plan.text": "from .report import format_count, format_flops\n",
+        }
+    )
+    assert cycles_within_packages(edges) == [["collsim.plan.report", "collsim.plan.text"]]
+
+
+def test_every_top_level_module_has_a_layer():
+    assert {layer_of(module) for module in MODULES} <= set(LAYERS)
+
+
+# --- the package -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", sorted(MODULES), ids=lambda m: str(MODULES[m].relative_to(ROOT)))
+def test_imports_point_down(module):
+    edges = imports_of(module)
+    wrong = [
+        edge
+        for edge in up_imports(edges)
+        if not _allowed(edge, ALLOWED_UP_IMPORTS) and not _allowed(edge, KNOWN_UP_IMPORTS)
+    ]
+    assert not wrong, "imports that point up the layer order:\n" + "\n".join(map(describe, wrong))
+
+
+def test_every_listed_up_import_still_exists():
+    """An exception that no longer matches any import is stale: remove it from the list."""
+    ups = up_imports(ALL_EDGES)
+    for table in (ALLOWED_UP_IMPORTS, KNOWN_UP_IMPORTS):
+        for key in table:
+            assert any(_matches(edge, *key) for edge in ups), f"stale exception {key}"
+
+
+def test_a_listed_up_import_must_stay_inside_a_function():
+    """Moving a listed import to module level would load the upper layer with the lower one."""
+    known = KNOWN | {"collsim.runtime.rank"}
+    source = "from ..collectives.api import collective\n"
+    edges = imports_in_source(source, "rank.py", "collsim.runtime.rank", False, known)
+    assert not _allowed(up_imports(edges)[0], ALLOWED_UP_IMPORTS)
+    edges = imports_in_source(
+        "def f():\n    " + source, "rank.py", "collsim.runtime.rank", False, known
+    )
+    assert _allowed(up_imports(edges)[0], ALLOWED_UP_IMPORTS)
+    edges = imports_in_source(
+        "def f():\n    from collsim import Cluster\n", "x.py", "collsim.cli.run", False, known
+    )
+    assert not _allowed(up_imports(edges)[0], ALLOWED_UP_IMPORTS)
+
+
+PACKAGE_LAYERS = [layer for layer in LAYERS if (PACKAGE / layer).is_dir()]
+
+
+@pytest.mark.parametrize("layer", PACKAGE_LAYERS)
+def test_no_import_circle_inside_a_package(layer):
+    edges = [edge for edge in ALL_EDGES if layer_of(edge.importer) == layer]
+    cycles = [c for c in cycles_within_packages(edges) if frozenset(c) not in KNOWN_CYCLES]
+    assert not cycles, f"import circles in collsim/{layer}/:\n" + "\n\n".join(
+        describe_cycle(cycle, edges) for cycle in cycles
+    )
+
+
+def describe_cycle(cycle: list[str], edges: list[Import]) -> str:
+    """Each import of the circle with its file and line."""
+    steps = zip(cycle, [*cycle[1:], cycle[0]])
+    return "\n".join(
+        f"  {edge.path}:{edge.line}: `{edge.statement}` ({edge.importer} -> {edge.target})"
+        for importer, target in steps
+        for edge in edges
+        if edge.importer == importer and edge.target == target
+    )
