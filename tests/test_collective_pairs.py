@@ -1,4 +1,6 @@
-"""Every (collective, algorithm) pair, for K in {1, 2, 3, 5, 8}: values against a numpy
+"""Every (collective, algorithm) pair, for K in {1, 2, 3, 5, 8} (the power-of-two-only
+halving-doubling reduce-scatter and all-gather for K in {1, 2, 4, 8}, and their refusal
+for K in {3, 5}): values against a numpy
 reference written here (not collsim's), and structure (who sends which chunk to whom at
 which step, how many transfers, bytes per rank, steps) against closed forms written here,
 read from the trace and the schedule.  Parametrised, so no pair is left to chance."""
@@ -11,17 +13,23 @@ import pytest
 import collsim
 from collsim import topology
 from collsim.collectives import ALGORITHMS, analytical, closed_form
+from collsim.errors import ConfigError
 
 PAIRS = [(c, a) for c, algs in ALGORITHMS.items() for a in algs]
 KS = [1, 2, 3, 5, 8]
+# recursive halving / doubling pair rank r with r XOR 2^i: K must be a power of two
+POWER_OF_TWO_ONLY = {("reduce_scatter", "halving_doubling"), ("all_gather", "halving_doubling")}
+POWER_OF_TWO_KS = [1, 2, 4, 8]
+CASES = [(c, a, k) for c, a in PAIRS
+         for k in (POWER_OF_TWO_KS if (c, a) in POWER_OF_TWO_ONLY else KS)]  # fmt: skip
 DTYPES = ["float64", "float32", "float16", "int64", "int32"]
-REDUCING = [p for p in PAIRS if p[0] in ("all_reduce", "reduce_scatter", "reduce")]
+REDUCING = [case for case in CASES if case[0] in ("all_reduce", "reduce_scatter", "reduce")]
 ROOTED = ("broadcast", "reduce")
 N = 840  # elements: divisible by every K here and by halving-doubling's 2^m core
 
 
 def test_every_pair_is_listed():
-    assert len(PAIRS) == 11
+    assert len(PAIRS) == 13
 
 
 def roots(collective, k):
@@ -90,8 +98,7 @@ def check(out, want):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("k", KS)
-@pytest.mark.parametrize("collective,algorithm", PAIRS)
+@pytest.mark.parametrize("collective,algorithm,k", CASES)
 def test_values_equal_numpy(collective, algorithm, k, dtype):
     n = 3 * k if collective == "all_to_all" else 3 * k + 2  # uneven chunks where allowed
     cluster = collsim.Cluster(topology.ring(k, "10GB/s", "1us"))
@@ -102,8 +109,7 @@ def test_values_equal_numpy(collective, algorithm, k, dtype):
 
 
 @pytest.mark.parametrize("op", ["sum", "avg", "prod", "max", "min"])
-@pytest.mark.parametrize("k", KS)
-@pytest.mark.parametrize("collective,algorithm", REDUCING)
+@pytest.mark.parametrize("collective,algorithm,k", REDUCING)
 def test_every_reduce_op_equals_numpy(collective, algorithm, k, op):
     cluster = collsim.Cluster(topology.switch(k, "10GB/s", "1us"))
     for dtype in ("int32", "float32"):
@@ -113,8 +119,7 @@ def test_every_reduce_op_equals_numpy(collective, algorithm, k, op):
             check(out, expected_outputs(collective, xs, op, root))
 
 
-@pytest.mark.parametrize("k", KS)
-@pytest.mark.parametrize("collective,algorithm", PAIRS)
+@pytest.mark.parametrize("collective,algorithm,k", CASES)
 def test_shapes_follow_torch(collective, algorithm, k):
     # all_gather_into_tensor stacks along dim 0, reduce_scatter_tensor splits it, the
     # others keep the shape
@@ -180,7 +185,30 @@ def expected_moves(collective, algorithm, k, root):
         return {(0, r, 0, (0,)) for r in range(1, k)} | {(1, 0, r, (0,)) for r in range(1, k)}
     if (collective, algorithm) == ("all_to_all", "direct"):
         return {(s - 1, r, (r + s) % k, ((r + s) % k,)) for s in range(1, k) for r in range(k)}
-    return None  # halving-doubling: see test_halving_doubling_partners
+    if (collective, algorithm) == ("reduce_scatter", "halving_doubling"):
+        return halving_moves(k)
+    if (collective, algorithm) == ("all_gather", "halving_doubling"):
+        return doubling_moves(k)
+    return None  # halving-doubling all-reduce: see test_halving_doubling_partners
+
+
+def halving_moves(k):
+    """Recursive halving, step i = 0..log2 K - 1: rank r sends to r XOR K/2^(i+1) the
+    half of its block of K/2^i chunks (the block holding chunk r) that does not hold r."""
+    moves = set()
+    for i in range(int(math.log2(k))):
+        size, mask = k >> i, k >> (i + 1)
+        for r in range(k):
+            lo = r - r % size
+            give = range(lo, lo + mask) if r & mask else range(lo + mask, lo + size)
+            moves.add((i, r, r ^ mask, tuple(give)))
+    return moves
+
+
+def doubling_moves(k):
+    """Recursive doubling, step i: rank r sends its block of 2^i chunks to r XOR 2^i."""
+    return {(i, r, r ^ (1 << i), tuple(range(r - r % (1 << i), r - r % (1 << i) + (1 << i))))
+            for i in range(int(math.log2(k))) for r in range(k)}  # fmt: skip
 
 
 def expected_counts(collective, algorithm, k, size, root):
@@ -193,6 +221,9 @@ def expected_counts(collective, algorithm, k, size, root):
     if (collective, algorithm) in (("reduce_scatter", "ring"), ("all_gather", "ring"),
                                    ("all_to_all", "direct")):  # fmt: skip
         return k - 1, k * (k - 1), ring
+    if (collective, algorithm) in POWER_OF_TWO_ONLY:  # log2 K steps, S/2 + S/4 + ... + S/K
+        depth = int(math.log2(k))
+        return depth, k * depth, [sum(size >> (i + 1) for i in range(depth))] * k
     if (collective, algorithm) == ("all_reduce", "ring"):
         return 2 * (k - 1), 2 * k * (k - 1), [2 * b for b in ring]
     if algorithm == "ring":  # chains: every rank but the last on the chain sends S
@@ -220,8 +251,7 @@ def expected_counts(collective, algorithm, k, size, root):
     return steps, 2 * core * int(math.log2(core)) + 2 * extra, sent
 
 
-@pytest.mark.parametrize("k", KS)
-@pytest.mark.parametrize("collective,algorithm", PAIRS)
+@pytest.mark.parametrize("collective,algorithm,k", CASES)
 def test_structure_from_the_trace(collective, algorithm, k):
     itemsize = 8
     count = N // k if collective == "all_gather" else N
@@ -308,3 +338,60 @@ def test_chain_reduce_takes_exactly_the_broadcast_time(k, latency):
         assert reduce.time == bcast.time
         check(reduce, expected_outputs("reduce", xs, "sum", root))
         check(bcast, expected_outputs("broadcast", xs, "sum", root))
+
+
+# -- halving-doubling reduce-scatter and all-gather: partners, bytes, refusal -------------
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+@pytest.mark.parametrize("collective", ["reduce_scatter", "all_gather"])
+def test_halving_doubling_pairs_r_xor_2_to_the_i_and_halves_or_doubles_bytes(collective, k):
+    size = 64 * k * 8  # bytes
+    count = size // 8 // (k if collective == "all_gather" else 1)
+    cluster = collsim.Cluster(topology.switch(k, "25GB/s", "3us"))
+    out = cluster.collective(collective, count=count, dtype="float64",
+                             algorithm="halving_doubling")  # fmt: skip
+    depth = int(math.log2(k))
+    assert out.stats.steps == depth
+    for i in range(depth):
+        # reduce-scatter: partner r XOR K/2^(i+1), S/2^(i+1) bytes; all-gather: r XOR 2^i,
+        # 2^i·S/K bytes
+        mask = k >> (i + 1) if collective == "reduce_scatter" else 1 << i
+        nbytes = size >> (i + 1) if collective == "reduce_scatter" else (size // k) << i
+        step = sorted((t.src, t.dst, t.nbytes) for t in out.trace.transfers if t.tag[3] == i)
+        assert step == [(r, r ^ mask, nbytes) for r in range(k)]
+    assert out.time == pytest.approx(closed_form(collective, "halving_doubling", k, size, 6e-6,
+                                                 25e9).time_s, rel=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("k", [3, 5])
+@pytest.mark.parametrize("collective", ["reduce_scatter", "all_gather"])
+def test_halving_doubling_scatter_and_gather_refuse_k_not_a_power_of_two(collective, k):
+    cluster = collsim.Cluster(topology.switch(k))
+    lower = 2 if k == 3 else 4
+    message = f"on {k} ranks: .*power of two \\(nearest: {lower} or {2 * lower}\\)"
+    for alias in ("halving_doubling", "hd", "halving-doubling"):
+        with pytest.raises(ConfigError, match=message):
+            cluster.collective(collective, inputs(k, 4 * k, "float32"), algorithm=alias)
+        with pytest.raises(ConfigError, match=message):
+            cluster.collective(collective, count=4 * k, dtype="float32", algorithm=alias)
+    with pytest.raises(ConfigError, match=message):
+        analytical(cluster, collective, 64 * k, "hd")
+    with pytest.raises(ConfigError, match=message):
+        collsim.collectives.build(collective, "hd", k)
+
+
+@pytest.mark.parametrize("spelling", ["halving_doubling", "hd", "halving-doubling"])
+@pytest.mark.parametrize("collective", ["reduce-scatter", "all-gather"])
+def test_collsim_run_selects_halving_doubling(collective, spelling, capsys):
+    import json
+
+    from collsim.cli import main
+
+    argv = ["run", collective, "-k", "8", "-s", "2KiB", "--topology", "switch", "-a", spelling]
+    argv.append("--json")
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)["results"]
+    assert (row["algorithm"], row["steps"], row["wrong"]) == ("halving_doubling", 3, 0)
+    assert main(["run", collective, "-k", "6", "-s", "2040", "-a", spelling]) == 1
+    assert "6 ranks: partners are r XOR 2^i" in capsys.readouterr().err

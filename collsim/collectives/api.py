@@ -31,7 +31,8 @@ from .. import units
 from ..errors import ConfigError
 from ..runtime.group import Group
 from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
-from .executor import DTYPE_BYTES, check_all_to_all, check_shape, run_schedule
+from .context import context_of
+from .executor import DTYPE_BYTES, run_schedule
 from .formulas import closed_form
 from .registry import build, canonical_algorithm, canonical_collective
 from .schedule import contributions
@@ -60,10 +61,7 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
     group = Group.of(group, rank.size)
     root = check_root(root, group.size)
     schedule = _schedule(name, algorithm, group.size, root)
-    counters = rank._execution.__dict__.setdefault("collective_seq", {})
-    key = (rank.id, group.ranks)
-    seq = counters.get(key, 0)
-    counters[key] = seq + 1
+    seq = context_of(rank._execution).next_seq(rank.id, group.ranks)
     return run_schedule(rank, schedule, x, op, group, seq, count, dtype)
 
 
@@ -156,8 +154,7 @@ class CollectiveResult:
     @property
     def size_bytes(self):
         """S as nccl-tests defines it (all-gather: the buffer each rank ends with)."""
-        n = self.count * (self.group.size if self.collective == "all_gather" else 1)
-        return n * DTYPE_BYTES[self.dtype]
+        return self.schedule.buffer_elements(self.count) * DTYPE_BYTES[self.dtype]
 
     def step(self, number):
         """The :class:`StepView` of step ``number``: 1..n_steps as "step 1 of 6" counts,
@@ -222,10 +219,12 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     op = check_op(op)
     group = Group.of(group, cluster.size)
     root = check_root(root, group.size)
+    # built (and its K checked) before anything moves; the run reuses it
+    schedule = _schedule(name, algorithm, group.size, root)
     numeric = buffers is not None
     if numeric:
         buffers = check_buffers(name, buffers, group)
-        check_shape(name, buffers[0].shape, group.size)
+        schedule.spec.check_shape(buffers[0].shape, group.size)
         size = buffers[0].size
         if count is not None and not (is_int(count) and count == size):
             raise ConfigError(
@@ -233,13 +232,13 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
                 "(numeric mode) or count= (count-only mode), not both"
             )
         count, dtype = size, buffers[0].dtype.name
-        _check_memory(name, buffers[0].nbytes, group.size)
+        _check_memory(schedule, buffers[0].nbytes)
     elif count is None:
         raise ConfigError("give buffers (numeric mode) or count= and dtype= (count-only mode)")
     else:
         dtype = check_dtype(dtype)
         count = check_count(count, dtype)
-    check_all_to_all(name, count, group.size)
+    schedule.spec.check_count(count, group.size)
     members = {r: i for i, r in enumerate(group.ranks)}
 
     def program(rank):
@@ -251,7 +250,6 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     result = cluster.run(program)
     stats = result.stats
     ranks = group.ranks
-    schedule = _schedule(name, algorithm, group.size, root)
     return CollectiveResult(
         collective=name,
         algorithm=algorithm,
@@ -274,8 +272,9 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     )
 
 
-def _check_memory(name, nbytes, k):
-    need = 3 * k * nbytes * (k if name == "all_gather" else 1)
+def _check_memory(schedule, nbytes):
+    name, k = schedule.collective, schedule.ranks
+    need = 3 * k * schedule.buffer_elements(nbytes)
     free = _available_memory()
     if free is not None and need > free:
         raise ConfigError(

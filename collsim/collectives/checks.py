@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import CollsimError, ConfigError
 
 __all__ = ["check_root", "check_count", "check_dtype", "check_op", "check_buffers", "is_int",
-           "DTYPE_BYTES", "OPS"]  # fmt: skip
+           "check_power_of_two", "DTYPE_BYTES", "OPS"]  # fmt: skip
 
 # bytes per element; bfloat16 only in count-only mode (numpy has no such type)
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
@@ -47,6 +47,26 @@ def check_root(root, k):
     if not 0 <= root < k:
         raise ConfigError(f"root={root!r} is not a rank of this {k}-rank group: choose 0..{k - 1}")
     return int(root)
+
+
+def check_power_of_two(k, what):
+    """``k`` if it is a power of two (1 included); else name the two nearest.
+
+    >>> check_power_of_two(6, "halving-doubling reduce-scatter")
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: halving-doubling reduce-scatter on 6 ranks: partners are \
+r XOR 2^i, so the number of ranks must be a power of two (nearest: 4 or 8); use \
+algorithm ring for any number of ranks
+    """
+    k = int(k)
+    if k >= 1 and k & (k - 1) == 0:
+        return k
+    lower = 1 << (k.bit_length() - 1) if k > 0 else 1
+    raise ConfigError(
+        f"{what} on {k} ranks: partners are r XOR 2^i, so the number of ranks must be a power "
+        f"of two (nearest: {lower} or {2 * lower}); use algorithm ring for any number of ranks"
+    )
 
 
 def check_count(count, dtype="float32"):

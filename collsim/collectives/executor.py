@@ -32,8 +32,10 @@ from ..errors import ConfigError
 from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
+from .context import context_of
 from .reference import reference
 from .schedule import chunk_bounds
+from .spec import SPECS
 
 __all__ = [
     "run_schedule",
@@ -61,14 +63,15 @@ class CollectiveCall:
     dtype: str
     op: str
     root: int
+    reduces: bool = False  # from the schedule's spec: print the op
+    rooted: bool = False  # print the root
 
     def matches(self, other):
         return self == other
 
     def __str__(self):
-        root = f", root={self.root}" if self.name in ("broadcast", "reduce") else ""
-        reduces = self.name in ("all_reduce", "reduce_scatter", "reduce")
-        op = f", op={self.op}" if reduces else ""
+        root = f", root={self.root}" if self.rooted else ""
+        op = f", op={self.op}" if self.reduces else ""
         return f"{self.name}(algorithm={self.algorithm}, count={self.count}, " \
                f"dtype={self.dtype}{op}{root})"  # fmt: skip
 
@@ -76,36 +79,37 @@ class CollectiveCall:
 _op_name = check_op
 
 
-def _plan(schedule):
-    """Cache: every step's moves indexed by rank, as ``(send_ptr, sends, labels,
-    recv_ptr, recvs)`` per step.
+def _plan(context, schedule):
+    """Every step's moves indexed by rank, as ``(send_ptr, sends, labels, recv_ptr,
+    recvs)`` per step, built once per run and schedule and kept in the run's context.
 
     ``sends`` holds the step's moves ordered by sender and ``labels`` their trace labels;
     rank r's sends are ``sends[send_ptr[r]:send_ptr[r + 1]]``.  ``recvs`` and
-    ``recv_ptr`` do the same by receiver.  Built once per schedule and kept with it.
+    ``recv_ptr`` do the same by receiver.
     """
-    cached = schedule.notes.get("plan")
-    if cached is None:
-        # a ring all-reduce on 1,024 ranks has two million moves: a few flat containers
-        # per step, rather than small lists and tuples per rank and step, keep building
-        # cheap and give the garbage collector (which scans every container once after
-        # the run) little to do
-        k, cached = schedule.ranks, []
-        one_each = (list(range(k)), array("l", range(k + 1)))  # ranks, ptr: one move each
-        for s, step in enumerate(schedule.steps):
-            # labels are for people: steps count from 1, as the CLI's "step 1 of 6"
-            prefix = f"{schedule.collective} step {s + 1} "
-            send_ptr, sends = _by_rank(step, [m.src for m in step], k, one_each)
-            labels = [
-                f"{prefix}chunk {m.chunks.start}"
-                if len(m.chunks) == 1
-                else f"{prefix}chunks {m.chunks.start}-{m.chunks.stop - 1}"
-                for m in sends
-            ]
-            recv_ptr, recvs = _by_rank(step, [m.dst for m in step], k, one_each)
-            cached.append((send_ptr, sends, labels, recv_ptr, recvs))
-        schedule.notes["plan"] = cached
-    return cached
+    entry = context.plans.get(id(schedule))
+    if entry is not None:
+        return entry[1]
+    # a ring all-reduce on 1,024 ranks has two million moves: a few flat containers per
+    # step, rather than small lists and tuples per rank and step, keep building cheap
+    # and give the garbage collector (which scans every container once after the run)
+    # little to do
+    k, plan = schedule.ranks, []
+    one_each = (list(range(k)), array("l", range(k + 1)))  # ranks, ptr: one move each
+    for s, step in enumerate(schedule.steps):
+        # labels are for people: steps count from 1, as the CLI's "step 1 of 6"
+        prefix = f"{schedule.collective} step {s + 1} "
+        send_ptr, sends = _by_rank(step, [m.src for m in step], k, one_each)
+        labels = [
+            f"{prefix}chunk {m.chunks.start}"
+            if len(m.chunks) == 1
+            else f"{prefix}chunks {m.chunks.start}-{m.chunks.stop - 1}"
+            for m in sends
+        ]
+        recv_ptr, recvs = _by_rank(step, [m.dst for m in step], k, one_each)
+        plan.append((send_ptr, sends, labels, recv_ptr, recvs))
+    context.plans[id(schedule)] = (schedule, plan)
+    return plan
 
 
 def _by_rank(step, keys, k, one_each):
@@ -149,21 +153,22 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
         if data.dtype.name not in NUMERIC_DTYPES:
             raise ConfigError(f"dtype {data.dtype} is not supported: use one of "
                               f"{', '.join(NUMERIC_DTYPES)}")  # fmt: skip
-        check_shape(schedule.collective, data.shape, schedule.ranks)
+        schedule.spec.check_shape(data.shape, schedule.ranks)
         count, dtype = data.size, data.dtype.name
     else:
         dtype = check_dtype(dtype)
         count = check_count(count, dtype)
-    check_all_to_all(schedule.collective, count, schedule.ranks)
+    schedule.spec.check_count(count, schedule.ranks)
     call = CollectiveCall(schedule.collective, schedule.algorithm, int(count), str(dtype), op,
-                          schedule.root)  # fmt: skip
+                          schedule.root, schedule.spec.reduces, schedule.spec.rooted)  # fmt: skip
     yield Enter(group.ranks, seq, call)
-    # the working buffer holds the whole result: all-gather's input is one chunk of it
-    n = count * schedule.ranks if schedule.collective == "all_gather" else count
-    bounds = _chunk_bounds(rank, n, schedule.n_chunks)
+    # the working buffer holds the whole result (all-gather's input is one chunk of it)
+    n = schedule.buffer_elements(count)
+    context = context_of(rank._execution)
+    bounds = _chunk_bounds(context, n, schedule.n_chunks)
     ranks = group.ranks
-    tags = _step_tags(rank, ranks, seq, schedule.n_steps)
-    plan = _plan(schedule)
+    tags = _step_tags(context, ranks, seq, schedule.n_steps)
+    plan = _plan(context, schedule)
     if numeric:
         work = _prepare(schedule, data, n, me, bounds)
         steps = _numeric_steps(plan, me, tags, ranks, bounds, work, data.reshape(-1),
@@ -229,26 +234,23 @@ def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
         yield out_sends, out_recvs
 
 
-def _chunk_bounds(rank, n, n_chunks):
+def _chunk_bounds(context, n, n_chunks):
     """``chunk_bounds(n, n_chunks)``, computed once per run rather than once per rank."""
-    cache = rank._execution.__dict__.setdefault("chunk_bounds", {})
-    bounds = cache.get((n, n_chunks))
+    bounds = context.chunk_bounds.get((n, n_chunks))
     if bounds is None:
-        bounds = cache[(n, n_chunks)] = chunk_bounds(n, n_chunks)
+        bounds = context.chunk_bounds[(n, n_chunks)] = chunk_bounds(n, n_chunks)
     return bounds
 
 
-def _step_tags(rank, ranks, seq, n_steps):
+def _step_tags(context, ranks, seq, n_steps):
     """The message tag of every step of collective ``seq`` on group ``ranks``: one tuple
     per step, shared by all ranks of the group (the trace keeps a tag per transfer, and
     two million equal tuples would cost memory and time)."""
     # tags carry a small group id, not the rank tuple: a tuple of 1,024 ranks would be
     # hashed again for every message
-    state = rank._execution.__dict__
-    group_ids = state.setdefault("group_ids", {})
+    group_ids = context.group_ids
     gid = group_ids.setdefault(ranks, len(group_ids))
-    cache = state.setdefault("step_tags", {})
-    tags = cache.setdefault((gid, seq), [])
+    tags = context.step_tags.setdefault((gid, seq), [])
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
     tags.extend(("collective", gid, seq, s) for s in range(len(tags), n_steps))
@@ -256,23 +258,23 @@ def _step_tags(rank, ranks, seq, n_steps):
 
 
 def _prepare(schedule, data, n, me, bounds):
+    """Rank ``me``'s working buffer before step 1, laid out as ``schedule.start`` says."""
     flat = data.reshape(-1)
-    if schedule.start == "full" and schedule.collective != "all_to_all":
+    if schedule.start == "full":
         return flat.copy()
     work = np.zeros(n, dtype=data.dtype)
-    if schedule.collective == "all_gather":
+    if schedule.start == "own_chunk":  # the input is this rank's chunk of the buffer
         lo, hi = bounds[me]
         work[lo:hi] = flat
-    elif schedule.collective == "all_to_all":
-        lo, hi = bounds[me]
-        work[lo:hi] = flat[lo:hi]  # a rank's own chunk stays where it is
-    elif me == schedule.root:  # broadcast
+    elif me == schedule.root:  # "root": only the root's buffer holds its input
         work[:] = flat
     return work
 
 
 def _result(schedule, work, data, op, me, bounds):
-    k = schedule.ranks
+    """Rank ``me``'s answer: the part of its buffer ``schedule.result`` names, shaped
+    and (for ``avg``) divided as the schedule's spec says."""
+    spec, k = schedule.spec, schedule.ranks
     if schedule.result == "root" and me != schedule.root:
         return None
     if schedule.result == "own_chunk":
@@ -280,10 +282,10 @@ def _result(schedule, work, data, op, me, bounds):
         out = work[lo:hi].copy()
     else:
         out = work
-    shape = result_shape(schedule.collective, data.shape, k)
+    shape = spec.output_shape(data.shape, k)
     if shape is not None:
         out = out.reshape(shape)
-    if op == "avg" and schedule.collective in ("all_reduce", "reduce_scatter", "reduce"):
+    if op == "avg" and spec.reduces:
         out = _divide(out, k)
     return out
 
@@ -291,49 +293,24 @@ def _result(schedule, work, data, op, me, bounds):
 def result_shape(collective, shape, k):
     """Each rank's output shape for an input of ``shape`` on ``k`` ranks, as torch gives
     it; ``None`` where it depends on the rank (a 1-D reduce-scatter's uneven chunks).
-
-    All-gather concatenates along the first axis (``all_gather_into_tensor``: (3, 5) on
-    4 ranks gives (12, 5); a 0-d input gives (4,)); reduce-scatter splits the first axis
-    (``reduce_scatter_tensor``); the other collectives keep the input's shape.
+    The rule is the collective's spec (:meth:`CollectiveSpec.output_shape`).
 
     >>> result_shape("all_gather", (3, 5), 4), result_shape("reduce_scatter", (12, 5), 4)
     ((12, 5), (3, 5))
     """
-    shape = tuple(shape)
-    if collective == "all_gather":
-        return (k * shape[0],) + shape[1:] if shape else (k,)
-    if collective == "reduce_scatter":
-        return (shape[0] // k,) + shape[1:] if len(shape) >= 2 else None
-    return shape
+    return SPECS[collective].output_shape(shape, k)
 
 
 def check_shape(collective, shape, k):
-    """Refuse a buffer whose first axis the collective cannot split over ``k`` ranks.
-
-    Reduce-scatter and all-to-all of an N-D buffer (N >= 2) split its first axis, as
-    torch's ``reduce_scatter_tensor`` and ``all_to_all_single`` do, so K must divide it;
-    a 1-D buffer may split unevenly (the first ``n mod K`` chunks one element longer).
-    """
-    shape = tuple(shape)
-    if collective not in ("reduce_scatter", "all_to_all") or len(shape) < 2 or shape[0] % k == 0:
-        return
-    rows = shape[0]
-    lower, upper = rows - rows % k, rows - rows % k + k
-    raise ConfigError(
-        f"{collective.replace('_', '-')} of a buffer of shape {shape} on {k} ranks: it splits "
-        f"the first axis, so {rows} must be a multiple of {k} (nearest: {lower} or {upper}), "
-        "or pass a 1-D buffer"
-    )
+    """Refuse a buffer whose first axis the collective cannot split over ``k`` ranks
+    (:meth:`CollectiveSpec.check_shape`)."""
+    SPECS[collective].check_shape(shape, k)
 
 
 def check_all_to_all(collective, count, k):
-    """All-to-all sends an equal block to every rank: K must divide the count."""
-    if collective == "all_to_all" and count % k:
-        lower, upper = count - count % k, count - count % k + k
-        raise ConfigError(
-            f"all-to-all of {count} elements on {k} ranks: each rank sends an equal block to "
-            f"every rank, so the count must be a multiple of {k} (nearest: {lower} or {upper})"
-        )
+    """Refuse a count that must be, and is not, a multiple of ``k``
+    (:meth:`CollectiveSpec.check_count`; all-to-all's equal blocks)."""
+    SPECS[collective].check_count(count, k)
 
 
 def _divide(values, k):

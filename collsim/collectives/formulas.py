@@ -21,6 +21,8 @@ all-reduce tree             2⌈log2 K⌉           ⌈log2 K⌉·S (root)      
 all-reduce naive            2                   (K-1)·S (root)          2(α + (K-1)S/β)
 reduce-scatter ring         K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
 all-gather ring             K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
+reduce-scatter halving-d.   log2 K              (K-1)/K·S               log2K·α + (K-1)/K·S/β
+all-gather halving-d.       log2 K              (K-1)/K·S               log2K·α + (K-1)/K·S/β
 broadcast tree              ⌈log2 K⌉            ⌈log2 K⌉·S (root)       ⌈log2 K⌉(α + S/β)
 reduce tree                 ⌈log2 K⌉            S (root receives K'·S)  ⌈log2 K⌉(α + S/β)
 broadcast / reduce ring     2(K-1)              S                       2(K-1)(α + S/(Kβ))
@@ -30,9 +32,12 @@ all-to-all direct           K-1                 (K-1)/K·S               (K-1)(�
 K' = ⌈log2 K⌉.  "Bytes sent per rank" is what the busiest sender sends (the reduce
 tree's root sends nothing and receives ⌈log2 K⌉·S; every other rank sends S once).
 
-Halving-doubling for K not a power of two folds the K - 2^⌊log2 K⌋ extra ranks in with
-one whole-buffer step before and one after (2 steps more, each α + S/β).  The naive
-root's link carries all K-1 buffers at once: on a ``switch`` they share its one link.
+Halving-doubling reduce-scatter (recursive halving) and all-gather (recursive doubling)
+need K a power of two: step i moves S/2^i (reduce-scatter) or 2^(i-1)·S/K (all-gather),
+which sums to (K-1)/K·S.  The all-reduce for K not a power of two folds the
+K - 2^⌊log2 K⌋ extra ranks in with one whole-buffer step before and one after (2 steps
+more, each α + S/β).  The naive root's link carries all K-1 buffers at once: on a
+``switch`` they share its one link.
 
 Examples
 --------
@@ -47,14 +52,15 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from .checks import check_power_of_two
 
 __all__ = ["Cost", "closed_form", "bus_factor", "ALGORITHMS", "COLLECTIVES"]
 
 # the algorithms each collective offers, first = default
 ALGORITHMS = {
     "all_reduce": ("ring", "tree", "halving_doubling", "naive"),
-    "reduce_scatter": ("ring",),
-    "all_gather": ("ring",),
+    "reduce_scatter": ("ring", "halving_doubling"),
+    "all_gather": ("ring", "halving_doubling"),
     "broadcast": ("tree", "ring"),
     "reduce": ("tree", "ring"),
     "all_to_all": ("direct",),
@@ -103,6 +109,11 @@ def closed_form(collective, algorithm, ranks, size, alpha, beta):
         # a reduce tree's senders each send the buffer once; the root only receives
         sent = s if collective == "reduce" else depth * s
         return Cost(phases * depth, sent, phases * depth * (alpha + s / beta))
+    if algorithm == "halving_doubling" and collective in ("reduce_scatter", "all_gather"):
+        # recursive halving / doubling: log2 K steps moving S/2, S/4, ... S/K in all
+        name = f"halving-doubling {collective.replace('_', '-')}"
+        depth = int(math.log2(check_power_of_two(k, name)))
+        return Cost(depth, (k - 1) / k * s, depth * alpha + (k - 1) / k * s / beta)
     if algorithm == "naive":
         return Cost(2, (k - 1) * s, 2 * (alpha + (k - 1) * s / beta))
     # halving-doubling: power-of-two core plus an optional fold-in before and after

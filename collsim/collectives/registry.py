@@ -13,7 +13,11 @@ import difflib
 from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
 from .formulas import ALGORITHMS
-from .halving_doubling import halving_doubling_all_reduce
+from .halving_doubling import (
+    halving_doubling_all_gather,
+    halving_doubling_all_reduce,
+    halving_doubling_reduce_scatter,
+)
 from .naive import naive_all_reduce
 from .ring import (
     chain_broadcast,
@@ -24,7 +28,8 @@ from .ring import (
 )
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce
 
-__all__ = ["build", "canonical_collective", "canonical_algorithm", "BUILDERS", "ALGORITHMS"]
+__all__ = ["build", "canonical_collective", "canonical_algorithm", "algorithms_for", "BUILDERS",
+           "ALGORITHMS", "POWER_OF_TWO_ONLY"]  # fmt: skip
 
 BUILDERS = {
     ("all_reduce", "ring"): lambda k, root: ring_all_reduce(k),
@@ -32,17 +37,24 @@ BUILDERS = {
     ("all_reduce", "halving_doubling"): lambda k, root: halving_doubling_all_reduce(k),
     ("all_reduce", "naive"): lambda k, root: naive_all_reduce(k, root),
     ("reduce_scatter", "ring"): lambda k, root: ring_reduce_scatter(k),
+    ("reduce_scatter", "halving_doubling"): lambda k, root: halving_doubling_reduce_scatter(k),
     ("all_gather", "ring"): lambda k, root: ring_all_gather(k),
+    ("all_gather", "halving_doubling"): lambda k, root: halving_doubling_all_gather(k),
     ("broadcast", "tree"): tree_broadcast,
     ("broadcast", "ring"): chain_broadcast,
     ("reduce", "tree"): tree_reduce,
     ("reduce", "ring"): chain_reduce,
     ("all_to_all", "direct"): lambda k, root: direct_all_to_all(k),
 }
+# pairs whose builder refuses K that is not a power of two (partners r XOR 2^i)
+POWER_OF_TWO_ONLY = frozenset({("reduce_scatter", "halving_doubling"),
+                               ("all_gather", "halving_doubling")})  # fmt: skip
 _ALGORITHM_ALIASES = {
     "hd": "halving_doubling",
     "rabenseifner": "halving_doubling",
     "recursive_halving_doubling": "halving_doubling",
+    "recursive_halving": "halving_doubling",  # the reduce-scatter's name for it
+    "recursive_doubling": "halving_doubling",  # the all-gather's
     "binomial": "tree",
     "binomial_tree": "tree",
     "chain": "ring",
@@ -82,6 +94,19 @@ def canonical_algorithm(collective, name):
             f"choose one of {', '.join(options)}"
         )
     return key
+
+
+def algorithms_for(collective, k):
+    """The algorithms of ``collective`` that run on ``k`` ranks, default first (what a
+    sweep over every algorithm should draw).
+
+    >>> algorithms_for("reduce_scatter", 6), algorithms_for("reduce_scatter", 8)
+    (('ring',), ('ring', 'halving_doubling'))
+    """
+    collective = canonical_collective(collective)
+    power_of_two = k >= 1 and k & (k - 1) == 0
+    return tuple(a for a in ALGORITHMS[collective]
+                 if power_of_two or (collective, a) not in POWER_OF_TWO_ONLY)  # fmt: skip
 
 
 def build(collective, algorithm, k, root=0):

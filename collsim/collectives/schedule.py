@@ -24,12 +24,15 @@ ChunkMove(src=2, dst=0, chunks=range(1, 2), reduce=True))
 [(0, 3), (3, 6), (6, 8), (8, 10)]
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .checks import is_int
+from .spec import SPECS, CollectiveSpec
 
-__all__ = ["ChunkMove", "Schedule", "chunk_bounds", "contributions"]
+__all__ = ["ChunkMove", "Schedule", "chunk_bounds", "contributions", "LAYOUTS"]
+
+LAYOUTS = ("full", "own_chunk", "root")  # see Schedule: what a buffer holds, or answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +86,16 @@ def _move(src, dst, chunks, reduce):
 class Schedule:
     """Steps of chunk moves among ``ranks`` group ranks.
 
-    ``start`` says what each rank holds before step 0 (``"full"``: its whole input,
-    ``"own_chunk"``: only chunk r, as in all-gather; ``"root"``: only the root has
-    data); ``result`` which chunks are the answer (``"full"``, ``"own_chunk"``,
-    ``"root"``); ``phases`` names consecutive step ranges for the step-through.
+    The layouts are data the executor reads, so it never asks which collective runs.
+    ``start`` says what each rank's working buffer holds before step 1: ``"full"``, a
+    copy of its input; ``"own_chunk"``, only chunk r, and the input *is* that chunk
+    (the buffer is K inputs long, as in all-gather); ``"root"``, only the root's buffer
+    holds its input.  ``result`` says which part of the buffer is the rank's answer:
+    ``"full"``, ``"own_chunk"`` (chunk r, as in reduce-scatter) or ``"root"`` (the
+    whole buffer on the root, nothing elsewhere).  ``spec`` is the collective's
+    :class:`~collsim.collectives.spec.CollectiveSpec` (reduction, root, output shape,
+    input checks), by default the one of ``collective``.  ``phases`` names consecutive
+    step ranges for the step-through.
     """
 
     collective: str
@@ -98,9 +107,21 @@ class Schedule:
     start: str = "full"
     result: str = "full"
     root: int = 0
-    notes: dict = field(default_factory=dict, compare=False)
+    spec: CollectiveSpec = None  # None: SPECS[collective]
 
     def __post_init__(self):
+        if self.spec is None:
+            if self.collective not in SPECS:
+                raise ConfigError(
+                    f"schedule of collective {self.collective!r}: give its spec= "
+                    f"(a CollectiveSpec), or use one of {', '.join(SPECS)}"
+                )
+            object.__setattr__(self, "spec", SPECS[self.collective])
+        if self.start not in LAYOUTS or self.result not in LAYOUTS:
+            raise ConfigError(
+                f"{self.algorithm} schedule: start={self.start!r}, result={self.result!r}: "
+                f"layouts are {', '.join(LAYOUTS)}"
+            )
         for index, step in enumerate(self.steps):
             pairs = [(m.src, m.dst) for m in step]
             if len(set(pairs)) != len(pairs):
@@ -109,6 +130,16 @@ class Schedule:
     @property
     def n_steps(self):
         return len(self.steps)
+
+    def buffer_elements(self, count):
+        """Elements of each rank's working buffer for inputs of ``count`` elements: K
+        inputs where the input is one chunk of it (``start="own_chunk"``).
+
+        >>> from collsim.collectives.ring import ring_all_gather
+        >>> ring_all_gather(4).buffer_elements(3)
+        12
+        """
+        return count * self.ranks if self.start == "own_chunk" else count
 
     def moves(self):
         """Every chunk move with its step: ``[(step, ChunkMove), ...]``."""

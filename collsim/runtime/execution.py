@@ -72,6 +72,10 @@ class Execution:
             Steps: self._op_steps,
         }
         self.collective_calls = {}  # (group ranks, seq) -> {rank: CollectiveCall}
+        # the collectives' per-run state (sequence numbers, tags, plans): a
+        # collectives.context.CollectiveContext, made by the run's first collective (the
+        # runtime does not import the collectives, which sit above it)
+        self.collectives = None
 
     # -- processes ------------------------------------------------------------------------
 
@@ -315,6 +319,7 @@ class Execution:
         self._dispatch = {}
         self._comm_tail = {}
         self.collective_calls = {}
+        self.collectives = None
 
     # -- the end of a run -----------------------------------------------------------------
 
