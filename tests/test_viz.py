@@ -322,3 +322,20 @@ def test_viz_modules_return_figures_and_never_use_pyplot():
         text = (source / f"{name}.py").read_text()
         assert "pyplot" not in text and "plt." not in text
     assert isinstance(ring_figure(run(T.ring(3))), Figure)
+
+
+@pytest.mark.parametrize("collective", ["reduce-scatter", "all-gather"])
+@pytest.mark.parametrize("ranks, drawn", [(6, {"ring"}), (8, {"ring", "halving_doubling"})])
+def test_default_sweep_draws_every_algorithm_that_runs_on_that_many_ranks(
+    collective, ranks, drawn, tmp_path
+):
+    from collsim.cli import main
+
+    out = tmp_path / "s.png"
+    assert main(["viz", "sweep", collective, "--ranks", str(ranks), "--topology", "switch",
+                 "--max-bytes", "64KiB", "--out", str(out)]) == 0  # fmt: skip
+    from collsim import Cluster, topology
+    from collsim.viz.sweep import sweep
+
+    result = sweep(Cluster(topology.switch(ranks)), collective, sizes=[1024, 4096])
+    assert set(result.times) == drawn

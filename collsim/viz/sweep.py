@@ -34,8 +34,8 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..collectives.api import analytical
 from ..collectives.executor import DTYPE_BYTES
-from ..collectives.formulas import ALGORITHMS, bus_factor
-from ..collectives.registry import canonical_algorithm, canonical_collective
+from ..collectives.formulas import bus_factor
+from ..collectives.registry import algorithms_for, canonical_algorithm, canonical_collective
 from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
@@ -149,7 +149,9 @@ def sweep(
     if mode not in MODES:
         raise ConfigError(f"unknown sweep mode {mode!r}: choose one of {', '.join(MODES)}")
     if algorithms is None:
-        algorithms = ALGORITHMS[collective]
+        # every algorithm that runs on this many ranks (halving-doubling reduce-scatter
+        # and all-gather need a power of two)
+        algorithms = algorithms_for(collective, cluster.size)
     given = list(algorithms)
     algorithms = [canonical_algorithm(collective, a) for a in given]
     if len(set(algorithms)) < len(algorithms):
