@@ -25,6 +25,7 @@ from collsim.parallel.pipeline import (
     toy_batch,
     toy_model,
 )
+from collsim.parallel.pipeline_stage import PipelineMessage
 from collsim.parallel.schedules import build_schedule, gpipe, interleaved, one_f_one_b, zb_h1
 
 # small enough that the numerics cost little: (B, S, H) = (1, 2, 4) per micro-batch
@@ -213,8 +214,10 @@ def test_each_microbatch_crosses_every_boundary_once_each_way(sched):
     transfers = result.trace.transfers
     assert len(transfers) == 2 * m * (p * v - 1)
     assert {t.nbytes for t in transfers} == {B * S * H * b}
-    forward = {(t.tag[1], t.tag[2]) for t in transfers if t.tag[0] == "act"}
-    backward = {(t.tag[1], t.tag[2]) for t in transfers if t.tag[0] == "grad"}
+    tags = [t.tag for t in transfers]
+    assert all(isinstance(tag, PipelineMessage) for tag in tags)
+    forward = {(tag.microbatch, tag.virtual_stage) for tag in tags if tag.kind == "act"}
+    backward = {(tag.microbatch, tag.virtual_stage) for tag in tags if tag.kind == "grad"}
     # activation into virtual stage k = 1..pv-1, gradient into k = 0..pv-2: once per micro-batch
     assert forward == {(mb, k) for mb in range(m) for k in range(1, p * v)}
     assert backward == {(mb, k) for mb in range(m) for k in range(p * v - 1)}

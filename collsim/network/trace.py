@@ -21,7 +21,7 @@ Examples
 import gc
 import json
 from collections import namedtuple
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 
 from ..units import format_size, format_time
 
@@ -33,8 +33,12 @@ when its last byte arrived; ``links`` the directed links it crossed; ``label`` w
 was, for display only (e.g. ``"all_reduce step 2 chunk 5"``: steps count from 1).
 Read its meaning from ``tag`` (a collective's is ``("collective", group, seq, step)``
 with the 0-based step index)."""
-Compute = namedtuple("Compute", "rank start end label")
-Compute.__doc__ = """One span of work on a rank's compute stream."""
+Compute = namedtuple("Compute", "rank start end label meta", defaults=(None,))
+Compute.__doc__ = """One span of work on a rank's compute stream, ``start`` to ``end`` seconds.
+``label`` is for display only; ``meta`` is what the span belongs to, as the typed record
+its maker gave ``rank.compute(..., meta=...)`` (a pipeline pass is a
+:class:`~collsim.parallel.schedules.PipelinePass`), or None. The trace stores it as it
+is; read the span's meaning from its fields."""
 
 
 @dataclass
@@ -87,8 +91,8 @@ class Trace:
     def add_transfer(self, src, dst, tag, nbytes, start, end, links, label):
         self._raw.append((src, dst, tag, nbytes, start, end, links, label))
 
-    def add_compute(self, rank, start, end, label):
-        self.computes.append(Compute(rank, start, end, label))
+    def add_compute(self, rank, start, end, label, meta=None):
+        self.computes.append(Compute(rank, start, end, label, meta))
 
     def __len__(self):
         """Records: transfers and compute spans."""
@@ -132,15 +136,20 @@ class Trace:
 
         Returns the JSON text; also writes it to ``path`` when given.  Open it at
         ui.perfetto.dev or chrome://tracing; compute and communication overlap shows as
-        two tracks of one rank.
+        two tracks of one rank.  A compute span's record (``meta``) appears as its
+        event's ``args`` (a pipeline pass's kind, micro-batch, chunk and stage), and a typed
+        transfer tag's fields (``to_args()``) join its transfer's.
         """
         events, ranks = [], set()
         for c in self.computes:
             ranks.add(c.rank)
-            events.append(_span(c.label or "compute", c.rank, 0, c.start, c.end, {}))
+            args = {} if c.meta is None else _record_args(c.meta)
+            events.append(_span(c.label or "compute", c.rank, 0, c.start, c.end, args))
         for t in self.transfers:
             ranks.update((t.src, t.dst))
             args = {"bytes": t.nbytes, "tag": str(t.tag), "src": t.src, "dst": t.dst}
+            if hasattr(t.tag, "to_args"):  # a typed tag: its fields too
+                args |= t.tag.to_args()
             name = t.label or "transfer"
             events.append(_span(f"{name} -> r{t.dst}", t.src, 1, t.start, t.end, args))
             events.append(_span(f"{name} <- r{t.src}", t.dst, 2, t.start, t.end, args))
@@ -170,3 +179,13 @@ def _span(name, pid, tid, start, end, args):
     # Chrome trace times are microseconds
     return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": start * 1e6,
             "dur": (end - start) * 1e6, "args": args}  # fmt: skip
+
+
+def _record_args(record):
+    """A span's record as JSON-ready ``args``: its ``to_args()``, a dataclass's fields, or
+    its ``repr`` (the trace does not know the record types of the layers above it)."""
+    if hasattr(record, "to_args"):
+        return record.to_args()
+    if is_dataclass(record) and not isinstance(record, type):
+        return asdict(record)
+    return {"meta": repr(record)}

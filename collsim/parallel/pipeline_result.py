@@ -17,7 +17,8 @@ links ``step = bubble_time + m (t_f + t_b + t_w)``, exactly the denominator the 
 
 from dataclasses import dataclass
 
-from .schedules import PipeOp
+from .pipeline_stage import PipelineMessage
+from .schedules import PipelinePass, PipeOp
 
 __all__ = ["OpSpan", "PipelineResult", "op_spans"]
 
@@ -34,23 +35,46 @@ class OpSpan:
 
     @property
     def label(self):
+        """The pass's display label (``F3``); read its meaning from ``op`` or ``record``."""
         return self.op.label()
+
+    @property
+    def record(self):
+        """The `PipelinePass` of this span: kind, micro-batch, chunk and stage."""
+        return PipelinePass.of(self.op, self.stage)
 
 
 def op_spans(schedule, trace, stage_ranks):
     """The passes of ``schedule`` found in ``trace``, as `OpSpan` sorted by stage then start.
 
-    ``stage_ranks[s]`` is the global rank that ran stage ``s``. A pass is recognised by its
-    compute label (``F3``, ``B3.1``, ...); passes of zero seconds leave no record.
+    ``stage_ranks[s]`` is the global rank that ran stage ``s``. A pass is recognised by the
+    `PipelinePass` record its compute span carries (``meta``), never by its label; spans of
+    other ranks, and spans without a record (a layer's own compute inside a pass), are left
+    out. A trace built by hand with no records at all is read by its labels instead, as the
+    schedule writes them (``F3``, ``B3.1``).
     """
-    show_chunk = schedule.virtual > 1
     rank_stage = {rank: s for s, rank in enumerate(stage_ranks)}
+    records = [c for c in trace.computes if isinstance(c.meta, PipelinePass)]
+    if not records and trace.computes:
+        return _spans_from_labels(schedule, trace, rank_stage)
+    spans = [
+        OpSpan(c.meta.stage, c.meta.op, c.start, c.end, c.rank)
+        for c in records
+        if rank_stage.get(c.rank) == c.meta.stage
+    ]
+    spans.sort(key=lambda s: (s.stage, s.start))
+    return spans
+
+
+def _spans_from_labels(schedule, trace, rank_stage):
+    """Passes of a hand-built trace (no records), matched by their display labels."""
+    show_chunk = schedule.virtual > 1
     by_label = [{op.label(show_chunk): op for op in row} for row in schedule.ops]
     spans = []
-    for rank, start, end, label in trace.computes:
-        stage = rank_stage.get(rank)
-        if stage is not None and label in by_label[stage]:
-            spans.append(OpSpan(stage, by_label[stage][label], start, end, rank))
+    for c in trace.computes:
+        stage = rank_stage.get(c.rank)
+        if stage is not None and c.label in by_label[stage]:
+            spans.append(OpSpan(stage, by_label[stage][c.label], c.start, c.end, c.rank))
     spans.sort(key=lambda s: (s.stage, s.start))
     return spans
 
@@ -157,7 +181,7 @@ class PipelineResult:
         rank_stage = {rank: stage for stage, rank in enumerate(self.stage_ranks)}
         found = {}
         for t in self.trace.transfers:
-            if isinstance(t.tag, tuple) and t.tag[:1] in (("act",), ("grad",)):
+            if isinstance(t.tag, PipelineMessage):
                 key = (rank_stage.get(t.src), rank_stage.get(t.dst))
                 found.setdefault(key, []).append(t)
         return found

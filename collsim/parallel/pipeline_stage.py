@@ -6,7 +6,8 @@ The executor (:mod:`collsim.parallel.pipeline`) builds one `StageJob` per rank a
 1. waits for its input: the micro-batch from the data loader (virtual stage 0), the activation
    from the previous virtual stage, or the gradient from the next one;
 2. runs the real numpy forward / backward of its layers (a `Sequential` slice);
-3. occupies its compute stream for the pass's simulated time (``rank.compute``);
+3. occupies its compute stream for the pass's simulated time (``rank.compute``), the span
+   carrying a `~collsim.parallel.schedules.PipelinePass` record of which pass it is;
 4. posts the output to its neighbour with ``isend`` and moves on without waiting for it.
 
 Every receive a stage will ever need is posted with ``irecv`` before its first pass. Sends are
@@ -25,22 +26,56 @@ then run with ``yield from``.
 
 import inspect
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from ..nn import ctx_nbytes
+from .schedules import PipelinePass
 
-__all__ = ["StageJob", "StageOutcome", "stage_program", "activation_tag", "gradient_tag"]
+__all__ = [
+    "StageJob",
+    "StageOutcome",
+    "PipelineMessage",
+    "stage_program",
+    "activation_tag",
+    "gradient_tag",
+]
+
+
+class PipelineMessage(NamedTuple):
+    """The tag of a pipeline transfer: what it carries, for which micro-batch, to where.
+
+    A typed record that matches a send with its receive (hashable, equal field by field);
+    read its fields, not its positions. ``kind`` is ``"act"`` (an activation, forward) or
+    ``"grad"`` (a gradient, backward).
+
+    >>> activation_tag(3, 2)
+    PipelineMessage(kind='act', microbatch=3, virtual_stage=2)
+    """
+
+    kind: str  # "act" or "grad"
+    microbatch: int
+    virtual_stage: int  # the virtual stage it enters: chunk * p + stage
+
+    @property
+    def what(self):
+        """``"activation"`` or ``"gradient"``, for display."""
+        return "activation" if self.kind == "act" else "gradient"
+
+    def to_args(self):
+        """The fields as a JSON-ready dict, for the Chrome/Perfetto export's ``args``."""
+        return self._asdict()
 
 
 def activation_tag(microbatch, virtual_stage):
     """Tag of the activation that enters ``virtual_stage`` for ``microbatch``."""
-    return ("act", microbatch, virtual_stage)
+    return PipelineMessage("act", microbatch, virtual_stage)
 
 
 def gradient_tag(microbatch, virtual_stage):
     """Tag of the gradient that enters ``virtual_stage`` (from above) for ``microbatch``."""
-    return ("grad", microbatch, virtual_stage)
+    return PipelineMessage("grad", microbatch, virtual_stage)
 
 
 @dataclass
@@ -150,12 +185,13 @@ def stage_program(rank, job):
             ctx = held.pop((mb, chunk))
             dy = pending_w.pop((mb, chunk))
             _accumulate(grads, (yield from _run(module.backward_weight(ctx, dy))))
-        label = op.label(job.show_chunk)
-        yield rank.compute(seconds=job.seconds[op.kind][chunk], label=label)
+        label = op.label(job.show_chunk)  # for display; the record says which pass it is
+        record = PipelinePass.of(op, stage)
+        yield rank.compute(seconds=job.seconds[op.kind][chunk], label=label, meta=record)
         if out is not None:  # the data exists once the pass is done: send it now
             dst_stage, array, tag = out
             array = array if job.scatter is None else job.scatter(array)
-            what = f"{'activation' if tag[0] == 'act' else 'gradient'} {label}"
+            what = f"{tag.what} {label}"
             sends.append((yield rank.isend(job.pp_ranks[dst_stage], array, tag, label=what)))
         inflight.append((rank.now, len(held), _held_bytes(held)))
     if sends:

@@ -176,7 +176,7 @@ class Execution:
         end = start + op.seconds
         self._compute_free[me] = end
         # zero-length spans are recorded too: a schedule's op that costs nothing still ran
-        self.trace.add_compute(me, start, end, op.label)
+        self.trace.add_compute(me, start, end, op.label, op.meta)
         if end == now:
             return True, None
         self.engine.at(end, FINISH, lambda _: self._advance(proc, None))

@@ -93,7 +93,8 @@ class Wait:
 @dataclass
 class Compute:
     seconds: float
-    label: str = "compute"
+    label: str = "compute"  # for display only
+    meta: object = None  # what the span belongs to (a typed record), kept on the trace
 
 
 @dataclass

@@ -21,7 +21,17 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..units import parse_time
-from .ops import Compute, CountOnly, Exchange, Handle, Recv, Send, Start, Wait, is_payload
+from .ops import (
+    Compute,
+    CountOnly,
+    Exchange,
+    Handle,
+    Recv,
+    Send,
+    Start,
+    Wait,
+    is_payload,
+)
 
 __all__ = ["Rank"]
 
@@ -92,10 +102,13 @@ class Rank:
                     for r in recvs]  # fmt: skip
         return Exchange(send_ops, recv_ops)
 
-    def compute(self, seconds=None, flops=None, label="compute"):
+    def compute(self, seconds=None, flops=None, label="compute", meta=None):
         """Occupy this rank's compute stream for ``seconds`` (a number or a time string
         such as ``"1ms"``), or for ``flops`` at the cluster's ``compute_rate``;
-        communication already posted keeps flowing."""
+        communication already posted keeps flowing.  ``label`` is for display; ``meta``,
+        a typed record of what the span belongs to (a pipeline pass is a
+        :class:`~collsim.parallel.schedules.PipelinePass`), is kept on the trace's
+        compute span (``trace.computes[i].meta``) and in its Chrome export ``args``."""
         if (seconds is None) == (flops is None):
             raise ConfigError(
                 f"compute(seconds={seconds!r}, flops={flops!r}) takes exactly one of "
@@ -116,7 +129,7 @@ class Rank:
                 seconds = parse_time(seconds)
             except ConfigError as exc:
                 raise ConfigError(f"compute(seconds={seconds!r}): {exc}") from None
-        return Compute(float(seconds), _label(label))
+        return Compute(float(seconds), _label(label), meta)
 
     def start(self, program, name="background"):
         """Run a generator (e.g. ``rank.all_reduce(...)``) in the background on this rank's

@@ -7,7 +7,8 @@ micro-batch; interleaved schedules draw model chunk 1, 2, ... in lighter shades.
 time of each stage inside the step is hatched grey, and the title gives the bubble
 fraction measured from those blocks next to the schedule's closed form.
 
-Every block is a compute span of the run's trace, matched to its pass by label
+Every block is a compute span of the run's trace, matched to its pass by the
+`~collsim.parallel.schedules.PipelinePass` record the span carries, never by its label
 (:func:`collsim.parallel.pipeline_result.op_spans`); nothing is re-timed here.
 
 Examples
@@ -82,8 +83,9 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
     source : PipelineResult or Trace
         What :func:`collsim.parallel.pipeline.run_pipeline` returned (it carries the
         schedule, the trace, the stage ranks and the pass times), or a bare trace whose
-        compute spans are labelled like the schedule's passes (``F3``, ``B3``, ``W3``,
-        ``F3.1``).
+        compute spans carry `~collsim.parallel.schedules.PipelinePass` records (a trace
+        built by hand without any is read by labels named like the schedule's passes:
+        ``F3``, ``B3``, ``W3``, ``F3.1``).
     schedule : Schedule, optional
         Needed with a bare trace.
     stage_ranks : sequence of int, optional
@@ -103,8 +105,9 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
     expected = sum(len(row) for row in schedule.ops)
     if len(spans) != expected:
         raise ConfigError(
-            f"the trace holds {len(spans)} of the schedule's {expected} passes: the compute "
-            "labels must name them as the schedule does (F3, B3, W3, F3.1) on stage_ranks"
+            f"the trace holds {len(spans)} of the schedule's {expected} passes: each pass's "
+            "compute span must carry its PipelinePass record (meta=) on its stage's rank of "
+            "stage_ranks"
         )
     p, v = schedule.stages, schedule.virtual
     start, end, idle = bubble_from_spans(spans, p)

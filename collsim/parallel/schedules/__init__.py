@@ -17,7 +17,9 @@ schedule        builder                            idle time per stage         p
 Table notation: ``F3`` / ``B3`` / ``W3`` is micro-batch 3; ``F3.1`` adds the model chunk. The
 *bubble fraction* is idle / (idle + m (t_f+t_b+t_w)), i.e. (p-1)/(m+p-1) for gpipe and 1f1b.
 The closed forms live in :mod:`~collsim.parallel.schedules.formulas` (``bubble_fraction``,
-``bubble_time``, ``peak_inflight``), which `Schedule` and the planner both call.
+``bubble_time``, ``peak_inflight``), which `Schedule` and the planner both call. When a
+stage runs a pass, its compute span carries a `PipelinePass` record (kind, micro-batch, chunk,
+stage) that the measurements read; the ``F3`` labels are for display only.
 
 Examples
 --------
@@ -37,11 +39,14 @@ stage 3 | F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7
 from .builders import SCHEDULE_NAMES, build_schedule, gpipe, interleaved, one_f_one_b, zb_h1
 from .formulas import bubble_fraction, bubble_time, peak_inflight
 from .layers import split_layers
+from .passes import PASS_KINDS, PipelinePass
 from .schedule import KINDS, PipeOp, Schedule
 
 __all__ = [
     "KINDS",
     "PipeOp",
+    "PipelinePass",
+    "PASS_KINDS",
     "Schedule",
     "SCHEDULE_NAMES",
     "build_schedule",
