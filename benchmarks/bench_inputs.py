@@ -8,9 +8,8 @@ every dtype).
     python benchmarks/bench_inputs.py
 """
 
-import time
-
 import numpy as np
+from bench_collectives import best_of  # the same timing rule as the other benchmarks
 
 from collsim.collectives.executor import integer_inputs
 
@@ -18,15 +17,6 @@ from collsim.collectives.executor import integer_inputs
 def numpy_baseline(k, n, dtype, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.integers(-4, 4, size=n).astype(dtype) for _ in range(k)]
-
-
-def best_of(repeats, fn):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main():
