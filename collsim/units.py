@@ -64,6 +64,8 @@ _TIME_RE = re.compile(rf"^{_NUMBER}\s*(ns|us|µs|ms|s)?$")
 
 def _number(text, what="size", example="'64MiB'"):
     """A plain number (SI base units) as a float, or None for a string to parse."""
+    if type(text) is float:  # the common case (rank.compute(seconds=...)): skip the ABC check
+        return text
     if isinstance(text, bool | np_bool):
         raise ConfigError(f"{text!r} is not a quantity: give a number or a string like {example}")
     if isinstance(text, numbers.Real):

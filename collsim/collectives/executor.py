@@ -35,7 +35,6 @@ from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check
 from .context import context_of
 from .reference import reference
 from .schedule import chunk_bounds
-from .spec import SPECS
 
 __all__ = [
     "run_schedule",
@@ -44,9 +43,6 @@ __all__ = [
     "DTYPE_BYTES",
     "reference",
     "integer_inputs",
-    "result_shape",
-    "check_shape",
-    "check_all_to_all",
 ]
 
 REDUCE_OPS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
@@ -74,9 +70,6 @@ class CollectiveCall:
         op = f", op={self.op}" if self.reduces else ""
         return f"{self.name}(algorithm={self.algorithm}, count={self.count}, " \
                f"dtype={self.dtype}{op}{root})"  # fmt: skip
-
-
-_op_name = check_op
 
 
 def _plan(context, schedule):
@@ -288,29 +281,6 @@ def _result(schedule, work, data, op, me, bounds):
     if op == "avg" and spec.reduces:
         out = _divide(out, k)
     return out
-
-
-def result_shape(collective, shape, k):
-    """Each rank's output shape for an input of ``shape`` on ``k`` ranks, as torch gives
-    it; ``None`` where it depends on the rank (a 1-D reduce-scatter's uneven chunks).
-    The rule is the collective's spec (:meth:`CollectiveSpec.output_shape`).
-
-    >>> result_shape("all_gather", (3, 5), 4), result_shape("reduce_scatter", (12, 5), 4)
-    ((12, 5), (3, 5))
-    """
-    return SPECS[collective].output_shape(shape, k)
-
-
-def check_shape(collective, shape, k):
-    """Refuse a buffer whose first axis the collective cannot split over ``k`` ranks
-    (:meth:`CollectiveSpec.check_shape`)."""
-    SPECS[collective].check_shape(shape, k)
-
-
-def check_all_to_all(collective, count, k):
-    """Refuse a count that must be, and is not, a multiple of ``k``
-    (:meth:`CollectiveSpec.check_count`; all-to-all's equal blocks)."""
-    SPECS[collective].check_count(count, k)
 
 
 def _divide(values, k):

@@ -25,7 +25,15 @@ import numbers
 
 from ..errors import CollsimError, ConfigError, SimulationLimitError
 
-__all__ = ["Engine", "FINISH", "START", "SimulationLimitError"]
+__all__ = ["Engine", "FINISH", "START", "SimulationLimitError", "DEFAULT_MAX_TIME",
+           "DEFAULT_MAX_EVENTS"]  # fmt: skip
+
+# A day of simulated time: no training step or collective simulated here lasts that long.
+DEFAULT_MAX_TIME = 86_400.0
+# Engine events are bounded by the messages posted, so this backstop only stops a fault
+# in the network model; heavy max-min contention (an all-to-all on a 256-rank one-way
+# ring) legitimately needs tens of millions.
+DEFAULT_MAX_EVENTS = 200_000_000
 
 FINISH = 0
 START = 1
@@ -43,7 +51,7 @@ class Engine:
         Events after which the run is stopped the same way (``math.inf``: never).
     """
 
-    def __init__(self, max_time=86_400.0, max_events=200_000_000):
+    def __init__(self, max_time=DEFAULT_MAX_TIME, max_events=DEFAULT_MAX_EVENTS):
         for name, value in (("max_time", max_time), ("max_events", max_events)):
             if not (isinstance(value, numbers.Real) and not isinstance(value, bool)) or not (
                 value == math.inf or (math.isfinite(value) and value > 0)

@@ -169,6 +169,8 @@ def _is_sequence(value):
 def _whole_numbers(values, what, items):
     """``values`` (a list, tuple, range or 1-D array of ints) as a tuple of Python ints; a
     :class:`ConfigError` naming ``values`` for anything else (a string, a float, a bool)."""
+    if type(values) is range:  # every collective with group=None builds Group(range(K))
+        return tuple(values)
     if not _is_sequence(values):
         raise ConfigError(f"{what} {values!r} must be a list of {items} (ints), e.g. [0, 1]")
     given, values = values, tuple(values)

@@ -35,6 +35,7 @@ import numbers
 from collections import Counter
 
 from ..errors import ConfigError, SimulationLimitError
+from ..network import engine
 from ..units import parse_time
 from .diagnosis import describe
 
@@ -65,12 +66,10 @@ OPS_BASE = 1_000_000
 # so one collective (and the CLI's single runs) never meets the guard.  A runaway on K
 # ranks therefore stops after OPS_BASE + 4K(K-1) operations: ~25 s at K = 1,024.
 OPS_PER_RANK_PAIR = 4
-# A day of simulated time: no training step or collective simulated here lasts that long.
-DEFAULT_MAX_TIME = 86_400.0
-# Engine events are bounded by the messages posted, so this backstop only stops a fault
-# in the network model; heavy max-min contention (an all-to-all on a 256-rank one-way
-# ring) legitimately needs tens of millions.
-DEFAULT_MAX_EVENTS = 200_000_000
+# The engine's own guards (a day of simulated time; an event backstop) are defined with
+# the engine, which sits below the runtime, and named here with the others.
+DEFAULT_MAX_TIME = engine.DEFAULT_MAX_TIME
+DEFAULT_MAX_EVENTS = engine.DEFAULT_MAX_EVENTS
 # Operations recorded after max_ops trips, to say what the looping ranks do: a few ms.
 SAMPLE_OPS = 10_000
 # How many different operations the report lists per rank, and how many ranks.
