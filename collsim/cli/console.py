@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-__all__ = ["stdin_is_terminal", "progress", "add_progress_argument"]
+__all__ = ["stdin_is_terminal", "pause", "progress", "add_progress_argument"]
 
 
 def add_progress_argument(parser):
@@ -30,6 +30,16 @@ def stdin_is_terminal():
         return stream is not None and not stream.closed and stream.isatty()
     except (AttributeError, ValueError, OSError):
         return False
+
+
+def pause(args):
+    """Wait for Enter, but only when a person is at the terminal (stdin open and a tty) and
+    ``args.no_pause`` is not set."""
+    if not getattr(args, "no_pause", True) and stdin_is_terminal():
+        try:
+            input("  [Enter: next] ")
+        except (EOFError, RuntimeError):  # stdin closed while we waited
+            pass
 
 
 def _stderr_is_terminal():

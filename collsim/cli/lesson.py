@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..errors import CollsimError, ConfigError
 from .common import Formatter
+from .console import stdin_is_terminal
 
-__all__ = ["register", "run", "lessons_dir", "find_lessons", "cells", "numbered_cells", "Cell",
-           "stdin_is_terminal"]  # fmt: skip
+__all__ = ["register", "run", "lessons_dir", "find_lessons", "cells", "numbered_cells", "Cell"]
 
 DESCRIPTION = """\
 The lessons are percent-format Python files in the repository's lessons/ folder: each
@@ -43,18 +43,6 @@ def register(subparsers):
         "pass only a folder you trust",
     )
     p.set_defaults(func=run)
-
-
-def stdin_is_terminal():
-    """True only when a person can press Enter: stdin exists, is open and is a terminal.
-
-    With stdin closed (``collsim tour <&-``) ``sys.stdin`` is None; never wait then.
-    """
-    stream = sys.stdin
-    try:
-        return stream is not None and not stream.closed and stream.isatty()
-    except (AttributeError, ValueError, OSError):  # a replaced or broken stream
-        return False
 
 
 def lessons_dir(override=None):

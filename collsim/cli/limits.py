@@ -16,6 +16,7 @@ import os
 
 from .. import units
 from ..errors import ConfigError
+from ..viz.limits import MAX_SWEEP_SIZES  # nccl-tests' default -b 8 -e 128M -f 2 is 25
 
 __all__ = [
     "MAX_SWEEP_SIZES",
@@ -27,9 +28,6 @@ __all__ = [
     "transformer_seconds",
     "check_work",
 ]
-
-
-MAX_SWEEP_SIZES = 64  # nccl-tests' default -b 8 -e 128M -f 2 is 25 sizes
 
 
 def sweep_sizes(min_bytes, max_bytes, factor, max_sizes=MAX_SWEEP_SIZES):

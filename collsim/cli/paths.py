@@ -1,17 +1,16 @@
 """Files a command writes or reads, checked before any work starts.
 
-A ``--out`` into a missing folder used to fail with a traceback after the whole run; a
-``--config`` that is a FIFO blocked forever.  These checks name the flag, the path and the
-rule it broke.
+A ``--out`` into a missing folder used to fail with a traceback after the whole run; the
+check names the flag, the path and the rule it broke.  (Input files are checked where
+they are read: :func:`collsim.plan.load_config` takes only a bounded regular file.)
 """
 
 import os
-import stat
 from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["check_output_path", "check_input_file"]
+__all__ = ["check_output_path"]
 
 
 def check_output_path(path, flag="--out", suffixes=None):
@@ -51,37 +50,3 @@ def check_output_path(path, flag="--out", suffixes=None):
     if not os.access(parent, os.W_OK):
         raise ConfigError(f"{flag} {path}: folder {parent} is not writable")
     return out
-
-
-def check_input_file(path, flag="--config", max_bytes=1 << 20):
-    """Refuse an input that is not a readable regular file of at most ``max_bytes``.
-
-    A FIFO or a device would block or never end, so only regular files are read.
-
-    Examples
-    --------
-    >>> check_input_file("/dev/null")
-    Traceback (most recent call last):
-    ...
-    collsim.errors.ConfigError: --config /dev/null: not a regular file (a device, FIFO or ...
-    """
-    src = Path(path)
-    try:
-        info = src.stat()
-    except FileNotFoundError:
-        raise ConfigError(f"{flag} {path}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(
-            f"{flag} {path}: not a regular file (a device, FIFO or folder); "
-            "give a .toml or .json file"
-        )
-    if info.st_size > max_bytes:
-        raise ConfigError(
-            f"{flag} {path}: {info.st_size} bytes, more than the {max_bytes} a settings "
-            "file may have"
-        )
-    if not os.access(src, os.R_OK):
-        raise ConfigError(f"{flag} {path}: not readable")
-    return src

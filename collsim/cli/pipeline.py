@@ -142,8 +142,9 @@ def check_args(args):
     """Refuse, before any work, what the step cannot run; returns (format, pass times)."""
     from ..errors import ConfigError
     from ..parallel.schedules import build_schedule
+    from ..runtime.guards import DEFAULT_MAX_TIME
     from ..units import format_time, parse_time
-    from .common import MAX_LATENCY_S, check_int, link_latency, link_rate
+    from .common import check_int, link_latency, link_rate
     from .limits import check_fits, check_work, transformer_seconds
     from .paths import check_output_path
 
@@ -172,7 +173,7 @@ def check_args(args):
     link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
     # the step lasts at least (m + p - 1) passes of every kind: past the time guard it stops
     step = (args.microbatches + args.stages - 1) * args.virtual * sum(times.values())
-    if step > MAX_LATENCY_S:
+    if step > DEFAULT_MAX_TIME:
         given = ", ".join(f"{flag} {text}" for flag, text in (("--t-forward", args.t_forward),
                           ("--t-backward", args.t_backward), ("--t-weight", args.t_weight))
                           if text is not None)  # fmt: skip

@@ -11,10 +11,10 @@ from .common import (
     cluster_from_args,
     explain_time_guard,
 )
-from .console import add_progress_argument, progress, stdin_is_terminal
+from .console import add_progress_argument, pause, progress
 from .limits import check_fits
 
-__all__ = ["register", "run", "pause", "MAX_STEP_RANKS"]
+__all__ = ["register", "run", "MAX_STEP_RANKS"]
 
 # every step prints one line per rank and per transfer: past 64 ranks nobody reads it
 MAX_STEP_RANKS = 64
@@ -50,15 +50,6 @@ def register(subparsers):
     p.set_defaults(func=run)
 
 
-def pause(args):
-    """Wait for Enter, but only when a person is at the terminal (stdin open and a tty)."""
-    if not getattr(args, "no_pause", True) and stdin_is_terminal():
-        try:
-            input("  [Enter: next] ")
-        except EOFError:
-            pass
-
-
 def check_args(args):
     """Refuse what cannot be shown before running anything; returns (name, count)."""
     from ..collectives.registry import canonical_algorithm, canonical_collective
@@ -75,9 +66,10 @@ def check_args(args):
             f"--count {count}: all-to-all sends an equal block to each of the {k} ranks, so "
             f"the count must be a multiple of {k}; nearest valid --count {nearest}"
         )
-    # float32 inputs, outputs and the executor's working copies, as for `collsim run`
+    from .run import numeric_bytes  # float32 buffers, as for `collsim run`
+
     check_fits(
-        (3 * k + 4) * count * 4,
+        numeric_bytes(k, 4 * count),
         f"--count {count}: {k} ranks' buffers of float32 elements",
         "the step view shows chunks, not values: a small --count shows the same",
     )

@@ -5,7 +5,7 @@ import numpy as np
 from .. import topology, units
 from ..runtime import Cluster
 from .common import Formatter
-from .lesson import stdin_is_terminal
+from .console import pause
 
 __all__ = ["register", "run"]
 
@@ -29,15 +29,6 @@ def register(subparsers):
                               description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter")
     p.set_defaults(func=run)
-
-
-def pause(args):
-    """Wait for Enter, but only when a person is at the terminal."""
-    if not getattr(args, "no_pause", True) and stdin_is_terminal():
-        try:
-            input("  [Enter: next] ")
-        except (EOFError, RuntimeError):  # stdin closed while we waited
-            pass
 
 
 def _title(text):
