@@ -237,7 +237,7 @@ def format_flops(flop_per_s):
     _real(flop_per_s, "a compute rate")
     if math.isinf(flop_per_s):
         return "inf FLOP/s"
-    steps = [("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)]
+    steps = [("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)]
     return _scaled(flop_per_s, steps, "FLOP/s", True)
 
 

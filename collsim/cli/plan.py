@@ -3,6 +3,7 @@
 import argparse
 import sys
 
+from ..plan.config import ARCHITECTURES
 from ..plan.models import PRESETS
 
 PRESET_NAMES = tuple(PRESETS)
@@ -115,7 +116,7 @@ def add_config_arguments(parser):
             )
             group.add_argument(
                 "--architecture",
-                choices=["gpt", "llama"],
+                choices=ARCHITECTURES,
                 help="gpt: biases, LayerNorm, learned positions, tied output layer; llama: "
                 "none of those (default gpt, or the preset's)",
             )

@@ -35,6 +35,7 @@ from .. import units
 from ..errors import ConfigError
 from ..units import parse_rate, parse_size, parse_time
 from .models import SHAPE_FIELDS, assumed_shape, preset
+from .numbers import divisors
 
 __all__ = ["PlanConfig", "parse_count", "parse_flops", "RECOMPUTE", "SCHEDULES", "MAXIMA"]
 
@@ -140,7 +141,7 @@ class PlanConfig:
                 "activation memory and TP traffic cannot be estimated"
             )
         if self.kv_heads is not None and self.heads and self.heads % self.kv_heads:
-            fits = [g for g in range(1, self.heads + 1) if self.heads % g == 0]
+            fits = divisors(self.heads)
             near = min(fits, key=lambda g: (abs(g - self.kv_heads), g))
             raise ConfigError(
                 f"kv_heads = {self.kv_heads} must divide heads = {self.heads} (each key/value "

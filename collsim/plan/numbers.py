@@ -14,6 +14,8 @@ picture print them.
 
 import math
 
+from .. import units
+
 __all__ = ["divisors", "show", "factor", "tp_choices", "format_count", "format_flops"]
 
 
@@ -62,8 +64,11 @@ def format_count(n):
 
 
 def format_flops(n, per_second=False):
-    """``3.3e18`` -> ``'3.3 EFLOP'``; ``1.5e14, per_second=True`` -> ``'150 TFLOP/s'``."""
-    unit = "FLOP/s" if per_second else "FLOP"
+    """``3.3e18`` -> ``'3.3 EFLOP'``; ``1.5e14, per_second=True`` -> ``'150 TFLOP/s'``
+    (rates are :func:`collsim.units.format_flops`'s)."""
+    if per_second:
+        return units.format_flops(n)
+    unit = "FLOP"
     for prefix, factor in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
         if abs(n) >= factor:
             return f"{n / factor:.4g} {prefix}{unit}"
