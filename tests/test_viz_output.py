@@ -75,3 +75,14 @@ def test_gif_frames_are_wide_enough_for_slides(tmp_path):
     ring_animation(ring_result(2), path)
     with Image.open(path) as gif:
         assert gif.n_frames == 3 and gif.width >= MIN_FRAME_WIDTH >= 1200
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".pdf", ".png"])
+def test_collsim_pipeline_out_is_byte_identical_run_to_run(suffix, tmp_path):
+    from collsim.cli import main
+
+    paths = [tmp_path / f"t{i}{suffix}" for i in range(2)]
+    for path in paths:
+        argv = ["pipeline", "--stages", "2", "--microbatches", "2", "--out", str(path)]
+        assert main(argv) == 0
+    assert paths[0].read_bytes() == paths[1].read_bytes()

@@ -112,10 +112,11 @@ def run(args):
     else:
         print(human_report(result, args))
     if fmt is not None:
+        from ..viz.output import save_figure
         from ..viz.timeline import timeline_figure
 
-        try:
-            timeline_figure(result).savefig(args.out, format=fmt, dpi=150)
+        try:  # the same bytes every run, as `collsim viz timeline` writes them
+            save_figure(timeline_figure(result), args.out, fmt, dpi=150)
         except OSError as exc:  # a full disk: name the file, not stdout
             raise ConfigError(f"--out {args.out}: cannot write it ({exc.strerror})") from None
         # with --json, stdout carries only the JSON
