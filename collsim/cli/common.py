@@ -21,6 +21,7 @@ from .. import topology, units
 from ..errors import ConfigError
 
 __all__ = [
+    "flag_value",
     "add_cluster_arguments",
     "cluster_from_args",
     "TOPOLOGIES",
@@ -81,12 +82,21 @@ def add_cluster_arguments(parser, ranks=8):
     return g
 
 
-def link_rate(text, flag):
-    """Bytes/s of a bandwidth flag; the error names the flag and the value."""
+def flag_value(parse, text, flag):
+    """``parse(text)``; a refusal is reworded to name the flag and the value as typed.
+
+    >>> flag_value(units.parse_size, "2KiB", "--size")
+    2048
+    """
     try:
-        return units.parse_rate(text)
+        return parse(text)
     except ConfigError as exc:
         raise ConfigError(f"{flag} {text!r}: {exc}") from None
+
+
+def link_rate(text, flag):
+    """Bytes/s of a bandwidth flag; the error names the flag and the value."""
+    return flag_value(units.parse_rate, text, flag)
 
 
 def link_latency(text, flag):
@@ -97,10 +107,7 @@ def link_latency(text, flag):
     ...
     collsim.errors.ConfigError: --latency '-1us': time '-1us' must be a finite number of ...
     """
-    try:
-        seconds = units.parse_time(text)
-    except ConfigError as exc:
-        raise ConfigError(f"{flag} {text!r}: {exc}") from None
+    seconds = flag_value(units.parse_time, text, flag)
     if seconds > MAX_LATENCY_S:
         raise ConfigError(
             f"{flag} {text!r}: {units.format_time(seconds)} per link is longer than the "

@@ -17,12 +17,14 @@ import os
 from .. import units
 from ..errors import ConfigError
 from ..viz.limits import MAX_SWEEP_SIZES  # nccl-tests' default -b 8 -e 128M -f 2 is 25
+from .common import flag_value
 
 __all__ = [
     "MAX_SWEEP_SIZES",
     "MAX_WORK_SECONDS",
     "sweep_sizes",
     "parse_factor",
+    "size_flag",
     "available_memory",
     "check_fits",
     "transformer_seconds",
@@ -43,8 +45,8 @@ def sweep_sizes(min_bytes, max_bytes, factor, max_sizes=MAX_SWEEP_SIZES):
     ...
     collsim.errors.ConfigError: the sweep --min-bytes 8 .. --max-bytes 128MiB with --factor 1.1 ...
     """
-    lo = _size_flag(min_bytes, "--min-bytes")
-    hi = _size_flag(max_bytes, "--max-bytes")
+    lo = size_flag(min_bytes, "--min-bytes")
+    hi = size_flag(max_bytes, "--max-bytes")
     f = parse_factor(factor)
     if lo < 1:
         raise ConfigError(
@@ -75,13 +77,11 @@ def sweep_sizes(min_bytes, max_bytes, factor, max_sizes=MAX_SWEEP_SIZES):
     return sizes
 
 
-def _size_flag(text, flag):
+def size_flag(text, flag):
+    """A size flag in bytes; an empty value or a bad size is refused naming the flag."""
     if isinstance(text, str) and not text.strip():
         raise ConfigError(f"{flag} {text!r}: empty; give a size like {flag} 64MiB")
-    try:
-        return units.parse_size(text)
-    except ConfigError as exc:
-        raise ConfigError(f"{flag} {text!r}: {exc}") from None
+    return flag_value(units.parse_size, text, flag)
 
 
 def parse_factor(text):

@@ -145,7 +145,7 @@ def check_args(args):
     from ..parallel.schedules import build_schedule
     from ..runtime.guards import DEFAULT_MAX_TIME
     from ..units import format_time, parse_time
-    from .common import check_int, link_latency, link_rate
+    from .common import check_int, flag_value, link_latency, link_rate
     from .limits import check_fits, check_work, transformer_seconds
     from .paths import check_output_path
 
@@ -167,10 +167,7 @@ def check_args(args):
         if text is None:
             times[key] = times["t_f"]
             continue
-        try:
-            times[key] = parse_time(text)
-        except ConfigError as exc:
-            raise ConfigError(f"{flag} {text!r}: {exc}") from None
+        times[key] = flag_value(parse_time, text, flag)
     link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
     # the step lasts at least (m + p - 1) passes of every kind: past the time guard it stops
     step = (args.microbatches + args.stages - 1) * args.virtual * sum(times.values())

@@ -20,7 +20,7 @@ from .common import (
     explain_time_guard,
 )
 from .console import add_progress_argument, progress
-from .limits import check_fits, parse_factor, sweep_sizes
+from .limits import check_fits, parse_factor, size_flag, sweep_sizes
 from .paths import check_output_path
 
 __all__ = ["register", "run", "measure", "sizes_from_args", "numeric_bytes", "JSON_FIELDS"]
@@ -147,12 +147,7 @@ def sizes_from_args(args):
     factor = getattr(args, "factor", 2)
     parse_factor(factor)  # a bad --factor is an error even without a sweep
     if args.min_bytes is None and args.max_bytes is None:
-        if size is not None and not str(size).strip():
-            raise ConfigError(f"--size {size!r}: empty; give a size like --size 64MiB")
-        try:
-            return [units.parse_size("1MiB" if size is None else size)]
-        except ConfigError as exc:
-            raise ConfigError(f"--size {size!r}: {exc}") from None
+        return [size_flag("1MiB" if size is None else size, "--size")]
     if size is not None:
         raise ConfigError(
             f"--size {size} with --min-bytes/--max-bytes: give either one size or a sweep"

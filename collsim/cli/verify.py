@@ -108,7 +108,7 @@ def check_args(args):
     from ..errors import ConfigError
     from ..parallel.verify import check_verify_sizes, estimate_memory, model_shape
     from ..units import format_size, parse_flops, parse_size
-    from .common import check_int, check_seed, link_latency, link_rate
+    from .common import check_int, check_seed, flag_value, link_latency, link_rate
     from .limits import check_fits, check_work, transformer_seconds
 
     for flag in ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads",
@@ -125,14 +125,8 @@ def check_args(args):
         raise ConfigError(f"--lr {args.lr}: the learning rate must be a finite number > 0, "
                           "like --lr 0.1")  # fmt: skip
     link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
-    try:
-        compute_rate = parse_flops(args.compute_rate)
-    except ConfigError as exc:
-        raise ConfigError(f"--compute-rate {args.compute_rate!r}: {exc}") from None
-    try:
-        bucket_bytes = parse_size(args.bucket_size)
-    except ConfigError as exc:
-        raise ConfigError(f"--bucket-size {args.bucket_size!r}: {exc}") from None
+    compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
+    bucket_bytes = flag_value(parse_size, args.bucket_size, "--bucket-size")
     scheme = args.scheme
     dp = args.dp or {"dp": 4, "dp-tp": 2}.get(scheme, 1)
     tp = args.tp or {"dp": 1, "dp-tp": 2}.get(scheme, 4)

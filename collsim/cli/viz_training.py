@@ -6,7 +6,7 @@ Flags as for ``collsim plan``; the pipeline timeline runs one real step on the c
 import math
 
 from ..errors import ConfigError
-from .common import check_int
+from .common import check_int, flag_value
 from .plan import add_config_arguments
 from .viz_kinds import kind, positive_number
 
@@ -95,10 +95,7 @@ def timeline(args):
                        ("--t-weight", args.t_weight)):  # fmt: skip
         if text is None:  # t_b and t_w default to t_f
             continue
-        try:
-            times[flag] = parse_time(text)
-        except ConfigError as exc:
-            raise ConfigError(f"{flag} {text!r}: {exc}") from None
+        times[flag] = flag_value(parse_time, text, flag)
         if times[flag] > MAX_PASS_S:  # the run would stop at the simulation's time guard
             raise ConfigError(
                 f"{flag} {text!r}: more than {MAX_PASS_S:g} s per pass, so a long schedule would "
