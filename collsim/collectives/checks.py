@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import CollsimError, ConfigError
 
 __all__ = ["check_root", "check_count", "check_dtype", "check_op", "check_buffers", "is_int",
-           "check_power_of_two", "DTYPE_BYTES", "OPS"]  # fmt: skip
+           "check_power_of_two", "is_power_of_two", "DTYPE_BYTES", "OPS"]  # fmt: skip
 
 # bytes per element; bfloat16 only in count-only mode (numpy has no such type)
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
@@ -49,6 +49,15 @@ def check_root(root, k):
     return int(root)
 
 
+def is_power_of_two(k):
+    """True for 1, 2, 4, 8, ...
+
+    >>> [k for k in range(10) if is_power_of_two(k)]
+    [1, 2, 4, 8]
+    """
+    return k >= 1 and k & (k - 1) == 0
+
+
 def check_power_of_two(k, what):
     """``k`` if it is a power of two (1 included); else name the two nearest.
 
@@ -60,7 +69,7 @@ r XOR 2^i, so the number of ranks must be a power of two (nearest: 4 or 8); use 
 algorithm ring for any number of ranks
     """
     k = int(k)
-    if k >= 1 and k & (k - 1) == 0:
+    if is_power_of_two(k):
         return k
     lower = 1 << (k.bit_length() - 1) if k > 0 else 1
     raise ConfigError(

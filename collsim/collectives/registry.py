@@ -12,6 +12,7 @@ import difflib
 
 from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
+from .checks import is_power_of_two
 from .formulas import ALGORITHMS
 from .halving_doubling import (
     halving_doubling_all_gather,
@@ -104,7 +105,7 @@ def algorithms_for(collective, k):
     (('ring',), ('ring', 'halving_doubling'))
     """
     collective = canonical_collective(collective)
-    power_of_two = k >= 1 and k & (k - 1) == 0
+    power_of_two = is_power_of_two(k)
     return tuple(a for a in ALGORITHMS[collective]
                  if power_of_two or (collective, a) not in POWER_OF_TWO_ONLY)  # fmt: skip
 

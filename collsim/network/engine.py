@@ -64,7 +64,6 @@ class Engine:
         self.events = 0
         self.max_time = max_time
         self.max_events = max_events
-        self.tripped = None  # the SimulationLimitError that stopped the run, if one did
         self._heap = []
         self._seq = 0
 
@@ -86,7 +85,7 @@ class Engine:
             while heap:
                 time, _, callback, arg = pop(heap)
                 if time > max_time:
-                    self.tripped = SimulationLimitError(
+                    raise SimulationLimitError(
                         f"simulated time reached {time:.6g} s, past the guard "
                         f"max_time={max_time} s; "
                         "raise Cluster(max_time=...) if the program is meant to run that long",
@@ -94,18 +93,16 @@ class Engine:
                         max_time,
                         self.now,
                     )
-                    raise self.tripped
                 self.now = time
                 events += 1
                 if events > last:
-                    self.tripped = SimulationLimitError(
+                    raise SimulationLimitError(
                         f"more than max_events={last} events at t={time:.6g} s; "
                         "raise Cluster(max_events=...) if the program is meant to run that long",
                         "max_events",
                         last,
                         time,
                     )
-                    raise self.tripped
                 callback(arg)
         finally:
             self.events = events

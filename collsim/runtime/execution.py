@@ -304,7 +304,7 @@ class Execution:
         try:
             self.engine.run()
         except SimulationLimitError as exc:
-            if exc is not self.engine.tripped:
+            if exc.guard not in ("max_time", "max_events"):
                 raise  # max_ops: its report is complete
             default = {"max_time": DEFAULT_MAX_TIME, "max_events": DEFAULT_MAX_EVENTS}
             raise runaway_error(exc.guard, exc.limit, exc.time, processes=self.processes,
