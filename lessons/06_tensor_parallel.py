@@ -29,10 +29,10 @@ from collsim.parallel.tensor import (
     RowParallelLinear,
     split_along,
 )
-from collsim.parallel.verify import verify
 from collsim.runtime.group import DeviceMesh, Group
 from collsim.topology import path_alpha_beta
 from collsim.units import format_rate, format_size, format_time
+from collsim.verify import verify
 from collsim.viz.traffic import traffic_figure
 
 rng = np.random.default_rng(0)

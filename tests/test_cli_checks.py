@@ -13,7 +13,7 @@ from fuzzkit import run_cli
 from collsim.cli import common, console, limits, main
 from collsim.cli.common import join_negative_values
 from collsim.cli.limits import MAX_SWEEP_SIZES, check_fits, sweep_sizes
-from collsim.parallel.verify import SCHEMES, verify
+from collsim.verify import SCHEMES, verify
 
 GiB = 2**30
 

@@ -20,8 +20,8 @@ from collsim import Cluster, topology
 from collsim.errors import ConfigError
 from collsim.nn import GELU, SGD, Adam, LayerNorm, Linear, Sequential, mse_loss
 from collsim.parallel.data import GradientBuckets, resolve_batch, train_data_parallel
-from collsim.parallel.verify import single_device, verify
 from collsim.runtime.group import Group
+from collsim.verify import single_device, verify
 
 RTOL, ATOL = 1e-10, 1e-12
 seeds = st.integers(0, 2**32 - 1)

@@ -19,9 +19,9 @@ from collsim.errors import ConfigError
 from collsim.nn import TransformerBlock
 from collsim.parallel.accounting import mesh_dimension
 from collsim.parallel.mesh2d import train_mesh
-from collsim.parallel.tensor_attention import ParallelTransformerBlock
-from collsim.parallel.verify import SCHEMES, verify
+from collsim.parallel.tensor.attention import ParallelTransformerBlock
 from collsim.runtime.group import DeviceMesh
+from collsim.verify import SCHEMES, verify
 
 seeds = st.integers(0, 2**32 - 1)
 

@@ -13,6 +13,8 @@ Where the top-level modules sit (top first)::
     cli          collsim/cli/
     teach        collsim/teach/ -- the lessons' checks and answer slots; lessons are run by
                  ``collsim lesson`` (cli, above) and may show the figures and plans below
+    verify       collsim/verify/ -- ``collsim verify``'s checks: trains a scheme on the cluster
+                 and on one device and compares them (above the parallel layer it runs)
     viz, plan, parallel, nn, collectives, runtime, network, topology, units   as in DESIGN.md
     errors       collsim/errors.py -- the bottom: every layer may raise a collsim error
 
@@ -36,6 +38,7 @@ LAYERS = (
     "entry",
     "cli",
     "teach",
+    "verify",
     "viz",
     "plan",
     "parallel",

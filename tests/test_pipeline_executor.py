@@ -25,8 +25,14 @@ from collsim.parallel.pipeline import (
     toy_batch,
     toy_model,
 )
-from collsim.parallel.pipeline_stage import PipelineMessage
-from collsim.parallel.schedules import build_schedule, gpipe, interleaved, one_f_one_b, zb_h1
+from collsim.parallel.pipeline.schedules import (
+    build_schedule,
+    gpipe,
+    interleaved,
+    one_f_one_b,
+    zb_h1,
+)
+from collsim.parallel.pipeline.stage import PipelineMessage
 
 # small enough that the numerics cost little: (B, S, H) = (1, 2, 4) per micro-batch
 SHAPE = {"seq": 2, "hidden": 4}

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collsim.errors import CollsimError, ConfigError
-from collsim.parallel.schedules import (
+from collsim.parallel.pipeline.schedules import (
     PipeOp,
     Schedule,
     build_schedule,

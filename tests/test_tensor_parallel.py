@@ -26,9 +26,9 @@ from collsim.parallel.tensor import (
     check_tp,
     sequence_shard,
 )
-from collsim.parallel.tensor_attention import ParallelAttention, ParallelTransformerBlock
-from collsim.parallel.verify import verify
+from collsim.parallel.tensor.attention import ParallelAttention, ParallelTransformerBlock
 from collsim.runtime.group import Group
+from collsim.verify import verify
 
 RTOL, ATOL = 1e-10, 1e-12
 seeds = st.integers(0, 2**32 - 1)

@@ -16,8 +16,8 @@ from collsim.cli import main
 from collsim.errors import ConfigError
 from collsim.network.trace import Compute, Trace
 from collsim.parallel.pipeline import pipeline_step, toy_batch, toy_model
-from collsim.parallel.pipeline_stage import PipelineMessage
-from collsim.parallel.schedules import PASS_KINDS, PipelinePass, PipeOp
+from collsim.parallel.pipeline.schedules import PASS_KINDS, PipelinePass, PipeOp
+from collsim.parallel.pipeline.stage import PipelineMessage
 from collsim.parallel.threed import run_3d
 from collsim.viz.timeline import timeline_figure
 

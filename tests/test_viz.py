@@ -17,7 +17,7 @@ from collsim import cli
 from collsim.errors import ConfigError
 from collsim.network.trace import Trace
 from collsim.parallel.pipeline import pipeline_step
-from collsim.parallel.schedules import build_schedule
+from collsim.parallel.pipeline.schedules import build_schedule
 from collsim.viz.ring import chunk_label, ring_animation, ring_figure, ring_frames
 from collsim.viz.scaling import scaling_figure, scaling_rows
 from collsim.viz.sweep import sweep, sweep_figure

@@ -142,7 +142,7 @@ def estimate_memory(stages, microbatches, layers, micro_batch_size, seq, hidden,
 def check_args(args):
     """Refuse, before any work, what the step cannot run; returns (format, pass times)."""
     from ..errors import ConfigError
-    from ..parallel.schedules import build_schedule
+    from ..parallel.pipeline.schedules import build_schedule
     from ..runtime.guards import DEFAULT_MAX_TIME
     from ..units import format_time, parse_time
     from .common import check_int, flag_value, link_latency, link_rate

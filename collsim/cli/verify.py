@@ -41,7 +41,7 @@ exit status: 0 when the cluster matches one device, 1 when it does not, 2 bad fl
 
 
 def register(subparsers):
-    from ..parallel.verify import SCHEMES
+    from ..verify import SCHEMES
 
     parser = subparsers.add_parser(
         "verify",
@@ -85,7 +85,7 @@ def run(args):
     """Print the report; 0 when the cluster matches one device, 1 when it does not."""
     import json
 
-    from ..parallel.verify import verify
+    from ..verify import verify
     from .common import explain_time_guard
     from .console import progress
 
@@ -106,8 +106,8 @@ def check_args(args):
     import math
 
     from ..errors import ConfigError
-    from ..parallel.verify import check_verify_sizes, estimate_memory, model_shape
     from ..units import format_size, parse_flops, parse_size
+    from ..verify import check_verify_sizes, estimate_memory, model_shape
     from .common import check_int, check_seed, flag_value, link_latency, link_rate
     from .limits import check_fits, check_work, transformer_seconds
 
@@ -165,7 +165,7 @@ def check_args(args):
 
 
 def _default_need(scheme, dp, tp):
-    from ..parallel.verify import estimate_memory
+    from ..verify import estimate_memory
 
     batch = 64 if scheme == "dp" else 4 * dp
     return estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=16, heads=4, seq=8,

@@ -37,7 +37,7 @@ Compute = namedtuple("Compute", "rank start end label meta", defaults=(None,))
 Compute.__doc__ = """One span of work on a rank's compute stream, ``start`` to ``end`` seconds.
 ``label`` is for display only; ``meta`` is what the span belongs to, as the typed record
 its maker gave ``rank.compute(..., meta=...)`` (a pipeline pass is a
-:class:`~collsim.parallel.schedules.PipelinePass`), or None. The trace stores it as it
+:class:`~collsim.parallel.pipeline.schedules.PipelinePass`), or None. The trace stores it as it
 is; read the span's meaning from its fields."""
 
 

@@ -21,7 +21,7 @@ Examples
 --------
 >>> import numpy as np, collsim
 >>> from collsim.nn import TransformerBlock
->>> from collsim.parallel.tensor_attention import ParallelTransformerBlock
+>>> from collsim.parallel.tensor.attention import ParallelTransformerBlock
 >>> from collsim.runtime.group import DeviceMesh
 >>> rng = np.random.default_rng(0)
 >>> block = TransformerBlock.init(8, 2, rng)

@@ -30,7 +30,7 @@ name                   what it is
 =====================  =========================================================
 
 Tensor-parallel rank modules live in :mod:`collsim.parallel.tensor` and
-:mod:`collsim.parallel.tensor_attention`; :mod:`collsim.parallel.data` trains any list
+:mod:`collsim.parallel.tensor.attention`; :mod:`collsim.parallel.data` trains any list
 of units data-parallel.
 
 Examples

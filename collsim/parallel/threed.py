@@ -6,10 +6,10 @@ share a node's NVLink), then DP, then PP, Megatron's order. Rank ``r`` is stage 
 replica ``(r // tp) % dp``, TP rank ``r % tp``.
 
 * **TP** inside a stage: every transformer block is a
-  :class:`~collsim.parallel.tensor_attention.ParallelTransformerBlock` (heads and MLP columns
+  :class:`~collsim.parallel.tensor.attention.ParallelTransformerBlock` (heads and MLP columns
   split, one all-reduce per sub-layer each way); other layers are replicated.
 * **PP** between stages: each (dp, tp) coordinate is one pipeline that runs the schedule with
-  the executor of :mod:`collsim.parallel.pipeline_stage`. An activation is replicated on the
+  the executor of :mod:`collsim.parallel.pipeline.stage`. An activation is replicated on the
   TP ranks of a stage, so each TP rank sends only **its 1/tp share** of it to the same TP rank
   of the next stage, and the receiving TP group all-gathers it (Megatron's scatter-gather of
   pipeline messages). Per micro-batch and stage boundary that is ``B S H b`` bytes forward and
@@ -46,12 +46,12 @@ from ..nn import MLP, TransformerBlock, mse_loss
 from ..runtime import Cluster
 from ..runtime.group import DeviceMesh
 from .modules import Local, flat_params, flat_shard_axes, gather_params, replica_max_diff
-from .pipeline import _reference, _result, chunk_seconds, compare, split_batch
-from .pipeline_stage import StageJob, stage_program
-from .schedules import build_schedule, split_layers
-from .schedules._checks import check_times
+from .pipeline.runner import _reference, _result, chunk_seconds, compare, split_batch
+from .pipeline.schedules import build_schedule, split_layers
+from .pipeline.schedules._checks import check_times
+from .pipeline.stage import StageJob, stage_program
 from .tensor import ParallelMLP
-from .tensor_attention import ParallelTransformerBlock
+from .tensor.attention import ParallelTransformerBlock
 
 __all__ = ["run_3d", "ThreeDResult", "shard_layer"]
 

@@ -28,7 +28,7 @@ one node uses the intra-node bandwidth and latency, any other the inter-node one
 Compute is 6·N·tokens FLOP per step (8·N with full recompute: the forward runs twice;
 selective recompute adds the attention-score matmuls, 4·s·h·L per token, Korthikanti et al.),
 spread over the world, stretched by layer imbalance ⌈L/p⌉·p/L and by the pipeline bubble,
-the schedules' own closed form (:func:`collsim.parallel.schedules.bubble_fraction`,
+the schedules' own closed form (:func:`collsim.parallel.pipeline.schedules.bubble_fraction`,
 (p-1)/(v·m + p-1), Narayanan et al. 2021).  The ratio of compute to DP communication
 (6·N·D/P over 2·N·b/BW, a first-principles estimate) is 3·D·BW/(P·b): N cancels; D is
 the tokens per step of one data-parallel rank, BW its bandwidth, P the compute rate and b
@@ -45,7 +45,7 @@ Examples
 """
 
 from ..collectives.formulas import closed_form
-from ..parallel.schedules import bubble_fraction
+from ..parallel.pipeline.schedules import bubble_fraction
 from .memory import pipeline_schedule
 
 __all__ = ["communication", "compute", "scaling", "DIMENSIONS"]

@@ -32,7 +32,7 @@ kernels that never store the s×s scores (flash attention) drop the 5as/h term; 
 formula keeps it, as the paper does.
 
 A pipeline stage holds ⌈L/p⌉ layers and keeps several micro-batches in flight, as the
-pipeline schedules' own closed forms give (:func:`collsim.parallel.schedules.peak_inflight`:
+pipeline schedules' own closed forms give (:func:`~collsim.parallel.pipeline.peak_inflight`:
 GPipe all m, 1F1B min(m, p - s) on stage s, interleaved 1F1B min(2(p-s-1) + (v-1)p + 1, m·v)
 chunks of 1/v stage each; Narayanan et al. 2021, Korthikanti et al. §4.2.3).  Stated
 separately: the embedding dropout mask (first stage, sbh bytes per micro-batch in flight)
@@ -49,7 +49,7 @@ Examples
 5.5
 """
 
-from ..parallel.schedules import peak_inflight
+from ..parallel.pipeline.schedules import peak_inflight
 
 __all__ = [
     "activation_bytes_per_layer",

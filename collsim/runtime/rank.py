@@ -107,7 +107,7 @@ class Rank:
         such as ``"1ms"``), or for ``flops`` at the cluster's ``compute_rate``;
         communication already posted keeps flowing.  ``label`` is for display; ``meta``,
         a typed record of what the span belongs to (a pipeline pass is a
-        :class:`~collsim.parallel.schedules.PipelinePass`), is kept on the trace's
+        :class:`~collsim.parallel.pipeline.schedules.PipelinePass`), is kept on the trace's
         compute span (``trace.computes[i].meta``) and in its Chrome export ``args``."""
         if (seconds is None) == (flops is None):
             raise ConfigError(

@@ -8,8 +8,8 @@ time of each stage inside the step is hatched grey, and the title gives the bubb
 fraction measured from those blocks next to the schedule's closed form.
 
 Every block is a compute span of the run's trace, matched to its pass by the
-`~collsim.parallel.schedules.PipelinePass` record the span carries, never by its label
-(:func:`collsim.parallel.pipeline_result.op_spans`); nothing is re-timed here.
+`~collsim.parallel.pipeline.schedules.PipelinePass` record the span carries, never by its label
+(:func:`collsim.parallel.pipeline.result.op_spans`); nothing is re-timed here.
 
 Examples
 --------
@@ -58,7 +58,7 @@ def _shade(colour, chunk, virtual):
 def bubble_from_spans(spans, stages):
     """``(start, end, idle per stage)`` of the step the spans cover: the step runs from
     the first pass's start to the last pass's end; a stage idles whenever it does not
-    compute inside it (the definition :class:`~collsim.parallel.pipeline_result.PipelineResult`
+    compute inside it (the definition :class:`~collsim.parallel.pipeline.result.PipelineResult`
     uses)."""
     start = min(s.start for s in spans)
     end = max(s.end for s in spans)
@@ -83,7 +83,7 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
     source : PipelineResult or Trace
         What :func:`collsim.parallel.pipeline.run_pipeline` returned (it carries the
         schedule, the trace, the stage ranks and the pass times), or a bare trace whose
-        compute spans carry `~collsim.parallel.schedules.PipelinePass` records (a trace
+        compute spans carry `~collsim.parallel.pipeline.schedules.PipelinePass` records (a trace
         built by hand without any is read by labels named like the schedule's passes:
         ``F3``, ``B3``, ``W3``, ``F3.1``).
     schedule : Schedule, optional
@@ -93,7 +93,7 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
     times : dict, optional
         ``{"t_f", "t_b", "t_w"}`` for the closed form in the title (default: the result's).
     """
-    from ..parallel.pipeline_result import op_spans
+    from ..parallel.pipeline.result import op_spans
 
     schedule = schedule or getattr(source, "schedule", None)
     if schedule is None:

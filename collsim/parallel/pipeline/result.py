@@ -17,8 +17,8 @@ links ``step = bubble_time + m (t_f + t_b + t_w)``, exactly the denominator the 
 
 from dataclasses import dataclass
 
-from .pipeline_stage import PipelineMessage
 from .schedules import PipelinePass, PipeOp
+from .stage import PipelineMessage
 
 __all__ = ["OpSpan", "PipelineResult", "op_spans"]
 

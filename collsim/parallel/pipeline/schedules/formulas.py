@@ -32,7 +32,7 @@ Examples
 
 import math
 
-from ...errors import ConfigError
+from ....errors import ConfigError
 from ._checks import check_times
 
 __all__ = ["CLOSED_FORMS", "bubble_time", "bubble_fraction", "peak_inflight"]

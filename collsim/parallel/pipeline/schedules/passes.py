@@ -1,6 +1,6 @@
 """Which pipeline pass a compute span is: the typed record the stage program attaches to it.
 
-The stage program (:mod:`collsim.parallel.pipeline_stage`) hands a `PipelinePass` to
+The stage program (:mod:`collsim.parallel.pipeline.stage`) hands a `PipelinePass` to
 ``rank.compute(..., meta=...)`` for every pass it runs; the trace keeps it on the compute
 span (``trace.computes[i].meta``) and the Chrome/Perfetto export writes its fields in the
 event's ``args``. The bubble, the per-stage spans and the timeline read these fields; the
@@ -12,7 +12,7 @@ pipeline rank) without the ``_id`` suffixes, as on `PipeOp`.
 
 Examples
 --------
->>> from collsim.parallel.schedules import PipeOp
+>>> from collsim.parallel.pipeline.schedules import PipeOp
 >>> record = PipelinePass.of(PipeOp("B", 3, chunk=1), stage=2)
 >>> record
 PipelinePass(kind='backward_input', microbatch=3, chunk=1, stage=2)
@@ -25,7 +25,7 @@ PipeOp(kind='B', microbatch=3, chunk=1)
 import difflib
 from dataclasses import asdict, dataclass
 
-from ...errors import ConfigError
+from ....errors import ConfigError
 from .schedule import PipeOp
 
 __all__ = ["PASS_KINDS", "PipelinePass"]

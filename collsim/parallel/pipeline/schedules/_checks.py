@@ -5,7 +5,7 @@ Every message names the value, the rule and the nearest valid choice (DESIGN.md,
 
 import math
 
-from ...errors import ConfigError
+from ....errors import ConfigError
 
 
 def check_count(what, value, minimum=1):

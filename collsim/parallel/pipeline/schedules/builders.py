@@ -13,7 +13,7 @@ stage 1 | F0 F1 B0 B1
 
 import difflib
 
-from ...errors import ConfigError
+from ....errors import ConfigError
 from ._checks import check_count, nearest_multiples
 from .schedule import PipeOp, Schedule
 

@@ -7,7 +7,7 @@ The executor (:mod:`collsim.parallel.pipeline`) builds one `StageJob` per rank a
    from the previous virtual stage, or the gradient from the next one;
 2. runs the real numpy forward / backward of its layers (a `Sequential` slice);
 3. occupies its compute stream for the pass's simulated time (``rank.compute``), the span
-   carrying a `~collsim.parallel.schedules.PipelinePass` record of which pass it is;
+   carrying a `~collsim.parallel.pipeline.schedules.PipelinePass` record of which pass it is;
 4. posts the output to its neighbour with ``isend`` and moves on without waiting for it.
 
 Every receive a stage will ever need is posted with ``irecv`` before its first pass. Sends are
@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..nn import ctx_nbytes
+from ...nn import ctx_nbytes
 from .schedules import PipelinePass
 
 __all__ = [

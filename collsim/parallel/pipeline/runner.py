@@ -1,7 +1,7 @@
 """Pipeline parallelism executed for real: a `Schedule` run on the virtual cluster.
 
 Each pipeline stage is a rank holding a slice of a `Sequential` model (Megatron's layout,
-:func:`~collsim.parallel.schedules.split_layers`). The stages run the schedule's passes in
+:func:`~collsim.parallel.pipeline.schedules.split_layers`). The stages run the schedule's passes in
 order with the real numpy forward and backward of their layers, send activations forward and
 gradients backward to their neighbours through the network (interleaved: the last stage sends
 to the first one too, from chunk ``c`` to chunk ``c + 1``), and each pass occupies its stage for
@@ -24,14 +24,14 @@ the gradients accumulated over the micro-batches are exactly the one-device grad
 result checks (``match``). With ``optimizer=`` every stage then steps its own parameters.
 
 The bubble, busy/idle time and the spans of every pass are read from the trace; see
-:mod:`collsim.parallel.pipeline_result` for the definitions. The in-flight activations are
+:mod:`collsim.parallel.pipeline.result` for the definitions. The in-flight activations are
 what the stages really held: a (micro-batch, chunk) ``ctx`` from its ``F`` until its backward
 (``BW``, or ``W`` for zero-bubble) is done.
 
 Examples
 --------
 >>> from collsim.parallel.pipeline import run_pipeline, toy_batch, toy_model
->>> from collsim.parallel.schedules import build_schedule
+>>> from collsim.parallel.pipeline.schedules import build_schedule
 >>> sched = build_schedule("1f1b", p=4, m=8)
 >>> model = toy_model(layers=4)
 >>> x, target = toy_batch(batch=16)  # 8 micro-batches of 2 sequences (B, S, H) = (2, 4, 8)
@@ -48,14 +48,14 @@ import copy
 
 import numpy as np
 
-from .. import topology
-from ..errors import ConfigError
-from ..nn import Sequential, TransformerBlock, mse_loss
-from ..runtime import Cluster
-from .pipeline_result import OpSpan, PipelineResult, op_spans
-from .pipeline_stage import StageJob, stage_program
+from ... import topology
+from ...errors import ConfigError
+from ...nn import Sequential, TransformerBlock, mse_loss
+from ...runtime import Cluster
+from .result import OpSpan, PipelineResult, op_spans
 from .schedules import build_schedule, split_layers
 from .schedules._checks import check_times
+from .stage import StageJob, stage_program
 
 __all__ = [
     "run_pipeline",
@@ -93,7 +93,7 @@ def run_pipeline(
     Parameters
     ----------
     schedule : Schedule
-        From :func:`~collsim.parallel.schedules.build_schedule`; ``p`` stages, ``m``
+        From :func:`~collsim.parallel.pipeline.schedules.build_schedule`; ``p`` stages, ``m``
         micro-batches, ``v`` chunks per stage.
     model : Sequential
         Split into ``p * v`` chunks of consecutive layers; at least ``p * v`` layers.

@@ -42,13 +42,13 @@ import numpy as np
 from .. import topology as topo
 from ..errors import ConfigError
 from ..nn import MLP, SGD, Linear, MultiHeadAttention, Sequential, TransformerBlock, mse_loss
+from ..parallel.data import DEFAULT_BUCKET_BYTES
+from ..parallel.mesh2d import train_mesh
+from ..parallel.modules import units_of
+from ..parallel.tensor import ColumnParallelLinear, ParallelMLP, RowParallelLinear, check_tp
+from ..parallel.tensor.attention import ParallelAttention, ParallelTransformerBlock
 from ..runtime import Cluster
 from ..runtime.group import DeviceMesh
-from .data import DEFAULT_BUCKET_BYTES
-from .mesh2d import train_mesh
-from .modules import units_of
-from .tensor import ColumnParallelLinear, ParallelMLP, RowParallelLinear, check_tp
-from .tensor_attention import ParallelAttention, ParallelTransformerBlock
 
 __all__ = [
     "SCHEMES",
@@ -229,7 +229,7 @@ class VerifyReport:
         }
 
     def __str__(self):
-        from .verify_text import report_text
+        from .report import report_text
 
         return report_text(self)
 

@@ -16,14 +16,14 @@ schedule        builder                            idle time per stage         p
 
 Table notation: ``F3`` / ``B3`` / ``W3`` is micro-batch 3; ``F3.1`` adds the model chunk. The
 *bubble fraction* is idle / (idle + m (t_f+t_b+t_w)), i.e. (p-1)/(m+p-1) for gpipe and 1f1b.
-The closed forms live in :mod:`~collsim.parallel.schedules.formulas` (``bubble_fraction``,
+The closed forms live in :mod:`~collsim.parallel.pipeline.schedules.formulas` (``bubble_fraction``,
 ``bubble_time``, ``peak_inflight``), which `Schedule` and the planner both call. When a
 stage runs a pass, its compute span carries a `PipelinePass` record (kind, micro-batch, chunk,
 stage) that the measurements read; the ``F3`` labels are for display only.
 
 Examples
 --------
->>> from collsim.parallel.schedules import build_schedule
+>>> from collsim.parallel.pipeline.schedules import build_schedule
 >>> sched = build_schedule("1f1b", p=4, m=8)
 >>> print(sched)
 stage 0 | F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7

@@ -1,4 +1,4 @@
-"""The human-readable form of a :class:`~collsim.parallel.verify.VerifyReport`.
+"""The human-readable form of a :class:`~collsim.verify.VerifyReport`.
 
 Units are explicit everywhere: bytes as ``KiB``, times as ``us``, differences as plain
 floats (absolute, in the units of the arrays compared).

@@ -14,7 +14,7 @@ name                        what it is
 
 The generators here are used with ``yield from`` inside rank programs; a group of one
 rank communicates nothing.  The layers built on them are in
-:mod:`collsim.parallel.tensor` and :mod:`collsim.parallel.tensor_attention`.
+:mod:`collsim.parallel.tensor` and :mod:`collsim.parallel.tensor.attention`.
 
 Examples
 --------
@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 __all__ = [
     "check_tp",

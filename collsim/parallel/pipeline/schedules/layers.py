@@ -12,7 +12,7 @@ Examples
 
 import warnings
 
-from ...errors import ConfigError
+from ....errors import ConfigError
 from ._checks import check_count, nearest_multiples
 
 __all__ = ["split_layers"]

@@ -49,12 +49,11 @@ True
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..nn import MultiHeadAttention
-from ..nn.blocks import RESIDUAL_FLOPS
-from .modules import Local
-from .tensor import ParallelMLP
-from .tensor_comm import (
+from ...errors import ConfigError
+from ...nn import MultiHeadAttention
+from ...nn.blocks import RESIDUAL_FLOPS
+from ..modules import Local
+from .comm import (
     FG,
     _check_rank,
     _shard,
@@ -62,6 +61,7 @@ from .tensor_comm import (
     reduced_output_weight_grads,
     sync_partial_grads,
 )
+from .layers import ParallelMLP
 
 __all__ = ["ParallelAttention", "ParallelTransformerBlock"]
 

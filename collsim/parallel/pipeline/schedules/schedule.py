@@ -10,7 +10,7 @@ chunk 1, and so on, so a micro-batch visits stage 0, 1, ..., p-1, 0, 1, ... on i
 
 Examples
 --------
->>> from collsim.parallel.schedules import PipeOp, one_f_one_b
+>>> from collsim.parallel.pipeline.schedules import PipeOp, one_f_one_b
 >>> sched = one_f_one_b(p=2, m=3)
 >>> print(sched)
 stage 0 | F0 F1 B0 F2 B1 B2
@@ -22,7 +22,7 @@ stage 1 | F0 B0 F1 B1 F2 B2
 import difflib
 from dataclasses import dataclass
 
-from ...errors import ConfigError
+from ....errors import ConfigError
 from . import formulas
 from ._checks import check_count, check_stage_ops
 
@@ -108,7 +108,7 @@ class Schedule:
 
     Examples
     --------
-    >>> from collsim.parallel.schedules import PipeOp, Schedule
+    >>> from collsim.parallel.pipeline.schedules import PipeOp, Schedule
     >>> ops = [[PipeOp("F", 0), PipeOp("BW", 0)], [PipeOp("F", 0), PipeOp("BW", 0)]]
     >>> sched = Schedule("mine", stages=2, microbatches=1, virtual=1, ops=ops)
     >>> sched
@@ -172,7 +172,7 @@ class Schedule:
 
         Examples
         --------
-        >>> from collsim.parallel.schedules import interleaved
+        >>> from collsim.parallel.pipeline.schedules import interleaved
         >>> print(interleaved(p=2, m=2, v=2).table())
         stage 0 | F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0
         stage 1 | F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0
@@ -198,7 +198,7 @@ class Schedule:
 
         Examples
         --------
-        >>> from collsim.parallel.schedules import PipeOp, interleaved
+        >>> from collsim.parallel.pipeline.schedules import PipeOp, interleaved
         >>> sched = interleaved(p=2, m=2, v=2)
         >>> sched.dependencies(0, PipeOp("F", 1, chunk=1))  # virtual stage 2 <- virtual stage 1
         [(1, PipeOp(kind='F', microbatch=1, chunk=0))]
@@ -232,7 +232,7 @@ class Schedule:
 
         Examples
         --------
-        >>> from collsim.parallel.schedules import zb_h1
+        >>> from collsim.parallel.pipeline.schedules import zb_h1
         >>> zb_h1(p=4, m=8).counts(stage=0)
         {'F': 8, 'B': 8, 'W': 8, 'BW': 0}
         """
@@ -253,7 +253,7 @@ class Schedule:
 
         Examples
         --------
-        >>> from collsim.parallel.schedules import gpipe, one_f_one_b
+        >>> from collsim.parallel.pipeline.schedules import gpipe, one_f_one_b
         >>> gpipe(p=4, m=8).peak_inflight(), one_f_one_b(p=4, m=8).peak_inflight()
         ((8, 8, 8, 8), (4, 3, 2, 1))
         """
@@ -279,7 +279,7 @@ class Schedule:
 
         Examples
         --------
-        >>> from collsim.parallel.schedules import interleaved
+        >>> from collsim.parallel.pipeline.schedules import interleaved
         >>> interleaved(p=4, m=8, v=2).formula_peak_inflight()
         (11, 9, 7, 5)
         """
@@ -295,7 +295,7 @@ class Schedule:
 
         Examples
         --------
-        >>> from collsim.parallel.schedules import zb_h1
+        >>> from collsim.parallel.pipeline.schedules import zb_h1
         >>> zb_h1(p=4, m=8).formula_bubble_time(t_f=1.0, t_b=1.0, t_w=1.0)
         3.0
         """
@@ -310,7 +310,7 @@ class Schedule:
 
         Examples
         --------
-        >>> from collsim.parallel.schedules import one_f_one_b
+        >>> from collsim.parallel.pipeline.schedules import one_f_one_b
         >>> one_f_one_b(p=4, m=8).formula_bubble_fraction()  # 3/11
         0.2727...
         """

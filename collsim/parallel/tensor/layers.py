@@ -40,8 +40,8 @@ name                       what it is
 =========================  ===============================================================
 
 Attention with heads split and the transformer block are in
-:mod:`collsim.parallel.tensor_attention`; ``f``, ``g``, the rules and the collectives
-along an axis in :mod:`collsim.parallel.tensor_comm` (re-exported here).
+:mod:`collsim.parallel.tensor.attention`; ``f``, ``g``, the rules and the collectives
+along an axis in :mod:`collsim.parallel.tensor.comm` (re-exported here).
 
 Examples
 --------
@@ -70,10 +70,10 @@ Megatron-LM's column split on 4 ranks: the gathered output is ``X W`` and ``dX``
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..nn import GELU, Linear
-from .modules import Local
-from .tensor_comm import (
+from ...errors import ConfigError
+from ...nn import GELU, Linear
+from ..modules import Local
+from .comm import (
     FG,
     _check_rank,
     _shard,
