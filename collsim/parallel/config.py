@@ -1,0 +1,141 @@
+"""How one training step is split over the device mesh: a single configuration object.
+
+:class:`ParallelConfig` is what the mesh trainer (:func:`collsim.parallel.mesh.train`) runs,
+what ``collsim pipeline`` and ``collsim verify`` build from their flags, and what the
+planner's :class:`~collsim.plan.config.PlanConfig` converts to (``PlanConfig.parallel()``),
+so no layer re-lists these options as keyword arguments.  The names are Megatron-LM's and the
+planner's: ``dp``, ``tp``, ``pp``, ``vpp`` (virtual pipeline stages), ``sp`` (sequence
+parallelism), ``microbatches`` (Megatron's ``num_microbatches``: with ``pp = 1`` it is
+gradient accumulation).
+
+The mesh is laid out ``(pp, dp, tp)``, TP innermost: neighbouring ranks share a tensor-parallel
+group as they share a node's NVLink, then data parallel, then pipeline stages (Megatron's
+order).  Rank ``r`` is stage ``r // (dp·tp)``, replica ``(r // tp) % dp``, TP rank ``r % tp``.
+
+Examples
+--------
+>>> config = ParallelConfig(dp=2, pp=2, tp=2, microbatches=4)
+>>> config.world_size, config.mesh()
+(8, DeviceMesh({'pp': 2, 'dp': 2, 'tp': 2}))
+>>> config.dims
+{'pp': 2, 'dp': 2, 'tp': 2}
+>>> ParallelConfig(tp=2, sp=True).replace(tp=1)
+Traceback (most recent call last):
+...
+collsim.errors.ConfigError: sp=True (sequence parallelism) needs tp > 1, got tp=1; set sp=False or tp >= 2
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from ..runtime.group import DeviceMesh
+from .pipeline.schedules import SCHEDULE_NAMES, Schedule
+from .pipeline.schedules._checks import check_times
+
+__all__ = ["ParallelConfig", "MESH_ORDER"]
+
+MESH_ORDER = ("pp", "dp", "tp")  # outermost first; later issues add dp_shard, dp_replicate, cp
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """One training step's parallel layout, batch split, schedule and pass times.
+
+    Every field has a default; ``replace(**changes)`` returns a checked copy.
+    """
+
+    # --- mesh dimensions (ranks = pp · dp · tp) ---------------------------------------
+    dp: int = 1  # data-parallel replicas; each takes global_batch / dp rows of the batch
+    tp: int = 1  # tensor-parallel ranks per layer (Megatron column/row split, heads split)
+    pp: int = 1  # pipeline stages; each holds a consecutive slice of the layers
+    # --- batch --------------------------------------------------------------------------
+    microbatches: int = 1  # m: micro-batches per replica per step (pp = 1: accumulation)
+    # --- pipeline -------------------------------------------------------------------------
+    schedule: str = "1f1b"  # gpipe, 1f1b, interleaved or zb-h1 (or a built Schedule)
+    vpp: int = 1  # virtual stages (model chunks) per pipeline rank; > 1 for interleaved
+    # --- tensor parallel ------------------------------------------------------------------
+    sp: bool = False  # Megatron sequence parallelism: norms and residuals split by tokens
+    # --- time of one micro-batch's pass on one whole stage, in seconds ---------------------
+    # charged on top of the layers' own FLOPs at the cluster's compute_rate (free on the
+    # default cluster); 0 leaves only the FLOPs (as a data-parallel run on a real GPU rate)
+    t_f: float = 1e-3  # forward
+    t_b: float | None = None  # backward, input gradient (what the previous stage waits for)
+    t_w: float | None = None  # backward, weight gradient; None: t_b and t_w default to t_f
+    # --- data-parallel gradient sync --------------------------------------------------------
+    bucket_bytes: int = 25 * 2**20  # PyTorch DDP's bucket_cap_mb=25: a bucket's all-reduce
+    # starts once it holds this many bytes, overlapping the rest of the backward
+
+    def __post_init__(self):
+        for name in MESH_ORDER + ("microbatches", "vpp"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.sp, bool):
+            raise ConfigError(f"sp must be True or False, got {self.sp!r}")
+        if self.sp and self.tp == 1:
+            raise ConfigError(
+                f"sp={self.sp!r} (sequence parallelism) needs tp > 1, got tp={self.tp}; "
+                "set sp=False or tp >= 2"
+            )
+        if not isinstance(self.schedule, Schedule) and self.schedule not in SCHEDULE_NAMES:
+            raise ConfigError(
+                f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULE_NAMES)}"
+            )
+        if isinstance(self.schedule, Schedule):
+            s = self.schedule
+            if (s.stages, s.microbatches, s.virtual) != (self.pp, self.microbatches, self.vpp):
+                raise ConfigError(
+                    f"the schedule has p={s.stages}, m={s.microbatches}, v={s.virtual} but the "
+                    f"config says pp={self.pp}, microbatches={self.microbatches}, "
+                    f"vpp={self.vpp}; give matching numbers"
+                )
+        t_f, t_b, t_w = self.pass_times
+        for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{name}={value!r} must be a number of seconds >= 0")
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name}={value!r} must be a finite number of seconds >= 0")
+        if self.pp > 1:  # a pipeline's bubble needs passes that take time
+            check_times(t_f, t_b, t_w)
+        if isinstance(self.bucket_bytes, bool) or not isinstance(self.bucket_bytes, int):
+            raise ConfigError(f"bucket_bytes={self.bucket_bytes!r} must be a whole number")
+        if self.bucket_bytes < 1:
+            raise ConfigError(f"bucket_bytes={self.bucket_bytes!r} must be at least 1 byte")
+
+    @property
+    def dims(self):
+        """``{"pp": ..., "dp": ..., "tp": ...}``, outermost first."""
+        return {name: getattr(self, name) for name in MESH_ORDER}
+
+    @property
+    def world_size(self):
+        """Ranks the step needs: ``pp · dp · tp``."""
+        return math.prod(self.dims.values())
+
+    @property
+    def pass_times(self):
+        """``(t_f, t_b, t_w)`` in seconds, the defaults filled in."""
+        t_b = self.t_f if self.t_b is None else self.t_b
+        t_w = self.t_f if self.t_w is None else self.t_w
+        return self.t_f, t_b, t_w
+
+    def mesh(self, ranks=None):
+        """The :class:`~collsim.runtime.group.DeviceMesh` of shape ``(pp, dp, tp)``."""
+        return DeviceMesh(tuple(self.dims.values()), MESH_ORDER, ranks)
+
+    def replace(self, **changes):
+        """A copy with ``changes``, checked like a new config."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            names = ", ".join(f.name for f in dataclasses.fields(self))
+            raise ConfigError(f"ParallelConfig has no field {unknown[0]!r}; its fields: {names}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        """The fields as plain values (a built schedule by its name)."""
+        out = dataclasses.asdict(self)
+        if isinstance(self.schedule, Schedule):
+            out["schedule"] = self.schedule.name
+        return out
