@@ -30,6 +30,7 @@ import numpy as np
 from collsim import Cluster, topology
 from collsim.nn import GELU, SGD, Linear, Sequential, mse_loss
 from collsim.parallel.data import train_data_parallel
+from collsim.parallel.modules import LayerPass
 from collsim.units import format_time
 
 DP, BATCH, FEATURES, HIDDEN, STEPS = 4, 64, 16, 64, 3
@@ -48,7 +49,8 @@ run = train_data_parallel(cluster, model, batches, dp=DP, optimizer=SGD(lr=0.1))
 
 print(f"global batch {BATCH} = micro batch {run.micro_batch} × dp {run.dp} × accumulation "
       f"{run.accumulation}: each rank takes {BATCH // DP} samples")  # fmt: skip
-first = next(c for c in run.result.trace.computes if c.rank == 0 and c.label == "F 0 Linear")
+first_pass = LayerPass("forward", "0 Linear")  # the record of the first layer's forward
+first = next(c for c in run.result.trace.computes if c.rank == 0 and c.meta == first_pass)
 rows = (first.end - first.start) * cluster.compute_rate / (2 * FEATURES * HIDDEN)
 print(f"rank 0's first forward matmul covers {rows:.0f} rows (its FLOPs / (2·in·out))")
 

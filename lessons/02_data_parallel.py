@@ -216,7 +216,8 @@ slow = collsim.Cluster(slow_topology, compute_rate=1e9)
 one_bucket = train_data_parallel(slow, model, [(x, target)], dp=DP)
 buckets = train_data_parallel(slow, model, [(x, target)], dp=DP, bucket_bytes="2KiB")
 spans = [c for c in buckets.result.trace.computes if c.rank == 0]
-forward_end = max(c.end for c in spans if c.label.startswith("F"))
+# each span carries a record of its layer pass (its label is only for display)
+forward_end = max(c.end for c in spans if c.meta.kind == "forward")
 backward_end = max(c.end for c in spans)
 print(f"rank 0: forward 0 s .. {format_time(forward_end)}, backward {format_time(forward_end)}"
       f" .. {format_time(backward_end)}")  # fmt: skip

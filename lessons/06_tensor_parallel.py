@@ -21,6 +21,7 @@ import numpy as np
 import collsim
 from collsim import teach
 from collsim.collectives.formulas import closed_form
+from collsim.collectives.records import CollectiveStep
 from collsim.nn import GELU, MLP, Linear
 from collsim.parallel.accounting import collective_bytes
 from collsim.parallel.tensor import (
@@ -46,12 +47,12 @@ cluster = collsim.Cluster(collsim.topology.switch(TP))
 
 
 def collective_calls(trace, rank=0):
-    """How many calls of each collective ``rank`` took part in, read from the trace."""
+    """How many calls of each collective ``rank`` took part in, read from the trace: a
+    collective's transfer carries a typed tag naming its collective, group and call."""
     calls = {}
     for t in trace.transfers:
-        if t.src == rank and isinstance(t.tag, tuple) and t.tag[0] == "collective":
-            name = t.label.split(" ", 1)[0]
-            calls.setdefault(name, set()).add(t.tag[1:3])  # (group, position in sequence)
+        if t.src == rank and isinstance(t.tag, CollectiveStep):
+            calls.setdefault(t.tag.collective, set()).add((t.tag.group, t.tag.call))
     return {name: len(seen) for name, seen in calls.items()}
 
 

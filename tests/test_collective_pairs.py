@@ -268,7 +268,7 @@ def test_structure_from_the_trace(collective, algorithm, k):
         assert sum(out.stats.bytes_received) == sum(sent)
         # the trace holds exactly the schedule's moves: step, pair, bytes of its chunks
         chunk_bytes = size // out.schedule.n_chunks
-        traced = sorted((t.tag[3], t.src, t.dst, t.nbytes) for t in transfers)
+        traced = sorted((t.tag.step, t.src, t.dst, t.nbytes) for t in transfers)
         scheduled = sorted((s, m.src, m.dst, len(m.chunks) * chunk_bytes)
                            for s, m in out.schedule.moves())  # fmt: skip
         assert traced == scheduled
@@ -298,8 +298,9 @@ def test_trace_labels_name_each_step_from_one(k):
     out = collsim.Cluster(topology.ring(k)).all_reduce(count=4 * k, dtype="float32")
     moves = {(s, m.src, m.dst): m for s, m in out.schedule.moves()}
     for t in out.trace.transfers:
-        s = t.tag[3]
-        assert t.label == f"all_reduce step {s + 1} chunk {moves[(s, t.src, t.dst)].chunks.start}"
+        s = t.tag.step
+        assert t.meta is moves[(s, t.src, t.dst)]  # the record is the schedule's own move
+        assert t.label == f"all_reduce step {t.tag.number} chunk {t.meta.chunks.start}"
 
 
 # -- ring algorithms on a ring: one link a hop, no contention (formulas.py's claim) -------
@@ -321,7 +322,7 @@ def test_ring_algorithms_on_a_ring_meet_no_contention(preset, collective, algori
         assert all(len(t.links) == 1 for t in out.trace.transfers)  # every hop one link
         per_step = {}
         for t in out.trace.transfers:  # no two transfers of one step share a link
-            per_step.setdefault(t.tag[3], []).extend(t.links)
+            per_step.setdefault(t.tag.step, []).extend(t.links)
         assert all(len(links) == len(set(links)) for links in per_step.values())
         form = closed_form(collective, algorithm, k, size, 0.0 if latency == "0" else 5e-6, 100e9)
         assert out.time == pytest.approx(form.time_s, rel=1e-12)
@@ -358,7 +359,7 @@ def test_halving_doubling_pairs_r_xor_2_to_the_i_and_halves_or_doubles_bytes(col
         # 2^i·S/K bytes
         mask = k >> (i + 1) if collective == "reduce_scatter" else 1 << i
         nbytes = size >> (i + 1) if collective == "reduce_scatter" else (size // k) << i
-        step = sorted((t.src, t.dst, t.nbytes) for t in out.trace.transfers if t.tag[3] == i)
+        step = sorted((t.src, t.dst, t.nbytes) for t in out.trace.transfers if t.tag.step == i)
         assert step == [(r, r ^ mask, nbytes) for r in range(k)]
     assert out.time == pytest.approx(closed_form(collective, "halving_doubling", k, size, 6e-6,
                                                  25e9).time_s, rel=1e-12)  # fmt: skip

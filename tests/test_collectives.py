@@ -98,7 +98,7 @@ def test_halving_doubling_pairs_and_bytes(k):
 def test_trace_shows_every_transfer_of_the_schedule():
     k = 5
     out = collsim.Cluster(topology.ring(k)).all_reduce([np.arange(10.0)] * k)
-    pairs = sorted((t.src, t.dst, t.tag[3]) for t in out.trace.transfers)
+    pairs = sorted((t.src, t.dst, t.tag.step) for t in out.trace.transfers)
     expected = sorted((m.src, m.dst, s) for s, m in out.schedule.moves())
     assert pairs == expected
 
@@ -412,8 +412,10 @@ def test_step_views_number_from_one_and_keep_their_index():
     assert str(views[1]).startswith("reduce-scatter 1/2 (step 1 of 4)")
     first = views[1].transfers[0]
     assert (first.src, first.dst, first.nbytes) == (0, 1, 8) and first[4] == 8  # named, indexable
-    labels = sorted({t.label.split(" chunk")[0] for t in out.trace.transfers})
-    assert labels == [f"all_reduce step {n}" for n in (1, 2, 3, 4)]
+    # the display text counts steps from 1, as the tag's number does
+    assert {t.tag.number for t in out.trace.transfers} == {1, 2, 3, 4}
+    for t in out.trace.transfers:
+        assert t.label == f"all_reduce step {t.tag.number} chunk {t.meta.chunks.start}"
 
 
 def test_a_step_is_asked_for_by_its_number():

@@ -20,6 +20,7 @@ from collsim import Cluster, topology
 from collsim.errors import ConfigError
 from collsim.nn import GELU, SGD, Adam, LayerNorm, Linear, Sequential, mse_loss
 from collsim.parallel.data import GradientBuckets, resolve_batch, train_data_parallel
+from collsim.parallel.modules import LayerPass
 from collsim.runtime.group import Group
 from collsim.verify import single_device, verify
 
@@ -50,6 +51,9 @@ def cluster(k, compute_rate=100e12, latency="5us"):
 # ---- the batch-64, dp=4 example --------------------------------------------------------
 
 
+FIRST = LayerPass("forward", "0 Linear")  # the record of the first layer's forward pass
+
+
 def test_batch64_on_dp4_takes_16_samples_per_rank_and_averages_the_gradient():
     rng = np.random.default_rng(4)
     model = mlp(rng, 8, 32)
@@ -58,7 +62,7 @@ def test_batch64_on_dp4_takes_16_samples_per_rank_and_averages_the_gradient():
     assert (run.micro_batch, run.accumulation) == (16, 1)
     # each rank's first matmul is 2·16·8·32 FLOPs: it really saw 16 rows
     for r in range(4):
-        span = next(c for c in run.result.trace.computes if c.rank == r and c.label == "F 0 Linear")
+        span = next(c for c in run.result.trace.computes if c.rank == r and c.meta == FIRST)
         assert (span.end - span.start) * 1e12 == pytest.approx(2 * 16 * 8 * 32)
     # g_global = g0 + g1 + g2 + g3, g_avg = g_global / 4, by hand on the same rows
     local = []
@@ -202,7 +206,7 @@ def test_buckets_overlap_backward_and_shrink_the_exposed_time():
     # the trace shows it: a bucket's transfer runs while the same rank computes
     computes = [c for c in bucketed.result.trace.computes if c.rank == 0]
     early = [t for t in bucketed.result.trace.transfers if t.src == 0 and t.end < computes[-1].end]
-    assert early and all(t.label.startswith("all_reduce") for t in early)
+    assert early and all(t.tag.collective == "all_reduce" for t in early)
     assert any(c.start < t.end and t.start < c.end for t in early for c in computes)
     for name in whole.steps[0]["grads"]:
         close(bucketed.steps[0]["grads"][name], whole.steps[0]["grads"][name])

@@ -17,13 +17,14 @@ from collsim import Cluster, topology
 from collsim.errors import ConfigError
 from collsim.nn import MLP, LayerNorm, Linear, MultiHeadAttention, TransformerBlock
 from collsim.parallel.accounting import collective_bytes
-from collsim.parallel.mesh2d import assemble, local_part
 from collsim.parallel.modules import gather_params
 from collsim.parallel.tensor import (
     ColumnParallelLinear,
     ParallelMLP,
     RowParallelLinear,
+    assemble,
     check_tp,
+    local_part,
     sequence_shard,
 )
 from collsim.parallel.tensor.attention import ParallelAttention, ParallelTransformerBlock
@@ -88,7 +89,7 @@ def assert_formula(per_rank, formula, n_elements):
 
 def collectives_of(result, rank=0):
     """Distinct collective calls rank ``rank`` took part in."""
-    return len({t.tag[1:3] for t in result.trace.transfers if t.src == rank})
+    return len({(t.tag.group, t.tag.call) for t in result.trace.transfers if t.src == rank})
 
 
 # ---- the layers equal the full layer ---------------------------------------------------------

@@ -16,8 +16,8 @@ import collsim
 from collsim import cli
 from collsim.errors import ConfigError
 from collsim.network.trace import Trace
-from collsim.parallel.pipeline import pipeline_step
-from collsim.parallel.pipeline.schedules import build_schedule
+from collsim.parallel.pipeline.runner import pipeline_step
+from collsim.parallel.pipeline.schedules import PipelinePass, build_schedule
 from collsim.viz.ring import chunk_label, ring_animation, ring_figure, ring_frames
 from collsim.viz.scaling import scaling_figure, scaling_rows
 from collsim.viz.sweep import sweep, sweep_figure
@@ -110,7 +110,7 @@ def test_ring_frames_read_bytes_and_times_from_the_trace():
     assert len(frames) == result.schedule.n_steps + 1
     by_step = {}
     for t in result.trace.transfers:
-        by_step.setdefault(t.tag[3], []).append(t)
+        by_step.setdefault(t.tag.step, []).append(t)
     for frame in frames[1:]:
         # frame.step counts from 1; the trace tag holds the 0-based schedule index
         traced = sorted((t.src, t.dst, t.nbytes, t.start, t.end) for t in by_step[frame.step - 1])
@@ -214,7 +214,8 @@ def test_timeline_from_a_bare_trace_and_its_idle_shading():
     trace = Trace()
     for stage, starts in ((0, [0, 1, 4, 5]), (1, [1, 2, 3, 4])):
         for op, t in zip(sched.ops[stage], starts):
-            trace.add_compute(stage, t, t + 1, op.label())
+            # the record says which pass a span is; its label is for display only
+            trace.add_compute(stage, t, t + 1, "any text", PipelinePass.of(op, stage))
     fig = timeline_figure(trace, sched)
     assert len(gids(fig, "op ")) == 8
     # stage 0 waits from 2 to 4 for the gradient; stage 1 before its first and after its last

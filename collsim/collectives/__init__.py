@@ -2,13 +2,16 @@
 
 Each algorithm family builds a :class:`~collsim.collectives.schedule.Schedule` (plain
 data: who sends which chunks to whom at which step); one executor runs any schedule on
-the cluster.  Use them as ``cluster.all_reduce(buffers)`` from plain code or as
+the cluster.  Every transfer it makes carries a :class:`CollectiveStep` tag (which
+collective call and step) and its :class:`ChunkMove` (which chunks) as typed records.
+Use them as ``cluster.all_reduce(buffers)`` from plain code or as
 ``yield from rank.all_reduce(x)`` inside a rank program.
 """
 
 from .api import CollectiveResult, StepTransfer, StepView, analytical, collective, run_collective
 from .executor import REDUCE_OPS, reference
 from .formulas import ALGORITHMS, COLLECTIVES, Cost, bus_factor, closed_form
+from .records import CollectiveStep, is_collective
 from .registry import build
 from .schedule import ChunkMove, Schedule, chunk_bounds, contributions
 
@@ -26,6 +29,8 @@ __all__ = [
     "StepTransfer",
     "Schedule",
     "ChunkMove",
+    "CollectiveStep",
+    "is_collective",
     "chunk_bounds",
     "contributions",
     "ALGORITHMS",

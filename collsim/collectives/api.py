@@ -34,6 +34,7 @@ from .checks import check_buffers, check_count, check_dtype, check_op, check_roo
 from .context import context_of
 from .executor import DTYPE_BYTES, run_schedule
 from .formulas import closed_form
+from .records import is_collective
 from .registry import build, canonical_algorithm, canonical_collective
 from .schedule import contributions
 
@@ -178,11 +179,11 @@ class CollectiveResult:
     def steps(self, include_initial=False):
         """The step-through: one :class:`StepView` per step of the schedule, in order
         (``view.number`` 1, 2, ...; with ``include_initial`` first the state 0)."""
+        # every transfer carries its step (the tag) and its move, in group ranks (meta)
         by_step = {}
-        index = {r: i for i, r in enumerate(self.group.ranks)}
         for t in self.trace.transfers:
-            if isinstance(t.tag, tuple) and t.tag[:1] == ("collective",):
-                by_step.setdefault(t.tag[3], {})[(index[t.src], index[t.dst])] = t
+            if is_collective(t.tag):
+                by_step.setdefault(t.tag.step, {})[(t.meta.src, t.meta.dst)] = t
         schedule = self.schedule
         for i, holdings in enumerate(contributions(schedule)):
             s = i - 1

@@ -31,7 +31,8 @@ class CollectiveContext:
     seq: dict = field(default_factory=dict)
     # group ranks -> a small id that message tags carry instead of the rank tuple
     group_ids: dict = field(default_factory=dict)
-    # (group id, seq) -> the message tag of every step of that collective, shared by ranks
+    # (group id, seq) -> the tag (a records.CollectiveStep) of every step of that
+    # collective call, shared by the ranks of the group
     step_tags: dict = field(default_factory=dict)
     # (elements, chunks) -> chunk_bounds(elements, chunks), computed once per run
     chunk_bounds: dict = field(default_factory=dict)

@@ -33,6 +33,7 @@ from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
 from .context import context_of
+from .records import CollectiveStep
 from .reference import reference
 from .schedule import chunk_bounds
 
@@ -43,6 +44,7 @@ __all__ = [
     "DTYPE_BYTES",
     "reference",
     "integer_inputs",
+    "step_labels",
 ]
 
 REDUCE_OPS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
@@ -78,7 +80,9 @@ def _plan(context, schedule):
 
     ``sends`` holds the step's moves ordered by sender and ``labels`` their trace labels;
     rank r's sends are ``sends[send_ptr[r]:send_ptr[r + 1]]``.  ``recvs`` and
-    ``recv_ptr`` do the same by receiver.
+    ``recv_ptr`` do the same by receiver.  The moves are the schedule's own
+    :class:`~collsim.collectives.schedule.ChunkMove` objects: each transfer carries its
+    move as its ``meta`` record, with nothing made per transfer.
     """
     entry = context.plans.get(id(schedule))
     if entry is not None:
@@ -90,19 +94,31 @@ def _plan(context, schedule):
     k, plan = schedule.ranks, []
     one_each = (list(range(k)), array("l", range(k + 1)))  # ranks, ptr: one move each
     for s, step in enumerate(schedule.steps):
-        # labels are for people: steps count from 1, as the CLI's "step 1 of 6"
-        prefix = f"{schedule.collective} step {s + 1} "
         send_ptr, sends = _by_rank(step, [m.src for m in step], k, one_each)
-        labels = [
-            f"{prefix}chunk {m.chunks.start}"
-            if len(m.chunks) == 1
-            else f"{prefix}chunks {m.chunks.start}-{m.chunks.stop - 1}"
-            for m in sends
-        ]
+        labels = step_labels(schedule.collective, s + 1, sends)
         recv_ptr, recvs = _by_rank(step, [m.dst for m in step], k, one_each)
         plan.append((send_ptr, sends, labels, recv_ptr, recvs))
     context.plans[id(schedule)] = (schedule, plan)
     return plan
+
+
+def step_labels(collective, number, moves):
+    """The display labels of the transfers of ``moves``, the moves of step ``number``
+    (1-based, as the CLI's "step 1 of 6" counts): for people only; nothing reads meaning
+    from them (the tag and the move are the transfer's records).
+
+    >>> from collsim.collectives.schedule import ChunkMove
+    >>> step_labels("all_reduce", 2, [ChunkMove(0, 1, range(5, 6), True),
+    ...                               ChunkMove(1, 0, range(0, 2), False)])
+    ['all_reduce step 2 chunk 5', 'all_reduce step 2 chunks 0-1']
+    """
+    prefix = f"{collective} step {number} "
+    return [
+        f"{prefix}chunk {m.chunks.start}"
+        if len(m.chunks) == 1
+        else f"{prefix}chunks {m.chunks.start}-{m.chunks.stop - 1}"
+        for m in moves
+    ]
 
 
 def _by_rank(step, keys, k, one_each):
@@ -160,7 +176,7 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     context = context_of(rank._execution)
     bounds = _chunk_bounds(context, n, schedule.n_chunks)
     ranks = group.ranks
-    tags = _step_tags(context, ranks, seq, schedule.n_steps)
+    tags = _step_tags(context, schedule, ranks, group.dim, seq)
     plan = _plan(context, schedule)
     if numeric:
         work = _prepare(schedule, data, n, me, bounds)
@@ -195,7 +211,7 @@ def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
             chunks = m.chunks
             nbytes = (bounds[chunks.stop - 1][1] - bounds[chunks.start][0]) * itemsize
             payload = sized.get(nbytes) or sized.setdefault(nbytes, CountOnly(nbytes))
-            out_sends.append((ranks[m.dst], payload, tag, labels[i]))
+            out_sends.append((ranks[m.dst], payload, tag, labels[i], m))
         out_recvs = []
         for i in range(first_recv, stop_recv):
             out_recvs.append((ranks[recvs[i].src], tag, None, None))
@@ -220,7 +236,7 @@ def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
             m = sends[i]
             lo, hi = span(m.chunks)
             out_sends.append((ranks[m.dst], (source if m.from_input else work)[lo:hi], tag,
-                              labels[i]))  # fmt: skip
+                              labels[i], m))  # fmt: skip
         for m in recvs[first_recv:stop_recv]:
             lo, hi = span(m.dst_chunks)
             out_recvs.append((ranks[m.src], tag, work[lo:hi], ufunc if m.reduce else None))
@@ -235,10 +251,10 @@ def _chunk_bounds(context, n, n_chunks):
     return bounds
 
 
-def _step_tags(context, ranks, seq, n_steps):
-    """The message tag of every step of collective ``seq`` on group ``ranks``: one tuple
-    per step, shared by all ranks of the group (the trace keeps a tag per transfer, and
-    two million equal tuples would cost memory and time)."""
+def _step_tags(context, schedule, ranks, dim, seq):
+    """The message tag (a :class:`CollectiveStep`) of every step of collective call
+    ``seq`` on group ``ranks``: one per step, shared by all ranks of the group (the trace
+    keeps a tag per transfer, and two million equal tags would cost memory and time)."""
     # tags carry a small group id, not the rank tuple: a tuple of 1,024 ranks would be
     # hashed again for every message
     group_ids = context.group_ids
@@ -246,7 +262,9 @@ def _step_tags(context, ranks, seq, n_steps):
     tags = context.step_tags.setdefault((gid, seq), [])
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
-    tags.extend(("collective", gid, seq, s) for s in range(len(tags), n_steps))
+    collective, algorithm = schedule.collective, schedule.algorithm
+    tags.extend(CollectiveStep(collective, algorithm, gid, seq, s, dim)
+                for s in range(len(tags), schedule.n_steps))  # fmt: skip
     return tags
 
 

@@ -54,6 +54,22 @@ class ChunkMove:
         """The receiver's chunk indices."""
         return self.chunks if self.to is None else self.to
 
+    def to_args(self):
+        """The move as JSON-ready ``args`` for the Chrome/Perfetto export (a transfer's
+        ``meta``): group ranks, the first and last chunk (inclusive) and what the receiver
+        does with them.
+
+        >>> ChunkMove(0, 1, range(2, 4), True).to_args()
+        {'group_src': 0, 'group_dst': 1, 'first_chunk': 2, 'last_chunk': 3, 'reduce': True}
+        """
+        args = {"group_src": self.src, "group_dst": self.dst, "first_chunk": self.chunks.start,
+                "last_chunk": self.chunks.stop - 1, "reduce": self.reduce}  # fmt: skip
+        if self.to is not None:
+            args["first_dst_chunk"], args["last_dst_chunk"] = self.to.start, self.to.stop - 1
+        if self.from_input:
+            args["from_input"] = True
+        return args
+
     def __repr__(self):
         extra = "" if self.to is None else f", dst_chunks={self.to}"
         return (f"ChunkMove(src={self.src}, dst={self.dst}, chunks={self.chunks}, "

@@ -27,18 +27,23 @@ from ..units import format_size, format_time
 
 __all__ = ["Trace", "Stats", "Transfer", "Compute"]
 
-Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label")
+Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label meta",
+                      defaults=(None,))  # fmt: skip
 Transfer.__doc__ = """One message: ``start`` when both sides were posted (rendezvous), ``end``
 when its last byte arrived; ``links`` the directed links it crossed; ``label`` what it
 was, for display only (e.g. ``"all_reduce step 2 chunk 5"``: steps count from 1).
-Read its meaning from ``tag`` (a collective's is ``("collective", group, seq, step)``
-with the 0-based step index)."""
+Read its meaning from fields: ``tag`` matched the send with its receive (a collective's
+is a :class:`~collsim.collectives.records.CollectiveStep`: collective, call, step, mesh
+dimension; a pipeline message's a ``PipelineMessage``), and ``meta`` is the typed record
+its sender gave (a collective's transfer carries its schedule's
+:class:`~collsim.collectives.schedule.ChunkMove`: which chunks), or None."""
 Compute = namedtuple("Compute", "rank start end label meta", defaults=(None,))
 Compute.__doc__ = """One span of work on a rank's compute stream, ``start`` to ``end`` seconds.
 ``label`` is for display only; ``meta`` is what the span belongs to, as the typed record
 its maker gave ``rank.compute(..., meta=...)`` (a pipeline pass is a
-:class:`~collsim.parallel.pipeline.schedules.PipelinePass`), or None. The trace stores it as it
-is; read the span's meaning from its fields."""
+:class:`~collsim.parallel.pipeline.schedules.PipelinePass`, a rank module's pass of one layer a
+:class:`~collsim.parallel.modules.LayerPass`), or None. The trace stores it as it is; read the
+span's meaning from its fields."""
 
 
 @dataclass
@@ -88,8 +93,8 @@ class Trace:
                     gc.enable()
         return self._transfers
 
-    def add_transfer(self, src, dst, tag, nbytes, start, end, links, label):
-        self._raw.append((src, dst, tag, nbytes, start, end, links, label))
+    def add_transfer(self, src, dst, tag, nbytes, start, end, links, label, meta=None):
+        self._raw.append((src, dst, tag, nbytes, start, end, links, label, meta))
 
     def add_compute(self, rank, start, end, label, meta=None):
         self.computes.append(Compute(rank, start, end, label, meta))
@@ -120,7 +125,7 @@ class Trace:
         """Bytes sent, received and carried per link, and message counts."""
         sent, received, messages = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks
         link_bytes = {}
-        for src, dst, _, nbytes, _, _, links, _ in self._raw:
+        for src, dst, _, nbytes, _, _, links, _, _ in self._raw:
             sent[src] += nbytes
             received[dst] += nbytes
             messages[src] += 1
@@ -138,7 +143,8 @@ class Trace:
         ui.perfetto.dev or chrome://tracing; compute and communication overlap shows as
         two tracks of one rank.  A compute span's record (``meta``) appears as its
         event's ``args`` (a pipeline pass's kind, micro-batch, chunk and stage), and a typed
-        transfer tag's fields (``to_args()``) join its transfer's.
+        transfer tag's fields (``to_args()``) and its record's (``meta``: a collective's
+        chunks) join its transfer's.
         """
         events, ranks = [], set()
         for c in self.computes:
@@ -150,6 +156,8 @@ class Trace:
             args = {"bytes": t.nbytes, "tag": str(t.tag), "src": t.src, "dst": t.dst}
             if hasattr(t.tag, "to_args"):  # a typed tag: its fields too
                 args |= t.tag.to_args()
+            if t.meta is not None:  # and the transfer's record (a collective's chunk move)
+                args |= _record_args(t.meta)
             name = t.label or "transfer"
             events.append(_span(f"{name} -> r{t.dst}", t.src, 1, t.start, t.end, args))
             events.append(_span(f"{name} <- r{t.src}", t.dst, 2, t.start, t.end, args))

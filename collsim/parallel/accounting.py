@@ -3,19 +3,23 @@ read from the trace (DESIGN.md: nothing counts on the side).
 
 * :func:`collective_bytes` -- bytes each rank sent, per collective (``"all_reduce"``,
   ``"reduce_scatter"``, ...) and, on a device mesh, per mesh dimension (``"dp"``,
-  ``"tp"``): a transfer between two ranks that differ only in their ``tp`` coordinate
-  belongs to a TP group.
+  ``"tp"``).  Both are read from each transfer's tag (a
+  :class:`~collsim.collectives.records.CollectiveStep`: its ``collective`` and, for a
+  group of the mesh, its ``dim``), never from its label; a transfer with no dimension of
+  its own (point to point, or a collective on a group of plain ranks) belongs to the one
+  dimension along which its two ranks' coordinates differ.
 * :func:`overlap` -- per rank: time the network was busy for it (communication), time
   its compute stream was busy, the part of communication that ran while it computed
   (overlapped) and the rest (exposed: what the step waits for).
 
 Examples
 --------
+>>> from collsim.collectives.records import CollectiveStep
 >>> from collsim.network.trace import Trace
 >>> trace = Trace()
 >>> trace.add_compute(0, 0.0, 2.0, "W layer 1")
->>> tag = ("collective", 0, 0, 0)  # group 0, call 0, step 0
->>> trace.add_transfer(0, 1, tag, 800, 1.0, 3.0, (), "all_reduce step 0 chunk 1")
+>>> tag = CollectiveStep("all_reduce", "ring", group=0, call=0, step=0)
+>>> trace.add_transfer(0, 1, tag, 800, 1.0, 3.0, (), "any label at all")
 >>> collective_bytes(trace, 2)
 {'all_reduce': [800, 0]}
 >>> o = overlap(trace, 2)[0]
@@ -25,12 +29,9 @@ Examples
 
 from dataclasses import asdict, dataclass
 
+from ..collectives.records import is_collective
+
 __all__ = ["collective_bytes", "mesh_dimension", "overlap", "Overlap"]
-
-
-def _is_collective(transfer):
-    tag = transfer[2]
-    return isinstance(tag, tuple) and tag[:1] == ("collective",)
 
 
 def mesh_dimension(mesh, src, dst):
@@ -47,13 +48,17 @@ def collective_bytes(trace, n_ranks, mesh=None):
     transfers are keyed ``"send"``."""
     out, dims = {}, {}
     for t in trace.transfers:
-        name = t.label.split(" ", 1)[0] if _is_collective(t) and t.label else "send"
-        key = name
+        tag = t.tag
+        collective = is_collective(tag)
+        key = tag.collective if collective else "send"
         if mesh is not None:
-            pair = (t.src, t.dst)
-            if pair not in dims:
-                dims[pair] = mesh_dimension(mesh, t.src, t.dst)
-            key = (dims[pair], name)
+            dim = tag.dim if collective else None
+            if dim is None:  # no group of the mesh said: the ranks' coordinates do
+                pair = (t.src, t.dst)
+                if pair not in dims:
+                    dims[pair] = mesh_dimension(mesh, t.src, t.dst)
+                dim = dims[pair]
+            key = (dim, key)
         out.setdefault(key, [0] * n_ranks)[t.src] += t.nbytes
     return out
 

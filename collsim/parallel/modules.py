@@ -24,6 +24,8 @@ computed or communicated on its way is kept in ``ctx`` for ``W``, never fetched 
 name                   what it is
 =====================  =========================================================
 :class:`Local`         an nn module run as is on one rank, compute time charged
+:class:`LayerPass`     the record of a layer's compute span: which pass of which
+                       layer (the trace's ``meta``; the label is for display)
 :func:`units_of`       a model as a list of ``(prefix, rank module)`` units
 :func:`flat_params`    all units' params under their prefixed names
 :func:`gather_params`  full parameters (or gradients) from the shards of a group
@@ -45,16 +47,112 @@ Examples
 >>> result = collsim.Cluster(collsim.topology.switch(1), compute_rate=1e9).run(program)
 >>> result.returns[0]
 [[3.0, 3.0], [3.0, 3.0]]
->>> [(c.label, c.end - c.start) for c in result.trace.computes]  # 24 FLOPs each at 1 GFLOP/s
-[('F fc', 2.4e-08), ('B fc', 2.4e-08), ('W fc', 2.4e-08)]
+>>> [(c.meta.kind, c.end - c.start) for c in result.trace.computes]  # 24 FLOPs at 1 GFLOP/s
+[('forward', 2.4e-08), ('backward_input', 2.4e-08), ('backward_weight', 2.4e-08)]
+>>> result.trace.computes[0].meta, result.trace.computes[0].label
+(LayerPass(kind='forward', layer='fc'), 'F fc')
 """
+
+import difflib
+from dataclasses import asdict, dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..nn import Sequential
 
-__all__ = ["Local", "units_of", "flat_params", "gather_params", "replica_max_diff"]
+__all__ = [
+    "RankModule",
+    "LAYER_PASS_KINDS",
+    "LayerPass",
+    "layer_compute",
+    "Local",
+    "units_of",
+    "flat_params",
+    "gather_params",
+    "replica_max_diff",
+]
+
+
+@runtime_checkable
+class RankModule(Protocol):
+    """What every rank-local module provides, the contract the mesh trainer's chunks rely on.
+
+    ``Local``, the tensor-parallel layers (:mod:`collsim.parallel.tensor`) and any new
+    parallel dimension's layers follow it. The passes are generators used with
+    ``yield from`` inside a rank program; ``backward_weight`` comes after
+    ``backward_input`` with the same ``ctx`` and ``dy``, and ``backward`` does both.
+
+    >>> from collsim.nn import Linear
+    >>> isinstance(Local(Linear(np.eye(2))), RankModule), isinstance(Linear(np.eye(2)), RankModule)
+    (True, False)
+    """
+
+    params: dict  # name -> the local array the rank computes with (updated in place)
+    shard_axes: dict  # name -> axis it is a slice of the full parameter along, or None
+
+    def forward(self, rank, x): ...  # generator -> (y, ctx)
+
+    def backward_input(self, rank, ctx, dy): ...  # generator -> dx
+
+    def backward_weight(self, rank, ctx, dy): ...  # generator -> {name: grad}
+
+    def backward(self, rank, ctx, dy): ...  # generator -> (dx, {name: grad})
+
+
+#: A layer pass's kinds (the names a pipeline pass's record uses too) and their short
+#: display letters: forward, gradient of the input (B), gradient of the weights (W).
+LAYER_PASS_KINDS = {"forward": "F", "backward_input": "B", "backward_weight": "W"}
+
+
+@dataclass(frozen=True)
+class LayerPass:
+    """What a rank module's compute span is: one pass of one layer.
+
+    The rank modules hand it to ``rank.compute(..., meta=...)``; the trace keeps it on
+    the span (``trace.computes[i].meta``) and the Chrome export writes its fields in the
+    event's ``args``.  Select spans by these fields; :attr:`label` is only how the span
+    is shown (DESIGN.md, principle 4).
+
+    Parameters
+    ----------
+    kind : {"forward", "backward_input", "backward_weight"}
+        Which pass (:data:`LAYER_PASS_KINDS`).
+    layer : str
+        The rank module's ``name`` (``"0 Linear"`` for the first child of a Sequential).
+
+    >>> LayerPass("backward_weight", "0 Linear").label
+    'W 0 Linear'
+    """
+
+    kind: str
+    layer: str
+
+    def __post_init__(self):
+        if self.kind not in LAYER_PASS_KINDS:
+            guess = difflib.get_close_matches(str(self.kind), list(LAYER_PASS_KINDS), n=1,
+                                              cutoff=0)  # fmt: skip
+            raise ConfigError(
+                f"LayerPass kind {self.kind!r} is not one of {', '.join(LAYER_PASS_KINDS)}; "
+                f"nearest valid choice: {guess[0]!r}"
+            )
+
+    @property
+    def label(self):
+        """The span's display label: ``"F <layer>"``, ``"B <layer>"``, ``"W <layer>"``."""
+        return f"{LAYER_PASS_KINDS[self.kind]} {self.layer}"
+
+    def to_args(self):
+        """The fields as a JSON-ready dict, for the Chrome/Perfetto export's ``args``."""
+        return asdict(self)
+
+
+def layer_compute(rank, kind, layer, flops):
+    """The compute operation of pass ``kind`` of ``layer``: ``flops`` charged, its
+    :class:`LayerPass` record attached (``yield`` it)."""
+    record = LayerPass(kind, layer)
+    return rank.compute(flops=flops, label=record.label, meta=record)
 
 
 class Local:
@@ -65,7 +163,8 @@ class Local:
     module : collsim.nn.Module
         Its arrays are used (and updated) as they are, not copied.
     name : str
-        Shown in the labels of the compute spans: ``"F <name>"``, ``"B <name>"``, ``"W <name>"``.
+        The ``layer`` of its compute spans' :class:`LayerPass` records (shown in their
+        labels: ``"F <name>"``, ``"B <name>"``, ``"W <name>"``).
     """
 
     def __init__(self, module, name=""):
@@ -85,18 +184,18 @@ class Local:
 
     def forward(self, rank, x):
         flops = self.module.flops(np.shape(x))
-        yield rank.compute(flops=flops["forward"], label=f"F {self.name}")
+        yield layer_compute(rank, "forward", self.name, flops["forward"])
         y, ctx = self.module.forward(x)
         return y, {"inner": ctx, "flops": flops}
 
     def backward_input(self, rank, ctx, dy):
-        yield rank.compute(flops=ctx["flops"]["backward_input"], label=f"B {self.name}")
+        yield layer_compute(rank, "backward_input", self.name, ctx["flops"]["backward_input"])
         return self.module.backward_input(ctx["inner"], dy)
 
     def backward_weight(self, rank, ctx, dy):
         if not self.module.params:
             return {}
-        yield rank.compute(flops=ctx["flops"]["backward_weight"], label=f"W {self.name}")
+        yield layer_compute(rank, "backward_weight", self.name, ctx["flops"]["backward_weight"])
         return self.module.backward_weight(ctx["inner"], dy)
 
     def backward(self, rank, ctx, dy):
@@ -138,7 +237,7 @@ def _items(seq):
 
 
 def _is_rank_module(obj):
-    return isinstance(obj, Local) or hasattr(obj, "shard_axes")
+    return isinstance(obj, RankModule)
 
 
 def _join(prefix, name):

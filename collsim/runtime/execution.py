@@ -57,7 +57,7 @@ class Execution:
         # SAMPLE_OPS operations are recorded in _sample for the report
         self.ops_left = cluster.max_ops
         self._sample = None
-        self._sends = {}  # (src, dst, tag) -> deque of (payload, handle, label)
+        self._sends = {}  # (src, dst, tag) -> deque of (payload, handle, label, meta)
         self._recvs = {}  # (src, dst, tag) -> deque of (handle, out, reduce)
         self._compute_free = {}  # rank id -> when its compute stream is next free
         self._comm_tail = {}  # rank id -> handle of its last background task
@@ -212,12 +212,12 @@ class Execution:
     # -- matching and transfers -----------------------------------------------------------
 
     def post_send(self, me, op):
-        return self._post_send(me, op.dst, op.payload, op.tag, op.label)
+        return self._post_send(me, op.dst, op.payload, op.tag, op.label, op.meta)
 
     def post_recv(self, me, op):
         return self._post_recv(me, op.src, op.tag, op.out, op.reduce)
 
-    def _post_send(self, me, dst, payload, tag, label):
+    def _post_send(self, me, dst, payload, tag, label, meta):
         key = (me, dst, tag)
         handle = Handle(("send to", dst, tag))
         waiting = self._recvs.get(key)
@@ -225,9 +225,9 @@ class Execution:
             recv_handle, out, reduce = waiting.popleft()
             if not waiting:
                 del self._recvs[key]  # tags are often unique: keep the mailbox small
-            self._start_transfer(key, payload, handle, label, recv_handle, out, reduce)
+            self._start_transfer(key, payload, handle, label, meta, recv_handle, out, reduce)
         else:
-            _enqueue(self._sends, key, (payload, handle, label))
+            _enqueue(self._sends, key, (payload, handle, label, meta))
         return handle
 
     def _post_recv(self, me, src, tag, out, reduce):
@@ -235,26 +235,26 @@ class Execution:
         handle = Handle(("recv from", src, tag))
         waiting = self._sends.get(key)
         if waiting:
-            payload, send_handle, label = waiting.popleft()
+            payload, send_handle, label, meta = waiting.popleft()
             if not waiting:
                 del self._sends[key]
-            self._start_transfer(key, payload, send_handle, label, handle, out, reduce)
+            self._start_transfer(key, payload, send_handle, label, meta, handle, out, reduce)
         else:
             _enqueue(self._recvs, key, (handle, out, reduce))
         return handle
 
-    def _start_transfer(self, key, payload, send_handle, label, recv_handle, out, reduce):
+    def _start_transfer(self, key, payload, send_handle, label, meta, recv_handle, out, reduce):
         # one tuple rather than a closure: a closure costs a cell per variable, and a
         # neighbour exchange on 1,024 ranks keeps thousands of these alive at once.  The
         # route is looked up here, once, for both the network and the trace record
         route = self.network.route(key[0], key[1])
-        transfer = (key, payload, send_handle, label, recv_handle, out, reduce,
+        transfer = (key, payload, send_handle, label, meta, recv_handle, out, reduce,
                     self.engine.now, route[0])  # fmt: skip
         self.network.transfer_on(route, payload.nbytes, self._delivered, transfer)
 
     def _delivered(self, transfer):
         """The last byte arrived: hand the receiver its copy, record, complete both sides."""
-        key, payload, send_handle, label, recv_handle, out, reduce, start, links = transfer
+        key, payload, send_handle, label, meta, recv_handle, out, reduce, start, links = transfer
         src, dst, tag = key
         if out is None:
             # a size-only payload is its own copy: skip the method call on the hot path
@@ -268,7 +268,8 @@ class Execution:
             else:
                 reduce(out, payload, out=out)
             value = out
-        self.trace.add_transfer(src, dst, tag, payload.nbytes, start, self.engine.now, links, label)
+        self.trace.add_transfer(src, dst, tag, payload.nbytes, start, self.engine.now, links, label,
+                                meta)  # fmt: skip
         send_handle.complete(None)
         recv_handle.complete(value)
 
@@ -374,8 +375,8 @@ class _StepRunner:
             sends, recvs = step
             execution.charge(proc, len(sends))
             pending = []
-            for dst, payload, tag, label in sends:
-                handle = execution._post_send(me, dst, payload, tag, label)
+            for dst, payload, tag, label, meta in sends:
+                handle = execution._post_send(me, dst, payload, tag, label, meta)
                 if not handle.done:
                     pending.append(handle)
             for src, tag, out, reduce in recvs:

@@ -12,6 +12,8 @@ Examples
 >>> mesh = DeviceMesh((2, 4), ("dp", "tp"))
 >>> mesh.group("tp", 5).ranks, mesh.group("dp", 5).ranks
 ((4, 5, 6, 7), (1, 5))
+>>> mesh.group("tp", 5)                    # a slice along "tp": its collectives say so
+Group([4, 5, 6, 7], dim='tp')
 >>> mesh.coords(5)
 {'dp': 1, 'tp': 1}
 >>> [g.ranks for g in mesh.groups("dp")]
@@ -29,11 +31,20 @@ __all__ = ["Group", "DeviceMesh"]
 
 
 class Group:
-    """An ordered set of global ranks that run collectives together."""
+    """An ordered set of global ranks that run collectives together.
 
-    __slots__ = ("ranks", "_index")
+    ``dim`` names the device-mesh dimension the group is a slice along (``"tp"`` for
+    ``mesh.group("tp", r)``), or is None for a group of plain ranks.  It is a record the
+    group's collectives carry in their transfers' tags, so accounting reads it from a
+    field; two groups of the same ranks are equal whatever their ``dim``.
 
-    def __init__(self, ranks):
+    >>> Group([0, 1], dim="tp") == Group([0, 1]), Group([0, 1], dim="tp").dim
+    (True, 'tp')
+    """
+
+    __slots__ = ("ranks", "_index", "dim")
+
+    def __init__(self, ranks, dim=None):
         items = _whole_numbers(ranks, "group", "ranks")
         if not items:
             raise ConfigError(f"group {ranks!r} is empty: a group needs at least one rank")
@@ -43,8 +54,11 @@ class Group:
         if len(set(items)) < len(items):
             twice = next(r for i, r in enumerate(items) if r in items[:i])
             raise ConfigError(f"group {ranks!r} names rank {twice} twice: ranks must differ")
+        if dim is not None and (not isinstance(dim, str) or not dim):
+            raise ConfigError(f"group dim {dim!r} must be a mesh dimension's name, like 'tp'")
         self.ranks = items
         self._index = {r: i for i, r in enumerate(items)}
+        self.dim = dim
 
     @classmethod
     def of(cls, group, world_size):
@@ -80,7 +94,8 @@ class Group:
         return hash(self.ranks)
 
     def __repr__(self):
-        return f"Group({list(self.ranks)})"
+        dim = "" if self.dim is None else f", dim={self.dim!r}"
+        return f"Group({list(self.ranks)}{dim})"
 
 
 class DeviceMesh:
@@ -145,13 +160,13 @@ class DeviceMesh:
         axis = self._axis(name)
         index = list(self._where(rank))
         index[axis] = slice(None)
-        return Group(self.grid[tuple(index)].tolist())
+        return Group(self.grid[tuple(index)].tolist(), dim=name)
 
     def groups(self, name):
         """All groups along dimension ``name``, ordered by the other coordinates."""
         axis = self._axis(name)
         moved = np.moveaxis(self.grid, axis, -1).reshape(-1, self.shape[axis])
-        return [Group(row.tolist()) for row in moved]
+        return [Group(row.tolist(), dim=name) for row in moved]
 
     def __repr__(self):
         return f"DeviceMesh({dict(zip(self.names, self.shape))})"

@@ -73,7 +73,8 @@ class Send:
     payload: object
     tag: object = 0
     blocking: bool = True
-    label: str = ""
+    label: str = ""  # for display only
+    meta: object = None  # what the transfer belongs to (a typed record), kept on the trace
 
 
 @dataclass
@@ -114,7 +115,7 @@ class Steps:
     to back as a NCCL kernel runs all its steps without returning to the host.
 
     ``steps`` yields ``(sends, recvs)`` per step, ``sends`` of ``(dst, payload, tag,
-    label)`` and ``recvs`` of ``(src, tag, out, reduce)``, with the meanings of
+    label, meta)`` and ``recvs`` of ``(src, tag, out, reduce)``, with the meanings of
     :class:`Send` and :class:`Recv`; a deadlock report shows the transfers of the step
     the process waits in, as for :class:`Exchange`."""
 

@@ -58,15 +58,19 @@ class Rank:
 
     # -- point to point -------------------------------------------------------------------
 
-    def send(self, dst, array, tag=0, label=""):
-        """Send ``array`` to rank ``dst``; completes when the data has arrived."""
-        return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
-                    True, _label(label))  # fmt: skip
+    def send(self, dst, array, tag=0, label="", meta=None):
+        """Send ``array`` to rank ``dst``; completes when the data has arrived.
 
-    def isend(self, dst, array, tag=0, label=""):
+        ``tag`` matches the send with its receive; ``label`` is for display; ``meta``, a
+        typed record of what the transfer belongs to, is kept on the trace's transfer
+        (``trace.transfers[i].meta``) and in its Chrome export ``args``."""
+        return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
+                    True, _label(label), meta)  # fmt: skip
+
+    def isend(self, dst, array, tag=0, label="", meta=None):
         """Like :meth:`send` but resumes at once with a handle to :meth:`wait` on."""
         return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
-                    False, _label(label))  # fmt: skip
+                    False, _label(label), meta)  # fmt: skip
 
     def recv(self, src, tag=0, out=None, reduce=None):
         """Receive from rank ``src``; resumes with a copy of the array that was sent.

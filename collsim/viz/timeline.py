@@ -13,7 +13,7 @@ Every block is a compute span of the run's trace, matched to its pass by the
 
 Examples
 --------
->>> from collsim.parallel.pipeline import pipeline_step
+>>> from collsim.parallel.pipeline.runner import pipeline_step
 >>> result = pipeline_step("1f1b", stages=4, microbatches=8)
 >>> fig = timeline_figure(result)
 >>> blocks = [p for p in fig.axes[0].patches if p.get_gid().startswith("op ")]
@@ -83,9 +83,8 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
     source : PipelineResult or Trace
         What :func:`collsim.parallel.pipeline.run_pipeline` returned (it carries the
         schedule, the trace, the stage ranks and the pass times), or a bare trace whose
-        compute spans carry `~collsim.parallel.pipeline.schedules.PipelinePass` records (a trace
-        built by hand without any is read by labels named like the schedule's passes:
-        ``F3``, ``B3``, ``W3``, ``F3.1``).
+        compute spans carry `~collsim.parallel.pipeline.schedules.PipelinePass` records
+        (``meta``; their labels are only shown, never read).
     schedule : Schedule, optional
         Needed with a bare trace.
     stage_ranks : sequence of int, optional

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .schedules import PipelinePass, PipeOp
 from .stage import PipelineMessage
 
-__all__ = ["OpSpan", "PipelineResult", "op_spans"]
+__all__ = ["OpSpan", "PipelineResult", "op_spans", "measure_pipeline"]
 
 
 @dataclass(frozen=True)
@@ -50,31 +50,16 @@ def op_spans(schedule, trace, stage_ranks):
     ``stage_ranks[s]`` is the global rank that ran stage ``s``. A pass is recognised by the
     `PipelinePass` record its compute span carries (``meta``), never by its label; spans of
     other ranks, and spans without a record (a layer's own compute inside a pass), are left
-    out. A trace built by hand with no records at all is read by its labels instead, as the
-    schedule writes them (``F3``, ``B3.1``).
+    out. A trace built by hand gives its spans records the same way:
+    ``trace.add_compute(rank, start, end, label, PipelinePass.of(op, stage))``.
     """
     rank_stage = {rank: s for s, rank in enumerate(stage_ranks)}
     records = [c for c in trace.computes if isinstance(c.meta, PipelinePass)]
-    if not records and trace.computes:
-        return _spans_from_labels(schedule, trace, rank_stage)
     spans = [
         OpSpan(c.meta.stage, c.meta.op, c.start, c.end, c.rank)
         for c in records
         if rank_stage.get(c.rank) == c.meta.stage
     ]
-    spans.sort(key=lambda s: (s.stage, s.start))
-    return spans
-
-
-def _spans_from_labels(schedule, trace, rank_stage):
-    """Passes of a hand-built trace (no records), matched by their display labels."""
-    show_chunk = schedule.virtual > 1
-    by_label = [{op.label(show_chunk): op for op in row} for row in schedule.ops]
-    spans = []
-    for c in trace.computes:
-        stage = rank_stage.get(c.rank)
-        if stage is not None and c.label in by_label[stage]:
-            spans.append(OpSpan(stage, by_label[stage][c.label], c.start, c.end, c.rank))
     spans.sort(key=lambda s: (s.stage, s.start))
     return spans
 
@@ -216,3 +201,30 @@ class PipelineResult:
 
 def _list_or_none(value):
     return None if value is None else list(value)
+
+
+def measure_pipeline(schedule, times, run, outcomes, stage_ranks, grads):
+    """A `PipelineResult` read from ``run``'s trace: the passes of the stages on ``stage_ranks``
+    (their `PipelinePass` spans), and what each stage's `StageOutcome` held."""
+    spans = op_spans(schedule, run.trace, stage_ranks)
+    step_start = min((s.start for s in spans), default=0.0)
+    step_end = max((s.end for s in spans), default=0.0)
+    busy = [0.0] * schedule.stages
+    for span in spans:
+        busy[span.stage] += span.end - span.start
+    return PipelineResult(
+        schedule=schedule,
+        times=times,
+        run=run,
+        spans=spans,
+        step_start=step_start,
+        step_end=step_end,
+        busy_time=tuple(busy),
+        idle_time=tuple((step_end - step_start) - b for b in busy),
+        peak_inflight=tuple(o.peak_inflight for o in outcomes),
+        peak_activation_bytes=tuple(o.peak_activation_bytes for o in outcomes),
+        inflight=tuple(o.inflight for o in outcomes),
+        loss=sum(o.loss for o in outcomes),
+        grads=grads,
+        stage_ranks=stage_ranks,
+    )

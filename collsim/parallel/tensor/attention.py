@@ -52,7 +52,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...nn import MultiHeadAttention
 from ...nn.blocks import RESIDUAL_FLOPS
-from ..modules import Local
+from ..modules import Local, layer_compute
 from .comm import (
     FG,
     _check_rank,
@@ -124,7 +124,7 @@ class ParallelAttention:
         _check_rank(self, rank)
         x_full = yield from self.fg.f_forward(rank, x)  # SP: all-gather the tokens
         flops = self.shard.flops(x_full.shape)
-        yield rank.compute(flops=flops["forward"], label=f"F {self.name}")
+        yield layer_compute(rank, "forward", self.name, flops["forward"])
         y, ctx = self.shard.forward(x_full)  # (B, S, H), a partial sum over ranks
         y = yield from self.fg.g_forward(rank, y)  # all-reduce (SP: reduce-scatter)
         if self.bo is not None:
@@ -134,7 +134,7 @@ class ParallelAttention:
     def backward_input(self, rank, ctx, dy):
         dy_full = yield from self.fg.g_backward(rank, dy)  # SP: all-gather
         ctx["dy_local"] = (dy, dy_full)
-        yield rank.compute(flops=ctx["flops"]["backward_input"], label=f"B {self.name}")
+        yield layer_compute(rank, "backward_input", self.name, ctx["flops"]["backward_input"])
         dx = self.shard.backward_input(ctx["inner"], dy_full)  # partial sum over ranks
         return (yield from self.fg.f_backward(rank, dx))  # all-reduce (SP: reduce-scatter)
 
@@ -206,11 +206,11 @@ class ParallelTransformerBlock:
         ctx = {}
         a, ctx["ln1"] = yield from self.ln1.forward(rank, x)  # (B, S or S/t, H)
         o, ctx["attn"] = yield from self.attn.forward(rank, a)
-        yield rank.compute(flops=RESIDUAL_FLOPS[0] * x.size, label="F residual")
+        yield layer_compute(rank, "forward", "residual", RESIDUAL_FLOPS[0] * x.size)
         h = x + o
         b, ctx["ln2"] = yield from self.ln2.forward(rank, h)
         m, ctx["mlp"] = yield from self.mlp.forward(rank, b)
-        yield rank.compute(flops=RESIDUAL_FLOPS[0] * x.size, label="F residual")
+        yield layer_compute(rank, "forward", "residual", RESIDUAL_FLOPS[0] * x.size)
         return h + m, ctx
 
     def backward_input(self, rank, ctx, dy):
@@ -218,7 +218,7 @@ class ParallelTransformerBlock:
         dh = dy + (yield from self.ln2.backward_input(rank, ctx["ln2"], d_b))
         d_a = yield from self.attn.backward_input(rank, ctx["attn"], dh)
         dx = dh + (yield from self.ln1.backward_input(rank, ctx["ln1"], d_a))
-        yield rank.compute(flops=2 * RESIDUAL_FLOPS[1] * np.size(dy), label="B residual")
+        yield layer_compute(rank, "backward_input", "residual", 2 * RESIDUAL_FLOPS[1] * np.size(dy))
         ctx["dys"] = (dy, {"mlp": dy, "ln2": d_b, "attn": dh, "ln1": d_a})
         return dx
 

@@ -36,6 +36,7 @@ import math
 import numpy as np
 
 from ...errors import ConfigError
+from ..modules import layer_compute
 
 __all__ = [
     "check_tp",
@@ -247,7 +248,7 @@ def reduced_output_weight_grads(module, rank, ctx, dy, bias_name, bias):
     dy_full = _stashed(ctx, dy)
     if dy_full is None:  # no backward_input for this dy: communicate again
         dy_full = yield from module.fg.g_backward(rank, dy)
-    yield rank.compute(flops=ctx["flops"]["backward_weight"], label=f"W {module.name}")
+    yield layer_compute(rank, "backward_weight", module.name, ctx["flops"]["backward_weight"])
     grads = module.shard.backward_weight(ctx["inner"], dy_full)
     if bias is not None:
         grads[bias_name] = np.reshape(dy, (-1, bias.shape[0])).sum(axis=0)

@@ -72,7 +72,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...nn import GELU, Linear
-from ..modules import Local
+from ..modules import Local, layer_compute
 from .comm import (
     FG,
     _check_rank,
@@ -151,7 +151,7 @@ class ColumnParallelLinear:
         _check_rank(self, rank)
         x_full = yield from self.fg.f_forward(rank, x)  # SP: all-gather the tokens
         flops = self.shard.flops(x_full.shape)
-        yield rank.compute(flops=flops["forward"], label=f"F {self.name}")
+        yield layer_compute(rank, "forward", self.name, flops["forward"])
         y, ctx = self.shard.forward(x_full)  # (..., out/t)
         if self.gather_output:
             y = yield from all_gather_along(rank, y, self.group, -1)  # (..., out)
@@ -165,7 +165,7 @@ class ColumnParallelLinear:
     def backward_input(self, rank, ctx, dy):
         dy_local = self._local_dy(dy)
         ctx["dy_local"] = (dy, dy_local)
-        yield rank.compute(flops=ctx["flops"]["backward_input"], label=f"B {self.name}")
+        yield layer_compute(rank, "backward_input", self.name, ctx["flops"]["backward_input"])
         dx = self.shard.backward_input(ctx["inner"], dy_local)  # a partial sum over ranks
         return (yield from self.fg.f_backward(rank, dx))  # all-reduce (SP: reduce-scatter)
 
@@ -173,7 +173,7 @@ class ColumnParallelLinear:
         dy_local = _stashed(ctx, dy)
         if dy_local is None:
             dy_local = self._local_dy(dy)
-        yield rank.compute(flops=ctx["flops"]["backward_weight"], label=f"W {self.name}")
+        yield layer_compute(rank, "backward_weight", self.name, ctx["flops"]["backward_weight"])
         return self.shard.backward_weight(ctx["inner"], dy_local)
 
     def backward(self, rank, ctx, dy):
@@ -236,7 +236,7 @@ class RowParallelLinear:
         if not self.input_is_parallel:
             x = split_along(x, self.group, self.tp_rank, -1)
         flops = self.shard.flops(np.shape(x))
-        yield rank.compute(flops=flops["forward"], label=f"F {self.name}")
+        yield layer_compute(rank, "forward", self.name, flops["forward"])
         y, ctx = self.shard.forward(x)  # (..., out): a partial sum over ranks
         y = yield from self.fg.g_forward(rank, y)  # all-reduce (SP: reduce-scatter)
         if self.bias is not None:
@@ -246,7 +246,7 @@ class RowParallelLinear:
     def backward_input(self, rank, ctx, dy):
         dy_full = yield from self.fg.g_backward(rank, dy)  # SP: all-gather the tokens
         ctx["dy_local"] = (dy, dy_full)
-        yield rank.compute(flops=ctx["flops"]["backward_input"], label=f"B {self.name}")
+        yield layer_compute(rank, "backward_input", self.name, ctx["flops"]["backward_input"])
         dx = self.shard.backward_input(ctx["inner"], dy_full)  # (..., in/t)
         if not self.input_is_parallel:
             dx = yield from all_gather_along(rank, dx, self.group, -1)
