@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import collsim
-from collsim.parallel.pipeline import pipeline_step
+from collsim.parallel.pipeline.runner import pipeline_step
 from collsim.viz.output import save_figure
 from collsim.viz.ring import ring_animation, ring_figure
 from collsim.viz.scaling import scaling_figure

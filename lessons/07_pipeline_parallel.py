@@ -21,7 +21,7 @@
 from matplotlib.figure import Figure
 
 from collsim import teach
-from collsim.parallel.pipeline import pipeline_step
+from collsim.parallel.pipeline.runner import pipeline_step
 from collsim.units import format_size, format_time
 from collsim.viz.timeline import timeline_figure
 

@@ -20,8 +20,9 @@ from matplotlib.patches import Rectangle
 import collsim
 from collsim import teach
 from collsim.parallel.accounting import collective_bytes, mesh_dimension
-from collsim.parallel.pipeline import toy_batch, toy_model
-from collsim.parallel.threed import run_3d
+from collsim.parallel.config import ParallelConfig
+from collsim.parallel.mesh import train
+from collsim.parallel.pipeline.runner import toy_batch, toy_model
 from collsim.plan import plan
 from collsim.runtime.group import DeviceMesh
 from collsim.units import format_size, format_time
@@ -105,16 +106,18 @@ teach.check_function("8.1", coords_answer, mesh_coords, cases)
 # %% [markdown]
 # ## All three at once, checked against one device
 #
-# `run_3d` trains a small transformer for one step on `dp · pp · tp` ranks: TP layers inside
-# each stage, a 1F1B pipeline between stages, and a gradient all-reduce across replicas. On
-# two machines of four GPUs with `tp = dp = pp = 2`, where does each kind of traffic go?
+# The mesh trainer, `train(model, batches, ParallelConfig(...))`, runs a small transformer for
+# one step on `dp · pp · tp` ranks: TP layers inside each stage, a 1F1B pipeline between
+# stages, and the data-parallel gradient all-reduce across replicas, DDP-style. The config is
+# one object with Megatron's names (`dp`, `tp`, `pp`, `microbatches`, `schedule`, ...). On two
+# machines of four GPUs with `tp = dp = pp = 2`, where does each kind of traffic go?
 
 # %%
 topo = collsim.topology.hierarchical(2, 4)
 model = toy_model(layers=4, hidden=8, heads=2)
 x, target = toy_batch(batch=8)  # dp=2 replicas × m=2 micro-batches × 2 sequences
-three_d = run_3d(model, x, target, dp=2, pp=2, tp=2, microbatches=2,
-                 cluster=collsim.Cluster(topo, compute_rate=math.inf))  # fmt: skip
+config = ParallelConfig(dp=2, pp=2, tp=2, microbatches=2)
+three_d = train(model, [(x, target)], config, cluster=collsim.Cluster(topo, compute_rate=math.inf))
 print(f"mesh {three_d.mesh}; gradients and parameters match one device: {three_d.match}")
 
 per_node = topo.graph["gpus_per_node"]

@@ -1,4 +1,4 @@
-"""3-D parallelism (dp x pp x tp on a device mesh): one training step against one device.
+"""3-D parallelism (dp x pp x tp on a device mesh, the mesh trainer): one step against one device.
 
 The oracle is one device running the whole batch; the mesh layout, the pipeline messages
 (each TP rank its share) and the bubble of every pipeline are checked from the trace.
@@ -16,10 +16,31 @@ from hypothesis import strategies as st
 from collsim import Cluster, topology
 from collsim.errors import ConfigError
 from collsim.nn import SGD, Adam, LayerNorm, Sequential
-from collsim.parallel.pipeline import single_device_step, toy_batch, toy_model
-from collsim.parallel.threed import run_3d
+from collsim.parallel.config import ParallelConfig
+from collsim.parallel.mesh import train
+from collsim.parallel.pipeline.runner import single_device_step, toy_batch, toy_model
+from collsim.parallel.pipeline.stage import PipelineMessage
 
 H, HEADS, S = 8, 4, 4  # hidden, heads (tp = 1, 2 or 4 divides both, and ffn = 2H), sequence
+
+
+def step_3d(
+    model,
+    x,
+    target,
+    *,
+    cluster=None,
+    optimizer=None,
+    check=None,
+    bandwidth="inf",
+    latency=0,
+    virtual=1,
+    **fields,
+):
+    """One step of the mesh trainer; ``fields`` are ParallelConfig's (``virtual`` is vpp)."""
+    config = ParallelConfig(vpp=virtual, **fields)
+    return train(model, [(x, target)], config, cluster=cluster, optimizer=optimizer, check=check,
+                 bandwidth=bandwidth, latency=latency)  # fmt: skip
 
 
 def model_and_batch(layers, rows, seed=0):
@@ -56,29 +77,31 @@ def test_one_step_matches_one_device(config, opt):
     ref_loss, ref_grads = single_device_step(reference, x, target, optimizer=make())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # uneven layer splits warn
-        result = run_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
+        result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
                         virtual=v, optimizer=make())  # fmt: skip
     assert result.match is True and result.max_error < 1e-10
-    assert result.replica_error == 0.0  # the dp replicas stay bitwise in sync
+    assert result.dp_replica_diff == 0.0  # the dp replicas stay bitwise in sync
     assert result.loss == pytest.approx(ref_loss, rel=1e-12)
     assert set(result.grads) == set(ref_grads) == set(result.params)
     for key, grad in ref_grads.items():
         np.testing.assert_allclose(result.grads[key], grad, rtol=1e-10, atol=1e-12)
+        # Adam turns the exactly-zero key-bias gradient's rounding (~1e-17, in a different
+        # order on every layout) into lr·1e-17/eps ~ 1e-13 steps: allow 1e-11 there
         np.testing.assert_allclose(result.params[key], reference.params[key], rtol=1e-10,
-                                   atol=1e-12)  # fmt: skip
+                                   atol=1e-12 if opt == "sgd" else 1e-11)  # fmt: skip
 
 
 @pytest.mark.parametrize("dp, pp, tp", [(2, 2, 4), (2, 4, 2), (1, 4, 4), (4, 2, 2)])
 def test_sixteen_ranks_train_a_transformer(dp, pp, tp):
     model, x, target = model_and_batch(pp, dp * 4 * 2)
-    result = run_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule="1f1b", microbatches=4,
+    result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule="1f1b", microbatches=4,
                     optimizer=SGD(lr=0.1))  # fmt: skip
-    assert result.mesh.size == 16 and result.match and result.replica_error == 0.0
+    assert result.mesh.size == 16 and result.match and result.dp_replica_diff == 0.0
 
 
 def test_mesh_order_is_tp_innermost_then_dp_then_pp():
     model, x, target = model_and_batch(2, 2 * 2 * 2)
-    result = run_3d(model, x, target, dp=2, pp=2, tp=2, microbatches=2, check=False)
+    result = step_3d(model, x, target, dp=2, pp=2, tp=2, microbatches=2, check=False)
     mesh = result.mesh
     assert mesh.names == ("pp", "dp", "tp") and mesh.shape == (2, 2, 2)
     assert [g.ranks for g in mesh.groups("tp")] == [(0, 1), (2, 3), (4, 5), (6, 7)]
@@ -94,11 +117,11 @@ def test_mesh_order_is_tp_innermost_then_dp_then_pp():
 def test_each_tp_rank_sends_its_share_to_its_pipeline_neighbour(dp, pp, tp, name, v):
     m, B, b = pp * 2, 2, 8  # micro-batches, sequences per micro-batch, bytes per float64
     model, x, target = model_and_batch(pp * v, dp * m * B)
-    result = run_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
+    result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
                     virtual=v, bandwidth="50GB/s", latency="1us")  # fmt: skip
     assert result.match
     mesh = result.mesh
-    pipe = [t for t in result.trace.transfers if t.tag[0] in ("act", "grad")]
+    pipe = [t for t in result.trace.transfers if isinstance(t.tag, PipelineMessage)]
     assert {t.nbytes for t in pipe} == {B * S * H * b // tp}  # each TP rank: 1/tp of B·S·H·b
     per_boundary = Counter()
     for t in pipe:
@@ -108,7 +131,8 @@ def test_each_tp_rank_sends_its_share_to_its_pipeline_neighbour(dp, pp, tp, name
         assert hop in (1, pp - 1)  # neighbours (interleaved: last <-> first too)
         if v == 1:
             assert abs(dst["pp"] - src["pp"]) == 1
-        per_boundary[(t.tag[0], t.tag[1], t.tag[2], src["dp"])] += t.nbytes
+        tag = t.tag
+        per_boundary[(tag.kind, tag.microbatch, tag.virtual_stage, src["dp"])] += t.nbytes
     # every micro-batch crosses each of the p*v - 1 virtual boundaries once each way, in full
     assert len(per_boundary) == dp * 2 * m * (pp * v - 1)
     assert set(per_boundary.values()) == {B * S * H * b}
@@ -119,7 +143,7 @@ def test_every_pipeline_has_the_formula_bubble_with_free_links(name, v):
     dp, pp, tp, m = 2, 2, 2, 4
     model, x, target = model_and_batch(pp * v, dp * m)
     times = {"t_f": 1.0, "t_b": 1.0, "t_w": 0.5}
-    result = run_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
+    result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
                     virtual=v, check=False, **times)  # fmt: skip
     expected = result.schedule.formula_bubble_time(**times)
     assert len(result.pipelines) == dp * tp
@@ -134,22 +158,22 @@ def test_replicated_layers_are_copies_and_stay_in_sync():
     model = Sequential(LayerNorm.init(H), blocks[0], LayerNorm.init(H), blocks[1])
     x, target = rng.normal(size=(4, S, H)), rng.normal(size=(4, S, H))
     before = {k: a.copy() for k, a in model.params.items()}
-    result = run_3d(model, x, target, dp=2, pp=2, tp=2, microbatches=2, optimizer=SGD(lr=0.5))
-    assert result.match and result.replica_error == 0.0
+    result = step_3d(model, x, target, dp=2, pp=2, tp=2, microbatches=2, optimizer=SGD(lr=0.5))
+    assert result.match and result.dp_replica_diff == 0.0
     assert all(np.array_equal(model.params[k], a) for k, a in before.items())  # untouched
 
 
 def test_errors_are_clear():
     model, x, target = model_and_batch(2, 8)
     with pytest.raises(ConfigError, match="tp=3 must divide hidden=8"):
-        run_3d(model, x, target, tp=3)
+        step_3d(model, x, target, tp=3)
     with pytest.raises(ConfigError, match="exactly 4 ranks"):
-        run_3d(model, x, target, dp=2, tp=2, cluster=Cluster(topology.switch(8)))
-    with pytest.raises(ConfigError, match="multiple of dp\\*m = 6"):
-        run_3d(model, x, target, dp=2, microbatches=3)
+        step_3d(model, x, target, dp=2, tp=2, cluster=Cluster(topology.switch(8)))
+    with pytest.raises(ConfigError, match="does not split into m=3 equal micro-batches"):
+        step_3d(model, x, target, dp=2, microbatches=3)
     with pytest.raises(ConfigError, match="dp must be an integer >= 1"):
-        run_3d(model, x, target, dp=0)
+        step_3d(model, x, target, dp=0)
     with pytest.raises(ConfigError, match="fewer than p\\*v"):
-        run_3d(model, x, target, pp=4, schedule="gpipe")
+        step_3d(model, x, target, pp=4, schedule="gpipe")
     with pytest.raises(ConfigError, match="m=1 < p=2"):
-        run_3d(model, x, target, pp=2, schedule="zb-h1", microbatches=1)
+        step_3d(model, x, target, pp=2, schedule="zb-h1", microbatches=1)

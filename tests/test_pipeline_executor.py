@@ -19,7 +19,7 @@ from collsim import Cluster, topology
 from collsim.cli import main
 from collsim.errors import ConfigError
 from collsim.nn import SGD, Adam, Linear, Sequential, ctx_nbytes, mse_loss
-from collsim.parallel.pipeline import (
+from collsim.parallel.pipeline.runner import (
     run_pipeline,
     single_device_step,
     toy_batch,

@@ -15,10 +15,11 @@ from collsim import Cluster, topology
 from collsim.cli import main
 from collsim.errors import ConfigError
 from collsim.network.trace import Compute, Trace
-from collsim.parallel.pipeline import pipeline_step, toy_batch, toy_model
+from collsim.parallel.config import ParallelConfig
+from collsim.parallel.mesh import train
+from collsim.parallel.pipeline.runner import pipeline_step, toy_batch, toy_model
 from collsim.parallel.pipeline.schedules import PASS_KINDS, PipelinePass, PipeOp
 from collsim.parallel.pipeline.stage import PipelineMessage
-from collsim.parallel.threed import run_3d
 from collsim.viz.timeline import timeline_figure
 
 # every schedule, with a slow link so that transfers shift the passes off the ideal grid
@@ -49,14 +50,15 @@ def pipeline_figures(result):
     return result.to_dict(), spans, result.peak_inflight, result.inflight
 
 
-def threed_figures(result):
+def mesh_figures(result):
     return {coord: pipeline_figures(p) for coord, p in sorted(result.pipelines.items())}
 
 
 def small_3d():
     model = toy_model(layers=4, hidden=8, heads=2)
     x, target = toy_batch(batch=8)
-    return run_3d(model, x, target, dp=2, pp=2, tp=2, microbatches=2, **LINKS)
+    config = ParallelConfig(dp=2, pp=2, tp=2, microbatches=2)
+    return train(model, [(x, target)], config, **LINKS)
 
 
 def cli_json(capsys, name, p, m, v):
@@ -78,7 +80,11 @@ def test_rewording_pass_labels_changes_no_pipeline_figure(monkeypatch, capsys, n
     cli_before = cli_json(capsys, name, p, m, v)
     monkeypatch.setattr(PipeOp, "label", WORDINGS[wording])
     after = pipeline_step(name, p, m, v, **LINKS)
-    assert after.trace.computes[0].label != plain.trace.computes[0].label  # it did change
+
+    def first_pass(result):
+        return next(c for c in result.trace.computes if isinstance(c.meta, PipelinePass))
+
+    assert first_pass(after).label != first_pass(plain).label  # it did change
     assert pipeline_figures(after) == before
     assert cli_json(capsys, name, p, m, v) == cli_before
     assert len(after.spans) == sum(len(row) for row in after.schedule.ops)
@@ -87,9 +93,9 @@ def test_rewording_pass_labels_changes_no_pipeline_figure(monkeypatch, capsys, n
 
 @pytest.mark.parametrize("wording", ["fwd#mb", "fresh each call"])
 def test_rewording_pass_labels_changes_no_3d_figure(monkeypatch, wording):
-    before = threed_figures(small_3d())
+    before = mesh_figures(small_3d())
     monkeypatch.setattr(PipeOp, "label", WORDINGS[wording])
-    assert threed_figures(small_3d()) == before
+    assert mesh_figures(small_3d()) == before
 
 
 def test_rewording_pass_labels_changes_no_timeline_block(monkeypatch):
@@ -113,27 +119,33 @@ def test_rewording_pass_labels_changes_no_timeline_block(monkeypatch):
 def test_every_compute_span_of_a_pipeline_run_is_its_schedule_pass(name, p, m, v):
     result = pipeline_step(name, p, m, v, **LINKS)
     sched = result.schedule
-    assert all(isinstance(c.meta, PipelinePass) for c in result.trace.computes)
+    # besides the passes, the layers' own FLOP spans (free here: zero seconds), each typed too
+    assert all(c.meta is not None for c in result.trace.computes)
+    passes = [c for c in result.trace.computes if isinstance(c.meta, PipelinePass)]
+    assert len(passes) == sum(len(row) for row in sched.ops)
     for stage, rank in enumerate(result.stage_ranks):
-        ran = sorted((c for c in result.trace.computes if c.rank == rank), key=lambda c: c.start)
+        ran = sorted((c for c in passes if c.rank == rank), key=lambda c: c.start)
         expected = [
             PipelinePass(PASS_KINDS[op.kind], op.microbatch, op.chunk, stage)
             for op in sched.ops[stage]
         ]
         assert [c.meta for c in ran] == expected  # the schedule's passes, in its order
         assert [c.meta.op for c in ran] == list(sched.ops[stage])
-    kinds = {c.meta.kind for c in result.trace.computes}
+    kinds = {c.meta.kind for c in passes}
     split = name == "zb-h1"
     names = {"forward", "backward_input", "backward_weight"} if split else {"forward", "backward"}
     assert kinds == names
-    assert {c.meta.chunk for c in result.trace.computes} == set(range(v))
+    assert {c.meta.chunk for c in passes} == set(range(v))
 
 
 def test_every_pass_of_a_3d_run_carries_its_stage_record():
     result = small_3d()
     for coord, pipeline in result.pipelines.items():
         for stage, rank in enumerate(pipeline.stage_ranks):
-            records = [c.meta for c in result.run.trace.computes if c.rank == rank and c.meta]
+            computes = result.run.trace.computes
+            records = [
+                c.meta for c in computes if c.rank == rank and isinstance(c.meta, PipelinePass)
+            ]
             assert [r.op for r in records] == list(result.schedule.ops[stage]), coord
             assert {r.stage for r in records} == {stage}
 
@@ -169,9 +181,13 @@ def test_chrome_export_carries_each_pass_record_and_is_byte_identical():
     result = pipeline_step("zb-h1", 3, 4, 1, **LINKS)
     events = json.loads(texts[0])["traceEvents"]
     computes = [e for e in events if e["ph"] == "X" and e["tid"] == 0]
-    assert len(computes) == len(result.trace.computes) == 3 * 4 * 3
-    by_time = sorted(result.trace.computes, key=lambda c: (c.rank, c.start))
-    exported = sorted(computes, key=lambda e: (e["pid"], e["ts"]))
+    assert len(computes) == len(result.trace.computes)
+    passes = [c for c in result.trace.computes if isinstance(c.meta, PipelinePass)]
+    assert len(passes) == 3 * 4 * 3  # p stages x m micro-batches x (F, B, W)
+    pass_events = [e for e in computes if "microbatch" in e["args"]]
+    assert len(pass_events) == len(passes)
+    by_time = sorted(passes, key=lambda c: (c.rank, c.start))
+    exported = sorted(pass_events, key=lambda e: (e["pid"], e["ts"]))
     for event, span in zip(exported, by_time):
         assert event["args"] == {
             "kind": span.meta.kind,

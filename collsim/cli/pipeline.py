@@ -85,25 +85,21 @@ def run(args):
     import sys
 
     from ..errors import ConfigError
-    from ..parallel.pipeline import pipeline_step
+    from ..parallel.pipeline.runner import toy_pipeline
     from .common import explain_time_guard
     from .console import progress
 
-    fmt, times = check_args(args)
+    fmt, config = check_args(args)
     timing = {k: getattr(args, k) for k in ("t_forward", "t_backward", "t_weight", "bandwidth",
                                             "latency") if getattr(args, k) is not None}  # fmt: skip
     with progress("collsim pipeline: one step", args.progress), explain_time_guard(**timing):
-        result = pipeline_step(
-            args.schedule,
-            args.stages,
-            args.microbatches,
-            args.virtual,
+        result = toy_pipeline(
+            config,
             layers=args.layers,
             micro_batch_size=args.micro_batch_size,
             seq=args.seq,
             hidden=args.hidden,
             heads=args.heads,
-            **times,
             bandwidth=args.bandwidth,
             latency=args.latency,
         )
@@ -140,8 +136,10 @@ def estimate_memory(stages, microbatches, layers, micro_batch_size, seq, hidden,
 
 
 def check_args(args):
-    """Refuse, before any work, what the step cannot run; returns (format, pass times)."""
+    """Refuse, before any work, what the step cannot run; returns the output format and the
+    step's `ParallelConfig` (pp, microbatches, vpp, schedule and the pass times)."""
     from ..errors import ConfigError
+    from ..parallel.config import ParallelConfig
     from ..parallel.pipeline.schedules import build_schedule
     from ..runtime.guards import DEFAULT_MAX_TIME
     from ..units import format_time, parse_time
@@ -210,7 +208,9 @@ def check_args(args):
             f"--heads {args.heads} does not divide --hidden {args.hidden} "
             f"(head size = hidden / heads); nearest valid --heads {nearest}"
         )
-    return fmt, times
+    config = ParallelConfig(pp=args.stages, microbatches=args.microbatches, vpp=args.virtual,
+                            schedule=args.schedule, **times)  # fmt: skip
+    return fmt, config
 
 
 _FORMULAS = {

@@ -74,7 +74,7 @@ def _timeline_arguments(parser):
     example="--schedule interleaved --stages 4 --microbatches 8 --virtual 2 --out timeline.png",
 )
 def timeline(args):
-    from ..parallel.pipeline import pipeline_step
+    from ..parallel.pipeline.runner import pipeline_step
     from ..units import parse_time
     from ..viz.limits import MAX_TIMELINE_PASSES
     from ..viz.timeline import timeline_figure

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["resolve_batch", "shard_rows"]
+__all__ = ["resolve_batch", "shard_rows", "split_batch"]
 
 
 def _divisors(n):
@@ -92,3 +92,20 @@ def shard_rows(x, parts, index):
         raise ConfigError(f"cannot split {n} rows into {parts} equal shards")
     per = n // parts
     return x[index * per : (index + 1) * per]
+
+
+def split_batch(array, m):
+    """``m`` equal micro-batches along the first axis; ConfigError if they cannot be equal.
+
+    >>> [part.tolist() for part in split_batch(np.arange(4), 2)]
+    [[0, 1], [2, 3]]
+    """
+    array = np.asarray(array)
+    rows = array.shape[0] if array.ndim else 0
+    if rows < m or rows % m:
+        choices = [c for c in ((rows // m) * m, (rows // m + 1) * m) if c >= m]
+        raise ConfigError(
+            f"a batch of {rows} rows does not split into m={m} equal micro-batches; the mean "
+            f"loss needs equal ones; nearest valid batch: {' or '.join(map(str, choices))}"
+        )
+    return np.split(array, m)

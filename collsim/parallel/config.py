@@ -22,7 +22,8 @@ Examples
 >>> ParallelConfig(tp=2, sp=True).replace(tp=1)
 Traceback (most recent call last):
 ...
-collsim.errors.ConfigError: sp=True (sequence parallelism) needs tp > 1, got tp=1; set sp=False or tp >= 2
+collsim.errors.ConfigError: sp=True (sequence parallelism) needs tp > 1, got tp=1; set sp=False or \
+tp >= 2
 """
 
 import dataclasses
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..runtime.group import DeviceMesh
+from .buckets import DEFAULT_BUCKET_BYTES
 from .pipeline.schedules import SCHEDULE_NAMES, Schedule
 from .pipeline.schedules._checks import check_times
 
@@ -64,7 +66,7 @@ class ParallelConfig:
     t_b: float | None = None  # backward, input gradient (what the previous stage waits for)
     t_w: float | None = None  # backward, weight gradient; None: t_b and t_w default to t_f
     # --- data-parallel gradient sync --------------------------------------------------------
-    bucket_bytes: int = 25 * 2**20  # PyTorch DDP's bucket_cap_mb=25: a bucket's all-reduce
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES  # DDP's bucket_cap_mb=25: a bucket's all-reduce
     # starts once it holds this many bytes, overlapping the rest of the backward
 
     def __post_init__(self):

@@ -23,9 +23,9 @@ name                          what it is
 :func:`resolve_batch`         micro batch and accumulation from Megatron's rule, or a
                               ConfigError naming all four numbers (from ``batch``)
 :func:`shard_rows`            rank ``index``'s rows of a batch (from ``batch``)
-:class:`GradientBuckets`      DDP's reducer inside a rank program: ``add``, ``flush``, ``wait``
-:func:`data_parallel_step`    one optimizer step of any units on one rank (a generator)
-:func:`train_data_parallel`   a whole run on a cluster: :class:`DataParallelRun`
+:class:`GradientBuckets`      DDP's reducer inside a rank program (from ``buckets``)
+:func:`train_data_parallel`   a whole run on a cluster: :class:`DataParallelRun`, the mesh
+                              trainer (:mod:`collsim.parallel.mesh`) with ``dp`` alone
 ============================  ============================================================
 
 Compute time is each layer's FLOPs at the cluster's ``compute_rate``; the optimizer step
@@ -60,140 +60,21 @@ import numpy as np
 from .. import units as _units
 from ..errors import ConfigError
 from ..nn import SGD, mse_loss
-from ..runtime.group import Group
-from .accounting import collective_bytes, overlap
+from .accounting import collective_bytes
 from .batch import resolve_batch, shard_rows
-from .modules import flat_params, units_of
+from .buckets import DEFAULT_BUCKET_BYTES, GradientBuckets
+from .config import ParallelConfig
+from .mesh import train
+from .modules import units_of
 
 __all__ = [
     "resolve_batch",
     "shard_rows",
     "GradientBuckets",
-    "data_parallel_step",
     "train_data_parallel",
     "DataParallelRun",
     "DEFAULT_BUCKET_BYTES",
 ]
-
-DEFAULT_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's bucket_cap_mb=25
-
-
-class GradientBuckets:
-    """PyTorch DDP's reducer, inside a rank program: bucket gradients as backward produces
-    them and all-reduce (average) each full bucket on the communication stream.
-
-    Parameters
-    ----------
-    rank : Rank
-    group : Group
-        The data-parallel group: every rank in it must add the same names in the same order.
-    bucket_bytes : int or str
-        A bucket is launched once it holds at least this many bytes (``"25MiB"``).
-
-    Use with ``yield from``: ``add(name, grad)`` (may launch a bucket), ``flush()``
-    (launches what is left), ``wait()`` (returns ``{name: averaged gradient}``).
-    """
-
-    def __init__(self, rank, group, bucket_bytes=DEFAULT_BUCKET_BYTES, algorithm="ring"):
-        self.rank, self.group, self.algorithm = rank, group, algorithm
-        self.bucket_bytes = _units.parse_size(bucket_bytes)
-        self._pending = []  # (name, grad) not yet launched
-        self._launched = []  # (names and shapes, handle)
-
-    @property
-    def sizes(self):
-        """Elements in each launched bucket, in launch order."""
-        return [sum(int(np.prod(s)) for _, s in layout) for layout, _ in self._launched]
-
-    def add(self, name, grad):
-        self._pending.append((name, np.asarray(grad)))
-        if sum(g.nbytes for _, g in self._pending) >= self.bucket_bytes:
-            yield from self.flush()
-
-    def flush(self):
-        if not self._pending:
-            return
-        layout = [(name, g.shape) for name, g in self._pending]
-        flat = np.concatenate([g.ravel() for _, g in self._pending])
-        self._pending = []
-        if self.group.size == 1:
-            handle = None
-            self._launched.append((layout, flat))
-            return
-        index = len(self._launched)
-        task = self.rank.all_reduce(flat, group=self.group, algorithm=self.algorithm, op="avg")
-        handle = yield self.rank.start(task, name=f"grad bucket {index}")
-        self._launched.append((layout, handle))
-
-    def wait(self):
-        yield from self.flush()
-        out = {}
-        for layout, handle in self._launched:
-            flat = handle if isinstance(handle, np.ndarray) else (yield self.rank.wait(handle))
-            at = 0
-            for name, shape in layout:
-                size = int(np.prod(shape))
-                out[name] = flat[at : at + size].reshape(shape)
-                at += size
-        return out
-
-
-def data_parallel_step(rank, units, optimizer, micro_batches, group, loss_fn=mse_loss,
-                       bucket_bytes=DEFAULT_BUCKET_BYTES, grad_scale=1.0):  # fmt: skip
-    """One optimizer step of ``units`` on this rank (use with ``yield from``).
-
-    Parameters
-    ----------
-    units : list of (prefix, rank module)
-        This rank's model, e.g. from :func:`~collsim.parallel.modules.units_of`; any rank
-        modules, tensor-parallel ones included (their TP communication runs on the main
-        stream, the gradient all-reduce on the communication stream).
-    micro_batches : list of (x, target)
-        This rank's ``accumulation`` micro-batches.
-    group : Group
-        The data-parallel group: gradients are averaged over it.
-    grad_scale : float
-        Multiplies every micro-batch's loss gradient (besides ``1/accumulation``); e.g.
-        ``1/tp`` when sequence parallelism splits the loss's tokens over the TP group.
-
-    Returns a dict: ``loss`` (the mean of the micro-batches' losses), ``output`` (the
-    micro-batches' outputs, concatenated), ``input_grad`` (the loss gradient with respect
-    to the micro-batches' inputs, concatenated), ``grads`` (averaged over the group,
-    before the step), ``params`` (copies, after the step) and ``buckets`` (elements per
-    all-reduced bucket).
-    """
-    accumulation = len(micro_batches)
-    params = flat_params(units)
-    acc, losses, outputs, input_grads = {}, [], [], []
-    buckets = GradientBuckets(rank, group, bucket_bytes)
-    for i, (x, target) in enumerate(micro_batches):
-        last = i == accumulation - 1
-        ctxs = []
-        for _, unit in units:
-            x, ctx = yield from unit.forward(rank, x)
-            ctxs.append(ctx)
-        loss, dy = loss_fn(x, target)
-        losses.append(float(loss))
-        outputs.append(x)
-        dy = dy * (grad_scale / accumulation)
-        for (prefix, unit), ctx in zip(reversed(units), reversed(ctxs)):
-            dy, grads = yield from unit.backward(rank, ctx, dy)
-            for name in reversed(list(grads)):  # DDP fills buckets in reverse order
-                key = f"{prefix}.{name}" if prefix else name
-                acc[key] = acc[key] + grads[name] if key in acc else grads[name]
-                if last:  # this gradient is final: into a bucket, maybe launch it
-                    yield from buckets.add(key, acc[key])
-        input_grads.append(dy / group.size)  # the local loss counts its rows dp times
-    averaged = yield from buckets.wait()
-    optimizer.step(params, averaged)
-    return {
-        "loss": float(np.mean(losses)),
-        "output": np.concatenate(outputs, axis=0),
-        "input_grad": np.concatenate(input_grads, axis=0),
-        "grads": averaged,
-        "params": {k: v.copy() for k, v in params.items()},  # after the step
-        "buckets": buckets.sizes,
-    }
 
 
 @dataclass
@@ -216,59 +97,50 @@ class DataParallelRun:
 
 
 def train_data_parallel(cluster, model, batches, dp=None, micro_batch=None, accumulation=None,
-                        loss_fn=mse_loss, optimizer=None, bucket_bytes=DEFAULT_BUCKET_BYTES,
-                        group=None):  # fmt: skip
-    """Train ``model`` data-parallel on ``cluster`` for one step per ``(x, target)`` batch.
+                        loss_fn=mse_loss, optimizer=None,
+                        bucket_bytes=DEFAULT_BUCKET_BYTES):  # fmt: skip
+    """Train ``model`` data-parallel on every rank of ``cluster``, one step per batch.
 
-    Every rank of ``group`` (default: all ranks, ``dp`` of them) trains its own copy of
-    ``model`` (the model passed in is not changed) with its own copy of ``optimizer``
-    (default ``SGD(lr=0.1)``).  Rank ``i`` of the group takes rows ``i·B/dp ..`` of every
-    batch, in ``accumulation`` micro-batches of ``micro_batch`` rows.
+    Every rank trains its own copy of ``model`` (the model passed in is not changed) with
+    its own copy of ``optimizer`` (default ``SGD(lr=0.1)``).  Rank ``i`` takes rows
+    ``i·B/dp ..`` of every batch, in ``accumulation`` micro-batches of ``micro_batch`` rows.
+    This is the mesh trainer with ``dp`` alone (:func:`collsim.parallel.mesh.train` with
+    ``ParallelConfig(dp=dp, microbatches=accumulation, t_f=0)``): compute time is each
+    layer's FLOPs at the cluster's ``compute_rate``.
     """
-    group = Group.of(group, cluster.size)
-    dp = group.size if dp is None else dp
-    if dp != group.size:
-        raise ConfigError(f"dp={dp} but the data-parallel group has {group.size} ranks")
+    dp = cluster.size if dp is None else dp
+    if dp != cluster.size:
+        raise ConfigError(
+            f"dp={dp} but the cluster has {cluster.size} ranks: data parallelism runs on every "
+            f"rank; give a cluster of {dp} ranks or dp={cluster.size}"
+        )
+    if not isinstance(batches, list | tuple) or not batches:
+        raise ConfigError(f"batches must be a non-empty list of (x, target) pairs, got {batches!r}")
     global_batch = int(np.shape(batches[0][0])[0])
     micro, accum = resolve_batch(global_batch, dp, micro_batch, accumulation)
     optimizer = SGD(lr=0.1) if optimizer is None else optimizer
-
-    def program(rank):
-        if rank.id not in group:
-            return None
-        index = group.index(rank.id)
-        units = units_of(copy.deepcopy(model))
-        opt = copy.deepcopy(optimizer)
-        records = []
-        for x, target in batches:
-            xs, ts = shard_rows(x, dp, index), shard_rows(target, dp, index)
-            micro_batches = [(xs[m * micro : (m + 1) * micro], ts[m * micro : (m + 1) * micro])
-                             for m in range(accum)]  # fmt: skip
-            record = yield from data_parallel_step(
-                rank, units, opt, micro_batches, group, loss_fn, bucket_bytes
-            )
-            records.append(record)
-        return records, {k: v.copy() for k, v in flat_params(units).items()}
-
-    result = cluster.run(program)
-    per_rank = [result.returns[r] for r in group.ranks]
+    units_of(model)  # refuses what cannot be trained, before anything runs
+    config = ParallelConfig(dp=dp, microbatches=accum, t_f=0,
+                            bucket_bytes=_units.parse_size(bucket_bytes))  # fmt: skip
+    run = train(lambda group, tp_rank: units_of(copy.deepcopy(model)), list(batches), config,
+                cluster=cluster, loss=loss_fn, optimizer=optimizer)  # fmt: skip
+    returns = run.run.returns
     steps = []
-    for s in range(len(batches)):
-        records = [records[s] for records, _ in per_rank]
+    for s, step in enumerate(run.steps):
         steps.append({
-            "loss": float(np.mean([rec["loss"] for rec in records])),
-            "output": np.concatenate([rec["output"] for rec in records], axis=0),
-            "grads": records[0]["grads"],
-            "rank_grads": [rec["grads"] for rec in records],
+            "loss": step.loss,
+            "output": step.output,
+            "grads": step.grads,
+            "rank_grads": [returns[r][s][1] for r in range(dp)],
         })  # fmt: skip
     return DataParallelRun(
         dp=dp,
         micro_batch=micro,
         accumulation=accum,
         steps=steps,
-        replicas=[params for _, params in per_rank],
-        buckets=per_rank[0][0][0]["buckets"] if batches else [],
-        result=result,
-        bytes_by_collective=collective_bytes(result.trace, cluster.size),
-        overlap=overlap(result.trace, cluster.size),
+        replicas=[returns[r][-1][2] for r in range(dp)],
+        buckets=run.buckets,
+        result=run.run,
+        bytes_by_collective=collective_bytes(run.trace, cluster.size),
+        overlap=run.overlap,
     )

@@ -8,8 +8,9 @@ module                  what it holds
                         layer split, and the `PipelinePass` record of a pass
 :mod:`.stage`           one stage as a rank program: a schedule's passes run for real
 :mod:`.result`          what a pipeline run measured, read from the trace
-:mod:`.runner`          :func:`run_pipeline` (a pp-only run of the mesh trainer), the toy
-                        transformer and batch, and the one-device oracle
+:mod:`.runner`          :func:`~.runner.run_pipeline` (a pp-only run of the mesh trainer),
+                        ``pipeline_step`` and the toy transformer and batch; it sits
+                        above :mod:`collsim.parallel.mesh`, so import it by its own name
 ======================  ================================================================
 
 >>> from collsim.parallel.pipeline import build_schedule
@@ -19,15 +20,6 @@ stage 1 | F0 B0 F1 B1
 """
 
 from .result import OpSpan, PipelineResult, op_spans
-from .runner import (
-    chunk_seconds,
-    pipeline_step,
-    run_pipeline,
-    single_device_step,
-    split_batch,
-    toy_batch,
-    toy_model,
-)
 from .schedules import (
     KINDS,
     PASS_KINDS,
@@ -45,19 +37,21 @@ from .schedules import (
     split_layers,
     zb_h1,
 )
-from .stage import PipelineMessage, StageJob, StageOutcome, stage_program
+from .stage import (
+    PipelineMessage,
+    StageJob,
+    StageOutcome,
+    chunk_seconds,
+    pipeline_messages,
+    stage_program,
+)
 
 __all__ = [
-    "run_pipeline",
-    "pipeline_step",
     "PipelineResult",
     "OpSpan",
     "op_spans",
-    "single_device_step",
-    "split_batch",
     "chunk_seconds",
-    "toy_model",
-    "toy_batch",
+    "pipeline_messages",
     "StageJob",
     "StageOutcome",
     "PipelineMessage",

@@ -30,7 +30,7 @@ what the stages really held: a (micro-batch, chunk) ``ctx`` from its ``F`` until
 
 Examples
 --------
->>> from collsim.parallel.pipeline import run_pipeline, toy_batch, toy_model
+>>> from collsim.parallel.pipeline.runner import run_pipeline, toy_batch, toy_model
 >>> from collsim.parallel.pipeline.schedules import build_schedule
 >>> sched = build_schedule("1f1b", p=4, m=8)
 >>> model = toy_model(layers=4)
@@ -44,22 +44,25 @@ Examples
 0.033
 """
 
-import copy
-
 import numpy as np
 
 from ... import topology
 from ...errors import ConfigError
 from ...nn import Sequential, TransformerBlock, mse_loss
 from ...runtime import Cluster
-from .result import OpSpan, PipelineResult, op_spans
-from .schedules import build_schedule, split_layers
+from ..batch import split_batch
+from ..config import ParallelConfig
+from ..mesh import train
+from ..oracle import single_device_step
+from .result import OpSpan, PipelineResult
+from .schedules import Schedule, build_schedule
 from .schedules._checks import check_times
-from .stage import StageJob, stage_program
+from .stage import chunk_seconds
 
 __all__ = [
     "run_pipeline",
     "pipeline_step",
+    "toy_pipeline",
     "PipelineResult",
     "OpSpan",
     "single_device_step",
@@ -90,6 +93,9 @@ def run_pipeline(
 ):
     """Run one training step of ``model`` on ``x`` with ``schedule``; return a `PipelineResult`.
 
+    The pipeline-only case of the mesh trainer (:func:`collsim.parallel.mesh.train` with
+    ``ParallelConfig(pp=p, microbatches=m, vpp=v, schedule=schedule)``).
+
     Parameters
     ----------
     schedule : Schedule
@@ -105,10 +111,13 @@ def run_pipeline(
     loss : callable
         ``loss(pred, target) -> (loss, dpred)``, mean-reduced (:func:`~collsim.nn.mse_loss`).
     optimizer : SGD or Adam, optional
-        Stepped by every stage on its own parameters after the flush (in place on ``model``).
+        Stepped by every stage on its own parameters after the flush; the stepped parameters
+        are written back into ``model``.
     cluster : Cluster, optional
         ``p`` ranks; stage ``s`` runs on rank ``s``. Default: a bidirectional ring of ``p``
-        ranks with ``bandwidth`` and ``latency`` (free links by default: the compute bubble).
+        ranks with ``bandwidth`` and ``latency`` (free links by default: the compute bubble)
+        and free layer FLOPs; on a cluster of your own the layers' FLOPs at its
+        ``compute_rate`` are charged too, before each pass's own time.
     check : bool
         Compare gradients (and updated parameters) with one device, within ``rtol``/``atol``.
         Summation order differs (micro-batch by micro-batch), so results agree to rounding,
@@ -130,156 +139,30 @@ def run_pipeline(
         cluster whose size is not ``p``.
     """
     p, m, v = schedule.stages, schedule.microbatches, schedule.virtual
-    t_b = t_f if t_b is None else t_b
-    t_w = t_f if t_w is None else t_w
-    check_times(t_f, t_b, t_w)
+    config = ParallelConfig(pp=p, microbatches=m, vpp=v, schedule=schedule, t_f=t_f, t_b=t_b,
+                            t_w=t_w)  # fmt: skip
+    check_times(*config.pass_times)  # a bubble needs passes that take time, even at p = 1
     if not isinstance(model, Sequential):
         raise ConfigError(
             f"run_pipeline needs a collsim.nn.Sequential to cut into stages, got "
             f"{type(model).__name__}; wrap the layers: Sequential(*layers)"
         )
     if cluster is None:
-        cluster = Cluster(topology.bidirectional_ring(p, bandwidth=bandwidth, latency=latency))
+        graph = topology.bidirectional_ring(p, bandwidth=bandwidth, latency=latency)
+        cluster = Cluster(graph, compute_rate=float("inf"))
     if cluster.size != p:
         raise ConfigError(
             f"the cluster has {cluster.size} ranks but the schedule has p={p} stages; "
             f"give a cluster of exactly {p} ranks (stage s runs on rank s)"
         )
-    inputs, targets = split_batch(x, m), split_batch(target, m)
-    layout = split_layers(len(model), p, v)  # raises on too few layers, warns on imbalance
-    seconds = chunk_seconds(layout, len(model), t_f, t_b, t_w)
-    reference = _reference(model, x, target, loss, optimizer) if check else None
-    stage_ranks = tuple(range(p))
-    jobs = [
-        StageJob(
-            schedule=schedule,
-            stage=s,
-            pp_ranks=stage_ranks,
-            chunks=tuple(model[r.start : r.stop] for r in layout[s]),
-            inputs=inputs,
-            targets=targets,
-            seconds=seconds[s],
-            loss=loss,
-            show_chunk=v > 1,
-        )
-        for s in range(p)
-    ]
-    run = cluster.run(_pipeline_program, jobs, optimizer)
-    result = _result(schedule, {"t_f": t_f, "t_b": t_b, "t_w": t_w}, run, run.returns, stage_ranks)
-    if reference is not None:
-        _check(result, model, reference, optimizer is not None, rtol, atol)
+    run = train(model, [(x, target)], config, cluster=cluster, loss=loss, optimizer=optimizer,
+                keep_io=False, check=check, rtol=rtol, atol=atol)  # fmt: skip
+    if optimizer is not None:  # the documented effect: the stages stepped the model's arrays
+        for name, array in model.params.items():
+            array[...] = run.params[name]
+    result = run.pipelines[(0, 0)]
+    result.match, result.max_error = run.match, run.max_error
     return result
-
-
-def _pipeline_program(rank, jobs, optimizer):
-    job = jobs[rank.id]
-    outcome = yield from stage_program(rank, job)
-    if optimizer is not None:  # after the flush: no micro-batch still needs the old weights
-        optimizer.step(stage_params(job.chunks), outcome.grads)
-    return outcome
-
-
-def stage_params(chunks):
-    """Name -> array of every parameter a stage's chunks hold."""
-    params = {}
-    for chunk in chunks:
-        params.update(chunk.params)
-    return params
-
-
-def _result(schedule, times, run, outcomes, stage_ranks):
-    """Assemble a `PipelineResult` from the run's trace and the stages' outcomes."""
-    spans = op_spans(schedule, run.trace, stage_ranks)
-    step_start = min((s.start for s in spans), default=0.0)
-    step_end = max((s.end for s in spans), default=0.0)
-    busy = [0.0] * schedule.stages
-    for span in spans:
-        busy[span.stage] += span.end - span.start
-    grads = {}
-    for outcome in outcomes:
-        grads.update(outcome.grads)
-    return PipelineResult(
-        schedule=schedule,
-        times=times,
-        run=run,
-        spans=spans,
-        step_start=step_start,
-        step_end=step_end,
-        busy_time=tuple(busy),
-        idle_time=tuple((step_end - step_start) - b for b in busy),
-        peak_inflight=tuple(o.peak_inflight for o in outcomes),
-        peak_activation_bytes=tuple(o.peak_activation_bytes for o in outcomes),
-        inflight=tuple(o.inflight for o in outcomes),
-        loss=sum(o.loss for o in outcomes),
-        grads=grads,
-        stage_ranks=stage_ranks,
-    )
-
-
-def chunk_seconds(layout, n_layers, t_f, t_b, t_w):
-    """``seconds[stage][kind][chunk]``: each pass's time, scaled by the chunk's layer share.
-
-    A chunk holding the even share ``n_layers / (p v)`` of the layers takes exactly ``t / v``.
-    """
-    p, v = len(layout), len(layout[0])
-    per_stage = {"F": t_f, "B": t_b, "W": t_w, "BW": t_b + t_w}
-    seconds = []
-    for chunks in layout:
-        share = [len(r) * p * v / n_layers for r in chunks]  # 1.0 for an even split
-        seconds.append({k: [t / v * s for s in share] for k, t in per_stage.items()})
-    return seconds
-
-
-def split_batch(array, m):
-    """``m`` equal micro-batches along the first axis; ConfigError if they cannot be equal."""
-    array = np.asarray(array)
-    rows = array.shape[0] if array.ndim else 0
-    if rows < m or rows % m:
-        choices = [c for c in ((rows // m) * m, (rows // m + 1) * m) if c >= m]
-        raise ConfigError(
-            f"a batch of {rows} rows does not split into m={m} equal micro-batches; the mean "
-            f"loss needs equal ones; nearest valid batch: {' or '.join(map(str, choices))}"
-        )
-    return np.split(array, m)
-
-
-def single_device_step(model, x, target, loss=mse_loss, optimizer=None):
-    """The oracle: one forward and backward of the whole batch on one device.
-
-    Returns ``(loss, grads)``; with ``optimizer`` also steps ``model``'s parameters in place.
-    """
-    y, ctx = model.forward(x)
-    value, dy = loss(y, target)
-    _, grads = model.backward(ctx, dy)
-    if optimizer is not None:
-        optimizer.step(model.params, grads)
-    return float(value), grads
-
-
-def _reference(model, x, target, loss, optimizer):
-    """One device's loss, gradients and (stepped) parameters, on copies."""
-    model, optimizer = copy.deepcopy(model), copy.deepcopy(optimizer)
-    value, grads = single_device_step(model, x, target, loss, optimizer)
-    return value, grads, {k: a.copy() for k, a in model.params.items()}
-
-
-def _check(result, model, reference, stepped, rtol, atol):
-    """Set ``result.match`` and ``result.max_error`` against the one-device reference."""
-    params = model.params if stepped else None
-    result.match, result.max_error = compare(result.grads, params, reference, rtol, atol)
-
-
-def compare(grads, params, reference, rtol, atol):
-    """``(match, max_error)`` of gradients (and stepped ``params``, unless None) vs one device."""
-    _, ref_grads, ref_params = reference
-    pairs = [(grads.get(k), g) for k, g in ref_grads.items()]
-    if params is not None:
-        pairs += [(params.get(k), a) for k, a in ref_params.items()]
-    errors = [np.max(np.abs(a - b), initial=0.0) for a, b in pairs if a is not None]
-    match = set(grads) == set(ref_grads) and all(
-        a is not None and np.allclose(a, b, rtol=rtol, atol=atol) for a, b in pairs
-    )
-    return bool(match), float(max(errors, default=0.0))
 
 
 # -- a small model for the CLI, the examples and the tests ------------------------------
@@ -313,6 +196,9 @@ def pipeline_step(
     seq=4,
     hidden=8,
     heads=2,
+    t_f=1e-3,
+    t_b=None,
+    t_w=None,
     **options,
 ):
     """Build the schedule, a `toy_model` and a `toy_batch`, and run one step.
@@ -323,8 +209,28 @@ def pipeline_step(
     >>> pipeline_step("zb-h1", stages=4, microbatches=8).formula_bubble_fraction()  # 3/27
     0.1111...
     """
-    schedule = build_schedule(name, stages, microbatches, virtual)
-    layers = stages * virtual if layers is None else layers
+    config = ParallelConfig(pp=stages, microbatches=microbatches, vpp=virtual, schedule=name,
+                            t_f=t_f, t_b=t_b, t_w=t_w)  # fmt: skip
+    return toy_pipeline(config, layers, micro_batch_size, seq, hidden, heads, **options)
+
+
+def toy_pipeline(config, layers=None, micro_batch_size=2, seq=4, hidden=8, heads=2, **options):
+    """One step of the pipeline ``config`` describes (a `ParallelConfig` with ``dp = tp = 1``)
+    on a `toy_model` of ``layers`` blocks (default ``pp * vpp``) and a `toy_batch`.
+
+    >>> toy_pipeline(ParallelConfig(pp=2, microbatches=4)).bubble_fraction  # 1/5
+    0.2
+    """
+    if config.dp != 1 or config.tp != 1:
+        raise ConfigError(
+            f"toy_pipeline runs a pipeline alone (dp = tp = 1), got dp={config.dp}, "
+            f"tp={config.tp}; use collsim.parallel.mesh.train for a mesh"
+        )
+    schedule = config.schedule
+    if not isinstance(schedule, Schedule):
+        schedule = build_schedule(schedule, config.pp, config.microbatches, config.vpp)
+    layers = config.pp * config.vpp if layers is None else layers
     model = toy_model(layers, hidden=hidden, heads=heads)
-    x, target = toy_batch(microbatches * micro_batch_size, seq=seq, hidden=hidden)
-    return run_pipeline(schedule, model, x, target, **options)
+    x, target = toy_batch(config.microbatches * micro_batch_size, seq=seq, hidden=hidden)
+    t_f, t_b, t_w = config.pass_times
+    return run_pipeline(schedule, model, x, target, t_f=t_f, t_b=t_b, t_w=t_w, **options)

@@ -1,11 +1,15 @@
 """One pipeline stage as a rank program: the passes of a `Schedule` run for real, in order.
 
-The executor (:mod:`collsim.parallel.pipeline`) builds one `StageJob` per rank and runs
-:func:`stage_program` on the cluster. For every pass the stage
+The mesh trainer (:func:`collsim.parallel.mesh.train`) builds one `StageJob` per rank and
+runs :func:`stage_program` on the cluster. For every pass the stage
 
 1. waits for its input: the micro-batch from the data loader (virtual stage 0), the activation
-   from the previous virtual stage, or the gradient from the next one;
-2. runs the real numpy forward / backward of its layers (a `Sequential` slice);
+   from the previous virtual stage, or the gradient from the next one -- which messages a pass
+   waits for and sends is read from the schedule's ``dependencies()``
+   (:func:`pipeline_messages`), not worked out again here;
+2. runs the real numpy forward / backward of its layers (a
+   :class:`~collsim.parallel.chunk.ModelChunk` of rank modules: their FLOPs and
+   tensor-parallel collectives run on the way);
 3. occupies its compute stream for the pass's simulated time (``rank.compute``), the span
    carrying a `~collsim.parallel.pipeline.schedules.PipelinePass` record of which pass it is;
 4. posts the output to its neighbour with ``isend`` and moves on without waiting for it.
@@ -19,16 +23,13 @@ bubble assumes. (Real runtimes keep one or two receive buffers per neighbour; co
 unbounded ones so that the trace shows the schedule, not a buffer policy. Received activations
 waiting for their pass are not counted as held activations.)
 
-A chunk's ``forward`` / ``backward_input`` / ``backward_weight`` may also be generators that
-``yield`` rank operations (tensor-parallel layers with their collectives inside); they are
-then run with ``yield from``.
+A chunk's last weight-gradient pass of the step is marked ``final``: the chunk then hands each
+summed gradient to the data-parallel buckets as soon as it is done (DDP's hook), so with
+``pp = 1`` this program is plain gradient accumulation with an overlapped all-reduce.
 """
 
-import inspect
 from dataclasses import dataclass, field
 from typing import NamedTuple
-
-import numpy as np
 
 from ...nn import ctx_nbytes
 from .schedules import PipelinePass
@@ -38,6 +39,8 @@ __all__ = [
     "StageOutcome",
     "PipelineMessage",
     "stage_program",
+    "pipeline_messages",
+    "chunk_seconds",
     "activation_tag",
     "gradient_tag",
 ]
@@ -82,14 +85,16 @@ def gradient_tag(microbatch, virtual_stage):
 class StageJob:
     """Everything one stage needs: its passes, its layers, its data and its neighbours.
 
-    ``pp_ranks[s]`` is the global rank running stage ``s`` of this pipeline (in a 3-D mesh,
-    the ranks that share this rank's dp and tp coordinates). ``chunks[c]`` is this stage's
-    model chunk ``c``. ``inputs`` are the micro-batches (used by virtual stage 0), ``targets``
-    (used by the last virtual stage). ``seconds[kind][c]`` is the simulated time of one pass.
-    ``loss(pred, target) -> (loss, dpred)`` is a mean-reduced loss; the stage scales it by
-    ``1 / m`` so that the accumulated gradient is the one of the mean over the whole batch.
-    ``scatter`` and ``gather`` (both or neither) let the ranks of a tensor-parallel group
-    each send a share of an activation and reassemble it on arrival (Megatron's
+    ``pp_ranks[s]`` is the global rank running stage ``s`` of this pipeline (in a mesh, the
+    ranks that share this rank's other coordinates). ``chunks[c]`` is this stage's model
+    chunk ``c``, a :class:`~collsim.parallel.chunk.ModelChunk`. ``inputs`` are the
+    micro-batches (used by virtual stage 0), ``targets`` (used by the last virtual stage).
+    ``seconds[kind][c]`` is the simulated time of one pass. ``messages`` is
+    :func:`pipeline_messages` of the schedule (who sends what to whom). ``loss(pred, target)
+    -> (loss, dpred)`` is a mean-reduced loss; the stage scales its gradient by
+    ``loss_scale / m`` so that the accumulated gradient is the one of the mean over the whole
+    batch. ``scatter`` and ``gather`` (both or neither) let the ranks of a tensor-parallel
+    group each send a share of an activation and reassemble it on arrival (Megatron's
     scatter-gather of pipeline messages); by default the whole array is sent.
     """
 
@@ -101,7 +106,10 @@ class StageJob:
     targets: list
     seconds: dict
     loss: object
+    messages: dict
     show_chunk: bool = False
+    loss_scale: float = 1.0  # besides 1/m: 1/tp when the output is split over a TP group
+    keep_io: bool = False  # keep every micro-batch's output and input gradient (for checks)
     scatter: object = None  # array -> the part this rank sends (TP: its 1/tp share)
     gather: object = None  # generator (rank, part) -> the whole array (TP: all-gather)
 
@@ -115,30 +123,57 @@ class StageOutcome:
     peak_inflight: int  # most (micro-batch, chunk) activations held at once
     peak_activation_bytes: int  # most bytes of activations (ctx) held at once
     inflight: list = field(default_factory=list)  # (time, count, bytes) after every pass
+    outputs: dict = field(default_factory=dict)  # mb -> model output (last stage, keep_io)
+    input_grads: dict = field(default_factory=dict)  # mb -> d loss / d input (keep_io)
 
 
-def _run(value):
-    """``yield from`` a generator (a layer that communicates); pass a plain value through."""
-    if inspect.isgenerator(value):
-        return (yield from value)
-    return value
+def pipeline_messages(schedule):
+    """Who sends what to whom, read from the schedule's own :meth:`~Schedule.dependencies`.
+
+    Returns ``{(stage, PipeOp): ([(src stage, tag), ...], [(dst stage, tag), ...])}``: the
+    messages a pass waits for and the ones it sends when done. A dependency on a pass of
+    another virtual stage is a message (an activation forward, a gradient backward); one on
+    the same virtual stage (a micro-batch's own ``F`` before its ``B``) is local order.
+
+    >>> from collsim.parallel.pipeline.schedules import PipeOp, one_f_one_b
+    >>> links = pipeline_messages(one_f_one_b(2, 1))
+    >>> links[(1, PipeOp("F", 0))]
+    ([(0, PipelineMessage(kind='act', microbatch=0, virtual_stage=1))], [])
+    >>> links[(1, PipeOp("BW", 0))][1]
+    [(0, PipelineMessage(kind='grad', microbatch=0, virtual_stage=0))]
+    """
+    p = schedule.stages
+    links = {(s, op): ([], []) for s, ops in enumerate(schedule.ops) for op in ops}
+    for (stage, op), (receives, _) in links.items():
+        here = op.chunk * p + stage
+        for src_stage, dep in schedule.dependencies(stage, op):
+            there = dep.chunk * p + src_stage
+            if there == here:
+                continue  # same virtual stage: local order, no message
+            make = activation_tag if op.kind == "F" else gradient_tag
+            tag = make(op.microbatch, here)
+            receives.append((src_stage, tag))
+            links[(src_stage, dep)][1].append((stage, tag))
+    return links
 
 
 def _post_receives(rank, job):
-    """Post every receive this stage will need; return {(kind, mb, chunk): handle}."""
-    sched, stage = job.schedule, job.stage
-    p, last = sched.stages, sched.stages * sched.virtual - 1
+    """Post every receive this stage will need; return {(PipeOp, tag): handle}."""
     inbox = {}
-    for op in sched.ops[stage]:
-        here = op.chunk * p + stage  # virtual stage
-        key = (op.kind, op.microbatch, op.chunk)
-        if op.kind == "F" and here > 0:
-            src = job.pp_ranks[(here - 1) % p]
-            inbox[key] = yield rank.irecv(src, tag=activation_tag(op.microbatch, here))
-        elif op.kind in ("B", "BW") and here < last:
-            src = job.pp_ranks[(here + 1) % p]
-            inbox[key] = yield rank.irecv(src, tag=gradient_tag(op.microbatch, here))
+    for op in job.schedule.ops[job.stage]:
+        for src_stage, tag in job.messages[(job.stage, op)][0]:
+            inbox[(op, tag)] = yield rank.irecv(job.pp_ranks[src_stage], tag=tag)
     return inbox
+
+
+def _final_weight_passes(stage_ops):
+    """Per chunk, the position of its last weight-gradient pass (``W`` or ``BW``): after it
+    that chunk's gradients are final for the step."""
+    last = {}
+    for i, op in enumerate(stage_ops):
+        if op.kind in ("W", "BW"):
+            last[op.chunk] = i
+    return last
 
 
 def stage_program(rank, job):
@@ -146,81 +181,100 @@ def stage_program(rank, job):
     sched, stage = job.schedule, job.stage
     p, m = sched.stages, sched.microbatches
     last = p * sched.virtual - 1
+    stage_ops = sched.ops[stage]
+    final_at = _final_weight_passes(stage_ops)
     inbox = yield from _post_receives(rank, job)
     held = {}  # (mb, chunk) -> ctx: the activations this stage holds
     loss_grads = {}  # mb -> d loss / d output, on the last virtual stage
-    pending_w = {}  # (mb, chunk) -> the dy its B used, for its W (the stash key)
-    grads, sends, inflight = {}, [], []
+    sends, inflight = [], []
     loss = 0.0
-    for op in sched.ops[stage]:
+    outputs, input_grads = {}, {}
+    for i, op in enumerate(stage_ops):
         mb, chunk = op.microbatch, op.chunk
         here = chunk * p + stage
         module = job.chunks[chunk]
-        key = (op.kind, mb, chunk)
-        out = None  # (destination stage, array, tag) to send after the pass
+        final = final_at.get(chunk) == i
+        receives, out_messages = job.messages[(stage, op)]
+        result = None  # the array this pass sends on
         if op.kind == "F":
-            x = job.inputs[mb] if here == 0 else (yield from _receive(rank, job, inbox, key))
-            y, ctx = yield from _run(module.forward(x))  # (B, S, H)
+            if here == 0:
+                x = job.inputs[mb]
+            else:
+                x = yield from _receive(rank, job, inbox, op, receives)
+            y, ctx = yield from module.forward(x)  # (B, S, H)
             held[(mb, chunk)] = ctx
             if here == last:
                 mb_loss, dy = job.loss(y, job.targets[mb])
                 loss += float(mb_loss) / m
-                loss_grads[mb] = dy / m  # mean over the whole batch, not this micro-batch
-            else:
-                out = ((here + 1) % p, y, activation_tag(mb, here + 1))
+                loss_grads[mb] = dy * (job.loss_scale / m)  # the mean over the whole batch
+                if job.keep_io:
+                    outputs[mb] = y
+            result = y
         elif op.kind in ("B", "BW"):
-            dy = (
-                loss_grads.pop(mb) if here == last else (yield from _receive(rank, job, inbox, key))
-            )
+            if here == last:
+                dy = loss_grads.pop(mb)
+            else:
+                dy = yield from _receive(rank, job, inbox, op, receives)
             ctx = held[(mb, chunk)]
-            dx = yield from _run(module.backward_input(ctx, dy))
             if op.kind == "BW":
-                _accumulate(grads, (yield from _run(module.backward_weight(ctx, dy))))
+                dx = yield from module.backward(ctx, dy, final=final)
                 del held[(mb, chunk)]
             else:
-                pending_w[(mb, chunk)] = dy  # W must see this very object to use B's stash
-            if here > 0:
-                out = ((here - 1) % p, dx, gradient_tag(mb, here - 1))
+                dx = yield from module.backward_input(ctx, dy)  # ctx keeps what W needs
+            if here == 0 and job.keep_io:
+                input_grads[mb] = dx
+            result = dx
         else:  # W
-            ctx = held.pop((mb, chunk))
-            dy = pending_w.pop((mb, chunk))
-            _accumulate(grads, (yield from _run(module.backward_weight(ctx, dy))))
+            yield from module.backward_weight(held.pop((mb, chunk)), final=final)
         label = op.label(job.show_chunk)  # for display; the record says which pass it is
         record = PipelinePass.of(op, stage)
         yield rank.compute(seconds=job.seconds[op.kind][chunk], label=label, meta=record)
-        if out is not None:  # the data exists once the pass is done: send it now
-            dst_stage, array, tag = out
-            array = array if job.scatter is None else job.scatter(array)
+        for dst_stage, tag in out_messages:  # the data exists once the pass is done
+            array = result if job.scatter is None else job.scatter(result)
             what = f"{tag.what} {label}"
             sends.append((yield rank.isend(job.pp_ranks[dst_stage], array, tag, label=what)))
         inflight.append((rank.now, len(held), _held_bytes(held)))
     if sends:
         yield rank.wait(*sends)
+    grads = {}
+    for module in job.chunks:
+        grads.update(module.grads)
     return StageOutcome(
         grads=grads,
         loss=loss,
         peak_inflight=max((n for _, n, _ in inflight), default=0),
         peak_activation_bytes=max((b for _, _, b in inflight), default=0),
         inflight=inflight,
+        outputs=outputs,
+        input_grads=input_grads,
     )
 
 
-def _receive(rank, job, inbox, key):
-    """Wait for the input of pass ``key`` (posted at the start); reassemble it if shared."""
-    part = yield rank.wait(inbox.pop(key))
+def _receive(rank, job, inbox, op, receives):
+    """Wait for the input of pass ``op`` (posted at the start); reassemble it if shared."""
+    ((_, tag),) = receives  # a pass waits for exactly one message
+    part = yield rank.wait(inbox.pop((op, tag)))
     if job.gather is None:
         return part
     return (yield from job.gather(rank, part))
 
 
-def _accumulate(total, grads):
-    """Add a micro-batch's gradients into the running sums (gradient accumulation)."""
-    for name, grad in grads.items():
-        if name in total:
-            total[name] = total[name] + grad
-        else:
-            total[name] = np.array(grad, copy=True)
-
-
 def _held_bytes(held):
     return sum(ctx_nbytes(ctx) for ctx in held.values())
+
+
+def chunk_seconds(layout, n_layers, t_f, t_b, t_w):
+    """``seconds[stage][kind][chunk]``: each pass's time, scaled by the chunk's layer share.
+
+    A chunk holding the even share ``n_layers / (p v)`` of the layers takes exactly ``t / v``.
+
+    >>> chunk_seconds([[range(0, 1)], [range(1, 3)]], 3, 3.0, 3.0, 0.0)[1]["BW"]
+    [4.0]
+    """
+    p, v = len(layout), len(layout[0])
+    per_stage = {"F": t_f, "B": t_b, "W": t_w, "BW": t_b + t_w}
+    seconds = []
+    for chunks in layout:
+        share = [len(r) * p * v / n_layers for r in chunks]  # 1.0 for an even split
+        seconds.append({k: [t / v * s for s in share] for k, t in per_stage.items()})
+    return seconds

@@ -1,0 +1,284 @@
+"""The mesh trainer: one training step loop for every combination of dp, tp and pp.
+
+:func:`train` lays the ranks on a ``(pp, dp, tp)`` :class:`~collsim.runtime.group.DeviceMesh`
+(:class:`~collsim.parallel.config.ParallelConfig` says how) and runs, on every rank:
+
+* **TP** inside each layer: a transformer block becomes a
+  :class:`~collsim.parallel.tensor.ParallelTransformerBlock` (heads and MLP columns split),
+  an MLP a :class:`~collsim.parallel.tensor.ParallelMLP`; other layers are replicated.
+  With ``sp`` the activations between them are split by tokens (sequence parallelism).
+* **PP** between stages: each (dp, tp) coordinate is one pipeline running the schedule with
+  :func:`~collsim.parallel.pipeline.stage_program`. With ``pp = 1`` that is one stage running
+  its micro-batches one after another: gradient accumulation. A replicated activation is sent
+  in ``tp`` shares, one per TP rank, and all-gathered on arrival (Megatron's scatter-gather).
+* **DP** as PyTorch DDP does it: each chunk's gradient is final after its last weight pass of
+  the step; it goes into a bucket then, and a full bucket's all-reduce (average) starts at
+  once on the communication stream, overlapping the rest of the backward
+  (:class:`~collsim.parallel.data.GradientBuckets`). Then every rank steps its optimizer.
+
+The global batch is split evenly over the ``dp`` replicas, then into ``microbatches``; the
+loss is the mean over the whole batch, so gradients gathered from the shards equal one
+device's, which :class:`MeshRun` checks when the model is a `Sequential`.
+
+Examples
+--------
+>>> from collsim.parallel.config import ParallelConfig
+>>> from collsim.parallel.pipeline.runner import toy_batch, toy_model
+>>> model = toy_model(layers=4, hidden=8, heads=2)
+>>> x, target = toy_batch(batch=8)  # dp=2 replicas x m=2 micro-batches x 2 sequences
+>>> run = train(model, [(x, target)], ParallelConfig(dp=2, pp=2, tp=2, microbatches=2))
+>>> run.mesh, run.match
+(DeviceMesh({'pp': 2, 'dp': 2, 'tp': 2}), True)
+>>> sorted(run.pipelines)  # one pipeline per (dp, tp) coordinate
+[(0, 0), (0, 1), (1, 0), (1, 1)]
+>>> sorted(run.bytes_by_group)  # gradients along dp, activations along tp, stages along pp
+[('dp', 'all_reduce'), ('pp', 'send'), ('tp', 'all_gather'), ('tp', 'all_reduce')]
+"""
+
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import topology
+from ..errors import ConfigError
+from ..nn import MLP, Sequential, TransformerBlock, mse_loss
+from ..runtime import Cluster
+from .batch import shard_rows, split_batch
+from .buckets import GradientBuckets
+from .chunk import ModelChunk
+from .config import ParallelConfig
+from .mesh_run import MeshRun, MeshStep, assemble_run
+from .modules import Local
+from .oracle import reference_steps
+from .pipeline.schedules import Schedule, build_schedule, split_layers
+from .pipeline.stage import StageJob, chunk_seconds, pipeline_messages, stage_program
+from .tensor import LAYOUTS, ParallelMLP, ParallelTransformerBlock, local_part
+
+__all__ = ["train", "MeshRun", "MeshStep", "shard_layer"]
+
+
+def shard_layer(layer, group, tp_rank, name, sequence_parallel=False):
+    """The rank module holding TP rank ``tp_rank``'s part of ``layer`` (a copy).
+
+    TransformerBlock and MLP are split (tensor parallel); any other layer is replicated.
+    """
+    if group.size > 1 and isinstance(layer, TransformerBlock):
+        return ParallelTransformerBlock.from_full(layer, group, tp_rank, sequence_parallel, name)
+    if group.size > 1 and isinstance(layer, MLP):
+        return ParallelMLP.from_full(layer, group, tp_rank, sequence_parallel=sequence_parallel)
+    return Local(copy.deepcopy(layer), name=name)  # a copy: replicas must not share arrays
+
+
+@dataclass
+class _RankSetup:
+    """What one rank holds: its coordinates, groups, model chunks and optimizer."""
+
+    stage: int
+    replica: int
+    tp_rank: int
+    pp_ranks: tuple
+    dp_group: object
+    tp_group: object
+    chunks: list  # per model chunk: [(prefix, rank module), ...]
+    optimizer: object
+    n_layers: int  # layers (units) of the whole model
+
+
+def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer=None,
+          in_layout=None, out_layout=None, keep_io=True, check=None, rtol=1e-10, atol=1e-10,
+          bandwidth="inf", latency=0):  # fmt: skip
+    """Train ``model`` for one optimizer step per ``(x, target)`` of ``batches`` on the mesh.
+
+    Parameters
+    ----------
+    model : Sequential or callable ``(tp_group, tp_rank) -> [(prefix, rank module), ...]``
+        A `Sequential` is cut into ``pp·vpp`` chunks of consecutive layers, each layer
+        sharded by :func:`shard_layer`; it is not changed. A callable builds one TP rank's
+        units of the whole model (from a full model it must not change), cut the same way.
+    batches : list of (x, target)
+        Global batches; the first axis splits into ``dp`` replicas, then ``microbatches``.
+    config : ParallelConfig
+        dp, tp, pp, micro-batches, schedule, pass times, buckets (default: one rank).
+    cluster : Cluster, optional
+        Exactly ``pp·dp·tp`` ranks. Default: a switch with ``bandwidth`` and ``latency``
+        whose layer FLOPs are free, so the time is the passes' ``t_f``/``t_b``/``t_w``.
+    in_layout, out_layout : {"full", "seq", "last"}
+        How the model's input and output are split over a TP group
+        (:mod:`collsim.parallel.tensor.layouts`); default ``"seq"`` with ``sp``, else
+        ``"full"``. The loss of a split output is the mean over the rank's part, its gradient
+        scaled by ``1/tp``, so the sum over the group is the full mean's gradient.
+    optimizer : SGD or Adam, optional
+        Every rank steps its own copy after the gradient sync; None: no step.
+    check : bool, optional
+        Compare every step with one device (default: when ``model`` is a `Sequential`).
+    """
+    config = ParallelConfig() if config is None else config
+    if not isinstance(config, ParallelConfig):
+        raise ConfigError(f"config must be a ParallelConfig, got {type(config).__name__}")
+    batches = _check_batches(batches)
+    layout = "seq" if config.sp else "full"
+    in_layout = layout if in_layout is None else in_layout
+    out_layout = layout if out_layout is None else out_layout
+    for name, value in (("in_layout", in_layout), ("out_layout", out_layout)):
+        if value not in LAYOUTS:
+            raise ConfigError(f"{name} must be one of {LAYOUTS}, got {value!r}")
+    sequential = isinstance(model, Sequential)
+    if not sequential and not callable(model):
+        raise ConfigError(
+            f"train needs a collsim.nn.Sequential or a callable (tp_group, tp_rank) -> units, "
+            f"got {type(model).__name__}; wrap the layers: Sequential(*layers)"
+        )
+    check = sequential if check is None else check
+    if check and not sequential:
+        raise ConfigError("check=True needs a Sequential model: a callable has no one-device twin")
+    sched = _schedule(config)
+    mesh = config.mesh()
+    cluster = _cluster(cluster, mesh, config, bandwidth, latency)
+    for x, target in batches:  # raise on uneven shards before anything runs
+        for array in (x, target):
+            split_batch(split_batch(array, config.dp)[0], config.microbatches)
+    setups = [_rank_setup(mesh, r, model, sequential, config, optimizer) for r in range(mesh.size)]
+    n_layers = setups[0].n_layers
+    ranges = split_layers(n_layers, config.pp, config.vpp)
+    seconds = chunk_seconds(ranges, n_layers, *config.pass_times)
+    plan = _Plan(config, sched, seconds, pipeline_messages(sched), loss, in_layout, out_layout,
+                 keep_io)  # fmt: skip
+    reference = reference_steps(model, batches, loss, optimizer) if check else None
+    run = cluster.run(_program, setups, batches, plan)
+    return assemble_run(config, mesh, sched, run, setups, len(batches), plan, reference, rtol,
+                        atol)  # fmt: skip
+
+
+def _check_batches(batches):
+    if not isinstance(batches, list | tuple) or not batches:
+        raise ConfigError(f"batches must be a non-empty list of (x, target) pairs, got {batches!r}")
+    out = []
+    for i, pair in enumerate(batches):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise ConfigError(f"batches[{i}] must be an (x, target) pair, got {pair!r}")
+        out.append((np.asarray(pair[0]), np.asarray(pair[1])))
+    return out
+
+
+def _schedule(config):
+    if isinstance(config.schedule, Schedule):
+        return config.schedule
+    return build_schedule(config.schedule, config.pp, config.microbatches, config.vpp)
+
+
+def _cluster(cluster, mesh, config, bandwidth, latency):
+    if cluster is None:
+        graph = topology.switch(mesh.size, bandwidth=bandwidth, latency=latency)
+        return Cluster(graph, compute_rate=math.inf)
+    if cluster.size != mesh.size:
+        dims = " x ".join(f"{k}={v}" for k, v in config.dims.items())
+        raise ConfigError(
+            f"the cluster has {cluster.size} ranks but the mesh {dims} needs {mesh.size}; "
+            f"give a cluster of exactly {mesh.size} ranks"
+        )
+    return cluster
+
+
+def _rank_setup(mesh, r, model, sequential, config, optimizer):
+    """Rank ``r``'s coordinates, groups and shard of its stage's layers."""
+    where = mesh.coords(r)
+    stage, tp_group = where["pp"], mesh.group("tp", r)
+    tp_rank = where["tp"]
+    if sequential:
+        n_layers = len(model)
+        ranges = split_layers(n_layers, config.pp, config.vpp)[stage]
+        chunks = [
+            [(str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp)) for i in span]
+            for span in ranges
+        ]
+    else:
+        units = list(model(tp_group, tp_rank))
+        n_layers = len(units)
+        ranges = split_layers(len(units), config.pp, config.vpp)[stage]
+        chunks = [[units[i] for i in span] for span in ranges]
+    return _RankSetup(
+        stage=stage,
+        replica=where["dp"],
+        tp_rank=tp_rank,
+        pp_ranks=mesh.group("pp", r).ranks,
+        dp_group=mesh.group("dp", r),
+        tp_group=tp_group,
+        chunks=chunks,
+        optimizer=copy.deepcopy(optimizer),
+        n_layers=n_layers,
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every rank program shares: the config, the schedule and its derived tables."""
+
+    config: ParallelConfig
+    schedule: Schedule
+    seconds: list
+    messages: dict
+    loss: object
+    in_layout: str
+    out_layout: str
+    keep_io: bool
+
+
+def _program(rank, setups, batches, plan):
+    me, config = setups[rank.id], plan.config
+    m, tp_group = config.microbatches, me.tp_group
+    scale = 1.0 if plan.out_layout == "full" else 1.0 / tp_group.size
+    params = {}
+    for units in me.chunks:
+        params |= ModelChunk(rank, units).params
+    records = []
+    for x, target in batches:
+        xs = local_part(shard_rows(x, config.dp, me.replica), plan.in_layout, tp_group, me.tp_rank)
+        ts = local_part(
+            shard_rows(target, config.dp, me.replica), plan.out_layout, tp_group, me.tp_rank
+        )
+        inputs = split_batch(xs, m)
+        buckets = GradientBuckets(rank, me.dp_group, config.bucket_bytes)
+        scatter, gather = _pipeline_shares(me, inputs[0].shape, plan)
+        job = StageJob(
+            schedule=plan.schedule,
+            stage=me.stage,
+            pp_ranks=me.pp_ranks,
+            chunks=tuple(ModelChunk(rank, units, buckets.add) for units in me.chunks),
+            inputs=inputs,
+            targets=split_batch(ts, m),
+            seconds=plan.seconds[me.stage],
+            loss=plan.loss,
+            messages=plan.messages,
+            show_chunk=config.vpp > 1,
+            loss_scale=scale,
+            keep_io=plan.keep_io,
+            scatter=scatter,
+            gather=gather,
+        )
+        outcome = yield from stage_program(rank, job)
+        averaged = yield from buckets.wait()
+        if me.optimizer is not None:  # after the flush: no micro-batch needs the old weights
+            me.optimizer.step(params, averaged)
+        after = {k: v.copy() for k, v in params.items()}
+        records.append((outcome, averaged, after, buckets.sizes))
+    return records
+
+
+def _pipeline_shares(me, shape, plan):
+    """Megatron's scatter-gather: a replicated activation crosses a stage boundary as ``tp``
+    shares, one per TP rank, all-gathered on arrival (``(None, None)``: sent whole)."""
+    t = me.tp_group.size
+    between = "seq" if plan.config.sp else plan.in_layout
+    if t == 1 or plan.config.pp == 1 or between != "full":
+        return None, None
+
+    def scatter(array):
+        return np.array_split(array.reshape(-1), t)[me.tp_rank]
+
+    def gather(rank, part):
+        whole = yield from rank.all_gather(part, group=me.tp_group)
+        return whole.reshape(shape)
+
+    return scatter, gather

@@ -1,0 +1,171 @@
+"""What the mesh trainer returns: the steps in single-device shape, the measurements, the check.
+
+:func:`assemble_run` puts the ranks' shards back together (TP shards by their ``shard_axes``,
+the batch by its layouts, the stages in order), reads the pipelines and the bytes per mesh
+dimension from the trace, and compares every step with the one-device oracle.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .accounting import collective_bytes, overlap
+from .config import ParallelConfig
+from .modules import flat_shard_axes, gather_params, replica_max_diff
+from .oracle import compare
+from .pipeline.result import measure_pipeline
+from .pipeline.schedules import Schedule
+from .tensor import assemble
+
+__all__ = ["MeshStep", "MeshRun", "assemble_run"]
+
+
+@dataclass
+class MeshStep:
+    """One optimizer step, every array in single-device shape."""
+
+    loss: float  # mean over the whole global batch
+    output: object  # the model's output for the whole batch (None unless kept)
+    input_grad: object  # d loss / d input for the whole batch (None unless kept)
+    grads: dict  # full gradients after the data-parallel average (before the step)
+    params: dict  # full parameters after the step
+
+
+@dataclass
+class MeshRun:
+    """What :func:`train` returns: the steps, the measurements and the check.
+
+    ``pipelines[(d, t)]`` is the :class:`~collsim.parallel.pipeline.PipelineResult` of the
+    pipeline at dp coordinate ``d`` and tp coordinate ``t`` (its trace is the whole run's;
+    measured for single-step runs). ``bytes_by_group[(dimension, collective)]`` is bytes sent
+    per rank along a mesh dimension, read from the trace. ``dp_replica_diff`` and
+    ``tp_replica_diff`` are the largest differences between parameters that should be equal
+    (0.0: in sync).
+    """
+
+    config: ParallelConfig
+    mesh: object
+    schedule: Schedule
+    run: object
+    steps: list
+    pipelines: dict
+    buckets: list  # elements per gradient bucket of rank 0 in step 1
+    dp_replica_diff: float
+    tp_replica_diff: float
+    bytes_by_group: dict
+    overlap: list  # per rank: accounting.Overlap
+    match: object = None  # every step's gradients and parameters equal one device's
+    max_error: float = float("nan")
+
+    @property
+    def trace(self):
+        return self.run.trace
+
+    @property
+    def time(self):
+        """Simulated seconds of the whole run."""
+        return self.run.time
+
+    @property
+    def loss(self):
+        return self.steps[-1].loss
+
+    @property
+    def grads(self):
+        return self.steps[-1].grads
+
+    @property
+    def params(self):
+        return self.steps[-1].params
+
+
+def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rtol, atol):
+    """Full arrays from the shards, the pipelines' measurements and the one-device check."""
+    grid = mesh.grid  # [pp, dp, tp] -> rank
+    pp, dp, tp = mesh.shape
+    axes = {}
+    for s in range(pp):
+        for units in setups[int(grid[s, 0, 0])].chunks:
+            axes |= flat_shard_axes(units)
+    steps, keep = [], plan.keep_io
+    for i in range(n_steps):
+        rec = [returned[i] for returned in run.returns]  # per rank
+        last = [[rec[int(r)][0] for r in row] for row in grid[pp - 1]]  # [dp][tp] outcomes
+        first = [[rec[int(r)][0] for r in row] for row in grid[0]]
+
+        def whole(rows, field, layout, scale=1.0):
+            parts = [[np.concatenate([getattr(o, field)[mb] for mb in sorted(getattr(o, field))])
+                      for o in row] for row in rows]  # fmt: skip
+            return np.concatenate([assemble(row, layout) for row in parts], axis=0) * scale
+
+        replica0 = [int(r) for s in range(pp) for r in grid[s, 0, :]]
+        steps.append(MeshStep(
+            loss=float(np.mean([o.loss for row in last for o in row])),
+            output=whole(last, "outputs", plan.out_layout) if keep else None,
+            input_grad=whole(first, "input_grads", plan.in_layout, 1 / dp) if keep else None,
+            grads=_gather(grid, [rec[r][1] for r in range(mesh.size)], axes, replica0),
+            params=_gather(grid, [rec[r][2] for r in range(mesh.size)], axes, replica0),
+        ))  # fmt: skip
+    final = [run.returns[r][-1][2] for r in range(mesh.size)]
+    replicated = [k for k, a in axes.items() if a is None]
+    result = MeshRun(
+        config=config,
+        mesh=mesh,
+        schedule=sched,
+        run=run,
+        steps=steps,
+        pipelines=_pipelines(sched, config, run, grid) if n_steps == 1 else {},
+        buckets=run.returns[0][0][3],
+        dp_replica_diff=_replica_diff(grid, final, "dp"),
+        tp_replica_diff=_replica_diff(grid, final, "tp", replicated),
+        bytes_by_group=collective_bytes(run.trace, mesh.size, mesh),
+        overlap=overlap(run.trace, mesh.size),
+    )
+    if reference is not None:
+        stepped = setups[0].optimizer is not None
+        checks = [compare(step.grads, step.params if stepped else None, ref, rtol, atol)
+                  for step, ref in zip(steps, reference)]  # fmt: skip
+        result.match = all(ok for ok, _ in checks)
+        result.max_error = max(error for _, error in checks)
+    return result
+
+
+def _replica_diff(grid, params, along, names=None):
+    """Largest difference between the parameters of ranks that differ only ``along`` one
+    dimension ("dp": whole replicas; "tp": the ``names`` every TP rank holds whole)."""
+    pp, dp, tp = grid.shape
+    if along == "dp":
+        groups = [grid[s, :, t] for s in range(pp) for t in range(tp)]
+    else:
+        groups = [grid[s, d, :] for s in range(pp) for d in range(dp)]
+    worst = 0.0
+    for ranks in groups:
+        dicts = [params[int(r)] for r in ranks]
+        held = None if names is None else [n for n in names if n in dicts[0]]
+        worst = max(worst, replica_max_diff(dicts, held))
+    return worst
+
+
+def _gather(grid, per_rank, axes, replica0):
+    """Full arrays from replica 0's TP shards, stage by stage."""
+    full = {}
+    for s in range(grid.shape[0]):
+        group = [int(r) for r in grid[s, 0, :]]
+        names = per_rank[group[0]]
+        full |= gather_params([per_rank[r] for r in group], {k: axes[k] for k in names})
+    return full
+
+
+def _pipelines(sched, config, run, grid):
+    """One :class:`PipelineResult` per (dp, tp) coordinate, read from the trace."""
+    times = dict(zip(("t_f", "t_b", "t_w"), config.pass_times))
+    pipelines = {}
+    for d in range(grid.shape[1]):
+        for t in range(grid.shape[2]):
+            stage_ranks = tuple(int(r) for r in grid[:, d, t])
+            outcomes = [run.returns[r][0][0] for r in stage_ranks]
+            grads = {}
+            for r in stage_ranks:
+                grads |= run.returns[r][0][1]
+            pipelines[(d, t)] = measure_pipeline(sched, times, run, outcomes, stage_ranks, grads)
+    return pipelines
