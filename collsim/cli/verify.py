@@ -107,7 +107,14 @@ def check_args(args):
 
     from ..errors import ConfigError
     from ..units import format_size, parse_flops, parse_size
-    from ..verify import check_verify_sizes, estimate_memory, model_shape
+    from ..verify import (
+        check_verify_sizes,
+        default_batch,
+        default_dp,
+        default_tp,
+        estimate_memory,
+        model_shape,
+    )
     from .common import check_int, check_seed, flag_value, link_latency, link_rate
     from .limits import check_fits, check_work, transformer_seconds
 
@@ -127,12 +134,15 @@ def check_args(args):
     link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
     compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
     bucket_bytes = flag_value(parse_size, args.bucket_size, "--bucket-size")
+    if bucket_bytes < 1:  # the shared ParallelConfig refuses it; 1B already flushes each grad
+        raise ConfigError(f"--bucket-size {args.bucket_size}: a gradient bucket holds at least "
+                          "1 byte; nearest valid --bucket-size 1B")  # fmt: skip
     scheme = args.scheme
-    dp = args.dp or {"dp": 4, "dp-tp": 2}.get(scheme, 1)
-    tp = args.tp or {"dp": 1, "dp-tp": 2}.get(scheme, 4)
+    dp = args.dp or default_dp(scheme)
+    tp = args.tp or default_tp(scheme)
     check_verify_sizes(dp=dp, tp=tp, layers=args.layers, steps=args.steps,
                        names={"layers": "--layers", "steps": "--steps"})  # fmt: skip
-    batch = args.batch or (64 if scheme == "dp" else 4 * dp)
+    batch = args.batch or default_batch(scheme, dp)
     ffn = args.ffn_hidden or 4 * args.hidden
     need = estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=args.hidden,
                            heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
@@ -165,9 +175,9 @@ def check_args(args):
 
 
 def _default_need(scheme, dp, tp):
-    from ..verify import estimate_memory
+    from ..verify import default_batch, estimate_memory
 
-    batch = 64 if scheme == "dp" else 4 * dp
+    batch = default_batch(scheme, dp)
     return estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=16, heads=4, seq=8,
                            ffn=64, layers=2, steps=3)  # fmt: skip
 

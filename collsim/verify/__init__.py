@@ -6,8 +6,12 @@ command line: the checks a user runs, not a way to train.
 =================  ===============================================================
 module             what it holds
 =================  ===============================================================
-:mod:`.schemes`    the schemes, their models, the run and the comparison (`verify`)
-:mod:`.report`     the printed report
+:mod:`.problems`   the schemes: each one's model, data, sharding and defaults
+:mod:`.checks`     what verify refuses before training; limits; the memory estimate
+:mod:`.run`        the run on the cluster and on one device (:func:`verify`)
+:mod:`.compare`    the step-by-step comparison and its tolerance
+:mod:`.expected`   the bytes each rank should send, by the collectives' closed forms
+:mod:`.report`     :class:`VerifyReport` and the printed report
 =================  ===============================================================
 
 >>> from collsim.verify import SCHEMES
@@ -15,19 +19,12 @@ module             what it holds
 ('dp', 'tp-column', 'tp-row')
 """
 
-from .report import report_text
-from .schemes import (
-    LIMITS,
-    SCHEMES,
-    TOLERANCE,
-    VerifyReport,
-    check_verify_sizes,
-    estimate_memory,
-    expected_bytes,
-    model_shape,
-    single_device,
-    verify,
-)
+from .checks import LIMITS, check_verify_sizes, estimate_memory
+from .compare import TOLERANCE
+from .expected import expected_bytes
+from .problems import SCHEMES, default_batch, default_dp, default_tp, model_shape
+from .report import VerifyReport, report_text
+from .run import single_device, verify
 
 __all__ = [
     "SCHEMES",
@@ -39,6 +36,9 @@ __all__ = [
     "estimate_memory",
     "model_shape",
     "check_verify_sizes",
+    "default_dp",
+    "default_tp",
+    "default_batch",
     "VerifyReport",
     "report_text",
 ]

@@ -1,12 +1,90 @@
-"""The human-readable form of a :class:`~collsim.verify.VerifyReport`.
+"""What :func:`~collsim.verify.verify` found: :class:`VerifyReport` and its printed form.
 
-Units are explicit everywhere: bytes as ``KiB``, times as ``us``, differences as plain
-floats (absolute, in the units of the arrays compared).
+``str(report)`` is the human report (:func:`report_text`), :meth:`VerifyReport.to_dict` the
+JSON that ``collsim verify --json`` prints.  Units are explicit everywhere: bytes as ``KiB``,
+times as ``us``, differences as plain floats (absolute, in the units of the arrays compared).
+
+Examples
+--------
+>>> from collsim.verify import verify
+>>> report = verify("tp-row", tp=2, batch=2, hidden=4, ffn_hidden=8, seq=2, steps=1)
+>>> str(report).splitlines()[0]
+'collsim verify tp-row: tensor parallel, row-parallel linear (input already split)'
+>>> report.to_dict()["tolerance_rel"]
+1e-09
 """
 
-from ..units import format_size, format_time
+from dataclasses import dataclass, field
 
-__all__ = ["report_text"]
+from ..units import format_size, format_time
+from .compare import TOLERANCE
+
+__all__ = ["VerifyReport", "report_text"]
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`~collsim.verify.verify` found; ``str()`` is the human report,
+    :meth:`to_dict` the JSON."""
+
+    scheme: str
+    config: dict
+    description: str
+    per_step: list  # per step: losses and max |difference| of each kind
+    max_abs_diff: float  # over all steps, outputs, gradients and parameters
+    max_rel_diff: float
+    match: bool
+    dp_replica_diff: float
+    tp_replica_diff: float
+    bytes_sent: list  # per rank, whole run
+    bytes_by_group: dict  # (dimension, collective) -> per rank
+    formula_bytes: dict  # (dimension, collective) -> per rank, by the closed forms
+    time_s: float
+    overlap: list  # per rank: accounting.Overlap
+    buckets: list = field(default_factory=list)
+    nonfinite: list = field(default_factory=list)  # "step 2 params (cluster)": nan or inf
+
+    @property
+    def bytes_by_collective(self):
+        """Collective -> bytes sent per rank, summed over mesh dimensions."""
+        out = {}
+        for (_, name), per_rank in self.bytes_by_group.items():
+            total = out.setdefault(name, [0] * len(per_rank))
+            for r, b in enumerate(per_rank):
+                total[r] += b
+        return out
+
+    def to_dict(self):
+        """The report as plain values (``collsim verify --json``; nan stays nan here)."""
+        return {
+            "scheme": self.scheme,
+            "config": self.config,
+            "model": self.description,
+            "match": self.match,
+            "non_finite": self.nonfinite,
+            "max_abs_diff": self.max_abs_diff,
+            "max_rel_diff": self.max_rel_diff,
+            "tolerance_rel": TOLERANCE,
+            "dp_replica_max_diff": self.dp_replica_diff,
+            "tp_replica_max_diff": self.tp_replica_diff,
+            "steps": self.per_step,
+            "loss_cluster": [s["loss_cluster"] for s in self.per_step],
+            "loss_single_device": [s["loss_single_device"] for s in self.per_step],
+            "bytes_sent": self.bytes_sent,
+            "bytes_by_collective": self.bytes_by_collective,
+            "bytes_by_group": {f"{d} {c}": v for (d, c), v in self.bytes_by_group.items()},
+            "formula_bytes_per_rank": {f"{d} {c}": v for (d, c), v in self.formula_bytes.items()},
+            "gradient_buckets": self.buckets,
+            "time_s": self.time_s,
+            "comm_s": [o.comm_s for o in self.overlap],
+            "overlapped_comm_s": [o.overlapped_s for o in self.overlap],
+            "exposed_comm_s": [o.exposed_s for o in self.overlap],
+            "compute_s": [o.compute_s for o in self.overlap],
+        }
+
+    def __str__(self):
+        return report_text(self)
+
 
 _NAMES = {
     "dp": "data parallel",
@@ -38,6 +116,7 @@ def _size(nbytes):
 
 
 def report_text(report):
+    """The human report of a :class:`VerifyReport` (what ``collsim verify`` prints)."""
     c = report.config
     example = ""
     if report.scheme == "dp" and (c["dp"], c["batch"]) == (4, 64):

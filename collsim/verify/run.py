@@ -1,0 +1,184 @@
+"""Train a parallel scheme on the virtual cluster and on one device, side by side.
+
+:func:`verify` builds a small model and data from a seed (:mod:`.problems`), trains it for a
+few SGD steps twice -- once with plain numpy on "one device" (the oracle,
+:func:`single_device`) and once with the scheme on the cluster -- and compares, after every
+step, the outputs, the gradient of the input, every parameter gradient and every parameter
+(:mod:`.compare`).  It also checks that data-parallel replicas stay identical, and sets the
+bytes each rank sent next to the closed forms (:mod:`.expected`).  ``collsim verify`` prints
+its :class:`~collsim.verify.VerifyReport`.
+
+The parallel layout travels as one :class:`~collsim.parallel.config.ParallelConfig`, built
+from verify's arguments and handed to the trainer in :func:`_train`, its only call.
+
+Examples
+--------
+>>> report = verify("tp-mlp", tp=2, batch=4, hidden=8, seq=4, steps=2)
+>>> report.match, report.max_abs_diff < 1e-12
+(True, True)
+
+Each step all-reduces a (4, 4, 8) float64 activation twice (g forward, f backward), each
+time 2(t-1)/t of it per rank by the ring's closed form:
+
+>>> from collsim.collectives.formulas import closed_form
+>>> ring = closed_form("all_reduce", "ring", ranks=2, size=4 * 4 * 8 * 8, alpha=0, beta=1)
+>>> report.bytes_by_group[("tp", "all_reduce")] == [2 * 2 * ring.bytes_per_rank] * 2
+True
+"""
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import topology as topo
+from ..nn import SGD, mse_loss
+from ..parallel.batch import resolve_batch
+from ..parallel.config import ParallelConfig
+from ..parallel.data import DEFAULT_BUCKET_BYTES
+from ..parallel.mesh import train
+from ..runtime import Cluster
+from ..units import parse_size
+from .checks import check_arguments
+from .compare import TOLERANCE, compare_steps
+from .expected import expected_bytes
+from .problems import build_problem, default_batch, default_dp, default_tp, make_batches
+from .report import VerifyReport
+
+__all__ = ["verify", "single_device", "ClusterRun"]
+
+
+def single_device(model, batches, optimizer, loss_fn=mse_loss):
+    """The oracle: train a copy of ``model`` on the full batches with numpy alone.
+
+    Returns one dict per step: ``loss``, ``output``, ``input_grad``, ``grads`` (before
+    the step) and ``params`` (after it).
+    """
+    model, optimizer = copy.deepcopy(model), copy.deepcopy(optimizer)
+    steps = []
+    for x, target in batches:
+        y, ctx = model.forward(x)
+        loss, dy = loss_fn(y, target)
+        dx, grads = model.backward(ctx, dy)
+        optimizer.step(model.params, grads)
+        params = {k: v.copy() for k, v in model.params.items()}
+        steps.append({"loss": float(loss), "output": y, "input_grad": dx, "grads": grads,
+                      "params": params})  # fmt: skip
+    return steps
+
+
+STEP_FIELDS = ("loss", "output", "input_grad", "grads", "params")  # what each step compares
+
+
+@dataclass
+class ClusterRun:
+    """What :func:`verify` reads of a trainer's run, whichever trainer ran it."""
+
+    steps: list  # per step: a dict of STEP_FIELDS, every array in single-device shape
+    bytes_sent: list  # per rank, whole run
+    bytes_by_group: dict  # (dimension, collective) -> bytes sent per rank
+    time_s: float  # simulated seconds of the whole run
+    overlap: list  # per rank: accounting.Overlap
+    buckets: list  # elements per gradient bucket of rank 0
+    dp_replica_diff: float  # 0.0 when the data-parallel replicas are identical
+    tp_replica_diff: float  # 0.0 when replicated parameters agree across each TP group
+
+    @classmethod
+    def of(cls, trained):
+        """From the mesh trainer's :class:`~collsim.parallel.mesh.MeshRun`."""
+        steps = [{k: getattr(step, k) for k in STEP_FIELDS} for step in trained.steps]
+        return cls(steps, list(trained.run.stats.bytes_sent), trained.bytes_by_group,
+                   trained.time, trained.overlap, trained.buckets, trained.dp_replica_diff,
+                   trained.tp_replica_diff)  # fmt: skip
+
+
+def _train(problem, config, batches, optimizer, *, bandwidth, latency, compute_rate):
+    """Train ``problem``'s rank modules as ``config`` lays them out, on one switch: the one
+    call of the mesh trainer (:func:`collsim.parallel.mesh.train`)."""
+    cluster = Cluster(topo.switch(config.world_size, bandwidth, latency), compute_rate=compute_rate)
+    trained = train(problem.make_units, batches, config, cluster=cluster, optimizer=optimizer,
+                    in_layout=problem.in_layout, out_layout=problem.out_layout)  # fmt: skip
+    return ClusterRun.of(trained)
+
+
+def _bucket_bytes(value):
+    """A bucket size in bytes: a whole number, or a string such as ``"25MiB"``."""
+    if isinstance(value, str):
+        return parse_size(value)  # a refusal names the string as given
+    return int(value) if isinstance(value, np.integer) else value
+
+
+def _local_params(problem, config):
+    """P of one rank's shard: what the data-parallel all-reduce moves each step."""
+    units = problem.make_units(config.mesh().group("tp", 0), 0)
+    return sum(v.size for _, unit in units for v in unit.params.values())
+
+
+def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, ffn_hidden=None,
+           layers=2, steps=3, seed=0, micro_batch=None, accumulation=None, lr=0.1,
+           sequence_parallel=False, bucket_bytes=DEFAULT_BUCKET_BYTES, bandwidth="100GB/s",
+           latency="5us", compute_rate=100e12):  # fmt: skip
+    """Run ``scheme`` on a switch of ``dp·tp`` ranks and on one device; compare.
+
+    Defaults: dp 4 for ``dp``, 2 for ``dp-tp``; tp 4 for the TP schemes and ``sp``, 2
+    for ``dp-tp``; batch 64 for ``dp`` (the batch-64, dp=4 example), else 4·dp; ffn hidden
+    4·hidden.  ``bucket_bytes`` is a whole number of bytes or a size such as ``"25MiB"``.
+    Raises ConfigError, before any training, for a scheme it does not know, sizes that do
+    not divide, or a batch that does not split (Megatron-LM's batch rule).
+    """
+    dp = dp or default_dp(scheme)
+    tp = tp or default_tp(scheme)
+    ffn = ffn_hidden or 4 * hidden
+    check_arguments(scheme, dp=dp, tp=tp, lr=lr, seed=seed, hidden=hidden, heads=heads, ffn=ffn,
+                    seq=seq, layers=layers, steps=steps,
+                    sequence_parallel=sequence_parallel)  # fmt: skip
+    sp = sequence_parallel or scheme == "sp"
+    config = ParallelConfig(
+        dp=dp,
+        tp=tp,
+        sp=sp and tp > 1,  # over one TP rank sequence parallelism splits nothing
+        t_f=0.0,  # time comes from the layers' FLOPs at compute_rate, nothing on top
+        bucket_bytes=_bucket_bytes(bucket_bytes),
+    )
+    batch = batch or default_batch(scheme, dp)
+    micro, accumulation = resolve_batch(batch, dp, micro_batch, accumulation)
+    config = config.replace(microbatches=accumulation)  # pp = 1: gradient accumulation
+    rng = np.random.default_rng(seed)
+    problem = build_problem(scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=heads, ffn=ffn,
+                            layers=layers, sp=sp)  # fmt: skip
+    batches = make_batches(scheme, rng, batch=batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps)
+    optimizer = SGD(lr=lr)
+    # a diverging run (a huge lr) overflows: the report names the non-finite values instead
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        oracle = single_device(problem.model, batches, optimizer)
+        run = _train(problem, config, batches, optimizer, bandwidth=bandwidth, latency=latency,
+                     compute_rate=compute_rate)  # fmt: skip
+    found = compare_steps(run.steps, oracle)
+
+    formula = expected_bytes(scheme, dp=dp, tp=tp, micro_batch=micro, accumulation=accumulation,
+                             steps=steps, seq=seq, hidden=hidden, ffn=ffn, layers=layers,
+                             local_params=_local_params(problem, config), sp=sp)  # fmt: skip
+    shown = {"dp": dp, "tp": tp, "batch": batch, "micro_batch": micro,
+             "accumulation": accumulation, "hidden": hidden, "heads": heads, "ffn_hidden": ffn,
+             "seq": seq, "layers": layers, "steps": steps, "seed": seed, "lr": lr,
+             "sequence_parallel": sp, "bucket_bytes": config.bucket_bytes,
+             "bandwidth": bandwidth, "latency": latency, "compute_rate": compute_rate}  # fmt: skip
+    replicas_ok = run.dp_replica_diff == 0.0 and run.tp_replica_diff == 0.0
+    return VerifyReport(
+        scheme=scheme,
+        config=shown,
+        description=problem.description,
+        per_step=found.per_step,
+        max_abs_diff=found.max_abs_diff,
+        max_rel_diff=found.max_rel_diff,
+        match=bool(not found.nonfinite and found.max_rel_diff <= TOLERANCE and replicas_ok),
+        dp_replica_diff=run.dp_replica_diff,
+        tp_replica_diff=run.tp_replica_diff,
+        bytes_sent=run.bytes_sent,
+        bytes_by_group=run.bytes_by_group,
+        formula_bytes=formula,
+        time_s=run.time_s,
+        overlap=run.overlap,
+        buckets=run.buckets,
+        nonfinite=found.nonfinite,
+    )
