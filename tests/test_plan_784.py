@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from collsim.plan import plan
-from collsim.plan.numbers import divisors
+from collsim.plan.config import divisors
 
 GPT3 = dict(layers=96, hidden=12288, heads=96, seq=2048)
 CASE = dict(world_size=784, tp=8, pp=4, global_batch=1536, micro_batch=1, **GPT3)

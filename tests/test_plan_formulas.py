@@ -4,7 +4,7 @@ import pytest
 
 from collsim.collectives.formulas import closed_form
 from collsim.plan import PlanConfig, plan
-from collsim.plan.derive import count_params, derive
+from collsim.plan.config import count_params, derive
 from collsim.plan.memory import (
     activation_bytes_per_layer,
     in_flight_microbatches,
@@ -227,7 +227,7 @@ INTERLEAVED = [(2, 4, 2), (2, 2, 2), (4, 8, 2), (2, 4, 4)]
 
 @pytest.mark.parametrize("p, m, v", INTERLEAVED)
 def test_planner_bubble_and_in_flight_match_an_interleaved_run(p, m, v):
-    from collsim.parallel.pipeline import run_pipeline, toy_batch, toy_model
+    from collsim.parallel.pipeline.runner import run_pipeline, toy_batch, toy_model
     from collsim.parallel.pipeline.schedules import build_schedule
 
     layers = p * v
@@ -246,7 +246,7 @@ def test_planner_bubble_and_in_flight_match_an_interleaved_run(p, m, v):
 
 
 def test_one_f_one_b_bubble_matches_a_run():
-    from collsim.parallel.pipeline import run_pipeline, toy_batch, toy_model
+    from collsim.parallel.pipeline.runner import run_pipeline, toy_batch, toy_model
     from collsim.parallel.pipeline.schedules import build_schedule
 
     report = plan(layers=4, hidden=64, heads=4, seq=64, world_size=4, pp=4, micro_batch=1,

@@ -5,8 +5,8 @@ import pytest
 from collsim import cli
 from collsim.errors import ConfigError
 from collsim.plan import PlanConfig, plan, search
+from collsim.plan.config import GPT3_ROWS, PRESETS, assumed_shape
 from collsim.plan.memory import activation_bytes_per_layer
-from collsim.plan.models import GPT3_ROWS, PRESETS, assumed_shape
 from collsim.plan.report import search_rows, search_table
 
 # published shapes: (layers, hidden, heads, kv heads, ffn, vocab, seq, gated) and the

@@ -4,7 +4,7 @@ import pytest
 
 from collsim.errors import ConfigError
 from collsim.plan import PlanConfig, plan
-from collsim.plan.files import load_config
+from collsim.plan.config import load_config
 from collsim.plan.rules import RULES, check
 
 # a small GPT that passes every rule on 8 GPUs: dp = 8 / (2·2) = 2, accumulation = 16/(2·2) = 4

@@ -3,8 +3,7 @@
 import argparse
 import sys
 
-from ..plan.config import ARCHITECTURES
-from ..plan.models import PRESETS
+from ..plan.config import ARCHITECTURES, PRESETS
 
 PRESET_NAMES = tuple(PRESETS)
 
@@ -154,7 +153,7 @@ def add_config_arguments(parser):
 def config_from_args(args):
     """A PlanConfig from parsed flags (and ``--config`` FILE under them)."""
     from ..plan import load_config
-    from ..plan.files import config_from_mapping
+    from ..plan.config import config_from_mapping
 
     fields = [dest for _, dest, _, _ in _MODEL + _CLUSTER + _PARALLEL + _BATCH]
     fields += ["sp", "zero", "recompute", "precision", "schedule", "gated_mlp", "architecture"]

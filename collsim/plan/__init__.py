@@ -1,13 +1,27 @@
 """The planner: validate a parallel configuration, explain it, estimate what it costs.
 
-Closed-form, no simulation: it answers at once for any cluster size.  :func:`plan` checks
-every rule together (:mod:`~collsim.plan.rules`), suggests the nearest valid
-configurations (:mod:`~collsim.plan.suggest`), and estimates memory per GPU
-(:mod:`~collsim.plan.memory`), communication per parallel dimension and compute per step
-(:mod:`~collsim.plan.cost`).  :func:`search` lists every valid configuration of a model on
-a cluster, fastest first (:mod:`~collsim.plan.search`).  Models are given as a preset with
-its published shape (``model="llama2-7b"``, :mod:`~collsim.plan.models`), as a shape, or as
-a bare parameter count (which gets the nearest GPT-3 shape, and the report says so).
+Closed-form, no simulation: it answers at once for any cluster size.  One concept a module
+or a subpackage, each importing only those listed before it:
+
+=====================  =====================================================================
+concept                what it holds
+=====================  =====================================================================
+:mod:`.config`         the job: :class:`PlanConfig`, model presets, settings files, what a
+                       configuration implies (``derive``), the conversion to the trainer's
+                       ``ParallelConfig`` (:meth:`PlanConfig.parallel`)
+:mod:`.memory`         memory per GPU: model states (ZeRO) and activations
+:mod:`.cost`           communication per parallel dimension, compute, step time
+:mod:`.rules`          every rule, checked together, with the nearest valid choices and the
+                       nearest complete valid configurations (suggestions)
+:mod:`.search`         every valid configuration of a model on a cluster, fastest first
+:mod:`.report`         the :class:`Report`, its text and the search table
+=====================  =====================================================================
+
+Every closed form is the simulator's own: collective bytes and time from
+:mod:`collsim.collectives.formulas`, the pipeline bubble and in-flight micro-batches from
+:mod:`collsim.parallel.pipeline.schedules.formulas`.  Models are given as a preset with its
+published shape (``model="llama2-7b"``), as a shape, or as a bare parameter count (which
+gets the nearest GPT-3 shape, and the report says so).
 
 Sources: Megatron-LM (Shoeybi et al. 2019; Narayanan et al. 2021, "Efficient Large-Scale
 Language Model Training on GPU Clusters Using Megatron-LM": parameter constraints, pipeline
@@ -37,17 +51,13 @@ Megatron's 784-GPU error: 784 GPUs with tp=8 and pp=4 for a GPT-3 175B-sized mod
 
 from pathlib import Path
 
-from .config import PlanConfig
-from .cost import communication, compute, scaling
-from .derive import derive
-from .files import config_from_mapping as _from_mapping
-from .files import load_config
+from .config import PRESETS, PlanConfig, derive, load_config, shape_note
+from .config import config_from_mapping as _from_mapping
+from .cost import Candidate, communication, compute, scaling
 from .memory import estimate
-from .models import PRESETS, shape_note
 from .report import Report
-from .rules import Finding, check
-from .search import Candidate, search
-from .suggest import Suggestion, suggest, world_note
+from .rules import Finding, Suggestion, check, suggest
+from .search import search, world_note
 
 __all__ = [
     "plan",

@@ -34,21 +34,33 @@ the schedules' own closed form (:func:`collsim.parallel.pipeline.schedules.bubbl
 the tokens per step of one data-parallel rank, BW its bandwidth, P the compute rate and b
 the bytes of a gradient element.
 
+:class:`Candidate` sums up one configuration's estimates, as the search ranks them and the
+suggestions show them.
+
 Examples
 --------
->>> from collsim.plan.config import PlanConfig
->>> from collsim.plan.derive import derive
+>>> from collsim.plan.config import PlanConfig, derive
 >>> cfg = PlanConfig(world_size=8, params=1e9, global_batch=8, seq=1024, inter_bandwidth="25GB/s")
 >>> comm = communication(cfg, derive(cfg))
 >>> comm["dp"]["ops"]["gradient_all_reduce"]["bytes_per_call"]  # 2(K-1)/K · 2 GB
 3500000000.0
 """
 
+from dataclasses import dataclass
+
 from ..collectives.formulas import closed_form
 from ..parallel.pipeline.schedules import bubble_fraction
-from .memory import pipeline_schedule
+from .config.derived import pipeline_schedule
 
-__all__ = ["communication", "compute", "scaling", "DIMENSIONS"]
+__all__ = [
+    "communication",
+    "compute",
+    "pipeline_bubble",
+    "scaling",
+    "Candidate",
+    "candidate",
+    "DIMENSIONS",
+]
 
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 
@@ -194,9 +206,7 @@ def compute(cfg, d):
     selective = cfg.recompute == "selective" and cfg.layers and cfg.hidden
     extra = 4 * cfg.seq * cfg.hidden * cfg.layers * tokens if selective else 0.0
     imbalance = d.layers_per_stage * cfg.pp / cfg.layers if cfg.layers else 1.0
-    p, m = cfg.pp, max(d.accumulation, 1e-12)
-    name, v = pipeline_schedule(d.schedule, cfg.vpp)
-    bubble = bubble_fraction(name, p, m, v)  # the schedules' own closed form
+    bubble = pipeline_bubble(cfg, d)
     flops = factor * d.params * tokens + extra
     time = flops / (d.world * cfg.compute_rate) * imbalance / (1 - bubble)
     return {
@@ -211,6 +221,13 @@ def compute(cfg, d):
         "bubble_fraction": bubble,  # (p-1)/(v·m + p-1) of the stretched compute time
         "time_s": time,
     }
+
+
+def pipeline_bubble(cfg, d):
+    """The idle share of a stage's step: the schedules' own closed form,
+    (p-1)/(m+p-1), or (p-1)/(v·m + p-1) interleaved."""
+    name, v = pipeline_schedule(d.schedule, cfg.vpp)
+    return bubble_fraction(name, cfg.pp, max(d.accumulation, 1e-12), v)
 
 
 def scaling(cfg, d, comm, comp):
@@ -232,3 +249,65 @@ def scaling(cfg, d, comm, comp):
         "efficiency": comp["ideal_time_s"] / step if step else 1.0,
         "efficiency_overlapped": comp["ideal_time_s"] / overlapped if overlapped else 1.0,
     }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One valid configuration with its estimates."""
+
+    config: object  # PlanConfig
+    dp: int
+    accumulation: int
+    memory_total: float  # bytes per GPU
+    compute_time_s: float
+    communication_time_s: float
+    activation_bytes: float  # the activation part of memory_total
+    tp_communication_time_s: float  # the tensor-parallel part of communication_time_s
+    step_time_s: float
+    efficiency: float
+    warnings: tuple = ()  # rule ids of the warnings it raises
+
+    def to_dict(self):
+        c = self.config
+        return {
+            "world_size": c.world_size,
+            "tp": c.tp,
+            "pp": c.pp,
+            "dp": self.dp,
+            "cp": c.cp,
+            "vpp": c.vpp,
+            "sp": c.sp,
+            "micro_batch": c.micro_batch,
+            "accumulation": self.accumulation,
+            "global_batch": c.global_batch,
+            "zero": c.zero,
+            "recompute": c.recompute,
+            "memory_total": self.memory_total,
+            "activation_bytes": self.activation_bytes,
+            "compute_time_s": self.compute_time_s,
+            "communication_time_s": self.communication_time_s,
+            "tp_communication_time_s": self.tp_communication_time_s,
+            "step_time_s": self.step_time_s,
+            "efficiency": self.efficiency,
+            "warnings": list(self.warnings),
+        }
+
+
+def candidate(cfg, d, mem, warnings=()):
+    """A :class:`Candidate` with the cost estimates of an already valid ``cfg``."""
+    comm = communication(cfg, d)
+    comp = compute(cfg, d)
+    scale = scaling(cfg, d, comm, comp)
+    return Candidate(
+        config=cfg,
+        dp=int(d.dp),
+        accumulation=int(d.accumulation),
+        memory_total=mem["total"],
+        compute_time_s=comp["time_s"],
+        communication_time_s=comm["total"]["time_s"],
+        activation_bytes=mem["activations"],
+        tp_communication_time_s=comm["tp"]["time_s"],
+        step_time_s=scale["step_time_s"],
+        efficiency=scale["efficiency"],
+        warnings=tuple(w.rule for w in warnings),
+    )

@@ -50,11 +50,11 @@ Examples
 """
 
 from ..parallel.pipeline.schedules import peak_inflight
+from .config.derived import pipeline_schedule
 
 __all__ = [
     "activation_bytes_per_layer",
     "in_flight_microbatches",
-    "pipeline_schedule",
     "model_state_bytes",
     "estimate",
 ]
@@ -98,13 +98,6 @@ def in_flight_microbatches(schedule, pp, microbatches, vpp=1, stage=0):
         return 1  # gradient accumulation alone finishes each micro-batch first
     name, v = pipeline_schedule(schedule, vpp)
     return _tidy(peak_inflight(name, pp, microbatches, v, stage=stage) / v)
-
-
-def pipeline_schedule(schedule, vpp):
-    """``(name, v)`` for the schedules' formulas: interleaving with v = 1 is plain 1F1B."""
-    if schedule == "interleaved" and vpp > 1:
-        return "interleaved", vpp
-    return ("gpipe" if schedule == "gpipe" else "1f1b"), 1
 
 
 def model_state_bytes(params_per_gpu, zero, shard_degree, precision="bf16"):

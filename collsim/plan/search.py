@@ -4,12 +4,14 @@ For a fixed world size, global batch and model, the search tries every tp (divid
 hidden size, the heads, the key/value heads and the ffn size), every pp (dividing what tp
 leaves), the dp that follows, every micro-batch size dividing global/dp, every ZeRO stage
 and every recompute choice; keeps those that pass every rule of :mod:`collsim.plan.rules`
-(memory included) and ranks them by estimated step time.  cp, vpp, sequence parallelism
-(when tp > 1), precision and schedule stay as given.  Data parallelism is Megatron-style
-here (ZeRO shards over all of dp; no HSDP split).
+(memory included) and ranks them by estimated step time, each a
+:class:`~collsim.plan.cost.Candidate`.  cp, vpp, sequence parallelism (when tp > 1),
+precision and schedule stay as given.  Data parallelism is Megatron-style here (ZeRO shards
+over all of dp; no HSDP split).  When nothing works at a world size and global batch,
+:func:`world_note` says why in plain words (the report and the search table print it).
 
 Every figure it ranks on is estimated from the model's shape (a preset, the given shape,
-or the GPT-3 shape a bare parameter count gets, see :mod:`collsim.plan.models`), so
+or the GPT-3 shape a bare parameter count gets, see :mod:`collsim.plan.config.presets`), so
 activation memory and TP traffic are never silently left out.  The search is bounded up
 front: more than :data:`MAX_EVALUATIONS` configurations to try is refused before any work,
 with the count and the bound named.
@@ -27,86 +29,15 @@ Examples
 8
 """
 
-from dataclasses import dataclass
+import math
 
 from ..errors import ConfigError
-from .cost import communication, compute, scaling
-from .derive import derive
+from .config.derived import derive, divisors, tp_choices
+from .cost import candidate
 from .memory import estimate
-from .numbers import divisors, tp_choices
-from .rules import check
+from .rules.checks import evaluate
 
-__all__ = ["Candidate", "search", "evaluate", "candidate", "shapes", "bound", "MAX_EVALUATIONS"]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One valid configuration with its estimates."""
-
-    config: object  # PlanConfig
-    dp: int
-    accumulation: int
-    memory_total: float  # bytes per GPU
-    compute_time_s: float
-    communication_time_s: float
-    activation_bytes: float  # the activation part of memory_total
-    tp_communication_time_s: float  # the tensor-parallel part of communication_time_s
-    step_time_s: float
-    efficiency: float
-    warnings: tuple = ()  # rule ids of the warnings it raises
-
-    def to_dict(self):
-        c = self.config
-        return {
-            "world_size": c.world_size,
-            "tp": c.tp,
-            "pp": c.pp,
-            "dp": self.dp,
-            "cp": c.cp,
-            "vpp": c.vpp,
-            "sp": c.sp,
-            "micro_batch": c.micro_batch,
-            "accumulation": self.accumulation,
-            "global_batch": c.global_batch,
-            "zero": c.zero,
-            "recompute": c.recompute,
-            "memory_total": self.memory_total,
-            "activation_bytes": self.activation_bytes,
-            "compute_time_s": self.compute_time_s,
-            "communication_time_s": self.communication_time_s,
-            "tp_communication_time_s": self.tp_communication_time_s,
-            "step_time_s": self.step_time_s,
-            "efficiency": self.efficiency,
-            "warnings": list(self.warnings),
-        }
-
-
-def evaluate(cfg):
-    """``(errors, warnings, d, mem)`` without hints: the fast path of search and suggest."""
-    d = derive(cfg)
-    mem = estimate(cfg, d)
-    errors, warnings = check(cfg, d, mem, explain=False)
-    return errors, warnings, d, mem
-
-
-def candidate(cfg, d, mem, warnings=()):
-    """A :class:`Candidate` with the cost estimates of an already valid ``cfg``."""
-    comm = communication(cfg, d)
-    comp = compute(cfg, d)
-    scale = scaling(cfg, d, comm, comp)
-    return Candidate(
-        config=cfg,
-        dp=int(d.dp),
-        accumulation=int(d.accumulation),
-        memory_total=mem["total"],
-        compute_time_s=comp["time_s"],
-        communication_time_s=comm["total"]["time_s"],
-        activation_bytes=mem["activations"],
-        tp_communication_time_s=comm["tp"]["time_s"],
-        step_time_s=scale["step_time_s"],
-        efficiency=scale["efficiency"],
-        warnings=tuple(w.rule for w in warnings),
-    )
+__all__ = ["search", "shapes", "bound", "world_note", "factor", "MAX_EVALUATIONS"]
 
 
 def search(cfg, *, top=None, limit=None, recommended=True, progress=None):
@@ -210,3 +141,90 @@ def _micro_batches(base, tp, pp, world, g, recommended):
 
 def _unrecommended(warnings):
     return any(w.rule in ("tp_node", "layers_pp") for w in warnings)
+
+
+def world_note(cfg, d=None, suggestions=True):
+    """A plain sentence when no configuration of this world size and global batch works.
+
+    "No configuration" means: no tp, pp, micro-batch, ZeRO stage or recompute choice, with
+    cp, vpp and sequence parallelism as given or switched off, passes every rule.
+    """
+    d = d or derive(cfg)
+    try:
+        if cfg.global_batch is None or _any_at_world(cfg, recommended=True):
+            return None
+        uneven = _any_at_world(cfg, recommended=False)
+    except ConfigError:  # the search is larger than its bound: say nothing rather than guess
+        return None
+    w, g = d.world, cfg.global_batch
+    dps = sorted(
+        {w // (t * p * v.cp) for v in _variants(cfg) for t, p in shapes(v, d, w, recommended=True)}
+    )
+    text = f"No configuration of {w} GPUs works for this model with global batch {g}"
+    if dps and all(g % x for x in dps):
+        common = math.gcd(*dps)
+        text += (
+            f": the data-parallel degrees {w} GPUs allow (tp dividing the heads and hidden size "
+            f"within a node, pp dividing the {cfg.layers} layers) are "
+            f"dp ∈ {{{', '.join(map(str, dps))}}}, "
+            f"and global batch = micro·dp·accumulation needs dp to divide {g}"
+        )
+        if common > 1 and g % common:
+            text += (
+                f"; every one of them is a multiple of {common} = {factor(common)}, "
+                f"and {g} = {factor(g)} is not"
+            )
+    else:
+        text += " that passes every rule (tp, pp, micro-batch, ZeRO stage and recompute all tried)"
+    text += "."
+    if uneven:
+        c = uneven.config
+        why = []
+        if cfg.layers and cfg.layers % (c.pp * c.vpp):
+            why.append(f"{cfg.layers} layers split unevenly over {c.pp * c.vpp} stages")
+        if c.tp > cfg.gpus_per_node:
+            why.append("TP across nodes")
+        text += (
+            f" Only configurations against Megatron-LM's recommendations would run, e.g. tp={c.tp} "
+            f"pp={c.pp} dp={uneven.dp} ({' and '.join(why)}); the planner does not suggest them."
+        )
+    return text + (
+        " The suggestions change the world size or the global batch." if suggestions else ""
+    )
+
+
+def _variants(cfg):
+    """cfg with cp, vpp and sp as given or switched off (the search holds them fixed)."""
+    seen = []
+    for cp in dict.fromkeys((cfg.cp, 1)):
+        for vpp in dict.fromkeys((cfg.vpp, 1)):
+            for sp in dict.fromkeys((cfg.sp, False)):
+                seen.append(cfg.replace(cp=cp, vpp=vpp, sp=sp, schedule=None))
+    return seen
+
+
+def _any_at_world(cfg, recommended):
+    for variant in _variants(cfg):
+        found = search(variant, limit=1, recommended=recommended)
+        if found:
+            return found[0]
+    return None
+
+
+def factor(n):
+    """Prime factorization as text: ``1536`` -> ``'2^9·3'``.
+
+    >>> factor(1536), factor(784)
+    ('2^9·3', '2^4·7^2')
+    """
+    parts, p = [], 2
+    while p * p <= n:
+        k = 0
+        while n % p == 0:
+            n, k = n // p, k + 1
+        if k:
+            parts.append(f"{p}^{k}" if k > 1 else str(p))
+        p += 1
+    if n > 1:
+        parts.append(str(n))
+    return "·".join(parts)

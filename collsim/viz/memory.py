@@ -46,9 +46,9 @@ def memory_figure(config=None, /, **inputs):
     mapping, a TOML/JSON path, or keyword settings).
     """
     from ..plan import as_config
-    from ..plan.derive import derive
+    from ..plan.config import derive
     from ..plan.memory import estimate
-    from ..plan.numbers import format_count
+    from ..plan.report import format_count
 
     cfg = as_config(config, **inputs)
     base = derive(cfg)

@@ -72,8 +72,8 @@ def scaling_rows(config=None, gpus=None, weak=False, batch_per_gpu=None, **input
     global batch or 1024).  ``weak=True`` scales the global batch with the data-parallel
     degree, ``batch_per_gpu`` sequences per data-parallel rank (default 4).
     """
+    from ..plan.config import derive
     from ..plan.cost import communication, compute, scaling
-    from ..plan.derive import derive
 
     cfg = _config(config, inputs)
     if cfg.global_batch is None:
@@ -232,7 +232,7 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
 
 
 def _model(cfg):
-    from ..plan.derive import derive
+    from ..plan.config import derive
 
     params = derive(cfg).params
     return f"{params / 1e9:.3g}B parameters" if params >= 1e9 else f"{params / 1e6:.3g}M parameters"

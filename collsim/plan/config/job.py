@@ -2,12 +2,13 @@
 
 Everything is in SI base units inside (bytes, bytes/s, seconds, FLOP/s); human strings
 (``"80GiB"``, ``"300GB/s"``, ``"2us"``, ``"150TFLOP/s"``, ``"175B"`` parameters) are
-accepted and parsed when a :class:`PlanConfig` is made.
+accepted and parsed when a :class:`PlanConfig` is made (:mod:`~collsim.plan.config.values`
+reads and bounds each one).  A model is a preset (``model``,
+:mod:`~collsim.plan.config.presets`), a complete shape, or a bare ``params`` that gets the
+nearest GPT-3 shape.  Files are read by :mod:`~collsim.plan.config.files`.
 
-Every count is a whole number from 1 up to its bound in :data:`MAXIMA` (so every search
-over divisors finishes in seconds); a model is a preset (``model``), a complete shape, or a
-bare ``params`` that gets the nearest GPT-3 shape (:mod:`collsim.plan.models`).  Files are
-read by :mod:`collsim.plan.files`.
+:meth:`PlanConfig.parallel` converts a plan into the mesh trainer's
+:class:`~collsim.parallel.config.ParallelConfig`.
 
 Examples
 --------
@@ -27,21 +28,34 @@ collsim.errors.ConfigError: world_size = 4611686018427387904 is above the planne
 """
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass
 
-from .. import units
-from ..errors import ConfigError
-from ..units import parse_rate, parse_size, parse_time
-from .models import SHAPE_FIELDS, assumed_shape, preset
-from .numbers import divisors
+from ...errors import ConfigError
+from ...units import parse_rate, parse_size, parse_time
+from .derived import divisors
+from .presets import SHAPE_FIELDS, assumed_shape, preset
+from .trainer import parallel_config
+from .values import (
+    ARCHITECTURES,
+    MAX_PARAMS,
+    MAXIMA,
+    POSITIVE_INTS,
+    PRECISIONS,
+    RECOMPUTE,
+    SCHEDULES,
+    choice,
+    flag,
+    parse_count,
+    parse_flops,
+    parsed,
+    whole,
+)
 
-__all__ = ["PlanConfig", "parse_count", "parse_flops", "RECOMPUTE", "SCHEDULES", "MAXIMA"]
+__all__ = ["PlanConfig", "DEFAULT_VOCAB", "DEFAULT_SEQ"]
 
-RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
-PRECISIONS = ("bf16", "fp16", "fp32")
+DEFAULT_VOCAB = 51200
+DEFAULT_SEQ = 2048
+_RULE_FIELDS = ("layers", "hidden", "heads", "model")
 
 
 @dataclass(frozen=True)
@@ -52,14 +66,14 @@ class PlanConfig:
     """
 
     # --- model: a preset (model), the shape (layers/hidden/heads), or params alone ------
-    model: str | None = None  # preset name, e.g. "llama2-7b" (collsim.plan.models.PRESETS)
+    model: str | None = None  # preset name, e.g. "llama2-7b" (collsim.plan.config.PRESETS)
     layers: int | None = None  # transformer layers L
     hidden: int | None = None  # hidden size h
     heads: int | None = None  # attention heads a
     kv_heads: int | None = None  # key/value heads g (grouped-query attention); None = heads
     ffn_hidden: int | None = None  # MLP inner size f; None = 4·hidden as in GPT
     gated_mlp: bool | None = None  # SwiGLU MLP (3 matrices h×f); None = False (the preset's)
-    architecture: str | None = None  # "gpt" or "llama" (see models.py); None = "gpt"
+    architecture: str | None = None  # "gpt" or "llama" (see presets.py); None = "gpt"
     vocab: int | None = None  # vocabulary V; None = 51200 (GPT-2's 50257 padded, as Megatron)
     seq: int | None = None  # sequence length s, tokens per sample; None = 2048
     params: float | None = None  # parameter count N; None = counted from the shape
@@ -96,21 +110,21 @@ class PlanConfig:
         set_ = object.__setattr__
         _fill_shape(self)
         given_memory = self.gpu_memory
-        set_(self, "gpu_memory", _parsed("gpu_memory", given_memory, parse_size))
+        set_(self, "gpu_memory", parsed("gpu_memory", given_memory, parse_size))
         if self.gpu_memory == 0:
             raise ConfigError(f"gpu_memory = {given_memory!r} must be more than 0 bytes")
         for name in ("intra_bandwidth", "inter_bandwidth"):
-            set_(self, name, _parsed(name, getattr(self, name), parse_rate))
+            set_(self, name, parsed(name, getattr(self, name), parse_rate))
         for name in ("intra_latency", "inter_latency"):
-            set_(self, name, _parsed(name, getattr(self, name), parse_time))
-        set_(self, "compute_rate", _parsed("compute_rate", self.compute_rate, parse_flops))
+            set_(self, name, parsed(name, getattr(self, name), parse_time))
+        set_(self, "compute_rate", parsed("compute_rate", self.compute_rate, parse_flops))
         if self.params is not None:
-            set_(self, "params", _parsed("params", self.params, parse_count))
-        for name in _POSITIVE_INTS:
+            set_(self, "params", parsed("params", self.params, parse_count))
+        for name in POSITIVE_INTS:
             value = getattr(self, name)
             if value is not None:
-                set_(self, name, _whole(name, value, MAXIMA[name]))
-        set_(self, "sp", _flag("sp", self.sp))
+                set_(self, name, whole(name, value, MAXIMA[name]))
+        set_(self, "sp", flag("sp", self.sp))
         if self.zero is not None:
             zero = 3 if isinstance(self.zero, str) and self.zero.lower() == "fsdp" else self.zero
             if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
@@ -118,12 +132,12 @@ class PlanConfig:
                     f"zero = {self.zero!r} must be a ZeRO stage 0, 1, 2 or 3 (or 'fsdp')"
                 )
             set_(self, "zero", int(zero))
-        _choice(self, "recompute", RECOMPUTE)
-        _choice(self, "precision", PRECISIONS)
+        _choose(self, "recompute", RECOMPUTE)
+        _choose(self, "precision", PRECISIONS)
         if self.schedule is not None:
-            _choice(self, "schedule", SCHEDULES)
-        set_(self, "gated_mlp", _flag("gated_mlp", self.gated_mlp))
-        _choice(self, "architecture", ARCHITECTURES)
+            _choose(self, "schedule", SCHEDULES)
+        set_(self, "gated_mlp", flag("gated_mlp", self.gated_mlp))
+        _choose(self, "architecture", ARCHITECTURES)
         if self.params is None and (self.layers is None or self.hidden is None):
             raise ConfigError(
                 "the model is not described: give model (e.g. 'llama2-7b'), params "
@@ -171,24 +185,26 @@ class PlanConfig:
         """The inputs as plain data, in base units."""
         return dataclasses.asdict(self)
 
+    def parallel(self, **overrides):
+        """The mesh trainer's :class:`~collsim.parallel.config.ParallelConfig` for this plan.
 
-_POSITIVE_INTS = (
-    "layers hidden heads kv_heads ffn_hidden vocab seq world_size gpus_per_node tp pp dp cp "
-    "vpp dp_replicate dp_shard global_batch micro_batch accumulation"
-).split()
+        dp, tp, pp, vpp and sp keep their names; ``microbatches`` is the accumulation
+        (Megatron's ``num_microbatches``) and ``schedule`` the plan's, derived as the
+        planner derives them.  ``overrides`` set any ParallelConfig field (pass times
+        ``t_f``/``t_b``/``t_w``, ``bucket_bytes``, or a schedule).  A plan the trainer cannot
+        run yet (cp > 1, a ZeRO stage > 0) or whose counts are not whole raises a
+        ConfigError naming the value.
 
-ARCHITECTURES = ("gpt", "llama")
-DEFAULT_VOCAB = 51200
-DEFAULT_SEQ = 2048
-# Upper bounds on every count, so that every search over divisors and suggestions finishes
-# in seconds (the largest published job is tens of thousands of GPUs, 126 layers, 2^17 tokens)
-_GPUS = 2**20
-MAXIMA = dict(world_size=_GPUS, tp=_GPUS, pp=_GPUS, dp=_GPUS, cp=_GPUS, dp_replicate=_GPUS,
-              dp_shard=_GPUS, gpus_per_node=1024, vpp=1024, layers=2**14, hidden=2**20,
-              ffn_hidden=2**22, heads=2**16, kv_heads=2**16, vocab=2**24, seq=2**24,
-              global_batch=2**24, micro_batch=2**24, accumulation=2**24)  # fmt: skip
-MAX_PARAMS = 1e15  # thousands of times GPT-3 175B: far past any model
-_RULE_FIELDS = ("layers", "hidden", "heads", "model")
+        >>> cfg = PlanConfig(world_size=8, tp=2, pp=2, layers=4, hidden=64, heads=4,
+        ...                  global_batch=8)
+        >>> cfg.parallel(t_f=0.002)  # doctest: +ELLIPSIS
+        ParallelConfig(dp=2, tp=2, pp=2, microbatches=4, schedule='1f1b', vpp=1, sp=False, ...)
+        """
+        return parallel_config(self, **overrides)
+
+
+def _choose(cfg, name, choices):
+    object.__setattr__(cfg, name, choice(name, getattr(cfg, name), choices))
 
 
 def _fill_shape(cfg):
@@ -209,7 +225,7 @@ def _fill_shape(cfg):
     elif cfg.assumed_shape is not None or (
         cfg.params is not None and cfg.layers is None and cfg.hidden is None and cfg.heads is None
     ):
-        params = _parsed("params", cfg.params, parse_count) if cfg.params is not None else None
+        params = parsed("params", cfg.params, parse_count) if cfg.params is not None else None
         if params is None:
             set_(cfg, "assumed_shape", None)
         else:
@@ -224,82 +240,3 @@ def _fill_shape(cfg):
         set_(cfg, "gated_mlp", False)
     if cfg.architecture is None:
         set_(cfg, "architecture", "gpt")
-
-
-_COUNT_RE = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([KkMBbGTt]?)$")
-_COUNT_PREFIX = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "b": 1e9, "G": 1e9}
-_COUNT_PREFIX.update({"T": 1e12, "t": 1e12})
-_SI = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-
-
-def parse_count(text):
-    """A parameter count: ``"175B"`` (billion), ``"350M"``, ``7e9``.
-
-    >>> parse_count("1.3B"), parse_count("350M"), parse_count(1024)
-    (1300000000.0, 350000000.0, 1024.0)
-    """
-    if isinstance(text, bool):
-        raise ConfigError(f"{text!r} is not a count")
-    if isinstance(text, int | float):
-        value = float(text)
-    else:
-        match = _COUNT_RE.match(str(text).strip())
-        if not match:
-            raise ConfigError(f"cannot read count {text!r}: expected e.g. '7B', '350M' or 7e9")
-        value = float(match.group(1)) * _COUNT_PREFIX[match.group(2)]
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"count {text!r} must be a finite number > 0")
-    if value > MAX_PARAMS:
-        raise ConfigError(f"count {text!r} is above the planner's limit of {MAX_PARAMS:g}")
-    return value
-
-
-def parse_flops(text):
-    """FLOP per second, as :func:`collsim.units.parse_flops` reads it, but finite: the
-    planner divides by it.
-
-    >>> parse_flops("150TFLOP/s")
-    150000000000000.0
-    """
-    value = units.parse_flops(text)
-    if math.isinf(value):
-        raise ConfigError(f"compute rate {text!r} must be finite for the planner")
-    return value
-
-
-def _parsed(name, value, parser):
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return parser(value)
-    try:
-        return parser(value)
-    except ConfigError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
-
-
-def _whole(name, value, maximum):
-    given = value
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} = {given!r} must be a whole number >= 1")
-    if value > maximum:
-        raise ConfigError(
-            f"{name} = {given!r} is above the planner's limit of {maximum} (2^"
-            f"{maximum.bit_length() - 1}), which keeps its searches within seconds"
-        )
-    return value
-
-
-def _flag(name, value):
-    if isinstance(value, bool):
-        return value
-    if value in (0, 1):
-        return bool(value)
-    raise ConfigError(f"{name} = {value!r} must be true or false")
-
-
-def _choice(cfg, name, choices):
-    value = getattr(cfg, name)
-    if not isinstance(value, str) or value.lower() not in choices:
-        raise ConfigError(f"{name} = {value!r}: choose one of {', '.join(choices)}")
-    object.__setattr__(cfg, name, value.lower())

@@ -22,15 +22,14 @@ Examples
 """
 
 import itertools
-import math
 from dataclasses import dataclass
 
-from ..errors import ConfigError
-from .derive import derive
-from .numbers import divisors, factor, tp_choices
-from .search import candidate, evaluate, search, shapes
+from ...errors import ConfigError
+from ..config.derived import derive, divisors, tp_choices
+from ..cost import candidate
+from .checks import evaluate
 
-__all__ = ["Suggestion", "suggest", "world_note", "settings_of"]
+__all__ = ["Suggestion", "suggest", "settings_of"]
 
 _CATEGORICAL = {
     "zero": (0, 1, 2, 3),
@@ -59,7 +58,7 @@ class Suggestion:
     """A valid configuration and the settings it changes (name -> (old, new))."""
 
     changes: dict
-    candidate: object  # search.Candidate with the configuration and its estimates
+    candidate: object  # cost.Candidate with the configuration and its estimates
 
     @property
     def config(self):
@@ -291,71 +290,3 @@ def _repair_accumulation(s, original):
         return []
     m0, p = original["accumulation"], s["pp"]
     return [m for m in ((m0 // p) * p, (m0 // p + 1) * p) if m > 0 and m != m0]
-
-
-def world_note(cfg, d=None, suggestions=True):
-    """A plain sentence when no configuration of this world size and global batch works.
-
-    "No configuration" means: no tp, pp, micro-batch, ZeRO stage or recompute choice, with
-    cp, vpp and sequence parallelism as given or switched off, passes every rule.
-    """
-    d = d or derive(cfg)
-    try:
-        if cfg.global_batch is None or _any_at_world(cfg, recommended=True):
-            return None
-        uneven = _any_at_world(cfg, recommended=False)
-    except ConfigError:  # the search is larger than its bound: say nothing rather than guess
-        return None
-    w, g = d.world, cfg.global_batch
-    dps = sorted(
-        {w // (t * p * v.cp) for v in _variants(cfg) for t, p in shapes(v, d, w, recommended=True)}
-    )
-    text = f"No configuration of {w} GPUs works for this model with global batch {g}"
-    if dps and all(g % x for x in dps):
-        common = math.gcd(*dps)
-        text += (
-            f": the data-parallel degrees {w} GPUs allow (tp dividing the heads and hidden size "
-            f"within a node, pp dividing the {cfg.layers} layers) are "
-            f"dp ∈ {{{', '.join(map(str, dps))}}}, "
-            f"and global batch = micro·dp·accumulation needs dp to divide {g}"
-        )
-        if common > 1 and g % common:
-            text += (
-                f"; every one of them is a multiple of {common} = {factor(common)}, "
-                f"and {g} = {factor(g)} is not"
-            )
-    else:
-        text += " that passes every rule (tp, pp, micro-batch, ZeRO stage and recompute all tried)"
-    text += "."
-    if uneven:
-        c = uneven.config
-        why = []
-        if cfg.layers and cfg.layers % (c.pp * c.vpp):
-            why.append(f"{cfg.layers} layers split unevenly over {c.pp * c.vpp} stages")
-        if c.tp > cfg.gpus_per_node:
-            why.append("TP across nodes")
-        text += (
-            f" Only configurations against Megatron-LM's recommendations would run, e.g. tp={c.tp} "
-            f"pp={c.pp} dp={uneven.dp} ({' and '.join(why)}); the planner does not suggest them."
-        )
-    return text + (
-        " The suggestions change the world size or the global batch." if suggestions else ""
-    )
-
-
-def _variants(cfg):
-    """cfg with cp, vpp and sp as given or switched off (the search holds them fixed)."""
-    seen = []
-    for cp in dict.fromkeys((cfg.cp, 1)):
-        for vpp in dict.fromkeys((cfg.vpp, 1)):
-            for sp in dict.fromkeys((cfg.sp, False)):
-                seen.append(cfg.replace(cp=cp, vpp=vpp, sp=sp, schedule=None))
-    return seen
-
-
-def _any_at_world(cfg, recommended):
-    for variant in _variants(cfg):
-        found = search(variant, limit=1, recommended=recommended)
-        if found:
-            return found[0]
-    return None

@@ -42,9 +42,17 @@ import difflib
 import math
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
-__all__ = ["ModelShape", "PRESETS", "GPT3_ROWS", "preset", "assumed_shape", "SHAPE_FIELDS"]
+__all__ = [
+    "ModelShape",
+    "PRESETS",
+    "GPT3_ROWS",
+    "preset",
+    "assumed_shape",
+    "shape_note",
+    "SHAPE_FIELDS",
+]
 
 #: the PlanConfig fields a preset fills in
 SHAPE_FIELDS = "layers hidden heads kv_heads ffn_hidden vocab seq gated_mlp architecture".split()

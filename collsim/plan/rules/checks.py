@@ -1,39 +1,8 @@
 """Every rule a parallel configuration must satisfy, checked together and explained.
 
-Frameworks stop at their first failed assertion; the planner reports all of them, each
-with the numbers and a hint naming the nearest valid choices.  The rules whose hint needs
-a search (the pp values that divide what tp leaves of the world, the nearest world sizes,
-the batches that divide, the single changes that make the memory fit) have it at the end.
-
-=====================  ========  ===========================================================
-rule                   kind      what must hold (source)
-=====================  ========  ===========================================================
-world_size             error     world = tp·pp·cp·dp (Megatron-LM's initialize; cp as in
-                                 Megatron-Core's parallel_state)
-dp_replicate_shard     error     dp = dp_replicate·dp_shard (Accelerate ParallelismConfig)
-accelerate_replicate   error     Accelerate sizes: tp or cp > 1 with dp_replicate > 1 needs
-                                 dp_shard > 1 (ParallelismConfig.__post_init__ raises)
-global_batch           error     global batch = micro·dp·accumulation (Megatron-LM arguments)
-hidden_tp              error     hidden divisible by tp (Megatron-LM arguments)
-heads_tp               error     heads divisible by tp (Megatron-LM arguments)
-kv_heads_tp            error     key/value heads divisible by tp (Megatron-LM: num_query_groups
-                                 % tensor_model_parallel_size == 0)
-ffn_tp                 error     ffn hidden divisible by tp (Megatron column split)
-pp_layers              error     pp <= layers: every stage needs a layer
-layers_pp              warning   layers divisible by pp, else stages are unbalanced (Megatron-LM
-                                 requires it unless the stage sizes are given)
-layers_vpp             error     with virtual stages v > 1: layers divisible by pp·v
-vpp_pp                 error     with v > 1: pp >= 2
-vpp_microbatches       error     with v > 1: micro-batches per step a multiple of pp
-sp_tp                  error     sequence parallel needs tp > 1 (Korthikanti et al. 2022)
-sp_seq                 error     with sp: the sequence a TP group holds (seq/cp) divisible by tp
-cp_seq                 error     with cp > 1: seq divisible by 2·cp (load-balanced ring attention)
-tp_node                warning   tp <= GPUs per node (Narayanan et al. 2021, §3.3; Accelerate's
-                                 ND-parallel guide keeps TP inside a node)
-memory                 error     the estimated memory per GPU fits the GPU
-bubble                 warning   with pp > 1: at least pp micro-batches per step
-zero_unsharded         warning   a ZeRO stage > 0 over a sharding degree of 1 shards nothing
-=====================  ========  ===========================================================
+The rules, their kinds and sources are listed in :mod:`collsim.plan.rules`; each check
+below yields a :class:`Finding` with the numbers, and a hint from :mod:`.hints` naming the
+nearest valid choices.
 
 Examples
 --------
@@ -48,12 +17,13 @@ keep tp=8: pp must divide 784/8 = 98: pp=1 (dp=98), pp=2 (dp=49), pp=7 (dp=14, u
 
 from dataclasses import dataclass
 
-from ..units import format_rate, format_size
-from .derive import derive
-from .memory import estimate
-from .numbers import divisors, show, tp_choices
+from ...units import format_rate, format_size
+from ..config.derived import derive, divisors, show, tp_choices
+from ..cost import pipeline_bubble
+from ..memory import estimate
+from .hints import batch_hint, memory_hint, world_hint
 
-__all__ = ["Finding", "check", "RULES"]
+__all__ = ["Finding", "check", "evaluate", "RULES"]
 
 RULES = (
     "world_size dp_replicate_shard accelerate_replicate global_batch hidden_tp heads_tp "
@@ -89,6 +59,14 @@ def check(cfg, d=None, mem=None, explain=True):
     for rule in _CHECKS:
         found.extend(rule(cfg, d, mem, explain))
     return [f for f in found if f.severity == "error"], [f for f in found if f.severity != "error"]
+
+
+def evaluate(cfg):
+    """``(errors, warnings, d, mem)`` without hints: the fast path of search and suggest."""
+    d = derive(cfg)
+    mem = estimate(cfg, d)
+    errors, warnings = check(cfg, d, mem, explain=False)
+    return errors, warnings, d, mem
 
 
 def _world(cfg, d, mem, explain):
@@ -258,11 +236,11 @@ def _pipeline(cfg, d, mem, explain):
             f"accumulation {near}" if explain else "",
         )
     if p > 1 and m < p:
-        bubble = (p - 1) / (m + p - 1)
+        form = "(p-1)/(v·m+p-1)" if d.schedule == "interleaved" and v > 1 else "(p-1)/(m+p-1)"
         yield Finding(
             "bubble",
             f"only {show(m)} micro-batches per step for pp={p} stages: the pipeline "
-            f"never fills and the bubble is (p-1)/(m+p-1) = {bubble:.0%} of the step",
+            f"never fills and the bubble is {form} = {pipeline_bubble(cfg, d):.0%} of the step",
             f"use at least {p} micro-batches per step (accumulation ≥ {p})" if explain else "",
             "warning",
         )
@@ -336,78 +314,3 @@ def _memory(cfg, d, mem, explain):
 
 
 _CHECKS = (_world, _batch, _tensor, _pipeline, _sequence, _placement, _memory)
-
-
-# -- the hints that search for the nearest valid choices -------------------------------------
-
-
-def world_hint(cfg, d):
-    w, tp, pp, cp = cfg.world_size, cfg.tp, cfg.pp, cfg.cp
-    parts = []
-    cp_txt = f"·{cp}" if cp > 1 else ""
-    if w % (tp * cp) == 0:
-        rest = w // (tp * cp)
-        options, too_deep = [], []
-        for p in divisors(rest):
-            if cfg.layers and p > cfg.layers:
-                too_deep.append(str(p))
-                continue
-            uneven = ", uneven" if cfg.layers and cfg.layers % p else ""
-            options.append(f"pp={p} (dp={rest // p}{uneven})")
-        text = f"keep tp={tp}: pp must divide {w}/{tp}{cp_txt} = {rest}: " + ", ".join(options)
-        if too_deep:
-            text += f"; pp={', '.join(too_deep)} would exceed the {cfg.layers} layers"
-        parts.append(text)
-    else:
-        parts.append(f"tp={tp} does not divide {w} either")
-    if w % (pp * cp) == 0:
-        rest = w // (pp * cp)
-        tps = [t for t in tp_choices(cfg, d, limit=max(rest, 1)) if rest % t == 0 and t != tp]
-        if tps:
-            shown = ", ".join(f"tp={t} (dp={rest // t})" for t in tps[:6])
-            parts.append(f"keep pp={pp}: {shown}")
-    q = tp * pp * cp
-    lower, upper = (w // q) * q, (w // q + 1) * q
-    near = [f"{x} GPUs (dp={x // q})" for x in (lower, upper) if x > 0]
-    parts.append("or use " + " or ".join(near))
-    return "; ".join(parts)
-
-
-def batch_hint(cfg, d):
-    g, dp = cfg.global_batch, int(d.dp)
-    b = int(d.micro_batch) if d.whole["micro_batch"] else 1
-    step = b * dp
-    lower, upper = (g // step) * step, (g // step + 1) * step
-    near = " or ".join(f"{x} (accumulation {x // step})" for x in (lower, upper) if x > 0)
-    text = f"global batches that work with micro-batch {b} and dp={dp}: {near}"
-    if g % dp:
-        return f"dp={dp} must divide the global batch {g}; {text}"
-    micros = ", ".join(f"{x} (accumulation {g // dp // x})" for x in divisors(g // dp)[:8])
-    return f"{text}; or keep {g} with micro-batch {micros}"
-
-
-def memory_hint(cfg):
-    """Single changes that would make the memory fit."""
-    tries = [{"zero": z} for z in (1, 2, 3) if z > (derive(cfg).zero)]
-    tries += [{"recompute": r} for r in ("selective", "full") if r != cfg.recompute]
-    if cfg.tp > 1 and not cfg.sp:
-        tries.append({"sp": True})
-    if cfg.micro_batch and cfg.micro_batch > 1:
-        tries.append({"micro_batch": 1})
-    fits = []
-    for change in tries:
-        try:
-            keep_global = "micro_batch" in change and cfg.global_batch is not None
-            other = cfg.replace(**change, **({"accumulation": None} if keep_global else {}))
-        except ValueError:
-            continue
-        total = estimate(other, derive(other))
-        if total["fits"]:
-            what = ", ".join(f"{k}={v}" for k, v in change.items())
-            fits.append(f"{what} ({format_size(total['total'])})")
-    if fits:
-        return "fits with " + "; or ".join(fits)
-    return (
-        "no single change fits: shard more (zero, tp, pp) and recompute activations; "
-        "see the suggestions"
-    )

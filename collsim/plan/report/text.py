@@ -1,17 +1,8 @@
-"""The planner's answer: a :class:`Report` that prints for people and converts to JSON.
+"""The report as text: every number with its unit, every rule with its numbers.
 
-:func:`render` writes a report as text, every number with its unit and every rule with its
-numbers (what ``print(report)`` and ``collsim plan`` show); :func:`search_table` writes the
-``--search`` table.
-
-``to_dict()`` keys (schema ``collsim.plan/1``): ``valid``, ``violations`` and ``warnings``
-(each ``rule``, ``message``, ``hint``), ``notes``, ``suggestions`` (each ``changes`` and a
-complete ``config``, best first), ``derived`` (dp, accumulation, ...), ``memory`` (bytes
-per GPU: ``params``, ``grads``, ``optimizer``, ``activations``, ``total``,
-``activations_per_layer`` for one micro-batch, ...), ``communication`` (per dimension
-``tp``/``cp``/``dp``/``pp``: ``bytes_per_rank`` and ``time_s`` per step and ``ops`` by
-name), ``compute``, ``scaling`` and ``step_time_s``, plus the ``config`` it answers.
-Infinite ratios become ``null``.
+:func:`render` writes what ``print(report)`` and ``collsim plan`` show, in sections (header,
+findings, memory, communication, time); :func:`format_count` and :func:`format_flops` write
+parameter counts and FLOPs as the report, the search table and the memory picture print them.
 
 Examples
 --------
@@ -19,108 +10,37 @@ Examples
 >>> report = plan(model="llama2-7b", world_size=8, global_batch=8)
 >>> print(render(report).splitlines()[0])
 collsim plan: INVALID: 1 rule(s) broken, 0 warning(s)
->>> str(report) == render(report), report.to_dict()["valid"]
-(True, False)
+>>> str(report) == render(report)
+True
+>>> format_count(174.6e9), format_flops(3.3e18), format_flops(1.5e14, per_second=True)
+('174.6 B', '3.3 EFLOP', '150 TFLOP/s')
 """
 
-import json
-import math
-from dataclasses import dataclass, field
+from ... import units
+from ...units import format_rate, format_size, format_time
+from ..config.derived import show as _n
 
-from ..units import format_rate, format_size, format_time
-from .derive import derive
-from .models import PRESETS
-from .numbers import format_count, format_flops
-from .numbers import show as _n
-from .suggest import world_note
-
-__all__ = ["Report", "render", "search_table"]
-
-SCHEMA = "collsim.plan/1"
+__all__ = ["render", "format_count", "format_flops"]
 
 
-@dataclass
-class Report:
-    """What :func:`collsim.plan.plan` found out about one configuration."""
-
-    config: object  # PlanConfig
-    resolved: object  # the Derived values (report.derived is the same as a dict)
-    violations: list
-    warnings: list
-    memory: dict
-    communication: dict
-    compute: dict
-    scaling: dict
-    suggestions: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-
-    @property
-    def valid(self):
-        return not self.violations
-
-    @property
-    def step_time_s(self):
-        return self.scaling["step_time_s"]
-
-    @property
-    def derived(self):
-        d = self.resolved
-        return {
-            "world_size": d.world,
-            "dp": d.dp,
-            "dp_replicate": d.dp_replicate,
-            "dp_shard": d.dp_shard,
-            "shard_degree": d.shard_degree,
-            "zero": d.zero,
-            "micro_batch": d.micro_batch,
-            "accumulation": d.accumulation,
-            "global_batch": d.global_batch,
-            "params": d.params,
-            "params_from_shape": d.params_from_shape,
-            "ffn_hidden": d.ffn_hidden,
-            "layers_per_stage": d.layers_per_stage,
-            "nodes": d.nodes,
-            "tokens_per_step": d.tokens_per_step,
-            "schedule": d.schedule,
-            "element_bytes": d.elem,
-        }
-
-    def to_dict(self):
-        data = {
-            "schema": SCHEMA,
-            "valid": self.valid,
-            "violations": [f.to_dict() for f in self.violations],
-            "warnings": [f.to_dict() for f in self.warnings],
-            "notes": list(self.notes),
-            "suggestions": [s.to_dict() for s in self.suggestions],
-            "derived": self.derived,
-            "memory": self.memory,
-            "communication": self.communication,
-            "compute": self.compute,
-            "scaling": self.scaling,
-            "step_time_s": self.step_time_s,
-            "config": self.config.to_dict(),
-        }
-        return _finite(data)
-
-    def to_json(self, indent=2):
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
-
-    def __str__(self):
-        return render(self)
+def format_count(n):
+    """``174.6e9`` -> ``'174.6 B'`` (B = billion, as parameter counts are written)."""
+    for prefix, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= factor:
+            return f"{n / factor:.4g} {prefix}"
+    return f"{n:.4g}"
 
 
-def _finite(x):
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
-# -- the report as text ----------------------------------------------------------------------
+def format_flops(n, per_second=False):
+    """``3.3e18`` -> ``'3.3 EFLOP'``; ``1.5e14, per_second=True`` -> ``'150 TFLOP/s'``
+    (rates are :func:`collsim.units.format_flops`'s)."""
+    if per_second:
+        return units.format_flops(n)
+    unit = "FLOP"
+    for prefix, factor in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if abs(n) >= factor:
+            return f"{n / factor:.4g} {prefix}{unit}"
+    return f"{n:.4g} {unit}"
 
 
 def render(report):
@@ -298,84 +218,3 @@ def _time(r):
         f"({s['efficiency_overlapped']:.1%} with DP overlapped)"
     )
     return lines
-
-
-_COLUMNS = ("#", "tp", "pp", "dp", "micro", "accum", "ZeRO", "recompute", "memory/GPU",
-            "activ.", "compute", "TP comm", "comm", "step", "eff.")  # fmt: skip
-_WIDTHS = (4, 4, 4, 5, 6, 6, 5, 10, 11, 10, 10, 10, 10, 10, 6)
-
-
-def model_name(cfg, d):
-    """``'llama2-7b (6.738 B parameters)'`` or ``'the 7 B-parameter model'``."""
-    if cfg.model:
-        return f"{cfg.model} ({format_count(d.params)} parameters)"
-    return f"the {format_count(d.params)}-parameter model"
-
-
-def search_rows(candidates):
-    """The printed cells of each candidate, rows identical in every column merged.
-
-    Returns ``(rows, merged)``: a list of (first rank, last rank, cells) and how many
-    candidates were folded into an identical earlier row.
-    """
-    rows, seen, merged = [], {}, 0
-    for i, k in enumerate(candidates, 1):
-        c = k.config
-        cells = (
-            c.tp, c.pp, k.dp, c.micro_batch, k.accumulation, c.zero, c.recompute,
-            format_size(k.memory_total), format_size(k.activation_bytes),
-            format_time(k.compute_time_s), format_time(k.tp_communication_time_s),
-            format_time(k.communication_time_s), format_time(k.step_time_s),
-            f"{k.efficiency:.0%}",
-        )  # fmt: skip
-        cells = tuple(str(x) for x in cells)
-        if cells in seen:
-            merged += 1
-            continue
-        seen[cells] = True
-        rows.append((i, cells))
-    return rows, merged
-
-
-def search_table(cfg, candidates, total):
-    """The ``--search`` table: one row per valid configuration, fastest first."""
-    d = derive(cfg)
-    g = cfg.global_batch if cfg.global_batch is not None else _n(d.global_batch)
-    model = model_name(cfg, d)
-    head = f"{total} valid configurations of {d.world} GPUs for {model}, global batch {g}"
-    shape = _shape_line(cfg, d)
-    if not candidates:
-        note = world_note(cfg, d, suggestions=False) if cfg.global_batch is not None else None
-        return "\n".join([head, shape] + ([note] if note else []))
-    lines = [head + f"; the {len(candidates)} fastest by estimated step time:", shape, ""]
-    lines.append("".join(f"{c:>{w}}" for c, w in zip(_COLUMNS, _WIDTHS)))
-    rows, merged = search_rows(candidates)
-    for rank, cells in rows:
-        lines.append("".join(f"{str(v):>{w}}" for v, w in zip((rank, *cells), _WIDTHS)))
-    lines += [
-        "",
-        "memory/GPU of the busiest stage, activ. its activations (Korthikanti et al. 2022); "
-        "step = compute + communication, nothing overlapped; "
-        "eff. = 6·N·tokens / (GPUs · compute rate · step)",
-    ]
-    if merged:
-        lines.append(f"{merged} configuration(s) identical in every column to a row above left out")
-    return "\n".join(lines)
-
-
-def _shape_line(cfg, d):
-    """Which shape the estimates use, and where it came from."""
-    kv = f", {cfg.kv_groups} kv heads" if cfg.kv_groups != cfg.heads else ""
-    gated = ", gated MLP" if cfg.gated_mlp else ""
-    text = (
-        f"shape: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads} heads{kv}, "
-        f"ffn {d.ffn_hidden}{gated}, vocab {cfg.vocab}, sequence {cfg.seq}"
-    )
-    if cfg.model:
-        text += f" (preset {cfg.model}: {PRESETS[cfg.model].source})"
-    elif cfg.assumed_shape:
-        text += (
-            f" (assumed: only the parameter count was given; the nearest row of GPT-3's "
-            f"Table 2.1, {cfg.assumed_shape}, Brown et al. 2020)"
-        )
-    return text

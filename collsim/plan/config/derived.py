@@ -1,5 +1,6 @@
 """Quantities that follow from a :class:`~collsim.plan.config.PlanConfig`: dp, the batch
-triple, the parameter count, layers per stage, the ZeRO sharding group.
+triple, the parameter count, layers per stage, the ZeRO sharding group, the pipeline
+schedule the closed forms take, and what divides what (the tp values a shape allows).
 
 Values that a broken rule makes fractional (dp = 784 / 32 = 24.5) stay fractional here,
 so the rules can show them and the estimates stay indicative; ``whole`` says which are
@@ -28,12 +29,23 @@ Examples
 (24.5, 62.69387755102041, False)
 >>> round(d.params / 1e9, 1)
 174.6
+>>> show(d.dp), divisors(98)
+('24.5', [1, 2, 7, 14, 49, 98])
 """
 
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["Derived", "derive", "count_params", "element_bytes"]
+__all__ = [
+    "Derived",
+    "derive",
+    "count_params",
+    "element_bytes",
+    "pipeline_schedule",
+    "divisors",
+    "tp_choices",
+    "show",
+]
 
 
 @dataclass(frozen=True)
@@ -185,3 +197,36 @@ def _is_whole(x):
 def _tidy(x):
     """An int when ``x`` is whole (so 24.0 prints as 24), else the float."""
     return int(round(x)) if _is_whole(x) else float(x)
+
+
+def pipeline_schedule(schedule, vpp):
+    """``(name, v)`` for the schedules' formulas: interleaving with v = 1 is plain 1F1B.
+
+    >>> pipeline_schedule("interleaved", 2), pipeline_schedule("interleaved", 1)
+    (('interleaved', 2), ('1f1b', 1))
+    """
+    if schedule == "interleaved" and vpp > 1:
+        return "interleaved", vpp
+    return ("gpipe" if schedule == "gpipe" else "1f1b"), 1
+
+
+def divisors(n):
+    """Positive divisors of ``n`` in ascending order."""
+    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
+    return sorted(set(small + [n // i for i in small]))
+
+
+def tp_choices(cfg, d, limit=None):
+    """tp values that divide hidden, heads, key/value heads and ffn hidden, up to ``limit``
+    (default: GPUs per node, or the configured tp if larger)."""
+    limit = limit or max(cfg.gpus_per_node, cfg.tp)
+    if not cfg.hidden:
+        return [t for t in divisors(limit)]
+    common = math.gcd(cfg.hidden, cfg.heads, cfg.kv_groups, d.ffn_hidden)
+    return [t for t in divisors(common) if t <= limit]
+
+
+def show(x):
+    """A derived count as the rules and the report write it: 24 for 24.0, else four
+    significant digits (a broken rule leaves dp = 24.5)."""
+    return str(int(round(x))) if float(x).is_integer() else f"{x:.4g}"

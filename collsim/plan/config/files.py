@@ -22,8 +22,8 @@ import stat
 import tomllib
 from pathlib import Path
 
-from ..errors import ConfigError
-from .config import PlanConfig
+from ...errors import ConfigError
+from .job import PlanConfig
 
 __all__ = ["load_config", "config_from_mapping", "ALIASES", "MAX_CONFIG_BYTES", "MAX_DEPTH"]
 
