@@ -372,3 +372,19 @@ def describe_cycle(cycle: list[str], edges: list[Import]) -> str:
         for edge in edges
         if edge.importer == importer and edge.target == target
     )
+
+
+def test_readme_layer_table_matches_the_folders_and_the_layer_order():
+    """README's "How it is built" names every layer, in this file's order, with its folder."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## How it is built", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`collsim" in line]
+    named, folders = [], []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        named += [n.strip() for n in cells[0].split(",")]
+        folders += [f.strip("`/ ") for f in cells[1].split(",")]
+    assert named == [layer for layer in LAYERS if layer != "entry"]
+    on_disk = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    on_disk |= {p.name for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert on_disk == {Path(folder).name for folder in folders}  # every folder, nothing else
