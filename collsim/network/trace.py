@@ -1,8 +1,9 @@
-"""What happened: every transfer and compute span, and the accounting read from them.
+"""What happened: every transfer, compute span and memory event, and the accounting read
+from them.
 
-A :class:`Trace` is the single record of a run.  Byte counts (:class:`Stats`), the
-step-through view, every picture and the Chrome/Perfetto export all read it; nothing
-counts on the side.
+A :class:`Trace` is the single record of a run.  Byte counts (:class:`Stats`), memory
+timelines and peaks (:mod:`collsim.network.memory`), the step-through view, every picture
+and the Chrome/Perfetto export all read it; nothing counts on the side.
 
 Examples
 --------
@@ -24,6 +25,7 @@ from collections import namedtuple
 from dataclasses import asdict, dataclass, field, is_dataclass
 
 from ..units import format_size, format_time
+from .memory import CATEGORIES, replay
 
 __all__ = ["Trace", "Stats", "Transfer", "Compute"]
 
@@ -71,12 +73,14 @@ class Stats:
 
 
 class Trace:
-    """Transfers and compute spans in the order they ended."""
+    """Transfers and compute spans in the order they ended, and memory events
+    (``memory``: :class:`~collsim.network.memory.MemoryEvent`) in the order recorded."""
 
     def __init__(self):
         self._raw = []  # plain tuples: a run may record millions of transfers
         self._transfers = None
         self.computes = []
+        self.memory = []  # what rank.alloc and rank.free recorded (collsim.runtime.memory)
 
     @property
     def transfers(self):
@@ -99,8 +103,13 @@ class Trace:
     def add_compute(self, rank, start, end, label, meta=None):
         self.computes.append(Compute(rank, start, end, label, meta))
 
+    def add_memory(self, event):
+        """Record one :class:`~collsim.network.memory.MemoryEvent` (an allocation or a
+        release)."""
+        self.memory.append(event)
+
     def __len__(self):
-        """Records: transfers and compute spans."""
+        """Records: transfers and compute spans (memory events are in ``memory``)."""
         return len(self._raw) + len(self.computes)
 
     def __iter__(self):
@@ -119,6 +128,9 @@ class Trace:
             starts = [r[4] for r in self._raw] + [c.start for c in self.computes]
             ends = [r[5] for r in self._raw] + [c.end for c in self.computes]
             parts.append(f"{format_time(min(starts))} .. {format_time(max(ends))}")
+        if self.memory:  # a run that never allocates prints as it always did
+            k = len(self.memory)
+            parts.append(f"{k:,} memory event{'' if k == 1 else 's'}")
         return f"Trace({', '.join(parts)})"
 
     def stats(self, n_ranks):
@@ -161,6 +173,9 @@ class Trace:
             name = t.label or "transfer"
             events.append(_span(f"{name} -> r{t.dst}", t.src, 1, t.start, t.end, args))
             events.append(_span(f"{name} <- r{t.src}", t.dst, 2, t.start, t.end, args))
+        for event, held in replay(self.memory):
+            ranks.add(event.rank)
+            events.append(_counter(event.rank, event.time, held))
         meta = []
         for r in sorted(ranks):
             meta.append(
@@ -187,6 +202,13 @@ def _span(name, pid, tid, start, end, args):
     # Chrome trace times are microseconds
     return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": start * 1e6,
             "dur": (end - start) * 1e6, "args": args}  # fmt: skip
+
+
+def _counter(rank, time, held):
+    # a counter's args are its series: Perfetto draws one track each, chrome://tracing
+    # stacks them; every category is written so that each series starts at its value
+    return {"ph": "C", "name": "memory (bytes)", "pid": rank, "ts": time * 1e6,
+            "args": {c: held[c] for c in CATEGORIES}}  # fmt: skip
 
 
 def _record_args(record):

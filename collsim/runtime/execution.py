@@ -25,6 +25,7 @@ from .guards import (
     default_max_ops,
     runaway_error,
 )
+from .memory import MemoryBlock, MemoryTracker
 from .ops import Compute, CountOnly, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
 
 __all__ = ["Execution", "Process"]
@@ -52,6 +53,9 @@ class Execution:
         self.engine = Engine(cluster.max_time, cluster.max_events)
         self.network = Network(self.engine, cluster.topology, cluster.model)
         self.trace = Trace()
+        # what every rank holds now, by category; rank.alloc and rank.free record into
+        # the trace's memory events (runtime/memory.py)
+        self.memory = MemoryTracker(self.trace)
         self.processes = []
         # the max_ops guard counts down here (see guards.py); past zero, the next
         # SAMPLE_OPS operations are recorded in _sample for the report
@@ -106,10 +110,14 @@ class Execution:
                 self._over_budget()
             handler = dispatch.get(type(op))
             if handler is None:
+                hint = ""
+                if isinstance(op, MemoryBlock):  # rank.alloc is called, never yielded
+                    hint = ("; rank.alloc, rank.free and rank.allocated take no simulated "
+                            "time: call them without yield")  # fmt: skip
                 exc = CollsimError(
                     f"rank {proc.rank.id} yielded {op!r}, which is not an operation: "
                     "yield rank.send(...), rank.recv(...), rank.wait(...), rank.compute(...) "
-                    "or use `yield from` for a collective"
+                    f"or use `yield from` for a collective{hint}"
                 )
                 _attach_rank(exc, proc, self.engine.now)
                 raise exc

@@ -146,6 +146,31 @@ class Rank:
             )
         return Start(program, _label(name))
 
+    # -- memory (called, not yielded: registering an array takes no simulated time) --------
+
+    def alloc(self, category, name, elements, bytes_per_element=None):
+        """Register an array of ``elements`` elements that this rank now holds, at
+        ``rank.now``; returns a :class:`~collsim.runtime.memory.MemoryBlock` for
+        :meth:`free`.
+
+        ``category`` is one of :data:`~collsim.runtime.memory.CATEGORIES` (``"params"``,
+        ``"grads"``, ``"optimizer"``, ``"activations"``, ``"gathered_params"``,
+        ``"comm_buffers"``); it is charged ``bytes_per_element`` bytes an element, by
+        default its declared training precision (:data:`~collsim.runtime.memory.PRECISION`:
+        2 for bf16, 4 for the fp32 optimizer state).  ``name`` is for display."""
+        return self._execution.memory.alloc(self.id, self.now, category, name, elements,
+                                            bytes_per_element)  # fmt: skip
+
+    def free(self, block):
+        """Release a block :meth:`alloc` returned, at ``rank.now`` (once: a second free
+        raises a ConfigError naming the block)."""
+        self._execution.memory.free(self.id, self.now, block)
+
+    def allocated(self, category=None):
+        """Bytes this rank holds now (registered with :meth:`alloc`, not yet freed): in
+        ``category``, or in every category."""
+        return self._execution.memory.allocated(self.id, category)
+
     # -- collectives (``yield from`` them, or hand them to ``start``) ----------------------
     # collsim.collectives sits above the runtime; importing it here, when a collective is
     # called, keeps the import graph pointing downward at load time.

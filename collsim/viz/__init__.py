@@ -13,6 +13,9 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
 * :func:`collsim.viz.traffic.traffic_figure`: bytes per link drawn on the topology.
 * :func:`collsim.viz.utilization.utilization_figure`: links x time heat map of the
   bandwidth in use, with each message's latency phase hatched apart (from the trace).
+* :func:`collsim.viz.memory_timeline.memory_timeline_figure`: each rank's memory over
+  simulated time, stacked by category, peaks and collectives marked (from the run's
+  memory events, what ``rank.alloc`` and ``rank.free`` recorded).
 * :func:`collsim.viz.timeline.timeline_figure`: pipeline stages x time, one block per
   pass, idle shaded, bubble fraction in the title (from the pipeline run's trace).
 * :func:`collsim.viz.sweep.sweep_figure`: time and busbw against message size per
@@ -27,5 +30,5 @@ named), and :mod:`collsim.viz.ink` picks text colours that contrast with their f
 The modules import matplotlib when they are imported; ``import collsim.viz`` alone does not.
 """
 
-__all__ = ["memory", "ring", "traffic", "utilization", "timeline", "sweep", "scaling", "output",
-           "limits", "ink"]  # fmt: skip
+__all__ = ["memory", "memory_timeline", "ring", "traffic", "utilization", "timeline", "sweep",
+           "scaling", "output", "limits", "ink"]  # fmt: skip

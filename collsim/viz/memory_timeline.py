@@ -1,0 +1,412 @@
+"""Memory over simulated time: one row per rank, stacked by category, collectives marked.
+
+Read from the run's memory events (``trace.memory``, what ``rank.alloc`` and ``rank.free``
+recorded; :mod:`collsim.runtime.memory`), never computed on the side: each row is what
+one rank holds, a step after each event, stacked by the categories the ZeRO paper
+(Rajbhandari et al. 2020) divides it into: the steady model states at the bottom
+(parameters, optimizer state), then what comes and goes (gradients, activations saved
+for backward, a ZeRO-3 / FSDP unit's gathered parameters, communication buffers).  Each
+rank's peak is marked and labelled; a state that lasted no time (a block allocated just
+before another is freed) is drawn as a thin spike up to it.  The strip along the top of
+each row shows when the rank's collectives ran (the transfers whose tag is a
+:class:`~collsim.collectives.records.CollectiveStep`), coloured by collective, so that an
+all-gather can be seen to come just before the memory it brings.
+
+Examples
+--------
+>>> import numpy as np, collsim
+>>> def program(rank):
+...     rank.alloc("params", "shard", 1024)
+...     gathered = rank.alloc("gathered_params", "unit 1", 2048)
+...     yield from rank.all_gather(np.ones(1024))
+...     yield rank.compute("2us")
+...     rank.free(gathered)
+>>> result = collsim.Cluster(collsim.topology.switch(2)).run(program)
+>>> fig = memory_timeline_figure(result)
+>>> [ax.get_ylabel() for ax in fig.axes]
+['rank 0', 'rank 1']
+>>> fig.axes[0].get_yticklabels()[1].get_text()
+'2 KiB'
+"""
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from ..collectives.records import is_collective
+from ..errors import ConfigError
+from ..network.memory import memory_peaks, memory_timeline
+from ..units import format_size, format_time, parse_time
+from .utilization import time_unit
+
+__all__ = [
+    "memory_timeline_figure",
+    "stacked_layers",
+    "transient_peaks",
+    "peak_in",
+    "STACK_ORDER",
+    "CATEGORY_STYLE",
+    "COLLECTIVE_COLOURS",
+    "MAX_ROWS",
+]
+
+MAX_ROWS = 8  # one row per rank: past 8 rows each is too thin to read its layers
+
+# category -> (legend label, colour): the model states in the memory_figure colours
+# (collsim.viz.memory), then what a schedule holds for a while
+CATEGORY_STYLE = {
+    "params": ("parameters (bf16)", "#4C72B0"),
+    "grads": ("gradients (bf16)", "#55A868"),
+    "optimizer": ("optimizer (fp32 master, Adam m, v)", "#DD8452"),
+    "activations": ("activations (saved for backward)", "#8172B3"),
+    "gathered_params": ("gathered parameters (FSDP unit)", "#64B5CD"),
+    "comm_buffers": ("communication buffers", "#937860"),
+}
+# bottom to top: what a rank holds all step long first, so that a layer that comes and
+# goes (gradients, activations, a gathered unit) never lifts the steady ones above it
+STACK_ORDER = ("params", "optimizer", "grads", "activations", "gathered_params", "comm_buffers")
+COLLECTIVE_COLOURS = {
+    "all_gather": "#2A6F97",
+    "reduce_scatter": "#C44E52",
+    "all_reduce": "#6A3D9A",
+}
+OTHER_COLLECTIVE = "#7F7F7F"
+STRIP = (0.82, 0.98)  # the collectives' strip, in axes height (above the headroom)
+HEADROOM = 1.45  # y limit over the largest peak: room for the peak label and the strip
+
+
+def memory_timeline_figure(source, ranks=None, title=None, window=None):
+    """Each rank's memory over simulated time, stacked by category; returns a Figure.
+
+    Parameters
+    ----------
+    source : RunResult or Trace
+        A run whose programs registered their arrays with ``rank.alloc`` / ``rank.free``.
+    ranks : sequence of int, optional
+        The ranks to draw, one row each, at most :data:`MAX_ROWS` (default: every rank
+        that allocated).
+    title : str, optional
+        The figure's title (default: the busiest rank and its peak).
+    window : (start, end), optional
+        The stretch of simulated time to draw, in seconds or as time strings
+        (``("1ms", "1.3ms")``); default the whole run.  Each row marks its peak inside it.
+    """
+    trace = getattr(source, "trace", source)
+    if not hasattr(trace, "memory"):
+        raise ConfigError(f"memory_timeline_figure({source!r}): give a run's result or its trace")
+    if not trace.memory:
+        raise ConfigError(
+            "the trace records no memory: register each array with rank.alloc(category, "
+            "name, elements) and release it with rank.free(block) in the rank program"
+        )
+    ranks = _check_ranks(trace, ranks)
+    size = max(max(e.rank for e in trace.memory), max(ranks)) + 1
+    peaks = memory_peaks(trace, size)
+    start, end = _check_window(window, _end_of_run(trace))
+    divisor, unit = time_unit(end)
+    top = max(peaks[r].total for r in ranks) or 1
+    shown = [c for c in STACK_ORDER if any(peaks[r].by_category[c] for r in ranks)]
+    calls = _collective_calls(trace)
+    lanes = sorted({name for spans in calls.values() for name, _, _ in spans})
+
+    width, height = 12.0, 1.5 + 1.9 * len(ranks)
+    fig = Figure(figsize=(width, height))
+    axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    fig.subplots_adjust(
+        left=0.135, right=0.97, bottom=0.55 / height, top=1 - 1.25 / height, hspace=0.18
+    )
+    for ax, rank in zip(axes, ranks):
+        points = memory_timeline(trace, rank)
+        _draw_rank(ax, rank, points, max(end, _end_of_run(trace)), divisor, shown)
+        _mark_collectives(ax, calls.get(rank, ()), lanes, divisor)
+        _mark_peak(ax, rank, peak_in(points, start, end), start, end, divisor)
+        ax.set_ylabel(
+            f"rank {rank}",
+            fontsize=12,
+            fontweight="bold",
+            rotation=0,
+            ha="right",
+            va="center",
+            labelpad=8,
+        )
+    _binary_ticks(axes[0], top)
+    axes[0].set_xlim(start / divisor, end / divisor)
+    axes[-1].set_xlabel(f"simulated time ({unit})", fontsize=12)
+    spikes = any(ax.get_gid() == "has instants" for ax in axes)
+    _legend(fig, shown, lanes, spikes)
+    if title is None:
+        heaviest = max((peaks[r] for r in ranks), key=lambda p: (p.total, -p.rank))
+        title = (
+            f"Memory per rank over simulated time · busiest: rank {heaviest.rank}, "
+            f"peak {format_size(heaviest.total)}"
+        )
+    fig.suptitle(
+        title, fontsize=14, fontweight="bold", x=0.02, ha="left", y=1 - 0.08 / height, va="top"
+    )
+    return fig
+
+
+def _check_ranks(trace, ranks):
+    allocated = sorted({e.rank for e in trace.memory})
+    if ranks is None:
+        ranks = allocated
+        if len(ranks) > MAX_ROWS:
+            raise ConfigError(
+                f"{len(ranks)} ranks allocated memory: the memory timeline stays readable up "
+                f"to {MAX_ROWS} rows; pick the ranks to draw, e.g. ranks={ranks[:MAX_ROWS]}"
+            )
+        return ranks
+    try:
+        ranks = list(ranks)
+    except TypeError:
+        raise ConfigError(f"ranks={ranks!r}: give a list of rank ids, e.g. [0, 1]") from None
+    for r in ranks:
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            raise ConfigError(f"ranks: {r!r} is not a rank id (a whole number >= 0)")
+    if not ranks or len(ranks) > MAX_ROWS:
+        raise ConfigError(
+            f"ranks={ranks!r}: give 1 to {MAX_ROWS} ranks, one row each (the memory "
+            f"timeline stays readable up to {MAX_ROWS} rows)"
+        )
+    if len(set(ranks)) != len(ranks):
+        raise ConfigError(f"ranks={ranks!r}: each rank once")
+    return ranks
+
+
+def _check_window(window, run_end):
+    """``(start, end)`` seconds of the stretch to draw: the whole run by default."""
+    if window is None:
+        return 0.0, run_end
+    if isinstance(window, str) or not hasattr(window, "__len__") or len(window) != 2:
+        raise ConfigError(f"window={window!r}: give (start, end), e.g. (0, '1ms')")
+    try:
+        start, end = (parse_time(t) for t in window)
+    except ConfigError as exc:
+        raise ConfigError(f"window={window!r}: {exc}") from None
+    if not (0 <= start < end < float("inf")):
+        raise ConfigError(
+            f"window={window!r}: needs 0 <= start < end, finite (the run lasts "
+            f"{format_time(run_end)})"
+        )
+    return start, end
+
+
+def _end_of_run(trace):
+    """The last moment anything happened: the right edge of every row."""
+    ends = [e.time for e in trace.memory]
+    ends += [c.end for c in trace.computes] + [t.end for t in trace.transfers]
+    return max(ends) or 1e-9
+
+
+def stacked_layers(points, end):
+    """``(times, layers)`` of one rank's stack: ``times`` from 0 to ``end`` (the state
+    before the first event is empty), and per category the top of its layer at each time
+    (the cumulative sum in :data:`STACK_ORDER`); the last layer's top is the total."""
+    times = [0.0] + [p.time for p in points] + [end]
+    running = [0] * len(times)
+    layers = {}
+    for c in STACK_ORDER:
+        heights = [0] + [p.by_category[c] for p in points]
+        heights.append(heights[-1])
+        running = [a + b for a, b in zip(running, heights)]
+        layers[c] = running
+    return times, layers
+
+
+def transient_peaks(points):
+    """``[(time, held after the last event at that time, highest total within it)]`` for
+    each time at which several events left a higher total for no time at all (a block
+    allocated before another is freed at the same instant): the step plot cannot show it.
+    """
+    found = []
+    i = 0
+    while i < len(points):
+        j = i
+        while j + 1 < len(points) and points[j + 1].time == points[i].time:
+            j += 1
+        highest = max(p.total for p in points[i : j + 1])
+        if highest > points[j].total:
+            found.append((points[i].time, points[j].total, highest))
+        i = j + 1
+    return found
+
+
+def _draw_rank(ax, rank, points, end, divisor, shown):
+    times, layers = stacked_layers(points, end)
+    x = [t / divisor for t in times]
+    below = [0] * len(x)
+    for c in STACK_ORDER:
+        top = layers[c]
+        if c in shown:
+            label, colour = CATEGORY_STYLE[c]
+            ax.fill_between(
+                x,
+                below,
+                top,
+                step="post",
+                color=colour,
+                linewidth=0,
+                zorder=2,
+                gid=f"rank {rank} {c}",
+            )
+            # the layer's top edge, white: separates the layers; its data are the stack
+            ax.plot(
+                x,
+                top,
+                drawstyle="steps-post",
+                color="white",
+                linewidth=0.6,
+                zorder=3,
+                gid=f"rank {rank} top of {c}",
+            )
+        below = top
+    instants = transient_peaks(points)
+    if instants:  # states that lasted no time: allocated before a free at the same moment
+        ax.vlines(
+            [t / divisor for t, _, _ in instants],
+            [low for _, low, _ in instants],
+            [high for _, _, high in instants],
+            color="black",
+            linewidth=1.4,
+            zorder=4,
+            gid=f"rank {rank} instants",
+        )
+        ax.set_gid("has instants")
+    ax.grid(axis="y", alpha=0.3, zorder=0)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(labelsize=10)
+
+
+def _collective_calls(trace):
+    """``rank -> [(collective, start, end), ...]``: when each collective call of the rank
+    was moving data, from its first transfer's start to its last one's end."""
+    spans = {}
+    for t in trace.transfers:
+        if not is_collective(t.tag):
+            continue
+        key = (t.tag.group, t.tag.call, t.tag.collective)
+        for rank in (t.src, t.dst):
+            mine = spans.setdefault(rank, {})
+            start, end = mine.get(key, (t.start, t.end))
+            mine[key] = (min(start, t.start), max(end, t.end))
+    return {r: [(key[2], s, e) for key, (s, e) in calls.items()] for r, calls in spans.items()}
+
+
+def _mark_collectives(ax, spans, lanes, divisor):
+    """Each collective call as a bar in the strip, one lane per collective, so that an
+    all-gather prefetched while a reduce-scatter runs shows as two overlapping bars."""
+    transform = ax.get_xaxis_transform()  # x in data, y in axes height
+    low, high = STRIP
+    lane = (high - low) / max(len(lanes), 1)
+    for name, start, end in spans:
+        colour = COLLECTIVE_COLOURS.get(name, OTHER_COLLECTIVE)
+        bottom = high - (lanes.index(name) + 1) * lane
+        ax.add_patch(
+            Rectangle(
+                (start / divisor, bottom),
+                max(end - start, 0) / divisor,
+                lane,
+                transform=transform,
+                facecolor=colour,
+                edgecolor=colour,
+                linewidth=0.8,
+                zorder=4,
+                gid=f"collective {name}",
+            )
+        )
+        # a faint band down the row: what the memory did while it ran
+        ax.axvspan(
+            start / divisor,
+            end / divisor,
+            ymax=low,
+            color=colour,
+            alpha=0.07,
+            linewidth=0,
+            zorder=1,
+        )
+
+
+def peak_in(points, start, end):
+    """``(time, total)`` of the highest state one rank held between ``start`` and ``end``
+    (the first time it was reached, or ``start`` if it was already held then), or None
+    if it held nothing there.  Over the whole run it is the rank's
+    :class:`~collsim.network.memory.MemoryPeak`'s ``time`` and ``total``."""
+    before = [p for p in points if p.time < start][-1:]  # the state in force at start
+    inside = before + [p for p in points if start <= p.time <= end]
+    if not inside or max(p.total for p in inside) == 0:
+        return None
+    best = max(inside, key=lambda p: p.total)  # the first of equal ones
+    return max(best.time, start), best.total
+
+
+def _mark_peak(ax, rank, peak, start, end, divisor):
+    if peak is None:
+        return
+    time, total = peak
+    x = time / divisor
+    ax.plot(
+        [x],
+        [total],
+        marker="v",
+        color="black",
+        markersize=7,
+        zorder=5,
+        gid=f"peak {rank}",
+    )
+    right = time > start + 0.7 * (end - start)  # near the right edge: label to the left
+    ax.annotate(
+        f"peak {format_size(total)}",
+        (x, total),
+        xytext=(-6 if right else 6, 4),
+        textcoords="offset points",
+        ha="right" if right else "left",
+        va="bottom",
+        fontsize=10,
+        fontweight="bold",
+        zorder=6,
+        bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85),
+    )
+
+
+def _binary_ticks(ax, top):
+    """Ticks at round numbers of one binary unit (KiB, MiB, GiB), labelled with it."""
+    unit = 1
+    while unit * 1024 <= top and unit < 2**40:
+        unit *= 1024
+    ticks = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]).tick_values(0, top / unit)
+    ticks = [t * unit for t in ticks if 0 <= t * unit <= top * 1.05]
+    ax.set_yticks(ticks, [format_size(t) for t in ticks])
+    ax.set_ylim(0, top * HEADROOM)
+
+
+def _legend(fig, shown, collectives, spikes):
+    handles = [Patch(color=CATEGORY_STYLE[c][1], label=CATEGORY_STYLE[c][0]) for c in shown]
+    handles += [
+        Patch(
+            color=COLLECTIVE_COLOURS.get(n, OTHER_COLLECTIVE),
+            label=f"{n.replace('_', '-')} (top strip)",
+        )
+        for n in collectives
+    ]
+    if spikes:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="black",
+                linewidth=1.4,
+                label="held for an instant (alloc before free)",
+            )
+        )
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()),
+        ncol=min(len(handles), 4),
+        frameon=False,
+        fontsize=10,
+        columnspacing=1.2,  # four columns of these labels fit a 12-inch figure
+        handlelength=1.5,
+    )
