@@ -158,9 +158,9 @@ def test_every_gradient_is_handed_to_the_buckets_once_and_overlaps_the_pipeline(
     run = train(model, [(x, target)], config)
     assert run.match
     for rank in range(run.mesh.size):
-        held = sum(g.size for g in run.run.returns[rank][0][1].values())
-        sizes = run.run.returns[rank][0][3]
-        assert sum(sizes) == held and len(sizes) == len(run.run.returns[rank][0][1])
+        shards = run.run.returns[rank][0][1]  # step 1's StepShards: DDP keeps them whole
+        held = sum(g.size for g in shards.grads.values())
+        assert sum(shards.buckets) == held and len(shards.buckets) == len(shards.grads)
     # the first gradient all-reduce starts before the stage's last pass is done (DDP overlap)
     dp_transfers = [t for t in run.trace.transfers if is_collective(t.tag) and t.tag.dim == "dp"]
     assert dp_transfers

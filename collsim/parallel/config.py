@@ -35,10 +35,13 @@ from ..runtime.group import DeviceMesh
 from .buckets import DEFAULT_BUCKET_BYTES
 from .pipeline.schedules import SCHEDULE_NAMES, Schedule
 from .pipeline.schedules._checks import check_times
+from .sharded import ZERO_STAGES
 
-__all__ = ["ParallelConfig", "MESH_ORDER"]
+__all__ = ["ParallelConfig", "MESH_ORDER", "PREFETCH", "RECOMPUTE"]
 
-MESH_ORDER = ("pp", "dp", "tp")  # outermost first; later issues add dp_shard, dp_replicate, cp
+MESH_ORDER = ("pp", "dp", "tp")  # outermost first; context parallelism (cp) is next
+PREFETCH = ("none", "forward", "backward", "both")  # FSDP: which passes gather ahead
+RECOMPUTE = ("none", "full")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class ParallelConfig:
     vpp: int = 1  # virtual stages (model chunks) per pipeline rank; > 1 for interleaved
     # --- tensor parallel ------------------------------------------------------------------
     sp: bool = False  # Megatron sequence parallelism: norms and residuals split by tokens
+    # --- memory -------------------------------------------------------------------------
+    recompute: str = "none"  # activation recomputation: none, or full (every unit's forward
+    # run again in its backward; only its input is kept: Megatron --recompute-granularity)
     # --- time of one micro-batch's pass on one whole stage, in seconds ---------------------
     # charged on top of the layers' own FLOPs at the cluster's compute_rate (free on the
     # default cluster); 0 leaves only the FLOPs (as a data-parallel run on a real GPU rate)
@@ -66,6 +72,15 @@ class ParallelConfig:
     t_b: float | None = None  # backward, input gradient (what the previous stage waits for)
     t_w: float | None = None  # backward, weight gradient; None: t_b and t_w default to t_f
     # --- data-parallel gradient sync --------------------------------------------------------
+    zero: int = 0  # ZeRO stage over the dp group: 0 DDP, 1 optimizer state, 2 + gradients,
+    # 3 + parameters (FSDP: each unit gathered for its passes); see collsim.parallel.sharded
+    dp_replicate: int = 1  # HSDP (zero=3): replicas of the sharded model; the dp ranks form
+    # dp_replicate x dp_shard, dp_shard = dp / dp_replicate inner (Accelerate's names)
+    reshard_after_forward: bool = True  # FSDP: free a unit's gathered parameters after its
+    # forward (False: keep them for the backward, SHARD_GRAD_OP: one gather, more memory)
+    prefetch: str = "none"  # FSDP: start the next unit's all-gather early: none, forward,
+    # backward or both (forward_prefetch / BACKWARD_PRE in PyTorch)
+    max_inflight_gathers: int = 2  # FSDP's limit_all_gathers: gathers in flight at once
     bucket_bytes: int = DEFAULT_BUCKET_BYTES  # DDP's bucket_cap_mb=25: a bucket's all-reduce
     # starts once it holds this many bytes, overlapping the rest of the backward
 
@@ -74,6 +89,19 @@ class ParallelConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.zero, bool) or self.zero not in ZERO_STAGES:
+            raise ConfigError(
+                f"zero={self.zero!r} is not a ZeRO stage: choose one of "
+                f"{', '.join(map(str, ZERO_STAGES))} (0 = plain data parallel)"
+            )
+        self._check_sharding()
+        if self.recompute not in RECOMPUTE:
+            hint = (" (selective recomputes only attention's softmax and dropout, Korthikanti "
+                    "et al. 2022; the planner estimates it, the trainer runs none or full)"
+                    if self.recompute == "selective" else "")  # fmt: skip
+            raise ConfigError(
+                f"recompute={self.recompute!r} is not one of {', '.join(RECOMPUTE)}{hint}"
+            )
         if not isinstance(self.sp, bool):
             raise ConfigError(f"sp must be True or False, got {self.sp!r}")
         if self.sp and self.tp == 1:
@@ -105,6 +133,43 @@ class ParallelConfig:
             raise ConfigError(f"bucket_bytes={self.bucket_bytes!r} must be a whole number")
         if self.bucket_bytes < 1:
             raise ConfigError(f"bucket_bytes={self.bucket_bytes!r} must be at least 1 byte")
+
+    def _check_sharding(self):
+        for name in ("dp_replicate", "max_inflight_gathers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.dp % self.dp_replicate:
+            near = [d for d in range(1, self.dp + 1) if self.dp % d == 0]
+            raise ConfigError(
+                f"dp_replicate={self.dp_replicate} does not divide dp={self.dp}: HSDP lays the "
+                f"dp ranks out as dp_replicate x dp_shard; divisors of {self.dp}: "
+                f"{', '.join(map(str, near))}"
+            )
+        if self.dp_replicate > 1 and self.zero != 3:
+            raise ConfigError(
+                f"dp_replicate={self.dp_replicate} (HSDP) shards the model with FSDP: it needs "
+                f"zero=3, got zero={self.zero}"
+            )
+        if not isinstance(self.reshard_after_forward, bool):
+            raise ConfigError(
+                f"reshard_after_forward must be True or False, got {self.reshard_after_forward!r}"
+            )
+        if self.prefetch not in PREFETCH:
+            raise ConfigError(f"prefetch={self.prefetch!r} is not one of {', '.join(PREFETCH)}")
+        fsdp_only = {"reshard_after_forward": not self.reshard_after_forward,
+                     "prefetch": self.prefetch != "none"}  # fmt: skip
+        for name, set_ in fsdp_only.items():
+            if set_ and self.zero != 3:
+                raise ConfigError(
+                    f"{name}={getattr(self, name)!r} is an FSDP option: it needs zero=3, "
+                    f"got zero={self.zero}"
+                )
+
+    @property
+    def dp_shard(self):
+        """Ranks one model is sharded over: ``dp / dp_replicate`` (all of dp unless HSDP)."""
+        return self.dp // self.dp_replicate
 
     @property
     def dims(self):

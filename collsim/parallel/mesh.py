@@ -46,7 +46,7 @@ from ..errors import ConfigError
 from ..nn import MLP, Sequential, TransformerBlock, mse_loss
 from ..runtime import Cluster
 from .batch import shard_rows, split_batch
-from .buckets import GradientBuckets
+from .checkpoint import check_state_dict, save_state
 from .chunk import ModelChunk
 from .config import ParallelConfig
 from .mesh_run import MeshRun, MeshStep, assemble_run
@@ -54,6 +54,8 @@ from .modules import Local
 from .oracle import reference_steps
 from .pipeline.schedules import Schedule, build_schedule, split_layers
 from .pipeline.stage import StageJob, chunk_seconds, pipeline_messages, stage_program
+from .sharded import ShardedUnit, hsdp_groups
+from .sync import gradient_sync
 from .tensor import LAYOUTS, ParallelMLP, ParallelTransformerBlock, local_part
 
 __all__ = ["train", "MeshRun", "MeshStep", "shard_layer"]
@@ -88,7 +90,7 @@ class _RankSetup:
 
 def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer=None,
           in_layout=None, out_layout=None, keep_io=True, check=None, rtol=1e-10, atol=1e-10,
-          bandwidth="inf", latency=0):  # fmt: skip
+          bandwidth="inf", latency=0, state_dict=None):  # fmt: skip
     """Train ``model`` for one optimizer step per ``(x, target)`` of ``batches`` on the mesh.
 
     Parameters
@@ -113,6 +115,9 @@ def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer
         Every rank steps its own copy after the gradient sync; None: no step.
     check : bool, optional
         Compare every step with one device (default: when ``model`` is a `Sequential`).
+    state_dict : {"full", "sharded"}, optional
+        With ZeRO (``zero >= 1``), save the training state after the last step
+        (:mod:`collsim.parallel.checkpoint`); ``MeshRun.saved`` holds what each rank saved.
     """
     config = ParallelConfig() if config is None else config
     if not isinstance(config, ParallelConfig):
@@ -131,6 +136,13 @@ def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer
             f"got {type(model).__name__}; wrap the layers: Sequential(*layers)"
         )
     check = sequential if check is None else check
+    if state_dict is not None:
+        check_state_dict(state_dict)
+        if config.zero == 0:
+            raise ConfigError(
+                f"state_dict={state_dict!r} saves a sharded state: it needs zero >= 1, got "
+                "zero=0 (with plain data parallelism every rank already holds the whole state)"
+            )
     if check and not sequential:
         raise ConfigError("check=True needs a Sequential model: a callable has no one-device twin")
     sched = _schedule(config)
@@ -144,7 +156,7 @@ def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer
     ranges = split_layers(n_layers, config.pp, config.vpp)
     seconds = chunk_seconds(ranges, n_layers, *config.pass_times)
     plan = _Plan(config, sched, seconds, pipeline_messages(sched), loss, in_layout, out_layout,
-                 keep_io)  # fmt: skip
+                 keep_io, state_dict)  # fmt: skip
     reference = reference_steps(model, batches, loss, optimizer) if check else None
     run = cluster.run(_program, setups, batches, plan)
     return assemble_run(config, mesh, sched, run, setups, len(batches), plan, reference, rtol,
@@ -198,12 +210,18 @@ def _rank_setup(mesh, r, model, sequential, config, optimizer):
         n_layers = len(units)
         ranges = split_layers(len(units), config.pp, config.vpp)[stage]
         chunks = [[units[i] for i in span] for span in ranges]
+    dp_group = mesh.group("dp", r)
+    if config.zero == 3:  # ZeRO-3 / FSDP: every unit keeps 1/dp_shard of its parameters
+        shard_group, replica_group = hsdp_groups(dp_group, config.dp_shard, r)
+        chunks = [[(p, ShardedUnit(u, shard_group, r, p or "unit", replica_group,
+                                   config.reshard_after_forward)) for p, u in units]
+                  for units in chunks]  # fmt: skip
     return _RankSetup(
         stage=stage,
         replica=where["dp"],
         tp_rank=tp_rank,
         pp_ranks=mesh.group("pp", r).ranks,
-        dp_group=mesh.group("dp", r),
+        dp_group=dp_group,
         tp_group=tp_group,
         chunks=chunks,
         optimizer=copy.deepcopy(optimizer),
@@ -223,6 +241,7 @@ class _Plan:
     in_layout: str
     out_layout: str
     keep_io: bool
+    state_dict: object  # None, or "full" / "sharded": save the state after the last step
 
 
 def _program(rank, setups, batches, plan):
@@ -232,6 +251,9 @@ def _program(rank, setups, batches, plan):
     params = {}
     for units in me.chunks:
         params |= ModelChunk(rank, units).params
+    sync = gradient_sync(rank, me, config, params)  # charges the model state to the tracker
+    # one gather ahead of the current one: two in flight, FSDP's limit_all_gathers default
+    prefetch = config.prefetch if config.max_inflight_gathers >= 2 else "none"
     records = []
     for x, target in batches:
         xs = local_part(shard_rows(x, config.dp, me.replica), plan.in_layout, tp_group, me.tp_rank)
@@ -239,13 +261,22 @@ def _program(rank, setups, batches, plan):
             shard_rows(target, config.dp, me.replica), plan.out_layout, tp_group, me.tp_rank
         )
         inputs = split_batch(xs, m)
-        buckets = GradientBuckets(rank, me.dp_group, config.bucket_bytes)
+        sync.begin()
         scatter, gather = _pipeline_shares(me, inputs[0].shape, plan)
         job = StageJob(
             schedule=plan.schedule,
             stage=me.stage,
             pp_ranks=me.pp_ranks,
-            chunks=tuple(ModelChunk(rank, units, buckets.add) for units in me.chunks),
+            chunks=tuple(
+                ModelChunk(
+                    rank,
+                    units,
+                    *sync.hooks(c),
+                    prefetch=prefetch,
+                    recompute=config.recompute == "full",
+                )
+                for c, units in enumerate(me.chunks)
+            ),
             inputs=inputs,
             targets=split_batch(ts, m),
             seconds=plan.seconds[me.stage],
@@ -258,11 +289,10 @@ def _program(rank, setups, batches, plan):
             gather=gather,
         )
         outcome = yield from stage_program(rank, job)
-        averaged = yield from buckets.wait()
-        if me.optimizer is not None:  # after the flush: no micro-batch needs the old weights
-            me.optimizer.step(params, averaged)
-        after = {k: v.copy() for k, v in params.items()}
-        records.append((outcome, averaged, after, buckets.sizes))
+        records.append((outcome, (yield from sync.finish(job.chunks)), None))
+    if plan.state_dict is not None:  # after the last step: save the state, measured
+        saved = yield from save_state(rank, sync, me.optimizer, sync.group, plan.state_dict)
+        records[-1] = records[-1][:2] + (saved,)
     return records
 
 

@@ -15,6 +15,7 @@ from .modules import flat_shard_axes, gather_params, replica_max_diff
 from .oracle import compare
 from .pipeline.result import measure_pipeline
 from .pipeline.schedules import Schedule
+from .sync import whole
 from .tensor import assemble
 
 __all__ = ["MeshStep", "MeshRun", "assemble_run"]
@@ -54,6 +55,7 @@ class MeshRun:
     tp_replica_diff: float
     bytes_by_group: dict
     overlap: list  # per rank: accounting.Overlap
+    saved: list = None  # per rank: the SavedState of train(state_dict=...), or None
     match: object = None  # every step's gradients and parameters equal one device's
     max_error: float = float("nan")
 
@@ -86,10 +88,11 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
     axes = {}
     for s in range(pp):
         for units in setups[int(grid[s, 0, 0])].chunks:
-            axes |= flat_shard_axes(units)
+            axes |= flat_shard_axes([(p, getattr(u, "unit", u)) for p, u in units])
+    returns = _whole_records(run.returns, grid, n_steps)
     steps, keep = [], plan.keep_io
     for i in range(n_steps):
-        rec = [returned[i] for returned in run.returns]  # per rank
+        rec = [returned[i] for returned in returns]  # per rank
         last = [[rec[int(r)][0] for r in row] for row in grid[pp - 1]]  # [dp][tp] outcomes
         first = [[rec[int(r)][0] for r in row] for row in grid[0]]
 
@@ -106,7 +109,7 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
             grads=_gather(grid, [rec[r][1] for r in range(mesh.size)], axes, replica0),
             params=_gather(grid, [rec[r][2] for r in range(mesh.size)], axes, replica0),
         ))  # fmt: skip
-    final = [run.returns[r][-1][2] for r in range(mesh.size)]
+    final = [returns[r][-1][2] for r in range(mesh.size)]
     replicated = [k for k, a in axes.items() if a is None]
     result = MeshRun(
         config=config,
@@ -114,11 +117,12 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
         schedule=sched,
         run=run,
         steps=steps,
-        pipelines=_pipelines(sched, config, run, grid) if n_steps == 1 else {},
-        buckets=run.returns[0][0][3],
+        pipelines=_pipelines(sched, config, run, returns, grid) if n_steps == 1 else {},
+        buckets=returns[0][0][3],
         dp_replica_diff=_replica_diff(grid, final, "dp"),
         tp_replica_diff=_replica_diff(grid, final, "tp", replicated),
         bytes_by_group=collective_bytes(run.trace, mesh.size, mesh),
+        saved=[returned[-1][2] for returned in run.returns],
         overlap=overlap(run.trace, mesh.size),
     )
     if reference is not None:
@@ -156,16 +160,37 @@ def _gather(grid, per_rank, axes, replica0):
     return full
 
 
-def _pipelines(sched, config, run, grid):
+def _whole_records(returned, grid, n_steps):
+    """Per rank and step ``(outcome, grads, params, buckets)``, whole (TP shards still
+    apart): ZeRO shards are put back together from the rank's shard group (its block of
+    ``dp_shard`` consecutive data-parallel ranks; all of dp unless HSDP)."""
+    out = [[None] * n_steps for _ in returned]
+    pp, dp, tp = grid.shape
+    for s in range(pp):
+        for t in range(tp):
+            group = [int(r) for r in grid[s, :, t]]
+            for i in range(n_steps):
+                layouts = returned[group[0]][i][1].layouts
+                size = next(iter(layouts.values())).shards if layouts else dp
+                for start in range(0, dp, size):
+                    block = group[start : start + size]
+                    grads, params = whole([returned[r][i][1] for r in block])
+                    for r in block:
+                        outcome, shards = returned[r][i][:2]
+                        out[r][i] = (outcome, grads, params, shards.buckets)
+    return out
+
+
+def _pipelines(sched, config, run, returns, grid):
     """One :class:`PipelineResult` per (dp, tp) coordinate, read from the trace."""
     times = dict(zip(("t_f", "t_b", "t_w"), config.pass_times))
     pipelines = {}
     for d in range(grid.shape[1]):
         for t in range(grid.shape[2]):
             stage_ranks = tuple(int(r) for r in grid[:, d, t])
-            outcomes = [run.returns[r][0][0] for r in stage_ranks]
+            outcomes = [returns[r][0][0] for r in stage_ranks]
             grads = {}
             for r in stage_ranks:
-                grads |= run.returns[r][0][1]
+                grads |= returns[r][0][1]
             pipelines[(d, t)] = measure_pipeline(sched, times, run, outcomes, stage_ranks, grads)
     return pipelines
