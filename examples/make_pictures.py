@@ -4,7 +4,7 @@ Every picture is drawn from what a simulation produced (a collective's schedule 
 a pipeline step's trace) or, for scaling, from the planner's closed forms::
 
     python examples/make_pictures.py pictures/            # all of them, PNG + GIF + HTML
-    python examples/make_pictures.py docs --readme        # the three small PNGs the README shows
+    python examples/make_pictures.py docs --readme        # the four small PNGs the README shows
 
 The same pictures from the command line: ``collsim viz ring|traffic|utilization|timeline|
 sweep|scaling ... --out FILE`` (each kind's ``--help`` lists its flags).
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import collsim
 from collsim.parallel.pipeline.runner import pipeline_step
+from collsim.viz.memory_timeline import memory_timeline_figure
 from collsim.viz.output import save_figure
 from collsim.viz.ring import ring_animation, ring_figure
 from collsim.viz.scaling import scaling_figure
@@ -47,6 +48,26 @@ def ring_across_machines():
     return g, result
 
 
+def fsdp_step(ranks=4, prefetch="both"):
+    """One Adam step of FSDP (ZeRO-3) with prefetch on ``ranks`` ranks, memory registered."""
+    from collsim.nn import Adam
+    from collsim.parallel.config import ParallelConfig
+    from collsim.parallel.mesh import train
+    from collsim.parallel.pipeline.runner import toy_batch, toy_model
+
+    config = ParallelConfig(dp=ranks, zero=3, prefetch=prefetch, t_f=0)
+    cluster = collsim.Cluster(topology.switch(ranks, "10GB/s", "5us"), compute_rate="1GFLOP/s")
+    model = toy_model(4, hidden=16, heads=2)
+    return train(model, [toy_batch(ranks, seq=8, hidden=16)], config, cluster=cluster,
+                 optimizer=Adam(1e-3))  # fmt: skip
+
+
+def fsdp_memory_figure():
+    return memory_timeline_figure(fsdp_step(), ranks=[0],
+                                  title="FSDP (ZeRO-3) on 4 ranks, prefetch both: memory of "
+                                  "rank 0")  # fmt: skip
+
+
 def pictures(folder):
     """Every kind of picture; returns the paths written."""
     written = []
@@ -75,16 +96,18 @@ def pictures(folder):
     save(sweep_figure(collsim.Cluster(topology.switch(16))), "sweep_switch16.png")
     save(scaling_figure(), "scaling_strong.png")
     save(scaling_figure(weak=True), "scaling_weak.png")
+    save(fsdp_memory_figure(), "memory_timeline_fsdp.png")
     return written
 
 
 def readme_pictures(folder):
-    """The three pictures the README shows, small enough to keep in the repository."""
+    """The four pictures the README shows, small enough to keep in the repository."""
     small = {"dpi": 80, "pil_kwargs": {"optimize": True}}
     figures = {
         "ring_all_reduce_step.png": ring_figure(ring_all_reduce(), step=3),
         "pipeline_timeline.png": timeline_figure(pipeline_step("interleaved", 4, 8, 2)),
         "sweep_all_reduce.png": sweep_figure(collsim.Cluster(topology.switch(16))),
+        "memory_timeline_fsdp.png": fsdp_memory_figure(),
     }
     written = []
     for name, fig in figures.items():
@@ -97,7 +120,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="where to write the pictures (created if missing)")
     parser.add_argument(
-        "--readme", action="store_true", help="only the three small PNGs the README shows"
+        "--readme", action="store_true", help="only the four small PNGs the README shows"
     )
     args = parser.parse_args(argv)
     folder = Path(args.folder)

@@ -26,6 +26,7 @@ BASES = {
     "timeline": ["viz", "timeline", "--stages", "2", "--microbatches", "2"],
     "scaling": ["viz", "scaling", "--params", "125M", "--max-gpus", "8"],
     "memory": ["viz", "memory", "--params", "125M", "--world-size", "8"],
+    "memory-timeline": ["viz", "memory-timeline", "--dp", "2", "--layers", "1", "--hidden", "4"],
 }
 CLUSTER = ["--ranks", "--topology", "--bandwidth", "--latency", "--model", "--gpus-per-node",
            "--inter-bandwidth", "--inter-latency"]  # fmt: skip
@@ -48,6 +49,19 @@ FLAGS = {
     ],  # fmt: skip
     "scaling": ["--max-gpus", "--batch-per-gpu", "--params", "--global-batch", "--tp"],
     "memory": ["--params", "--world-size", "--tp", "--micro-batch", "--gpu-memory"],
+    "memory-timeline": [
+        "--zero",
+        "--dp",
+        "--prefetch",
+        "--dp-replicate",
+        "--recompute",
+        "--layers",
+        "--hidden",
+        "--ranks",
+        "--bandwidth",
+        "--latency",
+        "--compute-rate",
+    ],  # fmt: skip
 }
 CASES = [(kind, flag) for kind in BASES for flag in FLAGS[kind]]  # for a full local sweep
 ANIMATIONS = [".gif", ".html"]

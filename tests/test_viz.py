@@ -290,7 +290,8 @@ def test_scaling_reads_the_planner_and_shows_the_node_edge():
 
 
 @pytest.mark.parametrize(
-    "kind", ["ring", "traffic", "utilization", "timeline", "sweep", "scaling", "memory"]
+    "kind",
+    ["ring", "traffic", "utilization", "timeline", "sweep", "scaling", "memory", "memory-timeline"],
 )
 def test_every_kind_works_with_only_out(kind, tmp_path, capsys):
     out = tmp_path / f"{kind}.png"

@@ -22,6 +22,7 @@ def ring_result(k):
 FIGURES = {
     "memory": ["memory", "--params", "1B", "--world-size", "8"],
     "ring": ["ring", "--ranks", "4", "--size", "1KiB"],
+    "memory-timeline": ["memory-timeline", "--dp", "2", "--layers", "2"],
 }
 
 

@@ -173,3 +173,113 @@ def scaling(args):
     top = args.max_gpus if args.weak else min(args.max_gpus, (cfg.global_batch or 1) * mp)
     gpus = [mp * 2**i for i in range(int(math.log2(top // mp)) + 1)]
     return scaling_figure(cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu)
+
+
+# -- memory over time, measured on a sharded run ---------------------------------------------
+
+
+MAX_MEMORY_DP = 8  # one row per rank, at most the figure's 8 rows
+
+
+def _memory_timeline_arguments(parser):
+    g = parser.add_argument_group("the run (a small transformer, Adam, one step)")
+    g.add_argument("--zero", default="3", help="ZeRO stage 0-3 (default 3: FSDP)")
+    g.add_argument("--dp", default="4", help=f"data-parallel ranks, 1-{MAX_MEMORY_DP} (default 4)")
+    g.add_argument(
+        "--prefetch",
+        default="both",
+        help="FSDP prefetch: none, forward, backward, both (default both; zero 3)",
+    )
+    g.add_argument(
+        "--no-reshard-after-forward",
+        action="store_true",
+        help="FSDP: keep each unit gathered from forward to backward (zero 3)",
+    )
+    g.add_argument("--dp-replicate", default="1", help="HSDP replicas (zero 3; default 1)")
+    g.add_argument("--recompute", default="none", help="activation recomputation: none, full")
+    g.add_argument("--layers", default="4", help="transformer blocks, the FSDP units (default 4)")
+    g.add_argument("--hidden", default="16", help="hidden size H (default 16)")
+    g.add_argument("--ranks", default="0", help="ranks to draw, comma-separated (default 0)")
+    g.add_argument("--bandwidth", default="10GB/s", help="per link direction (default 10GB/s)")
+    g.add_argument("--latency", default="5us", help="per message (default 5us)")
+    g.add_argument("--compute-rate", default="1GFLOP/s", help="per rank (default 1GFLOP/s)")
+
+
+@kind(
+    "memory-timeline",
+    help="each rank's memory over simulated time, stacked by category, from a real run",
+    description=(
+        "Train a small transformer for one Adam step on the virtual cluster with a ZeRO stage "
+        "(default: FSDP, zero 3, with prefetch) and draw what each rank holds over simulated "
+        "time, stacked by category (parameters, gradients, optimizer state, activations, "
+        "gathered parameters, communication buffers), at the declared precisions (bf16 "
+        "parameters and gradients, fp32 master weights and Adam m and v: 16 bytes per "
+        "parameter unsharded), with the collectives marked.  Every byte is one the run "
+        "registered; the peaks are read from its trace."
+    ),
+    arguments=_memory_timeline_arguments,
+    example="--zero 3 --dp 4 --prefetch both --out fsdp_memory.png",
+)
+def memory_timeline(args):
+    from .. import topology
+    from ..nn import Adam
+    from ..parallel.config import ParallelConfig
+    from ..parallel.mesh import train
+    from ..parallel.pipeline.runner import toy_batch, toy_model
+    from ..runtime import Cluster
+    from ..units import parse_flops
+    from ..viz.memory_timeline import memory_timeline_figure
+    from .common import link_latency, link_rate
+
+    zero = _int_flag(args.zero, "--zero", 0, 3)
+    dp = _int_flag(args.dp, "--dp", 1, MAX_MEMORY_DP)
+    replicas = _int_flag(args.dp_replicate, "--dp-replicate", 1, dp)
+    layers = _int_flag(args.layers, "--layers", 1, 16)
+    hidden = _int_flag(args.hidden, "--hidden", 2, 256)
+    if hidden % 2:
+        raise ConfigError(f"--hidden {hidden}: the toy model has 2 heads, so it must be even")
+    ranks = _rank_list(args.ranks, dp)
+    rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
+    bandwidth = link_rate(args.bandwidth, "--bandwidth")
+    latency = link_latency(args.latency, "--latency")
+    prefetch = args.prefetch if zero == 3 else "none"
+    try:
+        config = ParallelConfig(dp=dp, zero=zero, prefetch=prefetch, dp_replicate=replicas,
+                                reshard_after_forward=not args.no_reshard_after_forward,
+                                recompute=args.recompute, t_f=0)  # fmt: skip
+    except ConfigError as exc:  # name the flag the field came from
+        flags = {"prefetch": "--prefetch", "dp_replicate": "--dp-replicate", "recompute":
+                 "--recompute", "reshard_after_forward": "--no-reshard-after-forward"}  # fmt: skip
+        named = next((flag for field, flag in flags.items() if field in str(exc)), "the flags")
+        raise ConfigError(f"{named}: {exc}") from None
+    model = toy_model(layers, hidden=hidden, heads=2)
+    batch = toy_batch(dp, seq=8, hidden=hidden)
+    graph = topology.switch(dp, bandwidth=bandwidth, latency=latency)
+    run = train(model, [batch], config, cluster=Cluster(graph, compute_rate=rate),
+                optimizer=Adam(1e-3))  # fmt: skip
+    what = {0: "DDP (ZeRO-0)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "FSDP (ZeRO-3)"}[zero]
+    extra = f", prefetch {prefetch}" if zero == 3 else ""
+    title = f"{what} on {dp} ranks{extra}: memory of rank {', '.join(map(str, ranks))}"
+    return memory_timeline_figure(run, ranks=ranks, title=title)
+
+
+def _int_flag(text, flag, minimum, maximum):
+    """A whole-number flag given as text, in [minimum, maximum], named when refused."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: not a whole number; e.g. {flag} {minimum}") from None
+    return check_int(value, flag, minimum=minimum, maximum=maximum)
+
+
+def _rank_list(text, dp):
+    try:
+        ranks = [int(part) for part in str(text).split(",")]
+    except ValueError:
+        raise ConfigError(
+            f"--ranks {text!r}: give rank numbers separated by commas, e.g. 0,1"
+        ) from None
+    bad = [r for r in ranks if not 0 <= r < dp]
+    if bad:
+        raise ConfigError(f"--ranks {text!r}: rank {bad[0]} is not in 0..{dp - 1} (--dp {dp})")
+    return ranks
