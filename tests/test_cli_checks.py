@@ -29,7 +29,13 @@ def refused(argv, bad):
 # ---- item 5: verify cannot be fooled by nan ---------------------------------------------
 
 SMALL = dict(hidden=8, heads=2, seq=4, layers=1, steps=2)
-DEGREES = {"dp": dict(dp=2, batch=4), "dp-tp": dict(dp=2, tp=2)}
+DEGREES = {
+    "dp": dict(dp=2, batch=4),
+    "dp-tp": dict(dp=2, tp=2),
+    "zero": dict(dp=2, batch=4),
+    "fsdp": dict(dp=2, batch=4),
+    "hsdp": dict(dp_replicate=2, dp_shard=2),
+}
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

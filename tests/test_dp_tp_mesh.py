@@ -109,7 +109,9 @@ def test_cli_json_for_every_scheme(scheme, capsys):
     for key in ("scheme", "max_abs_diff", "match", "bytes_sent", "bytes_by_collective", "time_s"):
         assert key in data
     assert data["scheme"] == scheme and data["match"] is True
-    assert data["max_abs_diff"] < 1e-12
+    # Adam turns the key bias's exactly-zero gradient's rounding (~1e-17) into ~1e-11 steps
+    adam = data["config"].get("optimizer") == "Adam"
+    assert data["max_abs_diff"] < (1e-10 if adam else 1e-12)
     world = data["config"]["dp"] * data["config"]["tp"]
     assert len(data["bytes_sent"]) == world and data["time_s"] > 0
     for per_rank in data["bytes_by_collective"].values():

@@ -30,6 +30,9 @@ SMALL = dict(hidden=6, heads=3, ffn_hidden=12, seq=6, layers=1, steps=2)
 RUNS = {
     "dp": dict(dp=3, batch=6, micro_batch=1),
     "dp-tp": dict(dp=2, tp=3, batch=4, accumulation=2),
+    "zero": dict(dp=3, batch=6, stage=2, accumulation=2),
+    "fsdp": dict(dp=3, batch=6, reshard_after_forward=False),
+    "hsdp": dict(dp_replicate=3, dp_shard=2, batch=6),
 }
 
 
@@ -81,6 +84,12 @@ TRAIN_CASES = {
         dict(dp=2, tp=2, sequence_parallel=True, bucket_bytes="1KiB"),
         dict(dp=2, tp=2, sp=True, bucket_bytes=1024),
     ),  # fmt: skip
+    "zero": (dict(dp=2, stage=2), dict(dp=2, zero=2)),
+    "fsdp": (
+        dict(dp=2, prefetch="forward", reshard_after_forward=False),
+        dict(dp=2, zero=3, prefetch="forward", reshard_after_forward=False),
+    ),
+    "hsdp": (dict(dp_replicate=2, dp_shard=2), dict(dp=4, zero=3, dp_replicate=2)),
 }
 
 

@@ -9,10 +9,16 @@ __all__ = ["register", "run", "check_args"]
 # the flags that set how much memory a check needs, named in the refusal
 MODEL_SIZE_FLAGS = ("hidden", "ffn_hidden", "heads", "seq", "layers", "batch", "micro_batch",
                     "steps", "dp", "tp")  # fmt: skip
+# the sharding flags as the user spells them, for check_sharding's refusals
+SHARDING_FLAGS = {"stage": "--stage", "dp_replicate": "--dp-replicate", "dp_shard": "--dp-shard",
+                  "gpus_per_node": "--gpus-per-node", "optimizer": "--optimizer",
+                  "prefetch": "--prefetch", "reshard_after_forward": "--no-reshard-after-forward",
+                  "dp": "--dp"}  # fmt: skip
 
 DESCRIPTION = """\
-Build a small model and data from --seed, train it for --steps SGD steps on one device
-(plain numpy) and with SCHEME on a virtual cluster (one switch, real collectives), and
+Build a small model and data from --seed, train it for --steps SGD steps (Adam for zero,
+fsdp and hsdp) on one device (plain numpy) and with SCHEME on a virtual cluster (one
+switch, or two-level nodes for hsdp; real collectives), and
 compare after every step: the outputs, the gradient of the input, every parameter gradient
 and every parameter.  Prints the loss curves, the largest differences, whether data-parallel
 replicas stayed identical, the bytes each rank sent per collective next to the closed forms
@@ -26,7 +32,22 @@ schemes:
   tp-mlp        Megatron MLP (column -> GELU -> row): one all-reduce forward, one backward
   tp-attention  attention with heads split over --tp ranks
   sp            transformer blocks with sequence parallelism (reduce-scatter + all-gather)
-  dp-tp         transformer blocks on a (dp, tp) device mesh (add --sp for sequence parallel)"""
+  dp-tp         transformer blocks on a (dp, tp) device mesh (add --sp for sequence parallel)
+  zero          transformer blocks, ZeRO --stage 1|2|3 over --dp ranks, Adam
+  fsdp          ZeRO stage 3 with FSDP's knobs: --no-reshard-after-forward, --prefetch
+  hsdp          ZeRO-3 inside a node (--dp-shard S ranks), replicated across --dp-replicate R
+                nodes: dp = R·S on a two-level topology (--gpus-per-node G, default S)
+
+sharding the model state (the ZeRO paper, Rajbhandari et al. 2020): mixed-precision Adam
+holds 16 bytes per parameter -- bf16 parameters (2) and gradients (2), fp32 master weights,
+Adam m and v (4 each, 12) -- so a rank of Ψ parameters holds 16Ψ.  Over N data-parallel
+ranks, stage 1 shards the optimizer state (4Ψ + 12Ψ/N), stage 2 the gradients too
+(2Ψ + 14Ψ/N), stage 3 = FSDP the parameters too (16Ψ/N, plus the unit it gathers for each
+pass: all-gathered before the forward and again before the backward, freed after).  DDP and
+stages 1-2 send 2Ψ(N-1)/N·b per rank per step (reduce-scatter + all-gather), stage 3
+3Ψ(N-1)/N·b (1.5×).  HSDP's inter-node links carry only the replica all-reduce of the Ψ/N
+shard.  These schemes report each rank's memory peak per category, measured by the tracker
+at those precisions, next to the formulas, and the bytes by link class (intra/inter node)."""
 
 EPILOG = """\
 examples:
@@ -36,6 +57,11 @@ examples:
                                         --bucket-size 8KiB --compute-rate 1GFLOP/s
   Megatron-LM's column split on 4 ranks:              collsim verify tp-column --tp 4
   the 2-D mesh:                                       collsim verify dp-tp --dp 2 --tp 2 --json
+  ZeRO stage 2 on 4 ranks (2Ψ + 14Ψ/N per rank):      collsim verify zero --stage 2 --dp 4
+  FSDP keeping the gathered units for the backward:   collsim verify fsdp --dp 4 \
+                                        --no-reshard-after-forward --prefetch forward
+  HSDP, 2 nodes of 4 GPUs (shard inside a node):      collsim verify hsdp --dp-replicate 2 \
+                                        --dp-shard 4 --json
 
 exit status: 0 when the cluster matches one device, 1 when it does not, 2 bad flags."""
 
@@ -52,7 +78,8 @@ def register(subparsers):
     )
     parser.add_argument("scheme", choices=SCHEMES, metavar="SCHEME", help=", ".join(SCHEMES))
     par = parser.add_argument_group("parallelism and batch")
-    par.add_argument("--dp", type=int, help="data-parallel degree (default 4 for dp, 2 for dp-tp)")
+    par.add_argument("--dp", type=int, help="data-parallel degree (default 4 for dp, zero "
+                     "and fsdp; 2 for dp-tp; R·S for hsdp)")  # fmt: skip
     par.add_argument("--tp", type=int, help="tensor-parallel degree (default 4; 2 for dp-tp)")
     par.add_argument("--sp", action="store_true", help="dp-tp: with sequence parallelism")
     par.add_argument("--batch", type=int, help="global batch (default 64 for dp, else 4·dp)")
@@ -64,9 +91,28 @@ def register(subparsers):
     model.add_argument("--ffn-hidden", type=int, help="MLP inner size (default 4·hidden)")
     model.add_argument("--seq", type=int, default=8, help="sequence length (default 8)")
     model.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
-    model.add_argument("--steps", type=int, default=3, help="SGD steps (default 3)")
-    model.add_argument("--lr", default="0.1", help="SGD learning rate, finite > 0 (default 0.1)")
+    model.add_argument("--steps", type=int, default=3, help="optimizer steps (default 3)")
+    model.add_argument(
+        "--lr", help="learning rate, finite > 0 (default 0.1 for SGD, 0.01 for Adam)"
+    )
     model.add_argument("--seed", type=int, default=0, help="random seed of weights and data, >= 0")
+    shard = parser.add_argument_group("zero, fsdp, hsdp: sharding the model state")
+    shard.add_argument("--stage", help="zero: 1 shards the optimizer state, 2 also the "
+                       "gradients, 3 also the parameters (default 1)")  # fmt: skip
+    shard.add_argument("--optimizer", help="adam (default: its 12 B of fp32 state per parameter "
+                       "is what ZeRO shards) or sgd (4 B: master weights)")  # fmt: skip
+    shard.add_argument("--no-reshard-after-forward", dest="reshard_after_forward",
+                       action="store_false", help="fsdp, hsdp: keep each unit's gathered "
+                       "parameters from forward to backward (SHARD_GRAD_OP: one all-gather "
+                       "fewer, more memory; by default freed after each pass)")  # fmt: skip
+    shard.add_argument("--prefetch", default="none", help="fsdp, hsdp: start the next unit's "
+                       "all-gather early: none (default), forward, backward or both")  # fmt: skip
+    shard.add_argument("--dp-replicate", help="hsdp: R replicas of the sharded model, one per "
+                       "node group (default 2)")  # fmt: skip
+    shard.add_argument("--dp-shard", help="hsdp: S ranks each model is sharded over, inside a "
+                       "node (default 2); dp = R·S")  # fmt: skip
+    shard.add_argument("--gpus-per-node", help="hsdp: GPUs per node of the two-level topology "
+                       "(default dp-shard: each shard group one node)")  # fmt: skip
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--bandwidth", default="100GB/s", help="per link (default 100GB/s)")
     cluster.add_argument("--latency", default="5us", help="per link (default 5us)")
@@ -108,6 +154,7 @@ def check_args(args):
     from ..errors import ConfigError
     from ..units import format_size, parse_flops, parse_size
     from ..verify import (
+        check_sharding,
         check_verify_sizes,
         default_batch,
         default_dp,
@@ -124,12 +171,15 @@ def check_args(args):
         if value is not None:
             check_int(value, f"--{flag.replace('_', '-')}", minimum=1)
     check_seed(args.seed)
+    shard_options = _sharding_options(args)
+    resolved = check_sharding(args.scheme, dp=args.dp, names=SHARDING_FLAGS, **shard_options)
+    lr_text = args.lr if args.lr is not None else ("0.01" if resolved else "0.1")
     try:
-        lr = float(args.lr)
+        lr = float(lr_text)
     except ValueError:
-        raise ConfigError(f"--lr {args.lr!r}: not a number; give e.g. --lr 0.1") from None
+        raise ConfigError(f"--lr {lr_text!r}: not a number; give e.g. --lr 0.1") from None
     if not math.isfinite(lr) or lr <= 0:
-        raise ConfigError(f"--lr {args.lr}: the learning rate must be a finite number > 0, "
+        raise ConfigError(f"--lr {lr_text}: the learning rate must be a finite number > 0, "
                           "like --lr 0.1")  # fmt: skip
     link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
     compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
@@ -138,7 +188,7 @@ def check_args(args):
         raise ConfigError(f"--bucket-size {args.bucket_size}: a gradient bucket holds at least "
                           "1 byte; nearest valid --bucket-size 1B")  # fmt: skip
     scheme = args.scheme
-    dp = args.dp or default_dp(scheme)
+    dp = resolved[1] if resolved else args.dp or default_dp(scheme)
     tp = args.tp or default_tp(scheme)
     check_verify_sizes(dp=dp, tp=tp, layers=args.layers, steps=args.steps,
                        names={"layers": "--layers", "steps": "--steps"})  # fmt: skip
@@ -171,7 +221,26 @@ def check_args(args):
                 seed=args.seed, micro_batch=args.micro_batch, accumulation=args.accumulation,
                 lr=lr, sequence_parallel=args.sp, bucket_bytes=bucket_bytes,
                 bandwidth=args.bandwidth, latency=args.latency,
-                compute_rate=compute_rate)  # fmt: skip
+                compute_rate=compute_rate, **shard_options)  # fmt: skip
+
+
+def _sharding_options(args):
+    """verify()'s sharding keywords from the flags; whole numbers parsed, named when not."""
+    from ..errors import ConfigError
+
+    out = {"prefetch": args.prefetch, "reshard_after_forward": args.reshard_after_forward,
+           "optimizer": args.optimizer}  # fmt: skip
+    for key in ("stage", "dp_replicate", "dp_shard", "gpus_per_node"):
+        text = getattr(args, key)
+        if text is None:
+            out[key] = None
+            continue
+        try:
+            out[key] = int(text)
+        except ValueError:
+            flag = SHARDING_FLAGS[key]
+            raise ConfigError(f"{flag} {text!r}: must be a whole number, like {flag} 2") from None
+    return out
 
 
 def _default_need(scheme, dp, tp):

@@ -11,6 +11,8 @@ read from the trace (DESIGN.md: nothing counts on the side).
 * :func:`overlap` -- per rank: time the network was busy for it (communication), time
   its compute stream was busy, the part of communication that ran while it computed
   (overlapped) and the rest (exposed: what the step waits for).
+* :func:`bytes_by_link_class` -- bytes sent inside a node and between nodes, classified
+  by whether a transfer's two ranks sit on the same node (rank // gpus_per_node).
 
 Examples
 --------
@@ -30,8 +32,11 @@ Examples
 from dataclasses import asdict, dataclass
 
 from ..collectives.records import is_collective
+from ..errors import ConfigError
 
-__all__ = ["collective_bytes", "mesh_dimension", "overlap", "Overlap"]
+__all__ = ["collective_bytes", "mesh_dimension", "overlap", "Overlap", "bytes_by_link_class"]
+
+LINK_CLASSES = ("intra_node", "inter_node")
 
 
 def mesh_dimension(mesh, src, dst):
@@ -122,3 +127,27 @@ def overlap(trace, n_ranks):
         total = _length(busy_comm)
         result.append(Overlap(total, _length(busy_compute), both, total - both))
     return result
+
+
+def bytes_by_link_class(trace, gpus_per_node):
+    """Bytes of every transfer, summed over ranks, by whether its source and destination
+    ranks sit on the same node (node = rank // ``gpus_per_node``, as
+    :func:`collsim.topology.hierarchical` numbers them): the whole argument for HSDP is
+    what crosses between nodes.
+
+    >>> from collsim.network.trace import Trace
+    >>> trace = Trace()
+    >>> trace.add_transfer(0, 1, None, 100, 0.0, 1.0, (), "same node")
+    >>> trace.add_transfer(1, 2, None, 30, 0.0, 1.0, (), "node 0 -> node 1")
+    >>> bytes_by_link_class(trace, gpus_per_node=2)
+    {'intra_node': 100, 'inter_node': 30}
+    """
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+        raise ConfigError(
+            f"gpus_per_node={gpus_per_node!r}: a node holds a whole number >= 1 of GPUs"
+        )
+    out = dict.fromkeys(LINK_CLASSES, 0)
+    for t in trace.transfers:
+        same = t.src // gpus_per_node == t.dst // gpus_per_node
+        out["intra_node" if same else "inter_node"] += t.nbytes
+    return out

@@ -11,6 +11,7 @@ module             what it holds
 :mod:`.run`        the run on the cluster and on one device (:func:`verify`)
 :mod:`.compare`    the step-by-step comparison and its tolerance
 :mod:`.expected`   the bytes each rank should send, by the collectives' closed forms
+:mod:`.sharding`   zero, fsdp, hsdp: memory peaks and link bytes next to their formulas
 :mod:`.report`     :class:`VerifyReport` and the printed report
 =================  ===============================================================
 
@@ -19,7 +20,7 @@ module             what it holds
 ('dp', 'tp-column', 'tp-row')
 """
 
-from .checks import LIMITS, check_verify_sizes, estimate_memory
+from .checks import LIMITS, check_sharding, check_verify_sizes, estimate_memory
 from .compare import TOLERANCE
 from .expected import expected_bytes
 from .problems import SCHEMES, default_batch, default_dp, default_tp, model_shape
@@ -36,6 +37,7 @@ __all__ = [
     "estimate_memory",
     "model_shape",
     "check_verify_sizes",
+    "check_sharding",
     "default_dp",
     "default_tp",
     "default_batch",

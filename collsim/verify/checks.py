@@ -14,13 +14,19 @@ collsim.errors.ConfigError: --steps 101: more than the 100 steps a verification 
 seconds; nearest valid --steps 100
 """
 
+import difflib
 import math
 
 from ..errors import ConfigError
+from ..parallel.config import PREFETCH
 from ..parallel.tensor import check_tp
-from .problems import BYTES, SCHEMES, has_attention, model_shape
+from .problems import BYTES, SCHEMES, SHARDING, has_attention, model_shape
 
-__all__ = ["LIMITS", "check_arguments", "check_verify_sizes", "estimate_memory"]
+__all__ = ["LIMITS", "OPTIMIZERS", "check_arguments", "check_sharding", "check_verify_sizes",
+           "estimate_memory"]  # fmt: skip
+
+OPTIMIZERS = ("adam", "sgd")  # the sharding schemes' optimizers (Adam: its state is the point)
+STAGES = (1, 2, 3)  # what ``verify zero`` runs; stage 0 is ``verify dp``
 
 # a check runs in seconds: more ranks, layers or steps than these teach nothing new
 LIMITS = {"ranks": 64, "layers": 64, "steps": 100}
@@ -43,12 +49,12 @@ def check_arguments(scheme, *, dp, tp, lr, seed, hidden, heads, ffn, seq, layers
         raise ConfigError(f"lr={lr!r}: the learning rate must be a finite number > 0, like 0.1")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"seed={seed!r}: a random seed is a whole number >= 0, like 0")
-    if scheme not in ("dp", "dp-tp") and dp != 1:
+    if scheme not in ("dp", "dp-tp", *SHARDING) and dp != 1:
         raise ConfigError(f"scheme {scheme!r} is tensor parallel only: use dp-tp for dp={dp}")
     if sequence_parallel and scheme not in ("sp", "dp-tp"):
         raise ConfigError(f"sequence parallelism applies to 'sp' and 'dp-tp', not {scheme!r}")
-    if scheme == "dp" and tp != 1:
-        raise ConfigError(f"scheme 'dp' is data parallel only: use dp-tp for tp={tp}")
+    if (scheme == "dp" or scheme in SHARDING) and tp != 1:
+        raise ConfigError(f"scheme {scheme!r} is data parallel only: use dp-tp for tp={tp}")
     attention = has_attention(scheme)
     if attention and hidden % heads:
         raise ConfigError(f"heads={heads} must divide hidden={hidden} (head_dim = hidden/heads)")
@@ -56,6 +62,117 @@ def check_arguments(scheme, *, dp, tp, lr, seed, hidden, heads, ffn, seq, layers
     check_tp(tp, hidden=hidden, heads=heads if attention else None, ffn_hidden=ffn, seq=seq,
              sequence_parallel=sequence_parallel or scheme == "sp")  # fmt: skip
     check_verify_sizes(dp=dp, tp=tp, layers=layers, steps=steps)
+
+
+def _shown(names, key, value):
+    """``--stage 4`` when the user spelled it as a flag, else ``stage=4``."""
+    what = names.get(key, key)
+    return f"{what} {value}" if what.startswith("-") else f"{what}={value!r}"
+
+
+def _whole(value, key, names, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = names.get(key, key)
+        near = f"; nearest valid {what}{' ' if what.startswith('-') else '='}{minimum}"
+        rule = f"must be a whole number >= {minimum}"
+        raise ConfigError(
+            f"{_shown(names, key, value)}: {rule}"
+            + (near if isinstance(value, int | float) and not isinstance(value, bool) else "")
+        )
+    return value
+
+
+def _choice(value, key, choices, names):
+    if value in choices:
+        return value
+    texts = [str(c) for c in choices]
+    near = difflib.get_close_matches(str(value), texts, n=1, cutoff=0.0)
+    what = names.get(key, key)
+    sep = " " if what.startswith("-") else "="
+    raise ConfigError(f"{_shown(names, key, value)}: not one of {', '.join(texts)}; nearest "
+                      f"valid {what}{sep}{near[0]}")  # fmt: skip
+
+
+def check_sharding(scheme, *, dp, stage=None, dp_replicate=None, dp_shard=None,
+                   prefetch="none", reshard_after_forward=True, gpus_per_node=None,
+                   optimizer=None, names=None):  # fmt: skip
+    """Refuse sharding options ``scheme`` cannot run; returns the resolved
+    ``(stage, dp, dp_replicate, dp_shard, gpus_per_node, optimizer)``.
+
+    ``dp`` is the degree the user gave (None: the scheme's default), ``names`` maps an
+    option to its flag (``{"stage": "--stage"}``) so a refusal says what the user typed.
+    ``zero`` runs ``stage`` 1, 2 or 3 (default 1); ``fsdp`` and ``hsdp`` are stage 3;
+    ``hsdp``'s dp is ``dp_replicate · dp_shard`` (default 2 × 2) on nodes of
+    ``gpus_per_node`` GPUs (default ``dp_shard``: the shard group inside a node).
+
+    >>> check_sharding("zero", dp=4, stage=2)
+    (2, 4, 1, 4, 4, 'adam')
+    >>> check_sharding("hsdp", dp=None, dp_replicate=2, dp_shard=4)
+    (3, 8, 2, 4, 4, 'adam')
+    >>> check_sharding("zero", dp=4, stage=4, names={"stage": "--stage"})
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: --stage 4: ZeRO stages are 1 (optimizer state), 2 (+ gradients) \
+and 3 (+ parameters); nearest valid --stage 3
+    """
+    names = names or {}
+    given = {"stage": stage is not None, "dp_replicate": dp_replicate is not None,
+             "dp_shard": dp_shard is not None, "gpus_per_node": gpus_per_node is not None,
+             "optimizer": optimizer is not None, "prefetch": prefetch != "none",
+             "reshard_after_forward": reshard_after_forward is not True}  # fmt: skip
+    where = {"stage": ("zero",), "dp_replicate": ("hsdp",), "dp_shard": ("hsdp",),
+             "gpus_per_node": ("hsdp",), "optimizer": SHARDING, "prefetch": ("fsdp", "hsdp"),
+             "reshard_after_forward": ("fsdp", "hsdp")}  # fmt: skip
+    for key, set_ in given.items():
+        if set_ and scheme not in where[key]:
+            what = names.get(key, key)
+            raise ConfigError(f"{what} applies to {' and '.join(where[key])}, not to scheme "
+                              f"{scheme!r}")  # fmt: skip
+    if scheme not in SHARDING:
+        return None
+    optimizer = _choice("adam" if optimizer is None else optimizer, "optimizer", OPTIMIZERS,
+                        names)  # fmt: skip
+    _choice(prefetch, "prefetch", PREFETCH, names)
+    if not isinstance(reshard_after_forward, bool):
+        raise ConfigError(f"reshard_after_forward={reshard_after_forward!r}: True or False")
+    if scheme == "zero":
+        stage = 1 if stage is None else stage
+        if isinstance(stage, bool) or stage not in STAGES:
+            near = 3 if isinstance(stage, int | float) and stage > 3 else 1
+            raise ConfigError(
+                f"{_shown(names, 'stage', stage)}: ZeRO stages are 1 (optimizer "
+                "state), 2 (+ gradients) and 3 (+ parameters); nearest valid "
+                f"{names.get('stage', 'stage')}"
+                f"{' ' if names.get('stage', '').startswith('-') else '='}{near}"
+            )
+        stage = int(stage)
+    else:
+        stage = 3
+    if scheme != "hsdp":
+        dp = 4 if dp is None else dp
+        return stage, dp, 1, dp, dp, optimizer
+    replicate = _whole(2 if dp_replicate is None else dp_replicate, "dp_replicate", names)
+    shard = _whole(2 if dp_shard is None else dp_shard, "dp_shard", names)
+    if dp is not None and dp != replicate * shard:
+        raise ConfigError(
+            f"{_shown(names, 'dp', dp)}: hsdp's dp is dp_replicate × dp_shard = {replicate} × "
+            f"{shard} = {replicate * shard}; leave {names.get('dp', 'dp')} out or give "
+            f"{replicate * shard}"
+        )
+    dp = replicate * shard
+    if dp > LIMITS["ranks"]:  # before any divisor search; both values named as given
+        raise ConfigError(
+            f"{_shown(names, 'dp_replicate', replicate)} × {_shown(names, 'dp_shard', shard)} "
+            f"= {dp} ranks: more than the {LIMITS['ranks']} a verification runs in seconds; "
+            f"choose dp_replicate · dp_shard <= {LIMITS['ranks']}"
+        )
+    g = _whole(shard if gpus_per_node is None else gpus_per_node, "gpus_per_node", names)
+    if dp % g:
+        near = max(d for d in range(1, min(g, dp) + 1) if dp % d == 0)
+        raise ConfigError(f"{_shown(names, 'gpus_per_node', g)}: the {dp} ranks fill whole "
+                          f"nodes, so it must divide {dp}; nearest valid "
+                          f"{names.get('gpus_per_node', 'gpus_per_node')} {near}")  # fmt: skip
+    return stage, dp, replicate, shard, g, optimizer
 
 
 def check_verify_sizes(*, dp, tp, layers, steps, names=None):

@@ -10,7 +10,13 @@ scheme              model and split                                             
 ``tp-attention``    multi-head attention, heads split                                  full
 ``sp``              ``layers`` transformer blocks, TP with sequence parallelism          seq
 ``dp-tp``           ``layers`` transformer blocks on a (dp, tp) mesh (``--sp`` for SP)  full
+``zero``            ``layers`` transformer blocks, ZeRO stage 1, 2 or 3 over dp ranks    -
+``fsdp``            ``layers`` transformer blocks, ZeRO-3 with FSDP's knobs               -
+``hsdp``            ``layers`` transformer blocks, sharded in a node, replicated across  -
 ==================  ================================================================  =======
+
+The three sharding schemes (:data:`SHARDING`) train the model of ``dp`` with Adam by
+default: the optimizer state is what they shard.
 
 Inputs and targets are ``(batch, seq, features)`` arrays drawn uniformly from [-1, 1].
 The defaults that depend on the scheme (:func:`default_dp`, :func:`default_tp`,
@@ -38,6 +44,7 @@ from ..parallel.tensor.attention import ParallelAttention, ParallelTransformerBl
 
 __all__ = [
     "SCHEMES",
+    "SHARDING",
     "BYTES",
     "Problem",
     "build_problem",
@@ -49,9 +56,10 @@ __all__ = [
     "default_batch",
 ]
 
-SCHEMES = ("dp", "tp-column", "tp-row", "tp-mlp", "tp-attention", "sp", "dp-tp")
+SHARDING = ("zero", "fsdp", "hsdp")  # ZeRO / FSDP / HSDP over the data-parallel ranks
+SCHEMES = ("dp", "tp-column", "tp-row", "tp-mlp", "tp-attention", "sp", "dp-tp") + SHARDING
 BYTES = 8  # every array is float64
-_BLOCKS = ("dp", "sp", "dp-tp")  # the schemes that train ``layers`` transformer blocks
+_BLOCKS = ("dp", "sp", "dp-tp") + SHARDING  # the schemes that train transformer blocks
 
 
 @dataclass
@@ -69,13 +77,14 @@ class Problem:
 
 def default_dp(scheme):
     """Data-parallel degree when none is given: 4 for ``dp`` (the batch-64, dp=4 example),
-    2 for ``dp-tp``, else 1."""
-    return {"dp": 4, "dp-tp": 2}.get(scheme, 1)
+    ``zero``, ``fsdp`` and ``hsdp`` (2 × 2), 2 for ``dp-tp``, else 1."""
+    return {"dp": 4, "dp-tp": 2, "zero": 4, "fsdp": 4, "hsdp": 4}.get(scheme, 1)
 
 
 def default_tp(scheme):
-    """Tensor-parallel degree when none is given: 1 for ``dp``, 2 for ``dp-tp``, else 4."""
-    return {"dp": 1, "dp-tp": 2}.get(scheme, 4)
+    """Tensor-parallel degree when none is given: 1 for ``dp`` and the sharding schemes,
+    2 for ``dp-tp``, else 4."""
+    return {"dp": 1, "dp-tp": 2, "zero": 1, "fsdp": 1, "hsdp": 1}.get(scheme, 4)
 
 
 def default_batch(scheme, dp):
@@ -85,12 +94,12 @@ def default_batch(scheme, dp):
 
 def has_attention(scheme):
     """Whether the scheme's model has attention (so heads must divide hidden)."""
-    return scheme in ("dp", "tp-attention", "sp", "dp-tp")
+    return scheme in ("dp", "tp-attention", "sp", "dp-tp") + SHARDING
 
 
 def build_problem(scheme, rng, *, dp, tp, hidden, heads, ffn, layers, sp):
     """The :class:`Problem` of ``scheme``: its model drawn from ``rng`` and its sharding."""
-    if scheme == "dp":
+    if scheme == "dp" or scheme in SHARDING:  # sharding happens in the trainer's dp group
         model = Sequential(*(TransformerBlock.init(hidden, heads, rng, ffn) for _ in range(layers)))
         return Problem(model, lambda g, j: units_of(copy.deepcopy(model)), "full", "full", dp, 1,
                        f"{layers} transformer block(s)")  # fmt: skip

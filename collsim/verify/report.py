@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..units import format_size, format_time
 from .compare import TOLERANCE
+from .sharding import sharding_lines
 
 __all__ = ["VerifyReport", "report_text"]
 
@@ -43,6 +44,7 @@ class VerifyReport:
     overlap: list  # per rank: accounting.Overlap
     buckets: list = field(default_factory=list)
     nonfinite: list = field(default_factory=list)  # "step 2 params (cluster)": nan or inf
+    sharding: object = None  # zero, fsdp, hsdp: a sharding.ShardingFindings (memory, links)
 
     @property
     def bytes_by_collective(self):
@@ -56,7 +58,7 @@ class VerifyReport:
 
     def to_dict(self):
         """The report as plain values (``collsim verify --json``; nan stays nan here)."""
-        return {
+        out = {
             "scheme": self.scheme,
             "config": self.config,
             "model": self.description,
@@ -81,6 +83,10 @@ class VerifyReport:
             "exposed_comm_s": [o.exposed_s for o in self.overlap],
             "compute_s": [o.compute_s for o in self.overlap],
         }
+        if self.sharding is not None:  # ZeRO / FSDP / HSDP: memory and link classes
+            out["bytes_per_rank"] = list(self.bytes_sent)
+            out |= self.sharding.to_dict()
+        return out
 
     def __str__(self):
         return report_text(self)
@@ -94,6 +100,15 @@ _NAMES = {
     "tp-attention": "tensor parallel, attention with heads split",
     "sp": "tensor parallel with sequence parallelism",
     "dp-tp": "data parallel × tensor parallel on a (dp, tp) mesh",
+    "fsdp": "FSDP: ZeRO stage 3 with PyTorch's knobs (parameters, gradients and optimizer "
+    "state sharded)",
+    "hsdp": "HSDP: ZeRO-3 inside each node's shard group, replicated across nodes",
+}
+
+_STAGES = {
+    1: "ZeRO stage 1 (Rajbhandari et al. 2020): optimizer state sharded",
+    2: "ZeRO stage 2 (Rajbhandari et al. 2020): optimizer state and gradients sharded",
+    3: "ZeRO stage 3 (Rajbhandari et al. 2020): optimizer state, gradients and parameters sharded",
 }
 
 _FORMULAS = {
@@ -121,15 +136,15 @@ def report_text(report):
     example = ""
     if report.scheme == "dp" and (c["dp"], c["batch"]) == (4, 64):
         example = " (the batch-64, dp=4 example: 16 samples per rank)"
+    name = _STAGES[c["zero"]] if report.scheme == "zero" else _NAMES[report.scheme]
     lines = [
-        f"collsim verify {report.scheme}: {_NAMES[report.scheme]}{example}",
+        f"collsim verify {report.scheme}: {name}{example}",
         f"  model: {report.description}; hidden {c['hidden']}, heads {c['heads']}, ffn hidden "
         f"{c['ffn_hidden']}, seq {c['seq']}",
-        f"  dp {c['dp']} × tp {c['tp']} = {c['dp'] * c['tp']} ranks on one switch "
-        f"({c['bandwidth']}, {c['latency']} per link), {_flops(c['compute_rate'])} per rank",
+        _cluster_line(c),
         f"  global batch {c['batch']} = micro batch {c['micro_batch']} × dp {c['dp']} × "
-        f"accumulation {c['accumulation']}; {c['steps']} SGD step(s) (lr {c['lr']}), "
-        f"random seed {c['seed']}",
+        f"accumulation {c['accumulation']}; {c['steps']} {c.get('optimizer', 'SGD')} step(s) "
+        f"(lr {c['lr']}), random seed {c['seed']}",
         "",
         "  step  loss (cluster)  loss (1 device)  max|Δ| output  max|Δ| dX  max|Δ| grads  "
         "max|Δ| params",
@@ -163,7 +178,34 @@ def report_text(report):
             f"  replicated parameters (LayerNorm, row bias) across each TP group differ by at "
             f"most {report.tp_replica_diff:g}"
         )
-    lines += ["", "  bytes sent per rank, whole run (mean over ranks; formula)"]
+    if report.sharding is not None:
+        lines += sharding_lines(report.sharding, report.bytes_by_collective, report.bytes_sent)
+    else:
+        lines += _group_bytes_lines(report)
+    return "\n".join(lines + _time_lines(report))
+
+
+def _cluster_line(c):
+    where = f"one switch ({c['bandwidth']}, {c['latency']} per link)"
+    if c.get("topology") == "hierarchical":
+        nodes = c["dp"] * c["tp"] // c["gpus_per_node"]
+        where = (
+            f"{nodes} node(s) of {c['gpus_per_node']} GPU(s) ({c['bandwidth']}, "
+            f"{c['latency']} per link inside a node,\n  50GB/s, 5us NICs between nodes)"
+        )
+    head = f"  dp {c['dp']} × tp {c['tp']} = {c['dp'] * c['tp']} ranks on {where}, "
+    head += f"{_flops(c['compute_rate'])} per rank"
+    if "zero" not in c:
+        return head
+    knobs = f"dp_replicate {c['dp_replicate']} × dp_shard {c['dp_shard']}"
+    if c["zero"] == 3:
+        knobs += f"; reshard_after_forward {c['reshard_after_forward']}, prefetch {c['prefetch']}"
+    return f"{head}\n  ZeRO stage {c['zero']}: {knobs}"
+
+
+def _group_bytes_lines(report):
+    c = report.config
+    lines = ["", "  bytes sent per rank, whole run (mean over ranks; formula)"]
     n = len(report.bytes_sent)
     for key, per_rank in sorted(report.bytes_by_group.items(), key=str):
         measured = sum(per_rank) / n
@@ -177,14 +219,17 @@ def report_text(report):
     lines.append(f"    total per rank: {', '.join(format_size(b) for b in report.bytes_sent)}")
     if report.buckets and c["dp"] > 1:
         lines.append(f"    gradient buckets (elements, last layers first): {report.buckets}")
+    return lines
+
+
+def _time_lines(report):
     o = report.overlap
     comm = max(x.comm_s for x in o)
     exposed = max(x.exposed_s for x in o)
-    lines += [
+    return [
         "",
         f"  simulated time {format_time(report.time_s)}; busiest rank: compute "
         f"{format_time(max(x.compute_s for x in o))}, communication {format_time(comm)}",
         f"  communication exposed (not hidden behind compute) {format_time(exposed)}, "
         f"overlapped {format_time(max(x.overlapped_s for x in o))}",
     ]
-    return "\n".join(lines)

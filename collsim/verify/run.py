@@ -1,8 +1,9 @@
 """Train a parallel scheme on the virtual cluster and on one device, side by side.
 
 :func:`verify` builds a small model and data from a seed (:mod:`.problems`), trains it for a
-few SGD steps twice -- once with plain numpy on "one device" (the oracle,
-:func:`single_device`) and once with the scheme on the cluster -- and compares, after every
+few SGD steps (Adam for zero, fsdp and hsdp) twice -- once with plain numpy on "one device"
+(the oracle, :func:`single_device`) and once with the scheme on the cluster -- and compares,
+after every
 step, the outputs, the gradient of the input, every parameter gradient and every parameter
 (:mod:`.compare`).  It also checks that data-parallel replicas stay identical, and sets the
 bytes each rank sent next to the closed forms (:mod:`.expected`).  ``collsim verify`` prints
@@ -32,18 +33,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import topology as topo
-from ..nn import SGD, mse_loss
+from ..nn import SGD, Adam, mse_loss
 from ..parallel.batch import resolve_batch
 from ..parallel.config import ParallelConfig
 from ..parallel.data import DEFAULT_BUCKET_BYTES
 from ..parallel.mesh import train
+from ..parallel.sharded import optimizer_bytes_per_param
 from ..runtime import Cluster
 from ..units import parse_size
-from .checks import check_arguments
+from .checks import check_arguments, check_sharding
 from .compare import TOLERANCE, compare_steps
 from .expected import expected_bytes
 from .problems import build_problem, default_batch, default_dp, default_tp, make_batches
 from .report import VerifyReport
+from .sharding import measure_sharding
 
 __all__ = ["verify", "single_device", "ClusterRun"]
 
@@ -82,6 +85,7 @@ class ClusterRun:
     buckets: list  # elements per gradient bucket of rank 0
     dp_replica_diff: float  # 0.0 when the data-parallel replicas are identical
     tp_replica_diff: float  # 0.0 when replicated parameters agree across each TP group
+    trace: object = None  # the run's trace: memory events and transfers
 
     @classmethod
     def of(cls, trained):
@@ -89,13 +93,22 @@ class ClusterRun:
         steps = [{k: getattr(step, k) for k in STEP_FIELDS} for step in trained.steps]
         return cls(steps, list(trained.run.stats.bytes_sent), trained.bytes_by_group,
                    trained.time, trained.overlap, trained.buckets, trained.dp_replica_diff,
-                   trained.tp_replica_diff)  # fmt: skip
+                   trained.tp_replica_diff, trained.trace)  # fmt: skip
 
 
-def _train(problem, config, batches, optimizer, *, bandwidth, latency, compute_rate):
-    """Train ``problem``'s rank modules as ``config`` lays them out, on one switch: the one
+def _train(problem, config, batches, optimizer, *, bandwidth, latency, compute_rate,
+           gpus_per_node=None):  # fmt: skip
+    """Train ``problem``'s rank modules as ``config`` lays them out, on one switch (or, given
+    ``gpus_per_node``, on :func:`~collsim.topology.hierarchical` nodes: ``bandwidth`` and
+    ``latency`` inside a node, the topology's 50GB/s and 5us NICs between nodes): the one
     call of the mesh trainer (:func:`collsim.parallel.mesh.train`)."""
-    cluster = Cluster(topo.switch(config.world_size, bandwidth, latency), compute_rate=compute_rate)
+    ranks = config.world_size
+    if gpus_per_node is None:
+        graph = topo.switch(ranks, bandwidth, latency)
+    else:
+        graph = topo.hierarchical(ranks // gpus_per_node, gpus_per_node, intra=bandwidth,
+                                  intra_latency=latency)  # fmt: skip
+    cluster = Cluster(graph, compute_rate=compute_rate)
     trained = train(problem.make_units, batches, config, cluster=cluster, optimizer=optimizer,
                     in_layout=problem.in_layout, out_layout=problem.out_layout)  # fmt: skip
     return ClusterRun.of(trained)
@@ -115,17 +128,36 @@ def _local_params(problem, config):
 
 
 def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, ffn_hidden=None,
-           layers=2, steps=3, seed=0, micro_batch=None, accumulation=None, lr=0.1,
+           layers=2, steps=3, seed=0, micro_batch=None, accumulation=None, lr=None,
            sequence_parallel=False, bucket_bytes=DEFAULT_BUCKET_BYTES, bandwidth="100GB/s",
-           latency="5us", compute_rate=100e12):  # fmt: skip
+           latency="5us", compute_rate=100e12, stage=None, reshard_after_forward=True,
+           prefetch="none", dp_replicate=None, dp_shard=None, gpus_per_node=None,
+           optimizer=None):  # fmt: skip
     """Run ``scheme`` on a switch of ``dp·tp`` ranks and on one device; compare.
 
-    Defaults: dp 4 for ``dp``, 2 for ``dp-tp``; tp 4 for the TP schemes and ``sp``, 2
-    for ``dp-tp``; batch 64 for ``dp`` (the batch-64, dp=4 example), else 4·dp; ffn hidden
-    4·hidden.  ``bucket_bytes`` is a whole number of bytes or a size such as ``"25MiB"``.
+    Defaults: dp 4 for ``dp``, ``zero`` and ``fsdp``, 2 for ``dp-tp``; tp 4 for the TP
+    schemes and ``sp``, 2 for ``dp-tp``; batch 64 for ``dp`` (the batch-64, dp=4 example),
+    else 4·dp; ffn hidden 4·hidden; lr 0.1 for SGD, 0.01 for Adam.  ``bucket_bytes`` is a
+    whole number of bytes or a size such as ``"25MiB"``.
+
+    The sharding schemes train with ``optimizer`` ``"adam"`` (default) or ``"sgd"``:
+    ``zero`` runs ZeRO ``stage`` 1, 2 or 3 (default 1) over dp ranks; ``fsdp`` stage 3 with
+    ``reshard_after_forward`` and ``prefetch`` (none, forward, backward, both); ``hsdp``
+    stage 3 on ``dp_replicate`` × ``dp_shard`` ranks (default 2 × 2) on
+    :func:`~collsim.topology.hierarchical` nodes of ``gpus_per_node`` GPUs (default
+    ``dp_shard``: each shard group one node).
+
     Raises ConfigError, before any training, for a scheme it does not know, sizes that do
     not divide, or a batch that does not split (Megatron-LM's batch rule).
     """
+    sharding = check_sharding(scheme, dp=dp, stage=stage, dp_replicate=dp_replicate,
+                              dp_shard=dp_shard, prefetch=prefetch,
+                              reshard_after_forward=reshard_after_forward,
+                              gpus_per_node=gpus_per_node, optimizer=optimizer)  # fmt: skip
+    if sharding is not None:
+        stage, dp, dp_replicate, dp_shard, gpus_per_node, optimizer = sharding
+    if lr is None:
+        lr = 0.01 if optimizer == "adam" else 0.1
     dp = dp or default_dp(scheme)
     tp = tp or default_tp(scheme)
     ffn = ffn_hidden or 4 * hidden
@@ -140,6 +172,9 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
         t_f=0.0,  # time comes from the layers' FLOPs at compute_rate, nothing on top
         bucket_bytes=_bucket_bytes(bucket_bytes),
     )
+    if sharding is not None:
+        config = config.replace(zero=stage, dp_replicate=dp_replicate, prefetch=prefetch,
+                                reshard_after_forward=reshard_after_forward)  # fmt: skip
     batch = batch or default_batch(scheme, dp)
     micro, accumulation = resolve_batch(batch, dp, micro_batch, accumulation)
     config = config.replace(microbatches=accumulation)  # pp = 1: gradient accumulation
@@ -147,22 +182,53 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
     problem = build_problem(scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=heads, ffn=ffn,
                             layers=layers, sp=sp)  # fmt: skip
     batches = make_batches(scheme, rng, batch=batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps)
-    optimizer = SGD(lr=lr)
+    optimizer_name = "Adam" if optimizer == "adam" else "SGD"
+    optimizer = Adam(lr=lr) if optimizer == "adam" else SGD(lr=lr)
+    nodes = gpus_per_node if scheme == "hsdp" else None
     # a diverging run (a huge lr) overflows: the report names the non-finite values instead
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
         run = _train(problem, config, batches, optimizer, bandwidth=bandwidth, latency=latency,
-                     compute_rate=compute_rate)  # fmt: skip
+                     compute_rate=compute_rate, gpus_per_node=nodes)  # fmt: skip
     found = compare_steps(run.steps, oracle)
 
-    formula = expected_bytes(scheme, dp=dp, tp=tp, micro_batch=micro, accumulation=accumulation,
-                             steps=steps, seq=seq, hidden=hidden, ffn=ffn, layers=layers,
-                             local_params=_local_params(problem, config), sp=sp)  # fmt: skip
+    findings = None
+    if sharding is not None:
+        units = problem.make_units(config.mesh().group("tp", 0), 0)
+        findings = measure_sharding(
+            run.trace,
+            n_ranks=config.world_size,
+            stage=stage,
+            dp_shard=config.dp_shard,
+            dp_replicate=config.dp_replicate,
+            gpus_per_node=gpus_per_node,
+            unit_params=[sum(v.size for v in unit.params.values()) for _, unit in units],
+            optimizer_bytes=optimizer_bytes_per_param(optimizer),
+            optimizer_name=optimizer_name,
+            steps=steps,
+            accumulation=accumulation,
+            reshard_after_forward=reshard_after_forward,
+            prefetch=prefetch,
+        )
+    if sharding is not None:  # the closed forms by collective, on the dimension it ran along
+        dims = {name: dim for dim, name in run.bytes_by_group}
+        formula = {(dims.get(name, "dp"), name): value
+                   for name, value in findings.formula_bytes.items()}  # fmt: skip
+    else:
+        formula = expected_bytes(scheme, dp=dp, tp=tp, micro_batch=micro,
+                                 accumulation=accumulation, steps=steps, seq=seq, hidden=hidden,
+                                 ffn=ffn, layers=layers,
+                                 local_params=_local_params(problem, config), sp=sp)  # fmt: skip
     shown = {"dp": dp, "tp": tp, "batch": batch, "micro_batch": micro,
              "accumulation": accumulation, "hidden": hidden, "heads": heads, "ffn_hidden": ffn,
              "seq": seq, "layers": layers, "steps": steps, "seed": seed, "lr": lr,
              "sequence_parallel": sp, "bucket_bytes": config.bucket_bytes,
              "bandwidth": bandwidth, "latency": latency, "compute_rate": compute_rate}  # fmt: skip
+    if sharding is not None:
+        shown |= {"optimizer": optimizer_name, "zero": stage, "dp_replicate": dp_replicate,
+                  "dp_shard": config.dp_shard, "gpus_per_node": gpus_per_node,
+                  "reshard_after_forward": reshard_after_forward, "prefetch": prefetch,
+                  "topology": "hierarchical" if nodes else "switch"}  # fmt: skip
     replicas_ok = run.dp_replica_diff == 0.0 and run.tp_replica_diff == 0.0
     return VerifyReport(
         scheme=scheme,
@@ -181,4 +247,5 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
         overlap=run.overlap,
         buckets=run.buckets,
         nonfinite=found.nonfinite,
+        sharding=findings,
     )
