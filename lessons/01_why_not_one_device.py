@@ -192,7 +192,7 @@ teach.check("1.4", recompute_flops_answer, expected=ratio, rel=1e-3, unit="x")
 # $16N$ of model states alone is too much. That part can only shrink by being **split
 # across GPUs**. The picture shows one way, ZeRO (Rajbhandari et al. 2020): on 8 GPUs
 # doing data parallelism, shard the optimizer states (ZeRO-1), then the gradients too
-# (ZeRO-2), then the parameters (ZeRO-3, which PyTorch calls FSDP). The leftmost bar is
+# (ZeRO-2), then the parameters (ZeRO-3, which PyTorch calls FSDP; lesson 3 runs them). The leftmost bar is
 # what every GPU holds when nothing is sharded, the same as the single GPU above.
 
 # %%

@@ -101,7 +101,7 @@ teach.check("2.1", forgot_division_answer,
             expected=np.linalg.norm(g_global) / np.linalg.norm(g_single), unit="x", ranks=DP)  # fmt: skip
 
 # %% [markdown]
-# (Lesson 3 explains those bytes: how a ring all-reduce moves them and why the number per
+# (Lesson 4 explains those bytes: how a ring all-reduce moves them and why the number per
 # rank barely depends on the number of GPUs.)
 #
 # ## The same as a training loop on the cluster
@@ -145,7 +145,7 @@ print(f"after one step: max |theta_replica - theta_1_device| = {worst:.3g}; "
 # **Exercise 2.2.** Write `accumulation_steps(global_batch, dp, micro_batch)`: how many
 # micro-batches each GPU runs per optimizer step. The check compares it with collsim's
 # `resolve_batch` on several configurations. One is the planner's repair of Megatron's
-# 784-GPU error (lesson 8): 784 GPUs are not divisible by tp·pp = 8·4, 768 are, leaving
+# 784-GPU error (lesson 9): 784 GPUs are not divisible by tp·pp = 8·4, 768 are, leaving
 # dp = 768/(8·4); with a global batch of 1536 and micro-batch 1.
 
 # %%
@@ -249,5 +249,5 @@ teach.show(fig, "02_dp_buckets_utilization")
 # - Bucketing lets the all-reduce of the last layers' gradients run while backward is
 #   still computing the first layers; only the rest is exposed.
 # - Data parallelism still needs the whole model on each GPU (lesson 1's 16 bytes per
-#   parameter), and it pays one gradient all-reduce per step. Lesson 3 opens that
-#   all-reduce up.
+#   parameter), and it pays one gradient all-reduce per step. Lesson 3 shards that model
+#   state over the replicas (ZeRO, FSDP); lesson 4 opens the all-reduce up.

@@ -12,12 +12,16 @@ from fuzzkit import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
+from collsim.cli.lesson import find_lessons, lessons_dir
+
+# the first number past the last lesson file (lessons/NN_topic.py, 01..10 today)
+NO_SUCH_LESSON = max(find_lessons(lessons_dir())) + 1
 # (argparse takes "-inf" or "--" for options before collsim sees them: not fuzzed here)
 BAD_NUMBERS = ["-1", "0", "nan", "inf", str(2**62), "1e300", "3.5", "three", "", " ", "１",
                "0x3", "100", "3;rm", "99", "-2.5"]  # fmt: skip
 bad_which = st.one_of(
     st.sampled_from(BAD_NUMBERS),
-    st.integers(min_value=10, max_value=2**70).map(str),
+    st.integers(min_value=NO_SUCH_LESSON, max_value=2**70).map(str),
     st.integers(max_value=-1).map(str),
     st.text(string.ascii_letters + string.punctuation + " ", min_size=1, max_size=12).filter(
         lambda s: s.strip() != "list" and not s.startswith("-")
@@ -54,6 +58,13 @@ def test_lesson_refuses_bad_numbers_and_names(which):
     # a number that is not a lesson, or a name that is not 'list', is named in the refusal
     outcome = run_cli(["lesson", which, "--no-pause"], bad=which.strip() or which, timeout=5)
     assert outcome.status != 0
+
+
+def test_the_first_number_past_the_last_lesson_is_refused():
+    # lesson 10 exists since the sharding lesson came third; 11 is the first that does not
+    assert NO_SUCH_LESSON == 11
+    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="11", timeout=5)
+    assert outcome.status == 1 and "no lesson 11" in outcome.stderr
 
 
 PATH_CASES = ["missing", "under a file", "a file", "a device", "empty string",

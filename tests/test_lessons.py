@@ -106,9 +106,9 @@ def test_lesson_text_numbers_steps_from_1(path):
         assert "initial state" in match.group(0), match.group(0)
 
 
-def test_lesson_3_chunk_rule_takes_the_1_based_step():
-    solution_file = LESSONS / "solutions" / "03_ring_allreduce.py"
-    spec = importlib.util.spec_from_file_location("_sol3", solution_file)
+def test_lesson_4_chunk_rule_takes_the_1_based_step():
+    solution_file = LESSONS / "solutions" / "04_ring_allreduce.py"
+    spec = importlib.util.spec_from_file_location("_sol4", solution_file)
     solutions = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(solutions)
     # the step-through prints "step 1 of 6: r0 -> r1 chunk 3" for K = 4
@@ -236,14 +236,14 @@ def test_stdin_closed_for_real_in_a_subprocess(tiny_lessons):
     assert "isatty" not in done.stderr
 
 
-def test_lesson_3_pictures_show_the_steps_its_text_names():
+def test_lesson_4_pictures_show_the_steps_its_text_names():
     # "After step 3 of 6 (the last of the reduce-scatter) ... starting with step 4"
     import numpy as np
 
     import collsim
     from collsim.viz.ring import ring_figure
 
-    source = (LESSONS / "03_ring_allreduce.py").read_text(encoding="utf-8")
+    source = (LESSONS / "04_ring_allreduce.py").read_text(encoding="utf-8")
     calls = re.findall(r"ring_figure\(result, step=(K(?: - 1)?)\)", source)
     assert calls == ["K - 1", "K"]
     k = 4
@@ -251,3 +251,84 @@ def test_lesson_3_pictures_show_the_steps_its_text_names():
     steps = {"K - 1": k - 1, "K": k}
     titles = [ring_figure(result, step=steps[c])._suptitle.get_text() for c in calls]
     assert "step 3 of 6" in titles[0] and "step 4 of 6" in titles[1]
+
+
+# ---- the lesson order and every reference to a lesson's number --------------------------
+
+ORDER = ["why_not_one_device", "data_parallel", "sharding", "ring_allreduce", "cost_models",
+         "where_scaling_stops", "tensor_parallel", "pipeline_parallel", "putting_it_together",
+         "debugging_a_hang"]  # fmt: skip
+# what a person reads that names lessons by number or by file
+REFERRING = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(LESSONS.glob("*.py")),
+             *sorted((LESSONS / "solutions").glob("*.py")),
+             *sorted((ROOT / "examples").glob("*.py")),
+             *sorted((ROOT / "collsim").rglob("*.py"))]  # fmt: skip
+LESSON_NUMBER = re.compile(r"\b[Ll]essons? (\d+)(?:(?: and |–|-|, )(\d+))?")
+LESSON_PATH = re.compile(r"lessons/(?:solutions/)?(\d\d_[a-z_]+\.py)")
+
+
+def test_the_lessons_run_01_to_10_with_sharding_third():
+    found = find_lessons(LESSONS)
+    assert sorted(found) == list(range(1, len(ORDER) + 1))
+    assert [found[n].stem[3:] for n in sorted(found)] == ORDER
+    assert found[3].name == "03_sharding.py"
+    assert sorted(p.name for p in (LESSONS / "solutions").glob("[0-9][0-9]_*.py")) == [
+        p.name for _, p in sorted(found.items())
+    ]
+
+
+@pytest.mark.parametrize("path", REFERRING, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_lesson_number_and_file_named_exists(path):
+    text = path.read_text(encoding="utf-8")
+    numbers = set(find_lessons(LESSONS))
+    for match in LESSON_NUMBER.finditer(text):
+        for n in filter(None, match.groups()):
+            assert int(n) in numbers, f"{path.name}: {match.group(0)!r} names no lesson"
+    for match in LESSON_PATH.finditer(text):
+        assert (LESSONS / match.group(1)).exists(), f"{path.name}: {match.group(0)} is gone"
+
+
+def _tags(path):
+    """The lesson's exercise ids ("3.1") and picture names ("03_...") as its code says."""
+    tree, calls = _check_calls(path)
+    ids = [c.args[0].value for c in calls]
+    shows = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and getattr(n.func, "attr", None) == "show" and len(n.args) == 2]  # fmt: skip
+    return ids, [_leading_text(s.args[1]) for s in shows]
+
+
+def _leading_text(node):
+    """The literal start of a picture name: "04_x", "07_" + name, f"03_{name}"."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BinOp):
+        return _leading_text(node.left)
+    if isinstance(node, ast.JoinedStr) and isinstance(node.values[0], ast.Constant):
+        return node.values[0].value
+    return ""  # a name with no literal start cannot carry the number: the test says so
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_exercises_pictures_title_and_solutions_carry_the_lesson_number(path):
+    number = int(path.name[:2])
+    ids, pictures = _tags(path)
+    assert ids and all(i.startswith(f"{number}.") for i in ids), ids
+    assert pictures and all(name.startswith(f"{number:02d}_") for name in pictures), pictures
+    text = path.read_text(encoding="utf-8")
+    assert text.splitlines()[1].startswith(f"# # {number}. "), text.splitlines()[1]
+    prose = re.findall(r"\*\*Exercise (\d+)\.\d+", text)
+    assert prose and all(int(n) == number for n in prose), prose
+    solutions = (LESSONS / "solutions" / path.name).read_text(encoding="utf-8")
+    assert solutions.startswith(f'"""Solutions to lesson {number}'), solutions[:60]
+    comments = re.findall(r"^# (\d+)\.\d+", solutions, flags=re.M)
+    assert all(int(n) == number for n in comments), comments
+
+
+def test_the_readme_lists_every_lesson_in_order_with_its_title():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    items = re.findall(r"^(\d+)\. \[([^\]]+)\]\(lessons/(\d\d_[a-z_]+\.py)\)", readme, re.M)
+    found = find_lessons(LESSONS)
+    assert [(int(n), f) for n, _, f in items] == [(n, p.name) for n, p in sorted(found.items())]
+    for n, title, _ in items:
+        header = found[int(n)].read_text(encoding="utf-8").splitlines()[1]
+        assert header.startswith(f"# # {n}. {title}"), (header, title)

@@ -15,16 +15,16 @@ __all__ = ["register", "run", "lessons_dir", "find_lessons", "cells", "numbered_
 
 DESCRIPTION = """\
 The lessons are percent-format Python files in the repository's lessons/ folder: each
-runs as a plain script (python lessons/03_ring_allreduce.py) and opens as a notebook in
+runs as a plain script (python lessons/04_ring_allreduce.py) and opens as a notebook in
 Jupyter (via jupytext) or VS Code.  This command runs one in the terminal, printing the
 prose and the code of each cell, then its output; it pauses between cells only when
 standard input is a terminal (--no-pause turns that off).  An exercise left unanswered
-prints the file and line of its answer slot (lessons/06_tensor_parallel.py:123: set ...).
+prints the file and line of its answer slot (lessons/07_tensor_parallel.py:123: set ...).
 
 examples:
   collsim lesson list
-  collsim lesson 3
-  COLLSIM_SOLUTIONS=1 collsim lesson 3 --no-pause   # fill every exercise from the solutions
+  collsim lesson 4
+  COLLSIM_SOLUTIONS=1 collsim lesson 4 --no-pause   # fill every exercise from the solutions
 """
 
 CELL = re.compile(r"^# %%(.*)$")

@@ -10,7 +10,7 @@ from .console import pause
 __all__ = ["register", "run"]
 
 DESCRIPTION = """\
-A five-minute tour of collsim (the short version of lessons 2-3):
+A five-minute tour of collsim (the short version of lessons 2 and 4):
 
   1. four ranks exchange arrays point to point; every transfer is in the trace
   2. data parallel, the batch-64, dp=4 example: the averaged gradient is one device's

@@ -75,7 +75,7 @@ class AnswerSlot:
     hint: str = ""  # the comment on that line ("your prediction, in bytes")
 
     def where(self, what="your answer"):
-        """``lessons/06_tensor_parallel.py:123: set x_answer = ...`` (or the cell above)."""
+        """``lessons/07_tensor_parallel.py:123: set x_answer = ...`` (or the cell above)."""
         name = self.name or "the answer"
         hint = f"({self.hint})" if self.hint else f"({what})"
         if self.path is None or self.line is None:

@@ -1,4 +1,4 @@
-"""Solutions to lesson 4: cost models.  Each name is the lesson's answer slot of the same
+"""Solutions to lesson 5: cost models.  Each name is the lesson's answer slot of the same
 name."""
 
 import math
@@ -11,11 +11,11 @@ def crossover(K, alpha, beta):
     return (K - 1 - L) * alpha * beta / (L - (K - 1) / K)
 
 
-# 4.1: α + n/β with n = 1 MiB
+# 5.1: α + n/β with n = 1 MiB
 send_time_answer = 5e-6 + 2**20 / 100e9
-# 4.2: 2(K-1)·α = 2(K-1)/K·S/β  =>  S = K·α·β
+# 5.2: 2(K-1)·α = 2(K-1)/K·S/β  =>  S = K·α·β
 balance_size_answer = 8 * 5e-6 * 100e9
-# 4.3
+# 5.3
 crossover_answer = crossover
-# 4.4: every link carries two transfers at once, so each gets half the bandwidth
+# 5.4: every link carries two transfers at once, so each gets half the bandwidth
 misordered_slowdown_answer = 2

@@ -1,9 +1,9 @@
 # %% [markdown]
-# # 8. Putting it together: the rank grid and the rules
+# # 9. Putting it together: the rank grid and the rules
 # Lay the GPUs on a tp × dp × pp grid, check world = tp·pp·dp and global batch = micro·dp·accum, plan Megatron's 784-GPU error.
 #
-# Real training jobs combine all three: **tensor parallel** inside a layer (lesson 6),
-# **pipeline parallel** across layers (lesson 7) and **data parallel** across copies of the
+# Real training jobs combine all three: **tensor parallel** inside a layer (lesson 7),
+# **pipeline parallel** across layers (lesson 8) and **data parallel** across copies of the
 # model (lesson 2) — "3-D" or PTD-P parallelism (Narayanan et al. 2021). This lesson shows
 # how the GPUs are arranged so that each kind of traffic lands on the right links, which
 # equations the sizes must satisfy (Megatron-LM's argument checks, `validate_args` in
@@ -82,10 +82,10 @@ def grid_figure(mesh, gpus_per_node):
     return fig
 
 
-teach.show(grid_figure(big_mesh, GPUS_PER_NODE), "08_rank_grid")
+teach.show(grid_figure(big_mesh, GPUS_PER_NODE), "09_rank_grid")
 
 # %% [markdown]
-# **Exercise 8.1 — write the mapping.** Write `coords(rank, pp, dp, tp)` that returns the
+# **Exercise 9.1 — write the mapping.** Write `coords(rank, pp, dp, tp)` that returns the
 # tuple `(pp_rank, dp_rank, tp_rank)` of a global rank on this grid. The check compares it
 # with `DeviceMesh.coords` on several grids, including 96 GPUs with `pp=4, dp=3, tp=8`.
 
@@ -101,7 +101,7 @@ def mesh_coords(rank, pp, dp, tp):
 
 
 cases = [(5, 2, 2, 2), (37, 4, 3, 8), (95, 4, 3, 8), (0, 1, 1, 1), (13, 2, 4, 2), (6, 1, 8, 1)]
-teach.check_function("8.1", coords_answer, mesh_coords, cases)
+teach.check_function("9.1", coords_answer, mesh_coords, cases)
 
 # %% [markdown]
 # ## All three at once, checked against one device
@@ -132,7 +132,7 @@ for (dim, name), per_rank in sorted(by_dim.items()):
 print(f"\n{'dimension':<10}{'inside a machine':>18}{'between machines':>18}   (all ranks)")
 for dim, (inside, between) in sorted(crossing.items()):
     print(f"{dim:<10}{format_size(inside):>18}{format_size(between):>18}")
-teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), "08_3d_traffic")
+teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), "09_3d_traffic")
 
 # %% [markdown]
 # Only the pipeline's point-to-point messages cross the fabric; TP and DP stay on each
@@ -148,7 +148,7 @@ teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), 
 # | `global_batch = micro_batch · dp · accumulation` | the optimizer step sees the same number of samples however it is split |
 # | `hidden % tp == 0`, `heads % tp == 0` | TP splits columns and whole attention heads evenly |
 # | `layers % pp == 0` (recommended) | otherwise the slowest stage sets the pace |
-# | `tp ≤ GPUs per node` (recommended) | TP's all-reduces must stay on NVLink (lesson 6) |
+# | `tp ≤ GPUs per node` (recommended) | TP's all-reduces must stay on NVLink (lesson 7) |
 #
 # Given `world`, `tp` and `pp`, the grid fixes `dp = world / (tp·pp)`; given the global batch
 # and the micro-batch (memory decides it), the rules fix the accumulation steps.
@@ -162,7 +162,7 @@ print(f"valid: {report.valid};  dp = {d['dp']},  accumulation = {d['accumulation
       f"global batch = {d['micro_batch']}·{d['dp']}·{d['accumulation']} = {d['global_batch']}")  # fmt: skip
 
 # %% [markdown]
-# **Exercise 8.2 — predict, then check.** Same job, but the micro-batch no longer fits in
+# **Exercise 9.2 — predict, then check.** Same job, but the micro-batch no longer fits in
 # memory: `micro_batch = 1` with the global batch kept at 256, on 64 GPUs with `tp = 4`,
 # `pp = 2`. How many gradient-accumulation steps does each optimizer step need now?
 
@@ -172,7 +172,7 @@ smaller = plan(world_size=64, tp=4, pp=2, layers=24, hidden=2048, heads=16, seq=
 
 accumulation_answer = None  # your prediction: accumulation steps
 
-teach.check("8.2", accumulation_answer, expected=smaller.derived["accumulation"],
+teach.check("9.2", accumulation_answer, expected=smaller.derived["accumulation"],
             unit="accumulation steps")  # fmt: skip
 
 # %% [markdown]
@@ -203,12 +203,12 @@ megatron784 = plan(world_size=784, tp=8, pp=4, global_batch=1536, micro_batch=1,
 print(f"valid: {megatron784.valid};  broken rules: {[v.rule for v in megatron784.violations]}")
 
 # %% [markdown]
-# **Exercise 8.3 — predict, then check.** What data-parallel degree does `784 / (8·4)` give?
+# **Exercise 9.3 — predict, then check.** What data-parallel degree does `784 / (8·4)` give?
 
 # %%
 dp_answer = None  # your prediction
 
-teach.check("8.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas")
+teach.check("9.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas")
 
 # %% [markdown]
 # Megatron stops there. The planner's message says the same, and its hint lists what would
@@ -218,7 +218,7 @@ teach.check("8.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas
 print(f"{megatron784.violations[0].message}\n\nhint: {megatron784.violations[0].hint}")
 
 # %% [markdown]
-# **Exercise 8.4 — predict, then check.** The hint offers two world sizes that are multiples
+# **Exercise 9.4 — predict, then check.** The hint offers two world sizes that are multiples
 # of `tp·pp`, one on each side of 784 and equally far from it. Keeping `tp = 8`, `pp = 4`
 # and the global batch, which one does the planner suggest? (The global batch must split
 # too: `global_batch = micro · dp · accumulation` needs `dp` to divide it.)
@@ -228,7 +228,7 @@ fixed_world = megatron784.suggestions[0].config.world_size
 
 world_size_answer = None  # your prediction: a number of GPUs
 
-teach.check("8.4", world_size_answer, expected=fixed_world, unit="GPUs")
+teach.check("9.4", world_size_answer, expected=fixed_world, unit="GPUs")
 
 # %% [markdown]
 # Why not keep 784 GPUs and change `tp` or `pp` instead? The planner explains, and lists
@@ -282,13 +282,13 @@ print(f"the guide's formula: dp_world_size = {guide_dp:g}, effective batch = {gu
       f"  — {hsdp.derived['global_batch'] / guide_batch:g}× too small (a factor tp)")  # fmt: skip
 
 # %% [markdown]
-# **Exercise 8.5 — predict, then check.** How many samples does one optimizer step of this
+# **Exercise 9.5 — predict, then check.** How many samples does one optimizer step of this
 # 16-GPU job see?
 
 # %%
 samples_answer = None  # your prediction: samples per optimizer step
 
-teach.check("8.5", samples_answer, expected=hsdp.derived["global_batch"], unit="samples")
+teach.check("9.5", samples_answer, expected=hsdp.derived["global_batch"], unit="samples")
 
 # %% [markdown]
 # ## Takeaways
@@ -306,4 +306,4 @@ teach.check("8.5", samples_answer, expected=hsdp.derived["global_batch"], unit="
 #   The guide's `/ tp` counts the TP split twice and underestimates the effective batch by
 #   a factor `tp`.
 #
-# Next: lesson 9 — what happens when the ranks of this grid stop agreeing, and the job hangs.
+# Next: lesson 10 — what happens when the ranks of this grid stop agreeing, and the job hangs.

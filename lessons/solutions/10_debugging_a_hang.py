@@ -1,4 +1,4 @@
-"""Solutions to lesson 9 (debugging a hang).  Each name is the lesson's answer slot of the same
+"""Solutions to lesson 10 (debugging a hang).  Each name is the lesson's answer slot of the same
 name, derived from the lesson's programs or a function, never a number copied from its output."""
 
 K, N_SAMPLES = 4, 11
@@ -7,7 +7,7 @@ K, N_SAMPLES = 4, 11
 STEPS = [len(range(r, N_SAMPLES, K)) for r in range(K)]
 SHORT = [r for r in range(K) if STEPS[r] < max(STEPS)]  # they leave one all-reduce early
 
-# the gradient sizes of lesson 9's train_step: rank 3 loaded the wrong config
+# the gradient sizes of lesson 10's train_step: rank 3 loaded the wrong config
 N_PARAMS = [10 if r == 3 else 8 for r in range(K)]
 
 
@@ -24,11 +24,11 @@ def shift(rank, x):
     return got
 
 
-# 9.1: the rank with fewer steps leaves one all-reduce early
+# 10.1: the rank with fewer steps leaves one all-reduce early
 missing_rank_answer = SHORT[0]
-# 9.2: every rank completed min(STEPS) all-reduces (#0 .. #min-1); the next one hangs
+# 10.2: every rank completed min(STEPS) all-reduces (#0 .. #min-1); the next one hangs
 hang_position_answer = min(STEPS)
-# 9.3: the one rank whose gradient size differs
+# 10.3: the one rank whose gradient size differs
 odd_rank_answer = next(r for r in range(K) if N_PARAMS.count(N_PARAMS[r]) == 1)
-# 9.4: the lesson's check runs the rank program on rings of several sizes
+# 10.4: the lesson's check runs the rank program on rings of several sizes
 shift_answer = shift

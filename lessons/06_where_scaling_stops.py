@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 5. Where scaling stops paying
+# # 6. Where scaling stops paying
 # Compute 6·N·D/P against communication 2·N·b/BW: N cancels, and tokens per GPU, bandwidth, compute rate and gradient bytes decide.
 #
 # Think of data-parallel training as a hundred people revising one dictionary:
@@ -9,7 +9,7 @@
 # time**.
 #
 # This lesson uses the planner (`collsim.plan`), whose compute and communication times are
-# the closed forms of lessons 3 and 4, to find that ratio, see which quantities it depends
+# the closed forms of lessons 4 and 5, to find that ratio, see which quantities it depends
 # on, and watch it decide where scaling stops.
 #
 # As before: replace each `..._answer = None` with your prediction and run the check.
@@ -31,7 +31,7 @@ from collsim.viz.scaling import DEFAULT_JOB, scaling_figure, scaling_rows
 # $$T_\text{compute} = \frac{6 N D}{P}$$
 #
 # Then the gradient all-reduce: a ring sends $\frac{2(K-1)}{K}N b \approx 2Nb$ bytes per GPU
-# (lesson 3), $b$ bytes per gradient element, over a link of bandwidth $\mathrm{BW}$:
+# (lesson 4), $b$ bytes per gradient element, over a link of bandwidth $\mathrm{BW}$:
 #
 # $$T_\text{comm} \approx \frac{2 N b}{\mathrm{BW}}$$
 #
@@ -79,7 +79,7 @@ for size in ("1.3B", "7B", "70B", "175B"):
 # is the ring's latency term, $2(K-1)\alpha$, the one part of the all-reduce that does not
 # grow with $N$.
 #
-# **Exercise 5.1.** Write `compute_to_comm(params, global_batch, seq, gpus, bandwidth,
+# **Exercise 6.1.** Write `compute_to_comm(params, global_batch, seq, gpus, bandwidth,
 # compute_rate, grad_bytes)`: the ratio $3D\,\mathrm{BW}/(Pb)$ for pure data
 # parallelism on `gpus` GPUs. (Do you need every argument?) The check compares it with the
 # planner's `scaling["compute_to_communication"]` on several jobs.
@@ -99,7 +99,7 @@ def planner_ratio(params, global_batch, seq, gpus, bandwidth, compute_rate, grad
 cases = [(7e9, 512, 2048, 64, 25e9, 150e12, 2), (70e9, 512, 2048, 64, 25e9, 150e12, 2),
          (1.3e9, 256, 1024, 32, 50e9, 400e12, 4), (175e9, 1536, 2048, 768, 25e9, 150e12, 2),
          (7e9, 64, 4096, 8, 300e9, 150e12, 2)]  # fmt: skip
-teach.check_function("5.1", compute_to_comm_answer, planner_ratio, cases,
+teach.check_function("6.1", compute_to_comm_answer, planner_ratio, cases,
                      compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="x")  # fmt: skip
 
 # %% [markdown]
@@ -111,7 +111,7 @@ teach.check_function("5.1", compute_to_comm_answer, planner_ratio, cases,
 # all-reduce, so the same network hides less of it behind compute. Upgrading GPUs without
 # upgrading the network *lowers* the ratio.
 #
-# **Exercise 5.2.** The job above moves to GPUs that compute twice as fast, on the same
+# **Exercise 6.2.** The job above moves to GPUs that compute twice as fast, on the same
 # network. Predict the new compute/communication ratio divided by the old one.
 
 # %%
@@ -133,7 +133,7 @@ for name, change in changes.items():
     print(f"{name:<40} {ratio:>6.4g} {ratio / base:>8.3g} {format_time(s['step_time_s']):>9} "
           f"{s['efficiency']:>10.1%}")  # fmt: skip
 faster = plan(**job, compute_rate="300TFLOP/s").scaling["compute_to_communication"]
-teach.check("5.2", faster_gpu_answer, expected=faster / base, unit="x")
+teach.check("6.2", faster_gpu_answer, expected=faster / base, unit="x")
 
 # %% [markdown]
 # The faster GPU still finishes the step sooner (compare the step column), but a larger
@@ -148,7 +148,7 @@ teach.check("5.2", faster_gpu_answer, expected=faster / base, unit="x")
 # ratio falls like $1/K$. As long as it stays above 1, the all-reduce can hide behind
 # compute (lesson 2's buckets); below 1, each added GPU adds mostly waiting.
 #
-# **Exercise 5.3.** With the job above (global batch 512 of 2048-token sequences,
+# **Exercise 6.3.** With the job above (global batch 512 of 2048-token sequences,
 # 150 TFLOP/s, 25 GB/s between nodes, bf16 gradients), at how many GPUs does
 # $3D\,\mathrm{BW}/(Pb)$ fall to exactly 1? (The answer need not be a whole number.)
 
@@ -163,7 +163,7 @@ for gpus in (16, 64, 256, 1024):
     print(f"{gpus:>5} {s['tokens_per_dp_rank']:>10,.0f} {ratio:>7.4g} {ratio * gpus:>12.6g}")
 # past one node, ratio x GPUs is the same for every K: the ratio is 1 at K = that product
 break_even = ratio * gpus
-teach.check("5.3", break_even_gpus_answer, expected=break_even, rel=1e-3, unit="GPUs")
+teach.check("6.3", break_even_gpus_answer, expected=break_even, rel=1e-3, unit="GPUs")
 
 # %% [markdown]
 # The picture sweeps the GPU count for collsim's default scaling job, the same job as
@@ -178,7 +178,7 @@ for row in scaling_rows(DEFAULT_JOB, gpus=[8, 16, 256, 512]):
     print(f"{row['gpus']:>4} GPUs ({row['link']}): compute {format_time(row['compute_s']):>9}, "
           f"communication {format_time(row['comm_bandwidth_s'] + row['comm_latency_s']):>9}, "
           f"efficiency {row['efficiency']:.1%} ({row['efficiency_overlapped']:.1%} overlapped)")  # fmt: skip
-teach.show(scaling_figure(DEFAULT_JOB), "05_strong_scaling")
+teach.show(scaling_figure(DEFAULT_JOB), "06_strong_scaling")
 
 # %% [markdown]
 # Inside one node the all-reduce is almost free. At the node boundary it jumps, because
@@ -193,7 +193,7 @@ teach.show(scaling_figure(DEFAULT_JOB), "05_strong_scaling")
 # tolerates (scale the learning rate with the effective batch: Goyal et al. 2017).
 
 # %%
-teach.show(scaling_figure(DEFAULT_JOB, weak=True, batch_per_gpu=4), "05_weak_scaling")
+teach.show(scaling_figure(DEFAULT_JOB, weak=True, batch_per_gpu=4), "06_weak_scaling")
 
 # %% [markdown]
 # ## Takeaways
@@ -209,5 +209,5 @@ teach.show(scaling_figure(DEFAULT_JOB, weak=True, batch_per_gpu=4), "05_weak_sca
 # - Remedies follow from the formula: more tokens per GPU (larger batch or accumulation),
 #   faster links (keep heavy traffic inside a node), fewer gradient bytes (bf16), and
 #   overlap (buckets).
-# - Next: lesson 6 splits the model itself (tensor parallelism), whose communication
+# - Next: lesson 7 splits the model itself (tensor parallelism), whose communication
 #   does not hide so easily.

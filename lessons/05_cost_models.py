@@ -1,8 +1,8 @@
 # %% [markdown]
-# # 4. Cost models: latency, bandwidth and congestion
+# # 5. Cost models: latency, bandwidth and congestion
 # α + n/β: latency- vs bandwidth-bound, where tree and ring cross, and what congestion on a shared link costs.
 #
-# Lesson 3 counted bytes. Time needs two more numbers per link: its **latency** $\alpha$
+# Lesson 4 counted bytes. Time needs two more numbers per link: its **latency** $\alpha$
 # (seconds before the first byte arrives) and its **bandwidth** $\beta$ (bytes per
 # second). This is the cost model MPI and NCCL developers reason with (Hockney's model, as
 # Thakur, Rabenseifner & Gropp 2005 use it for MPICH's collectives), and the closed forms in
@@ -32,7 +32,7 @@ from collsim.viz.utilization import utilization_figure
 # Small messages cost about $\alpha$ whatever their size (**latency-bound**); large ones
 # cost about $n/\beta$ (**bandwidth-bound**). The two terms are equal at $n = \alpha\beta$.
 #
-# **Exercise 4.1.** Predict the time to send 1 MiB over one link with $\alpha = 5\,\mu s$
+# **Exercise 5.1.** Predict the time to send 1 MiB over one link with $\alpha = 5\,\mu s$
 # and $\beta = 100$ GB/s ($10^{11}$ bytes/s), in seconds.
 
 # %%
@@ -68,18 +68,18 @@ for n in (8, 1024, 64 * 1024, int(alpha * beta), 2**20, 64 * 2**20):
     )
     print(f"{format_size(n):>10} {format_time(t):>10} {format_time(n / beta):>10} "
           f"{n / beta / alpha:>14.3g}  {bound}")  # fmt: skip
-teach.check("4.1", send_time_answer, expected=send_time(pair, 2**20), rel=1e-3, unit="s")
+teach.check("5.1", send_time_answer, expected=send_time(pair, 2**20), rel=1e-3, unit="s")
 
 # %% [markdown]
 # ## A collective: steps · α + bytes / β
 #
 # A collective is a sequence of steps; each step pays $\alpha$ once and moves its bytes at
-# $\beta$. The ring all-reduce of lesson 3 on $K$ ranks:
+# $\beta$. The ring all-reduce of lesson 4 on $K$ ranks:
 #
 # $$T_\text{ring} = \underbrace{2(K-1)\,\alpha}_\text{latency term}
 # + \underbrace{\frac{2(K-1)}{K}\,\frac{S}{\beta}}_\text{bandwidth term}$$
 #
-# **Exercise 4.2.** On a ring of $K = 8$ ranks ($\alpha = 5\,\mu s$,
+# **Exercise 5.2.** On a ring of $K = 8$ ranks ($\alpha = 5\,\mu s$,
 # $\beta = 100$ GB/s), at what buffer size $S$ (bytes) are the two terms equal? Below it
 # the all-reduce is latency-bound, above it bandwidth-bound.
 
@@ -98,7 +98,7 @@ for size in (balance / 64, balance, 64 * balance):
     t = ring8.all_reduce(count=int(size) // 4, dtype="float32").time
     print(f"S = {format_size(size):>10}: simulated {format_time(t):>10} = "
           f"{t / latency_term:6.3g} x the latency term")  # fmt: skip
-teach.check("4.2", balance_size_answer, expected=balance, rel=1e-3, unit="B", ranks=k)
+teach.check("5.2", balance_size_answer, expected=balance, rel=1e-3, unit="B", ranks=k)
 
 # %% [markdown]
 # ## Tree against ring
@@ -112,7 +112,7 @@ teach.check("4.2", balance_size_answer, expected=balance, rel=1e-3, unit="B", ra
 # Libraries choose the algorithm by message size for exactly this reason (Thakur et al.
 # 2005 describe MPICH's choices).
 #
-# **Exercise 4.3.** Write `crossover(K, alpha, beta)`: the buffer size $S$ (bytes) at which
+# **Exercise 5.3.** Write `crossover(K, alpha, beta)`: the buffer size $S$ (bytes) at which
 # $T_\text{tree} = T_\text{ring}$. The check compares it with a numerical solution of
 # collsim's closed forms on several clusters ($K \ge 4$).
 
@@ -139,7 +139,7 @@ def closed_form_crossover(K, alpha, beta):
 
 cases = [(4, 5e-6, 100e9), (8, 5e-6, 100e9), (16, 10e-6, 100e9), (64, 2e-6, 25e9),
          (12, 1e-6, 300e9), (1000, 5e-6, 50e9)]  # fmt: skip
-correct_4_3 = teach.check_function("4.3", crossover_answer, closed_form_crossover, cases,
+correct_5_3 = teach.check_function("5.3", crossover_answer, closed_form_crossover, cases,
                                    compare=lambda got, want: abs(got - want) <= 1e-6 * want,
                                    unit="B")  # fmt: skip
 
@@ -153,14 +153,14 @@ correct_4_3 = teach.check_function("4.3", crossover_answer, closed_form_crossove
 # %%
 switch16 = collsim.Cluster(topology.switch(16, bandwidth="100GB/s", latency="5us"))
 a16, b16 = path_alpha_beta(switch16.topology, 0, 1)
-rule = crossover_answer if correct_4_3 and crossover_answer is not None else closed_form_crossover
+rule = crossover_answer if correct_5_3 and crossover_answer is not None else closed_form_crossover
 predicted = rule(16, a16, b16)
 data = sweep(switch16, algorithms=["tree", "ring"], sizes=[2**e for e in range(4, 29)])
 for i, before, after in data.changes():
     print(f"simulated: {before} fastest up to {format_size(data.sizes[i])}, "
           f"{after} from {format_size(data.sizes[i + 1])}")  # fmt: skip
 print(f"closed forms: crossover at {format_size(predicted)} (path alpha {format_time(a16)})")
-teach.show(sweep_figure(switch16, data=data), "04_sweep_tree_vs_ring")
+teach.show(sweep_figure(switch16, data=data), "05_sweep_tree_vs_ring")
 
 # %% [markdown]
 # The right panel is what nccl-tests reports, *bus bandwidth*
@@ -175,7 +175,7 @@ teach.show(sweep_figure(switch16, data=data), "04_sweep_tree_vs_ring")
 
 # %%
 everything = sweep(switch16, sizes=[2**e for e in range(4, 29, 2)])
-teach.show(sweep_figure(switch16, data=everything), "04_sweep_all_algorithms")
+teach.show(sweep_figure(switch16, data=everything), "05_sweep_all_algorithms")
 
 # %% [markdown]
 # ## Congestion: when transfers share a link
@@ -187,7 +187,7 @@ teach.show(sweep_figure(switch16, data=everything), "04_sweep_all_algorithms")
 # other flows (every transfer gets the full $\beta$, like a congestion-unaware
 # simulator); the difference between the two is what congestion costs.
 #
-# Lesson 3's naive all-reduce on a switch of 8 is the clearest case: 7 buffers arrive on
+# Lesson 4's naive all-reduce on a switch of 8 is the clearest case: 7 buffers arrive on
 # the root's one down-link at once.
 
 # %%
@@ -201,10 +201,10 @@ for model in ("maxmin", "ideal"):
 print(f"max-min / ideal: {naive['maxmin'].time / naive['ideal'].time:.3g}x")
 teach.show(utilization_figure(switch8, naive["maxmin"],
                               title="naive all-reduce, max-min sharing: the root's link is the bottleneck"),
-           "04_utilization_naive_maxmin")  # fmt: skip
+           "05_utilization_naive_maxmin")  # fmt: skip
 teach.show(utilization_figure(switch8, naive["ideal"],
                               title='naive all-reduce, model="ideal": every link looks busy'),
-           "04_utilization_naive_ideal")  # fmt: skip
+           "05_utilization_naive_ideal")  # fmt: skip
 
 # %% [markdown]
 # Read the two pictures row by row. With max-min sharing, the root's link (`switch → r0`
@@ -220,7 +220,7 @@ teach.show(utilization_figure(switch8, naive["ideal"],
 # line printed below counts the hops), and every link of the ring carries two transfers
 # at once.
 #
-# **Exercise 4.4.** With max-min sharing, by what factor is the mis-ordered ring slower than
+# **Exercise 5.4.** With max-min sharing, by what factor is the mis-ordered ring slower than
 # the ring in order, for a 64 MiB buffer?
 
 # %%
@@ -242,7 +242,7 @@ for model in ("maxmin", "ideal"):
     ratios[model] = shuffled.time / in_order.time
     print(f"model={model!r:<8}: in order {format_time(in_order.time)}, "
           f"ranks {order}: {format_time(shuffled.time)} ({ratios[model]:.3g}x)")  # fmt: skip
-teach.check("4.4", misordered_slowdown_answer, expected=ratios["maxmin"], rel=0.02, unit="x")
+teach.check("5.4", misordered_slowdown_answer, expected=ratios["maxmin"], rel=0.02, unit="x")
 
 # %% [markdown]
 # The ideal model charges the mis-ordered ring only for the latency of its longer paths
@@ -264,4 +264,4 @@ teach.check("4.4", misordered_slowdown_answer, expected=ratios["maxmin"], rel=0.
 # - Closed forms assume every transfer has its links to itself. When flows share a link
 #   (a naive root, a badly mapped ring) max-min sharing divides its bandwidth, and a
 #   congestion-unaware model reports times that are too short.
-# - Next: lesson 5 weighs communication against the computation it should hide behind.
+# - Next: lesson 6 weighs communication against the computation it should hide behind.

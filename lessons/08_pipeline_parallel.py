@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 7. Pipeline parallel: stages, micro-batches and the bubble
+# # 8. Pipeline parallel: stages, micro-batches and the bubble
 # Cut the layers into stages: the bubble (p−1)/(m+p−1), GPipe vs 1F1B memory, interleaving, zero bubble.
 #
 # Tensor parallelism splits every layer; **pipeline parallelism (PP)** splits the *stack* of
@@ -48,21 +48,21 @@ print(gpipe.schedule.table())
 print(f"\npass times (s): {gpipe.times};  gradients match one device: {gpipe.match}")
 print(f"step {format_time(gpipe.step_time)}; each stage busy {format_time(gpipe.busy_time[0])}, "
       f"idle {format_time(gpipe.idle_time[0])}")  # fmt: skip
-teach.show(timeline_figure(gpipe), "07_gpipe_timeline")
+teach.show(timeline_figure(gpipe), "08_gpipe_timeline")
 
 # %% [markdown]
-# **Exercise 7.1 — predict, then check.** What fraction of the step does a stage spend idle
+# **Exercise 8.1 — predict, then check.** What fraction of the step does a stage spend idle
 # with GPipe, `p = 4` stages and `m = 8` micro-batches?
 
 # %%
 gpipe_bubble_answer = None  # your prediction, a fraction between 0 and 1
 
-teach.check("7.1", gpipe_bubble_answer, expected=gpipe.bubble_fraction, rel=1e-3, unit="fraction")
+teach.check("8.1", gpipe_bubble_answer, expected=gpipe.bubble_fraction, rel=1e-3, unit="fraction")
 print(f"formula (p-1)/(m+p-1): {gpipe.formula_bubble_fraction():.6g}")
 
 # %% [markdown]
 # The bubble shrinks as `m` grows — more micro-batches to overlap with the fill and the drain.
-# But the global batch is fixed by the optimizer (lesson 8), so a larger `m` means smaller
+# But the global batch is fixed by the optimizer (lesson 9), so a larger `m` means smaller
 # micro-batches, which use the GPU less well.
 
 # %%
@@ -72,7 +72,7 @@ for m in (1, 2, 4, 8, 16, 32):
     print(f"{m:>2}   {r.bubble_fraction:8.2%}   {r.formula_bubble_fraction():8.2%}")
 
 # %% [markdown]
-# **Exercise 7.2 — predict, then check.** With `p = 4` stages, what is the smallest number of
+# **Exercise 8.2 — predict, then check.** With `p = 4` stages, what is the smallest number of
 # micro-batches `m` that brings the bubble down to at most 10 %? Solve the formula for `m`;
 # collsim finds it by running the pipeline for `m = 1, 2, …`.
 
@@ -83,7 +83,7 @@ m_needed = next(m for m in range(1, 200)
 
 microbatches_needed_answer = None  # your prediction: a number of micro-batches
 
-teach.check("7.2", microbatches_needed_answer, expected=m_needed, unit="micro-batches")
+teach.check("8.2", microbatches_needed_answer, expected=m_needed, unit="micro-batches")
 
 # %% [markdown]
 # ## GPipe vs 1F1B: same bubble, far less memory
@@ -103,7 +103,7 @@ for r in (gpipe, one_f_one_b):
     print(f"\n{r.schedule.name:>5}: bubble {r.bubble_fraction:.2%};  peak in-flight micro-batches "
           f"per stage {r.peak_inflight} (formula {r.formula_peak_inflight()});  "
           f"peak activation bytes per stage {r.peak_activation_bytes}")  # fmt: skip
-teach.show(timeline_figure(one_f_one_b), "07_1f1b_timeline")
+teach.show(timeline_figure(one_f_one_b), "08_1f1b_timeline")
 
 # %%
 fig = Figure(figsize=(9, 3.6), layout="constrained")
@@ -116,10 +116,10 @@ ax.set_xlabel("simulated time (ms)")
 ax.set_ylabel("micro-batches held")
 ax.set_title(f"Activations held by stage 0 (p={P}, m={M}), read from the run")
 ax.legend()
-teach.show(fig, "07_inflight_stage0")
+teach.show(fig, "08_inflight_stage0")
 
 # %% [markdown]
-# **Exercise 7.3 — predict, then check.** Double the micro-batches to `m = 16` with 1F1B and
+# **Exercise 8.3 — predict, then check.** Double the micro-batches to `m = 16` with 1F1B and
 # `p = 4`. At most how many micro-batches of activations does stage 0 hold at once?
 
 # %%
@@ -127,7 +127,7 @@ one_f_one_b_16 = pipeline_step("1f1b", stages=P, microbatches=16)
 
 peak_inflight_answer = None  # your prediction: a number of micro-batches
 
-teach.check("7.3", peak_inflight_answer, expected=one_f_one_b_16.peak_inflight[0],
+teach.check("8.3", peak_inflight_answer, expected=one_f_one_b_16.peak_inflight[0],
             unit="micro-batches")  # fmt: skip
 gpipe_16 = pipeline_step("gpipe", stages=P, microbatches=16)
 print(f"GPipe with m=16 holds {gpipe_16.peak_inflight[0]} on stage 0")
@@ -157,10 +157,10 @@ for r in (one_f_one_b, interleaved):
           f"{format_size(sum(r.run.stats.bytes_sent))};  match {r.match}")  # fmt: skip
 print(f"\npeak in-flight on each stage, counted in chunks (1/v of a stage's activations): "
       f"{interleaved.peak_inflight}")  # fmt: skip
-teach.show(timeline_figure(interleaved), "07_interleaved_timeline")
+teach.show(timeline_figure(interleaved), "08_interleaved_timeline")
 
 # %% [markdown]
-# **Exercise 7.4 — write the formula.** Write `bubble(p, m, v)` that returns the bubble
+# **Exercise 8.4 — write the formula.** Write `bubble(p, m, v)` that returns the bubble
 # fraction of interleaved 1F1B with `v` chunks per stage (`v = 1` is plain 1F1B). The check
 # *runs* each pipeline on the virtual cluster and compares with the bubble it measured.
 
@@ -176,7 +176,7 @@ def close(got, want):
     return abs(got - want) <= 1e-9 * abs(want)
 
 
-teach.check_function("7.4", bubble_answer, measured_bubble,
+teach.check_function("8.4", bubble_answer, measured_bubble,
                      cases=[(4, 8, 1), (4, 8, 2), (2, 4, 4), (8, 8, 2), (3, 6, 3)],
                      compare=close, unit="fraction")  # fmt: skip
 
@@ -201,10 +201,10 @@ print(f"\nzb-h1: bubble {zb.bubble_fraction:.2%} (formula {zb.formula_bubble_fra
       f"peak in-flight {zb.peak_inflight}, match {zb.match}")  # fmt: skip
 print(f"1f1b : idle per stage {format_time(one_f_one_b.bubble_time)};  "
       f"zb-h1: {format_time(zb.bubble_time)}")  # fmt: skip
-teach.show(timeline_figure(zb), "07_zb_h1_timeline")
+teach.show(timeline_figure(zb), "08_zb_h1_timeline")
 
 # %% [markdown]
-# **Exercise 7.5 — predict, then check.** With `p = 4`, `m = 8` and the pass times printed
+# **Exercise 8.5 — predict, then check.** With `p = 4`, `m = 8` and the pass times printed
 # below (in seconds), how long does each stage idle in a ZB-H1 step? (Seconds, or a string
 # such as `"2ms"`.)
 
@@ -213,7 +213,7 @@ print(f"pass times: {zb.times}")
 
 zb_idle_time_answer = None  # your prediction, in seconds (or a string like "2ms")
 
-teach.check("7.5", zb_idle_time_answer, expected=zb.bubble_time, rel=1e-3, unit="s")
+teach.check("8.5", zb_idle_time_answer, expected=zb.bubble_time, rel=1e-3, unit="s")
 
 # %% [markdown]
 # ## All four side by side
@@ -254,4 +254,4 @@ for r in (gpipe, one_f_one_b, interleaved, zb):
 # - Every number here was measured from the simulated trace, and every run's gradients
 #   matched one device.
 #
-# Next: lesson 8 puts TP, PP and DP on one rank grid.
+# Next: lesson 9 puts TP, PP and DP on one rank grid.

@@ -1,4 +1,4 @@
-"""Solutions to lesson 3: ring all-reduce, step by step.  Each name is the lesson's answer
+"""Solutions to lesson 4: ring all-reduce, step by step.  Each name is the lesson's answer
 slot of the same name."""
 
 
@@ -9,9 +9,9 @@ def chunk_sent(rank, step, K):
     return (rank - step) % K
 
 
-# 3.1: 2(K-1)/K · N · b with K = 8 and N·b = 64 MiB
+# 4.1: 2(K-1)/K · N · b with K = 8 and N·b = 64 MiB
 ring_bytes_answer = 2 * (8 - 1) / 8 * 64 * 2**20
-# 3.2
+# 4.2
 chunk_sent_answer = chunk_sent
-# 3.3: the gather step: K - 1 = 7 whole buffers arrive on the root's down-link
+# 4.3: the gather step: K - 1 = 7 whole buffers arrive on the root's down-link
 root_link_bytes_answer = (8 - 1) * 64 * 2**20

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 6. Tensor parallel: splitting one layer across GPUs
+# # 7. Tensor parallel: splitting one layer across GPUs
 # Column and row splits, Megatron's MLP with one all-reduce each way, and why TP stays inside a node.
 #
 # Data parallelism copies the whole model to every GPU. When one layer is too big for that,
@@ -99,14 +99,14 @@ print(f"\nbytes each rank sent: {col_bytes}")
 print(f"collective calls per rank: {collective_calls(col.trace)}")
 
 # %% [markdown]
-# **Exercise 6.1 — predict, then check.** A ring all-reduce sends `2(K−1)/K · N · b` bytes
-# per rank (lesson 3). How many bytes does each rank send in the all-reduce of `dX`?
+# **Exercise 7.1 — predict, then check.** A ring all-reduce sends `2(K−1)/K · N · b` bytes
+# per rank (lesson 4). How many bytes does each rank send in the all-reduce of `dX`?
 # (`dX` has the shape of `X`: `BATCH × D_IN` float64 elements.)
 
 # %%
 dx_bytes_answer = None  # your prediction, in bytes
 
-teach.check("6.1", dx_bytes_answer, expected=col_bytes["all_reduce"][0], unit="B", ranks=TP)
+teach.check("7.1", dx_bytes_answer, expected=col_bytes["all_reduce"][0], unit="B", ranks=TP)
 
 # %% [markdown]
 # ## The row split: all-reduce forward, nothing to sum backward
@@ -142,7 +142,7 @@ print(f"bytes each rank sent: {collective_bytes(row.trace, TP)}")
 print(f"collective calls per rank: {collective_calls(row.trace)}")
 
 # %% [markdown]
-# **Exercise 6.2 — write the split.** Write `row_shards(x, w, tp)` that returns a list of
+# **Exercise 7.2 — write the split.** Write `row_shards(x, w, tp)` that returns a list of
 # `tp` pairs `(X_i, W_i)`: rank `i`'s columns of `x` and rows of `w`, in equal consecutive
 # blocks, so that `Σ_i X_i · W_i == x · w`. The check compares your pairs with collsim's
 # split on several shapes.
@@ -159,7 +159,7 @@ def reference_row_shards(x, w, tp):
 cases = []
 for tp, rows, inner, out in [(2, 3, 8, 5), (4, 2, 12, 3), (3, 5, 6, 6), (1, 4, 4, 2)]:
     cases.append((rng.uniform(-1, 1, (rows, inner)), rng.uniform(-1, 1, (inner, out)), tp))
-teach.check_function("6.2", row_shards_answer, reference_row_shards, cases)
+teach.check_function("7.2", row_shards_answer, reference_row_shards, cases)
 
 # %% [markdown]
 # ## Megatron's MLP: column, then row — one all-reduce each way
@@ -226,14 +226,14 @@ print(f"verify tp-mlp: 3 SGD steps match one device: {report.match} "
       f"(largest relative difference {report.max_rel_diff:.1e})")  # fmt: skip
 
 # %% [markdown]
-# **Exercise 6.3 — predict, then check.** How many bytes does each rank send for one forward
+# **Exercise 7.3 — predict, then check.** How many bytes does each rank send for one forward
 # and one backward of the Megatron MLP above (`t = 4`, activations `B × S × H` float64)?
 # Hint: count the all-reduces in the table, then use `2(t−1)/t · N · b` for each.
 
 # %%
 mlp_bytes_answer = None  # your prediction, in bytes
 
-teach.check("6.3", mlp_bytes_answer, expected=results["Megatron f/g"].stats.bytes_sent[0],
+teach.check("7.3", mlp_bytes_answer, expected=results["Megatron f/g"].stats.bytes_sent[0],
             unit="B", ranks=TP)  # fmt: skip
 
 # %% [markdown]
@@ -300,7 +300,7 @@ print(f"\nsame bytes, same math: crossing machines makes the step {slow:.3g}× s
 # %%
 for name, run in runs.items():
     fig = traffic_figure(topo, run, title=f"Megatron MLP, tp=4: {name}")
-    teach.show(fig, "06_" + re.sub(r"\W+", "_", name.lower()))
+    teach.show(fig, "07_" + re.sub(r"\W+", "_", name.lower()))
 
 # %% [markdown]
 # In the first picture the TP all-reduces never leave their machine's switch; in the second
@@ -326,16 +326,16 @@ for name, result in [("inside a node", inside), ("across nodes", across)]:
           "of TP all-reduces per micro-batch, on the critical path")  # fmt: skip
 
 # %% [markdown]
-# **Exercise 6.4 — predict, then check.** The ring all-reduce takes `2(K−1)` steps, and every
+# **Exercise 7.4 — predict, then check.** The ring all-reduce takes `2(K−1)` steps, and every
 # step of the cross-node ring waits for a hop between machines: `T = 2(K−1)(α + S/(K·β))`
-# (lesson 4) with the `α`, `β` printed above for "between machines". Predict the time (in
+# (lesson 5) with the `α`, `β` printed above for "between machines". Predict the time (in
 # seconds, or a string such as `"1.5ms"`) of the cross-node all-reduce of `S = count · 2`
 # bytes on `K = 4` GPUs.
 
 # %%
 cross_node_time_answer = None  # your prediction, in seconds (or a string like "1.5ms")
 
-teach.check("6.4", cross_node_time_answer, expected=across.time, rel=1e-3, unit="s", ranks=4)
+teach.check("7.4", cross_node_time_answer, expected=across.time, rel=1e-3, unit="s", ranks=4)
 # the closed form collsim's planner uses gives the same number:
 formula = closed_form("all_reduce", "ring", ranks=4, size=size, alpha=alpha_out, beta=beta_out)
 print(f"closed form: {format_time(formula.time_s)}")
@@ -354,4 +354,4 @@ print(f"closed form: {format_time(formula.time_s)}")
 #   dimension of the rank grid (Narayanan et al. 2021; Accelerate's ND-parallel guide).
 # - Every result above matched single-device numpy; the bytes matched `2(K−1)/K·N·b`.
 #
-# Next: lesson 7 splits the model the other way — by layers, into a pipeline.
+# Next: lesson 8 splits the model the other way — by layers, into a pipeline.

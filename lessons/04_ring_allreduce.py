@@ -1,10 +1,11 @@
 # %% [markdown]
-# # 3. Ring all-reduce, step by step
+# # 4. Ring all-reduce, step by step
 # Reduce-scatter then all-gather: each rank sends 2(K−1)/K·N·b bytes, barely growing with K, while the naive root saturates its link.
 #
-# Lesson 2 ended with one all-reduce per training step: every rank starts with its own
-# gradient of $N$ elements of $b$ bytes, and every rank must end with the sum. This lesson
-# opens that collective up on a virtual cluster, chunk by chunk, and counts what it costs
+# Lessons 2 and 3 ended with one all-reduce per training step (or its two halves, a
+# reduce-scatter and an all-gather): every rank starts with its own gradient of $N$
+# elements of $b$ bytes, and every rank must end with the sum. This lesson opens that
+# collective up on a virtual cluster, chunk by chunk, and counts what it costs
 # (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
 # workstations").
 #
@@ -65,8 +66,8 @@ print("every rank's output equals numpy's sum:",
 # starting with step 4.
 
 # %%
-teach.show(ring_figure(result, step=K - 1), "03_ring_end_of_reduce_scatter")  # step 3 of 6
-teach.show(ring_figure(result, step=K), "03_ring_first_all_gather_step")  # step 4 of 6
+teach.show(ring_figure(result, step=K - 1), "04_ring_end_of_reduce_scatter")  # step 3 of 6
+teach.show(ring_figure(result, step=K), "04_ring_first_all_gather_step")  # step 4 of 6
 
 # %% [markdown]
 # ## Bytes per rank: 2(K−1)/K · N · b
@@ -75,7 +76,7 @@ teach.show(ring_figure(result, step=K), "03_ring_first_all_gather_step")  # step
 #
 # $$V_\text{rank} = 2(K-1)\cdot\frac{N b}{K} = \frac{2(K-1)}{K}\,N b$$
 #
-# **Exercise 3.1.** Predict the bytes each rank sends in a ring all-reduce of a 64 MiB
+# **Exercise 4.1.** Predict the bytes each rank sends in a ring all-reduce of a 64 MiB
 # buffer ($N = 16\,\text{Mi}$ float32 elements, $b = 4$) on $K = 8$ ranks.
 
 # %%
@@ -88,7 +89,7 @@ ring8 = collsim.Cluster(topology.ring(8, bandwidth="100GB/s", latency="5us"))
 big = ring8.all_reduce(count=S // 4, dtype="float32", algorithm="ring")
 print(f"bytes sent per rank: {format_size(big.stats.bytes_sent[0])} on every rank: "
       f"{set(big.stats.bytes_sent) == {big.stats.bytes_sent[0]}} ({big.stats.steps} steps)")  # fmt: skip
-teach.check("3.1", ring_bytes_answer, expected=big.stats.bytes_sent[0], unit="B", ranks=8)
+teach.check("4.1", ring_bytes_answer, expected=big.stats.bytes_sent[0], unit="B", ranks=8)
 
 # %% [markdown]
 # ## Which chunk does rank r send at step s?
@@ -97,7 +98,7 @@ teach.check("3.1", ring_bytes_answer, expected=big.stats.bytes_sent[0], unit="B"
 # at the next step each rank sends the chunk it has just received (so it can add its own
 # part to it and pass it on).
 #
-# **Exercise 3.2.** Write `chunk_sent(rank, step, K)`: the chunk index rank `rank` sends at
+# **Exercise 4.2.** Write `chunk_sent(rank, step, K)`: the chunk index rank `rank` sends at
 # step `step` (numbered from 1, as printed above: $1 \le s \le 2(K-1)$, both phases) of the
 # ring all-reduce. The check
 # compares it with collsim's schedule for every rank and step of several ring sizes.
@@ -120,7 +121,7 @@ def schedule_chunk(rank, step, k):
 
 
 cases = [(r, s, k) for k in (2, 3, 4, 5, 8) for s in range(1, 2 * (k - 1) + 1) for r in range(k)]
-correct_3_2 = teach.check_function("3.2", chunk_sent_answer, schedule_chunk, cases, unit="")
+correct_4_2 = teach.check_function("4.2", chunk_sent_answer, schedule_chunk, cases, unit="")
 
 # %% [markdown]
 # That rule is the whole algorithm. Here it is as a **rank program**: a generator that
@@ -147,7 +148,7 @@ def my_ring_all_reduce(rank, x, chunk_rule):
     return np.concatenate(chunks)
 
 
-rule = chunk_sent_answer if correct_3_2 and chunk_sent_answer is not None else schedule_chunk
+rule = chunk_sent_answer if correct_4_2 and chunk_sent_answer is not None else schedule_chunk
 mine = cluster.run(lambda rank: my_ring_all_reduce(rank, buffers[rank.id], rule))
 print("using", "your chunk_sent" if rule is chunk_sent_answer else "the schedule's rule")
 print("outputs equal numpy's sum:",
@@ -188,7 +189,7 @@ for k in (2, 4, 8, 16, 32, 64):
 
 # %% [markdown]
 # The bandwidth column levels off; only the latency column keeps growing with $K$. For a
-# large gradient the latency term stays small; lesson 4 shows where it takes over.
+# large gradient the latency term stays small; lesson 5 shows where it takes over.
 #
 # ## The naive all-reduce and its saturated root
 #
@@ -196,7 +197,7 @@ for k in (2, 4, 8, 16, 32, 64):
 # the switch and one down from it (100 GB/s each). In the gather step all $K-1$ buffers
 # arrive on the same link, the switch's down-link to the root, and share its bandwidth.
 #
-# **Exercise 3.3.** In the naive all-reduce of the 64 MiB buffer on 8 ranks, how many bytes
+# **Exercise 4.3.** In the naive all-reduce of the 64 MiB buffer on 8 ranks, how many bytes
 # cross the link from the switch down to the root (rank 0)?
 
 # %%
@@ -216,7 +217,7 @@ for name, r in (("naive", naive), ("ring", ring_on_switch)):
     loads = r.stats.link_bytes.values()
     print(f"{name:<5}  busiest link {format_size(max(loads))}, all links together "
           f"{format_size(sum(loads))}")  # fmt: skip
-teach.check("3.3", root_link_bytes_answer, expected=naive.stats.link_bytes[("switch", 0)],
+teach.check("4.3", root_link_bytes_answer, expected=naive.stats.link_bytes[("switch", 0)],
             unit="B", ranks=8)  # fmt: skip
 
 # %% [markdown]
@@ -227,8 +228,8 @@ teach.check("3.3", root_link_bytes_answer, expected=naive.stats.link_bytes[("swi
 # buffers evenly over every link, so its busiest link carries far less.
 
 # %%
-teach.show(traffic_figure(switch8, naive), "03_traffic_naive")
-teach.show(traffic_figure(switch8, ring_on_switch), "03_traffic_ring")
+teach.show(traffic_figure(switch8, naive), "04_traffic_naive")
+teach.show(traffic_figure(switch8, ring_on_switch), "04_traffic_ring")
 
 # %% [markdown]
 # And the time, as $K$ grows: the naive root's link carries $(K-1)$ buffers in each of its
@@ -254,5 +255,5 @@ for k in (2, 4, 8, 16, 32, 64):
 # - The step count $2(K-1)$ does grow with $K$: each step costs a latency $\alpha$.
 # - The naive all-reduce takes 2 steps but pushes $(K-1)$ buffers through the root's link,
 #   so its time grows linearly with $K$.
-# - Next: lesson 4 puts latency and bandwidth into one cost model and compares algorithms
+# - Next: lesson 5 puts latency and bandwidth into one cost model and compares algorithms
 #   across message sizes.
