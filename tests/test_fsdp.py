@@ -151,3 +151,4 @@ def test_hsdp_refusals_name_the_value():
     with pytest.raises(ConfigError, match="max_inflight_gathers must be an integer >= 1, got 0"):
         ParallelConfig(max_inflight_gathers=0)
     assert ParallelConfig(dp=8, zero=3, dp_replicate=2).dp_shard == 4
+    assert ParallelConfig(dp=4, dp_replicate=4).dp_shard == 1  # Accelerate's sizes of DDP

@@ -50,8 +50,16 @@ MAPPINGS = {
     ),
     "accelerate sizes, ZeRO-0": (
         dict(world_size=8, tp=2, dp_replicate=2, dp_shard=2, zero=0, global_batch=8),
-        dict(dp=4, tp=2, microbatches=2),
+        dict(dp=4, tp=2, microbatches=2, zero=0, dp_replicate=4),  # 4 plain replicas
     ),
+    "zero 1": (dict(world_size=4, zero=1, global_batch=4), dict(dp=4, zero=1, dp_replicate=1)),
+    "fsdp": (dict(world_size=4, zero="fsdp", global_batch=4), dict(dp=4, zero=3)),
+    "dp_shard implies zero 3": (dict(world_size=4, dp_shard=4, global_batch=4), dict(zero=3)),
+    "hsdp": (
+        dict(world_size=8, dp_replicate=2, dp_shard=4, global_batch=8),
+        dict(dp=8, zero=3, dp_replicate=2),
+    ),
+    "full recomputation": (dict(world_size=2, recompute="full"), dict(recompute="full")),
 }
 
 
@@ -77,6 +85,8 @@ def test_every_field_both_configs_name_means_the_same(case):
     assert shared >= {"dp", "tp", "pp", "vpp", "sp", "schedule"}
     for name in shared - {"schedule"}:
         value = derived[name] if name in derived else getattr(cfg, name)
+        if name == "dp_replicate" and derived["zero"] == 0:
+            value = derived["dp"]  # without sharding every data-parallel rank is a replica
         assert getattr(config, name) == value, name
 
 
@@ -95,9 +105,10 @@ def test_an_unknown_override_is_named():
 # settings -> what the refusal must say (the value as given, and the way out)
 REFUSALS = {
     "cp": (dict(world_size=4, cp=2), ["cp = 2", "context parallelism", "cp=1"]),
-    "zero": (dict(world_size=4, zero=1), ["zero = 1", "zero=0"]),
-    "fsdp": (dict(world_size=4, zero="fsdp"), ["zero = 3", "zero=0"]),
-    "dp_shard implies zero 3": (dict(world_size=4, dp_shard=4), ["dp_shard = 4", "ZeRO-3"]),
+    "selective recomputation": (
+        dict(world_size=4, recompute="selective"),
+        ["recompute = 'selective'", "recompute='full'"],
+    ),
     "fractional dp": (
         dict(world_size=784, tp=8, pp=4, global_batch=1536),
         ["dp = 24.5", "784", "768 or 800"],

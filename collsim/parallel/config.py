@@ -146,10 +146,13 @@ class ParallelConfig:
                 f"dp ranks out as dp_replicate x dp_shard; divisors of {self.dp}: "
                 f"{', '.join(map(str, near))}"
             )
-        if self.dp_replicate > 1 and self.zero != 3:
+        plain_replicas = self.dp_replicate == self.dp and self.zero == 0  # DDP, in Accelerate's
+        # sizes: dp_replicate = dp, dp_shard = 1
+        if self.dp_replicate > 1 and self.zero != 3 and not plain_replicas:
             raise ConfigError(
                 f"dp_replicate={self.dp_replicate} (HSDP) shards the model with FSDP: it needs "
-                f"zero=3, got zero={self.zero}"
+                f"zero=3, got zero={self.zero} (or dp_replicate = dp = {self.dp} with zero=0: "
+                "plain data parallelism)"
             )
         if not isinstance(self.reshard_after_forward, bool):
             raise ConfigError(

@@ -7,9 +7,9 @@ accumulation (Megatron's ``num_microbatches``: global batch / (micro-batch · dp
 ``schedule`` the one the planner's closed forms take (:func:`~.derived.pipeline_schedule`).
 Every count is derived first, as :func:`collsim.plan.plan` derives it.
 
-What the trainer does not run yet is refused rather than dropped: context parallelism
-(cp > 1) and ZeRO / FSDP sharding (a ZeRO stage > 0, which ``dp_shard > 1`` implies).  Under
-Accelerate's sizes with ZeRO-0, dp = dp_replicate·dp_shard replicas of plain data parallelism.
+ZeRO stages, HSDP (Accelerate's ``dp_replicate`` × ``dp_shard``) and full recomputation map
+to the trainer's fields of the same names.  What the trainer does not run yet is refused
+rather than dropped: context parallelism (cp > 1) and selective recomputation.
 
 Examples
 --------
@@ -52,6 +52,10 @@ def parallel_config(cfg, **overrides):
         sp=cfg.sp,
         microbatches=int(d.accumulation),
         schedule=schedule,
+        zero=int(d.zero),  # ZeRO-3 / FSDP when dp_shard > 1 implies it
+        # HSDP replicas of a sharded model; without sharding every dp rank is a replica
+        dp_replicate=int(d.dp) if d.zero == 0 else int(d.dp_replicate),
+        recompute=cfg.recompute,
     )
     return ParallelConfig().replace(**{**values, **overrides})
 
@@ -62,12 +66,11 @@ def _refuse_what_the_trainer_lacks(cfg, d):
             f"cp = {cfg.cp}: the mesh trainer does not run context parallelism yet "
             "(ParallelConfig has no cp dimension); nearest valid choice: cp=1"
         )
-    if d.zero > 0:
-        given = f"zero = {cfg.zero}" if cfg.zero is not None else f"dp_shard = {cfg.dp_shard}"
-        implied = "" if cfg.zero is not None else " (which implies ZeRO-3, FSDP)"
+    if cfg.recompute == "selective":
         raise ConfigError(
-            f"{given}{implied}: the mesh trainer does not shard optimizer states, gradients "
-            "or parameters yet (ParallelConfig has no ZeRO stage); nearest valid choice: zero=0"
+            "recompute = 'selective': the mesh trainer runs recompute='none' or 'full' (the "
+            "planner estimates selective recomputation, Korthikanti et al. 2022); nearest "
+            "valid choice: recompute='full'"
         )
 
 
