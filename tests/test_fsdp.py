@@ -152,3 +152,17 @@ def test_hsdp_refusals_name_the_value():
         ParallelConfig(max_inflight_gathers=0)
     assert ParallelConfig(dp=8, zero=3, dp_replicate=2).dp_shard == 4
     assert ParallelConfig(dp=4, dp_replicate=4).dp_shard == 1  # Accelerate's sizes of DDP
+
+
+@given(
+    replicas=st.integers(1, 4),
+    shards=st.integers(1, 4),
+    layers=st.integers(1, 2),
+    seed=st.integers(0, 999),
+)
+def test_property_any_hsdp_layout_matches_one_device(replicas, shards, layers, seed):
+    n = replicas * shards
+    model, batches = problem(n, layers=layers, seed=seed)
+    config = ParallelConfig(dp=n, zero=3, dp_replicate=replicas)
+    run = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
+    assert run.match and run.dp_replica_diff == 0.0, (replicas, shards, run.max_error)

@@ -155,3 +155,20 @@ def test_config_refuses_a_stage_that_does_not_exist():
         ParallelConfig(zero=4)
     with pytest.raises(ConfigError, match="zero=True is not a ZeRO stage"):
         ParallelConfig(zero=True)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_stage_1_can_all_reduce_its_gradients_instead(n):
+    model, batches = problem(rows=n)
+    scattered = train(model, batches, ParallelConfig(dp=n, zero=1), optimizer=Adam(1e-2))
+    reduced = train(model, batches, ParallelConfig(dp=n, zero=1, zero1_gradients="all_reduce"),
+                    optimizer=Adam(1e-2))  # fmt: skip
+    assert reduced.match and scattered.match
+    for key, value in scattered.params.items():
+        np.testing.assert_allclose(reduced.params[key], value, rtol=0, atol=1e-13)
+    sent = reduced.bytes_by_group
+    assert ("dp", "reduce_scatter") not in sent
+    rs = scattered.bytes_by_group[("dp", "reduce_scatter")][0]
+    assert sent[("dp", "all_reduce")][0] == 2 * rs  # twice the gradient bytes
+    with pytest.raises(ConfigError, match="zero1_gradients='all_reduce' is a ZeRO-1 option"):
+        ParallelConfig(dp=2, zero=2, zero1_gradients="all_reduce")

@@ -74,6 +74,8 @@ class ParallelConfig:
     # --- data-parallel gradient sync --------------------------------------------------------
     zero: int = 0  # ZeRO stage over the dp group: 0 DDP, 1 optimizer state, 2 + gradients,
     # 3 + parameters (FSDP: each unit gathered for its passes); see collsim.parallel.sharded
+    zero1_gradients: str = "reduce_scatter"  # ZeRO-1: reduce_scatter the gradients, or
+    # all_reduce them and keep this rank's part (twice the gradient bytes)
     dp_replicate: int = 1  # HSDP (zero=3): replicas of the sharded model; the dp ranks form
     # dp_replicate x dp_shard, dp_shard = dp / dp_replicate inner (Accelerate's names)
     reshard_after_forward: bool = True  # FSDP: free a unit's gathered parameters after its
@@ -153,6 +155,15 @@ class ParallelConfig:
                 f"dp_replicate={self.dp_replicate} (HSDP) shards the model with FSDP: it needs "
                 f"zero=3, got zero={self.zero} (or dp_replicate = dp = {self.dp} with zero=0: "
                 "plain data parallelism)"
+            )
+        if self.zero1_gradients not in ("reduce_scatter", "all_reduce"):
+            raise ConfigError(
+                f"zero1_gradients={self.zero1_gradients!r} is not one of reduce_scatter, all_reduce"
+            )
+        if self.zero1_gradients == "all_reduce" and self.zero != 1:
+            raise ConfigError(
+                f"zero1_gradients='all_reduce' is a ZeRO-1 option: it needs zero=1, got "
+                f"zero={self.zero}"
             )
         if not isinstance(self.reshard_after_forward, bool):
             raise ConfigError(

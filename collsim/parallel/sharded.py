@@ -19,7 +19,9 @@ A rank's parameters are laid out flat (:class:`FlatLayout`, padded with zeros to
 
 * **Stage 1**: gradients accumulate in full; after the chunk's last backward they are
   reduce-scattered (averaged), each rank runs the optimizer on its shard of the fp32 master
-  weights, and the updated parameters are all-gathered.
+  weights, and the updated parameters are all-gathered. ``zero1_gradients="all_reduce"``
+  all-reduces them instead (every rank gets the whole average and keeps its part: twice the
+  gradient bytes, as some stage-1 implementations do).
 * **Stage 2**: the same, but each micro-batch's gradients are reduce-scattered right after
   its backward of the chunk and only the shard is accumulated; the full gradient lives only
   as the communication buffer of that reduce-scatter.
@@ -135,8 +137,10 @@ class ZeroChunkSync:
     state is per shard, under the name ``key`` (one per model chunk).
     """
 
-    def __init__(self, rank, group, params, stage, optimizer, key="shard"):
+    def __init__(self, rank, group, params, stage, optimizer, key="shard",
+                 reduce="reduce_scatter"):  # fmt: skip
         self.rank, self.group, self.stage, self.key = rank, group, stage, key
+        self.reduce_with = reduce  # stage 1: "reduce_scatter" or "all_reduce" of the gradients
         self.params = params
         self.layout = FlatLayout.of(params, group.size)
         self.index = group.index(rank.id)
@@ -150,7 +154,11 @@ class ZeroChunkSync:
         The full flat gradient is the collective's buffer while it runs."""
         flat = self.layout.flatten(grads)
         buffer = self.rank.alloc("comm_buffers", "zero grad buffer", self.layout.padded)
-        shard = yield from self.rank.reduce_scatter(flat, group=self.group, op="avg")
+        if self.reduce_with == "all_reduce":  # every rank gets the whole average, keeps its part
+            whole = yield from self.rank.all_reduce(flat, group=self.group, op="avg")
+            shard = self.layout.shard(whole, self.index).copy()
+        else:
+            shard = yield from self.rank.reduce_scatter(flat, group=self.group, op="avg")
         self.rank.free(buffer)
         self.grad_shard = shard if self.grad_shard is None else self.grad_shard + shard
 

@@ -100,7 +100,7 @@ class ZeroSync:
                                  for k, v in unit.params.items()}  # fmt: skip
             key = f"shard {len(self.syncs)}"  # the optimizer's state name for this chunk
             self.syncs.append(ZeroChunkSync(rank, me.dp_group, chunk_params, config.zero,
-                                            me.optimizer, key))  # fmt: skip
+                                            me.optimizer, key, config.zero1_gradients))  # fmt: skip
         n = _elements(params)
         shard = sum(s.layout.shard_size for s in self.syncs)
         rank.alloc("params", "parameters", n)
