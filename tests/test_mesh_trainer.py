@@ -171,7 +171,10 @@ def test_every_gradient_is_handed_to_the_buckets_once_and_overlaps_the_pipeline(
 def test_mesh_layout_is_megatrons_pp_dp_tp():
     config = ParallelConfig(dp=2, tp=2, pp=2)
     mesh = config.mesh()
-    assert mesh.names == MESH_ORDER == ("pp", "dp", "tp")
+    assert mesh.names == ("pp", "dp", "tp") and MESH_ORDER == ("pp", "dp", "cp", "tp")
+    with_cp = ParallelConfig(dp=2, cp=2).mesh()  # Accelerate's order: cp inside dp
+    assert with_cp.names == ("pp", "dp", "cp", "tp")
+    assert [g.ranks for g in with_cp.groups("cp")] == [(0, 1), (2, 3)]
     assert [g.ranks for g in mesh.groups("tp")] == [(0, 1), (2, 3), (4, 5), (6, 7)]
     assert [g.ranks for g in mesh.groups("pp")] == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert config.world_size == 8
@@ -217,8 +220,8 @@ def test_config_refuses_bad_values_by_name(fields, message):
 def test_config_replace_checks_and_names_unknown_fields():
     config = ParallelConfig(dp=2)
     assert config.replace(tp=2).dims == {"pp": 1, "dp": 2, "tp": 2}
-    with pytest.raises(ConfigError, match="no field 'cp'"):
-        config.replace(cp=2)
+    with pytest.raises(ConfigError, match="no field 'ep'"):
+        config.replace(ep=2)
     assert (
         ParallelConfig(pp=2, schedule=build_schedule("zb-h1", 2, 2), microbatches=2).to_dict()[
             "schedule"

@@ -60,6 +60,7 @@ MAPPINGS = {
         dict(dp=8, zero=3, dp_replicate=2),
     ),
     "full recomputation": (dict(world_size=2, recompute="full"), dict(recompute="full")),
+    "context parallel": (dict(world_size=4, cp=2, global_batch=2), dict(dp=2, cp=2)),
 }
 
 
@@ -104,7 +105,7 @@ def test_an_unknown_override_is_named():
 
 # settings -> what the refusal must say (the value as given, and the way out)
 REFUSALS = {
-    "cp": (dict(world_size=4, cp=2), ["cp = 2", "context parallelism", "cp=1"]),
+    "cp with tp": (dict(world_size=4, cp=2, tp=2), ["cp=2", "tp=2", "context parallelism"]),
     "selective recomputation": (
         dict(world_size=4, recompute="selective"),
         ["recompute = 'selective'", "recompute='full'"],

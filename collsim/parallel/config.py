@@ -33,13 +33,15 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from ..runtime.group import DeviceMesh
 from .buckets import DEFAULT_BUCKET_BYTES
+from .context.block import CP_VARIANTS
+from .context.layouts import CP_LAYOUTS
 from .pipeline.schedules import SCHEDULE_NAMES, Schedule
 from .pipeline.schedules._checks import check_times
 from .sharded import ZERO_STAGES
 
 __all__ = ["ParallelConfig", "MESH_ORDER", "PREFETCH", "RECOMPUTE"]
 
-MESH_ORDER = ("pp", "dp", "tp")  # outermost first; context parallelism (cp) is next
+MESH_ORDER = ("pp", "dp", "cp", "tp")  # outermost first, Accelerate's order; cp only if > 1
 PREFETCH = ("none", "forward", "backward", "both")  # FSDP: which passes gather ahead
 RECOMPUTE = ("none", "full")
 
@@ -60,6 +62,11 @@ class ParallelConfig:
     # --- pipeline -------------------------------------------------------------------------
     schedule: str = "1f1b"  # gpipe, 1f1b, interleaved or zb-h1 (or a built Schedule)
     vpp: int = 1  # virtual stages (model chunks) per pipeline rank; > 1 for interleaved
+    # --- context parallel (the sequence split over cp ranks) ---------------------------------
+    cp: int = 1  # context-parallel ranks per replica: each holds S/cp tokens of every sample
+    cp_variant: str = "ring"  # ring attention (K/V around the ring), or all-to-all (Ulysses)
+    cp_layout: str = "balanced"  # balanced: chunks i and 2cp-1-i (even causal work), or
+    # contiguous: chunk i (the last rank does the most causal work)
     # --- tensor parallel ------------------------------------------------------------------
     sp: bool = False  # Megatron sequence parallelism: norms and residuals split by tokens
     # --- memory -------------------------------------------------------------------------
@@ -97,6 +104,7 @@ class ParallelConfig:
                 f"{', '.join(map(str, ZERO_STAGES))} (0 = plain data parallel)"
             )
         self._check_sharding()
+        self._check_context()
         if self.recompute not in RECOMPUTE:
             hint = (" (selective recomputes only attention's softmax and dropout, Korthikanti "
                     "et al. 2022; the planner estimates it, the trainer runs none or full)"
@@ -180,6 +188,20 @@ class ParallelConfig:
                     f"got zero={self.zero}"
                 )
 
+    def _check_context(self):
+        if self.cp_variant not in CP_VARIANTS:
+            raise ConfigError(
+                f"cp_variant={self.cp_variant!r} is not one of {', '.join(CP_VARIANTS)}"
+            )
+        if self.cp_layout not in CP_LAYOUTS:
+            raise ConfigError(f"cp_layout={self.cp_layout!r} is not one of {', '.join(CP_LAYOUTS)}")
+        if self.cp > 1 and self.tp > 1:
+            raise ConfigError(
+                f"cp={self.cp} with tp={self.tp}: the mesh trainer runs context parallelism "
+                "with data parallelism, ZeRO/FSDP/HSDP and pipelines so far, not with tensor "
+                "parallelism (set tp=1)"
+            )
+
     @property
     def dp_shard(self):
         """Ranks one model is sharded over: ``dp / dp_replicate`` (all of dp unless HSDP)."""
@@ -187,8 +209,9 @@ class ParallelConfig:
 
     @property
     def dims(self):
-        """``{"pp": ..., "dp": ..., "tp": ...}``, outermost first."""
-        return {name: getattr(self, name) for name in MESH_ORDER}
+        """``{"pp": ..., "dp": ..., "tp": ...}``, outermost first (with ``"cp"`` before
+        ``"tp"`` when cp > 1)."""
+        return {n: getattr(self, n) for n in MESH_ORDER if n != "cp" or self.cp > 1}
 
     @property
     def world_size(self):
@@ -203,8 +226,10 @@ class ParallelConfig:
         return self.t_f, t_b, t_w
 
     def mesh(self, ranks=None):
-        """The :class:`~collsim.runtime.group.DeviceMesh` of shape ``(pp, dp, tp)``."""
-        return DeviceMesh(tuple(self.dims.values()), MESH_ORDER, ranks)
+        """The :class:`~collsim.runtime.group.DeviceMesh` of shape ``(pp, dp, tp)``, or
+        ``(pp, dp, cp, tp)`` with context parallelism."""
+        dims = self.dims
+        return DeviceMesh(tuple(dims.values()), tuple(dims), ranks)
 
     def replace(self, **changes):
         """A copy with ``changes``, checked like a new config."""

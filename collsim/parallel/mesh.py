@@ -43,12 +43,15 @@ import numpy as np
 
 from .. import topology
 from ..errors import ConfigError
-from ..nn import MLP, Sequential, TransformerBlock, mse_loss
+from ..nn import MLP, MultiHeadAttention, Sequential, TransformerBlock, mse_loss
 from ..runtime import Cluster
+from ..runtime.group import Group
 from .batch import shard_rows, split_batch
 from .checkpoint import check_state_dict, save_state
 from .chunk import ModelChunk
 from .config import ParallelConfig
+from .context.block import ContextParallelBlock
+from .context.layouts import check_sequence, shard_sequence
 from .mesh_run import MeshRun, MeshStep, assemble_run
 from .modules import Local
 from .oracle import reference_steps
@@ -86,6 +89,7 @@ class _RankSetup:
     chunks: list  # per model chunk: [(prefix, rank module), ...]
     optimizer: object
     n_layers: int  # layers (units) of the whole model
+    cp_rank: int = 0  # its place in the context-parallel group (0 without cp)
 
 
 def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer=None,
@@ -149,6 +153,8 @@ def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer
     mesh = config.mesh()
     cluster = _cluster(cluster, mesh, config, bandwidth, latency)
     for x, target in batches:  # raise on uneven shards before anything runs
+        if config.cp > 1:
+            check_sequence(np.shape(x)[1] if np.ndim(x) > 1 else 0, config.cp, config.cp_layout)
         for array in (x, target):
             split_batch(split_batch(array, config.dp)[0], config.microbatches)
     setups = [_rank_setup(mesh, r, model, sequential, config, optimizer) for r in range(mesh.size)]
@@ -197,22 +203,26 @@ def _rank_setup(mesh, r, model, sequential, config, optimizer):
     """Rank ``r``'s coordinates, groups and shard of its stage's layers."""
     where = mesh.coords(r)
     stage, tp_group = where["pp"], mesh.group("tp", r)
-    tp_rank = where["tp"]
+    tp_rank, cp_rank = where["tp"], where.get("cp", 0)
     if sequential:
         n_layers = len(model)
         ranges = split_layers(n_layers, config.pp, config.vpp)[stage]
-        chunks = [
-            [(str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp)) for i in span]
-            for span in ranges
-        ]
+        if config.cp > 1:  # attention across the cp group, the rest on the rank's tokens
+            cp_group = mesh.group("cp", r)
+            chunks = [[(str(i), _context_layer(model[i], cp_group, cp_rank, str(i), config))
+                       for i in span] for span in ranges]  # fmt: skip
+        else:
+            chunks = [[(str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp))
+                       for i in span] for span in ranges]  # fmt: skip
     else:
         units = list(model(tp_group, tp_rank))
         n_layers = len(units)
         ranges = split_layers(len(units), config.pp, config.vpp)[stage]
         chunks = [[units[i] for i in span] for span in ranges]
-    dp_group = mesh.group("dp", r)
+    dp_group = mesh.group("dp", r) if config.cp == 1 else _replica_group(mesh, r)
     if config.zero == 3:  # ZeRO-3 / FSDP: every unit keeps 1/dp_shard of its parameters
-        shard_group, replica_group = hsdp_groups(dp_group, config.dp_shard, r)
+        # the shard group spans dp_shard x cp, as Accelerate and Megatron form it
+        shard_group, replica_group = hsdp_groups(dp_group, config.dp_shard * config.cp, r)
         chunks = [[(p, ShardedUnit(u, shard_group, r, p or "unit", replica_group,
                                    config.reshard_after_forward)) for p, u in units]
                   for units in chunks]  # fmt: skip
@@ -226,7 +236,30 @@ def _rank_setup(mesh, r, model, sequential, config, optimizer):
         chunks=chunks,
         optimizer=copy.deepcopy(optimizer),
         n_layers=n_layers,
+        cp_rank=cp_rank,
     )
+
+
+def _context_layer(layer, group, cp_rank, name, config):
+    """A layer on one rank of a context-parallel group: a transformer block with its
+    attention across the group; any other layer works token by token, so runs as it is."""
+    if isinstance(layer, TransformerBlock):
+        return ContextParallelBlock.from_full(layer, group, cp_rank, config.cp_variant,
+                                              config.cp_layout, name)  # fmt: skip
+    if isinstance(layer, MultiHeadAttention):
+        raise ConfigError(
+            f"layer {name} is a bare MultiHeadAttention: under context parallelism collsim "
+            "runs attention inside transformer blocks; wrap it in a TransformerBlock"
+        )
+    return Local(copy.deepcopy(layer), name=name)
+
+
+def _replica_group(mesh, r):
+    """The ranks holding the same parameters under context parallelism: every dp and cp
+    coordinate of ``r``'s stage and tp rank (gradients are averaged over all of them)."""
+    where = mesh.coords(r)
+    grid = mesh.grid[where["pp"], :, :, where["tp"]]  # (dp, cp)
+    return Group([int(x) for x in grid.ravel()], dim="dp_cp")
 
 
 @dataclass(frozen=True)
@@ -256,10 +289,11 @@ def _program(rank, setups, batches, plan):
     prefetch = config.prefetch if config.max_inflight_gathers >= 2 else "none"
     records = []
     for x, target in batches:
-        xs = local_part(shard_rows(x, config.dp, me.replica), plan.in_layout, tp_group, me.tp_rank)
-        ts = local_part(
-            shard_rows(target, config.dp, me.replica), plan.out_layout, tp_group, me.tp_rank
-        )
+        xs, ts = shard_rows(x, config.dp, me.replica), shard_rows(target, config.dp, me.replica)
+        if config.cp > 1:  # this rank's tokens of every sample, in the cp layout
+            xs, ts = (shard_sequence(a, config.cp, me.cp_rank, config.cp_layout) for a in (xs, ts))
+        xs = local_part(xs, plan.in_layout, tp_group, me.tp_rank)
+        ts = local_part(ts, plan.out_layout, tp_group, me.tp_rank)
         inputs = split_batch(xs, m)
         sync.begin()
         scatter, gather = _pipeline_shares(me, inputs[0].shape, plan)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .accounting import collective_bytes, overlap
 from .config import ParallelConfig
+from .context.layouts import gather_sequence
 from .modules import flat_shard_axes, gather_params, replica_max_diff
 from .oracle import compare
 from .pipeline.result import measure_pipeline
@@ -83,29 +84,39 @@ class MeshRun:
 
 def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rtol, atol):
     """Full arrays from the shards, the pipelines' measurements and the one-device check."""
-    grid = mesh.grid  # [pp, dp, tp] -> rank
-    pp, dp, tp = mesh.shape
+    pp, dp, cp, tp = config.pp, config.dp, config.cp, config.tp
+    grid4 = mesh.grid.reshape(pp, dp, cp, tp)  # [pp, dp, cp, tp] -> rank
+    grid = grid4[:, :, 0, :]  # [pp, dp, tp]: cp ranks hold the same parameters
     axes = {}
     for s in range(pp):
         for units in setups[int(grid[s, 0, 0])].chunks:
             axes |= flat_shard_axes([(p, getattr(u, "unit", u)) for p, u in units])
-    returns = _whole_records(run.returns, grid, n_steps)
+    returns = _whole_records(run.returns, grid4.reshape(pp, dp * cp, tp), n_steps)
     steps, keep = [], plan.keep_io
     for i in range(n_steps):
         rec = [returned[i] for returned in returns]  # per rank
-        last = [[rec[int(r)][0] for r in row] for row in grid[pp - 1]]  # [dp][tp] outcomes
-        first = [[rec[int(r)][0] for r in row] for row in grid[0]]
+        last = [rec[int(r)][0] for r in grid4[pp - 1].ravel()]  # the last stage's outcomes
 
-        def whole(rows, field, layout, scale=1.0):
-            parts = [[np.concatenate([getattr(o, field)[mb] for mb in sorted(getattr(o, field))])
-                      for o in row] for row in rows]  # fmt: skip
-            return np.concatenate([assemble(row, layout) for row in parts], axis=0) * scale
+        def whole(stage, field, layout, scale=1.0, rec=rec):
+            """The whole batch from a stage's ranks: tp parts, then cp tokens, then dp rows."""
+            rows = []
+            for replica in grid4[stage]:  # (cp, tp)
+                tokens = []
+                for row in replica:
+                    outcomes = [rec[int(r)][0] for r in row]
+                    parts = [np.concatenate([getattr(o, field)[mb]
+                                             for mb in sorted(getattr(o, field))])
+                             for o in outcomes]  # fmt: skip
+                    tokens.append(assemble(parts, layout))
+                rows.append(tokens[0] if cp == 1 else
+                            gather_sequence(tokens, config.cp_layout))  # fmt: skip
+            return np.concatenate(rows, axis=0) * scale
 
         replica0 = [int(r) for s in range(pp) for r in grid[s, 0, :]]
         steps.append(MeshStep(
-            loss=float(np.mean([o.loss for row in last for o in row])),
-            output=whole(last, "outputs", plan.out_layout) if keep else None,
-            input_grad=whole(first, "input_grads", plan.in_layout, 1 / dp) if keep else None,
+            loss=float(np.mean([o.loss for o in last])),  # every rank holds as many tokens
+            output=whole(pp - 1, "outputs", plan.out_layout) if keep else None,
+            input_grad=whole(0, "input_grads", plan.in_layout, 1 / (dp * cp)) if keep else None,
             grads=_gather(grid, [rec[r][1] for r in range(mesh.size)], axes, replica0),
             params=_gather(grid, [rec[r][2] for r in range(mesh.size)], axes, replica0),
         ))  # fmt: skip
@@ -117,9 +128,9 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
         schedule=sched,
         run=run,
         steps=steps,
-        pipelines=_pipelines(sched, config, run, returns, grid) if n_steps == 1 else {},
+        pipelines=_pipelines(sched, config, run, returns, grid4) if n_steps == 1 else {},
         buckets=returns[0][0][3],
-        dp_replica_diff=_replica_diff(grid, final, "dp"),
+        dp_replica_diff=_replica_diff(grid4.reshape(pp, dp * cp, tp), final, "dp"),
         tp_replica_diff=_replica_diff(grid, final, "tp", replicated),
         bytes_by_group=collective_bytes(run.trace, mesh.size, mesh),
         saved=[returned[-1][2] for returned in run.returns],
@@ -181,16 +192,25 @@ def _whole_records(returned, grid, n_steps):
     return out
 
 
-def _pipelines(sched, config, run, returns, grid):
-    """One :class:`PipelineResult` per (dp, tp) coordinate, read from the trace."""
+def _pipelines(sched, config, run, returns, grid4):
+    """One :class:`PipelineResult` per (dp, tp) coordinate (per (dp, cp, tp) with context
+    parallelism), read from the trace."""
     times = dict(zip(("t_f", "t_b", "t_w"), config.pass_times))
     pipelines = {}
-    for d in range(grid.shape[1]):
-        for t in range(grid.shape[2]):
-            stage_ranks = tuple(int(r) for r in grid[:, d, t])
-            outcomes = [returns[r][0][0] for r in stage_ranks]
-            grads = {}
-            for r in stage_ranks:
-                grads |= returns[r][0][1]
-            pipelines[(d, t)] = measure_pipeline(sched, times, run, outcomes, stage_ranks, grads)
+    _, dp, cp, tp = grid4.shape
+    for d in range(dp):
+        for c in range(cp):
+            for t in range(tp):
+                stage_ranks = tuple(int(r) for r in grid4[:, d, c, t])
+                key = (d, t) if cp == 1 else (d, c, t)
+                pipelines[key] = _pipeline(sched, times, run, returns, stage_ranks)
     return pipelines
+
+
+def _pipeline(sched, times, run, returns, stage_ranks):
+    """The :class:`PipelineResult` of the stages on ``stage_ranks``."""
+    outcomes = [returns[r][0][0] for r in stage_ranks]
+    grads = {}
+    for r in stage_ranks:
+        grads |= returns[r][0][1]
+    return measure_pipeline(sched, times, run, outcomes, stage_ranks, grads)

@@ -9,7 +9,8 @@ Every count is derived first, as :func:`collsim.plan.plan` derives it.
 
 ZeRO stages, HSDP (Accelerate's ``dp_replicate`` × ``dp_shard``) and full recomputation map
 to the trainer's fields of the same names.  What the trainer does not run yet is refused
-rather than dropped: context parallelism (cp > 1) and selective recomputation.
+rather than dropped: selective recomputation, and (by the trainer's own checks) context
+parallelism combined with tp or ZeRO.
 
 Examples
 --------
@@ -22,7 +23,7 @@ Examples
 >>> parallel_config(cfg.replace(cp=2, world_size=32))
 Traceback (most recent call last):
 ...
-collsim.errors.ConfigError: cp = 2: the mesh trainer does not run context parallelism yet ...
+collsim.errors.ConfigError: cp=2 with tp=2 and zero=0: the mesh trainer runs context ...
 """
 
 from ...errors import ConfigError
@@ -56,16 +57,12 @@ def parallel_config(cfg, **overrides):
         # HSDP replicas of a sharded model; without sharding every dp rank is a replica
         dp_replicate=int(d.dp) if d.zero == 0 else int(d.dp_replicate),
         recompute=cfg.recompute,
+        cp=cfg.cp,  # the sequence split; the trainer says which combinations it runs
     )
     return ParallelConfig().replace(**{**values, **overrides})
 
 
 def _refuse_what_the_trainer_lacks(cfg, d):
-    if cfg.cp > 1:
-        raise ConfigError(
-            f"cp = {cfg.cp}: the mesh trainer does not run context parallelism yet "
-            "(ParallelConfig has no cp dimension); nearest valid choice: cp=1"
-        )
     if cfg.recompute == "selective":
         raise ConfigError(
             "recompute = 'selective': the mesh trainer runs recompute='none' or 'full' (the "

@@ -1,0 +1,48 @@
+"""Context parallelism: the sequence split over a cp group (ring attention, all-to-all).
+
+==========================================  ===============================================
+name                                        what it is
+==========================================  ===============================================
+:data:`CP_LAYOUTS`, :func:`shard_sequence`,  how a sequence is split over the group
+:func:`gather_sequence`,                    (contiguous, or Megatron's load-balanced
+:func:`token_positions`                     chunks i and 2·cp−1−i), :mod:`.layouts`
+:class:`RingAttention`                      K/V blocks round a ring, online softmax
+                                            (:mod:`.ring`)
+:class:`UlyssesAttention`                   all-to-all to heads and back, DeepSpeed-Ulysses
+                                            (:mod:`.ulysses`)
+:func:`ring_attention_bytes`,               closed forms: bytes and per-rank attention
+:func:`causal_attention_flops`              FLOPs by layout (:mod:`.formulas`)
+:class:`ContextParallelBlock`               a transformer block under cp (:mod:`.block`)
+==========================================  ===============================================
+"""
+
+from .block import CP_VARIANTS, ContextParallelBlock
+from .formulas import causal_attention_flops, ring_attention_bytes, score_flops
+from .layouts import (
+    CP_LAYOUTS,
+    check_sequence,
+    gather_sequence,
+    shard_sequence,
+    token_positions,
+)
+from .ring import RingAttention, RingMessage, RingStep
+from .ulysses import UlyssesAttention, check_heads, ulysses_attention_bytes
+
+__all__ = [
+    "CP_LAYOUTS",
+    "CP_VARIANTS",
+    "ContextParallelBlock",
+    "RingAttention",
+    "RingMessage",
+    "RingStep",
+    "UlyssesAttention",
+    "causal_attention_flops",
+    "check_heads",
+    "check_sequence",
+    "gather_sequence",
+    "ring_attention_bytes",
+    "score_flops",
+    "shard_sequence",
+    "token_positions",
+    "ulysses_attention_bytes",
+]

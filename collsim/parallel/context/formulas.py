@@ -1,0 +1,145 @@
+"""Closed forms for ring attention: bytes each rank sends and attention FLOPs each rank does.
+
+They are the second oracle of :class:`~collsim.parallel.context.ring.RingAttention` (the
+tests check the trace and the module's counts against them) and need no simulation.
+
+Notation: B batch, S the full sequence, D the width of K and V (``n_heads * head_dim``,
+``d_model`` for a square attention), cp the context-parallel group size, b bytes per
+element, T = S/cp the tokens a rank holds.
+
+Bytes (per rank per layer; every rank sends exactly what it receives)
+    One K/V block is K and V of T tokens: ``2·B·T·D·b`` bytes; a dK/dV block the same.
+
+    * forward: the ring has cp steps; before each of the first cp−1 a rank forwards the
+      block it holds to rank r+1 (the last block it sees is not sent on), so
+      ``(cp−1)·2·B·T·D·b = 2·(cp−1)/cp·B·S·D·b``.
+    * backward: K/V circulate again, cp−1 hops as in the forward; the dK/dV partial sums
+      travel *with* their block, one hop after each of the cp steps: after step s the
+      rank sends on the sum for the block it holds, and after the last step that block's
+      owner is r+1, so the cp-th hop takes the finished dK/dV home.  That is
+      ``(cp−1 + cp)·2·B·T·D·b = 2·(2cp−1)/cp·B·S·D·b``.
+    * cp = 1: nothing moves.
+
+FLOPs (per rank per pass, attention only: the projections are the usual
+``2·B·T·D·D`` matmuls, the same on every rank)
+    The sequence is cut into tiles of L tokens (L = S/cp contiguous, S/(2cp) balanced,
+    the layout's chunks).  A (query tile, key tile) pair costs ``u·L²`` with
+    ``u = B·H·f`` (f FLOPs per score below) when the key tile is before the query tile,
+    nothing when it is after it (skipped entirely), and half of that, ``u·L²/2``, on the
+    diagonal (a causal kernel computes only the lower triangle; the L/2 scores on the
+    diagonal itself are neglected so that the ratios below are exact).  Without a causal
+    mask every pair is full: ``u·S²/cp`` per rank.
+
+    * contiguous: rank i holds tile i: i full tiles and one half tile,
+      ``(i + 1/2)·u·(S/cp)²``.  The mean over ranks is ``u·S²/(2cp)``; the last rank does
+      ``(cp − 1/2)·u·(S/cp)²``, i.e. (2cp−1)/cp times the mean, the first 1/(2cp) of it.
+    * balanced (Megatron, Llama 3): rank i holds tiles i and 2cp−1−i of 2cp: tile i sees
+      i full tiles and a half, tile 2cp−1−i sees 2cp−1−i full and a half, together
+      ``2cp·u·(S/(2cp))² = u·S²/(2cp)`` on every rank: the mean, exactly.
+
+    f per score: forward ``4·hd + 6`` (QKᵀ and PV, 2·hd each; max, subtract, exp, sum,
+    divide and the 1/√hd scale); backward ``10·hd + 11`` (QKᵀ recomputed, dV, dP, dQ, dK at
+    2·hd each; the recomputed exp and scale, 6, and the softmax backward and scale, 5).
+    The online softmax's per-row rescale is O(T), not O(T²), and is not counted.
+
+Examples
+--------
+>>> ring_attention_bytes(batch=1, seq=1024, d_model=512, cp=4, bytes_per_element=2)
+1572864
+>>> ring_attention_bytes(1, 1024, 512, 4, 2, pass_="backward")  # (2cp-1)/(cp-1) = 7/3 times
+3670016
+>>> causal_attention_flops(8, 2, "contiguous")   # per rank, B = H = hd = 1: 10·(i + 1/2)·16
+[80.0, 240.0]
+>>> causal_attention_flops(8, 2, "balanced")
+[160.0, 160.0]
+"""
+
+import difflib
+import numbers
+
+from ...errors import ConfigError
+from ...nn.layers import SOFTMAX_FLOPS
+from .layouts import check_sequence
+
+__all__ = [
+    "CP_PASSES",
+    "ring_attention_bytes",
+    "causal_attention_flops",
+    "score_flops",
+]
+
+#: The passes the closed forms know: forward, and the backward (input and weight).
+CP_PASSES = ("forward", "backward")
+
+
+def score_flops(head_dim, pass_="forward"):
+    """FLOPs per attention score of one head in ``pass_`` (see the module docstring).
+
+    >>> score_flops(64), score_flops(64, "backward")
+    (262, 651)
+    """
+    _check_pass(pass_)
+    softmax_fwd, softmax_bwd = SOFTMAX_FLOPS
+    if pass_ == "forward":
+        return 4 * head_dim + softmax_fwd + 1
+    return 10 * head_dim + (softmax_fwd + 1) + (softmax_bwd + 1)
+
+
+def ring_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="forward"):
+    """Bytes one rank sends (and receives) in one ring-attention layer's ``pass_``.
+
+    forward ``2·(cp−1)·B·(S/cp)·D·b``; backward ``2·(2cp−1)·B·(S/cp)·D·b`` (K/V cp−1
+    hops, dK/dV cp hops, the last one home); 0 when cp = 1.  Derivation in the module
+    docstring.
+
+    >>> ring_attention_bytes(2, 16, 8, 2, 8), ring_attention_bytes(2, 16, 8, 2, 8, "backward")
+    (2048, 6144)
+    """
+    for name, value in (("batch", batch), ("seq", seq), ("d_model", d_model), ("cp", cp),
+                        ("bytes_per_element", bytes_per_element)):  # fmt: skip
+        _check_positive_int(name, value)
+    _check_pass(pass_)
+    check_sequence(seq, cp, "contiguous")
+    if cp == 1:
+        return 0
+    block = 2 * batch * (seq // cp) * d_model * bytes_per_element  # K and V (or dK and dV)
+    hops = cp - 1 if pass_ == "forward" else (cp - 1) + cp
+    return hops * block
+
+
+def causal_attention_flops(seq, cp, layout, batch=1, heads=1, head_dim=1, pass_="forward",
+                           causal=True):  # fmt: skip
+    """Attention FLOPs of each rank of the cp group (a list, group order) in ``pass_``.
+
+    Causal: contiguous rank i ``(i + 1/2)·u·(S/cp)²``, balanced ``u·S²/(2cp)`` on every
+    rank; not causal ``u·S²/cp``; ``u = B·H·score_flops(head_dim, pass_)``.
+
+    >>> flops = causal_attention_flops(64, 4, "contiguous")
+    >>> flops[-1] / (sum(flops) / 4) == (2 * 4 - 1) / 4
+    True
+    """
+    for name, value in (("seq", seq), ("cp", cp), ("batch", batch), ("heads", heads),
+                        ("head_dim", head_dim)):  # fmt: skip
+        _check_positive_int(name, value)
+    check_sequence(seq, cp, layout)
+    unit = batch * heads * score_flops(head_dim, pass_)
+    if not causal:
+        return [float(unit * seq * seq // cp)] * cp
+    if layout == "balanced":
+        return [unit * seq * seq / (2 * cp)] * cp
+    tile = seq // cp
+    return [(i + 0.5) * unit * tile * tile for i in range(cp)]
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ConfigError(f"{name}={value!r} must be a positive int")
+
+
+def _check_pass(pass_):
+    if pass_ not in CP_PASSES:
+        guess = difflib.get_close_matches(str(pass_), CP_PASSES, n=1, cutoff=0)
+        raise ConfigError(
+            f"pass_={pass_!r} is not one of {', '.join(CP_PASSES)}; nearest valid choice: "
+            f"{guess[0]!r}"
+        )

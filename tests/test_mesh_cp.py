@@ -1,0 +1,124 @@
+"""Context parallelism on the mesh trainer: dp x cp x pp, ring attention and all-to-all.
+
+Each cp rank holds its tokens of every sample (in the balanced or contiguous layout); the
+transformer blocks run attention across the cp group and everything else on local tokens;
+the gradients are averaged over the data- and context-parallel ranks together. Every
+variant, layout and mesh trains like one device over Adam steps, and the traffic stays in
+the groups it belongs to.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collsim.collectives.records import is_collective
+from collsim.errors import ConfigError
+from collsim.nn import Adam
+from collsim.parallel.config import ParallelConfig
+from collsim.parallel.mesh import train
+from collsim.parallel.pipeline.runner import toy_batch, toy_model
+
+VARIANTS, LAYOUTS = ("ring", "all-to-all"), ("balanced", "contiguous")
+MESHES = [(1, 2, 1), (2, 2, 1), (1, 4, 1), (1, 2, 2), (2, 2, 2)]  # (dp, cp, pp)
+
+
+def run(dp, cp, pp, variant, layout, heads=4, seq=16, steps=2, seed=0):
+    model = toy_model(layers=2, hidden=8, heads=heads, seed=seed)
+    batches = [toy_batch(dp * 2, seq=seq, seed=seed + 1 + s) for s in range(steps)]
+    config = ParallelConfig(dp=dp, cp=cp, pp=pp, microbatches=2, cp_variant=variant,
+                            cp_layout=layout)  # fmt: skip
+    return train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
+
+
+@pytest.mark.parametrize("dp, cp, pp", MESHES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_layout_and_mesh_trains_like_one_device(variant, layout, dp, cp, pp):
+    result = run(dp, cp, pp, variant, layout)
+    assert result.match is True and result.max_error < 1e-10
+    assert result.dp_replica_diff == 0.0  # every dp and cp rank holds the same parameters
+    assert result.mesh.names == ("pp", "dp", "cp", "tp")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_traffic_stays_in_its_groups(variant):
+    result = run(2, 2, 1, variant, "balanced", steps=1)
+    mesh = result.mesh
+    kinds = {}
+    for t in result.trace.transfers:
+        a, b = mesh.coords(t.src), mesh.coords(t.dst)
+        differ = {name for name in mesh.names if a[name] != b[name]}
+        label = t.tag.dim if is_collective(t.tag) else "cp"
+        kinds.setdefault(label, set()).add(frozenset(differ))
+    # attention moves only along cp; the gradient average spans dp and cp together
+    assert kinds["cp"] == {frozenset({"cp"})}
+    assert kinds["dp_cp"] <= {frozenset({"cp"}), frozenset({"dp"}), frozenset({"dp", "cp"})}
+    expected = ("cp", "send") if variant == "ring" else ("cp", "all_to_all")
+    assert expected in result.bytes_by_group and ("dp_cp", "all_reduce") in result.bytes_by_group
+
+
+@given(
+    cp=st.sampled_from([1, 2, 4]),
+    dp=st.integers(1, 2),
+    variant=st.sampled_from(VARIANTS),
+    layout=st.sampled_from(LAYOUTS),
+    seed=st.integers(0, 999),
+)
+def test_property_cp_meshes_match_one_device(cp, dp, variant, layout, seed):
+    result = run(dp, cp, 1, variant, layout, steps=1, seed=seed)
+    assert result.match, (cp, dp, variant, layout, result.max_error)
+
+
+SHARDED = [dict(zero=1), dict(zero=2), dict(zero=3), dict(zero=3, prefetch="both"),
+           dict(zero=3, dp_replicate=2)]  # fmt: skip
+
+
+@pytest.mark.parametrize("sharding", SHARDED, ids=str)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_zero_fsdp_and_hsdp_with_context_parallelism_train_like_one_device(variant, sharding):
+    dp = 4 if sharding.get("dp_replicate") else 2
+    model = toy_model(layers=2, hidden=8, heads=4)
+    batches = [toy_batch(dp * 2, seq=16, seed=s) for s in (1, 2)]
+    config = ParallelConfig(dp=dp, cp=2, cp_variant=variant, **sharding)
+    result = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
+    assert result.match is True and result.dp_replica_diff == 0.0
+    if sharding["zero"] == 3:  # FSDP shards over dp_shard x cp, as Accelerate and Megatron do
+        gathers = [t.tag.group for t in result.trace.transfers
+                   if is_collective(t.tag) and t.tag.collective == "all_gather"]  # fmt: skip
+        assert gathers
+
+
+@pytest.mark.parametrize("replicate, shard, cp", [(1, 2, 2), (2, 2, 2), (2, 1, 4), (1, 4, 2)])
+def test_groups_are_the_ones_accelerates_device_mesh_forms(replicate, shard, cp):
+    """Accelerate's ParallelismConfig builds its mesh row-major over (dp_replicate, dp_shard,
+    cp, tp); flattened groups join dims. The trainer's mesh gives the same groups."""
+    dp = replicate * shard
+    config = ParallelConfig(dp=dp, cp=cp, zero=3, dp_replicate=replicate)
+    mesh = config.mesh()
+    accel = np.arange(dp * cp).reshape(replicate, shard, cp)  # tp = 1
+    assert sorted(g.ranks for g in mesh.groups("cp")) == sorted(
+        tuple(int(x) for x in accel[r, s, :]) for r in range(replicate) for s in range(shard)
+    )
+    # FSDP's shard group spans dp_shard x cp ("dp_shard_cp"), HSDP's replicas dp_replicate
+    from collsim.parallel.mesh import _replica_group
+    from collsim.parallel.sharded import hsdp_groups
+
+    for rank in range(dp * cp):
+        r, s, c = (int(v[0]) for v in np.nonzero(accel == rank))
+        shard_group, replica_group = hsdp_groups(_replica_group(mesh, rank), shard * cp, rank)
+        assert set(shard_group.ranks) == {int(x) for x in accel[r].ravel()}
+        if replicate > 1:
+            assert set(replica_group.ranks) == {int(x) for x in accel[:, s, c]}
+
+
+def test_what_context_parallelism_does_not_run_yet_is_refused_by_name():
+    with pytest.raises(ConfigError, match="cp=2 with tp=2: the mesh trainer runs context"):
+        ParallelConfig(cp=2, tp=2)
+    with pytest.raises(ConfigError, match="cp_variant='ulysses' is not one of ring, all-to-all"):
+        ParallelConfig(cp=2, cp_variant="ulysses")
+    with pytest.raises(ConfigError, match="cp_layout='zigzag' is not one of"):
+        ParallelConfig(cp=2, cp_layout="zigzag")
+    model = toy_model(layers=1, hidden=8, heads=2)
+    with pytest.raises(ConfigError, match="6"):  # 6 tokens do not split into 2·cp = 4 chunks
+        train(model, [toy_batch(2, seq=6)], ParallelConfig(cp=2))
