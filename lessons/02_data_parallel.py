@@ -145,7 +145,7 @@ print(f"after one step: max |theta_replica - theta_1_device| = {worst:.3g}; "
 # **Exercise 2.2.** Write `accumulation_steps(global_batch, dp, micro_batch)`: how many
 # micro-batches each GPU runs per optimizer step. The check compares it with collsim's
 # `resolve_batch` on several configurations. One is the planner's repair of Megatron's
-# 784-GPU error (lesson 9): 784 GPUs are not divisible by tp·pp = 8·4, 768 are, leaving
+# 784-GPU error (lesson 10): 784 GPUs are not divisible by tp·pp = 8·4, 768 are, leaving
 # dp = 768/(8·4); with a global batch of 1536 and micro-batch 1.
 
 # %%

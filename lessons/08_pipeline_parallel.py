@@ -62,7 +62,7 @@ print(f"formula (p-1)/(m+p-1): {gpipe.formula_bubble_fraction():.6g}")
 
 # %% [markdown]
 # The bubble shrinks as `m` grows — more micro-batches to overlap with the fill and the drain.
-# But the global batch is fixed by the optimizer (lesson 9), so a larger `m` means smaller
+# But the global batch is fixed by the optimizer (lesson 10), so a larger `m` means smaller
 # micro-batches, which use the GPU less well.
 
 # %%
@@ -254,4 +254,5 @@ for r in (gpipe, one_f_one_b, interleaved, zb):
 # - Every number here was measured from the simulated trace, and every run's gradients
 #   matched one device.
 #
-# Next: lesson 9 puts TP, PP and DP on one rank grid.
+# Next: lesson 9 splits the one dimension left whole so far, the sequence (context
+# parallelism); lesson 10 then puts all the dimensions on one rank grid.

@@ -61,10 +61,10 @@ def test_lesson_refuses_bad_numbers_and_names(which):
 
 
 def test_the_first_number_past_the_last_lesson_is_refused():
-    # lesson 10 exists since the sharding lesson came third; 11 is the first that does not
-    assert NO_SUCH_LESSON == 11
-    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="11", timeout=5)
-    assert outcome.status == 1 and "no lesson 11" in outcome.stderr
+    # lesson 11 exists since context parallelism became lesson 9; 12 is the first that does not
+    assert NO_SUCH_LESSON == 12
+    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="12", timeout=5)
+    assert outcome.status == 1 and "no lesson 12" in outcome.stderr
 
 
 PATH_CASES = ["missing", "under a file", "a file", "a device", "empty string",

@@ -256,8 +256,8 @@ def test_lesson_4_pictures_show_the_steps_its_text_names():
 # ---- the lesson order and every reference to a lesson's number --------------------------
 
 ORDER = ["why_not_one_device", "data_parallel", "sharding", "ring_allreduce", "cost_models",
-         "where_scaling_stops", "tensor_parallel", "pipeline_parallel", "putting_it_together",
-         "debugging_a_hang"]  # fmt: skip
+         "where_scaling_stops", "tensor_parallel", "pipeline_parallel", "context_parallel",
+         "putting_it_together", "debugging_a_hang"]  # fmt: skip
 # what a person reads that names lessons by number or by file
 REFERRING = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(LESSONS.glob("*.py")),
              *sorted((LESSONS / "solutions").glob("*.py")),
@@ -267,11 +267,12 @@ LESSON_NUMBER = re.compile(r"\b[Ll]essons? (\d+)(?:(?: and |–|-|, )(\d+))?")
 LESSON_PATH = re.compile(r"lessons/(?:solutions/)?(\d\d_[a-z_]+\.py)")
 
 
-def test_the_lessons_run_01_to_10_with_sharding_third():
+def test_the_lessons_run_01_to_11_with_sharding_third_and_context_parallel_ninth():
     found = find_lessons(LESSONS)
     assert sorted(found) == list(range(1, len(ORDER) + 1))
     assert [found[n].stem[3:] for n in sorted(found)] == ORDER
     assert found[3].name == "03_sharding.py"
+    assert found[9].name == "09_context_parallel.py"
     assert sorted(p.name for p in (LESSONS / "solutions").glob("[0-9][0-9]_*.py")) == [
         p.name for _, p in sorted(found.items())
     ]
@@ -332,3 +333,20 @@ def test_the_readme_lists_every_lesson_in_order_with_its_title():
     for n, title, _ in items:
         header = found[int(n)].read_text(encoding="utf-8").splitlines()[1]
         assert header.startswith(f"# # {n}. {title}"), (header, title)
+
+
+def test_putting_it_together_names_every_strategy_of_the_nd_guide_and_the_commands():
+    text = (LESSONS / "10_putting_it_together.py").read_text(encoding="utf-8")
+    rows = re.findall(r"^# \| ([A-Z+]+) \| (?:`|all four)", text, flags=re.M)
+    assert rows == ["DP", "FSDP", "TP", "CP", "HSDP", "FSDP+TP", "FSDP+CP", "HSDP+TP",
+                    "HSDP+TP+CP"]  # fmt: skip
+    for command in ("collsim strategies", "collsim verify cp", "collsim verify nd"):
+        assert f"`{command}`" in text, command
+
+
+def test_context_parallel_lesson_draws_the_ring_from_the_trace_records():
+    # the step grid and the work bars are read from RingStep spans, not recomputed
+    text = (LESSONS / "09_context_parallel.py").read_text(encoding="utf-8")
+    for needed in ("isinstance(c.meta, RingStep)", "isinstance(t.tag, RingMessage)",
+                   "causal_attention_flops", "ulysses_attention_bytes", ".match"):  # fmt: skip
+        assert needed in text, needed

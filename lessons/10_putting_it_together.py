@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 9. Putting it together: the rank grid and the rules
+# # 10. Putting it together: the rank grid and the rules
 # Lay the GPUs on a tp × dp × pp grid, check world = tp·pp·dp and global batch = micro·dp·accum, plan Megatron's 784-GPU error.
 #
 # Real training jobs combine all three: **tensor parallel** inside a layer (lesson 7),
@@ -82,10 +82,10 @@ def grid_figure(mesh, gpus_per_node):
     return fig
 
 
-teach.show(grid_figure(big_mesh, GPUS_PER_NODE), "09_rank_grid")
+teach.show(grid_figure(big_mesh, GPUS_PER_NODE), "10_rank_grid")
 
 # %% [markdown]
-# **Exercise 9.1 — write the mapping.** Write `coords(rank, pp, dp, tp)` that returns the
+# **Exercise 10.1 — write the mapping.** Write `coords(rank, pp, dp, tp)` that returns the
 # tuple `(pp_rank, dp_rank, tp_rank)` of a global rank on this grid. The check compares it
 # with `DeviceMesh.coords` on several grids, including 96 GPUs with `pp=4, dp=3, tp=8`.
 
@@ -101,7 +101,7 @@ def mesh_coords(rank, pp, dp, tp):
 
 
 cases = [(5, 2, 2, 2), (37, 4, 3, 8), (95, 4, 3, 8), (0, 1, 1, 1), (13, 2, 4, 2), (6, 1, 8, 1)]
-teach.check_function("9.1", coords_answer, mesh_coords, cases)
+teach.check_function("10.1", coords_answer, mesh_coords, cases)
 
 # %% [markdown]
 # ## All three at once, checked against one device
@@ -132,7 +132,7 @@ for (dim, name), per_rank in sorted(by_dim.items()):
 print(f"\n{'dimension':<10}{'inside a machine':>18}{'between machines':>18}   (all ranks)")
 for dim, (inside, between) in sorted(crossing.items()):
     print(f"{dim:<10}{format_size(inside):>18}{format_size(between):>18}")
-teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), "09_3d_traffic")
+teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), "10_3d_traffic")
 
 # %% [markdown]
 # Only the pipeline's point-to-point messages cross the fabric; TP and DP stay on each
@@ -162,7 +162,7 @@ print(f"valid: {report.valid};  dp = {d['dp']},  accumulation = {d['accumulation
       f"global batch = {d['micro_batch']}·{d['dp']}·{d['accumulation']} = {d['global_batch']}")  # fmt: skip
 
 # %% [markdown]
-# **Exercise 9.2 — predict, then check.** Same job, but the micro-batch no longer fits in
+# **Exercise 10.2 — predict, then check.** Same job, but the micro-batch no longer fits in
 # memory: `micro_batch = 1` with the global batch kept at 256, on 64 GPUs with `tp = 4`,
 # `pp = 2`. How many gradient-accumulation steps does each optimizer step need now?
 
@@ -172,7 +172,7 @@ smaller = plan(world_size=64, tp=4, pp=2, layers=24, hidden=2048, heads=16, seq=
 
 accumulation_answer = None  # your prediction: accumulation steps
 
-teach.check("9.2", accumulation_answer, expected=smaller.derived["accumulation"],
+teach.check("10.2", accumulation_answer, expected=smaller.derived["accumulation"],
             unit="accumulation steps")  # fmt: skip
 
 # %% [markdown]
@@ -203,12 +203,12 @@ megatron784 = plan(world_size=784, tp=8, pp=4, global_batch=1536, micro_batch=1,
 print(f"valid: {megatron784.valid};  broken rules: {[v.rule for v in megatron784.violations]}")
 
 # %% [markdown]
-# **Exercise 9.3 — predict, then check.** What data-parallel degree does `784 / (8·4)` give?
+# **Exercise 10.3 — predict, then check.** What data-parallel degree does `784 / (8·4)` give?
 
 # %%
 dp_answer = None  # your prediction
 
-teach.check("9.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas")
+teach.check("10.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas")
 
 # %% [markdown]
 # Megatron stops there. The planner's message says the same, and its hint lists what would
@@ -218,7 +218,7 @@ teach.check("9.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas
 print(f"{megatron784.violations[0].message}\n\nhint: {megatron784.violations[0].hint}")
 
 # %% [markdown]
-# **Exercise 9.4 — predict, then check.** The hint offers two world sizes that are multiples
+# **Exercise 10.4 — predict, then check.** The hint offers two world sizes that are multiples
 # of `tp·pp`, one on each side of 784 and equally far from it. Keeping `tp = 8`, `pp = 4`
 # and the global batch, which one does the planner suggest? (The global batch must split
 # too: `global_batch = micro · dp · accumulation` needs `dp` to divide it.)
@@ -228,7 +228,7 @@ fixed_world = megatron784.suggestions[0].config.world_size
 
 world_size_answer = None  # your prediction: a number of GPUs
 
-teach.check("9.4", world_size_answer, expected=fixed_world, unit="GPUs")
+teach.check("10.4", world_size_answer, expected=fixed_world, unit="GPUs")
 
 # %% [markdown]
 # Why not keep 784 GPUs and change `tp` or `pp` instead? The planner explains, and lists
@@ -282,13 +282,38 @@ print(f"the guide's formula: dp_world_size = {guide_dp:g}, effective batch = {gu
       f"  — {hsdp.derived['global_batch'] / guide_batch:g}× too small (a factor tp)")  # fmt: skip
 
 # %% [markdown]
-# **Exercise 9.5 — predict, then check.** How many samples does one optimizer step of this
+# **Exercise 10.5 — predict, then check.** How many samples does one optimizer step of this
 # 16-GPU job see?
 
 # %%
 samples_answer = None  # your prediction: samples per optimizer step
 
-teach.check("9.5", samples_answer, expected=hsdp.derived["global_batch"], unit="samples")
+teach.check("10.5", samples_answer, expected=hsdp.derived["global_batch"], unit="samples")
+
+# %% [markdown]
+# ## Every strategy of Accelerate's ND-parallelism guide
+#
+# Hugging Face's Accelerate ND-parallel guide (2025) names nine strategies, each a choice of
+# the four sizes of its `ParallelismConfig` (`dp_replicate_size`, `dp_shard_size`,
+# `cp_size`, `tp_size`; the mesh is laid out in that order, `tp` innermost):
+#
+# | strategy | sizes that are > 1 | what it splits |
+# |---|---|---|
+# | DP | `dp_replicate` | the batch; every rank keeps the whole model (lesson 2) |
+# | FSDP | `dp_shard` | the batch, and the model state sharded over the ranks (lesson 3) |
+# | TP | `tp` | every layer's matrices, inside a node (lesson 7) |
+# | CP | `cp` | the sequence: ring attention or all-to-all (lesson 9) |
+# | HSDP | `dp_replicate`, `dp_shard` | FSDP inside a node, replicas across nodes (lesson 3) |
+# | FSDP+TP | `dp_shard`, `tp` | sharded replicas of a tensor-parallel model |
+# | FSDP+CP | `dp_shard`, `cp` | the FSDP shard group spans `dp_shard × cp` |
+# | HSDP+TP | `dp_replicate`, `dp_shard`, `tp` | HSDP of a tensor-parallel model |
+# | HSDP+TP+CP | all four | all of the above on one mesh |
+#
+# `collsim strategies` runs all nine on the same model, sequence length and two nodes of 4
+# GPUs and prints one row each — whether it matches one device, peak memory per rank, bytes
+# on the links inside and between nodes, step time and exposed communication — next to what
+# the guide claims. `collsim verify cp` and `collsim verify nd` run one configuration of
+# your choice and check it against one device. (They are terminal commands, not run here.)
 
 # %% [markdown]
 # ## Takeaways
@@ -305,5 +330,7 @@ teach.check("9.5", samples_answer, expected=hsdp.derived["global_batch"], unit="
 # - Accelerate's data-parallel degree is `dp_replicate · dp_shard`; TP ranks share a batch.
 #   The guide's `/ tp` counts the TP split twice and underestimates the effective batch by
 #   a factor `tp`.
+# - The guide's nine strategies (DP, FSDP, TP, CP, HSDP, FSDP+TP, FSDP+CP, HSDP+TP,
+#   HSDP+TP+CP) are choices of these sizes; `collsim strategies` measures them side by side.
 #
-# Next: lesson 10 — what happens when the ranks of this grid stop agreeing, and the job hangs.
+# Next: lesson 11 — what happens when the ranks of this grid stop agreeing, and the job hangs.

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 10. Debugging a hang
+# # 11. Debugging a hang
 # A rank that never joins, mismatched collectives, a send/recv cycle: read collsim's deadlock report like NCCL's flight recorder.
 #
 # On a real cluster a distributed bug rarely crashes. Every rank sits inside a collective,
@@ -111,22 +111,22 @@ except collsim.DeadlockError as error:
 # receive with a neighbour. Follow those arrows and they all end at the same rank.
 
 # %%
-teach.show(wait_for_figure(hang.waiting, K, "all-reduce with a missing rank"), "10_waitfor_missing")
+teach.show(wait_for_figure(hang.waiting, K, "all-reduce with a missing rank"), "11_waitfor_missing")
 
 # %% [markdown]
-# **Exercise 10.1 — read the report.** Which rank never joined the all-reduce?
+# **Exercise 11.1 — read the report.** Which rank never joined the all-reduce?
 
 # %%
 missing = sorted(set(range(K)) - set(hang.waiting))  # ranks that are not waiting: they left
 missing_rank_answer = None  # your answer: a rank number
 
-teach.check_rank("10.1", missing_rank_answer, expected=missing[0], ranks=K,
+teach.check_rank("11.1", missing_rank_answer, expected=missing[0], ranks=K,
                  why="it is the one rank not waiting in the report: with 11 samples it had one "
                      "step fewer, finished its loop and left",
                  about={r: f"it is waiting: {whats[0]}" for r, whats in hang.waiting.items()})  # fmt: skip
 
 # %% [markdown]
-# **Exercise 10.2 — read the report.** At which position `#N` of the ranks' sequence of
+# **Exercise 11.2 — read the report.** At which position `#N` of the ranks' sequence of
 # all-reduces (counting from 0) did the job hang? Work it out from the program too: how many
 # steps does each rank run with `n = 11` samples on `K = 4` ranks?
 
@@ -135,7 +135,7 @@ positions = {int(p) for whats in hang.waiting.values() for w in whats
              for p in re.findall(r"all_reduce #(\d+)", w)}  # fmt: skip
 hang_position_answer = None  # your answer: the position N
 
-teach.check("10.2", hang_position_answer, expected=positions.pop(), unit="(position N)")
+teach.check("11.2", hang_position_answer, expected=positions.pop(), unit="(position N)")
 
 # %% [markdown]
 # The fix is in the data, not the communication: give every rank the same number of steps.
@@ -171,14 +171,14 @@ except CollectiveMismatchError as error:
     print(f"CollectiveMismatchError:\n{error}")
 
 # %% [markdown]
-# **Exercise 10.3 — read the report.** Which rank's call differs from the others?
+# **Exercise 11.3 — read the report.** Which rank's call differs from the others?
 
 # %%
 calls = dict(re.findall(r"rank (\d+): (.*)", str(mismatch)))
 odd = [int(r) for r, call in calls.items() if list(calls.values()).count(call) == 1]
 odd_rank_answer = None  # your answer: a rank number
 
-teach.check_rank("10.3", odd_rank_answer, expected=odd[0], ranks=K,
+teach.check_rank("11.3", odd_rank_answer, expected=odd[0], ranks=K,
                  why=f"its call is the only one of its kind: {calls[str(odd[0])]}",
                  about={int(r): f"its call is the same as the other ranks': {call}"
                         for r, call in calls.items() if int(r) != odd[0]})  # fmt: skip
@@ -218,7 +218,7 @@ try:
 except collsim.DeadlockError as error:
     cycle = error
     print(f"DeadlockError:\n{error}")
-teach.show(wait_for_figure(cycle.waiting, K, "ring shift with blocking sends"), "10_waitfor_cycle")
+teach.show(wait_for_figure(cycle.waiting, K, "ring shift with blocking sends"), "11_waitfor_cycle")
 
 # %% [markdown]
 # Two standard ways out:
@@ -231,7 +231,7 @@ teach.show(wait_for_figure(cycle.waiting, K, "ring shift with blocking sends"), 
 #   receive first. Now some pair always matches, and the cycle becomes a chain that unwinds
 #   (it still works for an odd number of ranks).
 #
-# **Exercise 10.4 — fix the program.** Write `shift(rank, x)`: send `x` to the right
+# **Exercise 11.4 — fix the program.** Write `shift(rank, x)`: send `x` to the right
 # neighbour, return what the left neighbour sent, without deadlocking. `run_on_ring` runs
 # your program on rings of several sizes, including odd ones, and the check compares every
 # rank's result with the reference. (A program that still hangs reports its DeadlockError.)
@@ -245,7 +245,7 @@ def reference_shift(k, seed):
     return [np.array([(r - 1) % k, seed], float) for r in range(k)]
 
 
-teach.check_function("10.4", shift_answer, reference_shift,
+teach.check_function("11.4", shift_answer, reference_shift,
                      cases=[(4, 0), (2, 1), (3, 2), (5, 3), (8, 4)], adapt=run_on_ring)  # fmt: skip
 
 # %% [markdown]
@@ -263,5 +263,5 @@ teach.check_function("10.4", shift_answer, reference_shift,
 # - **Blocking sends in a cycle** deadlock under rendezvous semantics. Use non-blocking
 #   `isend`/`irecv` (or a combined exchange), or order the calls by rank parity.
 #
-# This is the last lesson. Go back to lesson 9's planner with your own cluster size and
+# This is the last lesson. Go back to lesson 10's planner with your own cluster size and
 # model — and when a run hangs, read the report bottom-up.
