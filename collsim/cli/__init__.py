@@ -14,7 +14,8 @@ from ..errors import CollsimError
 __all__ = ["main", "build_parser"]
 
 # the order here is the order ``collsim --help`` lists them in
-COMMAND_MODULES = ("tour", "run", "step", "plan", "viz", "pipeline", "verify", "lesson")
+COMMAND_MODULES = ("tour", "run", "step", "plan", "viz", "pipeline", "verify", "strategies",
+                   "lesson")  # fmt: skip
 
 
 def build_parser():

@@ -22,6 +22,9 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
   algorithm, where the fastest changes marked (count-only runs or closed forms).
 * :func:`collsim.viz.scaling.scaling_figure`: step time split into compute and
   communication, and efficiency, against the number of GPUs (the planner's closed forms).
+* :func:`collsim.viz.strategies.strategies_figure`: the strategies of Accelerate's
+  ND-parallelism guide side by side, memory stacked by category and bytes inside and
+  between nodes (from the rows ``collsim strategies`` measures).
 
 Shared by all: :mod:`collsim.viz.output` saves every format byte-identical run to run,
 :mod:`collsim.viz.limits` refuses what a picture cannot show readably (with the limit
@@ -31,4 +34,4 @@ The modules import matplotlib when they are imported; ``import collsim.viz`` alo
 """
 
 __all__ = ["memory", "memory_timeline", "ring", "traffic", "utilization", "timeline", "sweep",
-           "scaling", "output", "limits", "ink"]  # fmt: skip
+           "scaling", "strategies", "output", "limits", "ink"]  # fmt: skip
