@@ -1,6 +1,8 @@
 """``collsim verify SCHEME``: train a parallel scheme on the virtual cluster and on one
 device side by side, and show that they agree."""
 
+import argparse
+
 from .common import Formatter
 from .console import add_progress_argument
 
@@ -17,7 +19,7 @@ SHARDING_FLAGS = {"stage": "--stage", "dp_replicate": "--dp-replicate", "dp_shar
 
 DESCRIPTION = """\
 Build a small model and data from --seed, train it for --steps SGD steps (Adam for zero,
-fsdp and hsdp) on one device (plain numpy) and with SCHEME on a virtual cluster (one
+fsdp, hsdp, cp and nd) on one device (plain numpy) and with SCHEME on a virtual cluster (one
 switch, or two-level nodes for hsdp; real collectives), and
 compare after every step: the outputs, the gradient of the input, every parameter gradient
 and every parameter.  Prints the loss curves, the largest differences, whether data-parallel
@@ -37,6 +39,18 @@ schemes:
   fsdp          ZeRO stage 3 with FSDP's knobs: --no-reshard-after-forward, --prefetch
   hsdp          ZeRO-3 inside a node (--dp-shard S ranks), replicated across --dp-replicate R
                 nodes: dp = R·S on a two-level topology (--gpus-per-node G, default S)
+  cp            context parallel: the sequence split over --cp ranks (× --dp replicas),
+                ring attention or all-to-all (--variant), balanced or contiguous --layout, Adam
+  nd            Accelerate's N-D mesh --dp-replicate R × --dp-shard S × --cp C × --tp T
+                (× --pp P, --sp inside tp): ZeRO-3 over dp_shard × cp when S > 1, else plain
+                data parallel; Adam
+
+context parallelism (cp, nd): each cp rank holds seq/cp tokens of every sample.  Ring
+attention sends, per layer, 2(cp-1)/cp·B·S·D·b forward (K/V) and 2(2cp-1)/cp·B·S·D·b
+backward (K/V again, dK/dV home); all-to-all 4(cp-1)/cp²·B·S·D·b each pass.  With a causal
+mask the contiguous layout leaves the last rank (2cp-1)/cp times the mean attention work;
+the balanced one (chunks i and 2cp-1-i, as Megatron and Llama 3) evens it.  The report sets
+each rank's cp bytes next to the closed form and its attention FLOPs with max/mean.
 
 sharding the model state (the ZeRO paper, Rajbhandari et al. 2020): mixed-precision Adam
 holds 16 bytes per parameter -- bf16 parameters (2) and gradients (2), fp32 master weights,
@@ -58,17 +72,24 @@ examples:
   Megatron-LM's column split on 4 ranks:              collsim verify tp-column --tp 4
   the 2-D mesh:                                       collsim verify dp-tp --dp 2 --tp 2 --json
   ZeRO stage 2 on 4 ranks (2Ψ + 14Ψ/N per rank):      collsim verify zero --stage 2 --dp 4
-  FSDP keeping the gathered units for the backward:   collsim verify fsdp --dp 4 \
+  FSDP keeping the gathered units for the backward:   collsim verify fsdp --dp 4 \\
                                         --no-reshard-after-forward --prefetch forward
-  HSDP, 2 nodes of 4 GPUs (shard inside a node):      collsim verify hsdp --dp-replicate 2 \
+  HSDP, 2 nodes of 4 GPUs (shard inside a node):      collsim verify hsdp --dp-replicate 2 \\
                                         --dp-shard 4 --json
+  ring attention, causal imbalance of the contiguous layout:
+                                      collsim verify cp --cp 4 --layout contiguous
+  all-to-all (DeepSpeed-Ulysses) over 4 ranks:        collsim verify cp --cp 4 --variant all-to-all
+  HSDP × CP, 8 ranks:                                 collsim verify nd --dp-replicate 2 \\
+                                        --dp-shard 2 --cp 2 --tp 1
 
 exit status: 0 when the cluster matches one device, 1 when it does not, 2 bad flags."""
 
 
 def register(subparsers):
     from ..verify import SCHEMES
+    from ..verify.context import CONTEXT_SCHEMES
 
+    schemes = SCHEMES + CONTEXT_SCHEMES
     parser = subparsers.add_parser(
         "verify",
         help="run DP / TP / SP / DP×TP on the cluster and check it against one device",
@@ -76,7 +97,7 @@ def register(subparsers):
         epilog=EPILOG,
         formatter_class=Formatter,
     )
-    parser.add_argument("scheme", choices=SCHEMES, metavar="SCHEME", help=", ".join(SCHEMES))
+    parser.add_argument("scheme", choices=schemes, metavar="SCHEME", help=", ".join(schemes))
     par = parser.add_argument_group("parallelism and batch")
     par.add_argument("--dp", type=int, help="data-parallel degree (default 4 for dp, zero "
                      "and fsdp; 2 for dp-tp; R·S for hsdp)")  # fmt: skip
@@ -113,6 +134,20 @@ def register(subparsers):
                        "node (default 2); dp = R·S")  # fmt: skip
     shard.add_argument("--gpus-per-node", help="hsdp: GPUs per node of the two-level topology "
                        "(default dp-shard: each shard group one node)")  # fmt: skip
+    context = parser.add_argument_group("cp, nd: context parallelism and the N-D mesh")
+    context.add_argument("--cp", help="context-parallel ranks: each holds seq/cp tokens of every "
+                         "sample (default 2 for cp, 1 for nd)")  # fmt: skip
+    context.add_argument("--variant", help="ring (default: K/V blocks round the ring) or "
+                         "all-to-all (DeepSpeed-Ulysses; heads divisible by cp)")  # fmt: skip
+    context.add_argument("--layout", help="balanced (default: rank i holds chunks i and "
+                         "2·cp−1−i, seq divisible by 2·cp) or contiguous (chunk i)")  # fmt: skip
+    context.add_argument(
+        "--causal",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="causal attention (default on; --no-causal: every key)",
+    )
+    context.add_argument("--pp", help="nd: pipeline stages (default 1)")
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--bandwidth", default="100GB/s", help="per link (default 100GB/s)")
     cluster.add_argument("--latency", default="5us", help="per link (default 5us)")
@@ -132,14 +167,16 @@ def run(args):
     import json
 
     from ..verify import verify
+    from ..verify.context import CONTEXT_SCHEMES, verify_context
     from .common import explain_time_guard
     from .console import progress
 
-    options = check_args(args)
+    context = args.scheme in CONTEXT_SCHEMES
+    options = check_context_args(args) if context else check_args(args)
     timing = {k: getattr(args, k) for k in ("bandwidth", "latency", "compute_rate")}
     training = progress(f"collsim verify {args.scheme}: training twice", args.progress)
     with training, explain_time_guard(**timing):
-        report = verify(args.scheme, **options)
+        report = (verify_context if context else verify)(args.scheme, **options)
     if args.json:
         print(json.dumps(_finite_or_null(report.to_dict()), indent=2))
     else:
@@ -149,8 +186,6 @@ def run(args):
 
 def check_args(args):
     """Every refusal that needs no training, named by flag; returns verify()'s options."""
-    import math
-
     from ..errors import ConfigError
     from ..units import format_size, parse_flops, parse_size
     from ..verify import (
@@ -171,16 +206,12 @@ def check_args(args):
         if value is not None:
             check_int(value, f"--{flag.replace('_', '-')}", minimum=1)
     check_seed(args.seed)
+    for flag in ("cp", "variant", "layout", "causal", "pp"):
+        if getattr(args, flag) is not None:
+            raise ConfigError(f"--{flag} applies to schemes cp and nd, not to {args.scheme!r}")
     shard_options = _sharding_options(args)
     resolved = check_sharding(args.scheme, dp=args.dp, names=SHARDING_FLAGS, **shard_options)
-    lr_text = args.lr if args.lr is not None else ("0.01" if resolved else "0.1")
-    try:
-        lr = float(lr_text)
-    except ValueError:
-        raise ConfigError(f"--lr {lr_text!r}: not a number; give e.g. --lr 0.1") from None
-    if not math.isfinite(lr) or lr <= 0:
-        raise ConfigError(f"--lr {lr_text}: the learning rate must be a finite number > 0, "
-                          "like --lr 0.1")  # fmt: skip
+    lr = learning_rate(args.lr if args.lr is not None else ("0.01" if resolved else "0.1"))
     link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
     compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
     bucket_bytes = flag_value(parse_size, args.bucket_size, "--bucket-size")
@@ -222,6 +253,96 @@ def check_args(args):
                 lr=lr, sequence_parallel=args.sp, bucket_bytes=bucket_bytes,
                 bandwidth=args.bandwidth, latency=args.latency,
                 compute_rate=compute_rate, **shard_options)  # fmt: skip
+
+
+def learning_rate(lr_text):
+    """The --lr flag's value: a finite number > 0, refused by name otherwise."""
+    import math
+
+    from ..errors import ConfigError
+
+    try:
+        lr = float(lr_text)
+    except ValueError:
+        raise ConfigError(f"--lr {lr_text!r}: not a number; give e.g. --lr 0.1") from None
+    if not math.isfinite(lr) or lr <= 0:
+        raise ConfigError(f"--lr {lr_text}: the learning rate must be a finite number > 0, "
+                          "like --lr 0.1")  # fmt: skip
+    return lr
+
+
+# the flags of cp and nd as the user spells them, for their refusals
+CONTEXT_FLAGS = {"cp": "--cp", "dp": "--dp", "dp_replicate": "--dp-replicate",
+                 "dp_shard": "--dp-shard", "tp": "--tp", "pp": "--pp", "variant": "--variant",
+                 "layout": "--layout", "heads": "--heads", "hidden": "--hidden", "seq": "--seq",
+                 "layers": "--layers", "sp": "--sp",
+                 "gpus_per_node": "--gpus-per-node"}  # fmt: skip
+
+
+def check_context_args(args):
+    """cp and nd: every refusal that needs no training, by flag; verify_context()'s options."""
+    from ..errors import ConfigError
+    from ..units import parse_flops
+    from ..verify import estimate_memory
+    from ..verify.context import resolve_mesh
+    from .common import check_int, check_seed, flag_value, link_latency, link_rate
+    from .limits import check_fits, check_work, transformer_seconds
+
+    scheme = args.scheme
+    for flag in ("stage", "optimizer", "micro_batch", "accumulation"):
+        if getattr(args, flag) is not None:
+            raise ConfigError(f"--{flag.replace('_', '-')} does not apply to scheme {scheme!r} "
+                              "(cp and nd train with Adam, one micro-batch per pipeline "
+                              "stage)")  # fmt: skip
+    if args.prefetch != "none" or not args.reshard_after_forward:
+        flag = "--prefetch" if args.prefetch != "none" else "--no-reshard-after-forward"
+        raise ConfigError(f"{flag} applies to fsdp and hsdp, not to scheme {scheme!r}")
+    for flag in ("dp", "tp", "batch", "hidden", "heads", "ffn_hidden", "seq", "layers", "steps"):
+        value = getattr(args, flag)
+        if value is not None:
+            check_int(value, f"--{flag.replace('_', '-')}", minimum=1)
+    check_seed(args.seed)
+    whole = {}
+    for key in ("cp", "pp", "dp_replicate", "dp_shard", "gpus_per_node"):
+        text = getattr(args, key)
+        try:
+            whole[key] = None if text is None else int(text)
+        except ValueError:
+            flag = CONTEXT_FLAGS[key]
+            raise ConfigError(f"{flag} {text!r}: must be a whole number, like {flag} 2") from None
+    sizes = resolve_mesh(scheme, cp=whole["cp"], dp=args.dp, dp_replicate=whole["dp_replicate"],
+                         dp_shard=whole["dp_shard"], tp=args.tp, pp=whole["pp"],
+                         names=CONTEXT_FLAGS)  # fmt: skip
+    lr = learning_rate("0.01" if args.lr is None else args.lr)
+    link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
+    compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
+    world = sizes["dp_replicate"] * sizes["dp_shard"] * sizes["cp"] * sizes["tp"] * sizes["pp"]
+    dp = sizes["dp_replicate"] * sizes["dp_shard"]
+    batch = args.batch or 2 * dp * sizes["pp"]
+    ffn = args.ffn_hidden or 4 * args.hidden
+    given = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in MODEL_SIZE_FLAGS
+                      if getattr(args, k, None) is not None)  # fmt: skip
+    sizes_text = given or "the defaults"
+    seconds = transformer_seconds(layers=args.layers, params_per_layer=4 * args.hidden**2
+                                  + 2 * args.hidden * ffn, tokens=batch * args.seq,
+                                  sequences=batch, heads=args.heads, seq=args.seq,
+                                  hidden=args.hidden, ffn=ffn, passes=2 * args.steps)  # fmt: skip
+    check_work(seconds, sizes_text, "the check shows the same at the defaults (--hidden 16, "
+               "--seq 8)")  # fmt: skip
+    need = estimate_memory("dp", dp=world, tp=1, batch=batch, hidden=args.hidden,
+                           heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
+                           steps=args.steps)  # fmt: skip
+    check_fits(need, f"{sizes_text} (batch {batch} on {world} ranks; float64 weights, "
+               "activations and both runs' snapshots)", "the check shows the same with the "
+               "defaults (--hidden 16, --seq 8)")  # fmt: skip
+    return dict(cp=whole["cp"], dp=args.dp, dp_replicate=whole["dp_replicate"],
+                dp_shard=whole["dp_shard"], tp=args.tp, pp=whole["pp"],
+                variant=args.variant or "ring", layout=args.layout or "balanced",
+                causal=True if args.causal is None else args.causal, sp=args.sp,
+                batch=args.batch, hidden=args.hidden, heads=args.heads, seq=args.seq,
+                ffn_hidden=args.ffn_hidden, layers=args.layers, steps=args.steps, seed=args.seed,
+                lr=lr, bandwidth=args.bandwidth, latency=args.latency, compute_rate=compute_rate,
+                gpus_per_node=whole["gpus_per_node"], names=CONTEXT_FLAGS)  # fmt: skip
 
 
 def _sharding_options(args):

@@ -12,6 +12,7 @@ module             what it holds
 :mod:`.compare`    the step-by-step comparison and its tolerance
 :mod:`.expected`   the bytes each rank should send, by the collectives' closed forms
 :mod:`.sharding`   zero, fsdp, hsdp: memory peaks and link bytes next to their formulas
+:mod:`.context`    cp, nd: context parallelism, the N-D mesh (printed by ``context_report``)
 :mod:`.report`     :class:`VerifyReport` and the printed report
 =================  ===============================================================
 

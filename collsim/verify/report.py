@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..units import format_size, format_time
 from .compare import TOLERANCE
+from .context_report import context_cluster_line, context_lines
 from .sharding import sharding_lines
 
 __all__ = ["VerifyReport", "report_text"]
@@ -45,6 +46,7 @@ class VerifyReport:
     buckets: list = field(default_factory=list)
     nonfinite: list = field(default_factory=list)  # "step 2 params (cluster)": nan or inf
     sharding: object = None  # zero, fsdp, hsdp: a sharding.ShardingFindings (memory, links)
+    context: object = None  # cp, nd: a context.ContextFindings (cp bytes, FLOPs, memory)
 
     @property
     def bytes_by_collective(self):
@@ -86,6 +88,9 @@ class VerifyReport:
         if self.sharding is not None:  # ZeRO / FSDP / HSDP: memory and link classes
             out["bytes_per_rank"] = list(self.bytes_sent)
             out |= self.sharding.to_dict()
+        if self.context is not None:  # cp, nd: cp bytes and FLOPs, memory and link classes
+            out["bytes_per_rank"] = list(self.bytes_sent)
+            out |= self.context.to_dict()
         return out
 
     def __str__(self):
@@ -103,6 +108,8 @@ _NAMES = {
     "fsdp": "FSDP: ZeRO stage 3 with PyTorch's knobs (parameters, gradients and optimizer "
     "state sharded)",
     "hsdp": "HSDP: ZeRO-3 inside each node's shard group, replicated across nodes",
+    "cp": "context parallel: the sequence split over the cp ranks, attention across them",
+    "nd": "the N-D mesh: dp_replicate × dp_shard × cp × tp (Accelerate's order), × pp",
 }
 
 _STAGES = {
@@ -116,6 +123,8 @@ _FORMULAS = {
     ("tp", "all_reduce"): "2(t-1)/t·N·b each",
     ("tp", "all_gather"): "(t-1)/t·N·b each",
     ("tp", "reduce_scatter"): "(t-1)/t·N·b each",
+    ("cp", "send"): "ring attention, per rank below",
+    ("cp", "all_to_all"): "DeepSpeed-Ulysses, per rank below",
 }
 
 
@@ -180,12 +189,16 @@ def report_text(report):
         )
     if report.sharding is not None:
         lines += sharding_lines(report.sharding, report.bytes_by_collective, report.bytes_sent)
+    elif report.context is not None:
+        lines += _group_bytes_lines(report) + context_lines(report.context, report.config)
     else:
         lines += _group_bytes_lines(report)
     return "\n".join(lines + _time_lines(report))
 
 
 def _cluster_line(c):
+    if "cp_variant" in c:  # cp, nd: the whole mesh
+        return context_cluster_line(c, _flops(c["compute_rate"]))
     where = f"one switch ({c['bandwidth']}, {c['latency']} per link)"
     if c.get("topology") == "hierarchical":
         nodes = c["dp"] * c["tp"] // c["gpus_per_node"]

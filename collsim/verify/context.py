@@ -1,0 +1,295 @@
+"""``collsim verify cp | nd``: context parallelism and the N-D mesh, checked against one device.
+
+``cp`` splits every sequence over ``cp`` ranks (times ``dp`` plain replicas) and runs the
+attention of each transformer block across them: ring attention (K/V blocks travel round
+the ring, an online softmax folds them in) or all-to-all (DeepSpeed-Ulysses: re-shard by
+heads, attend over the full sequence, re-shard back).  ``nd`` lays out Accelerate's sizes
+``dp_replicate × dp_shard × cp × tp`` (plus ``pp`` stages): ZeRO-3 over the shard group
+(dp_shard × cp, as Accelerate and Megatron form it) when ``dp_shard > 1``, plain data
+parallelism otherwise.  Both train causal transformer blocks with Adam for a few steps, on
+the cluster and on one device, and compare every step (:mod:`.compare`).
+
+Beyond the match, :class:`ContextFindings` holds what the layouts change:
+
+* the bytes each rank sent along cp, next to the closed form of one source --
+  :func:`~collsim.parallel.context.formulas.ring_attention_bytes` or
+  :func:`~collsim.parallel.context.ulysses.ulysses_attention_bytes` -- per layer and
+  micro-batch, times the rank's layers, micro-batches and steps;
+* each rank's attention FLOPs over the run: the cp module's own ``attention_flops`` for
+  the rank's input shape, once for every attention pass the trace shows on that rank (a
+  :class:`~collsim.parallel.context.ring.RingStep` span of step 1, or a Ulysses
+  ``.core`` span).  The trace's compute spans carry no FLOP count, only times, so the
+  passes come from the trace and the exact counts from the module.  Ring, causal,
+  contiguous: the last rank does (2·cp−1)/cp times the mean; balanced: every rank the
+  mean.  All-to-all's dense kernel does the same work on every rank in either layout;
+* the busiest rank's memory peak, the bytes by link class, time and exposed communication.
+
+Examples
+--------
+>>> report = verify_context("cp", cp=2, batch=2, hidden=8, heads=2, seq=8, layers=1, steps=1)
+>>> report.match, report.context.formula_cp_bytes == report.context.cp_bytes_per_rank
+(True, True)
+>>> report.context.attention_flops_per_rank[0] == report.context.attention_flops_per_rank[1]
+True
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..network.memory import busiest, memory_peaks
+from ..nn import Adam, Sequential, TransformerBlock
+from ..parallel.accounting import bytes_by_link_class
+from ..parallel.batch import resolve_batch
+from ..parallel.context.block import CP_VARIANTS
+from ..parallel.context.formulas import ring_attention_bytes
+from ..parallel.context.layouts import CP_LAYOUTS
+from ..parallel.context.ring import RingAttention, RingStep
+from ..parallel.context.ulysses import UlyssesAttention, ulysses_attention_bytes
+from ..parallel.modules import LayerPass
+from ..parallel.pipeline.schedules.layers import split_layers
+from ..parallel.tensor.attention import ParallelTransformerBlock
+from ..runtime.group import Group
+from .checks import check_arguments
+from .context_checks import (
+    CONTEXT_SCHEMES,
+    as_given,
+    check_model,
+    choice,
+    flag_name,
+    parallel_config,
+    resolve_mesh,
+    whole,
+)
+from .problems import BYTES, Problem, make_batches
+
+__all__ = ["CONTEXT_SCHEMES", "ContextFindings", "verify_context", "resolve_mesh"]
+
+CP_COLLECTIVE = {"ring": "send", "all-to-all": "all_to_all"}  # how each variant moves bytes
+
+
+@dataclass
+class ContextFindings:
+    """What ``verify cp`` and ``verify nd`` measure beyond the match."""
+
+    mesh: dict  # Accelerate's sizes: dp_replicate, dp_shard, cp, tp, pp
+    zero: int  # 3 when dp_shard > 1 (FSDP over dp_shard × cp), else 0
+    variant: str
+    layout: str
+    causal: bool
+    gpus_per_node: int
+    cp_collective: str | None  # "send" (ring) or "all_to_all"; None when cp = 1
+    cp_bytes_per_rank: list  # measured along cp, whole run
+    formula_cp_bytes: list  # by the closed form, per rank, whole run
+    formula_cp_bytes_per_layer: dict  # {"forward": B, "backward": B}, one micro-batch
+    attention_flops_per_rank: list  # FLOPs, whole run
+    peak: dict  # the busiest rank's MemoryPeak.to_dict()
+    peak_rank: int
+    peak_per_rank: list
+    bytes_by_link_class: dict  # {"intra_node": B, "inter_node": B}, summed over ranks
+
+    @property
+    def flops_max_over_mean(self):
+        """The busiest rank's attention FLOPs over the mean (1.0: even work)."""
+        flops = self.attention_flops_per_rank
+        mean = sum(flops) / len(flops)
+        return max(flops) / mean if mean else 1.0
+
+    def to_dict(self):
+        """The ``--json`` keys ``cp`` and ``nd`` add."""
+        return {
+            "mesh": dict(self.mesh),
+            "zero": self.zero,
+            "cp_variant": self.variant,
+            "cp_layout": self.layout,
+            "causal": self.causal,
+            "cp_collective": self.cp_collective,
+            "cp_bytes_per_rank": list(self.cp_bytes_per_rank),
+            "formula_bytes": list(self.formula_cp_bytes),
+            "formula_bytes_per_layer": dict(self.formula_cp_bytes_per_layer),
+            "attention_flops_per_rank": list(self.attention_flops_per_rank),
+            "attention_flops_max_over_mean": self.flops_max_over_mean,
+            "peak_memory": dict(self.peak),
+            "peak_memory_rank": self.peak_rank,
+            "peak_memory_per_rank": [dict(p) for p in self.peak_per_rank],
+            "bytes_by_link_class": dict(self.bytes_by_link_class),
+            "gpus_per_node": self.gpus_per_node,
+        }
+
+
+def _problem(rng, *, hidden, heads, ffn, layers, causal, tp, sp):
+    blocks = [TransformerBlock.init(hidden, heads, rng, ffn, causal=causal) for _ in range(layers)]
+    model = Sequential(*blocks)
+    what = f"{layers} {'causal ' if causal else ''}transformer block(s)"
+    if tp == 1:  # the trainer cuts the Sequential itself, cp blocks included
+        return Problem(model, model, "full", "full", 1, 1, what)
+
+    def tp_blocks(g, j):
+        return [(str(i), ParallelTransformerBlock.from_full(b, g, j, sp, name=f"block{i}"))
+                for i, b in enumerate(blocks)]  # fmt: skip
+
+    layout = "seq" if sp else "full"
+    return Problem(model, tp_blocks, layout, layout, 1, tp, what + ", tensor parallel")
+
+
+def _attention_flops(trace, config, block, rows, seq, n_ranks):
+    """Each rank's attention FLOPs over the run: its cp module's ``attention_flops`` for
+    its input, once per attention pass the trace shows on the rank."""
+    cp = config.cp
+    if cp == 1:
+        return [0.0] * n_ranks  # no cp module: each rank attends over its own samples
+    mesh = config.mesh()
+    counts = [{} for _ in range(n_ranks)]
+    for span in trace.computes:
+        meta = span.meta
+        ring = isinstance(meta, RingStep) and meta.step == 1  # one ring pass: cp step spans
+        core = type(meta) is LayerPass and meta.layer.endswith(".core")  # Ulysses' attention
+        if ring or core:
+            counts[span.rank][meta.kind] = counts[span.rank].get(meta.kind, 0) + 1
+    group = Group(list(range(cp)))
+    cls = RingAttention if config.cp_variant == "ring" else UlyssesAttention
+    out = []
+    for r in range(n_ranks):
+        module = cls(block.attn, group, mesh.coords(r)["cp"], config.cp_layout)
+        per_pass = module.attention_flops((rows, seq // cp, block.attn.d_model))
+        out.append(float(sum(n * per_pass.get(kind, 0) for kind, n in counts[r].items())))
+    return out
+
+
+def _formula_cp_bytes(config, *, rows, seq, hidden, layers, steps):
+    """(per rank over the run, per layer and micro-batch) by the one closed form."""
+    cp = config.cp
+    if cp == 1:
+        return [0] * config.world_size, {"forward": 0, "backward": 0}
+    closed = ring_attention_bytes if config.cp_variant == "ring" else ulysses_attention_bytes
+    per_layer = {p: int(closed(rows, seq, hidden, cp, BYTES, pass_=p))  # whole bytes
+                 for p in ("forward", "backward")}  # fmt: skip
+    stages = [sum(len(span) for span in spans) for spans in split_layers(layers, config.pp)]
+    mesh = config.mesh()
+    runs = config.microbatches * steps
+    total = sum(per_layer.values())
+    per_rank = [stages[mesh.coords(r)["pp"]] * runs * total for r in range(config.world_size)]
+    return per_rank, per_layer
+
+
+def verify_context(scheme, *, cp=None, variant="ring", layout="balanced", causal=True, dp=None,
+                   dp_replicate=None, dp_shard=None, tp=None, pp=None, sp=False, batch=None,
+                   hidden=16, heads=4, seq=8, ffn_hidden=None, layers=2, steps=3, seed=0,
+                   lr=0.01, bandwidth="100GB/s", latency="5us", compute_rate=100e12,
+                   gpus_per_node=None, names=None):  # fmt: skip
+    """Train causal transformer blocks with ``scheme`` (``"cp"`` or ``"nd"``) and on one
+    device for ``steps`` Adam steps; a :class:`~collsim.verify.VerifyReport` whose
+    ``context`` is the :class:`ContextFindings`.
+
+    Defaults: cp 2 (``cp``), every ``nd`` size 1; batch 2·dp·micro-batches (pp
+    micro-batches with a pipeline, else 1); lr 0.01.  ``gpus_per_node`` lays the ranks on
+    :func:`~collsim.topology.hierarchical` nodes (default: one switch).  ``names`` maps an
+    option to its flag for the refusals, all of which come before any training.
+    """
+    from .compare import TOLERANCE, compare_steps
+    from .report import VerifyReport
+    from .run import _train, single_device
+
+    names = names or {}
+    sizes = resolve_mesh(scheme, cp=cp, dp=dp, dp_replicate=dp_replicate, dp_shard=dp_shard,
+                         tp=tp, pp=pp, names=names)  # fmt: skip
+    variant = choice(variant, "variant", CP_VARIANTS, names)
+    layout = choice(layout, "layout", CP_LAYOUTS, names)
+    if not isinstance(causal, bool):
+        raise ConfigError(f"causal={causal!r}: True or False")
+    if sp and sizes["tp"] == 1:
+        raise ConfigError(f"{flag_name(names, 'sp')} (sequence parallelism) splits inside tp: it "
+                          f"needs {flag_name(names, 'tp')} >= 2, got {sizes['tp']}")  # fmt: skip
+    ffn = ffn_hidden or 4 * hidden
+    dp_total = sizes["dp_replicate"] * sizes["dp_shard"]
+    for key, value in (("hidden", hidden), ("heads", heads), ("seq", seq), ("layers", layers),
+                       ("steps", steps)):  # fmt: skip
+        whole(value, key, names)
+    check_model(sizes, variant=variant, layout=layout, hidden=hidden, heads=heads, ffn=ffn,
+                 seq=seq, layers=layers, sp=sp, names=names)  # fmt: skip
+    check_arguments("dp", dp=dp_total, tp=1, lr=lr, seed=seed, hidden=hidden, heads=heads,
+                    ffn=ffn, seq=seq, layers=layers, steps=steps,
+                    sequence_parallel=False)  # fmt: skip
+    m = sizes["pp"]  # micro-batches: one per stage fills the pipeline, 1 without one
+    config = parallel_config(sizes, variant=variant, layout=layout, microbatches=m,
+                             names=names).replace(sp=sp)  # fmt: skip
+    world = config.world_size
+    nodes = world if gpus_per_node is None else whole(gpus_per_node, "gpus_per_node", names)
+    if world % nodes:
+        near = max(d for d in range(1, min(nodes, world) + 1) if world % d == 0)
+        raise ConfigError(f"{as_given(names, 'gpus_per_node', nodes)}: the {world} ranks fill "
+                          f"whole nodes, so it must divide {world}; nearest valid "
+                          f"{flag_name(names, 'gpus_per_node')} {near}")  # fmt: skip
+    batch = 2 * dp_total * m if batch is None else batch
+    rows, _ = resolve_batch(batch, dp_total, None, m)
+
+    rng = np.random.default_rng(seed)
+    problem = _problem(rng, hidden=hidden, heads=heads, ffn=ffn, layers=layers, causal=causal,
+                       tp=sizes["tp"], sp=sp)  # fmt: skip
+    batches = make_batches("dp", rng, batch=batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps)
+    optimizer = Adam(lr=lr)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        oracle = single_device(problem.model, batches, optimizer)
+        run = _train(problem, config, batches, optimizer, bandwidth=bandwidth, latency=latency,
+                     compute_rate=compute_rate,
+                     gpus_per_node=None if gpus_per_node is None else nodes)  # fmt: skip
+    found = compare_steps(run.steps, oracle)
+
+    collective = CP_COLLECTIVE[variant] if config.cp > 1 else None
+    measured = list(run.bytes_by_group.get(("cp", collective), [0] * world))
+    formula, per_layer = _formula_cp_bytes(config, rows=rows, seq=seq, hidden=hidden,
+                                           layers=layers, steps=steps)  # fmt: skip
+    peaks = memory_peaks(run.trace, world)
+    top = busiest(peaks)
+    findings = ContextFindings(
+        mesh=dict(sizes),
+        zero=config.zero,
+        variant=variant,
+        layout=layout,
+        causal=causal,
+        gpus_per_node=nodes,
+        cp_collective=collective,
+        cp_bytes_per_rank=measured,
+        formula_cp_bytes=formula,
+        formula_cp_bytes_per_layer=per_layer,
+        attention_flops_per_rank=_attention_flops(
+            run.trace, config, problem.model[0], rows, seq, world
+        ),  # fmt: skip
+        peak=top.to_dict(),
+        peak_rank=top.rank,
+        peak_per_rank=[p.to_dict() for p in peaks],
+        bytes_by_link_class=bytes_by_link_class(run.trace, nodes),
+    )
+    shown = {"dp": dp_total, "tp": sizes["tp"], "cp": config.cp, "pp": config.pp,
+             "dp_replicate": sizes["dp_replicate"], "dp_shard": sizes["dp_shard"],
+             "cp_variant": variant, "cp_layout": layout, "causal": causal, "batch": batch,
+             "micro_batch": rows, "accumulation": m, "hidden": hidden, "heads": heads,
+             "ffn_hidden": ffn, "seq": seq, "layers": layers, "steps": steps, "seed": seed,
+             "lr": lr, "sequence_parallel": sp, "optimizer": "Adam", "mesh_zero": config.zero,
+             "gpus_per_node": nodes, "bandwidth": bandwidth, "latency": latency,
+             "compute_rate": compute_rate,
+             "topology": "switch" if gpus_per_node is None else "hierarchical"}  # fmt: skip
+    formula_by_group = {}
+    if collective is not None and len(set(formula)) == 1:
+        formula_by_group[("cp", collective)] = formula[0]
+    replicas_ok = run.dp_replica_diff == 0.0 and run.tp_replica_diff == 0.0
+    return VerifyReport(
+        scheme=scheme,
+        config=shown,
+        description=problem.description,
+        per_step=found.per_step,
+        max_abs_diff=found.max_abs_diff,
+        max_rel_diff=found.max_rel_diff,
+        match=bool(not found.nonfinite and found.max_rel_diff <= TOLERANCE and replicas_ok),
+        dp_replica_diff=run.dp_replica_diff,
+        tp_replica_diff=run.tp_replica_diff,
+        bytes_sent=run.bytes_sent,
+        bytes_by_group=run.bytes_by_group,
+        formula_bytes=formula_by_group,
+        time_s=run.time_s,
+        overlap=run.overlap,
+        buckets=run.buckets,
+        nonfinite=found.nonfinite,
+        context=findings,
+    )
