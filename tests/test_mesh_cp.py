@@ -9,7 +9,7 @@ the groups it belongs to.
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from collsim.collectives.records import is_collective
@@ -113,8 +113,8 @@ def test_groups_are_the_ones_accelerates_device_mesh_forms(replicate, shard, cp)
 
 
 def test_what_context_parallelism_does_not_run_yet_is_refused_by_name():
-    with pytest.raises(ConfigError, match="cp=2 with tp=2: the mesh trainer runs context"):
-        ParallelConfig(cp=2, tp=2)
+    with pytest.raises(ConfigError, match="cp=2 with tp=2 and sp=True: the mesh trainer"):
+        ParallelConfig(cp=2, tp=2, sp=True)
     with pytest.raises(ConfigError, match="cp_variant='ulysses' is not one of ring, all-to-all"):
         ParallelConfig(cp=2, cp_variant="ulysses")
     with pytest.raises(ConfigError, match="cp_layout='zigzag' is not one of"):
@@ -122,3 +122,26 @@ def test_what_context_parallelism_does_not_run_yet_is_refused_by_name():
     model = toy_model(layers=1, hidden=8, heads=2)
     with pytest.raises(ConfigError, match="6"):  # 6 tokens do not split into 2·cp = 4 chunks
         train(model, [toy_batch(2, seq=6)], ParallelConfig(cp=2))
+
+
+@given(
+    replicate=st.sampled_from([1, 2]),
+    shard=st.sampled_from([1, 2]),
+    cp=st.sampled_from([1, 2, 4]),
+    tp=st.sampled_from([1, 2]),
+    pp=st.sampled_from([1, 2]),
+    variant=st.sampled_from(VARIANTS),
+    seed=st.integers(0, 999),
+)
+def test_property_nd_meshes_up_to_16_ranks_match_one_device(replicate, shard, cp, tp, pp,
+                                                            variant, seed):  # fmt: skip
+    dp = replicate * shard
+    assume(dp * cp * tp * pp <= 16)
+    sharding = dict(zero=3, dp_replicate=replicate) if shard > 1 else dict(dp_replicate=dp)
+    config = ParallelConfig(dp=dp, cp=cp, tp=tp, pp=pp, microbatches=pp, cp_variant=variant,
+                            **sharding)  # fmt: skip
+    model = toy_model(layers=2, hidden=16, heads=8, seed=seed)  # 8/tp heads divide by cp
+    batches = [toy_batch(dp * pp, seq=16, hidden=16, seed=seed + 1)]
+    result = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
+    assert result.match, (config.dims, variant, result.max_error)
+    assert result.dp_replica_diff == 0.0 and result.tp_replica_diff == 0.0

@@ -105,7 +105,10 @@ def test_an_unknown_override_is_named():
 
 # settings -> what the refusal must say (the value as given, and the way out)
 REFUSALS = {
-    "cp with tp": (dict(world_size=4, cp=2, tp=2), ["cp=2", "tp=2", "context parallelism"]),
+    "cp with tp and sp": (
+        dict(world_size=4, cp=2, tp=2, sp=True),
+        ["cp=2", "tp=2", "sp=True", "sequence parallelism"],
+    ),
     "selective recomputation": (
         dict(world_size=4, recompute="selective"),
         ["recompute = 'selective'", "recompute='full'"],

@@ -52,6 +52,7 @@ from .chunk import ModelChunk
 from .config import ParallelConfig
 from .context.block import ContextParallelBlock
 from .context.layouts import check_sequence, shard_sequence
+from .context.tensor import tensor_context_block
 from .mesh_run import MeshRun, MeshStep, assemble_run
 from .modules import Local
 from .oracle import reference_steps
@@ -209,7 +210,8 @@ def _rank_setup(mesh, r, model, sequential, config, optimizer):
         ranges = split_layers(n_layers, config.pp, config.vpp)[stage]
         if config.cp > 1:  # attention across the cp group, the rest on the rank's tokens
             cp_group = mesh.group("cp", r)
-            chunks = [[(str(i), _context_layer(model[i], cp_group, cp_rank, str(i), config))
+            chunks = [[(str(i), _context_layer(model[i], cp_group, cp_rank, tp_group, tp_rank,
+                                               str(i), config))
                        for i in span] for span in ranges]  # fmt: skip
         else:
             chunks = [[(str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp))
@@ -240,10 +242,14 @@ def _rank_setup(mesh, r, model, sequential, config, optimizer):
     )
 
 
-def _context_layer(layer, group, cp_rank, name, config):
+def _context_layer(layer, group, cp_rank, tp_group, tp_rank, name, config):
     """A layer on one rank of a context-parallel group: a transformer block with its
-    attention across the group; any other layer works token by token, so runs as it is."""
+    attention across the group (and its heads and MLP split over tp); any other layer
+    works token by token, so runs as it is."""
     if isinstance(layer, TransformerBlock):
+        if tp_group.size > 1:
+            return tensor_context_block(layer, tp_group, tp_rank, group, cp_rank,
+                                        config.cp_variant, config.cp_layout, name)  # fmt: skip
         return ContextParallelBlock.from_full(layer, group, cp_rank, config.cp_variant,
                                               config.cp_layout, name)  # fmt: skip
     if isinstance(layer, MultiHeadAttention):

@@ -66,7 +66,10 @@ class ContextParallelBlock:
 
     @property
     def shard_axes(self):
-        return dict.fromkeys(self.params)  # every cp rank holds every parameter
+        """Every cp rank holds every parameter; with tp the attention heads and the MLP
+        columns/rows are split over the TP group as Megatron splits them."""
+        return {f"{p}.{k}": v for p, c in self._children.items()
+                for k, v in c.shard_axes.items()}  # fmt: skip
 
     def forward(self, rank, x):
         x = np.asarray(x)  # (B, S/cp, D): this rank's tokens
