@@ -192,13 +192,14 @@ class PlanConfig:
         (Megatron's ``num_microbatches``) and ``schedule`` the plan's, derived as the
         planner derives them.  ``overrides`` set any ParallelConfig field (pass times
         ``t_f``/``t_b``/``t_w``, ``bucket_bytes``, or a schedule).  A plan the trainer cannot
-        run yet (cp > 1, a ZeRO stage > 0) or whose counts are not whole raises a
-        ConfigError naming the value.
+        run (selective recomputation, sp with cp and tp) or whose counts are not whole
+        raises a ConfigError naming the value.
 
         >>> cfg = PlanConfig(world_size=8, tp=2, pp=2, layers=4, hidden=64, heads=4,
         ...                  global_batch=8)
-        >>> cfg.parallel(t_f=0.002)  # doctest: +ELLIPSIS
-        ParallelConfig(dp=2, tp=2, pp=2, microbatches=4, schedule='1f1b', vpp=1, sp=False, ...)
+        >>> p = cfg.parallel(t_f=0.002)
+        >>> p.dp, p.tp, p.pp, p.microbatches, p.schedule, p.t_f
+        (2, 2, 2, 4, '1f1b', 0.002)
         """
         return parallel_config(self, **overrides)
 

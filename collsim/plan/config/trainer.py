@@ -20,10 +20,12 @@ Examples
 >>> p = parallel_config(cfg, t_f=0.002)
 >>> p.dp, p.tp, p.pp, p.microbatches, p.schedule, p.vpp, p.t_f
 (4, 2, 2, 4, 'interleaved', 2, 0.002)
->>> parallel_config(cfg.replace(cp=2, world_size=32))
+>>> parallel_config(cfg.replace(cp=2, world_size=32)).dims
+{'pp': 2, 'dp': 4, 'cp': 2, 'tp': 2}
+>>> parallel_config(cfg.replace(recompute="selective"))
 Traceback (most recent call last):
 ...
-collsim.errors.ConfigError: cp=2 with tp=2 and zero=0: the mesh trainer runs context ...
+collsim.errors.ConfigError: recompute = 'selective': the mesh trainer runs recompute='none' ...
 """
 
 from ...errors import ConfigError
