@@ -145,3 +145,31 @@ def test_property_nd_meshes_up_to_16_ranks_match_one_device(replicate, shard, cp
     result = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
     assert result.match, (config.dims, variant, result.max_error)
     assert result.dp_replica_diff == 0.0 and result.tp_replica_diff == 0.0
+
+
+@pytest.mark.parametrize("pp, dp, cp, tp", [(1, 2, 2, 2), (2, 2, 2, 2), (2, 1, 4, 2), (1, 4, 2, 1)])
+def test_groups_are_the_ones_megatrons_rank_generator_forms(pp, dp, cp, tp):
+    """Megatron-LM orders ranks "tp-cp-ep-dp-pp" (tp fastest): rank = t + tp·(c + cp·(d +
+    dp·p)). Its groups vary one coordinate and fix the rest; the trainer's mesh forms the
+    same ones, and Accelerate's (dp_replicate, dp_shard, cp, tp) mesh is the same order."""
+    mesh = ParallelConfig(dp=dp, cp=cp, tp=tp, pp=pp, microbatches=max(pp, 1)).mesh()
+
+    def rank(p, d, c, t):
+        return t + tp * (c + cp * (d + dp * p))
+
+    coords = [(p, d, c, t) for p in range(pp) for d in range(dp) for c in range(cp)
+              for t in range(tp)]  # fmt: skip
+    sizes = {"pp": pp, "dp": dp, "cp": cp, "tp": tp}
+    for name, axis in (("tp", 3), ("cp", 2), ("dp", 1), ("pp", 0)):
+        if name not in mesh.names:
+            assert sizes[name] == 1  # a dimension of size 1 is left out of the mesh
+            continue
+        expected = set()
+        for p, d, c, t in coords:
+            group = []
+            for i in range(sizes[name]):
+                where = [p, d, c, t]
+                where[axis] = i
+                group.append(rank(*where))
+            expected.add(tuple(group))
+        assert {g.ranks for g in mesh.groups(name)} == expected, name
