@@ -112,9 +112,19 @@ def test_groups_are_the_ones_accelerates_device_mesh_forms(replicate, shard, cp)
             assert set(replica_group.ranks) == {int(x) for x in accel[:, s, c]}
 
 
+@pytest.mark.parametrize("sp", [False, True])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_context_with_tensor_parallelism_and_sequence_parallelism(variant, sp):
+    model = toy_model(layers=2, hidden=8, heads=4)
+    batches = [toy_batch(4, seq=16, seed=s) for s in (1, 2)]
+    config = ParallelConfig(dp=2, cp=2, tp=2, sp=sp, cp_variant=variant)
+    result = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
+    assert result.match is True and result.tp_replica_diff == 0.0  # LayerNorms summed over tp
+    sent = result.bytes_by_group
+    assert ("tp", "reduce_scatter" if sp else "all_reduce") in sent
+
+
 def test_what_context_parallelism_does_not_run_yet_is_refused_by_name():
-    with pytest.raises(ConfigError, match="cp=2 with tp=2 and sp=True: the mesh trainer"):
-        ParallelConfig(cp=2, tp=2, sp=True)
     with pytest.raises(ConfigError, match="cp_variant='ulysses' is not one of ring, all-to-all"):
         ParallelConfig(cp=2, cp_variant="ulysses")
     with pytest.raises(ConfigError, match="cp_layout='zigzag' is not one of"):
@@ -130,16 +140,18 @@ def test_what_context_parallelism_does_not_run_yet_is_refused_by_name():
     cp=st.sampled_from([1, 2, 4]),
     tp=st.sampled_from([1, 2]),
     pp=st.sampled_from([1, 2]),
+    sp=st.booleans(),
     variant=st.sampled_from(VARIANTS),
     seed=st.integers(0, 999),
 )
-def test_property_nd_meshes_up_to_16_ranks_match_one_device(replicate, shard, cp, tp, pp,
+def test_property_nd_meshes_up_to_16_ranks_match_one_device(replicate, shard, cp, tp, pp, sp,
                                                             variant, seed):  # fmt: skip
     dp = replicate * shard
     assume(dp * cp * tp * pp <= 16)
+    sp = sp and tp > 1  # sequence parallelism lives inside tp
     sharding = dict(zero=3, dp_replicate=replicate) if shard > 1 else dict(dp_replicate=dp)
     config = ParallelConfig(dp=dp, cp=cp, tp=tp, pp=pp, microbatches=pp, cp_variant=variant,
-                            **sharding)  # fmt: skip
+                            sp=sp, **sharding)  # fmt: skip
     model = toy_model(layers=2, hidden=16, heads=8, seed=seed)  # 8/tp heads divide by cp
     batches = [toy_batch(dp * pp, seq=16, hidden=16, seed=seed + 1)]
     result = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))

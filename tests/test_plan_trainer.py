@@ -61,6 +61,7 @@ MAPPINGS = {
     ),
     "full recomputation": (dict(world_size=2, recompute="full"), dict(recompute="full")),
     "context parallel": (dict(world_size=4, cp=2, global_batch=2), dict(dp=2, cp=2)),
+    "cp with tp and sp": (dict(world_size=4, cp=2, tp=2, sp=True), dict(cp=2, tp=2, sp=True)),
 }
 
 
@@ -105,10 +106,6 @@ def test_an_unknown_override_is_named():
 
 # settings -> what the refusal must say (the value as given, and the way out)
 REFUSALS = {
-    "cp with tp and sp": (
-        dict(world_size=4, cp=2, tp=2, sp=True),
-        ["cp=2", "tp=2", "sp=True", "sequence parallelism"],
-    ),
     "selective recomputation": (
         dict(world_size=4, recompute="selective"),
         ["recompute = 'selective'", "recompute='full'"],

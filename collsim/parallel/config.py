@@ -195,11 +195,6 @@ class ParallelConfig:
             )
         if self.cp_layout not in CP_LAYOUTS:
             raise ConfigError(f"cp_layout={self.cp_layout!r} is not one of {', '.join(CP_LAYOUTS)}")
-        if self.cp > 1 and self.tp > 1 and self.sp:
-            raise ConfigError(
-                f"cp={self.cp} with tp={self.tp} and sp=True: the mesh trainer runs context "
-                "and tensor parallelism together without sequence parallelism (set sp=False)"
-            )
 
     @property
     def dp_shard(self):

@@ -249,7 +249,8 @@ def _context_layer(layer, group, cp_rank, tp_group, tp_rank, name, config):
     if isinstance(layer, TransformerBlock):
         if tp_group.size > 1:
             return tensor_context_block(layer, tp_group, tp_rank, group, cp_rank,
-                                        config.cp_variant, config.cp_layout, name)  # fmt: skip
+                                        config.cp_variant, config.cp_layout, name,
+                                        config.sp)  # fmt: skip
         return ContextParallelBlock.from_full(layer, group, cp_rank, config.cp_variant,
                                               config.cp_layout, name)  # fmt: skip
     if isinstance(layer, MultiHeadAttention):
