@@ -185,3 +185,17 @@ def test_groups_are_the_ones_megatrons_rank_generator_forms(pp, dp, cp, tp):
                 group.append(rank(*where))
             expected.add(tuple(group))
         assert {g.ranks for g in mesh.groups(name)} == expected, name
+
+
+def test_the_ring_s_kv_blocks_in_flight_are_measured():
+    """Beyond its own K and V (activations), a ring rank holds the block it is receiving and
+    the one it received last step: two blocks of 2·B·(S/cp)·D elements at bf16 at the peak."""
+    result = run(1, 4, 1, "ring", "balanced", steps=1)  # micro-batches of B = 1, S = 16, D = 8
+    block = 2 * 1 * (16 // 4) * 8 * 2  # K and V, B·T·D elements each, 2 bytes
+    for rank in range(4):
+        held, peak = 0, 0
+        for event in result.trace.memory:
+            if event.rank == rank and event.name.endswith("K/V block"):
+                held += event.nbytes
+                peak = max(peak, held)
+        assert peak == 2 * block and held == 0  # two at once, all released

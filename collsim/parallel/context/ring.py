@@ -231,11 +231,13 @@ class RingAttention:
         m = np.full(q.shape[:-1], -np.inf)  # (B, H, T) running max
         total = np.zeros(q.shape[:-1])  # (B, H, T) running sum of exp(score - m)
         o = np.zeros_like(q)  # (B, H, T, hd) running unnormalised output
+        ring = _RingBuffers(rank, f"{self.name} K/V block", kv.size)
         for step in range(self.cp):
             handles = ()
             if step < self.cp - 1:  # post the next block's transfer before computing
                 tag = RingMessage("kv", "forward", self.name, step + 1)
                 label = f"{self.name} K/V ring step {step + 1}"
+                ring.incoming()
                 handles = (
                     (yield rank.isend(nxt, kv, tag=tag, label=label)),
                     (yield rank.irecv(prev, tag=tag)),
@@ -248,6 +250,8 @@ class RingAttention:
                 m, total, o = _fold_block(m, total, o, _scores(q, kv[0], scale, mask), kv[1])
             if handles:
                 kv = (yield rank.wait(*handles))[1]
+                ring.arrived()
+        ring.done()
         o = o / total[..., None]  # (B, H, T, hd) the attention output per head
         y = a._merge(o)  # (B, T, H*hd)
         yield layer_compute(rank, "forward", self.name, self._projection_flops(B, T))
@@ -272,11 +276,13 @@ class RingAttention:
         dq = np.zeros_like(q)
         kv = np.stack([ctx["k"], ctx["v"]])  # (2, B, H, T, hd)
         dkv_sends = []
+        ring = _RingBuffers(rank, f"{self.name} K/V block", kv.size)
         for step in range(self.cp):
             handles, dkv_in = (), None
             if step < self.cp - 1:
                 tag = RingMessage("kv", "backward", self.name, step + 1)
                 label = f"{self.name} K/V ring step {step + 1} (backward)"
+                ring.incoming()
                 handles = (
                     (yield rank.isend(nxt, kv, tag=tag, label=label)),
                     (yield rank.irecv(prev, tag=tag)),
@@ -300,6 +306,8 @@ class RingAttention:
                 dkv_sends.append((yield rank.isend(nxt, dkv, tag=tag, label=label)))
             if handles:
                 kv = (yield rank.wait(*handles))[1]
+                ring.arrived()
+        ring.done()
         if self.cp > 1:  # this rank's own dK/dV, home after the cp-th hop
             home = RingMessage("dkv", "backward", self.name, self.cp)
             dkv = yield rank.wait((yield rank.irecv(prev, tag=home)))
@@ -360,3 +368,26 @@ def _block_backward(q, kv, do, lse, delta, scale, mask):
     dv = p.swapaxes(-1, -2) @ do  # (B, H, Tk, hd)
     dscores = p * (do @ v.swapaxes(-1, -2) - delta[..., None]) * scale  # (B, H, Tq, Tk)
     return dscores @ k, np.stack([dscores.swapaxes(-1, -2) @ q, dv])
+
+
+class _RingBuffers:
+    """The K/V blocks a rank holds for the ring beyond its own, charged to the run's memory
+    tracker as communication buffers (bf16): the block being received, and the one received
+    last step until its successor arrives. Its own K and V are activations (in ``ctx``)."""
+
+    def __init__(self, rank, name, elements):
+        self.rank, self.name, self.elements = rank, name, elements
+        self.current = self.pending = None
+
+    def incoming(self):
+        self.pending = self.rank.alloc("comm_buffers", self.name, self.elements)
+
+    def arrived(self):
+        if self.current is not None:
+            self.rank.free(self.current)
+        self.current, self.pending = self.pending, None
+
+    def done(self):
+        if self.current is not None:
+            self.rank.free(self.current)
+        self.current = None
