@@ -80,18 +80,12 @@ class TensorContextBlock(ContextParallelBlock):
     def __init__(self, ln1, attn, ln2, mlp, tp_group, sequence_parallel, name="block"):
         super().__init__(ln1, attn, ln2, mlp, name)
         self.tp_group = tp_group
-        partial = [f"attn.{n}" for n in attn.partial_grad_names]
-        partial += [f"mlp.{n}" for n in mlp.partial_grad_names]
-        if sequence_parallel:
-            partial += [f"{p}.{k}" for p in ("ln1", "ln2") for k in self._children[p].params]
-        self.partial_grad_names = tuple(partial)
+        self.partial_grad_names = self.partial_names(sequence_parallel)
         mlp.fc2.sync_partial_grads = False  # summed here, with the rest, at once
 
-    def backward_weight(self, rank, ctx, dy):
-        grads = yield from super().backward_weight(rank, ctx, dy)
-        grads = yield from sync_partial_grads(rank, grads, self.partial_grad_names,
-                                              self.tp_group)  # fmt: skip
-        return {name: grads[name] for name in self.params}
+    def sum_partial(self, rank, grads):
+        return (yield from sync_partial_grads(rank, grads, self.partial_grad_names,
+                                              self.tp_group))  # fmt: skip
 
 
 def tensor_context_block(block, tp_group, tp_rank, cp_group, cp_rank, variant, layout, name,

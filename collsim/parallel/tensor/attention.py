@@ -51,7 +51,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...nn import MultiHeadAttention
-from ...nn.blocks import RESIDUAL_FLOPS
+from ..block import RankBlock
 from ..modules import Local, layer_compute
 from .comm import (
     FG,
@@ -146,7 +146,7 @@ class ParallelAttention:
         return dx, (yield from self.backward_weight(rank, ctx, dy))
 
 
-class ParallelTransformerBlock:
+class ParallelTransformerBlock(RankBlock):
     """Pre-LayerNorm block ``h = x + attn(ln1(x))``, ``y = h + mlp(ln2(h))`` under TP.
 
     The LayerNorms are replicated (:class:`~collsim.parallel.modules.Local`); attention
@@ -160,23 +160,13 @@ class ParallelTransformerBlock:
     """
 
     def __init__(self, ln1, attn, ln2, mlp, sequence_parallel=False, name="block"):
-        self.ln1 = Local(ln1, name=f"{name}.ln1") if not isinstance(ln1, Local) else ln1
-        self.ln2 = Local(ln2, name=f"{name}.ln2") if not isinstance(ln2, Local) else ln2
-        self.attn, self.mlp = attn, mlp
+        ln1 = Local(ln1, name=f"{name}.ln1") if not isinstance(ln1, Local) else ln1
+        ln2 = Local(ln2, name=f"{name}.ln2") if not isinstance(ln2, Local) else ln2
+        super().__init__(ln1, attn, ln2, mlp, name)
         self.group, self.tp_rank = attn.group, attn.tp_rank
         self.sequence_parallel = bool(sequence_parallel)
         attn.sync_partial_grads = mlp.fc2.sync_partial_grads = False  # summed here, at once
-        self._children = {"ln1": self.ln1, "attn": attn, "ln2": self.ln2, "mlp": mlp}
-        self.shard_axes = {
-            f"{p}.{k}": v
-            for p, child in self._children.items()
-            for k, v in child.shard_axes.items()
-        }
-        partial = [f"attn.{n}" for n in attn.partial_grad_names]
-        partial += [f"mlp.{n}" for n in mlp.partial_grad_names]
-        if self.sequence_parallel:
-            partial += [f"{p}.{k}" for p in ("ln1", "ln2") for k in self._children[p].params]
-        self.partial_grad_names = tuple(partial)
+        self.partial_grad_names = self.partial_names(self.sequence_parallel)
 
     @classmethod
     def from_full(cls, block, group, tp_rank, sequence_parallel=False, name="block"):
@@ -194,46 +184,9 @@ class ParallelTransformerBlock:
     def __repr__(self):
         return f"ParallelTransformerBlock({self.attn!r}, {self.mlp!r})"
 
-    @property
-    def params(self):
-        return {
-            f"{p}.{k}": v for p, child in self._children.items() for k, v in child.params.items()
-        }
-
     def forward(self, rank, x):
         _check_rank(self, rank)
-        x = np.asarray(x)  # (B, S, H); with SP this rank's (B, S/t, H)
-        ctx = {}
-        a, ctx["ln1"] = yield from self.ln1.forward(rank, x)  # (B, S or S/t, H)
-        o, ctx["attn"] = yield from self.attn.forward(rank, a)
-        yield layer_compute(rank, "forward", "residual", RESIDUAL_FLOPS[0] * x.size)
-        h = x + o
-        b, ctx["ln2"] = yield from self.ln2.forward(rank, h)
-        m, ctx["mlp"] = yield from self.mlp.forward(rank, b)
-        yield layer_compute(rank, "forward", "residual", RESIDUAL_FLOPS[0] * x.size)
-        return h + m, ctx
+        return (yield from super().forward(rank, x))  # with SP this rank's (B, S/t, H)
 
-    def backward_input(self, rank, ctx, dy):
-        d_b = yield from self.mlp.backward_input(rank, ctx["mlp"], dy)
-        dh = dy + (yield from self.ln2.backward_input(rank, ctx["ln2"], d_b))
-        d_a = yield from self.attn.backward_input(rank, ctx["attn"], dh)
-        dx = dh + (yield from self.ln1.backward_input(rank, ctx["ln1"], d_a))
-        yield layer_compute(rank, "backward_input", "residual", 2 * RESIDUAL_FLOPS[1] * np.size(dy))
-        ctx["dys"] = (dy, {"mlp": dy, "ln2": d_b, "attn": dh, "ln1": d_a})
-        return dx
-
-    def backward_weight(self, rank, ctx, dy):
-        kept = ctx.get("dys")
-        if kept is None or kept[0] is not dy:
-            yield from self.backward_input(rank, ctx, dy)
-            kept = ctx["dys"]
-        grads = {}
-        for p in ("mlp", "ln2", "attn", "ln1"):  # the order backward produces them
-            part = yield from self._children[p].backward_weight(rank, ctx[p], kept[1][p])
-            grads |= {f"{p}.{k}": v for k, v in part.items()}
-        grads = yield from sync_partial_grads(rank, grads, self.partial_grad_names, self.group)
-        return {name: grads[name] for name in self.params}
-
-    def backward(self, rank, ctx, dy):
-        dx = yield from self.backward_input(rank, ctx, dy)
-        return dx, (yield from self.backward_weight(rank, ctx, dy))
+    def sum_partial(self, rank, grads):
+        return (yield from sync_partial_grads(rank, grads, self.partial_grad_names, self.group))
