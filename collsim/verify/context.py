@@ -187,9 +187,8 @@ def verify_context(scheme, *, cp=None, variant="ring", layout="balanced", causal
     :func:`~collsim.topology.hierarchical` nodes (default: one switch).  ``names`` maps an
     option to its flag for the refusals, all of which come before any training.
     """
-    from .compare import TOLERANCE, compare_steps
-    from .report import VerifyReport
-    from .run import _train, single_device
+    from .compare import compare_steps
+    from .run import _train, report_of, single_device
 
     names = names or {}
     sizes = resolve_mesh(scheme, cp=cp, dp=dp, dp_replicate=dp_replicate, dp_shard=dp_shard,
@@ -273,23 +272,4 @@ def verify_context(scheme, *, cp=None, variant="ring", layout="balanced", causal
     formula_by_group = {}
     if collective is not None and len(set(formula)) == 1:
         formula_by_group[("cp", collective)] = formula[0]
-    replicas_ok = run.dp_replica_diff == 0.0 and run.tp_replica_diff == 0.0
-    return VerifyReport(
-        scheme=scheme,
-        config=shown,
-        description=problem.description,
-        per_step=found.per_step,
-        max_abs_diff=found.max_abs_diff,
-        max_rel_diff=found.max_rel_diff,
-        match=bool(not found.nonfinite and found.max_rel_diff <= TOLERANCE and replicas_ok),
-        dp_replica_diff=run.dp_replica_diff,
-        tp_replica_diff=run.tp_replica_diff,
-        bytes_sent=run.bytes_sent,
-        bytes_by_group=run.bytes_by_group,
-        formula_bytes=formula_by_group,
-        time_s=run.time_s,
-        overlap=run.overlap,
-        buckets=run.buckets,
-        nonfinite=found.nonfinite,
-        context=findings,
-    )
+    return report_of(scheme, shown, problem, found, run, formula_by_group, context=findings)

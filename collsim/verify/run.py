@@ -231,6 +231,13 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
                   "dp_shard": config.dp_shard, "gpus_per_node": gpus_per_node,
                   "reshard_after_forward": reshard_after_forward, "prefetch": prefetch,
                   "topology": "hierarchical" if nodes else "switch"}  # fmt: skip
+    return report_of(scheme, shown, problem, found, run, formula, sharding=findings)
+
+
+def report_of(scheme, shown, problem, found, run, formula_bytes, **findings):
+    """The :class:`VerifyReport` of one run: it matches when nothing went non-finite, every
+    array is within :data:`TOLERANCE` of one device and the replicas stayed identical.
+    ``findings`` are the scheme's own (``sharding=`` or ``context=``)."""
     replicas_ok = run.dp_replica_diff == 0.0 and run.tp_replica_diff == 0.0
     return VerifyReport(
         scheme=scheme,
@@ -244,10 +251,10 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
         tp_replica_diff=run.tp_replica_diff,
         bytes_sent=run.bytes_sent,
         bytes_by_group=run.bytes_by_group,
-        formula_bytes=formula,
+        formula_bytes=formula_bytes,
         time_s=run.time_s,
         overlap=run.overlap,
         buckets=run.buckets,
         nonfinite=found.nonfinite,
-        sharding=findings,
+        **findings,
     )
