@@ -32,8 +32,6 @@ only that rank's slice) and call its generator passes inside a rank program::
 =========================  ===============================================================
 name                       what it is
 =========================  ===============================================================
-:func:`check_tp`           the divisibility rules, every violation in one ConfigError
-:class:`FG`                Megatron's ``f`` and ``g`` (TP or SP) as generator methods
 :class:`ColumnParallelLinear`  ``Y_i = f(X) W_i + b_i``; output sharded or gathered
 :class:`RowParallelLinear`     ``Y = g(sum_i X_i W_i) + b``; input sharded (or split here)
 :class:`ParallelMLP`       column -> GELU -> row: one all-reduce forward, one backward
@@ -41,7 +39,7 @@ name                       what it is
 
 Attention with heads split and the transformer block are in
 :mod:`collsim.parallel.tensor.attention`; ``f``, ``g``, the rules and the collectives
-along an axis in :mod:`collsim.parallel.tensor.comm` (re-exported here).
+along an axis in :mod:`collsim.parallel.tensor.comm` (both exported by the package).
 
 Examples
 --------
@@ -79,22 +77,11 @@ from .comm import (
     _shard,
     _stashed,
     all_gather_along,
-    check_tp,
-    reduce_scatter_along,
     reduced_output_weight_grads,
-    sequence_shard,
     split_along,
-    sync_partial_grads,
 )
 
 __all__ = [
-    "check_tp",
-    "FG",
-    "all_gather_along",
-    "reduce_scatter_along",
-    "split_along",
-    "sequence_shard",
-    "sync_partial_grads",
     "ColumnParallelLinear",
     "RowParallelLinear",
     "ParallelMLP",
