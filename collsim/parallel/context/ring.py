@@ -226,7 +226,6 @@ class RingAttention:
         yield layer_compute(rank, "forward", self.name, 3 * self._projection_flops(B, T))
         q, k, v = (a._project(x, w, b) for w, b in ((a.wq, a.bq), (a.wk, a.bk), (a.wv, a.bv)))
         scale = 1.0 / math.sqrt(a.head_dim)
-        nxt, prev = self._neighbours()
         kv = np.stack([k, v])  # (2, B, H, T, hd): the block that travels
         m = np.full(q.shape[:-1], -np.inf)  # (B, H, T) running max
         total = np.zeros(q.shape[:-1])  # (B, H, T) running sum of exp(score - m)
@@ -235,13 +234,7 @@ class RingAttention:
         for step in range(self.cp):
             handles = ()
             if step < self.cp - 1:  # post the next block's transfer before computing
-                tag = RingMessage("kv", "forward", self.name, step + 1)
-                label = f"{self.name} K/V ring step {step + 1}"
-                ring.incoming()
-                handles = (
-                    (yield rank.isend(nxt, kv, tag=tag, label=label)),
-                    (yield rank.irecv(prev, tag=tag)),
-                )
+                handles = yield from self._pass_kv(rank, kv, "forward", step, ring)
             owner = self._owner(step)
             flops = self._block_flops(B, seq, owner, "forward")
             yield self._step_compute(rank, "forward", step, flops)
@@ -259,6 +252,19 @@ class RingAttention:
         ctx = {"x": x, "q": q, "k": k, "v": v, "o": o, "lse": m + np.log(total), "y": y,
                "seq": seq}  # fmt: skip
         return out, ctx
+
+    def _pass_kv(self, rank, kv, phase, step, ring):
+        """Post the K/V block's hop to the next cp rank and the receive of the previous
+        rank's (the buffer charged to ``ring``); returns the two handles to wait for."""
+        nxt, prev = self._neighbours()
+        tag = RingMessage("kv", phase, self.name, step + 1)
+        suffix = "" if phase == "forward" else " (backward)"
+        label = f"{self.name} K/V ring step {step + 1}{suffix}"
+        ring.incoming()
+        return (
+            (yield rank.isend(nxt, kv, tag=tag, label=label)),
+            (yield rank.irecv(prev, tag=tag)),
+        )
 
     # ---- backward ---------------------------------------------------------------------
 
@@ -280,13 +286,7 @@ class RingAttention:
         for step in range(self.cp):
             handles, dkv_in = (), None
             if step < self.cp - 1:
-                tag = RingMessage("kv", "backward", self.name, step + 1)
-                label = f"{self.name} K/V ring step {step + 1} (backward)"
-                ring.incoming()
-                handles = (
-                    (yield rank.isend(nxt, kv, tag=tag, label=label)),
-                    (yield rank.irecv(prev, tag=tag)),
-                )
+                handles = yield from self._pass_kv(rank, kv, "backward", step, ring)
             if step > 0:  # the block's dK/dV so far, from the ranks it visited before
                 dkv_in = yield rank.irecv(prev, tag=RingMessage("dkv", "backward", self.name,
                                                                   step))  # fmt: skip
