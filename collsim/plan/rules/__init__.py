@@ -37,11 +37,10 @@ zero_unsharded         warning   a ZeRO stage > 0 over a sharding degree of 1 sh
 
 Examples
 --------
+Megatron's 784-GPU error is :func:`check`'s example (in :mod:`.checks`); the nearest
+valid job is :func:`suggest`'s:
+
 >>> from collsim.plan.config import PlanConfig
->>> errors, warnings = check(PlanConfig(world_size=784, tp=8, pp=4, layers=96, hidden=12288,
-...                                     heads=96, global_batch=1536, zero=1))
->>> [f.rule for f in errors]
-['world_size']
 >>> cfg = PlanConfig(world_size=12, tp=8, layers=4, hidden=256, heads=8, global_batch=12)
 >>> [s.describe() for s in suggest(cfg, top=1)]
 ['world_size 12→16']
