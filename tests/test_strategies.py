@@ -17,7 +17,7 @@ from collsim.cli import main
 from collsim.verify import strategies as measured
 
 NAMES = ["DP", "FSDP", "TP", "CP", "HSDP", "FSDP+TP", "FSDP+CP", "HSDP+TP", "HSDP+TP+CP"]
-MEMORY = ["params", "grads", "optimizer", "activations", "gathered_params", "total"]
+MEMORY = ["params", "grads", "optimizer", "activations", "gathered_params", "comm_buffers", "total"]
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ SOURCE = (
 NODES, GPUS_PER_NODE = 2, 4
 INTRA_NODE, INTER_NODE = "900GB/s", "50GB/s"  # NVSwitch-class links; one 400 Gbit/s NIC a GPU
 COMPUTE_RATE = "1GFLOP/s"  # slow enough that the toy model's compute can hide communication
-MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "gathered_params", "total")
+MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "gathered_params", "comm_buffers",
+               "total")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Examples
 --------
 >>> row = dict(name="DP", sizes=dict(dp_replicate=2, dp_shard=1, cp=1, tp=1), not_run=None,
 ...            peak_memory_bytes=dict(params=4096, grads=4096, optimizer=8192, activations=2048,
-...                                   gathered_params=0, total=18432),
+...                                   gathered_params=0, comm_buffers=0, total=18432),
 ...            intra_node_bytes=1024, inter_node_bytes=512)
 >>> fig = strategies_figure([row, dict(row, name="X", not_run="refused: why")])
 >>> [ax.get_ylabel() for ax in fig.axes[:2]]
@@ -30,6 +30,7 @@ MEMORY_PARTS = (
     ("optimizer", "optimizer state (Adam m, v)", "#DD8452"),
     ("activations", "activations", "#8172B3"),
     ("gathered_params", "gathered parameters (FSDP)", "#937860"),
+    ("comm_buffers", "communication buffers (K/V blocks, gradient buffers)", "#DA8BC3"),
 )
 LINK_PARTS = (
     ("intra_node_bytes", "inside a node (fast links)", "#64B5CD"),
@@ -92,7 +93,11 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
                 ax.text(i, top * 0.04, "not run\n(see below)", ha="center", va="bottom",
                         fontsize=8, color="#C44E52", rotation=90)  # fmt: skip
     notes = [f"{r['name']} not run: {r['not_run']}" for r in rows if r.get("not_run")]
-    notes.append("sizes under each name: dp_replicate x dp_shard x cp x tp (Accelerate's names)")
+    notes.append(
+        "sizes under each name: dp_replicate x dp_shard x cp x tp (Accelerate's names); "
+        "each bar stacks every category's own peak, which need not come at the same "
+        "moment: the black line is the peak of their sum"
+    )
     fig.text(0.01, 0.0, "\n".join(textwrap.fill(n, 160) for n in notes), fontsize=8,
              va="bottom", ha="left")  # fmt: skip
     fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
