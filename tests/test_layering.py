@@ -15,7 +15,10 @@ Where the top-level modules sit (top first)::
                  ``collsim lesson`` (cli, above) and may show the figures and plans below
     verify       collsim/verify/ -- ``collsim verify``'s checks: trains a scheme on the cluster
                  and on one device and compares them (above the parallel layer it runs)
-    viz, plan, parallel, nn, collectives, runtime, network, topology, units   as in DESIGN.md
+    viz, plan, parallel, nn, collectives, runtime, network   as in DESIGN.md
+    hardware     collsim/hardware/ -- machines as data (presets, files, NCCL's protocols):
+                 topologies of real machines, so just above topology
+    topology, units   as in DESIGN.md
     errors       collsim/errors.py -- the bottom: every layer may raise a collsim error
 
 An import of a package (``from collsim import Cluster``) counts as an import of that package's
@@ -46,6 +49,7 @@ LAYERS = (
     "collectives",
     "runtime",
     "network",
+    "hardware",
     "topology",
     "units",
     "errors",

@@ -48,6 +48,10 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
+        if hasattr(args, "_default_ranks"):  # a command with the cluster flags
+            from .common import resolve_cluster_args
+
+            resolve_cluster_args(args)  # --ranks from --nodes on a preset, before any check
         status = args.func(args)
         sys.stdout.flush()
     except CollsimError as exc:

@@ -14,6 +14,7 @@ Examples
 
 import argparse
 import contextlib
+import difflib
 import math
 import re
 
@@ -24,7 +25,10 @@ __all__ = [
     "flag_value",
     "add_cluster_arguments",
     "cluster_from_args",
+    "resolve_cluster_args",
+    "machine_from_args",
     "TOPOLOGIES",
+    "HARDWARE",
     "Formatter",
     "check_int",
     "check_seed",
@@ -46,17 +50,34 @@ MAX_LATENCY_S = topology.MAX_LATENCY  # Cluster's default max_time guard: a long
 
 TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2d",
               "hierarchical")  # fmt: skip
+HARDWARE = ("dgx-a100", "dgx-h100", "pcie-8gpu")  # collsim.hardware.PRESETS, named here so
+# that `collsim --help` need not import the hardware package
+MAX_NODES = 512  # collsim.hardware.MAX_NODES
 
 
 def add_cluster_arguments(parser, ranks=8):
-    """--ranks, --topology, --bandwidth, --latency, --model, --gpus-per-node, ..."""
+    """--ranks, --topology (a generic shape, a hardware preset or a machine file), --nodes,
+    --bandwidth, --latency, --model, --protocol, --gpus-per-node, ..."""
     g = parser.add_argument_group("cluster")
     g.add_argument(
-        "--ranks", "-k", type=int, default=ranks, help=f"number of ranks K (default {ranks})"
-    )
-    g.add_argument("--topology", default="ring", choices=TOPOLOGIES,
-                   help="how ranks are wired (default ring: rank i -> i+1). 'switch' puts one "
-                        "switch in the middle, so a rank-to-rank path is 2 links")  # fmt: skip
+        "--ranks", "-k", type=int, default=None,
+        help=f"number of ranks K (default {ranks}; on a hardware preset: --nodes x its GPUs "
+             "per node)",
+    )  # fmt: skip
+    parser.set_defaults(_default_ranks=ranks)
+    g.add_argument(
+        "--topology", default="ring", metavar="NAME|FILE",
+        help="how ranks are wired (default ring: rank i -> i+1): " + ", ".join(TOPOLOGIES)
+        + "; 'switch' puts one switch in the middle, so a rank-to-rank path is 2 links. "
+        "A real machine: " + ", ".join(HARDWARE) + " (cited NVLink, NVSwitch, PCIe and "
+        "InfiniBand rates; --bandwidth and --latency then do not apply), or a machine file "
+        "(.toml or .json, see collsim.hardware.files)",
+    )  # fmt: skip
+    g.add_argument(
+        "--nodes", type=int, default=None,
+        help="hardware presets: how many machines (default 1), e.g. --topology dgx-h100 "
+             "--nodes 4 is 32 GPUs on 8 rails",
+    )  # fmt: skip
     g.add_argument(
         "--bandwidth",
         default="100GB/s",
@@ -66,6 +87,11 @@ def add_cluster_arguments(parser, ranks=8):
     g.add_argument("--model", default="maxmin", choices=("maxmin", "ideal"),
                    help="maxmin shares links fairly among flows (congestion); ideal ignores "
                         "other flows (alpha + n/beta per message) (default maxmin)")  # fmt: skip
+    g.add_argument(
+        "--protocol", default=None, metavar="NAME",
+        help="NCCL's wire protocol (NCCL_PROTO): simple, ll128, ll, or auto (pick by size, as "
+             "NCCL's tuner does). Default: auto on a hardware preset, none elsewhere",
+    )  # fmt: skip
     g.add_argument(
         "--gpus-per-node", type=int, default=4, help="hierarchical only: GPUs per node (default 4)"
     )
@@ -80,6 +106,59 @@ def add_cluster_arguments(parser, ranks=8):
         help="hierarchical only: NIC latency between nodes (default 5us)",
     )
     return g
+
+
+def machine_from_args(args):
+    """The :class:`~collsim.hardware.Machine` ``--topology`` names (a preset or a machine
+    file), or ``None`` for a generic topology; a bad name is refused with the nearest one."""
+    from .. import hardware
+
+    name = args.topology
+    if name in TOPOLOGIES:
+        return None
+    if str(name).lower().endswith(hardware.FILE_SUFFIXES):
+        return hardware.load(name)
+    key = str(name).strip().lower().replace("_", "-")
+    if key in hardware.PRESETS:
+        return hardware.PRESETS[key]
+    known = list(TOPOLOGIES) + list(hardware.PRESETS)
+    near = difflib.get_close_matches(str(name), known, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ConfigError(f"--topology {name!r}{hint}: choose one of {', '.join(known)}, or a "
+                      "machine file ending in .toml or .json")  # fmt: skip
+
+
+def resolve_cluster_args(args):
+    """Fill in ``args.ranks`` (from ``--nodes`` on a hardware preset) and check ``--nodes``
+    and ``--protocol``, before any command reads them; returns the Machine or ``None``."""
+    machine = machine_from_args(args)
+    default = getattr(args, "_default_ranks", 8)
+    if args.protocol is not None and str(args.protocol).strip().lower() != "auto":
+        from ..hardware import check_protocol
+
+        flag_value(check_protocol, args.protocol, "--protocol")
+    if machine is None:
+        if args.nodes is not None:
+            raise ConfigError(f"--nodes {args.nodes}: only hardware presets and machine files "
+                              f"have nodes (e.g. --topology dgx-h100 --nodes {args.nodes}); "
+                              "for a generic two-level network use --topology hierarchical "
+                              "--gpus-per-node")  # fmt: skip
+        if args.ranks is None:
+            args.ranks = default
+        return None
+    per = machine.gpus_per_node
+    if args.nodes is not None:
+        check_int(args.nodes, "--nodes", minimum=1, maximum=MAX_NODES)
+    if args.ranks is not None:
+        check_int(args.ranks, "--ranks", minimum=1)
+        nodes = args.nodes if args.nodes is not None else max(1, round(args.ranks / per))
+        if args.ranks != nodes * per:
+            raise ConfigError(f"--ranks {args.ranks} on {machine.name} ({per} GPUs per node): "
+                              f"ranks must be --nodes x {per}; nearest valid --ranks "
+                              f"{nodes * per} (--nodes {nodes})")  # fmt: skip
+    nodes = args.nodes if args.nodes is not None else 1
+    args.nodes, args.ranks = nodes, nodes * per
+    return machine
 
 
 def flag_value(parse, text, flag):
@@ -138,10 +217,15 @@ def check_ranks(k, analytical=False, flag="--ranks"):
 
 
 def build_topology(args, analytical=None):
+    machine = resolve_cluster_args(args)
     k, name = args.ranks, args.topology
     if analytical is None:
         analytical = bool(getattr(args, "analytical", False))
     check_ranks(k, analytical)
+    if machine is not None:
+        from .. import hardware
+
+        return hardware.topology(machine, args.nodes)
     # parsed here so that a bad value is named by its flag; the topology gets the text
     bandwidth, latency = args.bandwidth, args.latency
     link_rate(bandwidth, "--bandwidth"), link_latency(latency, "--latency")
@@ -169,7 +253,10 @@ def cluster_from_args(args, analytical=None):
     (:data:`MAX_SIMULATED_RANKS`, or :data:`MAX_ANALYTICAL_RANKS` with ``--analytical``)."""
     from ..runtime import Cluster
 
-    return Cluster(build_topology(args, analytical), model=args.model)
+    graph = build_topology(args, analytical)
+    machine = graph.graph.get("machine")
+    rate = {} if machine is None else {"compute_rate": machine.compute_rate}
+    return Cluster(graph, model=args.model, protocol=args.protocol, **rate)
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

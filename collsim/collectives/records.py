@@ -47,6 +47,9 @@ class CollectiveStep(NamedTuple):
     call: int  # the position of this collective in the group's sequence: 0, 1, ...
     step: int  # the 0-based index in schedule.steps (people count from 1: `number`)
     dim: str = None  # the device-mesh dimension of the group ("dp", "tp"), None if plain
+    # NCCL's wire protocol the step's messages use (a collsim.hardware.protocols.Protocol:
+    # its latency per message and its payload fraction), None where none is modelled
+    protocol: object = None
 
     @property
     def number(self):
@@ -66,6 +69,8 @@ class CollectiveStep(NamedTuple):
                 "group": self.group, "call": self.call, "step": self.number}  # fmt: skip
         if self.dim is not None:
             args["dim"] = self.dim
+        if self.protocol is not None:
+            args["protocol"] = self.protocol.name
         return args
 
 

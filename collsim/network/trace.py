@@ -138,8 +138,13 @@ class Trace:
         sent, received, messages = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks
         link_bytes = {}
         for src, dst, _, nbytes, _, _, links, _, _ in self._raw:
-            sent[src] += nbytes
-            received[dst] += nbytes
+            # a rank sent what left it on its own link and received what reached it: every
+            # point-to-point transfer; of a group a switch combined (in-switch reduction),
+            # only the member that carried the shared leg counts there
+            if not links or links[0][0] == src:
+                sent[src] += nbytes
+            if not links or links[-1][1] == dst:
+                received[dst] += nbytes
             messages[src] += 1
             for link in links:
                 link_bytes[link] = link_bytes.get(link, 0) + nbytes

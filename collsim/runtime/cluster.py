@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from .. import topology as topo
 from ..errors import ConfigError, DeadlockError
+from ..hardware.protocols import check_protocol
 from ..network import MODELS
 from ..network.trace import Stats, Trace
 from ..units import parse_flops
@@ -70,6 +71,11 @@ class Cluster:
         Guard on simulated seconds (default 86,400: one day).
     max_events : int
         Backstop on engine events (default 200 million).
+    protocol : {None, "auto", "simple", "ll128", "ll"}
+        NCCL's wire protocol for the collectives' messages (see
+        :mod:`collsim.hardware.protocols`): ``"auto"`` picks one per call by size, as
+        NCCL's tuner does; a name forces it, as ``NCCL_PROTO`` does.  ``None``, the
+        default, is ``"auto"`` on a hardware preset and no protocol model elsewhere.
 
     Every guard takes ``math.inf`` to switch it off; the numbers and why they were
     chosen are in :mod:`collsim.runtime.guards`.
@@ -83,6 +89,7 @@ class Cluster:
         max_time=DEFAULT_MAX_TIME,
         max_events=DEFAULT_MAX_EVENTS,
         max_ops=None,
+        protocol=None,
     ):
         self.size = topo.check_topology(topology, "Cluster")
         if not isinstance(model, str) or model not in MODELS:
@@ -94,6 +101,7 @@ class Cluster:
         self.max_events = check_guard("max_events", max_events, integer=True)
         default = default_max_ops(self.size)
         self.max_ops = default if max_ops is None else check_guard("max_ops", max_ops, integer=True)
+        self.protocol = _protocol_setting(protocol, topology)
 
     def __repr__(self):
         return f"Cluster({self.topology.graph.get('name')}, model={self.model!r})"
@@ -395,3 +403,13 @@ class _Returned:
 
     def __init__(self, value):
         self.handle = type("Done", (), {"value": value})()
+
+
+def _protocol_setting(protocol, topology):
+    """``"auto"``, a :class:`~collsim.hardware.protocols.Protocol`, or ``None`` (no
+    protocol model): the cluster's ``protocol`` as given, checked."""
+    if protocol is None:
+        return "auto" if topology.graph.get("machine") is not None else None
+    if isinstance(protocol, str) and protocol.strip().lower() == "auto":
+        return "auto"
+    return check_protocol(protocol)

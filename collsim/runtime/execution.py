@@ -14,6 +14,7 @@ from collections import Counter, deque
 import numpy as np
 
 from ..errors import CollectiveMismatchError, CollsimError, ConfigError, SimulationLimitError
+from ..hardware.protocols import slowest_class
 from ..network import FINISH, Engine, Network
 from ..network.trace import Trace
 from .diagnosis import deadlock_report
@@ -63,6 +64,8 @@ class Execution:
         self._sample = None
         self._sends = {}  # (src, dst, tag) -> deque of (payload, handle, label, meta)
         self._recvs = {}  # (src, dst, tag) -> deque of (handle, out, reduce)
+        self._combining = {}  # (tag, Combine) -> the matched transfers of a combined group
+        self._protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
         self._compute_free = {}  # rank id -> when its compute stream is next free
         self._comm_tail = {}  # rank id -> handle of its last background task
         self._dispatch = {
@@ -258,7 +261,63 @@ class Execution:
         route = self.network.route(key[0], key[1])
         transfer = (key, payload, send_handle, label, meta, recv_handle, out, reduce,
                     self.engine.now, route[0])  # fmt: skip
-        self.network.transfer_on(route, payload.nbytes, self._delivered, transfer)
+        # a collective's step tag may name NCCL's wire protocol; its move may be one of a
+        # group the switch combines (in-switch reduction): both are typed records the
+        # layers above set, read here without importing them
+        protocol = getattr(key[2], "protocol", None)
+        combine = getattr(meta, "combine", None)
+        if combine is not None:
+            self._join_combined(transfer, route, combine, protocol)
+            return
+        nbytes = payload.nbytes
+        if protocol is not None:
+            route, nbytes = self._on_wire(route, nbytes, protocol)
+        self.network.transfer_on(route, nbytes, self._delivered, transfer)
+
+    def _on_wire(self, route, nbytes, protocol, efficiency=1.0):
+        """``(route, wire bytes)`` of a message sent with ``protocol``: its latency for the
+        slowest link class on the path joins the route's α, and the wire carries
+        ``nbytes / efficiency`` (a link without a class adds no protocol latency)."""
+        links, alpha, beta = route
+        extra = self._protocol_latency.get((links, protocol))
+        if extra is None:
+            classes = [self.network.graph.edges[link].get("link_class") for link in links]
+            extra = self._protocol_latency[(links, protocol)] = protocol.latency_for(
+                slowest_class(classes)
+            )
+        return (links, alpha + extra, beta), nbytes / (protocol.efficiency * efficiency)
+
+    def _join_combined(self, transfer, route, combine, protocol):
+        """One move of a combined group (a switch reducing or multicasting): once all
+        ``combine.members`` are matched, the group travels as ONE flow over the union of
+        their routes, so the switch's shared leg carries the bytes once."""
+        key = (transfer[0][2], combine)
+        group = self._combining.setdefault(key, [])
+        group.append(transfer)
+        if len(group) < combine.members:
+            return
+        del self._combining[key]
+        links = tuple(dict.fromkeys(link for t in group for link in t[9]))
+        alpha = max(self.network.route(t[0][0], t[0][1])[1] for t in group)
+        capacity = self.network.capacity
+        beta = min((capacity[link] for link in links), default=float("inf"))
+        nbytes = max(t[1].nbytes for t in group)
+        union = (links, alpha, beta)
+        if protocol is not None:
+            union, nbytes = self._on_wire(union, nbytes, protocol, combine.efficiency)
+        else:
+            nbytes = nbytes / combine.efficiency
+        self.network.transfer_on(union, nbytes, self._delivered_combined, group)
+
+    def _delivered_combined(self, group):
+        """A combined flow arrived: deliver every move, each recorded with the links only
+        it used (the first with its whole route), so the trace's link bytes are the
+        switch's, not K-1 copies of them."""
+        claimed = set()
+        for transfer in group:
+            own = tuple(link for link in transfer[9] if link not in claimed)
+            claimed.update(own)
+            self._delivered(transfer[:9] + (own,))
 
     def _delivered(self, transfer):
         """The last byte arrived: hand the receiver its copy, record, complete both sides."""
@@ -325,6 +384,7 @@ class Execution:
         ``Cluster.run``); the trace and the engine's clock stay."""
         self.processes = []
         self._sends, self._recvs = {}, {}
+        self._combining = {}
         self._dispatch = {}
         self._comm_tail = {}
         self.collective_calls = {}
