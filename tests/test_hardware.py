@@ -161,3 +161,46 @@ def test_a_file_that_is_not_a_machine_file_is_refused(tmp_path):
         hardware.load(tmp_path / "box.yaml")
     with pytest.raises(ConfigError, match="cannot read"):
         hardware.load(tmp_path / "missing.toml")
+
+
+# -- the command line -----------------------------------------------------------------
+
+
+def test_collsim_hardware_lists_and_shows_machines(capsys):
+    from collsim.cli import main
+
+    assert main(["hardware"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in NAMES)
+    assert main(["hardware", "dgx-h100", "--nodes", "2"]) == 0
+    shown = capsys.readouterr().out
+    assert "gpu-nvswitch" in shown and "rail-spine" in shown and "370.8 GB/s" in shown
+    assert "SM90_NVLINK_BW" in shown  # the sources are printed
+    assert main(["hardware", "dgx-h10"]) == 1
+    assert "did you mean 'dgx-h100'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, bad",
+    [
+        (["--topology", "dgx-a100", "--ranks", "12"], "nearest valid --ranks 16"),
+        (["--topology", "ring", "--nodes", "2"], "--nodes 2"),
+        (["--topology", "dgx-h100", "--protocol", "LL256"], "LL256"),
+        (["--topology", "dgx-a10"], "did you mean 'dgx-a100'"),
+        (["--topology", "dgx-a100", "--nodes", "0"], "--nodes 0"),
+    ],
+)
+def test_cluster_flags_on_presets_are_checked_by_value(capsys, argv, bad):
+    from collsim.cli import main
+
+    assert main(["run", "all-reduce", "--count-only", *argv]) == 1
+    assert bad in capsys.readouterr().err
+
+
+def test_a_preset_run_takes_its_ranks_from_the_nodes(capsys):
+    from collsim.cli import main
+
+    assert main(["run", "all-reduce", "--topology", "dgx-a100", "--nodes", "2", "--count-only",
+                 "--size", "1MiB", "--json"]) == 0  # fmt: skip
+    row = json.loads(capsys.readouterr().out)["results"][0]
+    assert row["ranks"] == 16 and row["topology"] == "dgx-a100x2"
