@@ -204,3 +204,14 @@ def test_a_preset_run_takes_its_ranks_from_the_nodes(capsys):
                  "--size", "1MiB", "--json"]) == 0  # fmt: skip
     row = json.loads(capsys.readouterr().out)["results"][0]
     assert row["ranks"] == 16 and row["topology"] == "dgx-a100x2"
+
+
+def test_a_cluster_on_a_preset_computes_at_its_gpus_rate():
+    import collsim
+
+    h100 = collsim.Cluster(topology("dgx-h100"))
+    assert h100.compute_rate == 989e12
+    assert h100.protocol == "auto"  # and picks NCCL's protocol by size, as NCCL does
+    generic = collsim.Cluster(collsim.topology.ring(4))
+    assert generic.compute_rate == 100e12 and generic.protocol is None
+    assert collsim.Cluster(topology("dgx-h100"), compute_rate="1TFLOP/s").compute_rate == 1e12

@@ -253,10 +253,7 @@ def cluster_from_args(args, analytical=None):
     (:data:`MAX_SIMULATED_RANKS`, or :data:`MAX_ANALYTICAL_RANKS` with ``--analytical``)."""
     from ..runtime import Cluster
 
-    graph = build_topology(args, analytical)
-    machine = graph.graph.get("machine")
-    rate = {} if machine is None else {"compute_rate": machine.compute_rate}
-    return Cluster(graph, model=args.model, protocol=args.protocol, **rate)
+    return Cluster(build_topology(args, analytical), model=args.model, protocol=args.protocol)
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

@@ -58,9 +58,10 @@ class Cluster:
         From :mod:`collsim.topology` (a preset or :func:`~collsim.topology.from_graph`).
     model : {"maxmin", "ideal"}
         ``"maxmin"`` shares links fairly among flows; ``"ideal"`` ignores other flows.
-    compute_rate : str or float
-        FLOP/s of one rank, for ``rank.compute(flops=...)``: ``"100TFLOP/s"`` (the
-        default), a number, or ``"inf"`` for free computation.
+    compute_rate : str or float, optional
+        FLOP/s of one rank, for ``rank.compute(flops=...)``: ``"100TFLOP/s"``, a number,
+        or ``"inf"`` for free computation.  Default: the machine's GPU on a hardware preset
+        (:mod:`collsim.hardware`, e.g. 989 TFLOP/s on ``dgx-h100``), else 100 TFLOP/s.
     max_ops : int, optional
         Guard on the operations the rank programs issue (each yielded operation, and
         each message an exchange or a collective's schedule sends): past it the run
@@ -85,7 +86,7 @@ class Cluster:
         self,
         topology,
         model="maxmin",
-        compute_rate=100e12,
+        compute_rate=None,
         max_time=DEFAULT_MAX_TIME,
         max_events=DEFAULT_MAX_EVENTS,
         max_ops=None,
@@ -96,6 +97,9 @@ class Cluster:
             raise ConfigError(f"unknown network model {model!r}: choose one of {', '.join(MODELS)}")
         self.topology = topology
         self.model = model
+        if compute_rate is None:
+            machine = topology.graph.get("machine")
+            compute_rate = 100e12 if machine is None else machine.compute_rate
         self.compute_rate = parse_flops(compute_rate)
         self.max_time = check_guard("max_time", max_time)
         self.max_events = check_guard("max_events", max_events, integer=True)
