@@ -215,3 +215,20 @@ def test_a_cluster_on_a_preset_computes_at_its_gpus_rate():
     generic = collsim.Cluster(collsim.topology.ring(4))
     assert generic.compute_rate == 100e12 and generic.protocol is None
     assert collsim.Cluster(topology("dgx-h100"), compute_rate="1TFLOP/s").compute_rate == 1e12
+
+
+def test_the_planner_reads_a_machines_rates_and_flags_override_them(capsys):
+    from collsim.cli import main
+
+    argv = ["plan", "--params", "7B", "--tp", "8", "--world-size", "16", "--global-batch", "32",
+            "--json"]  # fmt: skip
+    assert main([*argv, "--machine", "dgx-h100"]) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert config["intra_bandwidth"] == pytest.approx(18 * 20.6 * GB)
+    assert config["inter_bandwidth"] == pytest.approx(48.5 * GB)  # 8 NICs for 8 GPUs
+    # α as the simulator charges it: the two links' latency and NCCL's Simple latency
+    assert config["intra_latency"] == pytest.approx(2 * 0.25e-6 + 3.4e-6)
+    assert main([*argv, "--machine", "dgx-h100", "--intra-bandwidth", "100GB/s"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["intra_bandwidth"] == 100 * GB
+    assert main([*argv, "--machine", "dgx-h1000"]) == 1
+    assert "dgx-h1000" in capsys.readouterr().err

@@ -55,6 +55,13 @@ _MODEL = [
     ),
 ]
 _CLUSTER = [
+    (
+        "--machine",
+        "machine",
+        str,
+        "a hardware preset (dgx-a100, dgx-h100, pcie-8gpu) or machine file: sets GPUs per node, "
+        "the bandwidths and latencies below from its cited rates; flags override it",
+    ),
     ("--world-size", "world_size", int, "GPUs in the job (default tp·pp·cp·dp)"),
     ("--gpus-per-node", "gpus_per_node", int, "GPUs per node sharing NVLink (default 8)"),
     ("--gpu-memory", "gpu_memory", str, "memory per GPU (default 80GiB)"),
@@ -150,6 +157,47 @@ def add_config_arguments(parser):
     )
 
 
+def machine_fields(name):
+    """The planner's cluster fields of a hardware preset or machine file: GPUs per node, the
+    effective bandwidth of a GPU inside a node and of its share of the node's NICs, and α
+    as the simulator charges a message (the path's link latencies plus NCCL's Simple
+    protocol latency for that link class), in the planner's own units.
+
+    >>> f = machine_fields("dgx-h100")
+    >>> f["gpus_per_node"], f["intra_bandwidth"], f["inter_bandwidth"]
+    (8, '370.8GB/s', '48.5GB/s')
+    """
+    from .. import hardware
+    from ..topology import path_alpha_beta
+
+    if str(name).lower().endswith(hardware.FILE_SUFFIXES):
+        machine = hardware.load(name)
+    else:
+        machine = hardware.preset(name)
+    per = machine.gpus_per_node
+    simple = hardware.PROTOCOLS["simple"]
+    fields = {
+        "gpus_per_node": per,
+        "intra_bandwidth": f"{machine.intra.effective_rate / 1e9:.6g}GB/s",
+        "intra_latency": f"{_alpha(machine, 1, simple, path_alpha_beta) * 1e6:.6g}us",
+    }
+    if machine.inter.nics:
+        share = machine.inter.nics * machine.inter.effective_rate / per
+        fields["inter_bandwidth"] = f"{share / 1e9:.6g}GB/s"
+        fields["inter_latency"] = f"{_alpha(machine, 2, simple, path_alpha_beta) * 1e6:.6g}us"
+    return fields
+
+
+def _alpha(machine, nodes, protocol, path_alpha_beta):
+    """α of a message from GPU 0 to its neighbour (nodes=1) or to GPU 0 of the next node."""
+    from .. import hardware
+
+    graph = hardware.topology(machine, nodes)
+    dst = 1 if nodes == 1 else machine.gpus_per_node
+    alpha, _ = path_alpha_beta(graph, 0, dst)
+    return alpha + protocol.latency_for("nvlink" if nodes == 1 else "net")
+
+
 def config_from_args(args):
     """A PlanConfig from parsed flags (and ``--config`` FILE under them)."""
     from ..plan import load_config
@@ -157,7 +205,10 @@ def config_from_args(args):
 
     fields = [dest for _, dest, _, _ in _MODEL + _CLUSTER + _PARALLEL + _BATCH]
     fields += ["sp", "zero", "recompute", "precision", "schedule", "gated_mlp", "architecture"]
+    fields.remove("machine")
     given = {k: getattr(args, k) for k in fields if getattr(args, k, None) is not None}
+    if getattr(args, "machine", None) is not None:
+        given = {**machine_fields(args.machine), **given}
     if "zero" in given and given["zero"] != "fsdp":
         given["zero"] = int(given["zero"])
     if args.config is not None:
