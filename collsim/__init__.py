@@ -12,8 +12,14 @@ Examples
 """
 
 from . import topology, units
-from .errors import CollsimError, ConfigError, DeadlockError, SimulationLimitError
-from .runtime import Cluster, CountOnly, Rank, RunResult
+from .errors import (
+    CollsimError,
+    ConfigError,
+    DeadlockError,
+    SimulationLimitError,
+    WatchdogTimeout,
+)
+from .runtime import Cluster, CountOnly, Faults, Rank, RunResult
 
 __version__ = "0.1.0"
 
@@ -26,6 +32,8 @@ __all__ = [
     "ConfigError",
     "DeadlockError",
     "SimulationLimitError",
+    "WatchdogTimeout",
+    "Faults",
     "topology",
     "units",
 ]

@@ -13,6 +13,7 @@ True
 __all__ = [
     "CollsimError",
     "DeadlockError",
+    "WatchdogTimeout",
     "ConfigError",
     "CollectiveMismatchError",
     "SimulationLimitError",
@@ -42,6 +43,27 @@ class DeadlockError(CollsimError):
         self.stuck = dict(stuck or {})
         self.time = time
         self.trace = trace
+
+
+class WatchdogTimeout(DeadlockError):
+    """A run with faults made no progress for the watchdog's timeout, as NCCL's watchdog
+    reports a hung collective: ``time`` is the last progress plus the timeout.
+
+    Besides :class:`DeadlockError`'s fields, ``ranks`` maps every rank to its
+    :class:`~collsim.runtime.diagnosis.RankReport` (the flight recorder: the last
+    collective it entered and completed, what it waits for), ``culprit`` is the
+    :class:`~collsim.runtime.diagnosis.Culprit` (the crashed rank, the failed link with no
+    other path, or the slowest rank), ``last_progress`` the simulated second the run last
+    moved and ``timeout`` the watchdog's timeout.
+    """
+
+    def __init__(self, message, waiting=None, stuck=None, time=None, trace=None, ranks=None,
+                 culprit=None, last_progress=None, timeout=None):  # fmt: skip
+        super().__init__(message, waiting, stuck, time, trace)
+        self.ranks = dict(ranks or {})
+        self.culprit = culprit
+        self.last_progress = last_progress
+        self.timeout = timeout
 
 
 class CollectiveMismatchError(CollsimError):

@@ -24,6 +24,8 @@ from ..errors import ConfigError
 __all__ = [
     "flag_value",
     "add_cluster_arguments",
+    "add_fault_arguments",
+    "faults_from_args",
     "cluster_from_args",
     "resolve_cluster_args",
     "machine_from_args",
@@ -105,6 +107,7 @@ def add_cluster_arguments(parser, ranks=8):
         default="5us",
         help="hierarchical only: NIC latency between nodes (default 5us)",
     )
+    add_fault_arguments(parser)
     return g
 
 
@@ -253,7 +256,13 @@ def cluster_from_args(args, analytical=None):
     (:data:`MAX_SIMULATED_RANKS`, or :data:`MAX_ANALYTICAL_RANKS` with ``--analytical``)."""
     from ..runtime import Cluster
 
-    return Cluster(build_topology(args, analytical), model=args.model, protocol=args.protocol)
+    faults = faults_from_args(args)
+    if faults and (analytical if analytical is not None else getattr(args, "analytical", False)):
+        raise ConfigError(f"{faults.all()[0].given} with --analytical: the closed form models "
+                          "no faults; drop --analytical (a simulation, or --count-only, "
+                          "does)")  # fmt: skip
+    return Cluster(build_topology(args, analytical), model=args.model, protocol=args.protocol,
+                   faults=faults)  # fmt: skip
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -356,3 +365,47 @@ def join_negative_values(argv):
         out.append(token)
         i += 1
     return out
+
+
+# -- faults and stragglers (collsim.runtime.faults) ---------------------------------------
+
+FAULT_FLAGS = ("slow_rank", "slow_link", "fail_link", "crash_rank")
+
+
+def add_fault_arguments(parser):
+    """--slow-rank, --slow-link, --fail-link, --crash-rank (each repeatable) and
+    --watchdog-timeout: what goes wrong, and when the watchdog gives up."""
+    g = parser.add_argument_group(
+        "faults and stragglers (each flag may repeat; nodes are ranks or switch names)"
+    )
+    g.add_argument("--slow-rank", action="append", default=None, metavar="R:F",
+                   help="rank R computes F times slower, e.g. --slow-rank 3:2x (a straggler: "
+                        "its compute takes twice as long)")  # fmt: skip
+    g.add_argument("--slow-link", action="append", default=None, metavar="U-V:F",
+                   help="link U-V (both directions) at F times its bandwidth, e.g. --slow-link "
+                        "2-3:0.25 (a quarter: a ring is then set by that link)")  # fmt: skip
+    g.add_argument("--fail-link", action="append", default=None, metavar="U-V@T",
+                   help="link U-V goes down at simulated time T, e.g. --fail-link 2-3@1ms: "
+                        "traffic reroutes where the topology has another path, else it "
+                        "stalls")  # fmt: skip
+    g.add_argument("--crash-rank", action="append", default=None, metavar="R@T",
+                   help="rank R crashes at time T, e.g. --crash-rank 5@2ms: the run ends with "
+                        "the watchdog's report naming it")  # fmt: skip
+    g.add_argument("--watchdog-timeout", default=None, metavar="T",
+                   help="simulated time without progress before the watchdog stops a stalled "
+                        "run, e.g. --watchdog-timeout 1s (default 10s)")  # fmt: skip
+    return g
+
+
+def faults_from_args(args):
+    """The :class:`~collsim.runtime.faults.Faults` the fault flags give, or None; a bad
+    value is refused naming it (the topology's links are checked by the Cluster)."""
+    from ..runtime.faults import Faults
+
+    given = {flag: getattr(args, flag, None) for flag in FAULT_FLAGS}
+    timeout = getattr(args, "watchdog_timeout", None)
+    if not any(given.values()):
+        if timeout is not None:  # checked even alone: a bad value is a mistake
+            Faults.parse(watchdog=timeout)
+        return None
+    return Faults.parse(**given, watchdog=timeout)

@@ -1,6 +1,6 @@
 """``collsim pipeline``: run one pipeline-parallel training step and measure its bubble."""
 
-from .common import Formatter
+from .common import Formatter, add_fault_arguments
 from .console import add_progress_argument
 
 __all__ = ["register", "run", "human_report", "check_args", "estimate_memory", "FORMATS", "LIMITS"]
@@ -29,7 +29,9 @@ examples:
   collsim pipeline --stages 4 --microbatches 8 --schedule zb-h1 --t-weight 0.5ms
   free links isolate the compute bubble:  ... --latency 0 --bandwidth inf
   the figures as data:                    ... --json
-  the timeline picture:                   ... --out timeline.png"""
+  the timeline picture:                   ... --out timeline.png
+  a straggler: stage 2 computes 2x slower ... --slow-rank 2:2x
+  a stage that crashes (watchdog report)  ... --crash-rank 1@5ms --watchdog-timeout 1s"""
 
 
 def register(subparsers):
@@ -68,6 +70,7 @@ def register(subparsers):
     links = parser.add_argument_group("links (a bidirectional ring of p ranks)")
     links.add_argument("--bandwidth", default="100GB/s", help="per direction (default 100GB/s)")
     links.add_argument("--latency", default="5us", help="per message (default 5us)")
+    add_fault_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the figures as JSON")
     add_progress_argument(out)
@@ -90,6 +93,10 @@ def run(args):
     from .console import progress
 
     fmt, config = check_args(args)
+    options = {}
+    cluster = fault_cluster(args)
+    if cluster is not None:  # only with faults: every other output stays as it was
+        options["cluster"] = cluster
     timing = {k: getattr(args, k) for k in ("t_forward", "t_backward", "t_weight", "bandwidth",
                                             "latency") if getattr(args, k) is not None}  # fmt: skip
     with progress("collsim pipeline: one step", args.progress), explain_time_guard(**timing):
@@ -102,6 +109,7 @@ def run(args):
             heads=args.heads,
             bandwidth=args.bandwidth,
             latency=args.latency,
+            **options,
         )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -118,6 +126,21 @@ def run(args):
         # with --json, stdout carries only the JSON
         print(f"wrote {args.out} (timeline, {fmt.upper()})", file=sys.stderr if args.json else None)
     return 0 if result.match else 1
+
+
+def fault_cluster(args):
+    """The stages' cluster with the fault flags' faults (a bidirectional ring of p ranks, as
+    the step uses by default), or None without faults; checked before any work."""
+    from .. import topology
+    from ..runtime import Cluster
+    from .common import faults_from_args
+
+    faults = faults_from_args(args)
+    if not faults:
+        return None
+    graph = topology.bidirectional_ring(args.stages, bandwidth=args.bandwidth,
+                                        latency=args.latency)  # fmt: skip
+    return Cluster(graph, compute_rate=float("inf"), faults=faults)
 
 
 def estimate_memory(stages, microbatches, layers, micro_batch_size, seq, hidden, heads):
@@ -271,4 +294,10 @@ def human_report(result, args):
         f"gradients match one device: {'yes' if result.match else 'NO'} "
         f"(max |difference| {result.max_error:.2g})",
     ]
+    cluster = fault_cluster(args) if hasattr(args, "slow_rank") else None
+    if cluster is not None:
+        from .faults_report import footer_lines, header_lines
+
+        lines += [""] + [line.lstrip("# ") for line in header_lines(cluster)]
+        lines += [line.lstrip("# ") for line in footer_lines(cluster, result.run)]
     return "\n".join(lines)

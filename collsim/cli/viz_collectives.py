@@ -33,20 +33,32 @@ def _collective_arguments(parser, size=True):
     add_cluster_arguments(parser)
 
 
-def _run_collective(args):
+def _run_collective(args, stalled_ok=False):
     """Run the collective count-only (same schedule and network, no data) and return
     (topology, CollectiveResult).  Count-only allocates no buffers, so no size needs a
-    memory check; a size so large that the run passes the time guard is named."""
+    memory check; a size so large that the run passes the time guard is named.  With
+    ``stalled_ok``, a run that faults stalled gives its trace up to the stall instead (the
+    picture shows where it stopped; the watchdog's report goes to stderr)."""
+    import sys
+
     from .. import units
+    from ..errors import WatchdogTimeout
     from .common import cluster_from_args, explain_time_guard
     from .run import measure
 
     cluster = cluster_from_args(args)
     size = units.parse_size(args.size)
     with explain_time_guard(size=args.size, bandwidth=args.bandwidth, latency=args.latency):
-        _, result = measure(
-            cluster, args.collective, size, args.algorithm, args.dtype, count_only=True
-        )
+        try:
+            _, result = measure(
+                cluster, args.collective, size, args.algorithm, args.dtype, count_only=True
+            )
+        except WatchdogTimeout as stalled:
+            if not stalled_ok or stalled.trace is None:
+                raise
+            print(f"collsim viz: the run stalled; drawing it up to the stall\n{stalled}",
+                  file=sys.stderr)  # fmt: skip
+            return cluster.topology, stalled.trace
     return cluster.topology, result
 
 
@@ -149,7 +161,7 @@ def traffic(args):
     from ..viz.traffic import traffic_figure
 
     _check_ranks(args, "traffic")
-    topology, result = _run_collective(args)
+    topology, result = _run_collective(args, stalled_ok=True)
     return traffic_figure(topology, result)
 
 
@@ -183,7 +195,7 @@ def utilization(args):
         raise ConfigError(f"--bins {args.bins!r}: not a whole number; e.g. --bins 200") from None
     bins = check_count(bins, "--bins", 1, MAX_BINS, shown=args.bins)
     _check_ranks(args, "utilization")
-    topology, result = _run_collective(args)
+    topology, result = _run_collective(args, stalled_ok=True)
     return utilization_figure(topology, result, bins=bins, only_used=not args.all_links)
 
 

@@ -59,6 +59,9 @@ def _timeline_arguments(parser):
     g.add_argument("--t-weight", default=None, help="weight-gradient t_w (default t_f)")
     g.add_argument("--bandwidth", default="100GB/s", help="per direction (default 100GB/s)")
     g.add_argument("--latency", default="5us", help="per message (default 5us)")
+    from .common import add_fault_arguments
+
+    add_fault_arguments(parser)
 
 
 @kind(
@@ -103,6 +106,9 @@ def timeline(args):
                 "milliseconds, e.g. 1ms"
             )
     t_f = times["--t-forward"]
+    from .pipeline import fault_cluster
+
+    cluster = fault_cluster(args)  # None without fault flags: the step runs as before
     result = pipeline_step(
         args.schedule,
         args.stages,
@@ -113,6 +119,7 @@ def timeline(args):
         t_w=times.get("--t-weight", t_f),
         bandwidth=args.bandwidth,
         latency=args.latency,
+        **({} if cluster is None else {"cluster": cluster}),
     )
     return timeline_figure(result)
 

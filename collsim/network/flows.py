@@ -11,6 +11,12 @@ The ``"ideal"`` model ignores other flows: every message takes α + n/β on its 
 in ASTRA-sim's congestion-unaware backend; the difference between the two is what
 congestion costs.
 
+Faults (:mod:`collsim.runtime.faults`) act here: :meth:`Network.scale_link` degrades a
+link's bandwidth, :meth:`Network.fail_link` takes a link down (every flow crossing it is
+rerouted for its remaining bytes along the topology's next path, paying that path's
+latency again, or stalls forever where there is none: a :class:`Stall`), and
+:meth:`Network.crash_rank` stalls every flow to or from a rank.
+
 Examples
 --------
 >>> from collsim import topology
@@ -26,20 +32,52 @@ Examples
 """
 
 import math
+from dataclasses import dataclass
 
 from .. import topology
+from ..errors import ConfigError
 from .engine import FINISH, START
 
-__all__ = ["Network", "Flow", "MODELS"]
+__all__ = ["Network", "Flow", "MODELS", "Reroute", "Stall"]
 
 MODELS = ("maxmin", "ideal")
+
+
+@dataclass(frozen=True)
+class Reroute:
+    """A flow moved off a failed link at ``time``: ``moved`` bytes had crossed
+    ``old_links``; the ``remaining`` bytes take ``new_links``."""
+
+    src: object
+    dst: object
+    time: float
+    moved: float
+    remaining: float
+    old_links: tuple
+    new_links: tuple
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A flow that will never finish: from ``time`` on, ``remaining`` of its ``nbytes``
+    wait forever, because of ``link`` (down, with no other path) or ``rank`` (crashed)."""
+
+    src: object
+    dst: object
+    time: float
+    nbytes: int
+    remaining: float
+    links: tuple
+    link: tuple = None
+    rank: int = None
 
 
 class Flow:
     """One transfer in flight: its links, bytes left, current rate and completion."""
 
     __slots__ = (
-        "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg"
+        "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
+        "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
     )  # fmt: skip
 
     def __init__(self, links, nbytes, on_done, arg, beta=None):
@@ -52,6 +90,7 @@ class Flow:
         self.version = 0
         self.on_done = on_done
         self.arg = arg
+        self.legs = None
 
 
 class Network:
@@ -77,17 +116,155 @@ class Network:
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
         self._routes = {}
+        # faults: what is down, what never finishes, what moved (see the module docstring)
+        self.failed = set()  # directed links that are down
+        self.crashed = set()  # ranks that crashed
+        self.stalled = []  # Stall records, in the order the flows stalled
+        self.reroutes = []  # Reroute records, in order
+        self.relink = None  # relink(arg, old, new): the arg a rerouted flow finishes with
+        self.tracking = False  # keep "ideal" flows in `active` too, so faults can find them
+        self._faulty = False  # a link failed or a rank crashed: _begin checks every flow
+        self._degraded = None  # (topology routing, shortest) graphs without failed links
 
     def route(self, src, dst):
-        """(links, α, β) of the path from ``src`` to ``dst``, cached."""
+        """(links, α, β) of the path from ``src`` to ``dst``, cached.
+
+        After a link failure, a path that crossed it is replaced by the topology's next
+        path on the graph without the failed links (its own routing, else the shortest
+        path); where there is none, the old path is kept and a flow on it stalls."""
         key = (src, dst)
         found = self._routes.get(key)
         if found is None:
             links = tuple(topology.route(self.graph, src, dst))
+            if self.failed and any(link in self.failed for link in links):
+                links = self._detour(src, dst) or links
             alpha = sum(self.latency[link] for link in links)
             beta = min((self.capacity[link] for link in links), default=math.inf)
             found = self._routes[key] = (links, alpha, beta)
         return found
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def scale_link(self, u, v, factor):
+        """Both directions of link ``u``-``v`` (those that exist) at ``factor`` times their
+        bandwidth, from now on (call it before the run starts)."""
+        for link in ((u, v), (v, u)):
+            if link in self.capacity:
+                self.capacity[link] *= factor
+        self._routes = {}  # their β changed
+
+    def fail_link(self, u, v):
+        """Take both directions of link ``u``-``v`` down now: reroute or stall every flow
+        that crosses it; later routes go around it."""
+        dead = [link for link in ((u, v), (v, u))
+                if link in self.capacity and link not in self.failed]  # fmt: skip
+        if not dead:
+            return
+        self.failed.update(dead)
+        self._faulty = True
+        self._degraded = None
+        self._routes = {key: found for key, found in self._routes.items()
+                        if not any(link in self.failed for link in found[0])}  # fmt: skip
+        hit = {}
+        for link in dead:
+            hit.update(dict.fromkeys(self.active[link]))
+        self._replace(hit, self._reroute)
+
+    def crash_rank(self, rank):
+        """Rank ``rank`` crashed now: every flow to or from it stalls, and so will every
+        flow that would start later."""
+        if rank in self.crashed:
+            return
+        self.crashed.add(rank)
+        self._faulty = True
+        links = [(rank, v) for v in self.graph.successors(rank)]
+        links += [(u, rank) for u in self.graph.predecessors(rank)]
+        hit = {}
+        for link in links:
+            for flow in self.active.get(link, ()):
+                if rank in _ranks_served(flow.links):
+                    hit[flow] = None
+        self._replace(hit, lambda flow: self._stall(flow, rank=rank))
+
+    def _replace(self, flows, then):
+        """Take ``flows`` off their links with the bytes they moved until now, share the
+        freed bandwidth among the others, then ``then(flow)`` each (in a fixed order)."""
+        now, active, freed = self.engine.now, self.active, {}
+        for flow in flows:
+            if flow.rate:
+                flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow.last))
+            flow.last = now
+            flow.version += 1  # its scheduled finish is void
+            flow.rate = 0.0
+            for link in flow.links:
+                active[link].pop(flow, None)
+                freed[link] = None
+        if self.model == "maxmin" and freed:
+            self._reshare(list(freed))
+        for flow in flows:
+            then(flow)
+
+    def _reroute(self, flow):
+        """Send ``flow``'s remaining bytes along the next path, or stall it."""
+        src, dst = _endpoints(flow.links)
+        dead = next((link for link in flow.links if link in self.failed), None)
+        if src is None:  # a switch-combined transfer: its union of routes has no detour
+            return self._stall(flow, link=dead)
+        if src in self.crashed or dst in self.crashed:
+            return self._stall(flow, rank=src if src in self.crashed else dst)
+        try:
+            links, alpha, beta = self.route(src, dst)
+        except ConfigError:  # not a rank-to-rank flow
+            return self._stall(flow, link=dead)
+        if any(link in self.failed for link in links):
+            return self._stall(flow, link=dead)
+        old = flow.links
+        before = sum(moved for _, moved in flow.legs or ())
+        moved = flow.nbytes - flow.remaining - before
+        flow.legs = (flow.legs or []) + [(old, moved)]
+        flow.links, flow.beta, flow.rate = links, beta, 0.0
+        if self.relink is not None:  # the transfer's record names the path it ends on
+            flow.arg = self.relink(flow.arg, old, links)
+        self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old,
+                                     links))  # fmt: skip
+        self.engine.at(self.engine.now + alpha, START, self._begin, flow)
+
+    def _stall(self, flow, link=None, rank=None):
+        flow.version += 1
+        flow.rate = 0.0
+        src, dst = _endpoints(flow.links)
+        self.stalled.append(Stall(src, dst, self.engine.now, flow.nbytes, flow.remaining,
+                                  flow.links, link, rank))  # fmt: skip
+
+    def _detour(self, src, dst):
+        """The links of the next path from ``src`` to ``dst`` avoiding failed links, or
+        None: the topology's own routing first, then the shortest path."""
+        if self._degraded is None:
+            own = self.graph.copy()
+            own.remove_edges_from(self.failed)
+            shortest = own.copy(as_view=False)
+            shortest.graph = dict(own.graph, routing="shortest")
+            self._degraded = (own, shortest)
+        for graph in self._degraded:
+            try:
+                links = tuple(topology.route(graph, src, dst))
+            except (ConfigError, KeyError):
+                continue
+            if not any(link in self.failed for link in links):
+                return links
+        return None
+
+    def _blocked(self, flow):
+        """At its start: stall a flow to or from a crashed rank, reroute one that would
+        cross a failed link; True if it does not start now."""
+        for rank in _ranks_served(flow.links):
+            if rank in self.crashed:
+                self._stall(flow, rank=rank)
+                return True
+        if self.failed and any(link in self.failed for link in flow.links):
+            self._reroute(flow)
+            return True
+        return False
 
     def transfer(self, src, dst, nbytes, on_done, arg=None):
         """Start moving ``nbytes`` now; call ``on_done(arg)`` when the last byte arrives.
@@ -109,10 +286,15 @@ class Network:
     def _begin(self, flow):
         now = self.engine.now
         flow.last = now
+        if self._faulty and flow.links and self._blocked(flow):
+            return
         if flow.nbytes == 0 or not flow.links:
             flow.on_done(flow.arg)
             return
         if self.model == "ideal":
+            if self.tracking:  # so that a fault finds it
+                for link in flow.links:
+                    self.active[link][flow] = None
             flow.rate = flow.beta
             self._schedule_finish(flow)
             return
@@ -140,6 +322,9 @@ class Network:
                 others = others or bool(sharing)
             if others:
                 self._reshare(flow.links)
+        elif self.tracking:
+            for link in flow.links:
+                del self.active[link][flow]
         flow.on_done(flow.arg)
 
     def _schedule_finish(self, flow):
@@ -179,6 +364,27 @@ class Network:
                             seen_links[other] = None
                             frontier.append(other)
         return list(seen_flows), list(seen_links)
+
+
+def _endpoints(links):
+    """``(src, dst)`` of a path of links, or ``(None, None)`` if they are not one path
+    (a combined transfer's union of routes)."""
+    if not links:
+        return None, None
+    for (_, v), (u, _) in zip(links, links[1:]):
+        if u != v:
+            return None, None
+    return links[0][0], links[-1][1]
+
+
+def _ranks_served(links):
+    """The ranks a flow moves data between: a path's two ends, or every integer node of a
+    combined transfer's union of routes (each member's rank sends or receives)."""
+    src, dst = _endpoints(links)
+    if src is not None:
+        return (src, dst)
+    nodes = dict.fromkeys(n for link in links for n in link)
+    return tuple(n for n in nodes if isinstance(n, int))
 
 
 def _max_min(flows, links, capacity, active):

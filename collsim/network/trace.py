@@ -81,6 +81,7 @@ class Trace:
         self._transfers = None
         self.computes = []
         self.memory = []  # what rank.alloc and rank.free recorded (collsim.runtime.memory)
+        self.faults = None  # a run with faults: its FaultLog (collsim.runtime.cluster)
 
     @property
     def transfers(self):
@@ -148,6 +149,8 @@ class Trace:
             messages[src] += 1
             for link in links:
                 link_bytes[link] = link_bytes.get(link, 0) + nbytes
+        if self.faults is not None and self.faults.reroutes:
+            _split_rerouted(link_bytes, self.faults.reroutes)
         busy = [0.0] * n_ranks
         for c in self.computes:
             busy[c.rank] += c.end - c.start
@@ -201,6 +204,37 @@ class Trace:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
         return text
+
+
+def _split_rerouted(link_bytes, reroutes):
+    """Move the bytes a rerouted transfer moved before each failure off the path its record
+    names (the one it ended on) and onto the paths it left, so every link is charged what
+    it carried.  A transfer rerouted twice leaves two records that chain: the second leaves
+    the links the first took."""
+    chained = {(r.src, r.dst, r.old_links) for r in reroutes}
+    for r in reroutes:
+        for link in r.old_links:
+            link_bytes[link] = link_bytes.get(link, 0) + r.moved
+        # the record charged every byte to the final path: take back what earlier legs
+        # carried, once per transfer (at its last reroute)
+        if (r.src, r.dst, r.new_links) not in chained:
+            total_before = _moved_before(r, reroutes)
+            for link in r.new_links:
+                link_bytes[link] -= total_before
+    for link, nbytes in link_bytes.items():
+        if isinstance(nbytes, float) and nbytes == int(nbytes):
+            link_bytes[link] = int(nbytes)
+
+
+def _moved_before(last, reroutes):
+    """Bytes of ``last``'s transfer that crossed earlier legs: its own ``moved`` and that
+    of the reroutes it chains back through."""
+    total, links = last.moved, last.old_links
+    for r in reversed(reroutes[: reroutes.index(last)]):
+        if (r.src, r.dst, r.new_links) == (last.src, last.dst, links):
+            total += r.moved
+            links = r.old_links
+    return total
 
 
 def _span(name, pid, tid, start, end, args):

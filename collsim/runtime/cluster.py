@@ -77,6 +77,11 @@ class Cluster:
         :mod:`collsim.hardware.protocols`): ``"auto"`` picks one per call by size, as
         NCCL's tuner does; a name forces it, as ``NCCL_PROTO`` does.  ``None``, the
         default, is ``"auto"`` on a hardware preset and no protocol model elsewhere.
+    faults : Faults, optional
+        Stragglers and failures (:mod:`collsim.runtime.faults`): slow ranks and links,
+        links that fail and ranks that crash at given times.  A run they stall ends with
+        a :class:`~collsim.errors.WatchdogTimeout` naming the culprit, the watchdog's
+        timeout after its last progress.
 
     Every guard takes ``math.inf`` to switch it off; the numbers and why they were
     chosen are in :mod:`collsim.runtime.guards`.
@@ -91,6 +96,7 @@ class Cluster:
         max_events=DEFAULT_MAX_EVENTS,
         max_ops=None,
         protocol=None,
+        faults=None,
     ):
         self.size = topo.check_topology(topology, "Cluster")
         if not isinstance(model, str) or model not in MODELS:
@@ -106,6 +112,7 @@ class Cluster:
         default = default_max_ops(self.size)
         self.max_ops = default if max_ops is None else check_guard("max_ops", max_ops, integer=True)
         self.protocol = _protocol_setting(protocol, topology)
+        self.faults = _faults_setting(faults, topology, self.max_time)
 
     def __repr__(self):
         return f"Cluster({self.topology.graph.get('name')}, model={self.model!r})"
@@ -140,7 +147,9 @@ class Cluster:
                 execution.run()
             except DeadlockError as exc:
                 exc.trace = execution.trace  # what ran until the hang, for pictures
+                _record_faults(execution)
                 raise
+            _record_faults(execution)
             trace = execution.trace
             return RunResult(
                 returns=[p.handle.value for p in procs],
@@ -402,11 +411,48 @@ class Cluster:
                                count=count, dtype=dtype)  # fmt: skip
 
 
+def _record_faults(execution):
+    """What the faults did, kept on the trace (``trace.faults``) for reports and
+    pictures: None for a run without faults."""
+    if execution.faults:
+        network = execution.network
+        execution.trace.faults = FaultLog(execution.faults, tuple(network.reroutes),
+                                          tuple(network.stalled),
+                                          dict(execution._crashed))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FaultLog:
+    """The faults of a run (``faults``) and what they did: the flows rerouted off failed
+    links (:class:`~collsim.network.flows.Reroute`), the flows that stalled
+    (:class:`~collsim.network.flows.Stall`) and the ranks that crashed, with their times."""
+
+    faults: object
+    reroutes: tuple
+    stalls: tuple
+    crashed: dict
+
+
 class _Returned:
     """A rank whose program was a plain function: it is done before time starts."""
 
     def __init__(self, value):
         self.handle = type("Done", (), {"value": value})()
+
+
+def _faults_setting(faults, topology, max_time):
+    """The cluster's :class:`~collsim.runtime.faults.Faults`, checked against the
+    topology, or None when there is none."""
+    from .faults import Faults
+
+    if faults is None:
+        return None
+    if not isinstance(faults, Faults):
+        raise ConfigError(
+            f"Cluster(faults={faults!r}): give a collsim.runtime.faults.Faults, e.g. "
+            "Faults.parse(slow_link=['2-3:0.25'])"
+        )
+    return faults.check(topology, max_time) if faults else None
 
 
 def _protocol_setting(protocol, topology):

@@ -14,10 +14,13 @@ Examples
 {((0, 1, 2), 0, 'all_reduce'): ([0, 1], [2])}
 """
 
-from ..errors import DeadlockError
+from dataclasses import dataclass
+
+from ..errors import DeadlockError, WatchdogTimeout
+from ..units import format_size, format_time
 from .ops import Exchange, Recv, Send, Wait
 
-__all__ = ["deadlock_report", "describe"]
+__all__ = ["deadlock_report", "describe", "watchdog_report", "RankReport", "Culprit"]
 
 
 def describe(op):
@@ -31,16 +34,20 @@ def describe(op):
     return type(op).__name__.lower()
 
 
+def _waits(proc):
+    """What a blocked process waits for, in the report's words."""
+    op = proc.blocked_on
+    if isinstance(op, Wait):
+        return "wait for " + "; ".join(h.describe() for h in op.handles if not h.done)
+    return describe(op) if op is not None else "(not started)"
+
+
 def deadlock_report(blocked, now, collective_calls=None):
     """A :class:`DeadlockError` naming every waiting rank and what it waits for, and,
     like NCCL's flight recorder, every stuck collective with the ranks missing from it."""
     waiting, lines, stuck = {}, [], {}
     for proc in blocked:
-        op = proc.blocked_on
-        if isinstance(op, Wait):
-            what = "wait for " + "; ".join(h.describe() for h in op.handles if not h.done)
-        else:
-            what = describe(op) if op is not None else "(not started)"
+        what = _waits(proc)
         if proc.collective is not None:
             group, seq, call = proc.collective
             stuck[(group, seq)] = call
@@ -62,3 +69,149 @@ def deadlock_report(blocked, now, collective_calls=None):
             f"ranks {joined} joined" + (f"; ranks {missing} never joined it" if missing else "")
         )
     return DeadlockError(message, waiting, missing_by, now)
+
+
+# -- the watchdog (runs with faults) -----------------------------------------------------
+
+
+NEVER_STARTED = "never started"
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """One rank's line of the flight recorder.
+
+    ``entered`` and ``completed`` are ``(seq, name)`` of the last collective the rank
+    entered and the last it completed (None: none yet); ``waits_for`` what each of its
+    blocked processes waits for; ``crashed_at`` the time it crashed, or None."""
+
+    rank: int
+    entered: tuple = None
+    completed: tuple = None
+    waits_for: tuple = ()
+    crashed_at: float = None
+
+    def __str__(self):
+        def call(c):
+            return "none" if c is None else f"#{c[0]} {c[1]}"
+
+        head = f"rank {self.rank}: " + (
+            f"CRASHED at t={format_time(self.crashed_at)}; " if self.crashed_at is not None else ""
+        )
+        text = f"{head}last entered {call(self.entered)}, last completed {call(self.completed)}"
+        if self.waits_for:
+            verb = "was waiting" if self.crashed_at is not None else "waits"
+            text += "; " + " | ".join(w if w == NEVER_STARTED else f"{verb} {w}"
+                                      for w in self.waits_for)  # fmt: skip
+        elif self.crashed_at is None:
+            text += "; finished"
+        return text
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """What stopped the run: ``kind`` is ``"crashed rank"``, ``"failed link"`` (down,
+    with no other path), ``"slow rank"`` (the slowest) or ``"program"`` (no fault explains
+    it: the ranks' programs deadlock); ``rank`` or ``link`` names it, ``time`` when."""
+
+    kind: str
+    rank: int = None
+    link: tuple = None
+    time: float = None
+    reason: str = ""
+
+    def __str__(self):
+        return self.reason
+
+
+def watchdog_report(execution, blocked):
+    """The :class:`~collsim.errors.WatchdogTimeout` of a run with faults that stopped
+    making progress: the flight recorder's line per rank and the culprit."""
+    faults, network = execution.faults, execution.network
+    deadline, last = execution.engine.now, execution.last_progress
+    base = deadlock_report(blocked, deadline, execution.collective_calls)
+    waits = {}
+    for proc in blocked:
+        if proc.blocked_on is None and proc.rank.id not in execution._crashed:
+            continue
+        what = _waits(proc)
+        what = what[len("wait for ") :] if what.startswith("wait for ") else what
+        if proc.blocked_on is None:
+            what = NEVER_STARTED
+        elif proc.collective is not None:
+            what = f"in {proc.collective[2].name} #{proc.collective[1]}, for {what}"
+        else:
+            what = f"for {what}"
+        waits.setdefault(proc.rank.id, []).append(what)
+    ranks = {}
+    for r in range(execution.cluster.size):
+        ranks[r] = RankReport(r, _call(execution.entered.get(r)),
+                              _call(execution.completed.get(r)), tuple(waits.get(r, ())),
+                              execution._crashed.get(r))  # fmt: skip
+    culprit = _culprit(execution, network, faults)
+    lines = [
+        f"watchdog timeout at t={format_time(deadline)}: no progress for "
+        f"{format_time(faults.watchdog_timeout)} (the watchdog timeout) since "
+        f"t={format_time(last)}; NCCL's watchdog would abort the job here",
+        f"culprit: {culprit}",
+        "faults: " + ", ".join(r.given or repr(r) for r in faults.all()),
+        "flight recorder (last collective entered and completed, by sequence number):",
+    ]
+    lines += [f"  {report}" for report in ranks.values()]
+    if network.stalled:
+        lines.append(f"stalled transfers ({len(network.stalled)}):")
+        for stall in network.stalled[:8]:
+            lines.append(f"  {_stall(stall)}")
+        if len(network.stalled) > 8:
+            lines.append(f"  ... and {len(network.stalled) - 8} more")
+    for (group, seq, name), (_joined, missing) in base.stuck.items():
+        if missing:
+            lines.append(f"collective {name} #{seq} on group {list(group)}: ranks {missing} "
+                         "never joined it")  # fmt: skip
+    return WatchdogTimeout("\n".join(lines), base.waiting, base.stuck, deadline, None, ranks,
+                           culprit, last, faults.watchdog_timeout)  # fmt: skip
+
+
+def _call(entry):
+    """``(seq, name)`` of a flight-recorder entry ``(group, seq, call)``."""
+    return None if entry is None else (entry[1], entry[2].name)
+
+
+def _stall(stall):
+    why = (f"rank {stall.rank} crashed" if stall.rank is not None
+           else f"link {_link(stall.link)} is down and there is no other path")  # fmt: skip
+    ends = f"rank {stall.src} -> rank {stall.dst}" if stall.src is not None else "a combined flow"
+    return (f"{ends}: {format_size(round(stall.remaining))} of {format_size(round(stall.nbytes))} "
+            f"left since t={format_time(stall.time)} ({why})")  # fmt: skip
+
+
+def _link(link):
+    return f"{link[0]}-{link[1]}"
+
+
+def _culprit(execution, network, faults):
+    """The crashed rank; else the failed link a flow stalled on; else the slowest rank."""
+    if execution._crashed:
+        rank, at = min(execution._crashed.items(), key=lambda kv: (kv[1], kv[0]))
+        return Culprit("crashed rank", rank=rank, time=at,
+                       reason=f"rank {rank} crashed at t={format_time(at)}; every rank "
+                              f"waiting on it stopped")  # fmt: skip
+    for stall in network.stalled:
+        if stall.link is not None:
+            at = next((r.at for r in faults.fail_links
+                       if {r.u, r.v} == set(stall.link)), stall.time)  # fmt: skip
+            src, dst = stall.src, stall.dst
+            path = (f"the topology has no other path from rank {src} to rank {dst}"
+                    if src is not None
+                    else "a switch-combined transfer over it cannot be rerouted")  # fmt: skip
+            return Culprit("failed link", link=stall.link, time=at,
+                           reason=f"link {_link(stall.link)} went down at t={format_time(at)} "
+                                  f"and {path}")  # fmt: skip
+    if faults.slow_ranks:
+        slow = max(faults.slow_ranks, key=lambda r: (r.factor, -r.rank))
+        return Culprit("slow rank", rank=slow.rank,
+                       reason=f"rank {slow.rank} is the slowest (compute {slow.factor:g}x as "
+                              "long); no fault stopped a transfer, so the programs themselves "
+                              "wait on each other")  # fmt: skip
+    return Culprit("program", reason="no fault stopped a transfer: the ranks' programs wait "
+                                     "on each other (a deadlock)")  # fmt: skip

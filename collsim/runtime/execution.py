@@ -15,9 +15,9 @@ import numpy as np
 
 from ..errors import CollectiveMismatchError, CollsimError, ConfigError, SimulationLimitError
 from ..hardware.protocols import slowest_class
-from ..network import FINISH, Engine, Network
+from ..network import FINISH, START, Engine, Network
 from ..network.trace import Trace
-from .diagnosis import deadlock_report
+from .diagnosis import deadlock_report, watchdog_report
 from .guards import (
     DEFAULT_MAX_EVENTS,
     DEFAULT_MAX_TIME,
@@ -79,6 +79,17 @@ class Execution:
             Steps: self._op_steps,
         }
         self.collective_calls = {}  # (group ranks, seq) -> {rank: CollectiveCall}
+        # the flight recorder: rank id -> (group, seq, CollectiveCall) of the last
+        # collective it entered and the last it completed
+        self.entered, self.completed = {}, {}
+        # faults (runtime/faults.py): slow ranks' factors, crashed ranks' times, and the
+        # last simulated time a process moved on, which the watchdog counts from
+        self.faults = getattr(cluster, "faults", None)
+        self._slow = {}
+        self._crashed = {}
+        self.last_progress = 0.0
+        if self.faults:
+            self._install_faults(self.faults)
         # the collectives' per-run state (sequence numbers, tags, plans): a
         # collectives.context.CollectiveContext, made by the run's first collective (the
         # runtime does not import the collectives, which sit above it)
@@ -94,6 +105,9 @@ class Execution:
 
     def _advance(self, proc, value):
         """Run ``proc`` until it blocks or ends."""
+        if self._crashed and proc.rank.id in self._crashed:
+            return  # a crashed rank never advances again
+        self.last_progress = self.engine.now
         gen, dispatch = proc.gen, self._dispatch
         proc.blocked_on = None
         while True:
@@ -184,7 +198,8 @@ class Execution:
     def _op_compute(self, proc, op):
         me, now = proc.rank.id, self.engine.now
         start = max(now, self._compute_free.get(me, 0.0))
-        end = start + op.seconds
+        # a straggler (SlowRank) takes its factor times as long for every span
+        end = start + (op.seconds * self._slow[me] if me in self._slow else op.seconds)
         self._compute_free[me] = end
         # zero-length spans are recorded too: a schedule's op that costs nothing still ran
         self.trace.add_compute(me, start, end, op.label, op.meta)
@@ -205,8 +220,11 @@ class Execution:
 
     def _op_enter(self, proc, op):
         if op.call is None:
+            if proc.collective is not None:
+                self.completed[proc.rank.id] = proc.collective
             proc.collective = None
             return True, None
+        self.entered[proc.rank.id] = (op.group, op.seq, op.call)
         calls = self.collective_calls.setdefault((op.group, op.seq), {})
         calls[proc.rank.id] = op.call
         first = next(iter(calls.values()))  # all match the first, or someone differs
@@ -366,6 +384,48 @@ class Execution:
         return runaway_error("max_ops", self.cluster.max_ops, self.engine.now, self._sample,
                              ended=ended, default=default_max_ops(self.cluster.size))  # fmt: skip
 
+    # -- faults ---------------------------------------------------------------------------
+
+    def _install_faults(self, faults):
+        """Degrade links and ranks now; take links down and crash ranks at their times
+        (at t=0: before any program starts)."""
+        network = self.network
+        self._slow = {r.rank: r.factor for r in faults.slow_ranks}
+        for record in faults.slow_links:
+            network.scale_link(record.u, record.v, record.factor)
+        if faults.fail_links or faults.crash_ranks:
+            network.tracking = True
+            network.relink = _relink
+        timed = [(r.at, self._fail, r) for r in faults.fail_links]
+        timed += [(r.at, self._crash, r) for r in faults.crash_ranks]
+        for at, apply, record in timed:
+            if at == 0:
+                apply(record)
+            else:  # START: flows that end at that instant still arrive, new ones see it
+                self.engine.at(at, START, self._when_running, (apply, record))
+
+    def _when_running(self, fault):
+        """Apply a timed fault, unless every process has ended: then it changes nothing
+        and must not move the clock, since the run ended at its last progress."""
+        if all(p.handle.done for p in self.processes):
+            self.engine.now = self.last_progress
+            return
+        apply, record = fault
+        apply(record)
+
+    def _fail(self, record):
+        self.network.fail_link(record.u, record.v)
+
+    def _crash(self, record):
+        now, rank = self.engine.now, record.rank
+        self._crashed[rank] = now
+        self.network.crash_rank(rank)
+        # its compute stream stops too: a span it was running ends now, queued ones never ran
+        computes = self.trace.computes
+        if any(c.rank == rank and c.end > now for c in computes):
+            computes[:] = [c._replace(end=now) if c.rank == rank and c.end > now else c
+                           for c in computes if not (c.rank == rank and c.start > now)]  # fmt: skip
+
     def run(self):
         """Run the engine until no event is left, then :meth:`finish`; a tripped guard
         raises a :class:`SimulationLimitError` naming the ranks still running."""
@@ -386,6 +446,7 @@ class Execution:
         self._sends, self._recvs = {}, {}
         self._combining = {}
         self._dispatch = {}
+        self.network.relink = None
         self._comm_tail = {}
         self.collective_calls = {}
         self.collectives = None
@@ -395,6 +456,10 @@ class Execution:
     def finish(self):
         """Check that every rank ended and every message was received."""
         blocked = [p for p in self.processes if not p.handle.done]
+        if blocked and self.faults:
+            # as NCCL's watchdog: the run is stopped a timeout after its last progress
+            self.engine.now = self.last_progress + self.faults.watchdog_timeout
+            raise watchdog_report(self, blocked)
         if blocked:
             raise deadlock_report(blocked, self.engine.now, self.collective_calls)
         if self._sample is not None:  # it ended within the sample: still past the guard
@@ -463,6 +528,10 @@ class _StepRunner:
     def one_done(self):
         self.left -= 1
         if self.left == 0:
+            execution = self.execution
+            if execution._crashed and self.proc.rank.id in execution._crashed:
+                return  # a crashed rank posts no further step
+            execution.last_progress = execution.engine.now
             ready, _ = self.post_next()
             if ready:
                 self.execution._advance(self.proc, None)
@@ -491,6 +560,15 @@ def _recording(sample, handler):
         return handler(proc, op)
 
     return record
+
+
+def _relink(transfer, old, new):
+    """A rerouted transfer's record: the path it ends on, ``new``, where it had ``old``, so
+    the trace shows the detour's links carrying it (the bytes each path carried are the
+    network's Reroute records, ``trace.faults.reroutes``)."""
+    if not isinstance(transfer, tuple):
+        return transfer  # a combined group: its flow is not rerouted (it stalls)
+    return tuple(new if isinstance(x, tuple) and x == old else x for x in transfer)
 
 
 def _enqueue(mailbox, key, entry):

@@ -153,6 +153,10 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
     ax.set_xlim(0, (end - start) / divisor)
     ax.set_ylim(p - 0.5, -0.5)
     ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=12)
+    if getattr(trace, "faults", None) is not None:  # a straggler's row says so (viz/faults.py)
+        from .faults import mark_slow_stages
+
+        mark_slow_stages(ax, trace.faults, list(stage_ranks))
     ax.set_xlabel(f"simulated time ({unit})", fontsize=12)
     ax.tick_params(axis="x", labelsize=11)
     for side in ("top", "right", "left"):

@@ -222,7 +222,18 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     if ends:
         note += "; blue lines: end of each step"
     ax.set_title(note, fontsize=10, pad=18 if ends else 6)
+    keys = []
     if waits:
-        key = Patch(label="latency α: message sent, no bytes flowing yet", **LATENCY)
-        fig.legend(handles=[key], loc="outside lower left", fontsize=10, frameon=False)
+        keys.append(Patch(label="latency α: message sent, no bytes flowing yet", **LATENCY))
+    log = getattr(trace, "faults", None)  # a run with faults: mark them (viz/faults.py)
+    if log is not None:
+        from .faults import mark_faults
+
+        keys += mark_faults(ax, links, log, divisor, edges[-1])
+        if log.stalls:
+            stalled = f"; STALLED: no progress after t={format_time(edges[-1])}, the watchdog "
+            ax.set_title(note + stalled + "stopped the run", fontsize=10, pad=18 if ends else 6)
+    if keys:
+        fig.legend(handles=keys, loc="outside lower left", fontsize=10, frameon=False,
+                   ncol=min(len(keys), 3))  # fmt: skip
     return fig
