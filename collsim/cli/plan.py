@@ -165,7 +165,7 @@ def machine_fields(name):
 
     >>> f = machine_fields("dgx-h100")
     >>> f["gpus_per_node"], f["intra_bandwidth"], f["inter_bandwidth"]
-    (8, '370.8GB/s', '48.5GB/s')
+    (8, '370.8GB/s', '47GB/s')
     """
     from .. import hardware
     from ..topology import path_alpha_beta

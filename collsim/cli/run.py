@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import units
 from ..errors import ConfigError
+from . import faults_report
 from .common import (
     Formatter,
     add_cluster_arguments,
@@ -28,7 +29,8 @@ __all__ = ["register", "run", "measure", "sizes_from_args", "numeric_bytes", "JS
 # the --json row, documented once: `collsim run --help` prints this table
 JSON_FIELDS = {
     "collective": "all_reduce, reduce_scatter, all_gather, broadcast, reduce or all_to_all",
-    "algorithm": "the algorithm that ran (ring, tree, halving_doubling, naive, direct)",
+    "algorithm": "the algorithm that ran (ring, tree, halving_doubling, naive, direct, "
+    "nccl_ring, double_tree, hierarchical, nvls; what auto chose)",
     "topology": "the topology's name",
     "ranks": "K, the number of ranks",
     "size_bytes": "S in bytes (see 'Size S' above)",
@@ -88,8 +90,11 @@ def register(subparsers):
         "--algorithm",
         "-a",
         default=None,
-        help="ring, tree, halving_doubling (hd), naive, direct; default: the "
-        "collective's first (ring; tree for broadcast/reduce; direct for all-to-all)",
+        help="ring, tree, halving_doubling (hd), naive, direct; for all-reduce also "
+        "nccl_ring, double_tree, hierarchical, nvls; or auto (the least closed-form time, "
+        "said in a '# NCCL INFO' line, as NCCL_DEBUG=INFO says it). Default: auto on a "
+        "hardware preset; elsewhere the collective's first (ring; tree for broadcast/reduce; "
+        "direct for all-to-all)",
     )
     p.add_argument("--size", "-s", default=None, help="S, e.g. 64MiB (default 1MiB unless a sweep)")
     p.add_argument("--min-bytes", "-b", default=None, help="sweep: smallest S (default 8)")
@@ -240,13 +245,23 @@ def _row(cluster, name, algorithm, size, count, dtype, op, sent, received, steps
 
 
 def _analytical_row(cluster, name, size, count, algorithm, dtype, op):
-    from ..collectives import analytical
-    from ..collectives.registry import canonical_algorithm
+    from ..collectives.api import analytical_plan
 
-    cost = analytical(cluster, name, size, algorithm)
+    plan = analytical_plan(cluster, name, size, algorithm)
+    cost = plan.cost
     busiest = [int(cost.bytes_per_rank)] * cluster.size
-    return _row(cluster, name, canonical_algorithm(name, algorithm), size, count, dtype, op,
-                busiest, busiest, cost.steps, cost.time_s, None)  # fmt: skip
+    return _row(cluster, name, plan.algorithm, size, count, dtype, op, busiest, busiest,
+                cost.steps, cost.time_s, None)  # fmt: skip
+
+
+def choice_of(cluster, collective, size, algorithm, result):
+    """The :class:`~collsim.collectives.auto.AutoChoice` behind one size's row (None
+    where no algorithm was chosen): the run's, or the closed form's for --analytical."""
+    if result is not None:
+        return result.choice
+    from ..collectives.api import analytical_plan
+
+    return analytical_plan(cluster, collective, size, algorithm).choice
 
 
 def check_args(args):
@@ -309,7 +324,7 @@ def _check_time_guard(cluster, name, size, args):
 
 def run(args):
     cluster, sizes = check_args(args)
-    rows, last = [], None
+    rows, last, shown = [], None, None
     mode = "closed form" if args.analytical else "simulating"
     timing = _timing_flags(args)
     with (
@@ -323,10 +338,16 @@ def run(args):
                                 args.analytical)  # fmt: skip
             rows.append(row)
             if not args.json and len(rows) == 1:
+                faults_report.print_header(cluster, args)  # "# faults: ..." lines
                 _print_header(row, args)
             if not args.json:
+                choice = choice_of(cluster, args.collective, size, args.algorithm, last)
+                if choice is not None and _changed(choice, shown):
+                    print(choice.info_line())
+                    shown = choice
                 _print_row(row)
                 sys.stdout.flush()
+    faults_report.print_footer(cluster, last, args)  # which link or rank set the time
     if args.trace and last is not None:
         try:
             last.trace.to_chrome(args.trace)
@@ -337,6 +358,12 @@ def run(args):
     if args.json:
         print(json.dumps({"results": rows}, indent=1))
     return 0 if all(r["correct"] is not False for r in rows) else 1
+
+
+def _changed(choice, shown):
+    """Whether ``auto`` chose another (algorithm, protocol) than the last line said: a
+    sweep prints a '# NCCL INFO' line where the choice changes, not at every size."""
+    return shown is None or (choice.algorithm, choice.protocol) != (shown.algorithm, shown.protocol)
 
 
 def _size_flags(args):
@@ -359,9 +386,16 @@ def _timing_flags(args):
 
 
 def _print_header(row, args):
-    print(f"# collsim run {row['collective'].replace('_', '-')}: {row['ranks']} ranks, "
-          f"algorithm {row['algorithm']}, topology {row['topology']}, "
-          f"{args.bandwidth} per link, {args.latency} latency, model {args.model}")  # fmt: skip
+    if _on_hardware(args):
+        links = "the machine's cited link rates"
+        protocol = args.protocol or "auto"
+        print(f"# collsim run {row['collective'].replace('_', '-')}: {row['ranks']} ranks, "
+              f"algorithm {args.algorithm or 'auto'}, protocol {protocol}, topology "
+              f"{row['topology']}, {links}, model {args.model}")  # fmt: skip
+    else:
+        print(f"# collsim run {row['collective'].replace('_', '-')}: {row['ranks']} ranks, "
+              f"algorithm {row['algorithm']}, topology {row['topology']}, "
+              f"{args.bandwidth} per link, {args.latency} latency, model {args.model}")  # fmt: skip
     if args.topology == "hierarchical":
         print(f"#   {args.gpus_per_node} GPUs per node ({args.bandwidth}, {args.latency} "
               f"links); between nodes {args.inter_bandwidth} NIC, {args.inter_latency} "
@@ -372,6 +406,13 @@ def _print_header(row, args):
           "  max sent/rank  #wrong")  # fmt: skip
     print("#" + " " * 11 + " (B)  (elements)                          (us) (GB/s)  (GB/s)"
           "            (B)")  # fmt: skip
+
+
+def _on_hardware(args):
+    """Whether --topology names a hardware preset or a machine file (not a generic shape)."""
+    from .common import TOPOLOGIES
+
+    return args.topology not in TOPOLOGIES
 
 
 def _print_row(row):

@@ -30,6 +30,7 @@ examples:
   collsim step all-reduce --ranks 4
   collsim step all-reduce --ranks 8 --algorithm halving_doubling --topology switch
   collsim step all-gather --ranks 4 --no-pause
+  collsim step all-reduce --topology dgx-h100 --algorithm nvls --no-pause
 """
 
 
@@ -39,8 +40,10 @@ def register(subparsers):
     p.add_argument("collective", help="all-reduce, reduce-scatter, all-gather, broadcast, "
                                       "reduce or all-to-all")  # fmt: skip
     p.add_argument(
-        "--algorithm", "-a", default=None, help="ring, tree, halving_doubling, naive, ..."
-    )
+        "--algorithm", "-a", default=None,
+        help="ring, tree, halving_doubling, naive, ...; for all-reduce also nccl_ring, "
+             "double_tree, hierarchical, nvls; auto (the default on a hardware preset)",
+    )  # fmt: skip
     p.add_argument(
         "--count", type=int, default=None, help="elements per rank (default: 2 per chunk)"
     )
@@ -85,8 +88,12 @@ def run(args):
     timing = explain_time_guard(bandwidth=args.bandwidth, latency=args.latency)
     with progress(f"collsim step: running {name} on {k} ranks", args.progress), timing:
         out = cluster.collective(name, buffers, algorithm=args.algorithm)
-    print(f"{name.replace('_', '-')} with the {out.algorithm} algorithm on {k} ranks, "
-          f"{count} float32 elements each, over {cluster.topology.graph.get('name')}")  # fmt: skip
+    if out.choice is not None:  # algorithm auto: what it chose and why
+        print(out.choice.info_line())
+    protocol = "" if out.protocol is None else f" (protocol {out.protocol})"
+    print(f"{name.replace('_', '-')} with the {out.algorithm} algorithm{protocol} on {k} "
+          f"ranks, {count} float32 elements each, over "
+          f"{cluster.topology.graph.get('name')}")  # fmt: skip
     print(f"{out.schedule.n_chunks} chunk(s) per buffer; {out.stats.steps} steps\n")
     views = list(out.steps(include_initial=True))
     for i, view in enumerate(views):

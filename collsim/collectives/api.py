@@ -22,7 +22,6 @@ reduce-scatter 1/3 (step 1 of 6), 0 s .. 5 us
   rank 3: [r3 | r2+r3 | r3 | r3]
 """
 
-import functools
 import os
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -30,40 +29,64 @@ from typing import NamedTuple
 from .. import units
 from ..errors import ConfigError
 from ..runtime.group import Group
+from .auto import (
+    AnalyticalPlan,
+    _first_schedule,
+    _naming,
+    _protocol_setting,
+    _schedule,
+    _size_of,
+    analytical_plan,
+    default_algorithm,
+    plan_call,
+)
 from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
 from .context import context_of
 from .executor import DTYPE_BYTES, run_schedule
-from .formulas import closed_form
+from .formulas import HARDWARE_ALGORITHMS
 from .records import is_collective
-from .registry import build, canonical_algorithm, canonical_collective
+from .registry import AUTO, PIPELINED, canonical_algorithm, canonical_collective
 from .schedule import contributions
 
-__all__ = ["collective", "run_collective", "analytical", "CollectiveResult", "StepView",
-           "StepTransfer", "CollectiveStats"]  # fmt: skip
-
-
-@functools.lru_cache(maxsize=256)
-def _schedule(collective, algorithm, k, root):
-    return build(collective, algorithm, k, root)
+__all__ = ["collective", "run_collective", "analytical", "analytical_plan", "AnalyticalPlan",
+           "CollectiveResult", "StepView", "StepTransfer", "CollectiveStats", "plan_call",
+           "default_algorithm"]  # fmt: skip
 
 
 def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, count=None,
-               dtype=None):  # fmt: skip
+               dtype=None, protocol=None):  # fmt: skip
     """This rank's part of collective ``name`` (use with ``yield from`` or ``rank.start``).
 
     ``root`` is a group rank.  Pass ``x=None`` with ``count``/``dtype`` for count-only.
-    The call itself (not the first step of the generator it returns) takes the next
-    position in the group's sequence, so collectives keep the order they were *issued*
-    in, as NCCL orders them, even when one waits behind others on the comm stream.
+    ``algorithm="auto"`` (the default on a hardware preset) and ``protocol`` (default:
+    the cluster's) are resolved per call from the closed forms.  The call itself (not
+    the first step of the generator it returns) takes the next position in the group's
+    sequence, so collectives keep the order they were *issued* in, as NCCL orders them,
+    even when one waits behind others on the comm stream.
     """
     name = canonical_collective(name)
+    cluster = rank.cluster
+    given = algorithm
+    if algorithm is None:
+        algorithm = default_algorithm(name, cluster.topology)
     algorithm = canonical_algorithm(name, algorithm)
     op = check_op(op)
     group = Group.of(group, rank.size)
     root = check_root(root, group.size)
-    schedule = _schedule(name, algorithm, group.size, root)
+    protocol = _protocol_setting(protocol, cluster)
+    if (
+        algorithm in HARDWARE_ALGORITHMS.get(name, ())
+        or algorithm == AUTO
+        or isinstance(protocol, str)
+    ):
+        size = _size_of(name, x, count, dtype, group.size)
+        with _naming(given):
+            schedule, _, protocol = plan_call(cluster.topology, name, algorithm, protocol,
+                                              group.ranks, root, size)  # fmt: skip
+    else:  # the plain path, as on every generic topology: no hashing of the group
+        schedule = _schedule(name, algorithm, group.size, root)
     seq = context_of(rank._execution).next_seq(rank.id, group.ranks)
-    return run_schedule(rank, schedule, x, op, group, seq, count, dtype)
+    return run_schedule(rank, schedule, x, op, group, seq, count, dtype, protocol)
 
 
 @dataclass
@@ -88,6 +111,7 @@ class StepTransfer(NamedTuple):
     nbytes: int
     start: float  # simulated seconds
     end: float
+    switch: str = None  # the switch that reduced or multicast it (NVLS), else None
 
 
 @dataclass
@@ -126,11 +150,14 @@ class StepView:
             head = (f"{self.phase} {self.phase_step}/{self.phase_steps} "
                     f"(step {self.number} of {self.n_steps}){when}")  # fmt: skip
         lines = [head]
-        for src, dst, chunks, reduce, nbytes, _, _ in self.transfers:
+        for t in self.transfers:
+            chunks = t.chunks
             which = f"chunk {chunks.start}" if len(chunks) == 1 else \
                 f"chunks {chunks.start}-{chunks.stop - 1}"  # fmt: skip
-            kind = "reduce" if reduce else "copy"
-            lines.append(f"  r{src} -> r{dst}  {which}  {kind}  {nbytes:,} B")
+            kind = "reduce" if t.reduce else "copy"
+            if t.switch is not None:  # the switch sums (reduce) or copies (multicast) it
+                kind = f"{kind} in {t.switch}"
+            lines.append(f"  r{t.src} -> r{t.dst}  {which}  {kind}  {t.nbytes:,} B")
         for r, row in enumerate(self.labels()):
             lines.append(f"  rank {r}: [{' | '.join(row)}]")
         return "\n".join(lines)
@@ -151,6 +178,8 @@ class CollectiveResult:
     count: int
     dtype: str
     op: str
+    choice: object = None  # the AutoChoice where algorithm="auto" chose, else None
+    protocol: object = None  # the Protocol the steps used, None without a protocol model
 
     @property
     def size_bytes(self):
@@ -183,7 +212,10 @@ class CollectiveResult:
         by_step = {}
         for t in self.trace.transfers:
             if is_collective(t.tag):
-                by_step.setdefault(t.tag.step, {})[(t.meta.src, t.meta.dst)] = t
+                # several moves may join one pair in a step (channels, trees): their
+                # chunks tell them apart
+                key = (t.meta.src, t.meta.dst, t.meta.chunks.start)
+                by_step.setdefault(t.tag.step, {})[key] = t
         schedule = self.schedule
         for i, holdings in enumerate(contributions(schedule)):
             s = i - 1
@@ -194,9 +226,11 @@ class CollectiveResult:
             phase, at, of = schedule.phase_of(s)
             rows = []
             for m in schedule.steps[s]:
-                t = by_step.get(s, {}).get((m.src, m.dst))
-                rows.append(StepTransfer(m.src, m.dst, m.chunks, m.reduce, t.nbytes if t else 0,
-                                         t.start if t else 0.0, t.end if t else 0.0))  # fmt: skip
+                t = by_step.get(s, {}).get((m.src, m.dst, m.chunks.start))
+                via = None if m.combine is None else m.combine.switch
+                nbytes, start, end = (t.nbytes, t.start, t.end) if t else (0, 0.0, 0.0)
+                rows.append(StepTransfer(m.src, m.dst, m.chunks, m.reduce, nbytes, start, end,
+                                         via))  # fmt: skip
             yield StepView(s, phase, at, of, schedule.n_steps, rows, holdings)
 
 
@@ -208,20 +242,31 @@ def _available_memory():
 
 
 def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
-                   algorithm=None, op="sum", root=0, group=None):  # fmt: skip
+                   algorithm=None, op="sum", root=0, group=None, protocol=None):  # fmt: skip
     """Run one collective on ``cluster`` and return a :class:`CollectiveResult`.
 
     ``buffers`` holds one array per group rank (numeric mode).  For count-only mode pass
     ``buffers=None`` with ``count`` (elements per rank, as nccl-tests counts them) and
-    ``dtype``: the same schedule and network, sizes without data.
+    ``dtype``: the same schedule and network, sizes without data.  ``algorithm="auto"``
+    (the default on a hardware preset) picks the algorithm and protocol with the least
+    closed-form time (the result's ``choice`` says which and why); ``protocol``
+    (``"simple"``, ``"ll128"``, ``"ll"``, ``"auto"``; default the cluster's) is NCCL's
+    wire protocol.
     """
     name = canonical_collective(name)
+    given = algorithm
+    if algorithm is None:
+        algorithm = default_algorithm(name, cluster.topology)
     algorithm = canonical_algorithm(name, algorithm)
     op = check_op(op)
     group = Group.of(group, cluster.size)
     root = check_root(root, group.size)
-    # built (and its K checked) before anything moves; the run reuses it
-    schedule = _schedule(name, algorithm, group.size, root)
+    protocol = _protocol_setting(protocol, cluster)
+    # built (and its K checked) before anything moves; a pipelined or auto algorithm is
+    # planned again below, once the size is known
+    with _naming(given):
+        schedule = _first_schedule(cluster.topology, name, algorithm, protocol, group.ranks,
+                                   root)  # fmt: skip
     numeric = buffers is not None
     if numeric:
         buffers = check_buffers(name, buffers, group)
@@ -240,20 +285,31 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         dtype = check_dtype(dtype)
         count = check_count(count, dtype)
     schedule.spec.check_count(count, group.size)
+    if algorithm == AUTO or protocol is not None or (name, algorithm) in PIPELINED:
+        # the size is known now: choose (auto), cut the pipeline, pick the protocol
+        itemsize = DTYPE_BYTES[dtype]
+        size = schedule.buffer_elements(count) * itemsize
+        with _naming(given):
+            schedule, choice, protocol = plan_call(cluster.topology, name, algorithm, protocol,
+                                                   group.ranks, root, size)  # fmt: skip
+    else:
+        choice = None
     members = {r: i for i, r in enumerate(group.ranks)}
+    chosen = schedule.algorithm  # every rank runs what was chosen here, with `protocol`
 
     def program(rank):
         if rank.id not in members:
             return None
         data = buffers[members[rank.id]] if numeric else None
-        return (yield from collective(rank, name, data, group, algorithm, op, root, count, dtype))
+        return (yield from collective(rank, name, data, group, chosen, op, root, count, dtype,
+                                      protocol))  # fmt: skip
 
     result = cluster.run(program)
     stats = result.stats
     ranks = group.ranks
     return CollectiveResult(
         collective=name,
-        algorithm=algorithm,
+        algorithm=chosen,
         group=group,
         schedule=schedule,
         outputs=[result.returns[r] for r in ranks],
@@ -270,6 +326,8 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         count=int(count),
         dtype=str(dtype),
         op=op,
+        choice=choice,
+        protocol=protocol,
     )
 
 
@@ -286,15 +344,9 @@ def _check_memory(schedule, nbytes):
         )
 
 
-def analytical(cluster, name, size, algorithm=None, group=None):
+def analytical(cluster, name, size, algorithm=None, group=None, protocol=None):
     """The closed form for this cluster: α and β read from the path between the first
-    two ranks of the group (see :mod:`collsim.collectives.formulas`)."""
-    from ..topology import path_alpha_beta
-
-    name = canonical_collective(name)
-    algorithm = canonical_algorithm(name, algorithm)
-    group = Group.of(group, cluster.size)
-    if group.size == 1:
-        return closed_form(name, algorithm, 1, size, 0.0, float("inf"))
-    alpha, beta = path_alpha_beta(cluster.topology, group.ranks[0], group.ranks[1])
-    return closed_form(name, algorithm, group.size, size, alpha, beta)
+    two ranks of the group (see :mod:`collsim.collectives.formulas`); on a hardware
+    preset, or for a topology-aware algorithm, the form per node and link class of the
+    algorithm ``auto`` (the default there) or ``algorithm`` would run."""
+    return analytical_plan(cluster, name, size, algorithm, group, protocol).cost

@@ -140,12 +140,14 @@ def _by_rank(step, keys, k, one_each):
 
 
 def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
-                 dtype=None):  # fmt: skip
+                 dtype=None, protocol=None):  # fmt: skip
     """Run ``schedule`` as this rank's part of a collective (use with ``yield from``).
 
     ``data`` is the rank's input array, or ``None`` for a count-only run, where
-    ``count`` and ``dtype`` give the size.  Returns the rank's output array (``None``
-    where the collective gives this rank nothing, e.g. a non-root after reduce).
+    ``count`` and ``dtype`` give the size.  ``protocol`` (a
+    :class:`~collsim.hardware.protocols.Protocol` or None) rides in every step's tag, so
+    the runtime charges its latency and wire bytes.  Returns the rank's output array
+    (``None`` where the collective gives this rank nothing, e.g. a non-root after reduce).
     """
     group = Group.of(group, rank.size)
     me = group.index(rank.id)
@@ -176,7 +178,7 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     context = context_of(rank._execution)
     bounds = _chunk_bounds(context, n, schedule.n_chunks)
     ranks = group.ranks
-    tags = _step_tags(context, schedule, ranks, group.dim, seq)
+    tags = _step_tags(context, schedule, ranks, group.dim, seq, protocol)
     plan = _plan(context, schedule)
     if numeric:
         work = _prepare(schedule, data, n, me, bounds)
@@ -251,7 +253,7 @@ def _chunk_bounds(context, n, n_chunks):
     return bounds
 
 
-def _step_tags(context, schedule, ranks, dim, seq):
+def _step_tags(context, schedule, ranks, dim, seq, protocol=None):
     """The message tag (a :class:`CollectiveStep`) of every step of collective call
     ``seq`` on group ``ranks``: one per step, shared by all ranks of the group (the trace
     keeps a tag per transfer, and two million equal tags would cost memory and time)."""
@@ -263,7 +265,7 @@ def _step_tags(context, schedule, ranks, dim, seq):
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
     collective, algorithm = schedule.collective, schedule.algorithm
-    tags.extend(CollectiveStep(collective, algorithm, gid, seq, s, dim)
+    tags.extend(CollectiveStep(collective, algorithm, gid, seq, s, dim, protocol)
                 for s in range(len(tags), schedule.n_steps))  # fmt: skip
     return tags
 

@@ -1,25 +1,39 @@
 """Names of collectives and algorithms, and the schedule builder for each pair.
 
+The topology-aware all-reduce algorithms (``HARDWARE_ALGORITHMS``: nccl_ring,
+double_tree, hierarchical, nvls) read where the group's ranks sit, a
+:class:`~collsim.hardware.layout.NodeLayout` (``layout=``); nvls also the NVSwitch that
+reduces (``switch=``, :func:`~collsim.collectives.nvls.nvls_switch`).  Every other
+algorithm ignores both, so its schedule is the same on every topology.  ``"auto"`` is
+a name too: the API resolves it per call (:mod:`collsim.collectives.auto`).
+
 Examples
 --------
 >>> build("all-reduce", "hd", 4).algorithm
 'halving_doubling'
 >>> canonical_collective("allreduce")
 'all_reduce'
+>>> from collsim.hardware.layout import NodeLayout
+>>> build("all_reduce", "nccl_ring", 4, layout=NodeLayout(((0, 1), (2, 3)))).n_chunks
+8
 """
 
 import difflib
 
 from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
-from .checks import is_power_of_two
-from .formulas import ALGORITHMS
+from .checks import is_int, is_power_of_two
+from .double_tree import double_tree_all_reduce
+from .formulas import ALGORITHMS, HARDWARE_ALGORITHMS, MAX_PIECES
 from .halving_doubling import (
     halving_doubling_all_gather,
     halving_doubling_all_reduce,
     halving_doubling_reduce_scatter,
 )
+from .hierarchical import hierarchical_all_reduce
 from .naive import naive_all_reduce
+from .nccl_ring import nccl_ring_all_reduce
+from .nvls import nvls_all_reduce
 from .ring import (
     chain_broadcast,
     chain_reduce,
@@ -30,7 +44,10 @@ from .ring import (
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce
 
 __all__ = ["build", "canonical_collective", "canonical_algorithm", "algorithms_for", "BUILDERS",
-           "ALGORITHMS", "POWER_OF_TWO_ONLY"]  # fmt: skip
+           "ALGORITHMS", "POWER_OF_TWO_ONLY", "HARDWARE_BUILDERS", "HARDWARE_ALGORITHMS",
+           "AUTO", "one_node", "PIPELINED"]  # fmt: skip
+
+AUTO = "auto"  # resolved per call to the algorithm (and protocol) the closed forms favour
 
 BUILDERS = {
     ("all_reduce", "ring"): lambda k, root: ring_all_reduce(k),
@@ -47,6 +64,18 @@ BUILDERS = {
     ("reduce", "ring"): chain_reduce,
     ("all_to_all", "direct"): lambda k, root: direct_all_to_all(k),
 }
+# builders that read the group's NodeLayout (and, for nvls, the switch that reduces)
+HARDWARE_BUILDERS = {
+    ("all_reduce", "nccl_ring"): lambda layout, switch, pieces: nccl_ring_all_reduce(layout),
+    ("all_reduce", "double_tree"): lambda layout, switch, pieces: double_tree_all_reduce(
+        layout, pieces
+    ),
+    ("all_reduce", "hierarchical"): lambda layout, switch, pieces: hierarchical_all_reduce(layout),
+    ("all_reduce", "nvls"): lambda layout, switch, pieces: nvls_all_reduce(
+        layout.ranks, switch.name, switch.efficiency, pieces
+    ),
+}
+PIPELINED = frozenset({("all_reduce", "double_tree"), ("all_reduce", "nvls")})  # take pieces=
 # pairs whose builder refuses K that is not a power of two (partners r XOR 2^i)
 POWER_OF_TWO_ONLY = frozenset({("reduce_scatter", "halving_doubling"),
                                ("all_gather", "halving_doubling")})  # fmt: skip
@@ -60,6 +89,13 @@ _ALGORITHM_ALIASES = {
     "binomial_tree": "tree",
     "chain": "ring",
     "pipelined": "ring",
+    "nccl": "nccl_ring",
+    "rail_ring": "nccl_ring",
+    "dbtree": "double_tree",
+    "double_binary_tree": "double_tree",
+    "2d": "hierarchical",
+    "nvlink_sharp": "nvls",
+    "sharp": "nvls",
 }
 
 
@@ -82,10 +118,11 @@ def canonical_collective(name):
 
 
 def canonical_algorithm(collective, name):
-    """The algorithm's canonical name for ``collective``; ``None`` gives the default."""
-    options = ALGORITHMS[collective]
+    """The algorithm's canonical name for ``collective``; ``None`` gives the default
+    (the collective's first), ``"auto"`` stays ``"auto"``."""
     if name is None:
-        return options[0]
+        return ALGORITHMS[collective][0]
+    options = ALGORITHMS[collective] + HARDWARE_ALGORITHMS.get(collective, ()) + (AUTO,)
     key = _ALGORITHM_ALIASES.get(_normal(name), _normal(name))
     if key not in options:
         near = difflib.get_close_matches(key, options, n=1)
@@ -97,23 +134,74 @@ def canonical_algorithm(collective, name):
     return key
 
 
-def algorithms_for(collective, k):
+def algorithms_for(collective, k, layout=None, switch=None):
     """The algorithms of ``collective`` that run on ``k`` ranks, default first (what a
-    sweep over every algorithm should draw).
+    sweep over every algorithm should draw).  With the group's ``layout`` the
+    topology-aware ones that can run on it join: nccl_ring always, double_tree and
+    hierarchical on equal nodes, nvls on one node whose NVSwitch reduces (``switch``).
 
     >>> algorithms_for("reduce_scatter", 6), algorithms_for("reduce_scatter", 8)
     (('ring',), ('ring', 'halving_doubling'))
+    >>> from collsim.hardware.layout import NodeLayout
+    >>> algorithms_for("all_reduce", 3, NodeLayout(((0, 1), (2,))))
+    ('ring', 'tree', 'halving_doubling', 'naive', 'nccl_ring')
     """
     collective = canonical_collective(collective)
     power_of_two = is_power_of_two(k)
-    return tuple(a for a in ALGORITHMS[collective]
-                 if power_of_two or (collective, a) not in POWER_OF_TWO_ONLY)  # fmt: skip
+    found = tuple(a for a in ALGORITHMS[collective]
+                  if power_of_two or (collective, a) not in POWER_OF_TWO_ONLY)  # fmt: skip
+    if layout is None:
+        return found
+    runs = {
+        "nccl_ring": True,
+        "double_tree": layout.gpus_per_node is not None,
+        "hierarchical": layout.gpus_per_node is not None,
+        "nvls": switch is not None and layout.n_nodes == 1,
+    }
+    return found + tuple(a for a in HARDWARE_ALGORITHMS.get(collective, ()) if runs[a])
 
 
-def build(collective, algorithm, k, root=0):
-    """The :class:`~collsim.collectives.schedule.Schedule` for K group ranks."""
+def one_node(k):
+    """The NodeLayout of ``k`` ranks on one node: what a topology without nodes is."""
+    from ..hardware.layout import NodeLayout
+
+    return NodeLayout((tuple(range(k)),))
+
+
+def build(collective, algorithm, k, root=0, layout=None, switch=None, pieces=None):
+    """The :class:`~collsim.collectives.schedule.Schedule` for K group ranks.
+
+    ``layout`` (a NodeLayout of the group; default: one node), ``switch`` (an
+    :class:`~collsim.collectives.nvls.NvlsSwitch`) and ``pieces`` (the pipeline depth of
+    double_tree and nvls; default 1 and 16) matter to the topology-aware algorithms
+    only."""
     collective = canonical_collective(collective)
     algorithm = canonical_algorithm(collective, algorithm)
+    if algorithm == AUTO:
+        raise ConfigError(
+            "algorithm 'auto' is chosen per call from the size and the topology: run the "
+            "collective (cluster.all_reduce(..., algorithm='auto')) or name an algorithm"
+        )
     if not 0 <= root < k:
         raise ConfigError(f"root {root} is not a group rank: choose 0..{k - 1}")
-    return BUILDERS[(collective, algorithm)](k, root)
+    if (collective, algorithm) not in HARDWARE_BUILDERS:
+        return BUILDERS[(collective, algorithm)](k, root)
+    layout = one_node(k) if layout is None else layout
+    if layout.ranks != k:
+        raise ConfigError(f"layout of {layout.ranks} ranks for a group of {k}")
+    if algorithm == "nvls":
+        if layout.n_nodes > 1:
+            raise ConfigError(
+                f"nvls on a group spanning {layout.n_nodes} nodes: in-switch reduction runs "
+                "inside one node; take a group inside one node, or use 'nccl_ring'"
+            )
+        if switch is None:
+            raise ConfigError(
+                "nvls needs a node whose NVSwitch reduces (reduces=True, NVLink SHARP, as "
+                "on dgx-h100); use algorithm 'nccl_ring' or 'ring' here"
+            )
+    if pieces is None:
+        pieces = 16 if algorithm == "nvls" else 1
+    elif not (is_int(pieces) and 1 <= pieces <= MAX_PIECES):
+        raise ConfigError(f"pieces={pieces!r}: a pipeline of 1..{MAX_PIECES} pieces")
+    return HARDWARE_BUILDERS[(collective, algorithm)](layout, switch, pieces)

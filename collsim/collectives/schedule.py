@@ -30,9 +30,31 @@ from ..errors import ConfigError
 from .checks import is_int
 from .spec import SPECS, CollectiveSpec
 
-__all__ = ["ChunkMove", "Schedule", "chunk_bounds", "contributions", "LAYOUTS"]
+__all__ = ["ChunkMove", "Combine", "Schedule", "chunk_bounds", "contributions", "LAYOUTS"]
 
 LAYOUTS = ("full", "own_chunk", "root")  # see Schedule: what a buffer holds, or answers
+
+
+@dataclass(frozen=True, slots=True)
+class Combine:
+    """Moves of one step that a switch combines into one network flow (NVLink SHARP).
+
+    The moves of a step whose ``combine`` records are equal travel as ONE flow over the
+    union of their routes, so the switch's shared leg carries the bytes once: K-1 moves
+    into one receiver that reduce (the switch sums them, as NVLS's ``multimem.ld_reduce``
+    does) or K-1 copies from one sender (the switch multicasts, ``multimem.st``).  The flow
+    starts once all ``members`` moves are matched and ends for all of them together; its
+    wire bytes are its payload / ``efficiency`` (the switch's reduction throughput, as a
+    fraction of the links' rate).
+
+    >>> Combine("nvswitch0", ("reduce", 3), members=7).members
+    7
+    """
+
+    switch: str  # the switch node that reduces or multicasts
+    key: tuple  # tells apart the groups of one step, e.g. ("reduce", chunk)
+    members: int  # moves in the group
+    efficiency: float = 1.0  # payload / wire bytes on the combined flow
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +70,7 @@ class ChunkMove:
     reduce: bool
     to: range = None  # the receiver's chunks when they differ from ``chunks``
     from_input: bool = False
+    combine: "Combine" = None  # in-switch reduction or multicast: see Combine
 
     @property
     def dst_chunks(self):
@@ -68,6 +91,8 @@ class ChunkMove:
             args["first_dst_chunk"], args["last_dst_chunk"] = self.to.start, self.to.stop - 1
         if self.from_input:
             args["from_input"] = True
+        if self.combine is not None:
+            args["combined_in"] = self.combine.switch
         return args
 
     def __repr__(self):
@@ -80,9 +105,9 @@ class ChunkMove:
 # object.__setattr__; writing the slots directly makes the same object in about half the
 # time, which matters to builders of millions of moves (a ring all-reduce on 1,024 ranks
 # has two million)
-_SET_SRC, _SET_DST, _SET_CHUNKS, _SET_REDUCE, _SET_TO, _SET_FROM_INPUT = (
+_SET_SRC, _SET_DST, _SET_CHUNKS, _SET_REDUCE, _SET_TO, _SET_FROM_INPUT, _SET_COMBINE = (
     ChunkMove.__dict__[name].__set__
-    for name in ("src", "dst", "chunks", "reduce", "to", "from_input")
+    for name in ("src", "dst", "chunks", "reduce", "to", "from_input", "combine")
 )
 
 
@@ -95,6 +120,7 @@ def _move(src, dst, chunks, reduce):
     _SET_REDUCE(move, reduce)
     _SET_TO(move, None)
     _SET_FROM_INPUT(move, False)
+    _SET_COMBINE(move, None)
     return move
 
 
@@ -140,8 +166,10 @@ class Schedule:
             )
         for index, step in enumerate(self.steps):
             pairs = [(m.src, m.dst) for m in step]
-            if len(set(pairs)) != len(pairs):
-                raise ConfigError(f"{self.algorithm} step {index} sends twice between one pair")
+            if len(set(pairs)) != len(pairs) and _overlapping(step):
+                raise ConfigError(
+                    f"{self.algorithm} step {index + 1} sends one chunk twice between one pair"
+                )
 
     @property
     def n_steps(self):
@@ -189,6 +217,26 @@ class Schedule:
                 f"{self.collective.replace('_', '-')}: steps are numbered 1..{self.n_steps}"
             )
         return number - 1
+
+
+def _overlapping(step):
+    """Whether two moves of ``step`` between one pair share a chunk.  Several moves may
+    join one pair in a step when they carry different chunks (the channels of NCCL's
+    ring, the two trees of the double binary tree): each is its own message, matched in
+    posting order, as NCCL's channels are separate connections."""
+    by_pair = {}
+    for m in step:
+        by_pair.setdefault((m.src, m.dst), []).append(m)
+    for moves in by_pair.values():
+        if len(moves) < 2:
+            continue
+        sent, landed = set(), set()
+        for m in moves:
+            if sent & set(m.chunks) or landed & set(m.dst_chunks):
+                return True
+            sent |= set(m.chunks)
+            landed |= set(m.dst_chunks)
+    return False
 
 
 def chunk_bounds(n, n_chunks):
