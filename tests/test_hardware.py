@@ -225,7 +225,7 @@ def test_the_planner_reads_a_machines_rates_and_flags_override_them(capsys):
     assert main([*argv, "--machine", "dgx-h100"]) == 0
     config = json.loads(capsys.readouterr().out)["config"]
     assert config["intra_bandwidth"] == pytest.approx(18 * 20.6 * GB)
-    assert config["inter_bandwidth"] == pytest.approx(48.5 * GB)  # 8 NICs for 8 GPUs
+    assert config["inter_bandwidth"] == pytest.approx(47.0 * GB)  # 8 NICs for 8 GPUs
     # α as the simulator charges it: the two links' latency and NCCL's Simple latency
     assert config["intra_latency"] == pytest.approx(2 * 0.25e-6 + 3.4e-6)
     assert main([*argv, "--machine", "dgx-h100", "--intra-bandwidth", "100GB/s"]) == 0

@@ -7,7 +7,7 @@
 >>> print(hardware.preset("dgx-a100").describe())          # doctest: +NORMALIZE_WHITESPACE
 dgx-a100: 8 x A100-SXM4-80GB, 312 TFLOP/s each
   NVSwitch: 12 NVLinks x 25 GB/s = 300 GB/s per GPU per direction, 240.0 GB/s effective
-  network: 8 NICs x 200 Gbit/s (23.5 GB/s effective each), rail fabric
+  network: 8 NICs x 200 Gbit/s (24.0 GB/s effective each), rail fabric
 """
 
 from .build import MAX_NODES, topology

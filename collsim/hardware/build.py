@@ -17,7 +17,7 @@ Examples
 >>> route(g, 0, 8)                               # GPU 0 of each node: one rail switch
 [(0, 'rail0'), ('rail0', 8)]
 >>> g.edges[0, "rail0"]["link_class"], g.edges[0, "rail0"]["bandwidth"] / 1e9
-('net', 23.5)
+('net', 24.0)
 """
 
 import networkx as nx

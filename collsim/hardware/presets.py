@@ -2,8 +2,8 @@
 
 Line rates are the vendors'; the efficiencies are NCCL's own topology model (the rate per
 NVLink it assumes, ``SMxx_NVLINK_BW`` in NCCL's ``src/graph/topo.h``, over the 25 GB/s
-line rate of a link) or, for the NICs, the measured fraction SimAI (Alibaba's NCCL-level
-simulator) uses.  The published figures these reproduce are checked in
+line rate of a link) or, for the NICs and the in-switch reduction, what NCCL's maintainers
+report measuring.  The published figures these reproduce are checked in
 ``tests/test_calibration.py`` and drawn by ``benchmarks/calibration.py``.
 
 Examples
@@ -39,7 +39,9 @@ DGX_A100 = Machine(
     inter=InterNode(
         nics=8,  # 8 single-port ConnectX-6 for compute traffic (DGX A100 user guide)
         nic_rate=200e9 / 8,  # HDR InfiniBand, 200 Gbit/s = 25 GB/s per direction
-        efficiency=23.5 / 25.0,  # SimAI's CX6_BW: 23.5 GB/s measured of 25
+        # NVIDIA's figure: 24 GB/s per HDR NIC (NCCL team, NVIDIA/nccl#412 and #812, where
+        # 2 x DGX A100 with 8 HDR NICs reach 192 GB/s = 8 x 24); SimAI uses 23.5
+        efficiency=24.0 / 25.0,
         latency=0.6e-6,  # per link: ConnectX-6 quotes sub-0.8 us, a Quantum switch 130 ns
         fabric="rail",
     ),
@@ -47,7 +49,7 @@ DGX_A100 = Machine(
         "NVIDIA A100 datasheet: NVLink3 600 GB/s (12 links), 312 TFLOP/s BF16",
         "NVIDIA DGX A100 user guide: 8 x ConnectX-6 HDR 200 Gb/s for compute",
         "NCCL src/graph/topo.h: SM80_NVLINK_BW 20.0 GB/s per link",
-        "SimAI (Alibaba) astra-sim-alibabacloud: CX6_BW 23.5 GB/s",
+        "NCCL team (NVIDIA/nccl#412, #812): 24 GB/s per HDR NIC, 192 GB/s on 2 x DGX A100",
     ),
 )
 
@@ -63,15 +65,15 @@ DGX_H100 = Machine(
         efficiency=20.6 / 25.0,  # NCCL topo.h SM90_NVLINK_BW = 20.6 GB/s: 370.8 GB/s
         latency=0.25e-6,
         reduces=True,  # third-generation NVSwitch: NVLink SHARP (NCCL's NVLS algorithm)
-        # the switch's reduce/multicast throughput as a fraction of the links' rate,
-        # calibrated to the ~480 GB/s NVLS all-reduce busbw NCCL's maintainers quote for
-        # 8 x H100 (tests/test_calibration.py); SimAI's H100_NVLS_BW is 475 GB/s
-        reduce_efficiency=0.80,
+        # the switch's reduce/multicast throughput as a fraction of the links' rate: NCCL's
+        # maintainers quote ~480 GB/s NVLS busbw, algbw ~275 GB/s, on 8 x H100
+        # (NVIDIA/nccl-tests#212): 275 / 370.8 = 0.74 of the effective NVLink rate
+        reduce_efficiency=0.74,
     ),
     inter=InterNode(
         nics=8,  # 8 x ConnectX-7 (DGX H100 user guide)
         nic_rate=400e9 / 8,  # NDR InfiniBand, 400 Gbit/s = 50 GB/s per direction
-        efficiency=48.5 / 50.0,  # SimAI's CX7_BW: 48.5 GB/s of 50
+        efficiency=47.0 / 50.0,  # NVIDIA: 46-48 GB/s per NDR NIC (NVIDIA/nccl-tests#290)
         latency=0.6e-6,
         fabric="rail",
     ),
@@ -79,7 +81,8 @@ DGX_H100 = Machine(
         "NVIDIA H100 datasheet: NVLink4 900 GB/s (18 links), 989 TFLOP/s BF16 dense",
         "NVIDIA DGX H100 user guide: 8 x ConnectX-7 NDR 400 Gb/s, NVSwitch with SHARP",
         "NCCL src/graph/topo.h: SM90_NVLINK_BW 20.6 GB/s per link",
-        "SimAI (Alibaba) astra-sim-alibabacloud: CX7_BW 48.5 GB/s, H100_NVLS_BW 475 GB/s",
+        "NCCL team (NVIDIA/nccl-tests#212): NVLS ~480 GB/s busbw, ~275 GB/s algbw on 8 x H100",
+        "NCCL team (NVIDIA/nccl-tests#290): 46-48 GB/s per NDR NIC",
     ),
 )
 
@@ -101,14 +104,14 @@ PCIE_8GPU = Machine(
     inter=InterNode(
         nics=4,  # one 200 Gbit/s NIC per PCIe switch
         nic_rate=200e9 / 8,
-        efficiency=23.5 / 25.0,
+        efficiency=24.0 / 25.0,  # as dgx-a100's HDR NICs
         latency=0.6e-6,
         fabric="switch",
     ),
     sources=(
         "PCI-SIG: PCIe Gen4 x16 = 16 GT/s x 16 lanes (~32 GB/s per direction)",
         "NCCL src/graph/topo.h: PCI_BW 12 GB/s for Gen3 x16 (0.75 of line), SRP_QPI_BW 22",
-        "SimAI (Alibaba) astra-sim-alibabacloud: CX6_BW 23.5 GB/s",
+        "NCCL team (NVIDIA/nccl#412): 24 GB/s per HDR NIC",
     ),
 )
 
