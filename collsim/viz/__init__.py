@@ -18,6 +18,11 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
   memory events, what ``rank.alloc`` and ``rank.free`` recorded).
 * :func:`collsim.viz.timeline.timeline_figure`: pipeline stages x time, one block per
   pass, idle shaded, bubble fraction in the title (from the pipeline run's trace).
+* :func:`collsim.viz.calibration.calibration_figure`: busbw against size on the hardware
+  presets next to the figures NVIDIA's NCCL team published, and the small-message latency
+  floor (``benchmarks/calibration.py`` draws ``docs/calibration.png`` with it).
+* :mod:`collsim.viz.faults`: the marks the utilization and timeline figures add under
+  faults (a slow or failed link, a crashed rank, a straggler's stage).
 * :func:`collsim.viz.sweep.sweep_figure`: time and busbw against message size per
   algorithm, where the fastest changes marked (count-only runs or closed forms).
 * :func:`collsim.viz.scaling.scaling_figure`: step time split into compute and
@@ -34,4 +39,4 @@ The modules import matplotlib when they are imported; ``import collsim.viz`` alo
 """
 
 __all__ = ["memory", "memory_timeline", "ring", "traffic", "utilization", "timeline", "sweep",
-           "scaling", "strategies", "output", "limits", "ink"]  # fmt: skip
+           "scaling", "strategies", "calibration", "faults", "output", "limits", "ink"]  # fmt: skip
