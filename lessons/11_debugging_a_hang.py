@@ -263,5 +263,6 @@ teach.check_function("11.4", shift_answer, reference_shift,
 # - **Blocking sends in a cycle** deadlock under rendezvous semantics. Use non-blocking
 #   `isend`/`irecv` (or a combined exchange), or order the calls by rank parity.
 #
-# This is the last lesson. Go back to lesson 10's planner with your own cluster size and
-# model — and when a run hangs, read the report bottom-up.
+# Next, lesson 12 puts these runs on real machines: NVSwitch and InfiniBand, NCCL's
+# protocols, and the watchdog report of a rank that crashed. When a run hangs, read the
+# report bottom-up.
