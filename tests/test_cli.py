@@ -11,6 +11,7 @@ from collsim.cli import main
 JSON_KEYS = {
     "collective",
     "algorithm",
+    "protocol",
     "topology",
     "ranks",
     "size_bytes",

@@ -141,3 +141,20 @@ def test_a_combined_group_waits_for_all_its_members():
 
     with pytest.raises(collsim.DeadlockError):
         collsim.Cluster(g).run(program)
+
+
+def test_rank_programs_and_cluster_methods_on_a_preset_use_ncclss_choice():
+    g = hardware.topology("dgx-h100")
+
+    def program(rank):
+        out = yield from rank.all_reduce(np.full(64, float(rank.id)))
+        return out
+
+    result = collsim.Cluster(g).run(program)
+    assert all(np.all(r == sum(range(8))) for r in result.returns)
+    assert {t.tag.algorithm for t in result.trace.transfers} == {"nvls"}  # auto, on a preset
+    forced = collsim.Cluster(g).all_reduce(count=1 << 20, dtype="float32", algorithm="ring",
+                                           protocol="ll")  # fmt: skip
+    assert {t.tag.protocol.name for t in forced.trace.transfers} == {"ll"}
+    plain = collsim.Cluster(collsim.topology.ring(4)).all_reduce(count=64, dtype="float32")
+    assert {t.tag.protocol for t in plain.trace.transfers} == {None}

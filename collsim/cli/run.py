@@ -31,6 +31,8 @@ JSON_FIELDS = {
     "collective": "all_reduce, reduce_scatter, all_gather, broadcast, reduce or all_to_all",
     "algorithm": "the algorithm that ran (ring, tree, halving_doubling, naive, direct, "
     "nccl_ring, double_tree, hierarchical, nvls; what auto chose)",
+    "protocol": "NCCL's protocol the messages used (simple, ll128, ll; what auto chose), "
+    "or null where none is modelled (generic topologies)",
     "topology": "the topology's name",
     "ranks": "K, the number of ranks",
     "size_bytes": "S in bytes (see 'Size S' above)",
@@ -217,16 +219,18 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
                     for a, b in zip(out.outputs, expected))  # fmt: skip
     t = out.time
     return _row(cluster, name, out.algorithm, size, count, dtype, op, out.stats.bytes_sent,
-                out.stats.bytes_received, out.stats.steps, t, wrong), out  # fmt: skip
+                out.stats.bytes_received, out.stats.steps, t, wrong, out.protocol), out  # fmt: skip
 
 
-def _row(cluster, name, algorithm, size, count, dtype, op, sent, received, steps, t, wrong):
+def _row(cluster, name, algorithm, size, count, dtype, op, sent, received, steps, t, wrong,
+         protocol=None):  # fmt: skip
     from ..collectives import bus_factor
 
     algbw = size / t / 1e9 if t > 0 else None
     return {
         "collective": name,
         "algorithm": algorithm,
+        "protocol": None if protocol is None else protocol.name,
         "topology": cluster.topology.graph.get("name"),
         "ranks": cluster.size,
         "size_bytes": size,
@@ -251,7 +255,7 @@ def _analytical_row(cluster, name, size, count, algorithm, dtype, op):
     cost = plan.cost
     busiest = [int(cost.bytes_per_rank)] * cluster.size
     return _row(cluster, name, plan.algorithm, size, count, dtype, op, busiest, busiest,
-                cost.steps, cost.time_s, None)  # fmt: skip
+                cost.steps, cost.time_s, None, plan.protocol)  # fmt: skip
 
 
 def choice_of(cluster, collective, size, algorithm, result):

@@ -1,4 +1,6 @@
-"""Collectives as schedules: ring, tree, halving-doubling, naive, all-to-all.
+"""Collectives as schedules: ring, tree, halving-doubling, naive, all-to-all, and NCCL's
+algorithms on the hardware presets (the ring on rails, the double binary tree, the 2-D
+hierarchical all-reduce, in-switch reduction), with ``auto`` choosing as NCCL's tuner does.
 
 Each algorithm family builds a :class:`~collsim.collectives.schedule.Schedule` (plain
 data: who sends which chunks to whom at which step); one executor runs any schedule on
@@ -9,17 +11,37 @@ Use them as ``cluster.all_reduce(buffers)`` from plain code or as
 """
 
 from .api import CollectiveResult, StepTransfer, StepView, analytical, collective, run_collective
+from .auto import AnalyticalPlan, AutoChoice, analytical_plan, choose
 from .executor import REDUCE_OPS, reference
-from .formulas import ALGORITHMS, COLLECTIVES, Cost, bus_factor, closed_form
+from .formulas import (
+    ALGORITHMS,
+    COLLECTIVES,
+    HARDWARE_ALGORITHMS,
+    Cost,
+    Fabric,
+    HardwareCost,
+    bus_factor,
+    closed_form,
+    hardware_cost,
+)
 from .records import CollectiveStep, is_collective
 from .registry import build
-from .schedule import ChunkMove, Schedule, chunk_bounds, contributions
+from .schedule import ChunkMove, Combine, Schedule, chunk_bounds, contributions
 
 __all__ = [
     "build",
     "collective",
     "run_collective",
     "analytical",
+    "analytical_plan",
+    "AnalyticalPlan",
+    "AutoChoice",
+    "choose",
+    "hardware_cost",
+    "HardwareCost",
+    "Fabric",
+    "HARDWARE_ALGORITHMS",
+    "Combine",
     "reference",
     "closed_form",
     "bus_factor",

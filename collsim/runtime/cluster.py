@@ -184,8 +184,18 @@ class Cluster:
 
         return run_collective(self, name, buffers, **options)
 
-    def all_reduce(self, buffers=None, *, algorithm=None, op="sum", group=None, count=None,
-                   dtype="float32", root=0):  # fmt: skip
+    def all_reduce(
+        self,
+        buffers=None,
+        *,
+        protocol=None,
+        algorithm=None,
+        op="sum",
+        group=None,
+        count=None,
+        dtype="float32",
+        root=0,
+    ):
         """Every rank ends with the reduction of every rank's buffer.
 
         Parameters
@@ -208,6 +218,9 @@ class Cluster:
             Count-only mode: the element type, for its size.
         root : int, default 0
             The group rank the ``"naive"`` algorithm gathers to (ignored by the others).
+        protocol : {None, "auto", "simple", "ll128", "ll"}, optional
+            NCCL's wire protocol for this call (default: the cluster's ``protocol``); every
+            collective method takes it.
 
         Returns
         -------
@@ -226,11 +239,29 @@ class Cluster:
         >>> cluster.all_reduce(count=2**20, dtype="bfloat16", algorithm="tree").stats.steps
         4
         """
-        return self.collective("all_reduce", buffers, algorithm=algorithm, op=op, group=group,
-                               count=count, dtype=dtype, root=root)  # fmt: skip
+        return self.collective(
+            "all_reduce",
+            buffers,
+            protocol=protocol,
+            algorithm=algorithm,
+            op=op,
+            group=group,
+            count=count,
+            dtype=dtype,
+            root=root,
+        )
 
-    def reduce_scatter(self, buffers=None, *, algorithm=None, op="sum", group=None,
-                       count=None, dtype="float32"):  # fmt: skip
+    def reduce_scatter(
+        self,
+        buffers=None,
+        *,
+        protocol=None,
+        algorithm=None,
+        op="sum",
+        group=None,
+        count=None,
+        dtype="float32",
+    ):
         """Group rank r ends with part r of the reduction, split along the first axis.
 
         As torch's ``reduce_scatter_tensor``: a (12, 5) buffer on 4 ranks gives each a
@@ -263,11 +294,27 @@ class Cluster:
         >>> out.outputs[1].shape, float(out.outputs[1][0, 0]), out.stats.steps
         ((3, 5), 4.0, 3)
         """
-        return self.collective("reduce_scatter", buffers, algorithm=algorithm, op=op,
-                               group=group, count=count, dtype=dtype)  # fmt: skip
+        return self.collective(
+            "reduce_scatter",
+            buffers,
+            protocol=protocol,
+            algorithm=algorithm,
+            op=op,
+            group=group,
+            count=count,
+            dtype=dtype,
+        )
 
-    def all_gather(self, buffers=None, *, algorithm=None, group=None, count=None,
-                   dtype="float32"):  # fmt: skip
+    def all_gather(
+        self,
+        buffers=None,
+        *,
+        protocol=None,
+        algorithm=None,
+        group=None,
+        count=None,
+        dtype="float32",
+    ):
         """Every rank ends with every rank's buffer, concatenated along the first axis.
 
         As torch's ``all_gather_into_tensor``: a (3, 5) buffer on 4 ranks gives (12, 5),
@@ -298,11 +345,27 @@ class Cluster:
         >>> out.outputs[0].shape, out.outputs[0][:, 0].tolist()
         ((12, 5), [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
         """
-        return self.collective("all_gather", buffers, algorithm=algorithm, group=group,
-                               count=count, dtype=dtype)  # fmt: skip
+        return self.collective(
+            "all_gather",
+            buffers,
+            protocol=protocol,
+            algorithm=algorithm,
+            group=group,
+            count=count,
+            dtype=dtype,
+        )
 
-    def broadcast(self, buffers=None, *, root=0, algorithm=None, group=None, count=None,
-                  dtype="float32"):  # fmt: skip
+    def broadcast(
+        self,
+        buffers=None,
+        *,
+        protocol=None,
+        root=0,
+        algorithm=None,
+        group=None,
+        count=None,
+        dtype="float32",
+    ):
         """Every rank ends with group rank ``root``'s buffer (same shape).
 
         Parameters
@@ -335,11 +398,29 @@ class Cluster:
         >>> [o.tolist() for o in out.outputs][3], out.stats.steps
         ([2, 2, 2, 2], 6)
         """
-        return self.collective("broadcast", buffers, root=root, algorithm=algorithm,
-                               group=group, count=count, dtype=dtype)  # fmt: skip
+        return self.collective(
+            "broadcast",
+            buffers,
+            protocol=protocol,
+            root=root,
+            algorithm=algorithm,
+            group=group,
+            count=count,
+            dtype=dtype,
+        )
 
-    def reduce(self, buffers=None, *, root=0, algorithm=None, op="sum", group=None,
-               count=None, dtype="float32"):  # fmt: skip
+    def reduce(
+        self,
+        buffers=None,
+        *,
+        protocol=None,
+        root=0,
+        algorithm=None,
+        op="sum",
+        group=None,
+        count=None,
+        dtype="float32",
+    ):
         """Group rank ``root`` ends with the reduction (same shape); the others get ``None``.
 
         Parameters
@@ -372,11 +453,28 @@ class Cluster:
         >>> out.outputs
         [None, array([0, 2, 4]), None]
         """
-        return self.collective("reduce", buffers, root=root, algorithm=algorithm, op=op,
-                               group=group, count=count, dtype=dtype)  # fmt: skip
+        return self.collective(
+            "reduce",
+            buffers,
+            protocol=protocol,
+            root=root,
+            algorithm=algorithm,
+            op=op,
+            group=group,
+            count=count,
+            dtype=dtype,
+        )
 
-    def all_to_all(self, buffers=None, *, algorithm=None, group=None, count=None,
-                   dtype="float32"):  # fmt: skip
+    def all_to_all(
+        self,
+        buffers=None,
+        *,
+        protocol=None,
+        algorithm=None,
+        group=None,
+        count=None,
+        dtype="float32",
+    ):
         """Part j of group rank r's buffer ends as part r of rank j's (same shape).
 
         As torch's ``all_to_all_single``: parts are equal blocks along the first axis
@@ -407,8 +505,15 @@ class Cluster:
         >>> out.outputs[0].tolist(), out.outputs[1].tolist()
         ([[0, 1], [4, 5]], [[2, 3], [6, 7]])
         """
-        return self.collective("all_to_all", buffers, algorithm=algorithm, group=group,
-                               count=count, dtype=dtype)  # fmt: skip
+        return self.collective(
+            "all_to_all",
+            buffers,
+            protocol=protocol,
+            algorithm=algorithm,
+            group=group,
+            count=count,
+            dtype=dtype,
+        )
 
 
 def _record_faults(execution):

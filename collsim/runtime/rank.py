@@ -175,37 +175,39 @@ class Rank:
     # collsim.collectives sits above the runtime; importing it here, when a collective is
     # called, keeps the import graph pointing downward at load time.
 
-    def all_reduce(self, x, group=None, algorithm="ring", op="sum"):
+    def all_reduce(self, x, group=None, algorithm=None, op="sum", protocol=None):
         """Every rank ends with the reduction of all ranks' ``x``."""
-        return self._collective("all_reduce", x, group, algorithm, op)
+        return self._collective("all_reduce", x, group, algorithm, op, protocol=protocol)
 
-    def reduce_scatter(self, x, group=None, algorithm="ring", op="sum"):
+    def reduce_scatter(self, x, group=None, algorithm=None, op="sum", protocol=None):
         """Group rank r ends with chunk r of the reduction; ``x`` is cut along its first
         axis, as torch's ``reduce_scatter_tensor`` does."""
-        return self._collective("reduce_scatter", x, group, algorithm, op)
+        return self._collective("reduce_scatter", x, group, algorithm, op, protocol=protocol)
 
-    def all_gather(self, x, group=None, algorithm="ring"):
+    def all_gather(self, x, group=None, algorithm=None, protocol=None):
         """Every rank ends with all ranks' ``x`` concatenated along the first axis in group
         order, as torch's ``all_gather_into_tensor``: (3, 5) on 4 ranks gives (12, 5)."""
-        return self._collective("all_gather", x, group, algorithm)
+        return self._collective("all_gather", x, group, algorithm, protocol=protocol)
 
-    def broadcast(self, x, root=0, group=None, algorithm="tree"):
+    def broadcast(self, x, root=0, group=None, algorithm=None, protocol=None):
         """Every rank ends with group rank ``root``'s ``x``."""
-        return self._collective("broadcast", x, group, algorithm, root=root)
+        return self._collective("broadcast", x, group, algorithm, root=root, protocol=protocol)
 
-    def reduce(self, x, root=0, group=None, algorithm="tree", op="sum"):
+    def reduce(self, x, root=0, group=None, algorithm=None, op="sum", protocol=None):
         """Group rank ``root`` ends with the reduction; the others get ``None``."""
-        return self._collective("reduce", x, group, algorithm, op, root)
+        return self._collective("reduce", x, group, algorithm, op, root, protocol=protocol)
 
-    def all_to_all(self, x, group=None, algorithm="direct"):
+    def all_to_all(self, x, group=None, algorithm=None, protocol=None):
         """Chunk j of rank r's ``x`` (cut along the first axis) ends as chunk r of rank
         j's result."""
-        return self._collective("all_to_all", x, group, algorithm)
+        return self._collective("all_to_all", x, group, algorithm, protocol=protocol)
 
-    def _collective(self, name, x, group, algorithm, op="sum", root=0):
+    def _collective(self, name, x, group, algorithm, op="sum", root=0, protocol=None):
+        # algorithm=None is the cluster's default: NCCL's choice (auto) on a hardware
+        # preset, else the collective's first (ring; tree for broadcast and reduce)
         from ..collectives.api import collective
 
-        return collective(self, name, x, group, algorithm, op, root)
+        return collective(self, name, x, group, algorithm, op, root, protocol=protocol)
 
     # -- checks ---------------------------------------------------------------------------
 

@@ -49,6 +49,11 @@ ALGORITHM_COLOURS = {
     "halving_doubling": "#C44E52",
     "naive": "#8172B3",
     "direct": "#DD8452",
+    # NCCL's algorithms on the hardware presets
+    "nccl_ring": "#1F77B4",
+    "double_tree": "#937860",
+    "hierarchical": "#2CA02C",
+    "nvls": "#DA8BC3",
 }
 # line style and marker per algorithm, so lines that coincide (naive and ring are both
 # one latency per step at small sizes) stay apart in print and for colour-blind readers;
@@ -59,6 +64,10 @@ ALGORITHM_STYLES = {
     "halving_doubling": {"ls": "-.", "marker": "^", "lw": 2.0, "ms": 6},
     "naive": {"ls": ":", "marker": "D", "lw": 2.0, "ms": 5, "mfc": "white"},
     "direct": {"ls": (0, (5, 1, 1, 1)), "marker": "v", "lw": 2.0, "ms": 6, "mfc": "white"},
+    "nccl_ring": {"ls": "-", "marker": "P", "lw": 1.6, "ms": 6},
+    "double_tree": {"ls": "--", "marker": "X", "lw": 1.6, "ms": 6},
+    "hierarchical": {"ls": "-.", "marker": "h", "lw": 1.6, "ms": 6, "mfc": "white"},
+    "nvls": {"ls": ":", "marker": "*", "lw": 1.8, "ms": 8},
 }
 
 
@@ -152,6 +161,11 @@ def sweep(
         # every algorithm that runs on this many ranks (halving-doubling reduce-scatter
         # and all-gather need a power of two)
         algorithms = algorithms_for(collective, cluster.size)
+        if cluster.topology.graph.get("machine") is not None:  # and NCCL's, on a preset
+            from ..collectives.auto import placement_of
+
+            layout, switch = placement_of(cluster.topology, tuple(range(cluster.size)))
+            algorithms = algorithms_for(collective, cluster.size, layout, switch)
     given = list(algorithms)
     algorithms = [canonical_algorithm(collective, a) for a in given]
     if len(set(algorithms)) < len(algorithms):

@@ -91,6 +91,8 @@ def topology_layout(g):
     if "shape" in g.graph:  # 2-D torus: rank r at row r // cols, column r % cols
         _, cols = g.graph["shape"]
         return {r: (float(r % cols), -float(r // cols)) for r in ranks}
+    if "machine" in g.graph:
+        return _hardware_layout(g, ranks)
     if "gpus_per_node" in g.graph:
         return _hierarchical_layout(g, ranks)
     switches = [n for n in g.nodes if n not in set(ranks)]
@@ -119,6 +121,39 @@ def _hierarchical_layout(g, ranks):
     return pos
 
 
+def _hardware_layout(g, ranks):
+    """A hardware preset: each node's GPUs in a row, its NVSwitch (or PCIe switches under
+    their CPU sockets) above them; the rail switches below, each spanning GPU j of every
+    node, and the spine (or the one fabric switch) below those."""
+    per = g.graph["gpus_per_node"]
+    pos = {}
+    for r in ranks:
+        n, local = divmod(r, per)
+        pos[r] = (n * (per + 1) * 0.5 + local * 0.5, 0.0)
+    xs = [pos[r][0] for r in ranks]
+    middle = (min(xs) + max(xs)) / 2
+    levels = {"nvswitch": 1.0, "pcie": 0.8, "cpu": 1.6, "rail": -1.0, "fabric": -1.0,
+              "spine": -2.0}  # fmt: skip
+    for node, role in g.nodes(data="role"):
+        if role is None:
+            continue
+        below = [pos[r][0] for r in g.successors(node) if g.nodes[r].get("kind") == "rank"]
+        x = sum(below) / len(below) if below and role in ("nvswitch", "pcie") else middle
+        if role == "rail":  # the rails side by side across the whole width, in order
+            width = max(xs) - min(xs) or 1.0
+            x = min(xs) + (g.nodes[node]["rail"] + 0.5) * width / _rails(g)
+        pos[node] = (x, levels[role])
+    for node, role in g.nodes(data="role"):
+        if role == "cpu":  # over the PCIe switches it serves
+            under = [pos[n][0] for n in g.successors(node) if g.nodes[n].get("role") == "pcie"]
+            pos[node] = (sum(under) / len(under), levels["cpu"])
+    return pos
+
+
+def _rails(g):
+    return sum(1 for _, role in g.nodes(data="role") if role == "rail")
+
+
 def _bars(g, pos):
     """Switches drawn as bars that span the ranks they serve (hierarchical only):
     ``{switch: (left, right, y)}``; their links then run straight up and down."""
@@ -126,11 +161,23 @@ def _bars(g, pos):
         return {}
     bars = {}
     for node in g.nodes:
-        if g.nodes[node].get("kind") != "switch":
-            continue
-        xs = [pos[r][0] for r in nx.all_neighbors(g, node)]
+        if g.nodes[node].get("kind") != "switch" or g.nodes[node].get("role") in ("rail", "spine"):
+            continue  # rails and the spine are boxes: their links fan out
+        xs = [pos[r][0] for r in _spanned(g, node)]
         bars[node] = (min(xs) - 0.2, max(xs) + 0.2, pos[node][1])
     return bars
+
+
+def _spanned(g, switch):
+    """The nodes a switch's bar spans: on a hardware preset, a PCIe switch or NVSwitch
+    spans its GPUs and a CPU socket its PCIe switches; otherwise every neighbour."""
+    role = g.nodes[switch].get("role")
+    neighbours = list(nx.all_neighbors(g, switch))
+    wanted = {"nvswitch": "rank", "pcie": "rank", "cpu": "pcie"}.get(role)
+    if wanted is None:
+        return neighbours
+    kind = "kind" if wanted == "rank" else "role"
+    return [n for n in neighbours if g.nodes[n].get(kind) == wanted]
 
 
 def _is_wrap(g, u, v):
@@ -163,6 +210,8 @@ def _segments(g, pos, markers, bars, u, v):
     """How link u -> v is drawn: ``[(start, end, options), ...]`` for FancyArrowPatch."""
     if u in bars or v in bars:  # a GPU's link to a bar: straight up or down beside the GPU
         rank, bar = (v, u) if u in bars else (u, v)
+        if u in bars and v in bars and _width(bars[u]) < _width(bars[v]):
+            rank, bar = u, v  # two bars (a PCIe switch and the fabric): beside the narrower
         (x, y), bar_y = pos[rank], bars[bar][2]
         toward_bar = NODE if bar_y > y else -NODE
         x += -0.08 if u == rank else 0.08  # up-link and down-link side by side
@@ -181,6 +230,10 @@ def _segments(g, pos, markers, bars, u, v):
     rad = 0.15 if g.has_edge(v, u) else 0.0  # both directions: two arcs apart
     bend = {"patchA": markers[u], "patchB": markers[v], "connectionstyle": f"arc3,rad={rad}"}
     return [(pos[u], pos[v], bend)]
+
+
+def _width(bar):
+    return bar[1] - bar[0]
 
 
 def _draw_link(ax, segments, colour, width, gid):
