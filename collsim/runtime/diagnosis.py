@@ -38,8 +38,21 @@ def _waits(proc):
     """What a blocked process waits for, in the report's words."""
     op = proc.blocked_on
     if isinstance(op, Wait):
-        return "wait for " + "; ".join(h.describe() for h in op.handles if not h.done)
+        return "wait for " + "; ".join(_counted(h.describe() for h in op.handles if not h.done))
     return describe(op) if op is not None else "(not started)"
+
+
+def _counted(lines):
+    """Each distinct line once, in first-seen order, with "(x7)" where it repeats: a ring
+    of 8 channels waits for 8 messages from one peer with one tag.
+
+    >>> _counted(["recv from rank 7", "send to rank 1", "recv from rank 7"])
+    ['recv from rank 7 (x2)', 'send to rank 1']
+    """
+    counts = {}
+    for line in lines:
+        counts[line] = counts.get(line, 0) + 1
+    return [line if n == 1 else f"{line} (x{n})" for line, n in counts.items()]
 
 
 def deadlock_report(blocked, now, collective_calls=None):
@@ -160,10 +173,10 @@ def watchdog_report(execution, blocked):
     lines += [f"  {report}" for report in ranks.values()]
     if network.stalled:
         lines.append(f"stalled transfers ({len(network.stalled)}):")
-        for stall in network.stalled[:8]:
-            lines.append(f"  {_stall(stall)}")
-        if len(network.stalled) > 8:
-            lines.append(f"  ... and {len(network.stalled) - 8} more")
+        stalls = _counted(_stall(stall) for stall in network.stalled)
+        lines += [f"  {stall}" for stall in stalls[:8]]
+        if len(stalls) > 8:
+            lines.append(f"  ... and {len(stalls) - 8} more")
     for (group, seq, name), (_joined, missing) in base.stuck.items():
         if missing:
             lines.append(f"collective {name} #{seq} on group {list(group)}: ranks {missing} "
