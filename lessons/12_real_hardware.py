@@ -26,17 +26,16 @@ import math
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
 
 import collsim
 from collsim import hardware, teach
 from collsim.collectives.degraded import degraded_ring_all_reduce_time
 from collsim.collectives.formulas import bus_factor, closed_form
 from collsim.errors import WatchdogTimeout
-from collsim.hardware.protocols import PROTOCOLS, slowest_class
+from collsim.hardware.protocols import PROTOCOLS, message_alpha_beta
 from collsim.runtime.faults import Faults
-from collsim.topology import path_alpha_beta, route
 from collsim.units import format_rate, format_size, format_time
+from collsim.viz.sweep import size_axis
 
 for name, machine in hardware.PRESETS.items():
     intra, inter = machine.intra, machine.inter
@@ -47,31 +46,15 @@ for name, machine in hardware.PRESETS.items():
           f"{format_rate(inter.effective_rate)} (line rate {format_rate(inter.nic_rate)})")  # fmt: skip
 
 
-def hop(graph, src, dst, protocol):
-    """``(α, β)`` of one message from ``src`` to ``dst`` as the network charges it: the
-    links' latency plus the protocol's latency for the slowest link class on the way, and
-    the narrowest link's rate times the protocol's payload fraction."""
-    alpha, beta = path_alpha_beta(graph, src, dst)
-    link_class = slowest_class(graph.edges[link]["link_class"] for link in route(graph, src, dst))
-    return alpha + protocol.latency_for(link_class), beta * protocol.efficiency
+# one message's (α, β) as the network charges it: the links' latency plus the protocol's
+# latency for the slowest link class on the way, and the narrowest link's rate times the
+# protocol's payload fraction
+hop = message_alpha_beta
 
 
 def busbw(result):
     """nccl-tests' bus bandwidth of a collective result: S/t · 2(n−1)/n for all-reduce."""
     return result.size_bytes / result.time * bus_factor(result.collective, result.group.size)
-
-
-def size_axis(ax, sizes):
-    """A log2 size axis labelled in binary units, as the other lessons draw it."""
-    ax.set_xscale("log", base=2)
-    lo, hi = int(math.log2(sizes[0])), int(math.ceil(math.log2(sizes[-1])))
-    ticks = [2**e for e in range(lo, hi + 1) if (e - lo) % 3 == 0]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([format_size(t).replace(".0 ", " ") for t in ticks], rotation=35,
-                       ha="right", fontsize=10)  # fmt: skip
-    ax.set_xlabel("message size S (bytes, as nccl-tests counts them)", fontsize=11)
-    ax.grid(True, which="major", alpha=0.3)
 
 
 # %% [markdown]

@@ -189,8 +189,7 @@ class Fabric:
                        else (self.intra_alpha, self.intra_beta))  # fmt: skip
         if protocol is None:
             return alpha, beta
-        link_class = self.inter_class if inter else self.intra_class
-        return alpha + protocol.latency_for(link_class), beta * protocol.efficiency
+        return protocol.on_hop(alpha, beta, self.inter_class if inter else self.intra_class)
 
 
 @dataclass(frozen=True)

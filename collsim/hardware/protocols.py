@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 
-__all__ = ["Protocol", "PROTOCOLS", "check_protocol", "LINK_CLASSES", "slowest_class"]
+__all__ = ["Protocol", "PROTOCOLS", "check_protocol", "LINK_CLASSES", "slowest_class",
+           "message_alpha_beta"]  # fmt: skip
 
 # the link classes of a hardware topology's edges (edge attribute ``link_class``), fastest
 # first: a path is as slow as its slowest class
@@ -54,6 +55,15 @@ class Protocol:
             if name == link_class:
                 return seconds
         return 0.0
+
+    def on_hop(self, alpha, beta, link_class):
+        """``(α, β)`` of a hop once this protocol carries it: its latency for the hop's
+        link class added to α, β times its payload fraction.
+
+        >>> PROTOCOLS["ll"].on_hop(1e-6, 100e9, "nvlink")
+        (1.6e-06, 50000000000.0)
+        """
+        return alpha + self.latency_for(link_class), beta * self.efficiency
 
     def __str__(self):
         return self.name
@@ -104,3 +114,22 @@ def slowest_class(classes):
     order = {name: i for i, name in enumerate(LINK_CLASSES)}
     found = [c for c in classes if c in order]
     return max(found, key=order.__getitem__) if found else None
+
+
+def message_alpha_beta(graph, src, dst, protocol=None):
+    """``(α, β)`` of one message from rank ``src`` to rank ``dst`` as the network charges
+    it: the path's summed latency and narrowest rate, with ``protocol`` carried on the
+    path's slowest link class (what the closed forms of a protocol take).
+
+    >>> from collsim.hardware.build import topology
+    >>> alpha, beta = message_alpha_beta(topology("dgx-h100"), 0, 1, PROTOCOLS["simple"])
+    >>> round(alpha * 1e6, 2), round(beta / 1e9, 1)
+    (3.9, 370.8)
+    """
+    from ..topology import path_alpha_beta, route
+
+    alpha, beta = path_alpha_beta(graph, src, dst)
+    if protocol is None:
+        return alpha, beta
+    classes = [graph.edges[link].get("link_class") for link in route(graph, src, dst)]
+    return protocol.on_hop(alpha, beta, slowest_class(classes))

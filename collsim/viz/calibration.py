@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
 
 from .. import hardware
 from ..collectives.executor import DTYPE_BYTES
@@ -38,6 +37,7 @@ from ..errors import ConfigError
 from ..runtime.cluster import Cluster
 from ..topology import route
 from ..units import format_size
+from .sweep import size_axis
 
 __all__ = ["Published", "PUBLISHED", "CurveSpec", "CURVES", "Curve", "measure_curve",
            "latency_floor", "calibration_sizes", "calibration_figure", "published_for",
@@ -229,20 +229,6 @@ def published_for(curve, published=PUBLISHED):
     return [p for p in published if p.key == curve.spec.key]
 
 
-def _size_axis(ax, lo, hi, every):
-    """A log-2 size axis from ``lo`` to ``hi`` bytes, a tick every ``every`` octaves from
-    ``lo`` on."""
-    ax.set_xscale("log", base=2)
-    first, last = int(math.log2(lo)), int(math.log2(hi))
-    ticks = [2**e for e in range(first, last + 1, every)]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([format_size(t).replace(".0 ", " ") for t in ticks], rotation=35,
-                       ha="right", fontsize=10)  # fmt: skip
-    ax.set_xlabel("message size S (bytes, as nccl-tests counts them)", fontsize=11)
-    ax.grid(True, which="major", alpha=0.3)
-
-
 def _style(n):
     return COLOURS[n % len(COLOURS)], MARKERS[n % len(MARKERS)]
 
@@ -271,7 +257,7 @@ def _draw_bandwidth(ax, curves, published):
             top = max(top, p.busbw_GBps)
     ax.plot([], [], marker="*", ms=14, color="white", mec="black", ls="none",
             label="published by NVIDIA's NCCL team [n]: sources below")  # fmt: skip
-    _size_axis(ax, sizes[0], sizes[-1], 3 if len(sizes) > 12 else 1)
+    size_axis(ax, sizes, 3 if len(sizes) > 12 else 1)
     ax.set_xlim(sizes[0] / 2, sizes[-1] * 8)  # room for the stars' numbers
     ax.set_ylim(0, top * 1.15)
     ax.set_ylabel("bus bandwidth (GB/s)", fontsize=12)
@@ -323,7 +309,7 @@ def _draw_floor(ax, curves, small_max):
     ax.plot([sizes[0]], [model * 1e6], marker="X", ms=11, color="black", ls="none", zorder=5)
     ax.annotate(f"NCCL's own model: {model * 1e6:.1f} µs ({what})", xy=(sizes[0], model * 1e6),
                 xytext=(10, -6), textcoords="offset points", va="top", fontsize=9)  # fmt: skip
-    _size_axis(ax, sizes[0], sizes[-1], 3 if len(sizes) > 8 else 1)
+    size_axis(ax, sizes, 3 if len(sizes) > 8 else 1)
     ax.set_xlim(sizes[0] / 1.5, sizes[-1] * 1.5)
     ax.set_ylim(0, max(top, model * 1e6) * 1.2)
     ax.set_ylabel("time (µs)", fontsize=12)

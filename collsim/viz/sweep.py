@@ -40,7 +40,8 @@ from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
 
-__all__ = ["sweep", "sweep_figure", "Sweep", "MODES", "ALGORITHM_COLOURS", "ALGORITHM_STYLES"]
+__all__ = ["sweep", "sweep_figure", "size_axis", "Sweep", "MODES", "ALGORITHM_COLOURS",
+           "ALGORITHM_STYLES"]  # fmt: skip
 
 MODES = ("count-only", "analytical")
 ALGORITHM_COLOURS = {
@@ -200,10 +201,13 @@ def sweep(
     return Sweep(collective, k, sizes, times, mode, name)
 
 
-def _size_axis(ax, sizes):
+def size_axis(ax, sizes, every=None):
+    """A log-2 message-size axis over ``sizes`` (bytes, ascending), ticked in binary units
+    every ``every`` octaves (default: by the span), as every size sweep here draws it."""
     ax.set_xscale("log", base=2)
     lo, hi = int(math.log2(sizes[0])), int(math.ceil(math.log2(sizes[-1])))
-    every = 3 if hi - lo > 12 else 2 if hi - lo > 6 else 1
+    if every is None:
+        every = 3 if hi - lo > 12 else 2 if hi - lo > 6 else 1
     ticks = [2**e for e in range(lo, hi + 1) if e % every == 0]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -276,7 +280,7 @@ def sweep_figure(
         ax_t.plot(data.sizes, times, label=label, **style)
         ax_b.plot(data.sizes, np.array(data.busbw(a)) / 1e9, label=label, **style)
     for ax in (ax_t, ax_b):
-        _size_axis(ax, data.sizes)
+        size_axis(ax, data.sizes)
         _tint(ax, data, label=ax is ax_b, bound_label=ax is ax_t)
         ax.set_yscale("log")
     ax_t.set_ylabel("time (s)", fontsize=12)
