@@ -66,6 +66,9 @@ def deadlock_report(blocked, now, collective_calls=None):
             stuck[(group, seq)] = call
             what = f"{call.name} #{seq}: {what}"
         who = f"rank {proc.rank.id}" + ("" if proc.name == "main" else f" ({proc.name})")
+        where = getattr(proc.source, "where", None)  # blocking code: the user's line
+        if where is not None:
+            what = f"{what} (called at {where})"
         waiting.setdefault(proc.rank.id, []).append(what)
         lines.append(f"  {who} waits in {what}")
     message = (

@@ -27,7 +27,21 @@ from .guards import (
     runaway_error,
 )
 from .memory import MemoryBlock, MemoryTracker
-from .ops import Compute, CountOnly, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
+from .ops import (
+    ANY,
+    Compute,
+    CountOnly,
+    Enter,
+    Exchange,
+    Handle,
+    Received,
+    Recv,
+    Send,
+    Start,
+    Steps,
+    TagPrefix,
+    Wait,
+)
 
 __all__ = ["Execution", "Process"]
 
@@ -35,7 +49,7 @@ __all__ = ["Execution", "Process"]
 class Process:
     """A generator being run for one rank: its main program or a background task."""
 
-    __slots__ = ("gen", "rank", "name", "blocked_on", "handle", "collective")
+    __slots__ = ("gen", "rank", "name", "blocked_on", "handle", "collective", "source")
 
     def __init__(self, gen, rank, name):
         self.gen = gen
@@ -44,6 +58,9 @@ class Process:
         self.blocked_on = None
         self.handle = Handle(f"{name} of rank {rank.id}")
         self.collective = None  # (group ranks, seq, description) while inside one
+        # blocking rank code (runtime/blocking.py): its thread, whose `where` is the line of
+        # the user's call the process is blocked in
+        self.source = None
 
 
 class Execution:
@@ -64,6 +81,7 @@ class Execution:
         self._sample = None
         self._sends = {}  # (src, dst, tag) -> deque of (payload, handle, label, meta)
         self._recvs = {}  # (src, dst, tag) -> deque of (handle, out, reduce)
+        self._wild = {}  # dst -> [(src or ANY, tag or pattern, handle, out, reduce)]
         self._combining = {}  # (tag, Combine) -> the matched transfers of a combined group
         self._protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
         self._compute_free = {}  # rank id -> when its compute stream is next free
@@ -94,6 +112,7 @@ class Execution:
         # collectives.context.CollectiveContext, made by the run's first collective (the
         # runtime does not import the collectives, which sit above it)
         self.collectives = None
+        self.running = None  # the process _advance runs now
 
     # -- processes ------------------------------------------------------------------------
 
@@ -103,8 +122,17 @@ class Execution:
         self._advance(proc, None)
         return proc
 
+    def note_where(self, rank_id, source):
+        """The process running now is a blocking rank's proxy: keep its thread, whose
+        ``where`` the deadlock report prints (``rank_id`` names it for a check)."""
+        proc = self.running
+        if proc is None or proc.rank.id != rank_id:
+            raise CollsimError(f"note_where({rank_id}) outside rank {rank_id}'s program")
+        proc.source = source
+
     def _advance(self, proc, value):
         """Run ``proc`` until it blocks or ends."""
+        self.running = proc
         if self._crashed and proc.rank.id in self._crashed:
             return  # a crashed rank never advances again
         self.last_progress = self.engine.now
@@ -244,6 +272,8 @@ class Execution:
         return self._post_send(me, op.dst, op.payload, op.tag, op.label, op.meta)
 
     def post_recv(self, me, op):
+        if op.src is ANY or type(op.tag) in _PATTERNS or op.status:
+            return self._post_wild_recv(me, op.src, op.tag, op.out, op.reduce, op.status)
         return self._post_recv(me, op.src, op.tag, op.out, op.reduce)
 
     def _post_send(self, me, dst, payload, tag, label, meta):
@@ -255,9 +285,41 @@ class Execution:
             if not waiting:
                 del self._recvs[key]  # tags are often unique: keep the mailbox small
             self._start_transfer(key, payload, handle, label, meta, recv_handle, out, reduce)
+        elif self._wild and self._match_wild(key, payload, handle, label, meta):
+            pass
         else:
             _enqueue(self._sends, key, (payload, handle, label, meta))
         return handle
+
+    def _post_wild_recv(self, me, src, tag, out, reduce, status):
+        """A receive from any source or of any tag (MPI's ANY_SOURCE, ANY_TAG), or one that
+        wants its status: the first queued send to ``me`` that matches (per source in
+        posting order; sources in the order their queues opened), else it waits."""
+        handle = Handle(("recv from", "any" if src is ANY else src, tag), status)
+        for key in list(self._sends):
+            s, d, t = key
+            if d == me and (src is ANY or s == src) and _tag_matches(tag, t):
+                queue = self._sends[key]
+                payload, send_handle, label, meta = queue.popleft()
+                if not queue:
+                    del self._sends[key]
+                self._start_transfer(key, payload, send_handle, label, meta, handle, out, reduce)
+                return handle
+        self._wild.setdefault(me, []).append((src, tag, handle, out, reduce))
+        return handle
+
+    def _match_wild(self, key, payload, handle, label, meta):
+        """Hand a send to the first waiting wildcard receive it matches; True if one did."""
+        src, dst, tag = key
+        waiting = self._wild.get(dst)
+        for i, (want_src, want_tag, recv_handle, out, reduce) in enumerate(waiting or ()):
+            if (want_src is ANY or want_src == src) and _tag_matches(want_tag, tag):
+                del waiting[i]
+                if not waiting:
+                    del self._wild[dst]
+                self._start_transfer(key, payload, handle, label, meta, recv_handle, out, reduce)
+                return True
+        return False
 
     def _post_recv(self, me, src, tag, out, reduce):
         key = (src, me, tag)
@@ -356,6 +418,8 @@ class Execution:
         self.trace.add_transfer(src, dst, tag, payload.nbytes, start, self.engine.now, links, label,
                                 meta)  # fmt: skip
         send_handle.complete(None)
+        if recv_handle.status:  # the receive asked where it came from (MPI's Status)
+            value = Received(value, src, tag, payload.nbytes)
         recv_handle.complete(value)
 
     # -- the guards -----------------------------------------------------------------------
@@ -443,7 +507,7 @@ class Execution:
         """Drop the processes, mailboxes and handlers once the run is over (see
         ``Cluster.run``); the trace and the engine's clock stay."""
         self.processes = []
-        self._sends, self._recvs = {}, {}
+        self._sends, self._recvs, self._wild = {}, {}, {}
         self._combining = {}
         self._dispatch = {}
         self.network.relink = None
@@ -466,6 +530,8 @@ class Execution:
             raise self._runaway(ended=True)
         unmatched = [(k, "send") for k, q in self._sends.items() if q]
         unmatched += [(k, "recv") for k, q in self._recvs.items() if q]
+        unmatched += [((src, dst, tag), "recv") for dst, waiting in self._wild.items()
+                      for src, tag, *_ in waiting]  # fmt: skip
         if unmatched:
             lines = []
             for (src, dst, tag), kind in unmatched:
@@ -611,3 +677,11 @@ def _attach_rank(exc, proc, now):
     if getattr(exc, "rank", None) is None:
         exc.rank = proc.rank.id
         exc.add_note(f"raised in rank {proc.rank.id} ({proc.name}) at t={now:.6g} s")
+
+
+_PATTERNS = (type(ANY), TagPrefix)
+
+
+def _tag_matches(want, tag):
+    """Whether a receive's tag (a tag, ANY or a TagPrefix) takes a send's ``tag``."""
+    return want.matches(tag) if type(want) in _PATTERNS else want == tag

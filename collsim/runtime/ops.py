@@ -12,7 +12,50 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["CountOnly", "Handle", "Send", "Recv", "Wait", "Compute", "Exchange", "Start"]
+__all__ = ["CountOnly", "Handle", "Send", "Recv", "Wait", "Compute", "Exchange", "Start",
+           "ANY", "TagPrefix", "Received"]  # fmt: skip
+
+
+class _Any:
+    """A receive's source or tag that matches anything (MPI's ANY_SOURCE and ANY_TAG)."""
+
+    __slots__ = ()
+
+    def matches(self, tag):
+        return True
+
+    def __repr__(self):
+        return "ANY"
+
+
+ANY = _Any()
+
+
+@dataclass(frozen=True)
+class TagPrefix:
+    """A receive's tag that matches every tuple tag starting with ``prefix``: an MPI
+    communicator's ANY_TAG, whose tags are ``(comm_id, user_tag)``.
+
+    >>> TagPrefix((3,)).matches((3, 7)), TagPrefix((3,)).matches((4, 7))
+    (True, False)
+    """
+
+    prefix: tuple
+
+    def matches(self, tag):
+        n = len(self.prefix)
+        return isinstance(tag, tuple) and tag[:n] == self.prefix
+
+
+@dataclass(frozen=True)
+class Received:
+    """What a receive with ``status=True`` resumes with: the value, and where it came from
+    (MPI's Status: source, tag, and the bytes that arrived)."""
+
+    value: object
+    src: int
+    tag: object
+    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -41,13 +84,14 @@ def is_payload(obj):
 class Handle:
     """Completion of a non-blocking operation; ``yield rank.wait(handle)`` gives its value."""
 
-    __slots__ = ("done", "value", "callbacks", "what")
+    __slots__ = ("done", "value", "callbacks", "what", "status")
 
-    def __init__(self, what):
+    def __init__(self, what, status=False):
         self.done = False
         self.value = None
         self.callbacks = []
         self.what = what  # how the deadlock report names it: a string or (verb, peer, tag)
+        self.status = status  # a receive's: complete with a Received record, not the value
 
     def complete(self, value=None):
         self.done = True
@@ -84,6 +128,7 @@ class Recv:
     out: object = None  # receive into this array instead of a fresh copy
     reduce: object = None  # a numpy ufunc: out = reduce(out, data)
     blocking: bool = True
+    status: bool = False  # resume with a Received (value, src, tag, nbytes)
 
 
 @dataclass

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..units import parse_time
 from .ops import (
+    ANY,
     Compute,
     CountOnly,
     Exchange,
@@ -29,6 +30,7 @@ from .ops import (
     Recv,
     Send,
     Start,
+    TagPrefix,
     Wait,
     is_payload,
 )
@@ -72,19 +74,22 @@ class Rank:
         return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
                     False, _label(label), meta)  # fmt: skip
 
-    def recv(self, src, tag=0, out=None, reduce=None):
+    def recv(self, src, tag=0, out=None, reduce=None, status=False):
         """Receive from rank ``src``; resumes with a copy of the array that was sent.
 
         With ``out=`` the data lands in that array (reduced into it with ``reduce=``, a
-        numpy ufunc such as ``np.add``) and the program resumes with ``out``.
+        numpy ufunc such as ``np.add``) and the program resumes with ``out``.  ``src`` may
+        be :data:`~collsim.runtime.ops.ANY` (any rank) and ``tag`` ``ANY`` or a
+        :class:`~collsim.runtime.ops.TagPrefix`; ``status=True`` resumes with a
+        :class:`~collsim.runtime.ops.Received` (value, source, tag, bytes).
         """
-        return Recv(self._peer(src, "recv from"), self._tag(tag), self._out(out, reduce),
-                    reduce, True)  # fmt: skip
+        return Recv(self._source(src), self._recv_tag(tag), self._out(out, reduce), reduce,
+                    True, bool(status))  # fmt: skip
 
-    def irecv(self, src, tag=0, out=None, reduce=None):
+    def irecv(self, src, tag=0, out=None, reduce=None, status=False):
         """Like :meth:`recv` but resumes at once with a handle to :meth:`wait` on."""
-        return Recv(self._peer(src, "recv from"), self._tag(tag), self._out(out, reduce),
-                    reduce, False)  # fmt: skip
+        return Recv(self._source(src), self._recv_tag(tag), self._out(out, reduce), reduce,
+                    False, bool(status))  # fmt: skip
 
     def wait(self, *handles):
         """Resume when every handle is done: with its value, or a list of values."""
@@ -221,6 +226,12 @@ class Rank:
                 f"rank {self.id} cannot {verb} rank {peer!r}{kind}: ranks are 0..{self.size - 1}"
             )
         return int(peer)
+
+    def _source(self, src):
+        return src if src is ANY else self._peer(src, "recv from")
+
+    def _recv_tag(self, tag):
+        return tag if tag is ANY or isinstance(tag, TagPrefix) else self._tag(tag)
 
     def _tag(self, tag):
         if type(tag) is int:

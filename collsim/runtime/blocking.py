@@ -1,0 +1,253 @@
+"""Blocking rank code: each rank runs an ordinary function in its own thread, and the engine
+passes a baton so that only one of them runs at any moment.
+
+A rank program written as a generator yields its operations; code written the way people
+write MPI or torch.distributed programs calls them and blocks.  Here each rank's function
+runs in a thread of its own, but a thread runs only while it holds the baton: the engine
+resumes it with the result of its last call and waits until it posts the next one (or
+returns), so the order of everything is the engine's, in simulated time, and the same
+inputs give the same trace byte for byte, with no locks in the user's code.
+
+Each thread is driven by a small generator program (a proxy) that the engine runs like any
+other, so point-to-point matching, collectives, the deadlock report (which also names the
+line of the user's blocking call), the guards and the trace all work unchanged.
+
+Compute between calls costs no simulated time unless the program says so with
+:func:`compute`: ``compute(seconds=1e-3)`` or ``compute(flops=2e12)``.
+
+Examples
+--------
+>>> import numpy as np, collsim
+>>> def main():
+...     rank = current_rank()
+...     x = np.full(4, float(rank.id))
+...     total = call(rank.all_reduce(x))          # blocks until the all-reduce is done
+...     if rank.id == 0:
+...         call(rank.send(1, total))
+...     elif rank.id == 1:
+...         return float(call(rank.recv(0)).sum())
+>>> result = run(collsim.Cluster(collsim.topology.ring(4)), main)
+>>> result.returns[1]
+24.0
+"""
+
+import inspect
+import sys
+import threading
+from pathlib import Path
+
+from ..errors import ConfigError
+from .ops import Compute, Exchange, Recv, Send, Start, Wait
+
+__all__ = ["run", "current_rank", "call", "now", "compute", "MAX_THREADS", "Aborted"]
+
+# a thread is cheap to create but not free (a stack each); past this, write the program
+# as a generator, which costs nothing per rank
+MAX_THREADS = 1024
+_OPS = (Send, Recv, Wait, Compute, Exchange, Start)
+_HERE = str(Path(__file__).resolve().parents[1])  # collsim/: frames inside it are not the user's
+_local = threading.local()
+
+
+class Aborted(BaseException):
+    """Raised inside a rank's thread when the run ended without it (another rank failed, a
+    deadlock, a guard): it unwinds the rank's code so that the thread ends.  A
+    BaseException, so that ``except Exception`` in user code does not swallow it."""
+
+
+class _RankThread:
+    """One rank's thread and the baton between it and the engine (two semaphores: the
+    engine waits on ``to_engine`` while the rank runs, the rank on ``to_rank`` while the
+    engine does)."""
+
+    def __init__(self, rank, main, args, kwargs):
+        self.rank, self.main, self.args, self.kwargs = rank, main, args, kwargs
+        self.to_rank = threading.Semaphore(0)
+        self.to_engine = threading.Semaphore(0)
+        # ("call", x, where), ("return", value), ("raise", exc) or ("aborted",)
+        self.request = None
+        self.reply = None  # ("value", v) | ("raise", exc) | ("abort",)
+        self.where = None  # the user's line of the current blocking call
+        self.thread = threading.Thread(target=self._body, name=f"collsim rank {rank.id}",
+                                       daemon=True)  # fmt: skip
+
+    # -- in the rank's thread -------------------------------------------------------------
+
+    def _body(self):
+        _local.current = self
+        try:
+            self.to_rank.acquire()
+            if self.reply[0] == "abort":
+                self.request = ("aborted",)
+                return
+            try:
+                self.request = ("return", self.main(*self.args, **self.kwargs))
+            except Aborted:
+                self.request = ("aborted",)
+            except BaseException as exc:  # the engine re-raises it as this rank's error
+                self.request = ("raise", exc)
+        finally:
+            _local.current = None
+            self.to_engine.release()
+
+    def post(self, x):
+        """Hand ``x`` to the engine and sleep until it resumes this rank."""
+        self.where = _callsite()
+        self.request = ("call", x, self.where)
+        self.to_engine.release()
+        self.to_rank.acquire()
+        kind, *value = self.reply
+        if kind == "abort":
+            raise Aborted(f"rank {self.rank.id}: the run ended")
+        if kind == "raise":
+            raise value[0]
+        return value[0]
+
+    # -- in the engine's thread -----------------------------------------------------------
+
+    def resume(self, reply):
+        """Give the baton to the rank with ``reply`` and wait until it hands it back."""
+        self.reply = reply
+        if not self.thread.is_alive() and self.request is None:
+            self.thread.start()
+        self.to_rank.release()
+        self.to_engine.acquire()
+        return self.request
+
+    def abort(self):
+        """End the thread: it is either blocked in a call or not started yet."""
+        if self.request is not None and self.request[0] != "call":
+            return  # it ended already
+        self.reply = ("abort",)
+        if not self.thread.is_alive():
+            self.thread.start()
+        self.to_rank.release()
+        self.to_engine.acquire()
+        self.thread.join()
+
+
+def _proxy(rank, rt):
+    """The generator program the engine runs for a blocking rank: it forwards each call
+    the thread posts as the operation (or sub-program) it is, and the result back."""
+    rank._execution.note_where(rank.id, rt)
+    request = rt.resume(("value", None))
+    while True:
+        kind = request[0]
+        if kind == "return":
+            return request[1]
+        if kind == "raise":
+            raise request[1]
+        if kind == "aborted":
+            return None
+        x = request[1]
+        try:
+            value = (yield from x) if inspect.isgenerator(x) else (yield x)
+        except Exception as exc:  # a refusal of the call: raised where the user called it
+            request = rt.resume(("raise", exc))
+            continue
+        request = rt.resume(("value", value))
+
+
+def _callsite():
+    """``"ring.py:12 in main"`` of the first frame outside collsim: the user's call."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_HERE):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+def _current():
+    rt = getattr(_local, "current", None)
+    if rt is None:
+        raise ConfigError(
+            "this call blocks a rank of a virtual cluster, but it was made outside a run: "
+            "run the function with collsim.exec(main, n=K) or the script with "
+            "`collsim exec -n K script.py`"
+        )
+    return rt
+
+
+def current_rank():
+    """The :class:`~collsim.runtime.rank.Rank` whose code is running (in a blocking run)."""
+    return _current().rank
+
+
+def call(x):
+    """Run ``x`` for the current rank and block until it is done; returns its value.
+
+    ``x`` is a rank operation (``rank.send(...)``, ``rank.recv(...)``, ``rank.isend`` or
+    ``rank.irecv`` (which return a handle at once), ``rank.wait(...)``,
+    ``rank.compute(...)``, ``rank.exchange(...)``, ``rank.start(...)``) or a generator
+    program to run with ``yield from`` (``rank.all_reduce(x)`` or any other collective).
+    """
+    rt = _current()
+    if not (isinstance(x, _OPS) or inspect.isgenerator(x)):
+        raise ConfigError(
+            f"rank {rt.rank.id}: call({x!r}) takes a rank operation (rank.send(...), "
+            "rank.recv(...), rank.wait(...), rank.compute(...)) or a collective's generator "
+            f"(rank.all_reduce(x)), not a {type(x).__name__}"
+        )
+    return rt.post(x)
+
+
+def now():
+    """Simulated seconds on the engine's clock (what ``MPI.Wtime()`` returns)."""
+    return _current().rank.now
+
+
+def compute(seconds=None, flops=None):
+    """Charge the current rank ``seconds`` of compute (or ``flops`` at the cluster's rate):
+    code between calls is otherwise free in simulated time."""
+    rank = current_rank()
+    return call(rank.compute(seconds=seconds, flops=flops))
+
+
+def run(cluster, main, *args, **kwargs):
+    """Run ``main(*args, **kwargs)`` on every rank of ``cluster``, each in its own thread;
+    returns the :class:`~collsim.runtime.cluster.RunResult` (``returns[r]`` is rank r's
+    return value).  An exception in a rank's code ends the run with it; every thread has
+    ended when this returns or raises."""
+    if not callable(main):
+        raise ConfigError(f"run({main!r}): give the function each rank runs")
+    if cluster.size > MAX_THREADS:
+        raise ConfigError(
+            f"a blocking run of {cluster.size} ranks needs a thread each, more than the "
+            f"{MAX_THREADS} collsim starts; write the program as a generator "
+            "(cluster.run(program)) for that many ranks"
+        )
+    threads = {}
+
+    def program(rank):
+        rt = threads[rank.id] = _RankThread(rank, main, args, kwargs)
+        return (yield from _proxy(rank, rt))
+
+    try:
+        return cluster.run(program)
+    except BaseException as exc:
+        if not isinstance(exc, Aborted):
+            _note_others(exc, threads, cluster.size)
+        raise
+    finally:
+        for rt in threads.values():
+            rt.abort()
+        for rt in threads.values():
+            rt.thread.join()
+
+
+def _note_others(exc, threads, size):
+    """Say on ``exc`` what every other rank was doing when the run ended."""
+    failed = getattr(exc, "rank", None)
+    lines = []
+    for r in range(size):
+        rt = threads.get(r)
+        if r == failed:
+            continue
+        kind = rt.request[0] if rt is not None and rt.request else "not started"
+        where = rt.where if rt is not None else None
+        state = {"call": f"blocked at {where}", "return": "finished",
+                 "raise": "raised too", "aborted": "stopped"}.get(kind, kind)  # fmt: skip
+        lines.append(f"  rank {r}: {state}")
+    if lines:
+        exc.add_note("the other ranks when the run ended:\n" + "\n".join(lines))
