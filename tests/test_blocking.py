@@ -152,7 +152,7 @@ def test_a_runaway_blocking_loop_is_stopped_by_the_guard():
             blocking.compute(seconds=0)
 
     with pytest.raises(SimulationLimitError):
-        blocking.run(_cluster(2, max_ops=10_000), main)
+        blocking.run(_cluster(2, max_ops=2_000), main)
 
 
 def test_runs_repeat_byte_for_byte():

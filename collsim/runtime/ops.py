@@ -46,6 +46,10 @@ class TagPrefix:
         n = len(self.prefix)
         return isinstance(tag, tuple) and tag[:n] == self.prefix
 
+    def __repr__(self):
+        # what a deadlock report prints for an MPI communicator's ANY_TAG receive
+        return f"any tag {self.prefix + ('*',)!r}".replace("'*'", "*")
+
 
 @dataclass(frozen=True)
 class Received:

@@ -1,0 +1,222 @@
+"""The uppercase collectives on buffers: collsim's own collectives where there is one.
+
+``Bcast``, ``Reduce``, ``Allreduce``, ``Allgather``, ``Reduce_scatter_block`` and
+``Alltoall`` run collsim's broadcast, reduce, all-reduce, all-gather, reduce-scatter and
+all-to-all over the communicator's ranks, with the algorithm :func:`collsim.mpi.configure`
+chose (by default the cluster's: ring for all-reduce, reduce-scatter and all-gather, as
+MPICH chooses for large messages; a binomial tree for broadcast and reduce; direct
+all-to-all; NCCL's choice on a hardware preset), so their bytes, steps and time are the
+simulator's.  ``Gather`` and ``Scatter`` are linear over point-to-point (the root
+exchanges with every rank at once).  ``MPI.IN_PLACE`` works where MPI allows it.
+
+They move the datatypes collsim's collectives move: DOUBLE, FLOAT, FLOAT16_T, INT
+(INT32_T) and LONG (INT64_T); the lowercase calls take any object.
+
+Examples
+--------
+>>> import numpy as np, collsim
+>>> from collsim import mpi as MPI
+>>> def main():
+...     comm = MPI.COMM_WORLD
+...     total = np.zeros(3)
+...     comm.Allreduce(np.full(3, comm.rank + 1.0), total, op=MPI.SUM)
+...     comm.Allreduce(MPI.IN_PLACE, total, op=MPI.MAX)
+...     return total.tolist()
+>>> collsim.runtime.blocking.run(collsim.Cluster(collsim.topology.ring(4)), main).returns[0]
+[10.0, 10.0, 10.0]
+"""
+
+from ..collectives.checks import NUMERIC_DTYPES
+from ..runtime import blocking
+from .datatypes import buffer_of
+from .exceptions import ERR_ARG, ERR_TYPE, mpi_error, value_error
+from .messages import land
+from .reduction import SUM, collsim_op
+from .settings import run_state
+
+__all__ = ["BufferCollectives", "IN_PLACE", "InPlace"]
+
+
+class InPlace:
+    """``MPI.IN_PLACE``: the receive buffer holds this rank's input too."""
+
+    def __repr__(self):
+        return "MPI.IN_PLACE"
+
+
+IN_PLACE = InPlace()
+_SUPPORTED = "DOUBLE, FLOAT, FLOAT16_T, INT (INT32_T) and LONG (INT64_T)"
+
+
+def _movable(buffer, call):
+    """Refuse a datatype collsim's collectives do not move, before anything moves."""
+    if buffer.data.dtype.name not in NUMERIC_DTYPES:
+        raise mpi_error(ERR_TYPE, f"{call}: {buffer.datatype!r} buffers: collsim's collectives "
+                        f"move {_SUPPORTED}; send other types with the lowercase call "
+                        f"({call.lower()}), which takes any object")  # fmt: skip
+    return buffer
+
+
+def _same(send, recv, call, send_count=None, recv_count=None):
+    """mpi4py's own checks: matching datatypes and counts."""
+    if send.data.dtype != recv.data.dtype:
+        raise value_error(f"{call}: mismatch in send and receive MPI datatypes "
+                          f"({send.datatype!r} and {recv.datatype!r})")  # fmt: skip
+    send_count = send.count if send_count is None else send_count
+    recv_count = recv.count if recv_count is None else recv_count
+    if send_count != recv_count:
+        raise value_error(f"{call}: mismatch in send count {send_count} and receive count "
+                          f"{recv_count}")  # fmt: skip
+
+
+def _block(buffer, size, call):
+    if buffer.count % size:
+        raise value_error(f"{call}: a buffer of {buffer.count} elements holds one block per "
+                          f"rank, so its count must be a multiple of {size} (nearest: "
+                          f"{buffer.count - buffer.count % size} or "
+                          f"{buffer.count - buffer.count % size + size})")  # fmt: skip
+    return buffer.count // size
+
+
+class BufferCollectives:
+    """The uppercase collectives of :class:`~collsim.mpi.comm.Comm` (a mixin)."""
+
+    def _run(self, rank, name, x, **kwargs):
+        """Block while collsim's collective ``name`` runs on this communicator's ranks."""
+        algorithm = run_state(rank).settings.algorithm_for(name)
+        collective = getattr(rank, name)
+        return blocking.call(collective(x, group=self._members(rank), algorithm=algorithm,
+                                        **kwargs))  # fmt: skip
+
+    def _recv_buffer(self, spec, call, arg="recvbuf"):
+        if spec is None or spec is IN_PLACE:
+            raise mpi_error(ERR_ARG, f"{call}({arg}={spec!r}): give the buffer that receives")
+        return _movable(buffer_of(spec, f"{call}({arg}=...)", writable=True), call)
+
+    def Bcast(self, buf, root=0):
+        rank, me, size = self._me("Bcast")
+        root = self._root(root, size, "Bcast")
+        target = _movable(buffer_of(buf, "Bcast(buf=...)", writable=me != root), "Bcast")
+        result = self._run(rank, "broadcast", target.data, root=root)
+        if me != root:
+            target.data[:] = result
+
+    def Allreduce(self, sendbuf, recvbuf, op=SUM):
+        rank, _, _ = self._me("Allreduce")
+        name = collsim_op(op, "Allreduce")
+        recv = self._recv_buffer(recvbuf, "Allreduce")
+        x = self._input(sendbuf, recv, "Allreduce")
+        recv.data[:] = self._run(rank, "all_reduce", x, op=name)
+
+    def Reduce(self, sendbuf, recvbuf, op=SUM, root=0):
+        rank, me, size = self._me("Reduce")
+        root = self._root(root, size, "Reduce")
+        name = collsim_op(op, "Reduce")
+        if me == root:
+            recv = self._recv_buffer(recvbuf, "Reduce")
+            x = self._input(sendbuf, recv, "Reduce")
+        else:
+            if sendbuf is IN_PLACE:
+                raise mpi_error(ERR_ARG, f"Reduce(sendbuf=MPI.IN_PLACE) on rank {me}: only the "
+                                f"root ({root}) may reduce in place")  # fmt: skip
+            x = _movable(buffer_of(sendbuf, "Reduce(sendbuf=...)"), "Reduce").data
+        result = self._run(rank, "reduce", x, op=name, root=root)
+        if me == root:
+            recv.data[:] = result
+
+    def Allgather(self, sendbuf, recvbuf):
+        rank, me, size = self._me("Allgather")
+        recv = self._recv_buffer(recvbuf, "Allgather")
+        n = _block(recv, size, "Allgather")
+        if sendbuf is IN_PLACE:
+            x = recv.data[me * n : (me + 1) * n].copy()
+        else:
+            send = _movable(buffer_of(sendbuf, "Allgather(sendbuf=...)"), "Allgather")
+            _same(send, recv, "Allgather", send.count * size, recv.count)
+            x = send.data
+        recv.data[:] = self._run(rank, "all_gather", x)
+
+    def Reduce_scatter_block(self, sendbuf, recvbuf, op=SUM):
+        rank, _, size = self._me("Reduce_scatter_block")
+        name = collsim_op(op, "Reduce_scatter_block")
+        recv = self._recv_buffer(recvbuf, "Reduce_scatter_block")
+        if sendbuf is IN_PLACE:  # the receive buffer holds all K blocks; block 0 is kept
+            n = _block(recv, size, "Reduce_scatter_block")
+            x = recv.data.copy()
+        else:
+            send = _movable(buffer_of(sendbuf, "Reduce_scatter_block(sendbuf=...)"),
+                            "Reduce_scatter_block")  # fmt: skip
+            _same(send, recv, "Reduce_scatter_block", send.count, recv.count * size)
+            n, x = recv.count, send.data
+        recv.data[:n] = self._run(rank, "reduce_scatter", x, op=name)
+
+    def Alltoall(self, sendbuf, recvbuf):
+        rank, _, size = self._me("Alltoall")
+        recv = self._recv_buffer(recvbuf, "Alltoall")
+        _block(recv, size, "Alltoall")
+        if sendbuf is IN_PLACE:
+            x = recv.data.copy()
+        else:
+            send = _movable(buffer_of(sendbuf, "Alltoall(sendbuf=...)"), "Alltoall")
+            _same(send, recv, "Alltoall")
+            x = send.data
+        recv.data[:] = self._run(rank, "all_to_all", x)
+
+    def _input(self, sendbuf, recv, call):
+        """This rank's input: ``sendbuf``'s data, or (IN_PLACE) a copy of ``recv``'s."""
+        if sendbuf is IN_PLACE:
+            return recv.data.copy()
+        send = _movable(buffer_of(sendbuf, f"{call}(sendbuf=...)"), call)
+        _same(send, recv, call)
+        return send.data
+
+    # -- over point-to-point --------------------------------------------------------------
+
+    def Gather(self, sendbuf, recvbuf, root=0):
+        rank, me, size = self._me("Gather")
+        root = self._root(root, size, "Gather")
+        tag = self._collective_tag(rank, "Gather")
+        if me != root:
+            send = buffer_of(sendbuf, "Gather(sendbuf=...)")
+            self._round(rank, tag, sends=[(root, send.data)])
+            return
+        recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True)
+        n = _block(recv, size, "Gather")
+        if sendbuf is not IN_PLACE:
+            send = buffer_of(sendbuf, "Gather(sendbuf=...)")
+            _same(send, recv, "Gather", send.count * size, recv.count)
+            recv.data[root * n : (root + 1) * n] = send.data
+        others = [r for r in range(size) if r != root]
+        for r, value in zip(others, self._round(rank, tag, recvs=others)):
+            _exactly(value, n, f"Gather: rank {r}")
+            land(_part(recv, r, n), value, "Gather", f"rank {r}")
+
+    def Scatter(self, sendbuf, recvbuf, root=0):
+        rank, me, size = self._me("Scatter")
+        root = self._root(root, size, "Scatter")
+        tag = self._collective_tag(rank, "Scatter")
+        if me != root:
+            recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True)
+            value = self._round(rank, tag, recvs=[root])[0]
+            _exactly(value, recv.count, f"Scatter: the root ({root})")
+            land(recv, value, "Scatter", f"the root ({root})")
+            return
+        send = buffer_of(sendbuf, "Scatter(sendbuf=...)")
+        n = _block(send, size, "Scatter")
+        if recvbuf is not IN_PLACE:
+            recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True)
+            _same(send, recv, "Scatter", n, recv.count)
+            recv.data[:] = send.data[root * n : (root + 1) * n]
+        blocks = [(r, send.data[r * n : (r + 1) * n]) for r in range(size) if r != root]
+        self._round(rank, tag, sends=blocks)
+
+
+def _part(buffer, r, n):
+    """Block ``r`` (of ``n`` elements) of ``buffer``, as a buffer of the same datatype."""
+    return type(buffer)(buffer.data[r * n : (r + 1) * n], buffer.datatype)
+
+
+def _exactly(value, n, who):
+    if value.size != n:
+        raise value_error(f"{who} sent {value.size} elements where {n} were expected: every "
+                          "rank of a Gather or Scatter moves the same count")  # fmt: skip

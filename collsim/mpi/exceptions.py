@@ -1,0 +1,86 @@
+"""MPI's error classes as collsim errors.
+
+A bad MPI call returns an error class (``MPI_ERR_RANK``, ``MPI_ERR_ROOT``, ...), which
+mpi4py raises as ``MPI.Exception``; a bad buffer argument mpi4py itself refuses with a
+``ValueError`` before MPI sees it.  Here both are a
+:class:`~collsim.errors.ConfigError` (itself a ``ValueError``) raised before anything
+moves, whose message names the value, the rule and the exception mpi4py would raise.
+The MPI ones are the subclass :class:`Exception` (exported as ``MPI.Exception``, so
+``except MPI.Exception`` works as with mpi4py), which carries its error class.
+
+Examples
+--------
+>>> err = mpi_error(ERR_ROOT, "Bcast(root=5): a root is a rank of the communicator, 0..3")
+>>> err.Get_error_class() == ERR_ROOT, isinstance(err, ValueError)
+(True, True)
+>>> print(err)
+Bcast(root=5): a root is a rank of the communicator, 0..3 (mpi4py raises MPI.Exception \
+with MPI_ERR_ROOT)
+"""
+
+import builtins
+
+from ..errors import ConfigError
+
+__all__ = ["Exception", "mpi_error", "value_error", "ERROR_NAMES", "SUCCESS", "ERR_BUFFER",
+           "ERR_COUNT", "ERR_TYPE", "ERR_TAG", "ERR_COMM", "ERR_RANK", "ERR_REQUEST",
+           "ERR_ROOT", "ERR_OP", "ERR_ARG", "ERR_TRUNCATE", "ERR_OTHER"]  # fmt: skip
+
+# MPICH's numbers for the classes (mpi.h); programs compare them with the names only
+SUCCESS = 0
+ERR_BUFFER = 1
+ERR_COUNT = 2
+ERR_TYPE = 3
+ERR_TAG = 4
+ERR_COMM = 5
+ERR_RANK = 6
+ERR_ROOT = 7
+ERR_OP = 9
+ERR_ARG = 12
+ERR_TRUNCATE = 14
+ERR_OTHER = 15
+ERR_REQUEST = 19
+
+ERROR_NAMES = {
+    SUCCESS: "MPI_SUCCESS",
+    ERR_BUFFER: "MPI_ERR_BUFFER",
+    ERR_COUNT: "MPI_ERR_COUNT",
+    ERR_TYPE: "MPI_ERR_TYPE",
+    ERR_TAG: "MPI_ERR_TAG",
+    ERR_COMM: "MPI_ERR_COMM",
+    ERR_RANK: "MPI_ERR_RANK",
+    ERR_ROOT: "MPI_ERR_ROOT",
+    ERR_OP: "MPI_ERR_OP",
+    ERR_ARG: "MPI_ERR_ARG",
+    ERR_TRUNCATE: "MPI_ERR_TRUNCATE",
+    ERR_OTHER: "MPI_ERR_OTHER",
+    ERR_REQUEST: "MPI_ERR_REQUEST",
+}
+
+
+class Exception(ConfigError, builtins.RuntimeError):  # mpi4py's name (shadows the builtin)
+    """An MPI error class raised as mpi4py's ``MPI.Exception`` (a RuntimeError there)."""
+
+    def __init__(self, message, error_class=ERR_OTHER):
+        super().__init__(message)
+        self.error_class = error_class
+
+    def Get_error_class(self):
+        return self.error_class
+
+    def Get_error_code(self):
+        return self.error_class
+
+    def Get_error_string(self):
+        return ERROR_NAMES.get(self.error_class, "MPI_ERR_OTHER")
+
+
+def mpi_error(error_class, message):
+    """An :class:`Exception` of ``error_class`` whose message says so."""
+    name = ERROR_NAMES[error_class]
+    return Exception(f"{message} (mpi4py raises MPI.Exception with {name})", error_class)
+
+
+def value_error(message):
+    """A ConfigError for what mpi4py refuses itself, with a ``ValueError``."""
+    return ConfigError(f"{message} (mpi4py raises ValueError)")

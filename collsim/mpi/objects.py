@@ -1,0 +1,216 @@
+"""The lowercase collectives on picklable objects, over point-to-point messages.
+
+Each object travels as its pickle (a uint8 array), so the bytes are the pickle's.  Every
+rank gets copies (unpickled), the root too, as with mpi4py.  The algorithms:
+
+* ``bcast``: a binomial tree from the root (MPICH's algorithm for short messages):
+  ceil(log2 K) rounds.
+* ``gather``, ``scatter``: linear: the root receives from (sends to) every other rank at
+  once.
+* ``reduce``: a binomial tree to rank 0 over the ranks in order (rank r + 2^i hands its
+  subtree's value to rank r, which computes ``op(mine, theirs)``), then rank 0 sends the
+  result to the root: a function that is not commutative gives what mpi4py gives,
+  ``((x0+x1)+(x2+x3))`` on four ranks; ``allreduce``: the same to rank 0, then ``bcast``.
+* ``allgather``: a ring: K-1 rounds, each passing on the pickle received in the last.
+* ``alltoall``: pairwise: in round i, send to rank + i and receive from rank - i.
+* ``barrier``: dissemination (as MPICH's): in round i, an empty message to rank + 2^i
+  and one from rank - 2^i, ceil(log2 K) rounds.
+
+Their messages carry the tag ``(collective context, call number, name)``: a rank that
+calls a different collective than the others waits for a message with another name,
+which the deadlock report shows.
+
+Examples
+--------
+>>> import collsim
+>>> from collsim import mpi as MPI
+>>> def main():
+...     comm = MPI.COMM_WORLD
+...     total = comm.allreduce(comm.rank + 1)
+...     return total, comm.gather(f"r{comm.rank}", root=1), comm.bcast({"k": 3} if
+...         comm.rank == 0 else None)
+>>> collsim.runtime.blocking.run(collsim.Cluster(collsim.topology.ring(3)), main).returns[1]
+(6, ['r0', 'r1', 'r2'], {'k': 3})
+"""
+
+import numpy as np
+
+from ..collectives.checks import is_int
+from ..runtime import blocking
+from .exceptions import ERR_ROOT, mpi_error, value_error
+from .messages import CollectiveTag, pickled, unpickle
+from .reduction import SUM, object_op
+from .settings import run_state
+
+__all__ = ["ObjectCollectives", "binomial_tree"]
+
+_EMPTY = np.zeros(0, dtype=np.uint8)
+
+
+def binomial_tree(me, root, size):
+    """``(parent, children)`` of ``me`` in the binomial tree from ``root``; children in the
+    order MPICH sends to them (the farthest first).
+
+    >>> [binomial_tree(r, 0, 6) for r in range(6)]
+    [(None, [4, 2, 1]), (0, []), (0, [3]), (2, []), (0, [5]), (4, [])]
+    """
+    rel = (me - root) % size
+    parent, mask = None, 1
+    while mask < size:
+        if rel & mask:
+            parent = (rel - mask + root) % size
+            break
+        mask <<= 1
+    children = []
+    mask >>= 1
+    while mask > 0:
+        if rel + mask < size:
+            children.append((rel + mask + root) % size)
+        mask >>= 1
+    return parent, children
+
+
+class ObjectCollectives:
+    """The lowercase collectives of :class:`~collsim.mpi.comm.Comm` (a mixin)."""
+
+    def _collective_tag(self, rank, name):
+        seq = run_state(rank).next_seq(rank.id, self._collective_context)
+        return CollectiveTag(self._collective_context, seq, name)
+
+    def _round(self, rank, tag, sends=(), recvs=()):
+        """Post ``sends`` ``(rank here, payload)`` and receives from ``recvs`` (ranks here)
+        together; the received payloads once all are done."""
+        if not sends and not recvs:
+            return []
+        members = self._members(rank)
+        return blocking.call(rank.exchange(
+            sends=[(members[dst], payload, tag) for dst, payload in sends],
+            recvs=[(members[src], tag) for src in recvs],
+        ))  # fmt: skip
+
+    def _root(self, root, size, call):
+        if is_int(root) and 0 <= root < size:
+            return int(root)
+        raise mpi_error(ERR_ROOT, f"{call}(root={root!r}): the root is a rank of this "
+                        f"{size}-rank communicator, 0..{size - 1}")  # fmt: skip
+
+    def _spread(self, rank, me, size, root, tag, data):
+        """Binomial-tree broadcast of the pickle ``data`` (given at the root)."""
+        parent, children = binomial_tree(me, root, size)
+        if parent is not None:
+            data = self._round(rank, tag, recvs=[parent])[0]
+        self._round(rank, tag, sends=[(child, data) for child in children])
+        return data
+
+    def _collect(self, rank, me, size, root, tag, data):
+        """Linear gather of pickles: the list at the root, None elsewhere."""
+        if me != root:
+            self._round(rank, tag, sends=[(root, data)])
+            return None
+        others = [r for r in range(size) if r != root]
+        got = dict(zip(others, self._round(rank, tag, recvs=others)))
+        got[root] = data
+        return [got[r] for r in range(size)]
+
+    def _items(self, sendobj, size, call):
+        try:
+            items = list(sendobj)
+        except TypeError:
+            raise value_error(f"{call}: {sendobj!r} is not a sequence: give {size} items, one "
+                              "per rank") from None  # fmt: skip
+        if len(items) != size:
+            raise value_error(f"{call}: expecting {size} items, got {len(items)}: one per rank")
+        return items
+
+    # -- the calls ------------------------------------------------------------------------
+
+    def bcast(self, obj, root=0):
+        rank, me, size = self._me("bcast")
+        root = self._root(root, size, "bcast")
+        tag = self._collective_tag(rank, "bcast")
+        data = pickled(obj, "bcast") if me == root else None
+        return unpickle(self._spread(rank, me, size, root, tag, data), "bcast")
+
+    def gather(self, sendobj, root=0):
+        rank, me, size = self._me("gather")
+        root = self._root(root, size, "gather")
+        tag = self._collective_tag(rank, "gather")
+        got = self._collect(rank, me, size, root, tag, pickled(sendobj, "gather"))
+        return None if got is None else [unpickle(d, "gather") for d in got]
+
+    def scatter(self, sendobj, root=0):
+        rank, me, size = self._me("scatter")
+        root = self._root(root, size, "scatter")
+        tag = self._collective_tag(rank, "scatter")
+        if me != root:
+            return unpickle(self._round(rank, tag, recvs=[root])[0], "scatter")
+        items = [pickled(x, "scatter") for x in self._items(sendobj, size, "scatter")]
+        self._round(rank, tag, sends=[(r, items[r]) for r in range(size) if r != root])
+        return unpickle(items[root], "scatter")
+
+    def allgather(self, sendobj):
+        rank, me, size = self._me("allgather")
+        tag = self._collective_tag(rank, "allgather")
+        have = {me: pickled(sendobj, "allgather")}
+        right, left = (me + 1) % size, (me - 1) % size
+        for step in range(size - 1):  # pass on what arrived in the round before
+            have[(me - step - 1) % size] = self._round(
+                rank, tag, sends=[(right, have[(me - step) % size])], recvs=[left])[0]  # fmt: skip
+        return [unpickle(have[r], "allgather") for r in range(size)]
+
+    def alltoall(self, sendobj):
+        rank, me, size = self._me("alltoall")
+        items = [pickled(x, "alltoall") for x in self._items(sendobj, size, "alltoall")]
+        tag = self._collective_tag(rank, "alltoall")
+        have = {me: items[me]}
+        for step in range(1, size):
+            dst, src = (me + step) % size, (me - step) % size
+            have[src] = self._round(rank, tag, sends=[(dst, items[dst])], recvs=[src])[0]
+        return [unpickle(have[r], "alltoall") for r in range(size)]
+
+    def _fold(self, rank, me, size, root, tag, sendobj, op, call):
+        """Binomial-tree reduction to rank 0 in rank order, then (if the root is another
+        rank) rank 0 sends the result to the root: the root's result, None elsewhere."""
+        function = object_op(op, call)
+        value = unpickle(pickled(sendobj, call), call)  # the result is never the input
+        mask = 1
+        while mask < size:
+            if me & mask:  # hand what this subtree holds to its parent, and leave
+                self._round(rank, tag, sends=[(me - mask, pickled(value, call))])
+                value = None
+                break
+            if me + mask < size:  # the lower ranks' value first: op(x0..., x(me+mask)...)
+                value = function(value, unpickle(self._round(rank, tag, recvs=[me + mask])[0],
+                                                 call))  # fmt: skip
+            mask <<= 1
+        if root != 0 and me == 0:
+            self._round(rank, tag, sends=[(root, pickled(value, call))])
+        elif root != 0 and me == root:
+            value = unpickle(self._round(rank, tag, recvs=[0])[0], call)
+        return value if me == root else None
+
+    def reduce(self, sendobj, op=SUM, root=0):
+        rank, me, size = self._me("reduce")
+        root = self._root(root, size, "reduce")
+        tag = self._collective_tag(rank, "reduce")
+        return self._fold(rank, me, size, root, tag, sendobj, op, "reduce")
+
+    def allreduce(self, sendobj, op=SUM):
+        rank, me, size = self._me("allreduce")
+        tag = self._collective_tag(rank, "allreduce")
+        result = self._fold(rank, me, size, 0, tag, sendobj, op, "allreduce")
+        data = pickled(result, "allreduce") if me == 0 else None
+        return unpickle(self._spread(rank, me, size, 0, tag, data), "allreduce")
+
+    def barrier(self):
+        rank, me, size = self._me("barrier")
+        tag = self._collective_tag(rank, "barrier")
+        distance = 1
+        while distance < size:
+            self._round(rank, tag, sends=[((me + distance) % size, _EMPTY)],
+                        recvs=[(me - distance) % size])  # fmt: skip
+            distance *= 2
+
+    def Barrier(self):
+        """The barrier (``Barrier`` and ``barrier`` are one: no buffer to move)."""
+        self.barrier()
