@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from collsim.cli.lesson import find_lessons, lessons_dir
 
-# the first number past the last lesson file (lessons/NN_topic.py, 01..12 today)
+# the first number past the last lesson file (lessons/NN_topic.py, 01..13 today)
 NO_SUCH_LESSON = max(find_lessons(lessons_dir())) + 1
 # (argparse takes "-inf" or "--" for options before collsim sees them: not fuzzed here)
 BAD_NUMBERS = ["-1", "0", "nan", "inf", str(2**62), "1e300", "3.5", "three", "", " ", "１",
@@ -61,10 +61,10 @@ def test_lesson_refuses_bad_numbers_and_names(which):
 
 
 def test_the_first_number_past_the_last_lesson_is_refused():
-    # lesson 12 (real hardware) is the last; 13 is the first that does not exist
-    assert NO_SUCH_LESSON == 13
-    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="13", timeout=5)
-    assert outcome.status == 1 and "no lesson 13" in outcome.stderr
+    # lesson 13 (from toy programs to real code) is the last; 14 is the first that does not exist
+    assert NO_SUCH_LESSON == 14
+    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="14", timeout=5)
+    assert outcome.status == 1 and "no lesson 14" in outcome.stderr
 
 
 PATH_CASES = ["missing", "under a file", "a file", "a device", "empty string",

@@ -11,6 +11,10 @@ Where the top-level modules sit (top first)::
 
     entry        collsim/__init__.py (the public facade: re-exports runtime), collsim/__main__.py
     cli          collsim/cli/
+    launch       collsim/launch.py -- ``collsim exec``: runs unmodified SPMD scripts (the scoped
+                 mpi4py import hook, per-rank output), above the APIs it serves
+    mpi, distributed   collsim/mpi/, collsim/distributed/ -- mpi4py's and torch.distributed's
+                 names on the blocking runtime and the collectives (above everything they call)
     teach        collsim/teach/ -- the lessons' checks and answer slots; lessons are run by
                  ``collsim lesson`` (cli, above) and may show the figures and plans below
     verify       collsim/verify/ -- ``collsim verify``'s checks: trains a scheme on the cluster
@@ -40,6 +44,9 @@ PACKAGE = ROOT / "collsim"
 LAYERS = (
     "entry",
     "cli",
+    "launch",
+    "mpi",
+    "distributed",
     "teach",
     "verify",
     "viz",

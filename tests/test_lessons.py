@@ -257,7 +257,8 @@ def test_lesson_4_pictures_show_the_steps_its_text_names():
 
 ORDER = ["why_not_one_device", "data_parallel", "sharding", "ring_allreduce", "cost_models",
          "where_scaling_stops", "tensor_parallel", "pipeline_parallel", "context_parallel",
-         "putting_it_together", "debugging_a_hang", "real_hardware"]  # fmt: skip
+         "putting_it_together", "debugging_a_hang", "real_hardware",
+         "toy_to_real_code"]  # fmt: skip
 # what a person reads that names lessons by number or by file
 REFERRING = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(LESSONS.glob("*.py")),
              *sorted((LESSONS / "solutions").glob("*.py")),
@@ -267,7 +268,7 @@ LESSON_NUMBER = re.compile(r"\b[Ll]essons? (\d+)(?:(?: and |–|-|, )(\d+))?")
 LESSON_PATH = re.compile(r"lessons/(?:solutions/)?(\d\d_[a-z_]+\.py)")
 
 
-def test_the_lessons_run_01_to_12_with_sharding_third_and_context_parallel_ninth():
+def test_the_lessons_run_01_to_13_with_sharding_third_and_context_parallel_ninth():
     found = find_lessons(LESSONS)
     assert sorted(found) == list(range(1, len(ORDER) + 1))
     assert [found[n].stem[3:] for n in sorted(found)] == ORDER

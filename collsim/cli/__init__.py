@@ -15,7 +15,7 @@ __all__ = ["main", "build_parser"]
 
 # the order here is the order ``collsim --help`` lists them in
 COMMAND_MODULES = ("tour", "run", "step", "plan", "viz", "pipeline", "verify", "strategies",
-                   "hardware", "lesson")  # fmt: skip
+                   "hardware", "exec", "lesson")  # fmt: skip
 
 
 def build_parser():
