@@ -44,7 +44,8 @@ from .ring import (
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce
 
 __all__ = ["build", "canonical_collective", "canonical_algorithm", "algorithms_for", "BUILDERS",
-           "ALGORITHMS", "POWER_OF_TWO_ONLY", "HARDWARE_BUILDERS", "HARDWARE_ALGORITHMS",
+           "algorithm_setting", "SETTING_COLLECTIVES", "ALGORITHMS", "POWER_OF_TWO_ONLY",
+           "HARDWARE_BUILDERS", "HARDWARE_ALGORITHMS",
            "AUTO", "one_node", "PIPELINED"]  # fmt: skip
 
 AUTO = "auto"  # resolved per call to the algorithm (and protocol) the closed forms favour
@@ -205,3 +206,46 @@ def build(collective, algorithm, k, root=0, layout=None, switch=None, pieces=Non
     elif not (is_int(pieces) and 1 <= pieces <= MAX_PIECES):
         raise ConfigError(f"pieces={pieces!r}: a pipeline of 1..{MAX_PIECES} pieces")
     return HARDWARE_BUILDERS[(collective, algorithm)](layout, switch, pieces)
+
+
+SETTING_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+                       "all_to_all")  # fmt: skip
+
+
+def algorithm_setting(algorithm, who="configure"):
+    """``{collective: algorithm}`` of a front end's algorithm setting (what ``collsim exec
+    --algorithm`` or ``collsim.mpi.configure`` take): None (each collective's default), one
+    name (the collectives that have it; the others keep their default) or a dict.
+
+    >>> algorithm_setting("tree")
+    {'all_reduce': 'tree', 'broadcast': 'tree', 'reduce': 'tree'}
+    >>> algorithm_setting({"allreduce": "hd"})
+    {'all_reduce': 'halving_doubling'}
+    """
+    if algorithm is None:
+        return {}
+    if isinstance(algorithm, dict):
+        chosen = {}
+        for name, value in algorithm.items():
+            collective = canonical_collective(name)
+            if collective not in SETTING_COLLECTIVES:
+                raise ConfigError(f"{who}(algorithm={{{name!r}: ...}}): choose collectives "
+                                  f"from {', '.join(SETTING_COLLECTIVES)}")  # fmt: skip
+            chosen[collective] = canonical_algorithm(collective, value)
+        return chosen
+    if not isinstance(algorithm, str):
+        raise ConfigError(f"{who}(algorithm={algorithm!r}): give a name such as 'ring', "
+                          "a dict {collective: algorithm}, or None")  # fmt: skip
+    chosen = {}
+    for collective in SETTING_COLLECTIVES:
+        try:
+            chosen[collective] = canonical_algorithm(collective, algorithm)
+        except ConfigError:
+            continue  # this collective keeps its default
+    if not chosen:
+        names = list(dict.fromkeys(a for c in SETTING_COLLECTIVES for a in ALGORITHMS[c]))
+        raise ConfigError(
+            f"{who}(algorithm={algorithm!r}): no collective has that algorithm: choose "
+            f"one of {', '.join([*names, AUTO])} (or a dict {{collective: algorithm}})"
+        )
+    return chosen

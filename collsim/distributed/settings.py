@@ -23,14 +23,12 @@ choose one of ring, tree, halving_doubling, naive, direct, auto (or a dict \
 import contextlib
 from dataclasses import dataclass, field
 
-from ..collectives.registry import ALGORITHMS, AUTO, canonical_algorithm, canonical_collective
-from ..errors import ConfigError
+from ..collectives.registry import algorithm_setting
 
 __all__ = ["Settings", "configure", "configured", "current", "algorithm_for"]
 
 # the collsim collectives this package's calls run (gather, scatter and uneven
 # all-to-alls run over point-to-point and take no algorithm)
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 
 
 @dataclass(frozen=True)
@@ -73,30 +71,4 @@ def algorithm_for(collective):
 
 
 def _algorithms(algorithm):
-    if algorithm is None:
-        return {}
-    if isinstance(algorithm, dict):
-        chosen = {}
-        for name, value in algorithm.items():
-            collective = canonical_collective(name)
-            if collective not in COLLECTIVES:
-                raise ConfigError(f"configure(algorithm={{{name!r}: ...}}): choose "
-                                  f"collectives from {', '.join(COLLECTIVES)}")  # fmt: skip
-            chosen[collective] = canonical_algorithm(collective, value)
-        return chosen
-    if not isinstance(algorithm, str):
-        raise ConfigError(f"configure(algorithm={algorithm!r}): give a name such as 'ring', "
-                          "a dict {collective: algorithm}, or None")  # fmt: skip
-    chosen = {}
-    for collective in COLLECTIVES:
-        try:
-            chosen[collective] = canonical_algorithm(collective, algorithm)
-        except ConfigError:
-            continue  # this collective keeps its default
-    if not chosen:
-        names = list(dict.fromkeys(a for c in COLLECTIVES for a in ALGORITHMS[c]))
-        raise ConfigError(
-            f"configure(algorithm={algorithm!r}): no collective has that algorithm: choose "
-            f"one of {', '.join([*names, AUTO])} (or a dict {{collective: algorithm}})"
-        )
-    return chosen
+    return algorithm_setting(algorithm)

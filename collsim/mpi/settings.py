@@ -20,7 +20,7 @@ True
 >>> configure(algorithm="warp")
 Traceback (most recent call last):
 ...
-collsim.errors.ConfigError: configure(algorithm='warp'): no MPI collective has that \
+collsim.errors.ConfigError: configure(algorithm='warp'): no collective has that \
 algorithm: choose one of ring, tree, halving_doubling, naive, direct, auto (or a dict \
 {collective: algorithm})
 """
@@ -30,14 +30,13 @@ import weakref
 from dataclasses import dataclass, field, replace
 
 from ..collectives.checks import is_int
-from ..collectives.registry import ALGORITHMS, canonical_algorithm, canonical_collective
+from ..collectives.registry import algorithm_setting
 from ..errors import ConfigError
 
 __all__ = ["Settings", "configure", "configured", "current", "run_state", "RunState"]
 
 # the collsim collectives the uppercase calls run (Gather, Scatter and Barrier run over
 # point-to-point and take no algorithm)
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
 DEFAULT_EAGER_LIMIT = 64 * 1024  # bytes; MPICH's and Open MPI's thresholds are of this order
 
 
@@ -99,33 +98,7 @@ def configured(**settings):
 
 
 def _algorithms(algorithm):
-    if algorithm is None:
-        return {}
-    if isinstance(algorithm, dict):
-        chosen = {}
-        for name, value in algorithm.items():
-            collective = canonical_collective(name)
-            if collective not in COLLECTIVES:
-                raise ConfigError(f"configure(algorithm={{{name!r}: ...}}): choose "
-                                  f"collectives from {', '.join(COLLECTIVES)}")  # fmt: skip
-            chosen[collective] = canonical_algorithm(collective, value)
-        return chosen
-    if not isinstance(algorithm, str):
-        raise ConfigError(f"configure(algorithm={algorithm!r}): give a name such as 'ring', "
-                          "a dict {collective: algorithm}, or None")  # fmt: skip
-    chosen = {}
-    for collective in COLLECTIVES:
-        try:
-            chosen[collective] = canonical_algorithm(collective, algorithm)
-        except ConfigError:
-            continue  # this collective keeps its default
-    if not chosen:
-        names = list(dict.fromkeys(a for c in COLLECTIVES for a in ALGORITHMS[c]))
-        raise ConfigError(
-            f"configure(algorithm={algorithm!r}): no MPI collective has that algorithm: "
-            f"choose one of {', '.join(names + ['auto'])} (or a dict {{collective: algorithm}})"
-        )
-    return chosen
+    return algorithm_setting(algorithm)
 
 
 @dataclass
