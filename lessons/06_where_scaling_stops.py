@@ -183,7 +183,7 @@ teach.show(scaling_figure(DEFAULT_JOB), "06_strong_scaling")
 # %% [markdown]
 # Inside one node the all-reduce is almost free. At the node boundary it jumps, because
 # the bandwidth drops. Past that, the all-reduce time stays level while compute keeps
-# halving, until they cross near the break-even point of exercise 5.3; beyond it, even
+# halving, until they cross near the break-even point of exercise 6.3; beyond it, even
 # perfect overlap cannot hide the all-reduce (the dashed efficiency line falls). The
 # latency term grows with the $2(K-1)$ ring steps but stays small here.
 #

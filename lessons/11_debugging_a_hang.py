@@ -92,7 +92,7 @@ def train(rank, n_samples):
     steps = len(range(rank.id, n_samples, rank.size))  # this rank's share of the data
     grad = np.ones(8)
     for step in range(steps):
-        yield rank.compute(seconds=1e-3, label=f"step {step}")  # forward + backward
+        yield rank.compute(seconds=1e-3, label=f"step {step + 1}")  # forward + backward
         grad = yield from rank.all_reduce(grad)  # average the gradients
     return steps
 

@@ -550,7 +550,7 @@ except WatchdogTimeout as error:
 
 # %% [markdown]
 # Read it as you would a flight-recorder dump: first the line per rank. Seven ranks entered
-# the same all-reduce and wait in it, each on a neighbour; one rank's line is different.
+# the same all-reduce and wait in it, each on the ranks it exchanges with; one rank's line is different.
 # The watchdog fired 10 s (its timeout) after the last progress, long after the crash.
 #
 # **Exercise 12.6 — read the report.** Which rank stopped?
@@ -674,7 +674,7 @@ for command in ("run all-reduce --topology dgx-h100 --algorithm nvls --min-bytes
 #   NVSwitch (the ratio of the links' `β` for large messages, of the `α`s for small ones),
 #   and longer still over PCIe.
 # - **Across nodes the NICs set the busbw**: one ring through every GPU is capped at one NIC;
-#   NCCL's rings, one channel per NIC on its own rail, reach `C ×` one NIC (188 GB/s on DGX
+#   NCCL's rings, one channel per NIC on its own rail, reach `C ×` one NIC (191 GB/s on two DGX
 #   A100, NVIDIA's ~192 GB/s), whatever the number of nodes.
 # - **Protocols trade latency for bandwidth**: LL for small messages, LL128 in the middle,
 #   Simple for large ones; each is a line `α_p + S/(K·β·e_p)` per step, and the tuner (NCCL's
