@@ -1,5 +1,6 @@
 """``collsim lesson``: list the lessons, or run one in the terminal cell by cell."""
 
+import contextlib
 import os
 import re
 import sys
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CollsimError, ConfigError
+from ..teach.language import JAPANESE_FOLDER, current_language, parse_language
 from .common import Formatter
 from .console import stdin_is_terminal
 
@@ -21,9 +23,16 @@ prose and the code of each cell, then its output; it pauses between cells only w
 standard input is a terminal (--no-pause turns that off).  An exercise left unanswered
 prints the file and line of its answer slot (lessons/07_tensor_parallel.py:123: set ...).
 
+--lang ja runs the Japanese lessons in lessons/ja/ (the same code, the prose and the
+exercise feedback in Japanese; their titles in `collsim lesson list --lang ja`).  Without
+--lang the language comes from COLLSIM_LANG (en or ja), else from the locale (LC_ALL,
+LC_MESSAGES or LANG starting with "ja"); English is the default.
+
 examples:
   collsim lesson list
   collsim lesson 4
+  collsim lesson list --lang ja
+  collsim lesson 4 --lang ja
   COLLSIM_SOLUTIONS=1 collsim lesson 4 --no-pause   # fill every exercise from the solutions
 """
 
@@ -35,6 +44,12 @@ def register(subparsers):
                               description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
     p.add_argument("which", help="'list', or a lesson number such as 3")
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between cells")
+    p.add_argument(
+        "--lang",
+        default=None,
+        help="en (English) or ja (Japanese, the lessons in lessons/ja/); default: "
+        "COLLSIM_LANG, else ja when LC_ALL/LC_MESSAGES/LANG starts with 'ja', else en",
+    )
     p.add_argument(
         "--dir",
         default=None,
@@ -64,6 +79,26 @@ def lessons_dir(override=None):
             "from the checkout (or pass --dir)"
         )
     return folder
+
+
+def language_of(args):
+    """``--lang`` as "en" or "ja", else the environment's language (English by default)."""
+    lang = getattr(args, "lang", None)
+    return current_language() if lang is None else parse_language(lang)
+
+
+def language_dir(folder, lang):
+    """The folder of the lessons in ``lang``: ``folder`` itself for English, its ``ja/``
+    for Japanese (or ``folder`` when it is already a ``ja`` folder)."""
+    if lang == "en" or folder.name == JAPANESE_FOLDER:
+        return folder
+    translated = folder / JAPANESE_FOLDER
+    if not translated.is_dir():
+        raise ConfigError(
+            f"--lang {lang}: no Japanese lessons at {translated}: they live in lessons/ja/ of "
+            "the collsim repository (or run the English ones with --lang en)"
+        )
+    return translated
 
 
 def find_lessons(folder):
@@ -136,27 +171,77 @@ def summary(path):
     return path.stem, ""
 
 
+LIST_FOOTER = {
+    "en": "\n(lessons in {folder}; run one with `collsim lesson N`)",
+    "ja": "\n(レッスンの場所: {folder}。`collsim lesson N --lang ja` で 1 つずつ実行できます)",
+}
+UNTRANSLATED = {
+    "en": "",
+    "ja": "(まだ日本語版のないレッスン: {numbers}。英語版は `collsim lesson N --lang en` で"
+    "実行できます)",
+}
+NEXT_CELL = {"en": "  [Enter: next cell] ", "ja": "  [Enter: 次のセルへ] "}
+
+
 def run(args):
     which = str(args.which).strip()
     if which != "list" and not re.fullmatch(r"[0-9]{1,2}", which):
         raise ConfigError(f"lesson {args.which!r}: give 'list' or a lesson number such as 3")
-    folder = lessons_dir(args.dir)  # before any work: the folder must exist
+    lang = language_of(args)
+    english = lessons_dir(args.dir)  # before any work: the folder must exist
+    folder = language_dir(english, lang)
     lessons = find_lessons(folder)
     if which == "list":
         for number, path in lessons.items():
             title, line = summary(path)
             print(f"{number:>2}  {title}\n    {line}")
-        print(f"\n(lessons in {folder}; run one with `collsim lesson N`)")
+        missing = sorted(set(find_lessons(english)) - set(lessons)) if folder != english else []
+        if missing:
+            print("\n" + UNTRANSLATED[lang].format(numbers=", ".join(map(str, missing))))
+        print(LIST_FOOTER[lang].format(folder=folder))
         return 0
     number = int(which)
     if number not in lessons:
-        choices = sorted(lessons) or "none: the folder has no NN_topic.py files"
-        raise ConfigError(f"no lesson {args.which}: choose one of {choices} "
-                          "(see `collsim lesson list`)")  # fmt: skip
-    return _run_lesson(lessons[number], args)
+        raise ConfigError(_no_such_lesson(args.which, number, lessons, folder, english))
+    return _run_lesson(lessons[number], args, lang)
 
 
-def _run_lesson(path, args):
+def _no_such_lesson(which, number, lessons, folder, english):
+    """What to say about a lesson number the folder does not have, with the nearest one."""
+    if folder != english and number in find_lessons(english):
+        nearest = min(lessons, key=lambda n: (abs(n - number), n)) if lessons else None
+        there = f"the nearest Japanese lesson is {nearest}" if nearest else "none exists yet"
+        return (f"no Japanese lesson {which} yet in {folder}: {there} "
+                f"(`collsim lesson list --lang ja`); the English one runs with "
+                f"`collsim lesson {number} --lang en`")  # fmt: skip
+    if not lessons:
+        return f"no lesson {which}: the folder {folder} has no NN_topic.py files"
+    nearest = min(lessons, key=lambda n: (abs(n - number), n))
+    listing = "collsim lesson list" + (" --lang ja" if folder != english else "")
+    return (f"no lesson {which}: the nearest is {nearest}; choose one of {sorted(lessons)} "
+            f"(see `{listing}`)")  # fmt: skip
+
+
+@contextlib.contextmanager
+def _language_set(lang):
+    """COLLSIM_LANG while a lesson runs, so its feedback speaks ``lang`` whatever the locale."""
+    before = os.environ.get("COLLSIM_LANG")
+    os.environ["COLLSIM_LANG"] = lang
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["COLLSIM_LANG"]
+        else:
+            os.environ["COLLSIM_LANG"] = before
+
+
+def _run_lesson(path, args, lang="en"):
+    with _language_set(lang):
+        return _run_cells(path, args, lang)
+
+
+def _run_cells(path, args, lang):
     namespace = {"__name__": "__main__", "__file__": str(path)}
     pause = not args.no_pause and stdin_is_terminal()
     sys.path.insert(0, str(path.parent))
@@ -171,7 +256,7 @@ def _run_lesson(path, args):
         print()
         if pause:
             try:
-                input("  [Enter: next cell] ")
+                input(NEXT_CELL[lang])
             except (EOFError, RuntimeError):  # stdin closed meanwhile
                 pause = False
     return 0

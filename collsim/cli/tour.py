@@ -4,6 +4,8 @@ import numpy as np
 
 from .. import topology, units
 from ..runtime import Cluster
+from ..teach.language import current_language, parse_language
+from ..teach.tour_text import display_width, rjust, tour_text
 from .common import Formatter
 from .console import pause
 
@@ -21,6 +23,10 @@ A five-minute tour of collsim (the short version of lessons 2 and 4):
 Pauses between parts when standard input is a terminal (--no-pause to run straight through;
 with standard input closed or redirected it never waits).  Steps are numbered from 1, as in
 `collsim step`: "step 1 of 6"; the initial state, before any transfer, is shown first.
+
+--lang ja prints the tour in Japanese (the same runs and the same numbers); without --lang
+the language comes from COLLSIM_LANG (en or ja), else from the locale (LC_ALL, LC_MESSAGES
+or LANG starting with "ja"); English is the default.
 """
 
 
@@ -28,11 +34,17 @@ def register(subparsers):
     p = subparsers.add_parser("tour", help="a five-minute tour: start here",
                               description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter")
+    p.add_argument(
+        "--lang",
+        default=None,
+        help="en (English) or ja (Japanese); default: COLLSIM_LANG, else ja when "
+        "LC_ALL/LC_MESSAGES/LANG starts with 'ja', else en",
+    )
     p.set_defaults(func=run)
 
 
 def _title(text):
-    print(f"\n== {text} " + "=" * max(0, 74 - len(text)))
+    print(f"\n== {text} " + "=" * max(0, 74 - display_width(text)))
 
 
 def _exchange(rank):
@@ -44,11 +56,11 @@ def _exchange(rank):
     return float(got[0])
 
 
-def _data_parallel():
+def _data_parallel(lang):
     from ..nn import GELU, SGD, Linear, Sequential, mse_loss
     from ..parallel.data import train_data_parallel
 
-    _title("2. data parallel: batch 64 on dp=4, 16 samples per rank")
+    _title(tour_text("dp_title", lang))
     rng = np.random.default_rng(4)
     model = Sequential(Linear.init(16, 64, rng), GELU(), Linear.init(64, 16, rng))
     x, target = rng.uniform(-1, 1, (64, 16)), rng.uniform(-1, 1, (64, 16))
@@ -59,42 +71,48 @@ def _data_parallel():
     diff = max(float(np.max(np.abs(run.steps[0]["grads"][k] - grads[k]))) for k in grads)
     params = sum(p.size for p in model.params.values())
     sent = run.result.stats.bytes_sent[0]
-    print("each rank: forward and backward on its 16 rows, then all-reduce(sum) / 4")
-    print(f"largest |averaged gradient - one-device gradient| = {diff:.2g}")
+    print(tour_text("dp_what", lang))
+    print(tour_text("dp_diff", lang, diff=f"{diff:.2g}"))
     formula = 2 * 3 / 4 * params * 8
-    print(f"rank 0 sent {sent:,} B ({units.format_size(sent)}) for {params:,} float64 "
-          f"gradients: 2(K-1)/K * P * 8 B = {formula:,.0f} B")  # fmt: skip
+    print(tour_text("dp_sent", lang, sent=f"{sent:,}", size=units.format_size(sent),
+                    params=f"{params:,}", formula=f"{formula:,.0f}"))  # fmt: skip
 
 
 def run(args):
-    _title("1. point to point: four ranks on a ring, 100 GB/s links, 5 us latency")
+    lang = current_language() if args.lang is None else parse_language(args.lang)
+    _title(tour_text("p2p_title", lang))
     cluster = Cluster(topology.bidirectional_ring(4, "100GB/s", "5us"))
     result = cluster.run(_exchange)
-    print("each rank sends np.full(4, rank) to its right neighbour and receives from its left")
-    print(f"values received: {result.returns}")
+    print(tour_text("p2p_what", lang))
+    print(tour_text("p2p_received", lang, values=result.returns))
     for t in result.trace.transfers:
-        print(f"  r{t.src} -> r{t.dst}  {units.format_size(t.nbytes)}  "
-              f"{units.format_time(t.start)} .. "
-              f"{units.format_time(t.end)}  via {' -> '.join(str(u) for u, _ in t.links)}"
-              f" -> {t.links[-1][1]}")  # fmt: skip
-    print(f"simulated time {units.format_time(result.time)} = 5 us latency + 32 B / 100 GB/s")
+        print(tour_text("p2p_transfer", lang, src=t.src, dst=t.dst,
+                        size=units.format_size(t.nbytes), start=units.format_time(t.start),
+                        end=units.format_time(t.end),
+                        path=" -> ".join(str(u) for u, _ in t.links),
+                        last=t.links[-1][1]))  # fmt: skip
+    print(tour_text("p2p_time", lang, time=units.format_time(result.time)))
     pause(args)
 
-    _data_parallel()
+    _data_parallel(lang)
     pause(args)
 
-    _title("3. ring all-reduce on 4 ranks: reduce-scatter, then all-gather")
+    _title(tour_text("ring_title", lang))
     ring4 = Cluster(topology.ring(4, "100GB/s", "5us"))
     buffers = [np.full(8, float(r + 1)) for r in range(4)]
     out = ring4.all_reduce(buffers, algorithm="ring")
+    if tour_text("ring_legend", lang):  # the step views print as in `collsim step`
+        print(tour_text("ring_legend", lang))
     for view in out.steps(include_initial=True):
         print(view)
         pause(args)
-    print(f"every rank ends with {out.outputs[0][:4].tolist()}... = 1+2+3+4")
+    print(tour_text("ring_end", lang, values=out.outputs[0][:4].tolist()))
 
-    _title("4. bytes each rank sends for a 64 MiB buffer")
+    _title(tour_text("bytes_title", lang))
     size = 64 * 2**20
-    print(f"{'K':>5} {'ring, per rank':>16} {'fraction of S':>14} {'naive, at root':>16}")
+    columns = [rjust(tour_text(key, lang), width) for key, width in
+               (("bytes_ring", 16), ("bytes_fraction", 14), ("bytes_naive", 16))]  # fmt: skip
+    print(f"{'K':>5} " + " ".join(columns))
     for k in (2, 4, 8, 16, 64):
         c = Cluster(topology.switch(k, "100GB/s", "5us"))
         ring = c.all_reduce(count=size // 4, dtype="float32", algorithm="ring")
@@ -102,20 +120,18 @@ def run(args):
         per = ring.stats.bytes_sent[0]
         print(f"{k:>5} {units.format_size(per):>16} {per / size:>14.3f} "
               f"{units.format_size(max(naive.stats.bytes_sent)):>16}")  # fmt: skip
-    print("ring: 2(K-1)/K -> 2 whatever K is; naive: the root sends (K-1) whole buffers")
+    print(tour_text("bytes_summary", lang))
     pause(args)
 
-    _title("5. time on one switch (8 ranks, 100 GB/s, 5 us per link), 64 MiB")
+    _title(tour_text("time_title", lang))
     from ..collectives import analytical
 
     c8 = Cluster(topology.switch(8, "100GB/s", "5us"))
     for algorithm in ("ring", "halving_doubling", "tree", "naive"):
         sim = c8.all_reduce(count=size // 4, dtype="float32", algorithm=algorithm)
         form = analytical(c8, "all_reduce", size, algorithm)
-        print(
-            f"  {algorithm:>17}: {sim.stats.steps:>2} steps, simulated "
-            f"{units.format_time(sim.time):>10}, closed form {units.format_time(form.time_s):>10}"
-        )
-    print("\nnext: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
-          "collsim plan --help")  # fmt: skip
+        print(tour_text("time_row", lang, algorithm=algorithm, steps=sim.stats.steps,
+                        sim=units.format_time(sim.time),
+                        form=units.format_time(form.time_s)))  # fmt: skip
+    print(tour_text("next", lang))
     return 0

@@ -4,10 +4,12 @@ A lesson gives every exercise its own answer slot (``dx_bytes_answer = None``) a
 check here with it.  An answer left as ``None`` prints the file and line to edit.  A wrong
 answer says how it is wrong: a recognisable factor off (2x, 1/K, (K-1)/K, a unit prefix),
 which array elements differ, which rank it named and why that is not the one.  Every
-number is printed with its unit (``collsim.units``).  With ``COLLSIM_SOLUTIONS=1`` an
-unanswered exercise takes the value of the same name from ``lessons/solutions/`` (the
-module with the lesson's file name) and a wrong result raises, which is how the tests run
-every lesson.
+number is printed with its unit (``collsim.units``).  The feedback is in Japanese when the
+lesson runs in Japanese (:func:`collsim.teach.language.current_language`: ``COLLSIM_LANG``,
+a lesson under ``lessons/ja/``, a ``ja`` locale) and in English otherwise.  With
+``COLLSIM_SOLUTIONS=1`` an unanswered exercise takes the value of the same name from
+``lessons/solutions/`` (the module with the lesson's file name) and a wrong result raises,
+which is how the tests run every lesson.
 
 Examples
 --------
@@ -41,6 +43,8 @@ from .feedback import (
     size_of,
     unit_name,
 )
+from .language import current_language
+from .messages import message
 
 __all__ = [
     "check",
@@ -51,6 +55,7 @@ __all__ = [
     "solutions_mode",
     "LessonCheckError",
     "AnswerSlot",
+    "current_language",
 ]
 
 CHECKS = ("check", "check_array", "check_function", "check_rank")
@@ -74,13 +79,14 @@ class AnswerSlot:
     line: int | None  # the line of ``name = None``
     hint: str = ""  # the comment on that line ("your prediction, in bytes")
 
-    def where(self, what="your answer"):
+    def where(self, what=None, lang="en"):
         """``lessons/07_tensor_parallel.py:123: set x_answer = ...`` (or the cell above)."""
-        name = self.name or "the answer"
-        hint = f"({self.hint})" if self.hint else f"({what})"
+        name = self.name or message("the_answer", lang)
+        hint = f"({self.hint})" if self.hint else f"({what or message('your_answer', lang)})"
         if self.path is None or self.line is None:
-            return f"in the cell above, set {name} = ... {hint}"
-        return f"{_display_path(self.path)}:{self.line}: set {name} = ... {hint}"
+            return message("where_cell", lang, name=name, hint=hint)
+        path = _display_path(self.path)
+        return message("where_file", lang, path=path, line=self.line, name=name, hint=hint)
 
 
 def _display_path(path):
@@ -124,42 +130,61 @@ def _slot(frame):
     return AnswerSlot(name, None if notebook else filename, line, hint)
 
 
-def _solution(slot, exercise):
+def _language():
+    """The language of the lesson that called the check (its file's folder, the env).
+
+    In a notebook the cell has no file; Jupyter runs the kernel in the notebook's folder, so
+    a lesson opened from ``lessons/ja/`` is recognised by the working folder instead.
+    """
+    frame = _caller()
+    filename = frame.f_code.co_filename if frame is not None else ""
+    lesson = filename if os.path.isfile(filename) else Path.cwd() / "notebook.py"
+    return current_language(lesson)
+
+
+def _solution(slot, exercise, lang):
     """The value named ``slot.name`` in ``solutions/<lesson>.py`` next to the lesson."""
     if slot.path is None or slot.name is None:
-        raise LessonCheckError(f"exercise {exercise}: cannot tell which answer slot it checks")
+        raise LessonCheckError(message("no_slot", lang, exercise=exercise))
     path = Path(slot.path).resolve().parent / "solutions" / Path(slot.path).name
     if not path.exists():
-        raise LessonCheckError(f"no solutions file {path} for exercise {exercise}")
+        raise LessonCheckError(message("no_solutions_file", lang, path=path, exercise=exercise))
     spec = importlib.util.spec_from_file_location(f"_solutions_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if not hasattr(module, slot.name):
-        raise LessonCheckError(f"{path.name} defines no {slot.name} (exercise {exercise})")
+        raise LessonCheckError(
+            message("no_solution_value", lang, file=path.name, name=slot.name, exercise=exercise)
+        )
     return getattr(module, slot.name)
 
 
-def _resolve(exercise, answer, what, adapt=None):
+def _resolve(exercise, answer, what, lang, adapt=None):
     """``(answer, filled)``; ``None`` when unanswered outside solutions mode."""
     if answer is not None:
         return (adapt(answer) if adapt else answer), False
     slot = _slot(_caller())
     if solutions_mode():
-        value = _solution(slot, exercise)
+        value = _solution(slot, exercise, lang)
         return (adapt(value) if adapt else value), True
     if slot.name is None:
-        print(f"Exercise {exercise}: replace None with {what}, then run this cell again.")
+        print(message("replace_none", lang, exercise=exercise, what=what))
     else:
-        print(f"Exercise {exercise}: {slot.where(what)}, then run this cell again.")
+        print(message("edit_slot", lang, exercise=exercise, where=slot.where(what, lang)))
     return None, False
 
 
-def _fail(exercise, message):
-    message = f"Not yet. {exercise}: {message}"
-    print(message)
+def _fail(exercise, text, lang):
+    text = message("not_yet", lang, exercise=exercise, message=text)
+    print(text)
     if solutions_mode():
-        raise LessonCheckError(message)
+        raise LessonCheckError(text)
     return False
+
+
+def _correct(exercise, detail, lang):
+    print(message("correct", lang, exercise=exercise, detail=detail))
+    return True
 
 
 def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None):
@@ -171,31 +196,32 @@ def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None):
     1/K, (K-1)/K or 2(K-1)/K mistake is named.  Returns True when correct, False when
     wrong, None when unanswered.
     """
-    answer, _ = _resolve(exercise, answer, f"your number ({unit_name(unit)})")
+    lang = _language()
+    what = message("what_number", lang, unit=unit_name(unit, lang))
+    answer, _ = _resolve(exercise, answer, what, lang)
     if answer is None:
         return None
-    value, problem = as_number(answer, unit)
+    value, problem = as_number(answer, unit, lang)
     if problem:
-        return _fail(exercise, problem)
+        return _fail(exercise, problem, lang)
     if math.isclose(value, float(expected), rel_tol=rel, abs_tol=1e-300):
-        print(f"Correct! {exercise}: {quantity(expected, unit)}")
-        return True
+        return _correct(exercise, quantity(expected, unit), lang)
     said, want = distinct(value, expected, unit)
-    how = explain_number(value, expected, rel=rel, ranks=ranks)
-    return _fail(exercise, f"you said {said}, the answer is {want}: {how}")
+    how = explain_number(value, expected, rel=rel, ranks=ranks, lang=lang)
+    return _fail(exercise, message("said_answer", lang, said=said, want=want, how=how), lang)
 
 
 def check_array(exercise, answer, expected, rtol=0.0, atol=0.0, unit=""):
     """Compare an array answer element by element; a wrong one says which shape or which
     elements differ (how many, the first few with both values, the largest difference)."""
-    answer, _ = _resolve(exercise, answer, "your array")
+    lang = _language()
+    answer, _ = _resolve(exercise, answer, message("what_array", lang), lang)
     if answer is None:
         return None
-    difference = describe_difference(answer, expected, rtol, atol, unit)
+    difference = describe_difference(answer, expected, rtol, atol, unit, lang)
     if difference:
-        return _fail(exercise, difference)
-    print(f"Correct! {exercise}: all {size_of(expected)} elements agree")
-    return True
+        return _fail(exercise, difference, lang)
+    return _correct(exercise, message("all_elements_agree", lang, count=size_of(expected)), lang)
 
 
 def check_function(exercise, function, reference, cases, compare=None, unit="", adapt=None):
@@ -206,7 +232,8 @@ def check_function(exercise, function, reference, cases, compare=None, unit="", 
     of arrays work).  ``adapt`` turns the answer into what the cases call, e.g. a rank
     program into a function that runs it on a cluster; it also wraps the solution.
     """
-    function, _ = _resolve(exercise, function, "your function", adapt)
+    lang = _language()
+    function, _ = _resolve(exercise, function, message("what_function", lang), lang, adapt)
     if function is None:
         return None
     for i, args in enumerate(cases):
@@ -214,16 +241,16 @@ def check_function(exercise, function, reference, cases, compare=None, unit="", 
         try:
             got = function(*args)
         except Exception as exc:  # the student's code: report, don't crash the lesson
-            return _fail(exercise, f"case {i + 1} {short_args(args)} raised "
-                                   f"{type(exc).__name__}: {exc}")  # fmt: skip
-        same = compare(got, want) if compare else not describe_difference(got, want, unit=unit)
+            raised = message("case_raised", lang, case=i + 1, args=short_args(args),
+                             error=type(exc).__name__, text=exc)  # fmt: skip
+            return _fail(exercise, raised, lang)
+        differs = describe_difference(got, want, unit=unit, lang=lang)
+        same = compare(got, want) if compare else not differs
         if not same:
-            how = describe_difference(got, want, unit=unit) or (
-                f"got {short(got)}, expected {short(want)}"
-            )
-            return _fail(exercise, f"case {i + 1} {short_args(args)}: {how}")
-    print(f"Correct! {exercise}: all {len(cases)} cases agree with the reference")
-    return True
+            how = differs or message("got_expected", lang, got=short(got), want=short(want))
+            return _fail(exercise, message("case_differs", lang, case=i + 1,
+                                           args=short_args(args), how=how), lang)  # fmt: skip
+    return _correct(exercise, message("all_cases_agree", lang, count=len(cases)), lang)
 
 
 def check_rank(exercise, answer, expected, ranks, why, about=None):
@@ -236,18 +263,20 @@ def check_rank(exercise, answer, expected, ranks, why, about=None):
     The answer is rank 3: it never joined.
     False
     """
-    answer, _ = _resolve(exercise, answer, f"a rank number, 0 to {ranks - 1}")
+    lang = _language()
+    answer, _ = _resolve(exercise, answer, message("what_rank", lang, last=ranks - 1), lang)
     if answer is None:
         return None
-    problem = rank_problem(answer, ranks)
+    problem = rank_problem(answer, ranks, lang)
     if problem:
-        return _fail(exercise, problem)
+        return _fail(exercise, problem, lang)
     if int(answer) == int(expected):
-        print(f"Correct! {exercise}: rank {int(expected)}: {why}")
-        return True
+        return _correct(exercise, message("rank_is", lang, rank=int(expected), why=why), lang)
     state = (about or {}).get(int(answer))
-    said = f"you named rank {int(answer)}" + (f", but {state}" if state else "")
-    return _fail(exercise, f"{said}. The answer is rank {int(expected)}: {why}.")
+    said = (message("named_rank_state", lang, rank=int(answer), state=state) if state
+            else message("named_rank", lang, rank=int(answer)))  # fmt: skip
+    return _fail(exercise, message("rank_wrong", lang, said=said, rank=int(expected), why=why),
+                 lang)  # fmt: skip
 
 
 def show(fig, name):
@@ -272,5 +301,5 @@ def show(fig, name):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    print(f"[picture saved: {path}]")
+    print(message("picture_saved", _language(), path=path))
     return path

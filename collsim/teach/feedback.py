@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import CollsimError
 from ..units import format_rate, format_size, format_time, parse_rate, parse_size, parse_time
+from .messages import message
 
 __all__ = [
     "as_number",
@@ -37,23 +38,23 @@ _PARSERS = {**dict.fromkeys(_BYTES, parse_size), **dict.fromkeys(_SECONDS, parse
             **dict.fromkeys(_RATE, parse_rate)}  # fmt: skip
 
 
-def unit_name(unit):
-    names = {"B": "bytes", "s": "seconds", "B/s": "bytes per second", "x": "a ratio",
-             "fraction": "a fraction between 0 and 1", "": "a number"}  # fmt: skip
-    return names.get(unit, f"a number, in {unit}")
+def unit_name(unit, lang="en"):
+    names = {"B": "unit_bytes", "s": "unit_seconds", "B/s": "unit_rate", "x": "unit_ratio",
+             "fraction": "unit_fraction", "": "unit_number"}  # fmt: skip
+    return message(names.get(unit, "unit_other"), lang, unit=unit)
 
 
-def as_number(answer, unit):
+def as_number(answer, unit, lang="en"):
     """``(float, None)``, or ``(None, why it is not a number)``; "14MiB" reads in ``unit``."""
     if isinstance(answer, str) and unit in _PARSERS:
         try:
             return float(_PARSERS[unit](answer)), None
         except CollsimError as exc:
-            return None, f"your answer {answer!r} cannot be read: {exc}"
+            return None, message("cannot_read", lang, answer=repr(answer), error=exc)
     if isinstance(answer, bool) or not isinstance(answer, int | float | np.integer | np.floating):
-        return None, f"your answer {answer!r} is not a number ({unit_name(unit)} expected)"
+        return None, message("not_a_number", lang, answer=repr(answer), unit=unit_name(unit, lang))
     if not math.isfinite(float(answer)):
-        return None, f"your answer {answer!r} is not a finite number"
+        return None, message("not_finite", lang, answer=repr(answer))
     return float(answer), None
 
 
@@ -88,67 +89,64 @@ def distinct(answer, expected, unit):
     return said, want
 
 
-def _factors(ranks):
+def _factors(ranks, lang="en"):
     """``(factor, what it is, a question that points at the usual mistake)``, in order."""
-    out = [(-1.0, "the answer with the wrong sign", "Check the sign."),
-           (2.0, "2x the answer",
-            "Did you count something twice (both phases, both directions, send and receive)?"),
-           (0.5, "half the answer",
-            "Did you count only one of two equal parts (one phase, one direction)?")]  # fmt: skip
+
+    def say(key, **fields):
+        return message(key, lang, **fields)
+
+    out = [(-1.0, say("sign_what"), say("sign_question")),
+           (2.0, say("twice_what"), say("twice_question")),
+           (0.5, say("half_what"), say("half_question"))]  # fmt: skip
     if ranks and ranks > 2:
         k = ranks
+        n = dict(k=k, k_minus_1=k - 1, two_k_minus_2=2 * (k - 1))
         out += [
-            (k, f"K = {k} times the answer",
-             "Did you add up all K ranks where one rank's share was asked?"),
-            (1 / k, f"1/K of the answer (K = {k})",
-             "Did you count one chunk (1/K) where the whole buffer was asked?"),
-            (k - 1, f"K-1 = {k - 1} times the answer",
-             "Did you count every other rank's buffer where one was asked?"),
-            (1 / (k - 1), f"1/(K-1) of the answer (K = {k})",
-             "Did you count one of the K-1 other ranks where all of them were asked?"),
-            ((k - 1) / k, f"(K-1)/K = {k - 1}/{k} of the answer",
-             "Did you apply a factor (K-1)/K that does not belong here?"),
-            (k / (k - 1), f"K/(K-1) = {k}/{k - 1} times the answer",
-             "Did you leave out a factor (K-1)/K (K-1 of the K chunks)?"),
-            (2 * (k - 1) / k, f"2(K-1)/K = {2 * (k - 1)}/{k} times the answer",
-             "Did you apply the ring all-reduce factor 2(K-1)/K where it does not belong?"),
-            (k / (2 * (k - 1)), f"K/(2(K-1)) = {k}/{2 * (k - 1)} of the answer",
-             "Did you leave out the factor 2(K-1)/K: 2(K-1) steps of one chunk N/K each?"),
-        ]  # fmt: skip
-    out += [(8.0, "8x the answer", "Bits or bytes? A byte is 8 bits."),
-            (1 / 8, "1/8 of the answer", "Bits or bytes? A byte is 8 bits.")]  # fmt: skip
+            (k, say("k_what", **n), say("k_question")),
+            (1 / k, say("one_over_k_what", **n), say("one_over_k_question")),
+            (k - 1, say("k_minus_1_what", **n), say("k_minus_1_question")),
+            (1 / (k - 1), say("one_over_k_minus_1_what", **n), say("one_over_k_minus_1_question")),
+            ((k - 1) / k, say("k_minus_1_over_k_what", **n), say("k_minus_1_over_k_question")),
+            (k / (k - 1), say("k_over_k_minus_1_what", **n), say("k_over_k_minus_1_question")),
+            (2 * (k - 1) / k, say("ring_what", **n), say("ring_question")),
+            (k / (2 * (k - 1)), say("one_over_ring_what", **n), say("one_over_ring_question")),
+        ]
+    out += [(8.0, say("eight_what"), say("bits_question")),
+            (1 / 8, say("eighth_what"), say("bits_question"))]  # fmt: skip
     for n, prefix in ((1, "k/m"), (2, "M/u"), (3, "G/n")):
-        hint = f"Check the unit prefix ({prefix})."
-        out += [(1000.0**n, f"{1000**n:,}x the answer", hint),
-                (1000.0**-n, f"1/{1000**n:,} of the answer", hint)]  # fmt: skip
+        hint = say("prefix_question", prefix=prefix)
+        out += [(1000.0**n, say("times_what", factor=f"{1000**n:,}"), hint),
+                (1000.0**-n, say("fraction_what", factor=f"{1000**n:,}"), hint)]  # fmt: skip
     for n, (binary, decimal) in enumerate((("KiB", "KB"), ("MiB", "MB"), ("GiB", "GB")), 1):
-        hint = f"Decimal or binary units? 1 {binary} = {1024**n:,} B, 1 {decimal} = {1000**n:,} B."
-        out += [(1.024**n, f"(1024/1000)^{n} times the answer", hint),
-                (1.024**-n, f"(1000/1024)^{n} of the answer", hint)]  # fmt: skip
+        hint = say("binary_question", binary=binary, decimal=decimal,
+                   binary_bytes=f"{1024**n:,}", decimal_bytes=f"{1000**n:,}")  # fmt: skip
+        out += [(1.024**n, say("binary_times_what", n=n), hint),
+                (1.024**-n, say("binary_fraction_what", n=n), hint)]  # fmt: skip
     return out
 
 
-def explain_number(answer, expected, rel=1e-6, ranks=None, counts=True):
+def explain_number(answer, expected, rel=1e-6, ranks=None, counts=True, lang="en"):
     """Why ``answer`` is not ``expected``: a known factor, or how far off it is."""
     expected = float(expected)
     if expected == 0:
-        return "the answer is zero."
+        return message("answer_is_zero", lang)
     ratio = answer / expected
     tolerance = max(rel, 1e-3)
-    for factor, what, question in _factors(ranks):
+    for factor, what, question in _factors(ranks, lang):
         if math.isclose(ratio, factor, rel_tol=tolerance):
-            return f"{what}. {question}"
+            return message("factor_sentence", lang, what=what, question=question)
     if (
         ratio > 0
         and not math.isclose(abs(expected), 1.0, rel_tol=tolerance)
         and math.isclose(answer * expected, 1.0, rel_tol=tolerance)
     ):
-        return "the reciprocal of the answer. Did you divide the wrong way round?"
+        return message("reciprocal", lang)
     if counts and float(answer).is_integer() and expected.is_integer():
         gap = int(answer) - int(expected)
-        return f"{abs(gap):,} too {'many' if gap > 0 else 'few'}."
-    direction = "high" if ratio > 1 else "low"
-    return f"{abs(ratio - 1) * 100:.3g} % too {direction}."
+        return message("too_many" if gap > 0 else "too_few", lang, gap=f"{abs(gap):,}")
+    return message(
+        "too_high" if ratio > 1 else "too_low", lang, percent=f"{abs(ratio - 1) * 100:.3g}"
+    )
 
 
 # ---- arrays, lists and ranks ----------------------------------------------------------------
@@ -178,55 +176,64 @@ def _numeric(value):
     return array if array.dtype.kind in "biuf" else None
 
 
-def describe_difference(got, want, rtol=0.0, atol=0.0, unit=""):
+def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
     """``None`` when ``got`` matches ``want``; otherwise what differs, in one line."""
+
+    def say(key, **fields):
+        return message(key, lang, **fields)
+
     if isinstance(want, list | tuple):
         if not isinstance(got, list | tuple):
-            return f"got {type(got).__name__} {short(got, 60)}, expected a list of {len(want)}"
+            return say("got_kind_expected_list", kind=type(got).__name__, got=short(got, 60),
+                       count=len(want))  # fmt: skip
         if len(got) != len(want):
-            return f"got {len(got)} items, expected {len(want)}"
+            return say("got_items", got=len(got), want=len(want))
+        item = say("item")
         for i, (g, w) in enumerate(zip(got, want)):
-            inner = describe_difference(g, w, rtol, atol, unit)
-            if inner and inner.startswith("item ["):  # nested lists: item [0][1]
-                return f"item [{i}]{inner[len('item ') :]}"
+            inner = describe_difference(g, w, rtol, atol, unit, lang)
+            if inner and inner.startswith(f"{item} ["):  # nested lists: item [0][1]
+                return f"{item} [{i}]{inner[len(item) + 1 :]}"
             if inner:
-                return f"item [{i}]: {inner}"
+                return f"{item} [{i}]: {inner}"
         return None
     if want is None or got is None:
-        return None if got is want else f"got {short(got, 60)}, expected {short(want, 60)}"
+        return (
+            None if got is want else say("got_expected", got=short(got, 60), want=short(want, 60))
+        )
     w, g = _numeric(want), _numeric(got)
     if w is None or g is None:
-        return None if got == want else f"got {short(got, 60)}, expected {short(want, 60)}"
+        return (
+            None if got == want else say("got_expected", got=short(got, 60), want=short(want, 60))
+        )
     if w.ndim == 0 and g.ndim == 0:
         if np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
             return None
         said, expect = distinct(float(g), float(w), unit)
-        return f"got {said}, expected {expect}: {explain_number(float(g), float(w), rtol)}"
+        how = explain_number(float(g), float(w), rtol, lang=lang)
+        return say("got_expected_how", got=said, want=expect, how=how)
     if g.shape != w.shape:
-        hint = ""
-        if g.size == w.size:
-            hint = " (same number of elements: transposed or reshaped?)"
-        return f"shape {g.shape}, expected {w.shape}{hint}"
+        hint = say("shape_hint") if g.size == w.size else ""
+        return say("shape", got=g.shape, want=w.shape, hint=hint)
     wrong = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
     if not wrong.any():
         return None
     where = np.argwhere(wrong)
-    first = "; ".join(f"[{', '.join(map(str, i))}] got {g[tuple(i)]:.6g}, expected "
-                      f"{w[tuple(i)]:.6g}" for i in where[:3])  # fmt: skip
+    first = "; ".join(say("element", index=", ".join(map(str, i)), got=f"{g[tuple(i)]:.6g}",
+                          want=f"{w[tuple(i)]:.6g}") for i in where[:3])  # fmt: skip
     gap = float(np.max(np.abs(g.astype(float) - w.astype(float))[wrong]))
-    text = f"{len(where)} of {w.size} elements differ; {first}; max |difference| {gap:.3g}"
+    text = say("elements_differ", count=len(where), size=w.size, first=first, gap=f"{gap:.3g}")
     nonzero = w != 0
     if nonzero.any() and not g[~nonzero].any():  # zeros where expected: maybe one factor
         ratios = g[nonzero] / w[nonzero]
         factor = float(ratios.flat[0])
         if np.allclose(ratios, factor, rtol=1e-9):
-            text += f"; every element is {explain_number(factor, 1.0, counts=False)}"
+            text += say("every_element", how=explain_number(factor, 1.0, counts=False, lang=lang))
     return text
 
 
-def rank_problem(answer, ranks):
+def rank_problem(answer, ranks, lang="en"):
     if isinstance(answer, bool) or not isinstance(answer, int | np.integer | float):
-        return f"your answer {answer!r} is not a rank: give a number 0 to {ranks - 1}"
+        return message("not_a_rank", lang, answer=repr(answer), last=ranks - 1)
     if float(answer) != int(answer) or not 0 <= int(answer) < ranks:
-        return f"rank {answer!r} does not exist: the ranks are 0 to {ranks - 1}"
+        return message("no_such_rank", lang, answer=repr(answer), last=ranks - 1)
     return None
