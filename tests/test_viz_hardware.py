@@ -31,3 +31,31 @@ def test_a_sweep_on_a_preset_compares_ncclss_algorithms_too():
     assert sweep_figure(cluster, data=result).axes
     generic = sweep(collsim.Cluster(collsim.topology.switch(8)), "all_reduce", sizes=[1 << 10])
     assert set(generic.times) == {"ring", "tree", "halving_doubling", "naive"}
+
+
+@pytest.mark.parametrize("protocol", ["ll", "ll128", "simple"])
+def test_utilization_counts_payload_and_hatches_the_protocols_latency(protocol):
+    from collsim.viz.utilization import latency_intervals, utilization
+
+    g = hardware.topology("dgx-a100")
+    result = collsim.Cluster(g).all_reduce(count=1 << 22, dtype="float32", algorithm="ring",
+                                           protocol=protocol)  # fmt: skip
+    _, _, share = utilization(g, result.trace, bins=400)
+    efficiency = hardware.PROTOCOLS[protocol].efficiency
+    assert share.max() == pytest.approx(efficiency, rel=0.01)  # a busy link carries e of it
+    waits = latency_intervals(g, result.trace)
+    first = min(start for spans in waits.values() for start, _ in spans)
+    longest = max(b - a for spans in waits.values() for a, b in spans)
+    # each message waits the links' latency plus the protocol's own for NVLink
+    assert first == 0.0
+    assert longest == pytest.approx(
+        2 * 0.25e-6 + hardware.PROTOCOLS[protocol].latency_for("nvlink")
+    )
+    if efficiency < 1:
+        assert f"protocol {protocol}" in utilization_figure_text(g, result)
+
+
+def utilization_figure_text(g, result):
+    from collsim.viz.utilization import utilization_figure
+
+    return "\n".join(ax.get_title() for ax in utilization_figure(g, result).axes)

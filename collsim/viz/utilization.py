@@ -30,6 +30,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..hardware.protocols import slowest_class
 from ..units import format_time
 from .limits import MAX_BINS, check_count
 
@@ -83,6 +84,10 @@ def _phases(topology, trace):
     for t in trace.transfers:
         end = max(end, t.end)
         alpha = sum(topology.edges[link]["latency"] for link in t.links)
+        protocol = getattr(t.tag, "protocol", None)  # NCCL's protocol adds its own latency
+        if protocol is not None and t.links:
+            classes = [topology.edges[link].get("link_class") for link in t.links]
+            alpha += protocol.latency_for(slowest_class(classes))
         flowing = min(t.start + alpha, t.end)
         for link in t.links:
             per_link.setdefault(link, []).append((t.start, flowing, t.end, t.nbytes))
@@ -147,6 +152,18 @@ def _step_ends(source):
 
 def _name(node):
     return f"r{node}" if isinstance(node, int) else str(node)
+
+
+def _protocol_note(trace):
+    """What the colours mean under NCCL's protocols: they count payload bytes, and LL puts
+    only half of the bytes it sends on the wire to use (LL128 120 of 128)."""
+    protocols = {getattr(t.tag, "protocol", None) for t in trace.transfers} - {None}
+    lossy = sorted((p for p in protocols if p.efficiency < 1), key=lambda p: p.name)
+    if not lossy:
+        return ""
+    parts = ", ".join(f"{p.name} {p.efficiency:.0%}" for p in lossy)
+    return (f"\ncolours count payload: protocol {parts} of its wire bytes are data, so a link "
+            "it keeps busy shows that much")  # fmt: skip
 
 
 def utilization_figure(topology, source, bins=200, only_used=True, title=None):
@@ -221,6 +238,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     note = f"run time {format_time(edges[-1])}, {bins} time slices; busiest slice {busiest:.0%}"
     if ends:
         note += "; blue lines: end of each step"
+    note += _protocol_note(trace)
     ax.set_title(note, fontsize=10, pad=18 if ends else 6)
     keys = []
     if waits:
