@@ -1,0 +1,118 @@
+"""collsim's numeric ring all-reduce against the numpy limit, interleaved, in one process.
+
+The limit is the fastest of a few plain numpy ways to do the additions and copies an
+all-reduce on K buffers of N elements must do (no schedule, network or trace):
+
+* ``loop``: add the K buffers into one in a Python loop, then copy the sum K times;
+* ``stack``: stack the K buffers into a (K, N) array and ``sum(axis=0)``, then copy K times;
+* ``reduce``: ``np.add.reduce`` over the list, then copy K times.
+
+Each round runs every variant and collsim once, in turn, so that the machine's load falls on
+all of them alike; the table gives the median over the rounds and collsim / the fastest
+variant. Sizes whose K buffers and their copies would not fit in half of the free memory are
+left out and said so.
+
+    python benchmarks/bench_numpy_limit.py            # K in {2, 8, 64}, N in 2^10..2^24
+    python benchmarks/bench_numpy_limit.py --quick    # K in {2, 8}, N in 2^10, 2^16
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+import collsim
+
+KS = (2, 8, 64)
+NS = (2**10, 2**16, 2**20, 2**24)
+
+
+def loop(buffers):
+    total = buffers[0].copy()
+    for b in buffers[1:]:
+        total += b
+    return [total.copy() for _ in buffers]
+
+
+def stack(buffers):
+    total = np.stack(buffers).sum(axis=0)
+    return [total.copy() for _ in buffers]
+
+
+def reduce(buffers):
+    total = np.add.reduce(buffers)
+    return [total.copy() for _ in buffers]
+
+
+VARIANTS = {"loop": loop, "stack": stack, "reduce": reduce}
+
+
+def _seconds(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def measure(k, n, rounds):
+    """``{name: median seconds}`` for every numpy variant and for collsim (``"collsim"``)."""
+    rng = np.random.default_rng(0)
+    buffers = [rng.integers(-4, 5, size=n).astype(np.float32) for _ in range(k)]
+    cluster = collsim.Cluster(collsim.topology.ring(k, "100GB/s", "5us"))
+    # the same answer first: a timing of a wrong result would mean nothing
+    expected = loop(buffers)[0]
+    for name, fn in VARIANTS.items():
+        assert np.array_equal(fn(buffers)[0], expected), name
+    outputs = cluster.all_reduce(buffers, algorithm="ring").outputs
+    assert all(np.array_equal(out, expected) for out in outputs), "collsim"
+    runs = {name: [] for name in [*VARIANTS, "collsim"]}
+    for _ in range(rounds):
+        for name, fn in VARIANTS.items():
+            runs[name].append(_seconds(lambda fn=fn: fn(buffers)))
+        runs["collsim"].append(_seconds(lambda: cluster.all_reduce(buffers, algorithm="ring")))
+    return {name: statistics.median(times) for name, times in runs.items()}
+
+
+def fits(k, n):
+    """Whether K inputs, K outputs and the working copies (about 4K buffers) fit in half
+    of the free memory."""
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return True
+    return 4 * k * n * 4 < free / 2
+
+
+def _format(seconds):
+    return f"{seconds * 1e3:.3f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="K in {2, 8}, N in 2^10, 2^16")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="interleaved rounds (default 7, or 3 for N >= 2^20)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give at least 1")
+    ks, ns = ((2, 8), (2**10, 2**16)) if args.quick else (KS, NS)
+    print(f"# collsim {collsim.__version__}, {os.cpu_count()} CPUs; median of interleaved rounds")
+    print("| K | N (float32) | numpy loop | numpy stack | numpy reduce | collsim ring "
+          "| collsim / fastest numpy |")  # fmt: skip
+    print("|--:|--:|--:|--:|--:|--:|--:|")
+    for k in ks:
+        for n in ns:
+            if not fits(k, n):
+                print(f"| {k} | 2^{n.bit_length() - 1} | (left out: needs about "
+                      f"{4 * k * n * 4 / 2**30:.1f} GiB) | | | | |")  # fmt: skip
+                continue
+            rounds = args.rounds or (3 if n >= 2**20 else 7)
+            times = measure(k, n, rounds)
+            fastest = min(times[name] for name in VARIANTS)
+            cells = " | ".join(_format(times[name]) for name in [*VARIANTS, "collsim"])
+            print(f"| {k} | 2^{n.bit_length() - 1} | {cells} | {times['collsim'] / fastest:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
