@@ -25,6 +25,8 @@ import numbers
 
 from ..errors import CollsimError, ConfigError, SimulationLimitError
 
+_push = heapq.heappush  # bound once: at() runs twice per transfer
+
 __all__ = ["Engine", "FINISH", "START", "SimulationLimitError", "DEFAULT_MAX_TIME",
            "DEFAULT_MAX_EVENTS"]  # fmt: skip
 
@@ -71,9 +73,9 @@ class Engine:
         """Call ``callback(arg)`` at simulated ``time``."""
         if not time >= self.now:  # also catches NaN
             raise CollsimError(f"cannot schedule an event at t={time} s, before now={self.now} s")
-        self._seq += 1
+        seq = self._seq = self._seq + 1
         # one integer orders same-time events by priority, then by sequence number
-        heapq.heappush(self._heap, (time, (priority << 48) | self._seq, callback, arg))
+        _push(self._heap, (time, (priority << 48) | seq, callback, arg))
 
     def run(self):
         """Process events until the heap is empty."""

@@ -284,53 +284,60 @@ class Network:
     # -- the bandwidth phase -------------------------------------------------------------
 
     def _begin(self, flow):
-        now = self.engine.now
-        flow.last = now
-        if self._faulty and flow.links and self._blocked(flow):
+        flow.last = self.engine.now
+        links = flow.links
+        if self._faulty and links and self._blocked(flow):
             return
-        if flow.nbytes == 0 or not flow.links:
+        if flow.nbytes == 0 or not links:
             flow.on_done(flow.arg)
             return
         if self.model == "ideal":
             if self.tracking:  # so that a fault finds it
-                for link in flow.links:
+                for link in links:
                     self.active[link][flow] = None
             flow.rate = flow.beta
             self._schedule_finish(flow)
             return
         active = self.active
         alone = True
-        for link in flow.links:
+        for link in links:
             sharing = active[link]
             sharing[flow] = None
-            alone = alone and len(sharing) == 1
+            if len(sharing) != 1:
+                alone = False
         if alone:  # the common case: no other flow on its links, so no one else changes
-            flow.rate = flow.beta
-            self._schedule_finish(flow)
+            # _schedule_finish, inlined on the hot path
+            rate = flow.rate = flow.beta
+            version = flow.version = flow.version + 1
+            remaining, engine = flow.remaining, self.engine
+            delay = remaining / rate if remaining > 0 else 0.0
+            engine.at(engine.now + delay, FINISH, self._finish, (flow, version))
         else:
-            self._reshare(flow.links)
+            self._reshare(links)
 
     def _finish(self, flow_and_version):
         flow, version = flow_and_version
         if version != flow.version:
             return  # its rate changed after this completion was scheduled
         if self.model == "maxmin":
-            active, others = self.active, False
-            for link in flow.links:
+            active, others, links = self.active, False, flow.links
+            for link in links:
                 sharing = active[link]
                 del sharing[flow]
-                others = others or bool(sharing)
+                if sharing:
+                    others = True
             if others:
-                self._reshare(flow.links)
+                self._reshare(links)
         elif self.tracking:
             for link in flow.links:
                 del self.active[link][flow]
         flow.on_done(flow.arg)
 
     def _schedule_finish(self, flow):
-        flow.version += 1
-        delay = flow.remaining / flow.rate if flow.remaining > 0 else 0.0
-        self.engine.at(self.engine.now + delay, FINISH, self._finish, (flow, flow.version))
+        version = flow.version = flow.version + 1
+        remaining, engine = flow.remaining, self.engine
+        delay = remaining / flow.rate if remaining > 0 else 0.0
+        engine.at(engine.now + delay, FINISH, self._finish, (flow, version))
 
     def _reshare(self, seed_links):
         """Recompute max-min rates of the flows connected to ``seed_links``."""
