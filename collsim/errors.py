@@ -86,3 +86,13 @@ class SimulationLimitError(CollsimError):
         self.limit = limit
         self.time = time
         self.looping = dict(looping or {})
+
+
+def shorten(value, width=60):
+    """``repr(value)`` cut to ``width`` characters, for naming a bad value in a message.
+
+    >>> shorten(list(range(100)), 20)
+    '[0, 1, 2, 3, 4, 5...'
+    """
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."

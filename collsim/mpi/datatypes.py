@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives.checks import is_int
+from ..errors import shorten
 from .exceptions import value_error
 
 __all__ = ["Datatype", "Buffer", "buffer_of", "datatype_of", "DATATYPES"]
@@ -115,7 +116,7 @@ def buffer_of(spec, what, writable=False, blocks=1):
             spec, count, datatype = spec
         else:
             raise value_error(
-                f"{what}: {_short(given)} is not a buffer spec: give an array, [buf, datatype] "
+                f"{what}: {shorten(given)} is not a buffer spec: give an array, [buf, datatype] "
                 "or [buf, count, datatype] (e.g. [x, MPI.DOUBLE])"
             )
     array = _array_of(spec, what, writable)
@@ -153,7 +154,7 @@ def _array_of(spec, what, writable):
         spec = np.frombuffer(spec, dtype=np.uint8)
     if not isinstance(spec, np.ndarray):
         raise value_error(
-            f"{what}: {_short(spec)} (a {type(spec).__name__}) is not a buffer: give a numpy "
+            f"{what}: {shorten(spec)} (a {type(spec).__name__}) is not a buffer: give a numpy "
             "array (lowercase calls such as send/bcast take any Python object)"
         )
     if not spec.flags.c_contiguous:
@@ -167,8 +168,3 @@ def _array_of(spec, what, writable):
             "pass a writeable array, e.g. x.copy()"
         )
     return spec
-
-
-def _short(value, width=60):
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shorten
 from .datatypes import BYTE, datatype_of
 from .exceptions import ERR_TRUNCATE, ERR_TYPE, mpi_error
 
@@ -70,7 +70,7 @@ def pickled(obj, call="send"):
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # pickling runs the object's own code: anything may fail
         raise ConfigError(
-            f"{call}: {_short(obj)} (a {type(obj).__name__}) cannot be pickled ({exc}): the "
+            f"{call}: {shorten(obj)} (a {type(obj).__name__}) cannot be pickled ({exc}): the "
             "lowercase calls send picklable objects (mpi4py raises the pickling error)"
         ) from None
     return np.frombuffer(data, dtype=np.uint8)
@@ -118,8 +118,3 @@ def land(buffer, value, call, origin):
             f"{buffer.count}: give a buffer of at least {data.size}",
         )
     buffer.data[: data.size] = data
-
-
-def _short(value, width=60):
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."

@@ -19,7 +19,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shorten
 from ..units import parse_time
 from .ops import (
     ANY,
@@ -273,17 +273,11 @@ class Rank:
     def _payload(self, array, dst):
         if not is_payload(array):
             raise ConfigError(
-                f"rank {self.id} tried to send {_short(array)} (a {type(array).__name__}) to "
+                f"rank {self.id} tried to send {shorten(array)} (a {type(array).__name__}) to "
                 f"rank {dst}: "
                 "only numpy arrays (or CountOnly sizes) travel over the network"
             )
         return array
-
-
-def _short(value, width=60):
-    """``repr(value)``, cut to ``width`` characters for a message."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _label(label):

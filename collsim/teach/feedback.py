@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..errors import CollsimError
+from ..errors import CollsimError, shorten
 from ..units import format_rate, format_size, format_time, parse_rate, parse_size, parse_time
 from .messages import message
 
@@ -157,8 +157,8 @@ def size_of(value):
 
 
 def short(value, limit=120):
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """``repr(value)`` cut to ``limit`` characters (:func:`collsim.errors.shorten`)."""
+    return shorten(value, limit)
 
 
 def short_args(args):
