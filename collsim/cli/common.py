@@ -20,6 +20,8 @@ import re
 
 from .. import topology, units
 from ..errors import ConfigError
+from ..hardware.build import MAX_NODES
+from ..hardware.presets import PRESETS
 
 __all__ = [
     "flag_value",
@@ -52,9 +54,7 @@ MAX_LATENCY_S = topology.MAX_LATENCY  # Cluster's default max_time guard: a long
 
 TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2d",
               "hierarchical")  # fmt: skip
-HARDWARE = ("dgx-a100", "dgx-h100", "pcie-8gpu")  # collsim.hardware.PRESETS, named here so
-# that `collsim --help` need not import the hardware package
-MAX_NODES = 512  # collsim.hardware.MAX_NODES
+HARDWARE = tuple(PRESETS)  # the hardware presets --topology also takes
 
 
 def add_cluster_arguments(parser, ranks=8):

@@ -19,9 +19,5 @@ from .protocols import PROTOCOLS, Protocol, check_protocol
 
 __all__ = ["topology", "preset", "load", "loads", "PRESETS", "Machine", "IntraNode",
            "InterNode", "NodeLayout", "node_layout", "PROTOCOLS", "Protocol", "check_protocol",
-           "MAX_NODES", "FILE_SUFFIXES", "machine_of"]  # fmt: skip
+           "MAX_NODES", "FILE_SUFFIXES"]  # fmt: skip
 
-
-def machine_of(graph):
-    """The :class:`Machine` a topology was built from, or ``None`` for a generic one."""
-    return graph.graph.get("machine")
