@@ -20,4 +20,3 @@ from .protocols import PROTOCOLS, Protocol, check_protocol
 __all__ = ["topology", "preset", "load", "loads", "PRESETS", "Machine", "IntraNode",
            "InterNode", "NodeLayout", "node_layout", "PROTOCOLS", "Protocol", "check_protocol",
            "MAX_NODES", "FILE_SUFFIXES"]  # fmt: skip
-
