@@ -23,11 +23,14 @@ import gc
 import json
 from collections import namedtuple
 from dataclasses import asdict, dataclass, field, is_dataclass
+from operator import itemgetter
+
+import numpy as np
 
 from ..units import format_size, format_time
 from .memory import CATEGORIES, replay
 
-__all__ = ["Trace", "Stats", "Transfer", "Compute"]
+__all__ = ["Trace", "Stats", "Transfer", "Compute", "TransferBlock"]
 
 Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label meta",
                       defaults=(None,))  # fmt: skip
@@ -46,6 +49,49 @@ its maker gave ``rank.compute(..., meta=...)`` (a pipeline pass is a
 :class:`~collsim.parallel.pipeline.schedules.PipelinePass`, a rank module's pass of one layer a
 :class:`~collsim.parallel.modules.LayerPass`), or None. The trace stores it as it is; read the
 span's meaning from its fields."""
+
+
+@dataclass(frozen=True, eq=False)
+class TransferBlock:
+    """Transfers recorded together, as columns: one row per transfer (a batched step of a
+    collective, :mod:`collsim.collectives.batched`).  A row reads as the
+    :class:`Transfer` ``(src[i], dst[i], tag, nbytes[i], start[i], end[i],
+    routes[route[i]], labels()[i], metas()[i])``; ``labels`` and ``metas`` are called
+    only when someone reads the rows as records, so a run of millions of transfers keeps
+    a few numbers per transfer and no strings or objects.
+
+    >>> import numpy as np
+    >>> block = TransferBlock(np.array([0, 1]), np.array([1, 0]), np.array([8, 8]),
+    ...                       np.zeros(2), np.array([1e-6, 2e-6]), np.array([0, 1]),
+    ...                       (((0, 1),), ((1, 0),)), "step", lambda: ["a", "b"])
+    >>> trace = Trace()
+    >>> trace.add_block(block)
+    >>> [(t.src, t.dst, t.links, t.label) for t in trace.transfers]
+    [(0, 1, ((0, 1),), 'a'), (1, 0, ((1, 0),), 'b')]
+    """
+
+    src: np.ndarray  # int ranks
+    dst: np.ndarray
+    nbytes: np.ndarray  # int64
+    start: np.ndarray  # float64 seconds
+    end: np.ndarray
+    route: np.ndarray  # index into routes
+    routes: tuple  # the directed links of each route
+    tag: object  # every row's tag
+    labels: object  # () -> one display label per row
+    metas: object = None  # () -> one record per row (None: no records)
+
+    def __len__(self):
+        return len(self.src)
+
+    def records(self):
+        """The rows as plain tuples, in row order."""
+        metas = self.metas() if self.metas is not None else [None] * len(self)
+        routes, tag = self.routes, self.tag
+        return [(s, d, tag, n, a, b, routes[r], label, meta) for s, d, n, a, b, r, label, meta
+                in zip(self.src.tolist(), self.dst.tolist(), self.nbytes.tolist(),
+                       self.start.tolist(), self.end.tolist(), self.route.tolist(),
+                       self.labels(), metas)]  # fmt: skip
 
 
 @dataclass
@@ -73,26 +119,42 @@ class Stats:
 
 
 class Trace:
-    """Transfers and compute spans in the order they ended, and memory events
-    (``memory``: :class:`~collsim.network.memory.MemoryEvent`) in the order recorded."""
+    """Transfers and compute spans, and memory events (``memory``:
+    :class:`~collsim.network.memory.MemoryEvent`) in the order recorded.
+
+    ``transfers`` are in the order they ended; those that end at the same instant by
+    start time, then sender, then receiver rank, so the order is the same however the
+    engine happened to settle them (one event each, or a batched step at once)."""
 
     def __init__(self):
         self._raw = []  # plain tuples: a run may record millions of transfers
+        self._blocks = []  # TransferBlock: a batched step's transfers as columns
         self._transfers = None
         self.computes = []
         self.memory = []  # what rank.alloc and rank.free recorded (collsim.runtime.memory)
         self.faults = None  # a run with faults: its FaultLog (collsim.runtime.cluster)
 
     @property
+    def transfer_count(self):
+        """How many transfers were recorded (without building their records)."""
+        return len(self._raw) + sum(len(b) for b in self._blocks)
+
+    @property
     def transfers(self):
-        """Every transfer as a :class:`Transfer`, in the order they ended."""
-        if self._transfers is None or len(self._transfers) != len(self._raw):
+        """Every transfer as a :class:`Transfer`, in the order they ended (ties: by start,
+        then sender, then receiver)."""
+        if self._transfers is None or len(self._transfers) != self.transfer_count:
             # millions of acyclic records: the cyclic collector, left on, would rescan
             # all of them again and again while they are made (most of the time here)
             collecting = gc.isenabled()
             gc.disable()
             try:
-                self._transfers = list(map(Transfer._make, self._raw))
+                records = self._raw
+                if self._blocks:
+                    records = records + [r for b in self._blocks for r in b.records()]
+                # a stable sort: records that tie on all four keep the order they ended in
+                records = sorted(records, key=_ORDER)
+                self._transfers = list(map(Transfer._make, records))
             finally:
                 if collecting:
                     gc.enable()
@@ -100,6 +162,10 @@ class Trace:
 
     def add_transfer(self, src, dst, tag, nbytes, start, end, links, label, meta=None):
         self._raw.append((src, dst, tag, nbytes, start, end, links, label, meta))
+
+    def add_block(self, block):
+        """Record a :class:`TransferBlock`: many transfers at once, as columns."""
+        self._blocks.append(block)
 
     def add_compute(self, rank, start, end, label, meta=None):
         self.computes.append(Compute(rank, start, end, label, meta))
@@ -111,7 +177,7 @@ class Trace:
 
     def __len__(self):
         """Records: transfers and compute spans (memory events are in ``memory``)."""
-        return len(self._raw) + len(self.computes)
+        return self.transfer_count + len(self.computes)
 
     def __iter__(self):
         """Every record (:class:`Transfer` and :class:`Compute`) in time order: by start,
@@ -120,14 +186,18 @@ class Trace:
         return iter(sorted(records, key=lambda r: (r.start, r.end)))
 
     def __repr__(self):
-        n, m = len(self._raw), len(self.computes)
+        n, m = self.transfer_count, len(self.computes)
         parts = [f"{n:,} transfer{'' if n == 1 else 's'}",
                  f"{m:,} compute span{'' if m == 1 else 's'}"]  # fmt: skip
+        raw, blocks = self._raw, self._blocks
         if n:
-            parts.append(f"{format_size(sum(r[3] for r in self._raw))} sent")
+            sent = sum(r[3] for r in raw) + sum(int(b.nbytes.sum()) for b in blocks)
+            parts.append(f"{format_size(sent)} sent")
         if n or m:
-            starts = [r[4] for r in self._raw] + [c.start for c in self.computes]
-            ends = [r[5] for r in self._raw] + [c.end for c in self.computes]
+            starts = [r[4] for r in raw] + [c.start for c in self.computes]
+            ends = [r[5] for r in raw] + [c.end for c in self.computes]
+            starts += [float(b.start.min()) for b in blocks if len(b)]
+            ends += [float(b.end.max()) for b in blocks if len(b)]
             parts.append(f"{format_time(min(starts))} .. {format_time(max(ends))}")
         if self.memory:  # a run that never allocates prints as it always did
             k = len(self.memory)
@@ -149,6 +219,8 @@ class Trace:
             messages[src] += 1
             for link in links:
                 link_bytes[link] = link_bytes.get(link, 0) + nbytes
+        if self._blocks:
+            _block_stats(self._blocks, n_ranks, sent, received, messages, link_bytes)
         if self.faults is not None and self.faults.reroutes:
             _split_rerouted(link_bytes, self.faults.reroutes)
         busy = [0.0] * n_ranks
@@ -204,6 +276,32 @@ class Trace:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
         return text
+
+
+_ORDER = itemgetter(5, 4, 0, 1)  # a record's (end, start, src, dst)
+
+
+def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):
+    """Add the blocks' transfers to the per-rank and per-link counts, exactly (int64):
+    every row of a block travels its own path from its sender to its receiver."""
+    totals = [np.zeros(n_ranks, dtype=np.int64) for _ in range(3)]
+    by_routes = {}  # id(routes) -> (routes, bytes per route): steps share their routes
+    for b in blocks:
+        np.add.at(totals[0], b.src, b.nbytes)
+        np.add.at(totals[1], b.dst, b.nbytes)
+        np.add.at(totals[2], b.src, 1)
+        routes, carried = by_routes.setdefault(
+            id(b.routes), (b.routes, np.zeros(len(b.routes), dtype=np.int64))
+        )
+        np.add.at(carried, b.route, b.nbytes)
+    for counts, added in zip((sent, received, messages), totals):
+        for rank in np.flatnonzero(added).tolist():
+            counts[rank] += int(added[rank])
+    for routes, carried in by_routes.values():
+        for r in np.flatnonzero(carried).tolist():
+            nbytes = int(carried[r])
+            for link in routes[r]:
+                link_bytes[link] = link_bytes.get(link, 0) + nbytes
 
 
 def _split_rerouted(link_bytes, reroutes):
