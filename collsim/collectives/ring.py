@@ -22,7 +22,10 @@ Examples
 [('reduce-scatter', 1, 3), ('all-gather', 1, 3)]
 """
 
-from .schedule import ChunkMove, Schedule, _move
+import numpy as np
+
+from .columns import StepColumns
+from .schedule import ChunkMove, ColumnSteps, Schedule
 
 __all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "chain_broadcast",
            "chain_reduce"]  # fmt: skip
@@ -32,17 +35,18 @@ def _one(c):
     return range(c, c + 1)
 
 
-def _chunks(k):
-    # one range object per chunk, shared by every move of that chunk: a ring all-reduce
-    # on 1,024 ranks has two million moves but only 1,024 distinct chunks
-    return [_one(c) for c in range(k)]
-
-
 def _ring_steps(k, first, reduce):
-    """K-1 steps in which rank r sends chunk (r - s - first) mod K to rank r+1."""
-    chunk, right = _chunks(k), [(r + 1) % k for r in range(k)]
-    return [tuple(_move(r, right[r], chunk[(r - s - first) % k], reduce) for r in range(k))
-            for s in range(k - 1)]  # fmt: skip
+    """K-1 steps in which rank r sends chunk (r - s - first) mod K to rank r+1, as
+    columns: every step shares its senders, receivers and flags, and holds only its
+    chunks (a ring all-reduce on 4,096 ranks has 33 million moves)."""
+    ranks = np.arange(k, dtype=np.int64)
+    right, flags, no = (ranks + 1) % k, np.full(k, reduce), np.zeros(k, dtype=bool)
+    steps = []
+    for s in range(k - 1):
+        chunk = ((ranks - s - first) % k).astype(np.int32)  # half the memory of int64
+        after = chunk + 1
+        steps.append(StepColumns(ranks, right, chunk, after, chunk, after, flags, no))
+    return steps
 
 
 def _rs_steps(k):
@@ -56,14 +60,14 @@ def _ag_steps(k):
 def ring_reduce_scatter(k):
     """Rank r ends with chunk r of the reduction after K-1 steps."""
     steps = _rs_steps(k)
-    return Schedule("reduce_scatter", "ring", k, k, tuple(steps),
+    return Schedule("reduce_scatter", "ring", k, k, ColumnSteps(steps),
                     (("reduce-scatter", 0, k - 1),), "full", "own_chunk")  # fmt: skip
 
 
 def ring_all_gather(k):
     """Rank r starts with chunk r; every rank ends with all K after K-1 steps."""
     steps = _ag_steps(k)
-    return Schedule("all_gather", "ring", k, k, tuple(steps),
+    return Schedule("all_gather", "ring", k, k, ColumnSteps(steps),
                     (("all-gather", 0, k - 1),), "own_chunk", "full")  # fmt: skip
 
 
@@ -71,7 +75,7 @@ def ring_all_reduce(k):
     """Reduce-scatter then all-gather: 2(K-1) steps."""
     steps = _rs_steps(k) + _ag_steps(k)
     phases = (("reduce-scatter", 0, k - 1), ("all-gather", k - 1, 2 * (k - 1)))
-    return Schedule("all_reduce", "ring", k, k, tuple(steps), phases, "full", "full")
+    return Schedule("all_reduce", "ring", k, k, ColumnSteps(steps), phases, "full", "full")
 
 
 def _chain(k, root, toward_root):

@@ -1,0 +1,63 @@
+"""A schedule's steps as numpy columns: one row per chunk move.
+
+The batched path (:mod:`collsim.collectives.batched`) times, moves and records a whole
+step at once, so it reads a step as a few arrays rather than as K
+:class:`~collsim.collectives.schedule.ChunkMove` objects.  ``chunks`` of a move are
+``range(lo, hi)`` of the sender's buffer; ``to_lo``/``to_hi`` the receiver's.
+
+Examples
+--------
+>>> from collsim.collectives.ring import ring_all_reduce
+>>> first = step_columns(ring_all_reduce(3))[0]
+>>> first.src.tolist(), first.dst.tolist(), first.lo.tolist(), first.reduce.tolist()
+([0, 1, 2], [1, 2, 0], [2, 0, 1], [True, True, True])
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["StepColumns", "step_columns", "columns_of"]
+
+
+@dataclass(frozen=True, eq=False)
+class StepColumns:
+    """One step's moves as columns (group ranks, chunk indices), in the step's order."""
+
+    src: np.ndarray  # int64 group ranks
+    dst: np.ndarray
+    lo: np.ndarray  # sender's chunks: range(lo, hi)
+    hi: np.ndarray
+    to_lo: np.ndarray  # receiver's chunks: range(to_lo, to_hi)
+    to_hi: np.ndarray
+    reduce: np.ndarray  # bool: the receiver reduces (else it copies over)
+    from_input: np.ndarray  # bool: read the sender's untouched input
+    combined: bool = False  # some move is switch-combined (NVLS): not batchable
+
+    def __len__(self):
+        return len(self.src)
+
+
+def columns_of(moves):
+    """The :class:`StepColumns` of one step's moves.
+
+    >>> from collsim.collectives.schedule import ChunkMove
+    >>> columns_of([ChunkMove(0, 1, range(2, 4), False, to=range(0, 2))]).to_hi.tolist()
+    [2]
+    """
+    n = len(moves)
+    rows = np.empty((6, n), dtype=np.int64)
+    flags = np.empty((2, n), dtype=bool)
+    combined = False
+    for i, m in enumerate(moves):
+        to = m.chunks if m.to is None else m.to
+        rows[:, i] = (m.src, m.dst, m.chunks.start, m.chunks.stop, to.start, to.stop)
+        flags[:, i] = (m.reduce, m.from_input)
+        combined = combined or m.combine is not None
+    return StepColumns(*rows, *flags, combined=combined)
+
+
+def step_columns(schedule):
+    """Every step of ``schedule`` as :class:`StepColumns` (built once per schedule:
+    ``schedule.columns``)."""
+    return schedule.columns
