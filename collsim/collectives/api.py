@@ -40,6 +40,7 @@ from .auto import (
     default_algorithm,
     plan_call,
 )
+from .batched import run_batched
 from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
 from .context import context_of
 from .executor import DTYPE_BYTES, run_schedule
@@ -242,7 +243,8 @@ def _available_memory():
 
 
 def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
-                   algorithm=None, op="sum", root=0, group=None, protocol=None):  # fmt: skip
+                   algorithm=None, op="sum", root=0, group=None, protocol=None,
+                   batched=True):  # fmt: skip
     """Run one collective on ``cluster`` and return a :class:`CollectiveResult`.
 
     ``buffers`` holds one array per group rank (numeric mode).  For count-only mode pass
@@ -251,7 +253,9 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     (the default on a hardware preset) picks the algorithm and protocol with the least
     closed-form time (the result's ``choice`` says which and why); ``protocol``
     (``"simple"``, ``"ll128"``, ``"ll"``, ``"auto"``; default the cluster's) is NCCL's
-    wire protocol.
+    wire protocol.  ``batched=False`` runs every transfer through the engine one by one,
+    even where the batched path (:mod:`collsim.collectives.batched`) would give the same
+    result at once.
     """
     name = canonical_collective(name)
     given = algorithm
@@ -304,7 +308,11 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         return (yield from collective(rank, name, data, group, chosen, op, root, count, dtype,
                                       protocol))  # fmt: skip
 
-    result = cluster.run(program)
+    result = None
+    if batched:
+        result = run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol)
+    if result is None:
+        result = cluster.run(program)
     stats = result.stats
     ranks = group.ranks
     return CollectiveResult(

@@ -270,12 +270,18 @@ def _step_tags(context, schedule, ranks, dim, seq, protocol=None):
     return tags
 
 
-def _prepare(schedule, data, n, me, bounds):
-    """Rank ``me``'s working buffer before step 1, laid out as ``schedule.start`` says."""
+def _prepare(schedule, data, n, me, bounds, out=None):
+    """Rank ``me``'s working buffer before step 1, laid out as ``schedule.start`` says
+    (written into ``out``, an array of ``n`` elements, when given)."""
     flat = data.reshape(-1)
     if schedule.start == "full":
-        return flat.copy()
-    work = np.zeros(n, dtype=data.dtype)
+        if out is None:
+            return flat.copy()
+        out[...] = flat
+        return out
+    work = np.zeros(n, dtype=data.dtype) if out is None else out
+    if out is not None:
+        work[...] = 0
     if schedule.start == "own_chunk":  # the input is this rank's chunk of the buffer
         lo, hi = bounds[me]
         work[lo:hi] = flat

@@ -290,15 +290,17 @@ def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):
         np.add.at(totals[0], b.src, b.nbytes)
         np.add.at(totals[1], b.dst, b.nbytes)
         np.add.at(totals[2], b.src, 1)
-        routes, carried = by_routes.setdefault(
-            id(b.routes), (b.routes, np.zeros(len(b.routes), dtype=np.int64))
+        routes, carried, used = by_routes.setdefault(
+            id(b.routes),
+            (b.routes, np.zeros(len(b.routes), dtype=np.int64), np.zeros(len(b.routes), bool)),
         )
         np.add.at(carried, b.route, b.nbytes)
+        used[b.route] = True  # a link that carried only empty messages is counted, at 0 B
     for counts, added in zip((sent, received, messages), totals):
         for rank in np.flatnonzero(added).tolist():
             counts[rank] += int(added[rank])
-    for routes, carried in by_routes.values():
-        for r in np.flatnonzero(carried).tolist():
+    for routes, carried, used in by_routes.values():
+        for r in np.flatnonzero(used).tolist():
             nbytes = int(carried[r])
             for link in routes[r]:
                 link_bytes[link] = link_bytes.get(link, 0) + nbytes

@@ -1,0 +1,310 @@
+"""The batched path: a collective run alone on an idle network, one step at a time.
+
+``cluster.all_reduce(...)`` and its siblings run one collective on a cluster with nothing
+else moving.  There, a schedule step's transfers can be timed, moved and recorded as one
+batch instead of one engine event, one handle and one trace record at a time:
+
+* **timing** -- a transfer starts when both its sender and its receiver have finished
+  their previous step (``max`` of two ready times, as rendezvous matching gives), pays its
+  route's α (plus the protocol's latency) and moves its bytes at the route's narrowest
+  rate β.  That is the engine's own arithmetic for a flow alone on its links, done on
+  arrays, so every start and end time is the same float;
+* **contention** -- the arithmetic above is exact only while no two flows share a link at
+  the same time.  Each step checks that no link carries two of its flows and that no flow
+  begins on a link before the previous step's flow there has ended; where one would, the
+  run is handed to the per-transfer path (:func:`run_batched` returns None before any
+  buffer is touched), which shares bandwidth max-min;
+* **numerics** -- the step's reductions and copies run on views of the ranks' buffers, or,
+  where chunks are small, as one fancy-indexed numpy operation over all of them.  A step
+  in which a rank would write a chunk twice, or write a chunk it also sends, depends on
+  the order deliveries happen to arrive in, so it too goes to the per-transfer path;
+* **trace** -- each step is one :class:`~collsim.network.trace.TransferBlock` of columns.
+
+Faults, switch-combined moves (NVLS) and runs that would trip a guard (``max_ops``,
+``max_events``, ``max_time``) take the per-transfer path, which reports them.  The results
+are the same either way, trace included; ``tests/test_batched.py`` proves it on every
+algorithm and topology.
+
+Examples
+--------
+>>> import collsim
+>>> from collsim.collectives.registry import build
+>>> from collsim.runtime.group import Group
+>>> cluster = collsim.Cluster(collsim.topology.ring(4, "100GB/s", "5us"))
+>>> run = run_batched(cluster, build("all_reduce", "ring", 4), Group.of(None, 4),
+...                   None, 1024, "float32", "sum", None)
+>>> run.time, run.trace.transfer_count, run.events
+(3.0061440000000006e-05, 24, 48)
+"""
+
+import gc
+from functools import partial
+
+import numpy as np
+
+from ..hardware.protocols import slowest_class
+from ..network.engine import Engine
+from ..network.flows import Network
+from ..network.trace import Trace, TransferBlock
+from ..runtime.cluster import RunResult
+from . import executor  # step_labels read through the module: one wording, patchable
+from .columns import step_columns
+from .executor import DTYPE_BYTES, REDUCE_OPS, _prepare, _result
+from .records import CollectiveStep
+from .schedule import chunk_bounds
+
+__all__ = ["run_batched", "SMALL_CHUNK_BYTES"]
+
+# Chunks up to this size move as one fancy-indexed operation per step (numpy's per-call
+# cost dominates there); larger ones move as in-place views, which touch memory once.
+SMALL_CHUNK_BYTES = 16 << 10
+
+
+def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
+    """Run ``schedule`` on ``group`` of ``cluster`` as batched steps and return the
+    :class:`~collsim.runtime.cluster.RunResult` the per-transfer path would, or None
+    where that path must run instead (see the module docstring).
+
+    ``buffers`` is one array per group rank, or None (count-only, ``count`` elements of
+    ``dtype`` per rank); ``protocol`` a Protocol or None."""
+    if cluster.faults or cluster.model not in ("maxmin", "ideal"):
+        return None
+    columns = step_columns(schedule)
+    if any(step.combined for step in columns):
+        return None
+    k, moves = schedule.ranks, sum(len(step) for step in columns)
+    if 3 * k + moves > cluster.max_ops or 2 * moves > cluster.max_events:
+        return None
+    n = schedule.buffer_elements(count)
+    bounds = np.array(chunk_bounds(n, schedule.n_chunks), dtype=np.int64).reshape(-1, 2)
+    first, last = bounds[:, 0], bounds[:, 1]
+    itemsize = DTYPE_BYTES[dtype]
+    if buffers is not None and not all(_orderly(step, schedule.n_chunks) for step in columns):
+        return None
+    collecting = gc.isenabled()
+    gc.disable()  # as Cluster.run: millions of acyclic arrays and records
+    try:
+        timing = _Timing(cluster, np.asarray(group.ranks, dtype=np.int64), protocol)
+        steps = []
+        for step in columns:
+            nbytes = _compact((last[step.hi - 1] - first[step.lo]) * itemsize)
+            timed = timing.step(step, nbytes)
+            if timed is None:
+                return None  # contention: max-min sharing decides these times
+            steps.append((nbytes, *timed))
+        if timing.time > cluster.max_time:
+            return None
+        outputs = None
+        if buffers is not None:
+            outputs = _move_data(schedule, columns, buffers, n, bounds, REDUCE_OPS[op], op)
+        trace = _record(schedule, group, columns, steps, timing, protocol)
+    finally:
+        if collecting:
+            gc.enable()
+    returns = [None] * cluster.size
+    for i, r in enumerate(group.ranks):
+        returns[r] = outputs[i] if outputs is not None else None
+    return RunResult(returns, timing.time, trace.stats(cluster.size), trace, timing.events)
+
+
+class _Timing:
+    """Start and end times of every step's transfers, from per-rank ready times."""
+
+    def __init__(self, cluster, ranks, protocol):
+        self.network = Network(Engine(), cluster.topology, cluster.model)  # routes only
+        self.maxmin = cluster.model == "maxmin"
+        self.ranks, self.protocol = ranks, protocol
+        self.ready = np.zeros(len(ranks))  # when each group rank posts its next step
+        self.routes, self.route_ids = [], {}  # links of each route; (src, dst) -> id
+        self.links = {}  # directed link -> id
+        self.free_at = np.zeros(0)  # per link id: when its last flow ends
+        self.layouts = {}  # the step's (src, dst) bytes -> _Layout
+        self.time, self.events = 0.0, 0
+
+    def step(self, step, nbytes):
+        """``(start, end, layout)`` of one step's transfers, or None under contention."""
+        layout = self._layout(step)
+        ready = self.ready
+        start = np.maximum(ready[step.src], ready[step.dst])
+        begin = start + layout.alpha
+        wire = nbytes.astype(np.float64)
+        if self.protocol is not None:
+            wire = wire / (self.protocol.efficiency * 1.0)
+        moving = (wire > 0) & layout.has_links
+        # the engine's own arithmetic: end = (start + α) + bytes / β, 0 s for no bytes
+        end = begin + np.divide(wire, layout.beta, out=np.zeros_like(wire), where=moving)
+        if self.maxmin and moving.any():
+            owner, links = layout.owner, layout.flat
+            if not moving.all():
+                keep = moving[owner]
+                owner, links = owner[keep], links[keep]
+            if not layout.unique or np.any(begin[owner] < self.free_at[links]):
+                return None
+            self.free_at[links] = end[owner]
+        # a rank posts its next step once all its transfers of this one are done
+        if layout.unique_ends:
+            ready[step.src] = np.maximum(ready[step.src], end)
+            ready[step.dst] = np.maximum(ready[step.dst], end)
+        else:
+            np.maximum.at(ready, step.src, end)
+            np.maximum.at(ready, step.dst, end)
+        if len(end):
+            self.time = max(self.time, float(end.max()))
+        self.events += len(end) + int(np.count_nonzero(moving))  # START, and FINISH
+        return _compact(start), _compact(end), layout
+
+    def _layout(self, step):
+        key = (step.src.tobytes(), step.dst.tobytes())
+        layout = self.layouts.get(key)
+        if layout is None:
+            layout = self.layouts[key] = _Layout(self, step)
+        return layout
+
+    def route(self, src, dst):
+        """``(id, α, β, link ids)`` of the route between cluster ranks ``src``, ``dst``."""
+        found = self.route_ids.get((src, dst))
+        if found is None:
+            links, alpha, beta = self.network.route(src, dst)
+            if self.protocol is not None:  # its latency on the path's slowest link class
+                edges = self.network.graph.edges
+                alpha = alpha + self.protocol.latency_for(
+                    slowest_class([edges[link].get("link_class") for link in links])
+                )
+            ids = [self.links.setdefault(link, len(self.links)) for link in links]
+            if len(self.links) > len(self.free_at):
+                self.free_at = np.concatenate(
+                    [self.free_at, np.zeros(len(self.links) - len(self.free_at))]
+                )
+            found = self.route_ids[(src, dst)] = (len(self.routes), alpha, beta, ids)
+            self.routes.append(links)
+        return found
+
+
+class _Layout:
+    """What every step with the same senders and receivers shares: routes, α, β, and the
+    links each move crosses (``flat``, with ``owner`` the move of each entry)."""
+
+    def __init__(self, timing, step):
+        ranks = timing.ranks
+        found = [timing.route(s, d) for s, d in zip(ranks[step.src].tolist(),
+                                                    ranks[step.dst].tolist())]  # fmt: skip
+        self.route = np.array([f[0] for f in found], dtype=np.int64)
+        self.alpha = np.array([f[1] for f in found], dtype=np.float64)
+        self.beta = np.array([f[2] for f in found], dtype=np.float64)
+        self.has_links = np.array([bool(f[3]) for f in found], dtype=bool)
+        self.flat = np.array([i for f in found for i in f[3]], dtype=np.int64)
+        self.owner = np.repeat(np.arange(len(found)), [len(f[3]) for f in found])
+        self.unique = len(np.unique(self.flat)) == len(self.flat)
+        self.unique_ends = _distinct(step.src) and _distinct(step.dst)
+
+
+def _compact(values):
+    """``values``, or one value broadcast to their length where all are equal (a step
+    on a uniform ring starts and ends at one instant): 8 bytes instead of 8 per row."""
+    if len(values) > 1 and values.min() == values.max():
+        return np.broadcast_to(values[:1].copy(), values.shape)  # not a view: frees values
+    return values
+
+
+def _distinct(values):
+    return len(np.unique(values)) == len(values)
+
+
+def _orderly(step, n_chunks):
+    """Whether no rank writes a chunk twice in ``step`` or writes a chunk it also sends
+    there: then the step's result does not depend on the order deliveries arrive in."""
+    writes = _cells(step.dst, step.to_lo, step.to_hi, n_chunks)
+    own = ~step.from_input  # a read of the untouched input cannot race with a write
+    reads = _cells(step.src[own], step.lo[own], step.hi[own], n_chunks)
+    return _distinct(writes) and not np.isin(writes, reads).any()
+
+
+def _cells(ranks, lo, hi, n_chunks):
+    """``(rank, chunk)`` of every chunk in ``range(lo, hi)`` of each row, as one int."""
+    lengths = hi - lo
+    rows = np.repeat(np.arange(len(ranks)), lengths)
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return ranks[rows] * n_chunks + lo[rows] + offsets
+
+
+def _move_data(schedule, columns, buffers, n, bounds, ufunc, op):
+    """Every rank's answer: the steps' reductions and copies applied in step order."""
+    k = schedule.ranks
+    chunks = [(int(a), int(b)) for a, b in bounds]
+    sources = [b.reshape(-1) for b in buffers]
+    # one (K, n) block holds every rank's working buffer, so that a step of small chunks
+    # is one indexed operation; row r is exactly what _prepare gives rank r
+    work = np.empty((k, n), dtype=buffers[0].dtype)
+    for r in range(k):
+        _prepare(schedule, buffers[r], n, r, chunks, out=work[r])
+    even = n % schedule.n_chunks == 0
+    size = n // schedule.n_chunks if schedule.n_chunks else 0
+    small = even and 0 < size * work.itemsize <= SMALL_CHUNK_BYTES
+    inputs = np.stack(sources) if small and any(s.from_input.any() for s in columns) else None
+    for step in columns:
+        if small and _one_chunk_each(step):
+            _move_indexed(step, work, inputs, size, ufunc)
+        else:
+            _move_views(step, work, sources, bounds, ufunc)
+    return [_result(schedule, work[r], buffers[r], op, r, chunks) for r in range(k)]
+
+
+def _one_chunk_each(step):
+    return bool(np.all(step.hi - step.lo == 1) and np.all(step.to_hi - step.to_lo == 1))
+
+
+def _move_indexed(step, work, inputs, size, ufunc):
+    """The step as fancy indexing on (rank, chunk, element): gather, reduce, scatter."""
+    cells = work.reshape(work.shape[0], -1, size)
+    for reduce in (True, False):
+        pick = step.reduce == reduce
+        if not pick.any():
+            continue
+        src, lo, dst, to = step.src[pick], step.lo[pick], step.dst[pick], step.to_lo[pick]
+        from_input = step.from_input[pick]
+        payload = cells[src, lo]
+        if from_input.any():
+            payload[from_input] = inputs.reshape(inputs.shape[0], -1, size)[
+                src[from_input], lo[from_input]
+            ]
+        cells[dst, to] = ufunc(cells[dst, to], payload) if reduce else payload
+
+
+def _move_views(step, work, sources, bounds, ufunc):
+    """The step move by move, on views: no temporary copies of large chunks."""
+    first, last = bounds[:, 0].tolist(), bounds[:, 1].tolist()
+    rows = zip(step.src.tolist(), step.dst.tolist(), step.lo.tolist(), step.hi.tolist(),
+               step.to_lo.tolist(), step.to_hi.tolist(), step.reduce.tolist(),
+               step.from_input.tolist())  # fmt: skip
+    for src, dst, lo, hi, to_lo, to_hi, reduce, from_input in rows:
+        payload = (sources[src] if from_input else work[src])[first[lo] : last[hi - 1]]
+        out = work[dst, first[to_lo] : last[to_hi - 1]]
+        if reduce:
+            ufunc(out, payload, out=out)
+        else:
+            out[...] = payload
+
+
+def _record(schedule, group, columns, steps, timing, protocol):
+    """The run's trace: one block of columns per step, with the tags the per-transfer
+    path gives (group id 0 and call 0: the run's first and only collective)."""
+    trace = Trace()
+    routes, ranks = tuple(timing.routes), timing.ranks
+    identity = bool(np.array_equal(ranks, np.arange(len(ranks))))
+    for s, (step, (nbytes, start, end, layout)) in enumerate(zip(columns, steps)):
+        tag = CollectiveStep(schedule.collective, schedule.algorithm, 0, 0, s, group.dim,
+                             protocol)  # fmt: skip
+        src, dst = (step.src, step.dst) if identity else (ranks[step.src], ranks[step.dst])
+        moves = partial(_moves, schedule, s)
+        labels = partial(_labels, schedule, s)
+        trace.add_block(TransferBlock(src, dst, nbytes, start, end, layout.route, routes, tag,
+                                      labels, moves))  # fmt: skip
+    return trace
+
+
+def _moves(schedule, s):
+    return schedule.steps[s]
+
+
+def _labels(schedule, s):
+    return executor.step_labels(schedule.collective, s + 1, schedule.steps[s])

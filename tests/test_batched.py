@@ -1,0 +1,259 @@
+"""The batched path gives what the per-transfer path gives: outputs, time, trace, counts.
+
+`cluster.all_reduce(...)` and its siblings run a whole step at once where nothing else
+moves (collsim.collectives.batched); `run_collective(..., batched=False)` sends every
+transfer through the engine one by one.  Every collective x algorithm runs both ways on
+every kind of topology, numeric (random floats, so a reduction in another order would
+show in the last bit) and count-only, and must agree exactly.  Other tests prove the
+batched path is really taken where it should be, and left where max-min sharing, faults,
+in-switch reduction or a guard must decide.
+"""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import collsim
+from collsim import hardware, topology
+from collsim.collectives.api import collective, run_collective
+from collsim.collectives.batched import run_batched
+from collsim.collectives.registry import BUILDERS, HARDWARE_BUILDERS, POWER_OF_TWO_ONLY, build
+from collsim.errors import SimulationLimitError
+from collsim.runtime.faults import Faults
+from collsim.runtime.group import Group
+
+K = 8
+GENERIC = {
+    "ring": lambda: topology.ring(K, "100GB/s", "5us"),
+    "bidirectional_ring": lambda: topology.bidirectional_ring(K, "50GB/s", "2us"),
+    "switch": lambda: topology.switch(K, "25GB/s", "1us"),
+    "fully_connected": lambda: topology.fully_connected(K, "10GB/s", "3us"),
+    "torus2d": lambda: topology.torus2d(2, K // 2, "40GB/s", "2us"),
+    "hierarchical": lambda: topology.hierarchical(2, K // 2),
+}
+PRESETS = {
+    "dgx-a100": lambda: hardware.topology("dgx-a100"),
+    "dgx-h100": lambda: hardware.topology("dgx-h100"),
+    "dgx-h100 x2": lambda: hardware.topology("dgx-h100", nodes=2),
+    "pcie-8gpu": lambda: hardware.topology("pcie-8gpu"),
+}
+CASES = [(name, algo, topo) for (name, algo) in BUILDERS for topo in {**GENERIC, **PRESETS}]
+CASES += [
+    (name, algo, topo)
+    for (name, algo) in HARDWARE_BUILDERS
+    for topo in PRESETS
+    if algo != "nvls" or topo == "dgx-h100"
+]  # NVLink SHARP: H100 only
+
+
+def _inputs(name, k, count, dtype="float64", seed=0):
+    rng = np.random.default_rng(seed)
+    shape = (k * count,) if name == "all_to_all" else (count,)
+    return [rng.uniform(-1, 1, shape).astype(dtype) for _ in range(k)]
+
+
+def _both(cluster, name, buffers=None, **options):
+    batched = run_collective(cluster, name, buffers, **options)
+    general = run_collective(cluster, name, buffers, batched=False, **options)
+    return batched, general
+
+
+def _assert_same(batched, general):
+    assert batched.time == general.time
+    assert batched.trace.transfers == general.trace.transfers  # tags, links, labels, moves
+    assert batched.stats == general.stats
+    assert batched.algorithm == general.algorithm and batched.protocol == general.protocol
+    for a, b in zip(batched.outputs, general.outputs, strict=True):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert np.array_equal(a, b)  # bit for bit: the same additions in the same order
+
+
+@pytest.mark.parametrize("mode", ["numeric", "numeric, equal chunks", "count-only"])
+@pytest.mark.parametrize("name, algorithm, topo", CASES, ids=lambda v: str(v))
+def test_every_algorithm_and_topology_gives_the_same_result_either_way(name, algorithm,
+                                                                       topo, mode):  # fmt: skip
+    cluster = collsim.Cluster({**GENERIC, **PRESETS}[topo]())
+    k = cluster.size
+    options = dict(algorithm=algorithm, op="sum", root=3 % k)
+    # uneven chunks (moved as views), or equal small ones (moved as one indexed operation)
+    count = 3 if name == "all_to_all" else 2 * k + 3
+    if mode == "numeric, equal chunks":
+        count = 4 if name == "all_to_all" else 4 * k
+    if mode.startswith("numeric"):
+        batched, general = _both(cluster, name, _inputs(name, k, count), **options)
+    else:
+        count *= k if name == "all_to_all" else 1  # a block of 3 for every rank
+        batched, general = _both(cluster, name, count=count, dtype="float32", **options)
+    _assert_same(batched, general)
+
+
+# -- the batched path is taken, and left, where it should be -------------------------------
+
+
+def _batched(cluster, name, algorithm, count=64, buffers=None, group=None):
+    group = Group.of(group, cluster.size)
+    schedule = build(name, algorithm, group.size)
+    return run_batched(cluster, schedule, group, buffers, count, "float32", "sum", None)
+
+
+@pytest.mark.parametrize("name, algorithm", sorted(BUILDERS))
+def test_on_a_switch_every_generic_algorithm_without_contention_is_batched(name, algorithm):
+    # a switch gives every rank its own up and down link; only a step in which one rank
+    # receives (or sends) twice makes two flows share a link
+    cluster = collsim.Cluster(topology.switch(K))
+    schedule = build(name, algorithm, K)
+    shared = any(
+        len(set(m.dst for m in step)) < len(step) or len(set(m.src for m in step)) < len(step)
+        for step in schedule.steps
+    )
+    run = _batched(cluster, name, algorithm)
+    assert (run is None) == shared, (name, algorithm)
+
+
+def test_a_ring_all_reduce_on_a_ring_is_batched_and_naive_on_a_switch_is_not():
+    assert _batched(collsim.Cluster(topology.ring(K)), "all_reduce", "ring") is not None
+    # naive: every rank sends to the root at once, sharing its down link (max-min decides)
+    assert _batched(collsim.Cluster(topology.switch(K)), "all_reduce", "naive") is None
+    # on the ideal model nothing is shared, so even naive is batched
+    ideal = collsim.Cluster(topology.switch(K), model="ideal")
+    assert _batched(ideal, "all_reduce", "naive") is not None
+
+
+def test_faults_in_switch_reduction_and_guards_take_the_per_transfer_path():
+    faulty = collsim.Cluster(topology.ring(K), faults=Faults.parse(slow_link=["2-3:0.5"]))
+    assert _batched(faulty, "all_reduce", "ring") is None
+    h100 = collsim.Cluster(hardware.topology("dgx-h100"))
+    out = run_collective(h100, "all_reduce", count=1 << 12, algorithm="nvls")
+    assert any(step.combined for step in out.schedule.columns)
+    assert run_batched(h100, out.schedule, Group.of(None, 8), None, 1 << 12, "float32", "sum",
+                       out.protocol) is None  # fmt: skip
+    tight = collsim.Cluster(topology.ring(K), max_time=1e-6)
+    assert _batched(tight, "all_reduce", "ring") is None
+    with pytest.raises(SimulationLimitError):  # and the per-transfer path reports it
+        tight.all_reduce(count=1 << 20, dtype="float32")
+
+
+def test_a_step_whose_result_depends_on_delivery_order_is_not_batched():
+    # the tree's root reduces two children's chunks in one step: float addition in the
+    # order deliveries arrive in, which only the engine knows
+    cluster = collsim.Cluster(topology.switch(K), model="ideal")
+    buffers = _inputs("all_reduce", K, 16)
+    schedule = build("all_reduce", "naive", K)
+    group = Group.of(None, K)
+    assert run_batched(cluster, schedule, group, buffers, 16, "float64", "sum", None) is None
+    assert run_batched(cluster, schedule, group, None, 16, "float64", "sum", None) is not None
+
+
+def test_events_and_time_equal_the_engines():
+    cluster = collsim.Cluster(topology.bidirectional_ring(6, "10GB/s", "1us"))
+    for count in (0, 1, 5, 600):  # empty chunks too: a transfer of 0 bytes is one event
+        run = _batched(cluster, "all_reduce", "ring", count=count)
+
+        def program(rank, count=count):
+            return (yield from collective(rank, "all_reduce", None, None, "ring", "sum", 0,
+                                          count, "float32"))  # fmt: skip
+
+        general = cluster.run(program)
+        assert (run.time, run.events, run.trace.transfers) == (
+            general.time,
+            general.events,
+            general.trace.transfers,
+        )
+
+
+def test_a_group_of_some_ranks_and_every_protocol_agree():
+    cluster = collsim.Cluster(topology.ring(K))
+    group = [1, 4, 6, 7]
+    batched, general = _both(cluster, "all_reduce", _inputs("all_reduce", 4, 40), group=group)
+    _assert_same(batched, general)
+    assert {t.src for t in batched.trace.transfers} == set(group)
+    h100 = collsim.Cluster(hardware.topology("dgx-h100"))
+    for protocol in ("simple", "ll128", "ll"):
+        batched, general = _both(h100, "all_reduce", count=1 << 10, algorithm="ring",
+                                 protocol=protocol)  # fmt: skip
+        _assert_same(batched, general)
+        assert str(batched.protocol) == protocol
+
+
+def test_the_trace_lists_transfers_by_end_then_start_sender_receiver():
+    out = collsim.Cluster(topology.ring(5)).all_reduce(count=1000, dtype="float32")
+    keys = [(t.end, t.start, t.src, t.dst) for t in out.trace.transfers]
+    assert keys == sorted(keys)
+    assert [t.src for t in out.trace.transfers[:5]] == [0, 1, 2, 3, 4]
+
+
+def test_a_uniform_ring_keeps_a_few_bytes_per_transfer():
+    # each step of a ring all-reduce on a uniform ring starts and ends at one instant and
+    # moves equal chunks: its times and sizes are kept once, not once per transfer
+    cluster = collsim.Cluster(topology.ring(256))
+    tracemalloc.start()
+    try:
+        out = cluster.all_reduce(count=1 << 16, dtype="float32")
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    transfers = out.trace.transfer_count
+    assert transfers == 2 * 256 * 255
+    assert held / transfers < 32  # bytes per transfer: schedule, trace and result together
+    assert out.time == pytest.approx(2 * 255 * (5e-6 + (1 << 18) / 256 / 100e9), rel=1e-12)
+
+
+# -- properties ---------------------------------------------------------------------------
+
+SMALL = ["ring", "switch", "bidirectional_ring"]
+
+
+@given(
+    pick=st.sampled_from(sorted(BUILDERS)),
+    k=st.integers(2, 12),
+    count=st.integers(0, 40),
+    dtype=st.sampled_from(["float64", "float32", "float16", "int64", "int32"]),
+    op=st.sampled_from(["sum", "prod", "max", "min", "avg"]),
+    topo=st.sampled_from(SMALL),
+    seed=st.integers(0, 2**16),
+)
+def test_property_batched_equals_per_transfer(pick, k, count, dtype, op, topo, seed):
+    name, algorithm = pick
+    if (name, algorithm) in POWER_OF_TWO_ONLY:
+        k = 1 << (k.bit_length() - 1)
+    graph = getattr(topology, topo)(k)
+    cluster = collsim.Cluster(graph)
+    if name in ("reduce_scatter",):
+        count = k * max(1, count // k)
+    values = _inputs(name, k, count, "float64", seed)
+    buffers = [np.round(v * 3).astype(dtype) for v in values]
+    batched, general = _both(cluster, name, buffers, algorithm=algorithm, op=op, root=seed % k)
+    _assert_same(batched, general)
+
+
+def test_moves_into_other_chunks_than_they_read_agree():
+    # no built-in schedule copies chunk c into another chunk c' without reading the input
+    # (all-to-all does, from the input): this one does, both ways, on equal small chunks
+    from collsim.collectives.executor import run_schedule
+    from collsim.collectives.schedule import ChunkMove, Schedule
+
+    k = 4
+    steps = tuple(
+        tuple(ChunkMove(r, (r + 1) % k, range(c, c + 1), reduce, to=range((c + 2) % k,
+                        (c + 2) % k + 1)) for r in range(k) for c in [(r + s) % k])
+        for s, reduce in enumerate([True, False, True])
+    )  # fmt: skip
+    schedule = Schedule("all_reduce", "shifted", k, k, steps)
+    cluster = collsim.Cluster(topology.ring(k))
+    buffers = _inputs("all_reduce", k, 4 * k, seed=5)
+    run = run_batched(cluster, schedule, Group.of(None, k), buffers, 4 * k, "float64", "sum",
+                      None)  # fmt: skip
+
+    def program(rank):
+        return (yield from run_schedule(rank, schedule, buffers[rank.id], op="sum"))
+
+    general = cluster.run(program)
+    assert run.time == general.time and run.trace.transfers == general.trace.transfers
+    for a, b in zip(run.returns, general.returns, strict=True):
+        assert np.array_equal(a, b)
