@@ -41,6 +41,7 @@ __all__ = [
     "ranks_of",
     "route",
     "path_alpha_beta",
+    "links_alpha_beta",
     "check_topology",
     "PRESETS",
     "ROUTINGS",
@@ -376,7 +377,12 @@ def _hierarchical(g, src, dst):
 
 def path_alpha_beta(g, src, dst):
     """(α, β) of the route: summed latency (s) and narrowest bandwidth (bytes/s)."""
-    links = route(g, src, dst)
+    return links_alpha_beta(g, route(g, src, dst))
+
+
+def links_alpha_beta(g, links):
+    """(α, β) of a path given as its links: summed latency (s), in the links' order, and
+    narrowest bandwidth (bytes/s); ``(0.0, inf)`` for no links."""
     if not links:
         return 0.0, float("inf")
     alpha = sum(g.edges[e]["latency"] for e in links)

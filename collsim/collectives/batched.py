@@ -43,8 +43,6 @@ from functools import partial
 import numpy as np
 
 from ..hardware.protocols import slowest_class
-from ..network.engine import Engine
-from ..network.flows import Network
 from ..network.trace import Trace, TransferBlock
 from ..runtime.cluster import RunResult
 from . import executor  # step_labels read through the module: one wording, patchable
@@ -58,6 +56,9 @@ __all__ = ["run_batched", "SMALL_CHUNK_BYTES"]
 # Chunks up to this size move as one fancy-indexed operation per step (numpy's per-call
 # cost dominates there); larger ones move as in-place views, which touch memory once.
 SMALL_CHUNK_BYTES = 16 << 10
+# Steps of up to this many transfers keep their columns as they are (compacting them
+# would cost more than it saves)
+_SMALL_BLOCK = 64
 
 
 def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
@@ -79,18 +80,25 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
     bounds = np.array(chunk_bounds(n, schedule.n_chunks), dtype=np.int64).reshape(-1, 2)
     first, last = bounds[:, 0], bounds[:, 1]
     itemsize = DTYPE_BYTES[dtype]
-    if buffers is not None and not all(_orderly(step, schedule.n_chunks) for step in columns):
+    if buffers is not None and not all(step.race_free for step in columns):
         return None
     collecting = gc.isenabled()
     gc.disable()  # as Cluster.run: millions of acyclic arrays and records
     try:
         timing = _Timing(cluster, np.asarray(group.ranks, dtype=np.int64), protocol)
+        sizes = (last - first) * itemsize  # bytes of each chunk
+        equal = int(sizes[0]) if len(sizes) and sizes.min() == sizes.max() else None
         steps = []
         for step in columns:
-            nbytes = _compact((last[step.hi - 1] - first[step.lo]) * itemsize)
+            if step.single_chunks:  # one chunk a move: its size, or the one size of all
+                nbytes = equal if equal is not None else _compact(sizes[step.lo])
+            else:
+                nbytes = _compact((last[step.hi - 1] - first[step.lo]) * itemsize)
             timed = timing.step(step, nbytes)
             if timed is None:
                 return None  # contention: max-min sharing decides these times
+            if isinstance(nbytes, int):
+                nbytes = _filled(nbytes, len(step), np.int64)
             steps.append((nbytes, *timed))
         if timing.time > cluster.max_time:
             return None
@@ -111,10 +119,11 @@ class _Timing:
     """Start and end times of every step's transfers, from per-rank ready times."""
 
     def __init__(self, cluster, ranks, protocol):
-        self.network = Network(Engine(), cluster.topology, cluster.model)  # routes only
+        self.cluster = cluster
         self.maxmin = cluster.model == "maxmin"
         self.ranks, self.protocol = ranks, protocol
         self.ready = np.zeros(len(ranks))  # when each group rank posts its next step
+        self.level = 0.0  # while every rank posts at one instant: that instant (else None)
         self.routes, self.route_ids = [], {}  # links of each route; (src, dst) -> id
         self.links = {}  # directed link -> id
         self.free_at = np.zeros(0)  # per link id: when its last flow ends
@@ -124,7 +133,17 @@ class _Timing:
     def step(self, step, nbytes):
         """``(start, end, layout)`` of one step's transfers, or None under contention."""
         layout = self._layout(step)
+        if isinstance(nbytes, int) or _constant(nbytes):
+            if self.level is not None and layout.alpha0 is not None:
+                return self._uniform_step(step, int(nbytes) if isinstance(nbytes, int)
+                                          else int(nbytes[0]), layout)  # fmt: skip
+            if isinstance(nbytes, int):
+                nbytes = np.full(len(step), nbytes, dtype=np.int64)
         ready = self.ready
+        if self.level is not None:  # leaving the uniform steps: every rank at one time
+            ready[:] = self.level
+            self.free_at[:] = self.level  # no flow so far ends after it
+            self.level = None
         start = np.maximum(ready[step.src], ready[step.dst])
         begin = start + layout.alpha
         wire = nbytes.astype(np.float64)
@@ -153,7 +172,42 @@ class _Timing:
         self.events += len(end) + int(np.count_nonzero(moving))  # START, and FINISH
         return _compact(start), _compact(end), layout
 
+    def _uniform_step(self, step, nbytes, layout):
+        """A step whose ranks all post at one instant (``level``) and whose transfers all
+        have the same α, β and size: one start and one end, in plain floats (the same
+        IEEE arithmetic as the arrays).  Every earlier flow ended by ``level``, so only a
+        link shared within the step could make flows meet."""
+        start = self.level
+        begin = start + layout.alpha0
+        wire = float(nbytes) if self.protocol is None else nbytes / (self.protocol.efficiency * 1.0)
+        moving = wire > 0
+        end = begin + wire / layout.beta0 if moving else begin
+        if self.maxmin and moving and not layout.unique:
+            return None
+        k = len(step)
+        if layout.covers:  # every rank took part: all ready at `end` together
+            self.level = end
+        else:
+            self.ready[:] = start
+            self.ready[step.src] = end
+            self.ready[step.dst] = end
+            self.free_at[:] = start  # every earlier flow ended by then
+            if moving:
+                self.free_at[layout.flat] = end
+            self.level = None
+        self.time = max(self.time, end) if k else self.time
+        self.events += k * (2 if moving else 1)  # START, and FINISH when bytes move
+        return _filled(start, k), _filled(end, k), layout
+
     def _layout(self, step):
+        # by identity first (a ring's steps share their arrays), by value when that misses
+        key = (id(step.src), id(step.dst))
+        layout = self.layouts.get(key)
+        if layout is None:
+            layout = self.layouts[key] = self._layout_of(step)
+        return layout
+
+    def _layout_of(self, step):
         key = (step.src.tobytes(), step.dst.tobytes())
         layout = self.layouts.get(key)
         if layout is None:
@@ -164,9 +218,9 @@ class _Timing:
         """``(id, α, β, link ids)`` of the route between cluster ranks ``src``, ``dst``."""
         found = self.route_ids.get((src, dst))
         if found is None:
-            links, alpha, beta = self.network.route(src, dst)
+            links, alpha, beta = self.cluster.route(src, dst)
             if self.protocol is not None:  # its latency on the path's slowest link class
-                edges = self.network.graph.edges
+                edges = self.cluster.topology.edges
                 alpha = alpha + self.protocol.latency_for(
                     slowest_class([edges[link].get("link_class") for link in links])
                 )
@@ -196,35 +250,41 @@ class _Layout:
         self.owner = np.repeat(np.arange(len(found)), [len(f[3]) for f in found])
         self.unique = len(np.unique(self.flat)) == len(self.flat)
         self.unique_ends = _distinct(step.src) and _distinct(step.dst)
+        # one α and one β for every move, each crossing links: the uniform steps' scalars
+        alphas, betas = set(self.alpha.tolist()), set(self.beta.tolist())
+        same = len(alphas) == 1 and len(betas) == 1 and bool(self.has_links.all())
+        self.alpha0 = alphas.pop() if same else None
+        self.beta0 = betas.pop() if same else None
+        # the step's ranks are all the group's, each once: readiness stays one instant
+        k = len(ranks)
+        self.covers = self.unique_ends and len(np.union1d(step.src, step.dst)) == k
+
+
+def _constant(values):
+    return (
+        len(values) > 0
+        and values.strides[0] == 0
+        or (len(values) > 0 and values.min() == values.max())
+    )
+
+
+def _filled(value, k, dtype=np.float64):
+    """``k`` copies of ``value`` as an array: a broadcast (8 bytes) for many."""
+    if k <= _SMALL_BLOCK:
+        return np.full(k, value, dtype=dtype)
+    return np.broadcast_to(np.array([value], dtype=dtype), (k,))
 
 
 def _compact(values):
     """``values``, or one value broadcast to their length where all are equal (a step
     on a uniform ring starts and ends at one instant): 8 bytes instead of 8 per row."""
-    if len(values) > 1 and values.min() == values.max():
+    if len(values) > _SMALL_BLOCK and values.min() == values.max():
         return np.broadcast_to(values[:1].copy(), values.shape)  # not a view: frees values
     return values
 
 
 def _distinct(values):
     return len(np.unique(values)) == len(values)
-
-
-def _orderly(step, n_chunks):
-    """Whether no rank writes a chunk twice in ``step`` or writes a chunk it also sends
-    there: then the step's result does not depend on the order deliveries arrive in."""
-    writes = _cells(step.dst, step.to_lo, step.to_hi, n_chunks)
-    own = ~step.from_input  # a read of the untouched input cannot race with a write
-    reads = _cells(step.src[own], step.lo[own], step.hi[own], n_chunks)
-    return _distinct(writes) and not np.isin(writes, reads).any()
-
-
-def _cells(ranks, lo, hi, n_chunks):
-    """``(rank, chunk)`` of every chunk in ``range(lo, hi)`` of each row, as one int."""
-    lengths = hi - lo
-    rows = np.repeat(np.arange(len(ranks)), lengths)
-    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return ranks[rows] * n_chunks + lo[rows] + offsets
 
 
 def _move_data(schedule, columns, buffers, n, bounds, ufunc, op):
@@ -242,28 +302,19 @@ def _move_data(schedule, columns, buffers, n, bounds, ufunc, op):
     small = even and 0 < size * work.itemsize <= SMALL_CHUNK_BYTES
     inputs = np.stack(sources) if small and any(s.from_input.any() for s in columns) else None
     for step in columns:
-        if small and _one_chunk_each(step):
+        if small and step.single_chunks:
             _move_indexed(step, work, inputs, size, ufunc)
         else:
             _move_views(step, work, sources, bounds, ufunc)
     return [_result(schedule, work[r], buffers[r], op, r, chunks) for r in range(k)]
 
 
-def _one_chunk_each(step):
-    return bool(np.all(step.hi - step.lo == 1) and np.all(step.to_hi - step.to_lo == 1))
-
-
 def _move_indexed(step, work, inputs, size, ufunc):
     """The step as fancy indexing on (rank, chunk, element): gather, reduce, scatter."""
     cells = work.reshape(work.shape[0], -1, size)
-    for reduce in (True, False):
-        pick = step.reduce == reduce
-        if not pick.any():
-            continue
-        src, lo, dst, to = step.src[pick], step.lo[pick], step.dst[pick], step.to_lo[pick]
-        from_input = step.from_input[pick]
+    for reduce, src, lo, dst, to, from_input in step.by_kind:
         payload = cells[src, lo]
-        if from_input.any():
+        if inputs is not None and from_input.any():
             payload[from_input] = inputs.reshape(inputs.shape[0], -1, size)[
                 src[from_input], lo[from_input]
             ]

@@ -14,6 +14,7 @@ Examples
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -36,6 +37,44 @@ class StepColumns:
 
     def __len__(self):
         return len(self.src)
+
+    @cached_property
+    def race_free(self):
+        """Whether no rank writes a chunk twice in this step, or writes a chunk it also
+        sends in it: then the step's result does not depend on the order its deliveries
+        arrive in."""
+        width = int(max(self.hi.max(initial=0), self.to_hi.max(initial=0))) + 1
+        writes = _cells(self.dst, self.to_lo, self.to_hi, width)
+        own = ~self.from_input  # a read of the untouched input cannot race with a write
+        reads = _cells(self.src[own], self.lo[own], self.hi[own], width)
+        return len(np.unique(writes)) == len(writes) and not np.isin(writes, reads).any()
+
+    @cached_property
+    def single_chunks(self):
+        """Whether every move carries one chunk into one chunk."""
+        return bool(np.all(self.hi - self.lo == 1) and np.all(self.to_hi - self.to_lo == 1))
+
+    @cached_property
+    def by_kind(self):
+        """``[(reduce, src, lo, dst, to_lo, from_input), ...]``: the reducing moves and
+        the copying moves (the one kind there is, when all are alike)."""
+        kinds = []
+        for reduce in (True, False):
+            pick = self.reduce == reduce
+            if pick.all():
+                kinds.append((reduce, self.src, self.lo, self.dst, self.to_lo, self.from_input))
+            elif pick.any():
+                kinds.append((reduce, self.src[pick], self.lo[pick], self.dst[pick],
+                              self.to_lo[pick], self.from_input[pick]))  # fmt: skip
+        return kinds
+
+
+def _cells(ranks, lo, hi, width):
+    """``(rank, chunk)`` of every chunk in ``range(lo, hi)`` of each row, as one int."""
+    lengths = hi - lo
+    rows = np.repeat(np.arange(len(ranks)), lengths)
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return ranks[rows].astype(np.int64) * width + lo[rows] + offsets
 
 
 def columns_of(moves):

@@ -113,6 +113,24 @@ class Cluster:
         self.max_ops = default if max_ops is None else check_guard("max_ops", max_ops, integer=True)
         self.protocol = _protocol_setting(protocol, topology)
         self.faults = _faults_setting(faults, topology, self.max_time)
+        self._routes = {}  # (src, dst) -> (links, α, β): the topology is fixed from here
+
+    def route(self, src, dst):
+        """``(links, α, β)`` of the path from rank ``src`` to rank ``dst`` by the
+        topology's routing, before any fault: its directed links, summed latency (s) and
+        narrowest bandwidth (bytes/s).  Kept for the cluster's life, so runs after the
+        first look up nothing.
+
+        >>> cluster = Cluster(topo.ring(4, "100GB/s", "5us"))
+        >>> cluster.route(1, 3)
+        (((1, 2), (2, 3)), 1e-05, 100000000000.0)
+        """
+        found = self._routes.get((src, dst))
+        if found is None:
+            links = tuple(topo.route(self.topology, src, dst))
+            found = self._routes[(src, dst)] = (links, *topo.links_alpha_beta(self.topology,
+                                                                              links))  # fmt: skip
+        return found
 
     def __repr__(self):
         return f"Cluster({self.topology.graph.get('name')}, model={self.model!r})"
