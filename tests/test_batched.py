@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import collsim
 from collsim import hardware, topology
 from collsim.collectives.api import collective, run_collective
-from collsim.collectives.batched import run_batched
+from collsim.collectives.batched import Unbatched, run_batched
 from collsim.collectives.registry import BUILDERS, HARDWARE_BUILDERS, POWER_OF_TWO_ONLY, build
-from collsim.errors import SimulationLimitError
+from collsim.errors import ConfigError, SimulationLimitError
 from collsim.runtime.faults import Faults
 from collsim.runtime.group import Group
 
@@ -113,30 +113,51 @@ def test_on_a_switch_every_generic_algorithm_without_contention_is_batched(name,
         for step in schedule.steps
     )
     run = _batched(cluster, name, algorithm)
-    assert (run is None) == shared, (name, algorithm)
+    assert isinstance(run, Unbatched) == shared, (name, algorithm)
 
 
 def test_a_ring_all_reduce_on_a_ring_is_batched_and_naive_on_a_switch_is_not():
-    assert _batched(collsim.Cluster(topology.ring(K)), "all_reduce", "ring") is not None
+    assert not isinstance(
+        _batched(collsim.Cluster(topology.ring(K)), "all_reduce", "ring"), Unbatched
+    )
     # naive: every rank sends to the root at once, sharing its down link (max-min decides)
-    assert _batched(collsim.Cluster(topology.switch(K)), "all_reduce", "naive") is None
+    assert isinstance(
+        _batched(collsim.Cluster(topology.switch(K)), "all_reduce", "naive"), Unbatched
+    )
     # on the ideal model nothing is shared, so even naive is batched
     ideal = collsim.Cluster(topology.switch(K), model="ideal")
-    assert _batched(ideal, "all_reduce", "naive") is not None
+    assert not isinstance(_batched(ideal, "all_reduce", "naive"), Unbatched)
 
 
 def test_faults_in_switch_reduction_and_guards_take_the_per_transfer_path():
     faulty = collsim.Cluster(topology.ring(K), faults=Faults.parse(slow_link=["2-3:0.5"]))
-    assert _batched(faulty, "all_reduce", "ring") is None
+    assert "faults" in _batched(faulty, "all_reduce", "ring").reason
     h100 = collsim.Cluster(hardware.topology("dgx-h100"))
     out = run_collective(h100, "all_reduce", count=1 << 12, algorithm="nvls")
-    assert any(step.combined for step in out.schedule.columns)
-    assert run_batched(h100, out.schedule, Group.of(None, 8), None, 1 << 12, "float32", "sum",
-                       out.protocol) is None  # fmt: skip
+    why = run_batched(h100, out.schedule, Group.of(None, 8), None, 1 << 12, "float32", "sum",
+                      out.protocol)  # fmt: skip
+    assert "step 1 is reduced in the switch (NVLS)" == why.reason
     tight = collsim.Cluster(topology.ring(K), max_time=1e-6)
-    assert _batched(tight, "all_reduce", "ring") is None
+    assert "max_time" in _batched(tight, "all_reduce", "ring").reason
     with pytest.raises(SimulationLimitError):  # and the per-transfer path reports it
         tight.all_reduce(count=1 << 20, dtype="float32")
+    shared = _batched(collsim.Cluster(topology.switch(K)), "all_reduce", "naive")
+    assert shared.reason == "flows of step 1 would share a link, which max-min sharing decides"
+
+
+def test_a_per_transfer_run_too_big_for_the_engine_is_refused_before_it_starts(monkeypatch):
+    from collsim.collectives import batched
+
+    monkeypatch.setattr(batched, "MAX_ENGINE_TRANSFERS", 29)
+    cluster = collsim.Cluster(topology.switch(16))
+    with pytest.raises(ConfigError) as err:  # 15 sends into the root, 15 out: 30 transfers
+        cluster.all_reduce(count=64, algorithm="naive")
+    assert str(err.value).startswith("all-reduce (naive) on 16 ranks: 30 transfers would go "
+                                     "through the engine one at a time, because flows of "
+                                     "step 1 would share a link")  # fmt: skip
+    assert "2,048 ranks and 29 transfers" in str(err.value) and "--analytical" in str(err.value)
+    # the batched path has no such limit: a contention-free ring of the same size runs
+    assert cluster.all_reduce(count=64, algorithm="ring").trace.transfer_count == 2 * 16 * 15
 
 
 def test_a_step_whose_result_depends_on_delivery_order_is_not_batched():
@@ -146,8 +167,12 @@ def test_a_step_whose_result_depends_on_delivery_order_is_not_batched():
     buffers = _inputs("all_reduce", K, 16)
     schedule = build("all_reduce", "naive", K)
     group = Group.of(None, K)
-    assert run_batched(cluster, schedule, group, buffers, 16, "float64", "sum", None) is None
-    assert run_batched(cluster, schedule, group, None, 16, "float64", "sum", None) is not None
+    assert isinstance(
+        run_batched(cluster, schedule, group, buffers, 16, "float64", "sum", None), Unbatched
+    )
+    assert not isinstance(
+        run_batched(cluster, schedule, group, None, 16, "float64", "sum", None), Unbatched
+    )
 
 
 def test_events_and_time_equal_the_engines():
@@ -257,3 +282,13 @@ def test_moves_into_other_chunks_than_they_read_agree():
     assert run.time == general.time and run.trace.transfers == general.trace.transfers
     for a, b in zip(run.returns, general.returns, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_the_cli_runs_a_4096_rank_count_only_ring_all_reduce(capsys):
+    from collsim.cli import main
+
+    assert main(["run", "all-reduce", "--ranks", "4096", "--count-only", "--size", "1MiB"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert row[:6] == ["1048576", "262144", "float32", "sum", "8190", "40970.97"]  # us
+    closed = 2 * 4095 * (5e-6 + (1 << 20) / 4096 / 100e9)
+    assert float(row[5]) == pytest.approx(closed * 1e6, abs=0.005)

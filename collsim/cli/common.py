@@ -46,9 +46,11 @@ __all__ = [
     "link_latency",
 ]
 
-# a simulation moves every chunk through the event engine: a ring all-reduce on K ranks is
-# 2K(K-1) transfers, about 30 s of wall time at K = 1024, so K = 2048 is two minutes
-MAX_SIMULATED_RANKS = 2048
+# a simulation moves every chunk: a ring all-reduce on K ranks is 2K(K-1) transfers, 33
+# million at K = 4096, about 2 s where its steps batch (collectives/batched.py); a run
+# whose flows share links goes through the engine one transfer at a time, which refuses
+# more than 8.4 million (a ring all-reduce on 2,048 ranks) before it starts
+MAX_SIMULATED_RANKS = 4096
 MAX_ANALYTICAL_RANKS = 1 << 17  # the closed form still builds the topology graph
 MAX_LATENCY_S = topology.MAX_LATENCY  # Cluster's default max_time guard: a longer hop never arrives
 

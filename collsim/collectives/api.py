@@ -40,7 +40,7 @@ from .auto import (
     default_algorithm,
     plan_call,
 )
-from .batched import run_batched
+from .batched import Unbatched, check_engine_budget, run_batched
 from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
 from .context import context_of
 from .executor import DTYPE_BYTES, run_schedule
@@ -308,10 +308,13 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         return (yield from collective(rank, name, data, group, chosen, op, root, count, dtype,
                                       protocol))  # fmt: skip
 
-    result = None
-    if batched:
-        result = run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol)
-    if result is None:
+    result = (
+        Unbatched("batched=False")
+        if not batched
+        else run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol)
+    )
+    if isinstance(result, Unbatched):
+        check_engine_budget(schedule, result.reason)
         result = cluster.run(program)
     stats = result.stats
     ranks = group.ranks

@@ -12,8 +12,8 @@ batch instead of one engine event, one handle and one trace record at a time:
 * **contention** -- the arithmetic above is exact only while no two flows share a link at
   the same time.  Each step checks that no link carries two of its flows and that no flow
   begins on a link before the previous step's flow there has ended; where one would, the
-  run is handed to the per-transfer path (:func:`run_batched` returns None before any
-  buffer is touched), which shares bandwidth max-min;
+  run is handed to the per-transfer path (:func:`run_batched` returns an
+  :class:`Unbatched` reason before any buffer is touched), which shares bandwidth max-min;
 * **numerics** -- the step's reductions and copies run on views of the ranks' buffers, or,
   where chunks are small, as one fancy-indexed numpy operation over all of them.  A step
   in which a rank would write a chunk twice, or write a chunk it also sends, depends on
@@ -38,10 +38,12 @@ Examples
 """
 
 import gc
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..hardware.protocols import slowest_class
 from ..network.trace import Trace, TransferBlock
 from ..runtime.cluster import RunResult
@@ -51,11 +53,18 @@ from .executor import DTYPE_BYTES, REDUCE_OPS, _prepare, _result
 from .records import CollectiveStep
 from .schedule import chunk_bounds
 
-__all__ = ["run_batched", "SMALL_CHUNK_BYTES"]
+__all__ = ["run_batched", "Unbatched", "check_engine_budget", "MAX_ENGINE_TRANSFERS",
+           "MAX_ENGINE_RANKS", "SMALL_CHUNK_BYTES"]  # fmt: skip
 
 # Chunks up to this size move as one fancy-indexed operation per step (numpy's per-call
 # cost dominates there); larger ones move as in-place views, which touch memory once.
 SMALL_CHUNK_BYTES = 16 << 10
+# The per-transfer path spends about 10 us and a few hundred bytes on every transfer: a
+# ring all-reduce on 2,048 ranks (8.4 million transfers) is its limit for one collective
+MAX_ENGINE_TRANSFERS = 2 * 2048 * 2047
+# and max-min sharing among thousands of long flows (a tree on a 4,096-rank one-way ring)
+# takes minutes for few transfers: 2,048 ranks is that path's limit too
+MAX_ENGINE_RANKS = 2048
 # Steps of up to this many transfers keep their columns as they are (compacting them
 # would cost more than it saves)
 _SMALL_BLOCK = 64
@@ -63,25 +72,34 @@ _SMALL_BLOCK = 64
 
 def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
     """Run ``schedule`` on ``group`` of ``cluster`` as batched steps and return the
-    :class:`~collsim.runtime.cluster.RunResult` the per-transfer path would, or None
-    where that path must run instead (see the module docstring).
+    :class:`~collsim.runtime.cluster.RunResult` the per-transfer path would, or an
+    :class:`Unbatched` saying why that path must run instead (before touching a buffer).
 
     ``buffers`` is one array per group rank, or None (count-only, ``count`` elements of
     ``dtype`` per rank); ``protocol`` a Protocol or None."""
-    if cluster.faults or cluster.model not in ("maxmin", "ideal"):
-        return None
+    if cluster.faults:
+        return Unbatched("the cluster has faults, which act on flows in flight")
+    if cluster.model not in ("maxmin", "ideal"):
+        return Unbatched(f"network model {cluster.model!r} is not maxmin or ideal")
     columns = step_columns(schedule)
-    if any(step.combined for step in columns):
-        return None
+    combined = next((s for s, step in enumerate(columns) if step.combined), None)
+    if combined is not None:
+        return Unbatched(f"step {combined + 1} is reduced in the switch (NVLS)")
     k, moves = schedule.ranks, sum(len(step) for step in columns)
     if 3 * k + moves > cluster.max_ops or 2 * moves > cluster.max_events:
-        return None
+        return Unbatched("the run would pass the max_ops or max_events guard")
     n = schedule.buffer_elements(count)
     bounds = np.array(chunk_bounds(n, schedule.n_chunks), dtype=np.int64).reshape(-1, 2)
     first, last = bounds[:, 0], bounds[:, 1]
     itemsize = DTYPE_BYTES[dtype]
-    if buffers is not None and not all(step.race_free for step in columns):
-        return None
+    racing = (
+        None
+        if buffers is None
+        else next((s for s, step in enumerate(columns) if not step.race_free), None)
+    )
+    if racing is not None:
+        return Unbatched(f"step {racing + 1} writes a chunk twice, or a chunk it also sends, "
+                         "so its result depends on the order deliveries arrive in")  # fmt: skip
     collecting = gc.isenabled()
     gc.disable()  # as Cluster.run: millions of acyclic arrays and records
     try:
@@ -95,13 +113,14 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
             else:
                 nbytes = _compact((last[step.hi - 1] - first[step.lo]) * itemsize)
             timed = timing.step(step, nbytes)
-            if timed is None:
-                return None  # contention: max-min sharing decides these times
+            if timed is None:  # contention: max-min sharing decides these times
+                return Unbatched(f"flows of step {len(steps) + 1} would share a link, which "
+                                 "max-min sharing decides")  # fmt: skip
             if isinstance(nbytes, int):
                 nbytes = _filled(nbytes, len(step), np.int64)
             steps.append((nbytes, *timed))
         if timing.time > cluster.max_time:
-            return None
+            return Unbatched("the run would pass the max_time guard")
         outputs = None
         if buffers is not None:
             outputs = _move_data(schedule, columns, buffers, n, bounds, REDUCE_OPS[op], op)
@@ -113,6 +132,29 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
     for i, r in enumerate(group.ranks):
         returns[r] = outputs[i] if outputs is not None else None
     return RunResult(returns, timing.time, trace.stats(cluster.size), trace, timing.events)
+
+
+@dataclass(frozen=True)
+class Unbatched:
+    """Why a collective takes the per-transfer path: ``reason``, in words."""
+
+    reason: str
+
+
+def check_engine_budget(schedule, why):
+    """Refuse, before it starts, a per-transfer run of more than
+    :data:`MAX_ENGINE_TRANSFERS` moves (``why``: the :class:`Unbatched` reason)."""
+    moves = sum(len(step) for step in step_columns(schedule))
+    if moves > MAX_ENGINE_TRANSFERS or schedule.ranks > MAX_ENGINE_RANKS:
+        name = schedule.collective.replace("_", "-")
+        raise ConfigError(
+            f"{name} ({schedule.algorithm}) on {schedule.ranks:,} ranks: {moves:,} transfers "
+            f"would go through the engine one at a time, because {why}; that path takes at "
+            f"most {MAX_ENGINE_RANKS:,} ranks and {MAX_ENGINE_TRANSFERS:,} transfers (a ring "
+            "all-reduce on 2,048 ranks, about a minute); use fewer ranks, an algorithm whose "
+            "steps share no link (ring on a ring or a switch), or the closed form "
+            "(collsim run --analytical)"
+        )
 
 
 class _Timing:
