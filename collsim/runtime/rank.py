@@ -106,10 +106,28 @@ class Rank:
     def exchange(self, sends=(), recvs=()):
         """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``
         together and resume with the received values once all are done."""
-        send_ops = [self.isend(*_entry(s, "sends", "(dst, array[, tag])", 2, 3)) for s in sends]
-        recv_ops = [self.irecv(*_entry(r, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
-                    for r in recvs]  # fmt: skip
-        return Exchange(send_ops, recv_ops)
+        # the common entries (an int peer in range, an array or a size, an int tag) pass a
+        # few exact type tests; any other goes through isend/irecv, which check it
+        # field by field and name what is wrong, exactly as they would on their own
+        size, send_posts, recv_posts = self.size, [], []
+        for entry in sends:
+            if type(entry) is tuple and len(entry) == 3:
+                dst, payload, tag = entry
+                sized = type(payload) is CountOnly or type(payload) is np.ndarray
+                if type(dst) is int and 0 <= dst < size and type(tag) is int and sized:
+                    send_posts.append((dst, payload, tag, "", None))
+                    continue
+            op = self.isend(*_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
+            send_posts.append((op.dst, op.payload, op.tag, op.label, op.meta))
+        for entry in recvs:
+            if type(entry) is tuple and len(entry) == 2:
+                src, tag = entry
+                if type(src) is int and 0 <= src < size and type(tag) is int:
+                    recv_posts.append((src, tag, None, None))
+                    continue
+            op = self.irecv(*_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
+            recv_posts.append((op.src, op.tag, op.out, op.reduce))
+        return Exchange(send_posts, recv_posts)
 
     def compute(self, seconds=None, flops=None, label="compute", meta=None):
         """Occupy this rank's compute stream for ``seconds`` (a number or a time string
