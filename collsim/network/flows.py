@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from .. import topology
 from ..errors import ConfigError
-from .engine import FINISH, START, _push
+from .engine import FINISH, START
 
 __all__ = ["Network", "Flow", "MODELS", "Reroute", "Stall"]
 
@@ -283,9 +283,9 @@ class Network:
         now = engine.now
         time = now + alpha
         flow = Flow(links, nbytes, on_done, arg, beta)
-        if time >= now:  # Engine.at, inlined; it raises for the rest
-            seq = engine._seq = engine._seq + 1
-            _push(engine._heap, (time, (START << 48) | seq, self._begin, flow))
+        events = engine._at.get(time)
+        if events is not None:  # Engine.at, inlined for an instant that has events
+            events[START].append((self._begin, flow))
         else:
             engine.at(time, START, self._begin, flow)
 
@@ -320,10 +320,9 @@ class Network:
             version = flow.version = flow.version + 1
             remaining = flow.remaining
             time = now + (remaining / rate if remaining > 0 else 0.0)
-            if time >= now:
-                seq = engine._seq = engine._seq + 1
-                event = (time, (FINISH << 48) | seq, self._finish, (flow, version))
-                _push(engine._heap, event)
+            events = engine._at.get(time)
+            if events is not None:  # Engine.at, inlined for an instant that has events
+                events[FINISH].append((self._finish, (flow, version)))
             else:
                 engine.at(time, FINISH, self._finish, (flow, version))
         else:
