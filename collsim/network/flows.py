@@ -126,6 +126,13 @@ class Network:
         self._faulty = False  # a link failed or a rank crashed: _begin checks every flow
         self._degraded = None  # (topology routing, shortest) graphs without failed links
         self._ideal = model == "ideal"
+        # bound once, not per transfer (a bound method is an allocation); _begin is looked
+        # up each time, so that a test may wrap it on the instance
+        self._finish_event = self._finish
+
+    def release(self):
+        """Drop what refers back to this network (a bound method) once the run is over."""
+        self._finish_event = None
 
     def route(self, src, dst):
         """(links, α, β) of the path from ``src`` to ``dst``, cached.
@@ -322,7 +329,7 @@ class Network:
             time = now + (remaining / rate if remaining > 0 else 0.0)
             events = engine._at.get(time)
             if events is not None:  # Engine.at, inlined for an instant that has events
-                events[FINISH].append((self._finish, (flow, version)))
+                events[FINISH].append((self._finish_event, (flow, version)))
             else:
                 engine.at(time, FINISH, self._finish, (flow, version))
         else:

@@ -166,7 +166,9 @@ class Execution:
     def _op_exchange(self, proc, op):
         sends = op.send_posts
         self.charge(proc, len(sends))
-        group = PostGroup(self, proc)
+        group = proc.posts
+        if group is None:
+            group = proc.posts = PostGroup(self, proc)
         if group.post(sends, op.recv_posts, True):
             return False, group
         return True, []  # nothing to post
@@ -340,10 +342,13 @@ class Execution:
     def release(self):
         """Drop the processes, mailboxes and handlers once the run is over (see
         ``Cluster.run``); the trace and the engine's clock stay."""
+        for proc in self.processes:
+            proc.posts = None  # a cycle: the group names its process
         self.processes = []
         self.mail.release()
         self._dispatch = {}
         self.network.relink = None
+        self.network.release()
         self._comm_tail = {}
         self.collective_calls = {}
         self.collectives = None

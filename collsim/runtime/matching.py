@@ -71,8 +71,15 @@ class Mailboxes:
             self._start_transfer(key, posted, waiting)
         elif self.wild and self._match_wild(key, posted):
             pass
-        else:
-            _put(self.sends, key, posted)
+        else:  # queue it (a deque only from the second at one key: the key keeps its place)
+            sends = self.sends
+            waiting = sends.get(key)
+            if waiting is None:
+                sends[key] = posted
+            elif type(waiting) is tuple:
+                sends[key] = deque((waiting, posted))
+            else:
+                waiting.append(posted)
 
     def recv(self, src, me, tag, posted):
         """Post a receive by ``me`` from ``src``: start the transfer if its send waits."""
@@ -87,8 +94,15 @@ class Mailboxes:
                 if not queue:
                     del sends[key]
             self._start_transfer(key, waiting, posted)
-        else:
-            _put(self.recvs, key, posted)
+        else:  # queue it, as send() does
+            recvs = self.recvs
+            waiting = recvs.get(key)
+            if waiting is None:
+                recvs[key] = posted
+            elif type(waiting) is tuple:
+                recvs[key] = deque((waiting, posted))
+            else:
+                waiting.append(posted)
 
     def wild_recv(self, me, src, tag, posted):
         """A receive from any source or of any tag (MPI's ANY_SOURCE, ANY_TAG), or one that
@@ -249,17 +263,6 @@ def relinked(transfer, old, new):
     if not isinstance(transfer, tuple):
         return transfer  # a combined group: its flow is not rerouted (it stalls)
     return transfer[:4] + (new,) if transfer[4] == old else transfer
-
-
-def _put(mailbox, key, posted):
-    """Queue ``posted`` behind whatever waits at ``key`` (a deque only from the second)."""
-    waiting = mailbox.get(key)
-    if waiting is None:
-        mailbox[key] = posted
-    elif type(waiting) is tuple:
-        mailbox[key] = deque((waiting, posted))  # the key keeps its place in the mailbox
-    else:
-        waiting.append(posted)
 
 
 def _check_fits(out, payload, src, dst, tag):

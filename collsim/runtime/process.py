@@ -38,7 +38,7 @@ PENDING = _Pending()
 class Process:
     """A generator being run for one rank: its main program or a background task."""
 
-    __slots__ = ("gen", "rank", "name", "waiting", "handle", "collective", "source")
+    __slots__ = ("gen", "rank", "name", "waiting", "handle", "collective", "source", "posts")
 
     def __init__(self, gen, rank, name):
         self.gen = gen
@@ -51,6 +51,9 @@ class Process:
         # blocking rank code (runtime/blocking.py): its thread, whose `where` is the line of
         # the user's call the process is blocked in
         self.source = None
+        # its exchanges' PostGroup, made at the first and re-armed for each: a process
+        # waits in one exchange at a time, and every post of the last one has arrived
+        self.posts = None
 
     @property
     def blocked_on(self):

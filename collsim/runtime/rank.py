@@ -113,8 +113,8 @@ class Rank:
         for entry in sends:
             if type(entry) is tuple and len(entry) == 3:
                 dst, payload, tag = entry
-                sized = type(payload) is CountOnly or type(payload) is np.ndarray
-                if type(dst) is int and 0 <= dst < size and type(tag) is int and sized:
+                if (type(dst) is int and 0 <= dst < size and type(tag) is int
+                        and type(payload) in _PAYLOADS):  # fmt: skip
                     send_posts.append((dst, payload, tag, "", None))
                     continue
             op = self.isend(*_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
@@ -296,6 +296,9 @@ class Rank:
                 "only numpy arrays (or CountOnly sizes) travel over the network"
             )
         return array
+
+
+_PAYLOADS = (CountOnly, np.ndarray)  # what travels, exactly (subclasses take the checks)
 
 
 def _label(label):
