@@ -119,12 +119,14 @@ class Engine:
                 while True:
                     if i < len(first):
                         callback, arg = first[i]
+                        first[i] = None  # freed now, as a heap pop would: memory stays warm
                         i += 1
                         if i == _TRIM:  # a long instant: drop what ran, keep memory flat
                             del first[:i]
                             i = 0
                     elif j < len(second):
                         callback, arg = second[j]
+                        second[j] = None
                         j += 1
                         if j == _TRIM:
                             del second[:j]
