@@ -12,6 +12,7 @@ instant however many events it holds, in the same order.
 import hashlib
 import heapq
 import random
+import weakref
 
 import numpy as np
 import pytest
@@ -343,3 +344,20 @@ def test_a_random_mix_of_exchanges_and_handles_agrees_with_itself_and_ends():
         a, b = cluster.run(program, seed), cluster.run(program, seed)
         assert a.trace.to_chrome() == b.trace.to_chrome() and a.time == b.time
         assert sum(a.stats.messages_sent) == 20
+
+
+def test_the_runtime_holds_no_array_of_an_exchange_once_it_is_done():
+    # what was sent and received belongs to the program again: dropped, it is freed at once
+    alive = []
+
+    def program(rank):
+        peer = 1 - rank.id
+        sent = np.ones(1000) * rank.id
+        (got,) = yield rank.exchange(sends=[(peer, sent, 0)], recvs=[(peer, 0)])
+        refs = weakref.ref(sent), weakref.ref(got)
+        del sent, got
+        yield rank.compute(seconds=1e-6)  # the process is blocked in something else now
+        alive.append([ref() is not None for ref in refs])
+
+    collsim.Cluster(topology.ring(2)).run(program)
+    assert alive == [[False, False], [False, False]]

@@ -132,7 +132,10 @@ class PostGroup:
         collective's time); resume it once every step is done."""
         execution = self.execution
         if self.steps is None:
-            execution._advance(self.proc, self.state[len(self.sends) :])
+            received = self.state[len(self.sends) :]
+            # hold no array between exchanges: the program has what it received
+            self.sends = self.recvs = self.state = ()
+            execution._advance(self.proc, received)
             return
         if execution._crashed and self.proc.rank.id in execution._crashed:
             return  # a crashed rank posts no further step
