@@ -73,9 +73,9 @@ class Mailboxes:
             pass
         else:  # queue it (a deque only from the second at one key: the key keeps its place)
             sends = self.sends
-            waiting = sends.get(key)
-            if waiting is None:
-                sends[key] = posted
+            waiting = sends.setdefault(key, posted)
+            if waiting is posted:
+                pass
             elif type(waiting) is tuple:
                 sends[key] = deque((waiting, posted))
             else:
@@ -96,9 +96,9 @@ class Mailboxes:
             self._start_transfer(key, waiting, posted)
         else:  # queue it, as send() does
             recvs = self.recvs
-            waiting = recvs.get(key)
-            if waiting is None:
-                recvs[key] = posted
+            waiting = recvs.setdefault(key, posted)
+            if waiting is posted:
+                pass
             elif type(waiting) is tuple:
                 recvs[key] = deque((waiting, posted))
             else:
