@@ -41,6 +41,9 @@ __all__ = ["Rank"]
 class Rank:
     """One virtual GPU inside a run.  Its methods build operations to ``yield``."""
 
+    # a rank program reads id and size at every step; the layers above key weak tables by rank
+    __slots__ = ("id", "_execution", "size", "__weakref__")
+
     def __init__(self, rank_id, execution):
         self.id = rank_id
         self._execution = execution
