@@ -3,8 +3,8 @@
 A process is a generator run for one rank (its main program or a background task).  When
 it yields an operation that cannot complete at once, it waits on one of three things:
 
-* a :class:`~collsim.runtime.ops.Handle` (a blocking send or receive, a compute span) or a
-  :class:`Barrier` over several handles (``rank.wait(h1, h2)``);
+* the engine (a compute span), a :class:`~collsim.runtime.ops.Handle` (a blocking send or
+  receive) or a :class:`Barrier` over several handles (``rank.wait(h1, h2)``);
 * a :class:`PostGroup`: the sends and receives of one ``rank.exchange``, or of the
   current step of a collective's :class:`~collsim.runtime.ops.Steps`, counted down as
   their transfers arrive, without a handle and a callback per message (an exchange is
