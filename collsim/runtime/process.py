@@ -1,7 +1,7 @@
 """A rank's process and what it waits on while it is blocked.
 
 A process is a generator run for one rank (its main program or a background task).  When
-it yields an operation that cannot complete at once, it waits on one of three things:
+it yields an operation that cannot complete at once, it waits on:
 
 * the engine (a compute span), a :class:`~collsim.runtime.ops.Handle` (a blocking send or
   receive) or a :class:`Barrier` over several handles (``rank.wait(h1, h2)``);
