@@ -1,12 +1,19 @@
-"""The discrete-event engine: a heap of ``(time, priority, seq, callback)``.
+"""The discrete-event engine: events in order of ``(time, priority, seq)``.
 
-As in SimPy, the whole engine is one heap.  Ties on time break on priority, then on a
-sequence number, so the same inputs always give the same order of events and the same
-trace, byte for byte.
+As in SimPy, events run in order of time; ties on time break on priority, then on a
+sequence number (the order they were scheduled in), so the same inputs always give the
+same order of events and the same trace, byte for byte.
 
 Rule for events at the same instant: flows and compute spans that *finish* are settled
 (priority ``FINISH``) before flows that *start* moving bytes (priority ``START``), so a
 max-min share computed at that instant never depends on which was pushed first.
+
+The order is that of a heap of ``(time, priority, seq, callback)`` entries, kept without
+comparing entries: a heap holds the distinct pending times, and each time a list of its
+events per priority, in the order they were scheduled.  A collective's or an exchange's
+transfers start and end in lockstep, thousands at one instant; a heap of their entries
+would compare them (ties on time, then on order) at every push and pop, here they are
+appended and read in turn.
 
 Examples
 --------
@@ -25,7 +32,8 @@ import numbers
 
 from ..errors import CollsimError, ConfigError, SimulationLimitError
 
-_push = heapq.heappush  # bound once: at() runs twice per transfer
+_push = heapq.heappush  # bound once: a new instant is pushed on the hot paths
+_TRIM = 4096  # events of one instant read before the list drops them
 
 __all__ = ["Engine", "FINISH", "START", "SimulationLimitError", "DEFAULT_MAX_TIME",
            "DEFAULT_MAX_EVENTS"]  # fmt: skip
@@ -42,7 +50,7 @@ START = 1
 
 
 class Engine:
-    """Simulated clock and event heap.
+    """Simulated clock and its pending events.
 
     Parameters
     ----------
@@ -66,26 +74,34 @@ class Engine:
         self.events = 0
         self.max_time = max_time
         self.max_events = max_events
-        self._heap = []
-        self._seq = 0
+        self._times = []  # heap of the instants that have events pending
+        # instant -> its events, ([FINISH ones], [START ones]), each (callback, arg)
+        self._at = {}
 
     def at(self, time, priority, callback, arg=None):
-        """Call ``callback(arg)`` at simulated ``time``."""
+        """Call ``callback(arg)`` at simulated ``time``; ``priority`` is FINISH or START."""
         if not time >= self.now:  # also catches NaN
             raise CollsimError(f"cannot schedule an event at t={time} s, before now={self.now} s")
-        seq = self._seq = self._seq + 1
-        # one integer orders same-time events by priority, then by sequence number
-        _push(self._heap, (time, (priority << 48) | seq, callback, arg))
+        if priority != FINISH and priority != START:
+            raise CollsimError(f"event priority {priority!r}: give FINISH or START")
+        events = self._at.get(time)
+        if events is None:
+            events = self._at[time] = ([], [])
+            _push(self._times, time)
+        events[priority].append((callback, arg))
 
     def run(self):
-        """Process events until the heap is empty."""
-        heap, pop = self._heap, heapq.heappop
+        """Process events until none is left."""
+        times, at, pop = self._times, self._at, heapq.heappop
         max_time = self.max_time
         # the count lives in a local while events run; the guard is the last event allowed
         events, last = self.events, self.max_events
+        # the instant being run: its two lists, and how far each has been read
+        first = second = None
+        i = j = 0
         try:
-            while heap:
-                time, _, callback, arg = pop(heap)
+            while times:
+                time = times[0]
                 if time > max_time:
                     raise SimulationLimitError(
                         f"simulated time reached {time:.6g} s, past the guard "
@@ -96,15 +112,42 @@ class Engine:
                         self.now,
                     )
                 self.now = time
-                events += 1
-                if events > last:
-                    raise SimulationLimitError(
-                        f"more than max_events={last} events at t={time:.6g} s; "
-                        "raise Cluster(max_events=...) if the program is meant to run that long",
-                        "max_events",
-                        last,
-                        time,
-                    )
-                callback(arg)
+                # this instant's events, FINISH before START, each in the order scheduled;
+                # an event scheduled now for now joins its list and runs in its turn
+                first, second = at[time]
+                i = j = 0
+                while True:
+                    if i < len(first):
+                        callback, arg = first[i]
+                        first[i] = None  # freed now, as a heap pop would: memory stays warm
+                        i += 1
+                        if i == _TRIM:  # a long instant: drop what ran, keep memory flat
+                            del first[:i]
+                            i = 0
+                    elif j < len(second):
+                        callback, arg = second[j]
+                        second[j] = None
+                        j += 1
+                        if j == _TRIM:
+                            del second[:j]
+                            j = 0
+                    else:
+                        break
+                    events += 1
+                    if events > last:
+                        raise SimulationLimitError(
+                            f"more than max_events={last} events at t={time:.6g} s; "
+                            "raise Cluster(max_events=...) if the program is meant to run "
+                            "that long",
+                            "max_events",
+                            last,
+                            time,
+                        )
+                    callback(arg)
+                pop(times)
+                del at[time]
+                first = None
         finally:
             self.events = events
+            if first is not None:  # stopped inside an instant: what ran is gone
+                del first[:i], second[:j]

@@ -115,7 +115,7 @@ class Network:
         self.capacity = {(u, v): d["bandwidth"] for u, v, d in graph.edges(data=True)}
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
-        self._routes = {}
+        self.routes = {}  # (src, dst) -> (links, α, β): route()'s cache, read inline by callers
         # faults: what is down, what never finishes, what moved (see the module docstring)
         self.failed = set()  # directed links that are down
         self.crashed = set()  # ranks that crashed
@@ -125,6 +125,14 @@ class Network:
         self.tracking = False  # keep "ideal" flows in `active` too, so faults can find them
         self._faulty = False  # a link failed or a rank crashed: _begin checks every flow
         self._degraded = None  # (topology routing, shortest) graphs without failed links
+        self._ideal = model == "ideal"
+        # bound once, not per transfer (a bound method is an allocation); _begin is looked
+        # up each time, so that a test may wrap it on the instance
+        self._finish_event = self._finish
+
+    def release(self):
+        """Drop what refers back to this network (a bound method) once the run is over."""
+        self._finish_event = None
 
     def route(self, src, dst):
         """(links, α, β) of the path from ``src`` to ``dst``, cached.
@@ -133,14 +141,14 @@ class Network:
         path on the graph without the failed links (its own routing, else the shortest
         path); where there is none, the old path is kept and a flow on it stalls."""
         key = (src, dst)
-        found = self._routes.get(key)
+        found = self.routes.get(key)
         if found is None:
             links = tuple(topology.route(self.graph, src, dst))
             if self.failed and any(link in self.failed for link in links):
                 links = self._detour(src, dst) or links
             alpha = sum(self.latency[link] for link in links)
             beta = min((self.capacity[link] for link in links), default=math.inf)
-            found = self._routes[key] = (links, alpha, beta)
+            found = self.routes[key] = (links, alpha, beta)
         return found
 
     # -- faults ---------------------------------------------------------------------------
@@ -151,7 +159,7 @@ class Network:
         for link in ((u, v), (v, u)):
             if link in self.capacity:
                 self.capacity[link] *= factor
-        self._routes = {}  # their β changed
+        self.routes = {}  # their β changed
 
     def fail_link(self, u, v):
         """Take both directions of link ``u``-``v`` down now: reroute or stall every flow
@@ -163,7 +171,7 @@ class Network:
         self.failed.update(dead)
         self._faulty = True
         self._degraded = None
-        self._routes = {key: found for key, found in self._routes.items()
+        self.routes = {key: found for key, found in self.routes.items()
                         if not any(link in self.failed for link in found[0])}  # fmt: skip
         hit = {}
         for link in dead:
@@ -279,19 +287,27 @@ class Network:
         that need the route too and should not look it up twice)."""
         links, alpha, beta = route
         engine = self.engine
-        engine.at(engine.now + alpha, START, self._begin, Flow(links, nbytes, on_done, arg, beta))
+        now = engine.now
+        time = now + alpha
+        flow = Flow(links, nbytes, on_done, arg, beta)
+        events = engine._at.get(time)
+        if events is not None:  # Engine.at, inlined for an instant that has events
+            events[START].append((self._begin, flow))
+        else:
+            engine.at(time, START, self._begin, flow)
 
     # -- the bandwidth phase -------------------------------------------------------------
 
     def _begin(self, flow):
-        flow.last = self.engine.now
+        engine = self.engine
+        now = flow.last = engine.now
         links = flow.links
         if self._faulty and links and self._blocked(flow):
             return
         if flow.nbytes == 0 or not links:
             flow.on_done(flow.arg)
             return
-        if self.model == "ideal":
+        if self._ideal:
             if self.tracking:  # so that a fault finds it
                 for link in links:
                     self.active[link][flow] = None
@@ -306,12 +322,16 @@ class Network:
             if len(sharing) != 1:
                 alone = False
         if alone:  # the common case: no other flow on its links, so no one else changes
-            # _schedule_finish, inlined on the hot path
+            # _schedule_finish and Engine.at, inlined on the hot path
             rate = flow.rate = flow.beta
             version = flow.version = flow.version + 1
-            remaining, engine = flow.remaining, self.engine
-            delay = remaining / rate if remaining > 0 else 0.0
-            engine.at(engine.now + delay, FINISH, self._finish, (flow, version))
+            remaining = flow.remaining
+            time = now + (remaining / rate if remaining > 0 else 0.0)
+            events = engine._at.get(time)
+            if events is not None:  # Engine.at, inlined for an instant that has events
+                events[FINISH].append((self._finish_event, (flow, version)))
+            else:
+                engine.at(time, FINISH, self._finish, (flow, version))
         else:
             self._reshare(links)
 
@@ -319,7 +339,7 @@ class Network:
         flow, version = flow_and_version
         if version != flow.version:
             return  # its rate changed after this completion was scheduled
-        if self.model == "maxmin":
+        if not self._ideal:
             active, others, links = self.active, False, flow.links
             for link in links:
                 sharing = active[link]

@@ -1,20 +1,13 @@
-"""One run of rank programs: processes, rendezvous matching, and the deadlock report.
+"""One run of rank programs: the processes, the operations they yield, the guards, the
+faults, and the checks at the end (a deadlock report, unmatched messages).
 
-Point-to-point is rendezvous, as NCCL's is: a transfer starts when both the send and the
-matching receive are posted, and a blocking send completes when the data has arrived.
-Messages match on (source, tag) in posting order.  The receiver gets a copy of the
-array, never a shared reference; a receive with ``out=`` writes (or, with ``reduce=``,
-reduces) straight into that array when the data arrives, which is how collectives avoid
-a second copy.  As with MPI and NCCL, a sender must not change an array while its send
-is in flight.
+Matching sends with receives and moving their data is :mod:`collsim.runtime.matching`'s;
+what a blocked process waits on is :mod:`collsim.runtime.process`'s.
 """
 
-from collections import Counter, deque
+from collections import Counter
 
-import numpy as np
-
-from ..errors import CollectiveMismatchError, CollsimError, ConfigError, SimulationLimitError
-from ..hardware.protocols import slowest_class
+from ..errors import CollectiveMismatchError, CollsimError, SimulationLimitError
 from ..network import FINISH, START, Engine, Network
 from ..network.trace import Trace
 from .diagnosis import deadlock_report, watchdog_report
@@ -26,41 +19,12 @@ from .guards import (
     default_max_ops,
     runaway_error,
 )
+from .matching import Mailboxes, relinked
 from .memory import MemoryBlock, MemoryTracker
-from .ops import (
-    ANY,
-    Compute,
-    CountOnly,
-    Enter,
-    Exchange,
-    Handle,
-    Received,
-    Recv,
-    Send,
-    Start,
-    Steps,
-    TagPrefix,
-    Wait,
-)
+from .ops import ANY, Compute, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
+from .process import PATTERNS, Barrier, PostGroup, Process, attach_rank, values
 
 __all__ = ["Execution", "Process"]
-
-
-class Process:
-    """A generator being run for one rank: its main program or a background task."""
-
-    __slots__ = ("gen", "rank", "name", "blocked_on", "handle", "collective", "source")
-
-    def __init__(self, gen, rank, name):
-        self.gen = gen
-        self.rank = rank
-        self.name = name
-        self.blocked_on = None
-        self.handle = Handle(f"{name} of rank {rank.id}")
-        self.collective = None  # (group ranks, seq, description) while inside one
-        # blocking rank code (runtime/blocking.py): its thread, whose `where` is the line of
-        # the user's call the process is blocked in
-        self.source = None
 
 
 class Execution:
@@ -79,11 +43,7 @@ class Execution:
         # SAMPLE_OPS operations are recorded in _sample for the report
         self.ops_left = cluster.max_ops
         self._sample = None
-        self._sends = {}  # (src, dst, tag) -> deque of (payload, handle, label, meta)
-        self._recvs = {}  # (src, dst, tag) -> deque of (handle, out, reduce)
-        self._wild = {}  # dst -> [(src or ANY, tag or pattern, handle, out, reduce)]
-        self._combining = {}  # (tag, Combine) -> the matched transfers of a combined group
-        self._protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
+        self.mail = Mailboxes(self.engine, self.network, self.trace)
         self._compute_free = {}  # rank id -> when its compute stream is next free
         self._comm_tail = {}  # rank id -> handle of its last background task
         self._dispatch = {
@@ -137,7 +97,7 @@ class Execution:
             return  # a crashed rank never advances again
         self.last_progress = self.engine.now
         gen, dispatch = proc.gen, self._dispatch
-        proc.blocked_on = None
+        proc.waiting = None
         while True:
             try:
                 op = gen.send(value)
@@ -145,7 +105,7 @@ class Execution:
                 proc.handle.complete(stop.value)
                 return
             except Exception as exc:
-                _attach_rank(exc, proc, self.engine.now)
+                attach_rank(exc, proc, self.engine.now)
                 raise
             # every operation counts, those that complete at once too: a loop of them
             # (compute(seconds=0), a wait on a done handle) never reaches the engine
@@ -164,12 +124,13 @@ class Execution:
                     "yield rank.send(...), rank.recv(...), rank.wait(...), rank.compute(...) "
                     f"or use `yield from` for a collective{hint}"
                 )
-                _attach_rank(exc, proc, self.engine.now)
+                attach_rank(exc, proc, self.engine.now)
                 raise exc
             ready, value = handler(proc, op)
             if not ready:
-                # a Wait on the pending handles says best what a blocked rank waits for
-                proc.blocked_on = value if isinstance(value, Wait) else op
+                # what it waits on, when the handler says (a Wait on the pending handles, a
+                # PostGroup) says best what a blocked rank waits for; else the operation
+                proc.waiting = op if value is None else value
                 return
 
     def _resume_on(self, proc, handle):
@@ -203,22 +164,28 @@ class Execution:
         return self._when_all(proc, handles, handles, len(handles) == 1)
 
     def _op_exchange(self, proc, op):
-        me = proc.rank.id
-        self.charge(proc, len(op.sends))
-        sends = [self.post_send(me, send) for send in op.sends]
-        recvs = [self.post_recv(me, recv) for recv in op.recvs]
-        return self._when_all(proc, sends + recvs, recvs, False)
+        sends = op.send_posts
+        self.charge(proc, len(sends))
+        group = proc.posts
+        if group is None:
+            group = proc.posts = PostGroup(self, proc)
+        if group.post(sends, op.recv_posts, True):
+            return False, group
+        return True, []  # nothing to post
 
     def _op_steps(self, proc, op):
-        return _StepRunner(self, proc, op.steps).post_next()
+        group = PostGroup(self, proc, iter(op.steps))
+        if group.post_steps():
+            return True, None
+        return False, group
 
     def _when_all(self, proc, handles, results, single):
         """Resume ``proc`` once every handle is done, with the values of ``results``: a
         list of them, or the one value if ``single``."""
         pending = [h for h in handles if not h.done]
         if not pending:
-            return True, _values(results, single)
-        barrier = _Barrier(self, proc, len(pending), results, single)
+            return True, values(results, single)
+        barrier = Barrier(self, proc, len(pending), results, single)
         for h in pending:
             h.callbacks.append(barrier.one_done)
         return False, Wait(tuple(pending))
@@ -266,161 +233,30 @@ class Execution:
         proc.collective = (op.group, op.seq, op.call)
         return True, None
 
-    # -- matching and transfers -----------------------------------------------------------
+    # -- posting sends and receives (matched in runtime/matching.py) ----------------------
 
     def post_send(self, me, op):
+        """Post a :class:`Send` of rank ``me``; returns its handle."""
         return self._post_send(me, op.dst, op.payload, op.tag, op.label, op.meta)
 
     def post_recv(self, me, op):
-        if op.src is ANY or type(op.tag) in _PATTERNS or op.status:
-            return self._post_wild_recv(me, op.src, op.tag, op.out, op.reduce, op.status)
-        return self._post_recv(me, op.src, op.tag, op.out, op.reduce)
+        """Post a :class:`Recv` of rank ``me``; returns its handle."""
+        src, tag = op.src, op.tag
+        if src is ANY or type(tag) in PATTERNS or op.status:
+            handle = Handle(("recv from", "any" if src is ANY else src, tag), op.status)
+            self.mail.wild_recv(me, src, tag, (op.out, op.reduce, handle, -1))
+            return handle
+        return self._post_recv(me, src, tag, op.out, op.reduce)
 
     def _post_send(self, me, dst, payload, tag, label, meta):
-        key = (me, dst, tag)
         handle = Handle(("send to", dst, tag))
-        waiting = self._recvs.get(key)
-        if waiting:
-            recv_handle, out, reduce = waiting.popleft()
-            if not waiting:
-                del self._recvs[key]  # tags are often unique: keep the mailbox small
-            self._start_transfer(key, payload, handle, label, meta, recv_handle, out, reduce)
-        elif self._wild and self._match_wild(key, payload, handle, label, meta):
-            pass
-        else:
-            _enqueue(self._sends, key, (payload, handle, label, meta))
+        self.mail.send(me, dst, tag, (payload, label, meta, handle, -1))
         return handle
-
-    def _post_wild_recv(self, me, src, tag, out, reduce, status):
-        """A receive from any source or of any tag (MPI's ANY_SOURCE, ANY_TAG), or one that
-        wants its status: the first queued send to ``me`` that matches (per source in
-        posting order; sources in the order their queues opened), else it waits."""
-        handle = Handle(("recv from", "any" if src is ANY else src, tag), status)
-        for key in list(self._sends):
-            s, d, t = key
-            if d == me and (src is ANY or s == src) and _tag_matches(tag, t):
-                queue = self._sends[key]
-                payload, send_handle, label, meta = queue.popleft()
-                if not queue:
-                    del self._sends[key]
-                self._start_transfer(key, payload, send_handle, label, meta, handle, out, reduce)
-                return handle
-        self._wild.setdefault(me, []).append((src, tag, handle, out, reduce))
-        return handle
-
-    def _match_wild(self, key, payload, handle, label, meta):
-        """Hand a send to the first waiting wildcard receive it matches; True if one did."""
-        src, dst, tag = key
-        waiting = self._wild.get(dst)
-        for i, (want_src, want_tag, recv_handle, out, reduce) in enumerate(waiting or ()):
-            if (want_src is ANY or want_src == src) and _tag_matches(want_tag, tag):
-                del waiting[i]
-                if not waiting:
-                    del self._wild[dst]
-                self._start_transfer(key, payload, handle, label, meta, recv_handle, out, reduce)
-                return True
-        return False
 
     def _post_recv(self, me, src, tag, out, reduce):
-        key = (src, me, tag)
         handle = Handle(("recv from", src, tag))
-        waiting = self._sends.get(key)
-        if waiting:
-            payload, send_handle, label, meta = waiting.popleft()
-            if not waiting:
-                del self._sends[key]
-            self._start_transfer(key, payload, send_handle, label, meta, handle, out, reduce)
-        else:
-            _enqueue(self._recvs, key, (handle, out, reduce))
+        self.mail.recv(src, me, tag, (out, reduce, handle, -1))
         return handle
-
-    def _start_transfer(self, key, payload, send_handle, label, meta, recv_handle, out, reduce):
-        # one tuple rather than a closure: a closure costs a cell per variable, and a
-        # neighbour exchange on 1,024 ranks keeps thousands of these alive at once.  The
-        # route is looked up here, once, for both the network and the trace record
-        route = self.network.route(key[0], key[1])
-        transfer = (key, payload, send_handle, label, meta, recv_handle, out, reduce,
-                    self.engine.now, route[0])  # fmt: skip
-        # a collective's step tag may name NCCL's wire protocol; its move may be one of a
-        # group the switch combines (in-switch reduction): both are typed records the
-        # layers above set, read here without importing them
-        protocol = getattr(key[2], "protocol", None)
-        combine = getattr(meta, "combine", None)
-        if combine is not None:
-            self._join_combined(transfer, route, combine, protocol)
-            return
-        nbytes = payload.nbytes
-        if protocol is not None:
-            route, nbytes = self._on_wire(route, nbytes, protocol)
-        self.network.transfer_on(route, nbytes, self._delivered, transfer)
-
-    def _on_wire(self, route, nbytes, protocol, efficiency=1.0):
-        """``(route, wire bytes)`` of a message sent with ``protocol``: its latency for the
-        slowest link class on the path joins the route's α, and the wire carries
-        ``nbytes / efficiency`` (a link without a class adds no protocol latency)."""
-        links, alpha, beta = route
-        extra = self._protocol_latency.get((links, protocol))
-        if extra is None:
-            classes = [self.network.graph.edges[link].get("link_class") for link in links]
-            extra = self._protocol_latency[(links, protocol)] = protocol.latency_for(
-                slowest_class(classes)
-            )
-        return (links, alpha + extra, beta), nbytes / (protocol.efficiency * efficiency)
-
-    def _join_combined(self, transfer, route, combine, protocol):
-        """One move of a combined group (a switch reducing or multicasting): once all
-        ``combine.members`` are matched, the group travels as ONE flow over the union of
-        their routes, so the switch's shared leg carries the bytes once."""
-        key = (transfer[0][2], combine)
-        group = self._combining.setdefault(key, [])
-        group.append(transfer)
-        if len(group) < combine.members:
-            return
-        del self._combining[key]
-        links = tuple(dict.fromkeys(link for t in group for link in t[9]))
-        alpha = max(self.network.route(t[0][0], t[0][1])[1] for t in group)
-        capacity = self.network.capacity
-        beta = min((capacity[link] for link in links), default=float("inf"))
-        nbytes = max(t[1].nbytes for t in group)
-        union = (links, alpha, beta)
-        if protocol is not None:
-            union, nbytes = self._on_wire(union, nbytes, protocol, combine.efficiency)
-        else:
-            nbytes = nbytes / combine.efficiency
-        self.network.transfer_on(union, nbytes, self._delivered_combined, group)
-
-    def _delivered_combined(self, group):
-        """A combined flow arrived: deliver every move, each recorded with the links only
-        it used (the first with its whole route), so the trace's link bytes are the
-        switch's, not K-1 copies of them."""
-        claimed = set()
-        for transfer in group:
-            own = tuple(link for link in transfer[9] if link not in claimed)
-            claimed.update(own)
-            self._delivered(transfer[:9] + (own,))
-
-    def _delivered(self, transfer):
-        """The last byte arrived: hand the receiver its copy, record, complete both sides."""
-        key, payload, send_handle, label, meta, recv_handle, out, reduce, start, links = transfer
-        src, dst, tag = key
-        if out is None:
-            # a size-only payload is its own copy: skip the method call on the hot path
-            value = payload if type(payload) is CountOnly else payload.copy()
-        elif isinstance(payload, CountOnly):
-            value = out
-        else:
-            _check_fits(out, payload, src, dst, tag)
-            if reduce is None:
-                np.copyto(out, payload)
-            else:
-                reduce(out, payload, out=out)
-            value = out
-        self.trace.add_transfer(src, dst, tag, payload.nbytes, start, self.engine.now, links, label,
-                                meta)  # fmt: skip
-        send_handle.complete(None)
-        if recv_handle.status:  # the receive asked where it came from (MPI's Status)
-            value = Received(value, src, tag, payload.nbytes)
-        recv_handle.complete(value)
 
     # -- the guards -----------------------------------------------------------------------
 
@@ -459,7 +295,7 @@ class Execution:
             network.scale_link(record.u, record.v, record.factor)
         if faults.fail_links or faults.crash_ranks:
             network.tracking = True
-            network.relink = _relink
+            network.relink = relinked
         timed = [(r.at, self._fail, r) for r in faults.fail_links]
         timed += [(r.at, self._crash, r) for r in faults.crash_ranks]
         for at, apply, record in timed:
@@ -506,11 +342,13 @@ class Execution:
     def release(self):
         """Drop the processes, mailboxes and handlers once the run is over (see
         ``Cluster.run``); the trace and the engine's clock stay."""
+        for proc in self.processes:
+            proc.posts = None  # a cycle: the group names its process
         self.processes = []
-        self._sends, self._recvs, self._wild = {}, {}, {}
-        self._combining = {}
+        self.mail.release()
         self._dispatch = {}
         self.network.relink = None
+        self.network.release()
         self._comm_tail = {}
         self.collective_calls = {}
         self.collectives = None
@@ -528,10 +366,7 @@ class Execution:
             raise deadlock_report(blocked, self.engine.now, self.collective_calls)
         if self._sample is not None:  # it ended within the sample: still past the guard
             raise self._runaway(ended=True)
-        unmatched = [(k, "send") for k, q in self._sends.items() if q]
-        unmatched += [(k, "recv") for k, q in self._recvs.items() if q]
-        unmatched += [((src, dst, tag), "recv") for dst, waiting in self._wild.items()
-                      for src, tag, *_ in waiting]  # fmt: skip
+        unmatched = self.mail.unmatched()
         if unmatched:
             lines = []
             for (src, dst, tag), kind in unmatched:
@@ -546,78 +381,6 @@ class Execution:
             )
 
 
-class _StepRunner:
-    """Runs a :class:`Steps` operation: posts one step's sends and receives, and when the
-    last of them is done posts the next step straight from that completion, the way
-    resuming the rank program would, but without the round trip through its generator
-    and a fresh :class:`Exchange` per step (a sixth of a count-only collective's time).
-    Resumes the process once every step is done."""
-
-    __slots__ = ("execution", "proc", "steps", "left")
-
-    def __init__(self, execution, proc, steps):
-        self.execution, self.proc, self.steps, self.left = execution, proc, iter(steps), 0
-
-    def post_next(self):
-        """Post the next step that leaves something pending: ``(ready, value)`` as an
-        operation handler returns it, ready once no step is left."""
-        execution, proc = self.execution, self.proc
-        me = proc.rank.id
-        while True:
-            try:
-                step = next(self.steps, None)
-            except Exception as exc:  # raised by the program's own step builder
-                _attach_rank(exc, proc, execution.engine.now)
-                raise
-            if step is None:
-                return True, None
-            sends, recvs = step
-            execution.charge(proc, len(sends))
-            pending = []
-            for dst, payload, tag, label, meta in sends:
-                handle = execution._post_send(me, dst, payload, tag, label, meta)
-                if not handle.done:
-                    pending.append(handle)
-            for src, tag, out, reduce in recvs:
-                handle = execution._post_recv(me, src, tag, out, reduce)
-                if not handle.done:
-                    pending.append(handle)
-            if pending:
-                self.left = len(pending)
-                one_done = self.one_done
-                for handle in pending:
-                    handle.callbacks.append(one_done)
-                # what the deadlock report reads, as for a process blocked in an exchange
-                proc.blocked_on = Wait(tuple(pending))
-                return False, proc.blocked_on
-
-    def one_done(self):
-        self.left -= 1
-        if self.left == 0:
-            execution = self.execution
-            if execution._crashed and self.proc.rank.id in execution._crashed:
-                return  # a crashed rank posts no further step
-            execution.last_progress = execution.engine.now
-            ready, _ = self.post_next()
-            if ready:
-                self.execution._advance(self.proc, None)
-
-
-class _Barrier:
-    """Counts down the pending handles of one wait and resumes its process at zero."""
-
-    __slots__ = ("execution", "proc", "left", "results", "single")
-
-    def __init__(self, execution, proc, left, results, single):
-        self.execution, self.proc, self.left = execution, proc, left
-        self.results, self.single = results, single
-
-    def one_done(self):
-        self.left -= 1
-        if self.left == 0:
-            self.execution._advance(self.proc, _values(self.results, self.single))
-
-
 def _recording(sample, handler):
     """``handler``, recording each operation in ``sample`` first."""
 
@@ -628,60 +391,8 @@ def _recording(sample, handler):
     return record
 
 
-def _relink(transfer, old, new):
-    """A rerouted transfer's record: the path it ends on, ``new``, where it had ``old``, so
-    the trace shows the detour's links carrying it (the bytes each path carried are the
-    network's Reroute records, ``trace.faults.reroutes``)."""
-    if not isinstance(transfer, tuple):
-        return transfer  # a combined group: its flow is not rerouted (it stalls)
-    return tuple(new if isinstance(x, tuple) and x == old else x for x in transfer)
-
-
-def _enqueue(mailbox, key, entry):
-    """Append ``entry`` to the queue of ``key``, creating the queue only when needed."""
-    queue = mailbox.get(key)
-    if queue is None:
-        mailbox[key] = deque((entry,))
-    else:
-        queue.append(entry)
-
-
-def _values(handles, single):
-    """What a wait resumes with: the one handle's value, or a list of values."""
-    return handles[0].value if single else [h.value for h in handles]
-
-
 def _after(previous, program):
     """Start ``program`` once ``previous`` is done (tasks on one stream run in order)."""
     if not previous.done:
         yield Wait((previous,))
     return (yield from program)
-
-
-def _check_fits(out, payload, src, dst, tag):
-    if out.shape != payload.shape:
-        raise ConfigError(
-            f"rank {dst} received an array of shape {payload.shape} from rank {src} "
-            f"(tag {tag!r}) into a buffer of shape {out.shape}"
-        )
-    # a collective's buffers share one dtype: skip numpy's cast table on that hot path
-    if payload.dtype is not out.dtype and not np.can_cast(payload.dtype, out.dtype, "same_kind"):
-        raise ConfigError(
-            f"rank {dst} received a {payload.dtype} array from rank {src} (tag {tag!r}) "
-            f"into a {out.dtype} buffer: numpy does not cast {payload.dtype} to "
-            f"{out.dtype} in place; give recv(out=...) a {payload.dtype} array"
-        )
-
-
-def _attach_rank(exc, proc, now):
-    if getattr(exc, "rank", None) is None:
-        exc.rank = proc.rank.id
-        exc.add_note(f"raised in rank {proc.rank.id} ({proc.name}) at t={now:.6g} s")
-
-
-_PATTERNS = (type(ANY), TagPrefix)
-
-
-def _tag_matches(want, tag):
-    """Whether a receive's tag (a tag, ANY or a TagPrefix) takes a send's ``tag``."""
-    return want.matches(tag) if type(want) in _PATTERNS else want == tag

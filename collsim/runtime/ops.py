@@ -147,14 +147,35 @@ class Compute:
     meta: object = None  # what the span belongs to (a typed record), kept on the trace
 
 
-@dataclass
 class Exchange:
     """Post several sends and receives at once and resume when all are done (like NCCL's
     group calls or ``torch.distributed.batch_isend_irecv``); resumes with the received
-    values in the order of ``recvs``."""
+    values in the order of the receives.
 
-    sends: list  # of Send
-    recvs: list  # of Recv
+    :meth:`Rank.exchange <collsim.runtime.rank.Rank.exchange>` builds it from checked
+    entries, kept as plain tuples in the format of a :class:`Steps` step (``posts``):
+    sends ``(dst, payload, tag, label, meta)`` and receives ``(src, tag, out, reduce)``.
+    ``sends`` and ``recvs`` give them as :class:`Send` and :class:`Recv` operations, for
+    the reports that name them.
+    """
+
+    __slots__ = ("send_posts", "recv_posts")
+
+    def __init__(self, send_posts, recv_posts):
+        self.send_posts = send_posts  # [(dst, payload, tag, label, meta)]
+        self.recv_posts = recv_posts  # [(src, tag, out, reduce)]
+
+    @property
+    def sends(self):
+        return [Send(dst, payload, tag, False, label, meta)
+                for dst, payload, tag, label, meta in self.send_posts]  # fmt: skip
+
+    @property
+    def recvs(self):
+        return [Recv(src, tag, out, reduce, False) for src, tag, out, reduce in self.recv_posts]
+
+    def __repr__(self):
+        return f"Exchange(sends={self.sends!r}, recvs={self.recvs!r})"
 
 
 @dataclass

@@ -41,6 +41,9 @@ __all__ = ["Rank"]
 class Rank:
     """One virtual GPU inside a run.  Its methods build operations to ``yield``."""
 
+    # a rank program reads id and size at every step; the layers above key weak tables by rank
+    __slots__ = ("id", "_execution", "size", "__weakref__")
+
     def __init__(self, rank_id, execution):
         self.id = rank_id
         self._execution = execution
@@ -106,10 +109,28 @@ class Rank:
     def exchange(self, sends=(), recvs=()):
         """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``
         together and resume with the received values once all are done."""
-        send_ops = [self.isend(*_entry(s, "sends", "(dst, array[, tag])", 2, 3)) for s in sends]
-        recv_ops = [self.irecv(*_entry(r, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
-                    for r in recvs]  # fmt: skip
-        return Exchange(send_ops, recv_ops)
+        # the common entries (an int peer in range, an array or a size, an int tag) pass a
+        # few exact type tests; any other goes through isend/irecv, which check it
+        # field by field and name what is wrong, exactly as they would on their own
+        size, send_posts, recv_posts = self.size, [], []
+        for entry in sends:
+            if type(entry) is tuple and len(entry) == 3:
+                dst, payload, tag = entry
+                if (type(dst) is int and 0 <= dst < size and type(tag) is int
+                        and type(payload) in _PAYLOADS):  # fmt: skip
+                    send_posts.append((dst, payload, tag, "", None))
+                    continue
+            op = self.isend(*_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
+            send_posts.append((op.dst, op.payload, op.tag, op.label, op.meta))
+        for entry in recvs:
+            if type(entry) is tuple and len(entry) == 2:
+                src, tag = entry
+                if type(src) is int and 0 <= src < size and type(tag) is int:
+                    recv_posts.append((src, tag, None, None))
+                    continue
+            op = self.irecv(*_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
+            recv_posts.append((op.src, op.tag, op.out, op.reduce))
+        return Exchange(send_posts, recv_posts)
 
     def compute(self, seconds=None, flops=None, label="compute", meta=None):
         """Occupy this rank's compute stream for ``seconds`` (a number or a time string
@@ -278,6 +299,9 @@ class Rank:
                 "only numpy arrays (or CountOnly sizes) travel over the network"
             )
         return array
+
+
+_PAYLOADS = (CountOnly, np.ndarray)  # what travels, exactly (subclasses take the checks)
 
 
 def _label(label):

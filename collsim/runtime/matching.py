@@ -1,0 +1,285 @@
+"""Rendezvous matching: the mailboxes where posted sends and receives wait for their match,
+and the transfer that moves the data once both sides are posted.
+
+Point-to-point is rendezvous, as NCCL's is: a transfer starts when both the send and the
+matching receive are posted, and a blocking send completes when the data has arrived.
+Messages match on (source, tag) in posting order.  The receiver gets a copy of the
+array, never a shared reference; a receive with ``out=`` writes (or, with ``reduce=``,
+reduces) straight into that array when the data arrives, which is how collectives avoid
+a second copy.  As with MPI and NCCL, a sender must not change an array while its send
+is in flight.
+
+The records on this path are plain tuples, made millions of times a run (a class
+instance costs several times as much), each unpacked by name where it is read:
+
+* a posted send, ``(payload, label, meta, waiter, slot)``, and a posted receive,
+  ``(out, reduce, waiter, slot)``: ``waiter`` is the :class:`~collsim.runtime.ops.Handle`
+  of a send or receive operation, or the :class:`~collsim.runtime.process.PostGroup` of
+  an exchange or a collective's step, whose post number ``slot`` is;
+* a transfer in flight, ``(key, send, recv, start, links)``: ``key`` is ``(src, dst,
+  tag)``, ``send`` and ``recv`` the two posts, ``start`` when both were posted and
+  ``links`` the route the trace records (the last field, so a reroute can replace it).
+
+A mailbox holds, per key, the one post waiting there, or a deque of them when more than
+one waits (rare: tags are mostly unique), so a key costs no deque in the common case.
+"""
+
+from collections import deque
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..hardware.protocols import slowest_class
+from .ops import ANY, CountOnly, Received
+from .process import PATTERNS, PostGroup
+
+__all__ = ["Mailboxes"]
+
+
+class Mailboxes:
+    """Posted sends and receives of one run, matched into transfers on ``network``, and
+    recorded on ``trace`` when they arrive."""
+
+    def __init__(self, engine, network, trace):
+        self.engine, self.network, self.trace = engine, network, trace
+        self.sends = {}  # (src, dst, tag) -> a posted send, or a deque of them
+        self.recvs = {}  # (src, dst, tag) -> a posted receive, or a deque of them
+        self.wild = {}  # dst -> [(src or ANY, tag or pattern, posted receive)]
+        self.combining = {}  # (tag, Combine) -> the matched transfers of a combined group
+        self.protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
+        self.delivered = self._delivered  # bound once: the network calls it per transfer
+
+    def release(self):
+        """Drop what waits here once the run is over (their arrays, the groups)."""
+        self.sends, self.recvs, self.wild, self.combining = {}, {}, {}, {}
+        self.delivered = None
+
+    # -- matching -------------------------------------------------------------------------
+
+    def send(self, me, dst, tag, posted):
+        """Post a send from ``me``: start its transfer if its receive waits, else queue it."""
+        key = (me, dst, tag)
+        recvs = self.recvs
+        waiting = recvs.get(key)
+        if waiting is not None:
+            if type(waiting) is tuple:
+                del recvs[key]  # tags are often unique: keep the mailbox small
+            else:
+                queue, waiting = waiting, waiting.popleft()
+                if not queue:
+                    del recvs[key]
+            self._start_transfer(key, posted, waiting)
+        elif self.wild and self._match_wild(key, posted):
+            pass
+        else:  # queue it (a deque only from the second at one key: the key keeps its place)
+            sends = self.sends
+            waiting = sends.setdefault(key, posted)
+            if waiting is posted:
+                pass
+            elif type(waiting) is tuple:
+                sends[key] = deque((waiting, posted))
+            else:
+                waiting.append(posted)
+
+    def recv(self, src, me, tag, posted):
+        """Post a receive by ``me`` from ``src``: start the transfer if its send waits."""
+        key = (src, me, tag)
+        sends = self.sends
+        waiting = sends.get(key)
+        if waiting is not None:
+            if type(waiting) is tuple:
+                del sends[key]
+            else:
+                queue, waiting = waiting, waiting.popleft()
+                if not queue:
+                    del sends[key]
+            self._start_transfer(key, waiting, posted)
+        else:  # queue it, as send() does
+            recvs = self.recvs
+            waiting = recvs.setdefault(key, posted)
+            if waiting is posted:
+                pass
+            elif type(waiting) is tuple:
+                recvs[key] = deque((waiting, posted))
+            else:
+                waiting.append(posted)
+
+    def wild_recv(self, me, src, tag, posted):
+        """A receive from any source or of any tag (MPI's ANY_SOURCE, ANY_TAG), or one that
+        wants its status: the first queued send to ``me`` that matches (per source in
+        posting order; sources in the order their queues opened), else it waits."""
+        sends = self.sends
+        for key in list(sends):
+            s, d, t = key
+            if d == me and (src is ANY or s == src) and _tag_matches(tag, t):
+                waiting = sends[key]
+                if type(waiting) is tuple:
+                    del sends[key]
+                else:
+                    queue, waiting = waiting, waiting.popleft()
+                    if not queue:
+                        del sends[key]
+                self._start_transfer(key, waiting, posted)
+                return
+        self.wild.setdefault(me, []).append((src, tag, posted))
+
+    def _match_wild(self, key, posted):
+        """Hand a send to the first waiting wildcard receive it matches; True if one did."""
+        src, dst, tag = key
+        waiting = self.wild.get(dst)
+        for i, (want_src, want_tag, recv) in enumerate(waiting or ()):
+            if (want_src is ANY or want_src == src) and _tag_matches(want_tag, tag):
+                del waiting[i]
+                if not waiting:
+                    del self.wild[dst]
+                self._start_transfer(key, posted, recv)
+                return True
+        return False
+
+    def unmatched(self):
+        """``((src, dst, tag), "send" or "recv")`` of every post left waiting, in the order
+        their mailboxes opened (sends, receives, then wildcard receives)."""
+        left = [(key, "send") for key in self.sends]
+        left += [(key, "recv") for key in self.recvs]
+        left += [((src, dst, tag), "recv") for dst, waiting in self.wild.items()
+                 for src, tag, _ in waiting]  # fmt: skip
+        return left
+
+    # -- transfers ------------------------------------------------------------------------
+
+    def _start_transfer(self, key, send, recv):
+        # one tuple rather than a closure: a closure costs a cell per variable, and a
+        # neighbour exchange on 1,024 ranks keeps thousands of these alive at once.  The
+        # route is looked up here, once, for both the network and the trace record
+        src, dst, tag = key
+        network = self.network
+        route = network.routes.get((src, dst)) or network.route(src, dst)
+        transfer = (key, send, recv, self.engine.now, route[0])
+        # a collective's step tag may name NCCL's wire protocol; its move may be one of a
+        # group the switch combines (in-switch reduction): both are typed records the
+        # layers above set, read here without importing them (a plain int tag has neither)
+        protocol = None if type(tag) is int else getattr(tag, "protocol", None)
+        payload, _, meta, _, _ = send
+        if meta is not None:
+            combine = getattr(meta, "combine", None)
+            if combine is not None:
+                self._join_combined(transfer, combine, protocol)
+                return
+        nbytes = payload.nbytes
+        if protocol is not None:
+            route, nbytes = self._on_wire(route, nbytes, protocol)
+        network.transfer_on(route, nbytes, self.delivered, transfer)
+
+    def _on_wire(self, route, nbytes, protocol, efficiency=1.0):
+        """``(route, wire bytes)`` of a message sent with ``protocol``: its latency for the
+        slowest link class on the path joins the route's α, and the wire carries
+        ``nbytes / efficiency`` (a link without a class adds no protocol latency)."""
+        links, alpha, beta = route
+        extra = self.protocol_latency.get((links, protocol))
+        if extra is None:
+            classes = [self.network.graph.edges[link].get("link_class") for link in links]
+            extra = self.protocol_latency[(links, protocol)] = protocol.latency_for(
+                slowest_class(classes)
+            )
+        return (links, alpha + extra, beta), nbytes / (protocol.efficiency * efficiency)
+
+    def _join_combined(self, transfer, combine, protocol):
+        """One move of a combined group (a switch reducing or multicasting): once all
+        ``combine.members`` are matched, the group travels as ONE flow over the union of
+        their routes, so the switch's shared leg carries the bytes once."""
+        key = (transfer[0][2], combine)
+        group = self.combining.setdefault(key, [])
+        group.append(transfer)
+        if len(group) < combine.members:
+            return
+        del self.combining[key]
+        network = self.network
+        links = tuple(dict.fromkeys(link for t in group for link in t[4]))
+        alpha = max(network.route(t[0][0], t[0][1])[1] for t in group)
+        capacity = network.capacity
+        beta = min((capacity[link] for link in links), default=float("inf"))
+        nbytes = max(t[1][0].nbytes for t in group)
+        union = (links, alpha, beta)
+        if protocol is not None:
+            union, nbytes = self._on_wire(union, nbytes, protocol, combine.efficiency)
+        else:
+            nbytes = nbytes / combine.efficiency
+        network.transfer_on(union, nbytes, self._delivered_combined, group)
+
+    def _delivered_combined(self, group):
+        """A combined flow arrived: deliver every move, each recorded with the links only
+        it used (the first with its whole route), so the trace's link bytes are the
+        switch's, not K-1 copies of them."""
+        claimed = set()
+        for transfer in group:
+            own = tuple(link for link in transfer[4] if link not in claimed)
+            claimed.update(own)
+            self._delivered(transfer[:4] + (own,))
+
+    def _delivered(self, transfer):
+        """The last byte arrived: hand the receiver its copy, record, complete both sides
+        (the sender's first: its process may resume and post before the receiver's)."""
+        key, send, recv, start, links = transfer
+        payload, label, meta, sender, send_slot = send
+        out, reduce, receiver, recv_slot = recv
+        src, dst, tag = key
+        if out is None:
+            # a size-only payload is its own copy: skip the method call on the hot path
+            value = payload if type(payload) is CountOnly else payload.copy()
+        elif isinstance(payload, CountOnly):
+            value = out
+        else:
+            _check_fits(out, payload, src, dst, tag)
+            if reduce is None:
+                np.copyto(out, payload)
+            else:
+                reduce(out, payload, out=out)
+            value = out
+        self.trace.add_transfer(src, dst, tag, payload.nbytes, start, self.engine.now, links, label,
+                                meta)  # fmt: skip
+        # a group's post is counted down here, inline: two calls fewer per message
+        if type(sender) is PostGroup:
+            sender.state[send_slot] = None
+            left = sender.left = sender.left - 1
+            if not left:
+                sender.all_done()
+        else:
+            sender.complete(None)
+        if type(receiver) is PostGroup:
+            receiver.state[recv_slot] = value
+            left = receiver.left = receiver.left - 1
+            if not left:
+                receiver.all_done()
+        else:
+            if receiver.status:  # the receive asked where it came from (MPI's Status)
+                value = Received(value, src, tag, payload.nbytes)
+            receiver.complete(value)
+
+
+def relinked(transfer, old, new):
+    """A rerouted transfer's record: the path it ends on, ``new``, where it had ``old``, so
+    the trace shows the detour's links carrying it (the bytes each path carried are the
+    network's Reroute records, ``trace.faults.reroutes``)."""
+    if not isinstance(transfer, tuple):
+        return transfer  # a combined group: its flow is not rerouted (it stalls)
+    return transfer[:4] + (new,) if transfer[4] == old else transfer
+
+
+def _check_fits(out, payload, src, dst, tag):
+    if out.shape != payload.shape:
+        raise ConfigError(
+            f"rank {dst} received an array of shape {payload.shape} from rank {src} "
+            f"(tag {tag!r}) into a buffer of shape {out.shape}"
+        )
+    # a collective's buffers share one dtype: skip numpy's cast table on that hot path
+    if payload.dtype is not out.dtype and not np.can_cast(payload.dtype, out.dtype, "same_kind"):
+        raise ConfigError(
+            f"rank {dst} received a {payload.dtype} array from rank {src} (tag {tag!r}) "
+            f"into a {out.dtype} buffer: numpy does not cast {payload.dtype} to "
+            f"{out.dtype} in place; give recv(out=...) a {payload.dtype} array"
+        )
+
+
+def _tag_matches(want, tag):
+    """Whether a receive's tag (a tag, ANY or a TagPrefix) takes a send's ``tag``."""
+    return want.matches(tag) if type(want) in PATTERNS else want == tag
