@@ -105,8 +105,9 @@ class GlooWorld:
         for p in self.procs:
             p.start()
 
-    def all_reduce_seconds(self, n):
-        """Rank 0's wall seconds of one timed all-reduce of ``n`` float32 (checked)."""
+    def all_reduce_seconds(self, n, expected=None):
+        """Rank 0's wall seconds of one timed all-reduce of ``n`` float32, checked (by rank
+        0 against ``expected_sum``: ``expected`` is taken for a common signature only)."""
         for queue in self.commands:
             queue.put(n)
         got, seconds, correct = self.results.get(timeout=self.timeout)
