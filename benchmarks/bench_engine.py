@@ -127,7 +127,8 @@ def time_heapq(n_events, width, seed=0):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Example: python benchmarks/bench_engine.py --ranks 8,4096 --repeat 1",
     )
     parser.add_argument(

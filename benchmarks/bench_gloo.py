@@ -17,6 +17,7 @@ here; an unpinned ``torch`` pulls a multi-GB CUDA build).
 
 import argparse
 import os
+import queue as queue_module
 import socket
 import statistics
 import sys
@@ -110,9 +111,21 @@ class GlooWorld:
         0 against ``expected_sum``: ``expected`` is taken for a common signature only)."""
         for queue in self.commands:
             queue.put(n)
-        got, seconds, correct = self.results.get(timeout=self.timeout)
+        got, seconds, correct = self._result()
         assert got == n and correct, f"gloo's all-reduce of 2^{n.bit_length() - 1} is wrong"
         return seconds
+
+    def _result(self):
+        """Rank 0's next result; fails at once when a rank has died, not after the timeout."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            try:
+                return self.results.get(timeout=1)
+            except queue_module.Empty:
+                dead = [p.exitcode for p in self.procs if p.exitcode is not None]
+                if dead:
+                    raise RuntimeError(f"a gloo rank ended (exit {dead[0]})") from None
+        raise TimeoutError(f"gloo gave no result in {self.timeout} s")
 
     def close(self):
         for queue in self.commands:
@@ -137,7 +150,8 @@ def collsim_seconds(cluster, buffers):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Every round runs gloo once and collsim once; medians over --repeats rounds.",
     )
     parser.add_argument("--quick", action="store_true", help="K = 2, N = 2^10 and 2^12")

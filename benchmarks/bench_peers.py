@@ -13,7 +13,8 @@ before anything is timed.  The contenders:
   ``dist.all_reduce``; rank 0's time from a barrier that releases all K threads to the end
   of its all-reduce (rank 0 does the sum and the copies there);
 * gloo: ``torch.distributed`` with gloo, K processes on loopback (``bench_gloo.GlooWorld``);
-  rank 0's time from a barrier to the end of its all-reduce;
+  rank 0's time from a barrier to the end of its all-reduce; left out at a K whose K
+  processes with torch loaded (about 170 MiB each) would not fit in half the free memory;
 * MPI: mpi4py's ``Allreduce`` under ``mpirun`` (MPICH from ``pip install mpi4py mpich``),
   K processes, rank 0's time from a barrier; only for K <= --mpi-max-ranks, because MPI
   ranks spin while they wait and many more of them than cores measure the scheduler.
@@ -219,16 +220,24 @@ def available(peers):
     return {p: why for p, why in skipped.items() if p in peers}
 
 
-def fits(k, n, contenders):
-    """Whether the contenders' buffers fit in half the free memory: numpy's inputs and
-    outputs and collsim's outputs and working copies (about 4K buffers), and an input
-    and a result per rank in every peer (2K each)."""
-    need = (4 + 2 * contenders) * k * n * 4
+GLOO_RANK_BYTES = 180 * 2**20  # proportional set size of one gloo rank, torch loaded (~167 MiB)
+
+
+def free_bytes():
+    """Free physical memory now (None where the system cannot tell)."""
     try:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
-        return True, need
-    return need < free / 2, need
+        return None
+
+
+def fits(k, n, contenders):
+    """(whether, bytes needed): the contenders' buffers in half the free memory: numpy's
+    inputs and outputs and collsim's outputs and working copies (about 4K buffers), and
+    an input and a result per rank in every peer (2K each)."""
+    need = (4 + 2 * contenders) * k * n * 4
+    free = free_bytes()
+    return free is None or need < free / 2, need
 
 
 def seconds_of(fn):
@@ -262,14 +271,24 @@ def measure(k, n, rounds, worlds):
     return {name: statistics.median(times) for name, times in runs.items()}
 
 
-def open_worlds(k, peers, mpi_max_ranks):
+def open_worlds(k, peers, mpi_max_ranks, notes):
+    """The peers' worlds of ``k`` ranks; why a peer does not run at ``k`` goes to ``notes``."""
     worlds = {}
     if "threaded" in peers:
         worlds["threaded"] = ThreadedWorld(k)
     if "gloo" in peers:
-        worlds["gloo"] = GlooWorld(k)
-    if "mpi" in peers and k <= mpi_max_ranks:
-        worlds["mpi"] = MpiWorld(k)
+        free = free_bytes()
+        if free is not None and k * GLOO_RANK_BYTES > free / 2:
+            need = format_size(k * GLOO_RANK_BYTES)
+            notes.append(f"left out: gloo at K = {k}: {k} processes with torch need about "
+                         f"{need}, over half the free memory")  # fmt: skip
+        else:
+            worlds["gloo"] = GlooWorld(k)
+    if "mpi" in peers:
+        if k <= mpi_max_ranks:
+            worlds["mpi"] = MpiWorld(k)
+        else:
+            notes.append(f"left out: MPI at K = {k}: above --mpi-max-ranks {mpi_max_ranks}")
     return worlds
 
 
@@ -300,7 +319,8 @@ def parse_peers(text):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Example: python benchmarks/bench_peers.py --ranks 8 --sizes 2^10,2^16,2^20",
     )
     parser.add_argument("--quick", action="store_true", help="K in {2, 8}, N in 2^10, 2^16")
@@ -313,7 +333,9 @@ def main(argv=None):
                         help="comma-separated peers to run next to numpy and collsim: "
                              "threaded, gloo, mpi or none (default: all installed)")  # fmt: skip
     parser.add_argument("--mpi-max-ranks", type=int, default=8,
-                        help="run MPI only up to this K (default 8; see above)")  # fmt: skip
+                        help="run MPI only up to this K (default 8: MPICH ranks poll "
+                             "while they wait, so far more ranks than cores time the "
+                             "scheduler)")  # fmt: skip
     parser.add_argument("--mpi-worker", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mpi_worker:
@@ -338,16 +360,15 @@ def main(argv=None):
 
         print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads "
               "(gloo ranks: 1 each)")  # fmt: skip
-    if "mpi" in peers and max(ks) > args.mpi_max_ranks:
-        print(f"MPI runs for K <= {args.mpi_max_ranks} only (--mpi-max-ranks)")
     print("median of interleaved rounds")
     print()
     columns = ["numpy limit", "collsim ring", *(TITLES[p] for p in PEERS)]
     print(f"| K | N (float32) | {' | '.join(columns)} | collsim / best peer "
           "| collsim / numpy limit |")  # fmt: skip
     print("|--:|--:|" + "--:|" * (len(columns) + 2))
+    notes = []
     for k in ks:
-        worlds = open_worlds(k, peers, args.mpi_max_ranks)
+        worlds = open_worlds(k, peers, args.mpi_max_ranks, notes)
         try:
             for n in ns:
                 ok, need = fits(k, n, len(worlds))
@@ -365,6 +386,8 @@ def main(argv=None):
     print()
     print("numpy limit = the fastest of numpy loop / stack / reduce (named in brackets); "
           "best peer = the fastest of the peers that ran; - = not run")  # fmt: skip
+    for note in notes:
+        print(note)
     return 0
 
 

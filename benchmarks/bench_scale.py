@@ -163,7 +163,8 @@ def _size(text):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Example: python benchmarks/bench_scale.py --ranks 256,1024 --size 1MiB",
     )
     parser.add_argument("--quick", action="store_true", help="K = 64 and 256 only (seconds)")
