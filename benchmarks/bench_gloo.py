@@ -155,13 +155,13 @@ def main(argv=None):
         epilog="Every round runs gloo once and collsim once; medians over --repeats rounds.",
     )
     parser.add_argument("--quick", action="store_true", help="K = 2, N = 2^10 and 2^12")
-    parser.add_argument("--ranks", type=int, default=8, help="K, processes and ranks (8)")
+    parser.add_argument("--ranks", type=int, help="K, processes and ranks (8; 2 with --quick)")
     parser.add_argument("--min-exp", type=int, default=10, help="smallest N is 2^this (10)")
-    parser.add_argument("--max-exp", type=int, default=24, help="largest N is 2^this (24)")
+    parser.add_argument("--max-exp", type=int, help="largest N is 2^this (24; 12 with --quick)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (3)")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.ranks, args.min_exp, args.max_exp = 2, 10, 12
+    args.ranks = args.ranks or (2 if args.quick else 8)
+    args.max_exp = args.max_exp if args.max_exp is not None else (12 if args.quick else 24)
     if args.ranks < 2 or args.repeats < 1 or not 0 <= args.min_exp <= args.max_exp <= 30:
         parser.error(f"--ranks {args.ranks} --repeats {args.repeats} --min-exp "
                      f"{args.min_exp} --max-exp {args.max_exp}: give K >= 2, at least one "

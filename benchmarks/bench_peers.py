@@ -206,17 +206,19 @@ class MpiWorld:
 def available(peers):
     """``{peer: why it is skipped}`` for the asked-for peers that cannot run here."""
     skipped = {}
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError:
-        skipped.update({p: "torch is not installed" for p in ("threaded", "gloo")})
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        skipped["mpi"] = "mpi4py is not installed"
-    else:
-        if mpirun_path() is None:
-            skipped["mpi"] = "mpirun is not on PATH"
+    if {"threaded", "gloo"} & set(peers):
+        try:
+            import torch.distributed  # noqa: F401
+        except ImportError:
+            skipped.update({p: "torch is not installed" for p in ("threaded", "gloo")})
+    if "mpi" in peers:
+        try:
+            import mpi4py  # noqa: F401
+        except ImportError:
+            skipped["mpi"] = "mpi4py is not installed"
+        else:
+            if mpirun_path() is None:
+                skipped["mpi"] = "mpirun is not on PATH"
     return {p: why for p, why in skipped.items() if p in peers}
 
 

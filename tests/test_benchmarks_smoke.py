@@ -33,7 +33,7 @@ def run_script(name, *args, timeout=60):
 TABLES = {
     "bench_engine": (["--quick", "--ranks", "8,64", "--transfers", "512"],
                      "| K ranks | rounds | transfers | events | wall (s) | transfers/s |"),
-    "bench_peers": (["--ranks", "2", "--sizes", "2^10", "--rounds", "1"],
+    "bench_peers": (["--ranks", "2", "--sizes", "2^10", "--rounds", "1", "--peers", "threaded"],
                     "| K | N (float32) | numpy limit | collsim ring | threaded PG | gloo | MPI |"),
     "bench_numpy_limit": (["--quick", "--rounds", "1"],
                           "| K | N (float32) | numpy loop | numpy stack | numpy reduce |"),
@@ -111,7 +111,7 @@ def test_bench_peers_names_the_pip_command_of_each_missing_peer():
 
 
 def test_bench_gloo_runs_or_says_how_to_install_torch():
-    code, out, err = run_script("bench_gloo", "--quick")
+    code, out, err = run_script("bench_gloo", "--quick", "--max-exp", "10", "--repeats", "1")
     assert code == 0, err
     skipped = "skipped: torch is not installed (pip install torch==2.13.0"
     if HAS_TORCH:
