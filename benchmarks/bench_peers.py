@@ -86,9 +86,9 @@ class ThreadedWorld:
 
     def _rank(self, rank, store):
         dist = self._dist
-        dist.init_process_group("threaded", rank=rank, world_size=self.world, store=store)
         tensors = {}
         try:
+            dist.init_process_group("threaded", rank=rank, world_size=self.world, store=store)
             while True:
                 self.go.wait()
                 if (n := self.n) is None:
@@ -112,7 +112,8 @@ class ThreadedWorld:
             for barrier in (self.go, self.start, self.done):
                 barrier.abort()
         finally:
-            dist.destroy_process_group()
+            if dist.is_initialized():
+                dist.destroy_process_group()
 
     def all_reduce_seconds(self, n, expected):
         """Rank 0's wall seconds of one all-reduce of ``n`` float32 by all K threads, from
