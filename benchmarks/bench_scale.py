@@ -134,7 +134,9 @@ def run_child(k, count, timeout, max_rss):
         if largest > max_rss:
             proc.kill()
             proc.communicate()
-            return None, f"stopped at {format_size(largest)} resident (--max-rss)"
+            elapsed = time.monotonic() - start
+            return None, (f"stopped at {format_size(largest)} resident (--max-rss), "
+                          f"after {elapsed:.0f} s")  # fmt: skip
         time.sleep(0.1)
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
