@@ -8,13 +8,18 @@ a child process of its own, so that its peak memory is its own, with a time limi
 memory and stops it there, so a run that would not fit says so instead of swapping the
 machine).  The table gives, per K:
 
-* transfers: the trace's transfer records, checked to be 2K(K-1);
+* transfers: counted in the run's statistics, checked to be 2K(K-1) (and the records too);
 * build: ``collsim.collectives.registry.build("all_reduce", "ring", K)`` alone, timed first;
 * call: the ``all_reduce`` call (which builds its schedule again unless collsim caches it);
 * run: the call without the build (call - build, or the call itself when the schedule is
-  cached), and transfers per second of it;
-* peak RSS of the child (``getrusage``) and bytes per transfer record: the peak's growth
-  over the child's resident memory before the build, divided by the transfers;
+  cached); transfers/s: transfers per second of the whole call;
+* peak RSS of the child (``getrusage``) and bytes per transfer: the peak's growth over
+  the child's resident memory before the build, divided by the transfers (what the run
+  holds: schedule, network state and the trace as collsim keeps it);
+* records: the seconds to build the trace's transfer records afterwards
+  (``trace.transfers``, what a reader of the trace asks for) and bytes per record, the
+  same growth with the peak after that (``--no-records`` skips it); a run stopped here
+  keeps its other figures;
 * simulated time, checked against the closed form 2(K-1)(alpha + S/(K beta)) of the ring
   topology's own alpha (edge ``latency``) and beta (edge ``bandwidth``), within 1e-9.
 
@@ -36,6 +41,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 import collsim
@@ -83,8 +89,11 @@ def ring_alpha_beta(graph):
     return latencies.pop(), bandwidths.pop()
 
 
-def measure(k, count):
-    """One count-only ring all-reduce on ``k`` ranks, ``count`` float32 per rank."""
+def measure(k, count, records):
+    """One count-only ring all-reduce on ``k`` ranks, ``count`` float32 per rank: prints
+    its :class:`ScaleRun` as a JSON line and then, with ``records``, a second line once
+    the trace's transfer records are built (``trace.transfers``, what a reader of the
+    trace asks for), so a parent that must stop it there still has the first."""
     from collsim.collectives import registry
 
     cached = registry.build("all_reduce", "ring", 4) is registry.build("all_reduce", "ring", 4)
@@ -101,13 +110,20 @@ def measure(k, count):
     out = cluster.all_reduce(count=count, dtype="float32", algorithm="ring")
     call = time.perf_counter() - t0
     peak = peak_bytes()
-    transfers = len(out.trace.transfers)
+    transfers = sum(out.stats.messages)  # counted without building the trace's records
     assert transfers == 2 * k * (k - 1), (transfers, 2 * k * (k - 1))
     alpha, beta = ring_alpha_beta(graph)
     expected = 2 * (k - 1) * (alpha + count * ITEMSIZE / (k * beta))
     assert abs(out.time - expected) <= 1e-9 * expected, (out.time, expected)
-    return ScaleRun(k, transfers, build, call, call if cached else max(call - build, 0.0),
-                    cached, baseline, peak, out.time, expected)  # fmt: skip
+    run = ScaleRun(k, transfers, build, call, call if cached else max(call - build, 0.0),
+                   cached, baseline, peak, out.time, expected)  # fmt: skip
+    print(json.dumps(dataclasses.asdict(run)), flush=True)
+    if records:
+        t0 = time.perf_counter()
+        n_records = len(out.trace.transfers)
+        seconds = time.perf_counter() - t0
+        assert n_records == transfers, (n_records, transfers)
+        print(json.dumps({"records_s": seconds, "records_peak_rss": peak_bytes()}), flush=True)
 
 
 def child_rss(pid):
@@ -119,40 +135,52 @@ def child_rss(pid):
         return 0
 
 
-def run_child(k, count, timeout, max_rss):
-    """(ScaleRun or None, why not) of ``k`` in a fresh interpreter, watched for time and RSS."""
+def run_child(k, count, records, timeout, max_rss):
+    """(ScaleRun or None, records line or None, why it stopped) of ``k`` in a fresh
+    interpreter, watched for time and resident memory."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(k), "--count", str(count)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start = time.monotonic()
-    largest = 0
-    while proc.poll() is None:
-        largest = max(largest, child_rss(proc.pid))
-        if time.monotonic() - start > timeout:
-            proc.kill()
-            proc.communicate()
-            return None, f"timed out after {timeout:g} s"
-        if largest > max_rss:
-            proc.kill()
-            proc.communicate()
+    cmd += [] if records else ["--no-records"]
+    with tempfile.TemporaryFile("w+") as stderr:  # a file: a full pipe would stall the child
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        start, largest, why = time.monotonic(), 0, ""
+        while proc.poll() is None:
+            largest = max(largest, child_rss(proc.pid))
             elapsed = time.monotonic() - start
-            return None, (f"stopped at {format_size(largest)} resident (--max-rss), "
-                          f"after {elapsed:.0f} s")  # fmt: skip
-        time.sleep(0.1)
-    stdout, stderr = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_scale: K = {k} failed (exit {proc.returncode}):\n{stderr}")
-    return ScaleRun(**json.loads(stdout.strip().splitlines()[-1])), ""
+            if elapsed > timeout:
+                why = f"timed out after {timeout:g} s"
+            elif largest > max_rss:
+                why = (
+                    f"stopped at {format_size(largest)} resident (--max-rss) after {elapsed:.0f} s"
+                )
+            if why:
+                proc.kill()
+                break
+            time.sleep(0.1)
+        stdout, _ = proc.communicate()
+        stderr.seek(0)
+        if not why and proc.returncode != 0:
+            raise SystemExit(f"bench_scale: K = {k} failed (exit {proc.returncode}):\n"
+                             f"{stderr.read()}")  # fmt: skip
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    run = ScaleRun(**lines[0]) if lines else None
+    return run, (lines[1] if len(lines) > 1 else None), why
 
 
-def row(k, run, why):
+def row(k, run, records, why):
     if run is None:
-        return f"| {k:>5} | {2 * k * (k - 1):>10,} | {why} | | | | | | | |"
+        return f"| {k:>5} | {2 * k * (k - 1):>10,} | {why} |" + " |" * 9
     per_transfer = (run.peak_rss - run.baseline_rss) / run.transfers
     error = abs(run.simulated_s - run.closed_form_s) / run.closed_form_s
+    if records is not None:
+        per_record = (records["records_peak_rss"] - run.baseline_rss) / run.transfers
+        records_cells = f"{records['records_s']:.2f} | {per_record:,.0f}"
+    else:
+        records_cells = f"{why or 'not built (--no-records)'} | "
     return (
         f"| {k:>5} | {run.transfers:>10,} | {run.build_s:.2f} | {run.call_s:.2f} "
         f"| {run.run_s:.2f} | {run.transfers / run.call_s:,.0f} | {format_size(run.peak_rss)} "
-        f"| {per_transfer:,.0f} | {format_time(run.simulated_s)} | ok ({error:.0e}) |"
+        f"| {per_transfer:,.0f} | {records_cells} | {format_time(run.simulated_s)} "
+        f"| ok ({error:.0e}) |"
     )
 
 
@@ -179,11 +207,13 @@ def main(argv=None):
                         help="seconds one K may run before it is stopped (600)")  # fmt: skip
     parser.add_argument("--max-rss", type=_size, default=8 * 2**30,
                         help="resident memory at which a K is stopped (default 8GiB)")  # fmt: skip
+    parser.add_argument("--no-records", action="store_true",
+                        help="do not build the trace's transfer records after the run")  # fmt: skip
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(dataclasses.asdict(measure(args.child, args.count))))
+        measure(args.child, args.count, records=not args.no_records)
         return 0
     try:
         sizes = parse_ranks(args.ranks) if args.ranks else (QUICK_SIZES if args.quick else SIZES)
@@ -208,19 +238,22 @@ def main(argv=None):
               "take many minutes and gigabytes on code without batched steps")  # fmt: skip
     print()
     print("| K ranks | transfers | build (s) | call (s) | run (s) | transfers/s | peak RSS "
-          "| bytes / transfer | simulated time | closed form |")  # fmt: skip
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|")
+          "| bytes / transfer | records (s) | bytes / record | simulated time "
+          "| closed form |")  # fmt: skip
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|")
     cached = False
     for k in sizes:
-        run, why = run_child(k, count, args.timeout, args.max_rss)
+        run, records, why = run_child(k, count, not args.no_records, args.timeout, args.max_rss)
         cached = cached or (run is not None and run.schedule_cached)
-        print(row(k, run, why), flush=True)
+        print(row(k, run, records, why), flush=True)
     print()
     how = ("run = the call (registry.build caches the schedule, so the timed build warmed it)"
            if cached else "run = call - build (the call builds its schedule again)")  # fmt: skip
-    print(f"{how}; transfers/s = transfers / call; bytes / transfer = (peak RSS - the peak "
-          "before the build) / transfers; closed form = 2(K-1)(alpha + S/(K beta)), its "
-          "relative error in brackets")  # fmt: skip
+    print(f"{how}; transfers/s = transfers / call; bytes / transfer = (peak RSS after the "
+          "call - the peak before the build) / transfers; records = building the trace's "
+          "transfer records afterwards (trace.transfers), and bytes / record the same with "
+          "the peak after that; closed form = 2(K-1)(alpha + S/(K beta)), its relative "
+          "error in brackets")  # fmt: skip
     return 0
 
 

@@ -62,6 +62,13 @@ def test_bench_scale_prints_its_table_and_checks_every_k_against_the_closed_form
     assert "| K ranks | transfers | build (s) | call (s) | run (s) | transfers/s |" in out, out
     assert "|     8 |        112 |" in out and "|    16 |        480 |" in out, out  # 2K(K-1)
     assert out.count("| ok (") == 2, out
+    assert "| records (s) | bytes / record |" in out and "not built" not in out, out
+
+
+def test_bench_scale_can_leave_the_records_unbuilt():
+    code, out, err = run_script("bench_scale", "--ranks", "8", "--no-records")
+    assert code == 0, err
+    assert "| not built (--no-records) |" in out and "| ok (" in out, out
 
 
 @pytest.mark.parametrize(
