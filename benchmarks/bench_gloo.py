@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 import collsim
+from collsim.units import format_time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_engine import command_line, machine_line
@@ -160,7 +161,7 @@ def main(argv=None):
     parser.add_argument("--max-exp", type=int, help="largest N is 2^this (24; 12 with --quick)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (3)")
     args = parser.parse_args(argv)
-    args.ranks = args.ranks or (2 if args.quick else 8)
+    args.ranks = args.ranks if args.ranks is not None else (2 if args.quick else 8)
     args.max_exp = args.max_exp if args.max_exp is not None else (12 if args.quick else 24)
     if args.ranks < 2 or args.repeats < 1 or not 0 <= args.min_exp <= args.max_exp <= 30:
         parser.error(f"--ranks {args.ranks} --repeats {args.repeats} --min-exp "
@@ -192,7 +193,7 @@ def main(argv=None):
                 theirs.append(gloo.all_reduce_seconds(n))
                 ours.append(collsim_seconds(cluster, buffers))
             g, c = statistics.median(theirs), statistics.median(ours)
-            print(f"| 2^{e} | {g * 1e3:.3f} ms | {c * 1e3:.3f} ms | {c / g:.2f}x |", flush=True)
+            print(f"| 2^{e} | {format_time(g)} | {format_time(c)} | {c / g:.2f}x |", flush=True)
     return 0
 
 
