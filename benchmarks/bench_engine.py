@@ -2,32 +2,84 @@
 
 Every rank of a bidirectional ring exchanges a size-only payload with both neighbours
 (``rank.exchange``, like NCCL's grouped send/recv), ``rounds`` times.  Each exchange is
-two transfers per rank, so one run moves ``2 * K * rounds`` messages.  The figure of
-merit is transfers per second of wall-clock time for the whole ``Cluster.run`` (rank
-programs, rendezvous matching, max-min sharing, trace and accounting included), and the
-ratio of that run's wall time to a bare ``heapq`` loop doing the same number of pushes
-and pops in the same process: the price of the simulator over its own event queue.
+two transfers per rank, so one run moves ``2 * K * rounds`` messages; ``rounds`` is chosen
+per K so that every K moves about ``--transfers`` messages (the same workload at every K).
+The figure of merit is transfers per second of wall-clock time for the whole
+``Cluster.run`` (rank programs, rendezvous matching, max-min sharing, trace and accounting
+included), and the ratio of that run's wall time to a bare ``heapq`` loop doing the same
+number of pushes and pops in the same process: the price of the simulator over its own
+event queue.  Each figure is the best of ``--repeat`` runs; the engine and the heapq loop
+alternate, so that the machine's load falls on both alike.  Every run checks its answer
+(transfer count and simulated time) before it is timed.
 
 Run it from the repository root::
 
-    python benchmarks/bench_engine.py           # K = 8, 64, 256, 1024
-    python benchmarks/bench_engine.py --quick   # a small run, for a smoke test
+    python benchmarks/bench_engine.py                  # K = 8, 64, 256, 1024, 4096
+    python benchmarks/bench_engine.py --ranks 8,4096   # only these K
+    python benchmarks/bench_engine.py --quick          # a small run, for a smoke test
 
-Wall-clock time is only measured here, never inside collsim: simulated time comes from
-the engine alone.
+The first lines printed are the machine (CPUs, load average, Python, numpy, collsim) and
+the exact command, for a README that quotes the table.  Wall-clock time is only measured
+here, never inside collsim: simulated time comes from the engine alone.
 """
 
 import argparse
 import gc
 import heapq
+import os
+import platform
 import random
+import shlex
 import sys
 import time
+
+import numpy as np
 
 import collsim
 from collsim import CountOnly
 
-SIZES = (8, 64, 256, 1024)
+SIZES = (8, 64, 256, 1024, 4096)
+
+
+def machine_line():
+    """One line naming the machine, its load and the software: what a reader needs to
+    weigh a table of wall-clock figures (shared by the other benchmark scripts)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count()
+    try:
+        load = "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)"
+    except OSError:
+        load = "load average unknown"
+    return (
+        f"machine: {platform.system()} {platform.machine()}, nproc {usable}, {load}; "
+        f"Python {platform.python_version()}, numpy {np.__version__}, "
+        f"collsim {collsim.__version__}"
+    )
+
+
+def command_line(argv=None):
+    """The command that reproduces this run, as the user typed it (``argv`` when given)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return "command: " + shlex.join(["python", sys.argv[0] or "-", *args])
+
+
+def parse_ranks(text, smallest=2):
+    """``"8,64,4096"`` -> ``(8, 64, 4096)``; raises ValueError naming the bad item."""
+    ranks = []
+    for item in str(text).split(","):
+        try:
+            k = int(item.strip())
+        except ValueError:
+            raise ValueError(
+                f"--ranks {text!r}: {item.strip()!r} is not a whole number "
+                "(give a comma-separated list such as 8,64,4096)"
+            ) from None
+        if k < smallest:
+            raise ValueError(f"--ranks {text!r}: {k} ranks are too few (at least {smallest})")
+        ranks.append(k)
+    return tuple(ranks)
 
 
 def neighbour_exchange(rank, rounds, payload):
@@ -74,24 +126,46 @@ def time_heapq(n_events, width, seed=0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a small run (smoke test)")
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Example: python benchmarks/bench_engine.py --ranks 8,4096 --repeat 1",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a small run (smoke test): 4,096 transfers per K"
+    )
+    parser.add_argument("--ranks", type=str, default=None,
+                        help="comma-separated K to run (default 8,64,256,1024,4096)")  # fmt: skip
     parser.add_argument("--transfers", type=int, default=None,
-                        help="transfers per K (default 200,000; 4,096 with --quick)")  # fmt: skip
+                        help="about this many transfers per K (default 200,000; 4,096 with "
+                             "--quick); at least 2K, one round, are always moved")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     args = parser.parse_args(argv)
+    try:
+        sizes = SIZES if args.ranks is None else parse_ranks(args.ranks)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.transfers is not None and args.transfers < 1:
+        parser.error(f"--transfers {args.transfers}: give at least 1")
+    if args.repeat < 1:
+        parser.error(f"--repeat {args.repeat}: give at least 1")
     target = args.transfers or (4_096 if args.quick else 200_000)
     repeat = 1 if args.quick else args.repeat
 
-    print(f"collsim {collsim.__version__}, Python {sys.version.split()[0]}, best of {repeat}")
+    print(machine_line())
+    print(command_line(argv))
+    print(f"best of {repeat} run(s) each, engine and heapq loop alternating")
     print()
     print("| K ranks | rounds | transfers | events | wall (s) | transfers/s | heapq (s) | ratio |")
     print("|--------:|-------:|----------:|-------:|---------:|------------:|----------:|------:|")
-    for k in SIZES:
+    for k in sizes:
         rounds = max(1, target // (2 * k))
-        runs = [time_engine(k, rounds) for _ in range(repeat)]
+        runs, bares = [], []
+        for _ in range(repeat):
+            runs.append(time_engine(k, rounds))
+            bares.append(time_heapq(runs[-1][1], 2 * k))
         transfers, events, wall = min(runs, key=lambda run: run[2])
-        bare = min(time_heapq(events, 2 * k) for _ in range(repeat))
+        bare = min(bares)
         print(
             f"| {k:>7} | {rounds:>6} | {transfers:>9,} | {events:>6,} | {wall:>8.3f} "
             f"| {transfers / wall:>11,.0f} | {bare:>9.4f} | {wall / bare:>5.0f}x |"
