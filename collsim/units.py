@@ -25,6 +25,7 @@ Examples
 
 import math
 import numbers
+import os
 import re
 
 from numpy import bool_ as np_bool
@@ -41,6 +42,7 @@ __all__ = [
     "format_rate",
     "format_time",
     "format_flops",
+    "available_memory",
     "MAX_SIZE",
 ]
 
@@ -250,3 +252,19 @@ def format_time(seconds):
         if abs(seconds) >= factor:
             return f"{seconds / factor:.4g} {unit}"
     return f"{seconds / 1e-9:.4g} ns"
+
+
+def available_memory():
+    """Bytes this process may still allocate: MemAvailable of /proc/meminfo, else the free
+    physical pages (``os.sysconf``), else None when the system does not say."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -292,3 +292,16 @@ def test_the_cli_runs_a_4096_rank_count_only_ring_all_reduce(capsys):
     assert row[:6] == ["1048576", "262144", "float32", "sum", "8190", "40970.97"]  # us
     closed = 2 * 4095 * (5e-6 + (1 << 20) / 4096 / 100e9)
     assert float(row[5]) == pytest.approx(closed * 1e6, abs=0.005)
+
+
+def test_building_more_records_than_memory_holds_is_refused(monkeypatch):
+    from collsim.network import trace as trace_module
+
+    out = collsim.Cluster(topology.ring(1024)).all_reduce(count=1024, dtype="float32")
+    assert out.trace.transfer_count == 2 * 1024 * 1023  # counted from the columns
+    monkeypatch.setattr(trace_module, "available_memory", lambda: 1 << 30)
+    with pytest.raises(ConfigError) as err:
+        len(out.trace.transfers)
+    assert "2,095,104 transfer records need about 1.561 GiB" in str(err.value)
+    assert "trace.stats" in str(err.value)
+    assert out.stats.messages == [2 * 1023] * 1024  # the figures need no records

@@ -12,10 +12,10 @@ Examples
 """
 
 import math
-import os
 
 from .. import units
 from ..errors import ConfigError
+from ..units import available_memory
 from ..viz.limits import MAX_SWEEP_SIZES  # nccl-tests' default -b 8 -e 128M -f 2 is 25
 from .common import flag_value
 
@@ -95,22 +95,6 @@ def parse_factor(text):
             "the factor); nccl-tests' usual --factor 2"
         )
     return value
-
-
-def available_memory():
-    """Bytes this process may still allocate: MemAvailable of /proc/meminfo, else the free
-    physical pages (``os.sysconf``), else None when the system does not say."""
-    try:
-        with open("/proc/meminfo") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def check_fits(bytes_needed, what, hint=None, available=None):

@@ -22,13 +22,13 @@ reduce-scatter 1/3 (step 1 of 6), 0 s .. 5 us
   rank 3: [r3 | r2+r3 | r3 | r3]
 """
 
-import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from .. import units
 from ..errors import ConfigError
 from ..runtime.group import Group
+from ..units import available_memory as _available_memory
 from .auto import (
     AnalyticalPlan,
     _first_schedule,
@@ -233,13 +233,6 @@ class CollectiveResult:
                 rows.append(StepTransfer(m.src, m.dst, m.chunks, m.reduce, nbytes, start, end,
                                          via))  # fmt: skip
             yield StepView(s, phase, at, of, schedule.n_steps, rows, holdings)
-
-
-def _available_memory():
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",

@@ -131,7 +131,7 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
     returns = [None] * cluster.size
     for i, r in enumerate(group.ranks):
         returns[r] = outputs[i] if outputs is not None else None
-    return RunResult(returns, timing.time, trace.stats(cluster.size), trace, timing.events)
+    return RunResult(returns, timing.time, trace, timing.events, cluster.size)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from operator import itemgetter
 
 import numpy as np
 
-from ..units import format_size, format_time
+from ..errors import ConfigError
+from ..units import available_memory, format_size, format_time
 from .memory import CATEGORIES, replay
 
 __all__ = ["Trace", "Stats", "Transfer", "Compute", "TransferBlock"]
@@ -144,6 +145,7 @@ class Trace:
         """Every transfer as a :class:`Transfer`, in the order they ended (ties: by start,
         then sender, then receiver)."""
         if self._transfers is None or len(self._transfers) != self.transfer_count:
+            self._check_records_fit()
             # millions of acyclic records: the cyclic collector, left on, would rescan
             # all of them again and again while they are made (most of the time here)
             collecting = gc.isenabled()
@@ -159,6 +161,22 @@ class Trace:
                 if collecting:
                     gc.enable()
         return self._transfers
+
+    def _check_records_fit(self):
+        """Refuse to build more records than half the free memory holds: a batched run
+        keeps millions of transfers as a few bytes of columns each, where their records
+        take about RECORD_BYTES each."""
+        n = self.transfer_count
+        if n < 1 << 20:
+            return
+        need, free = n * RECORD_BYTES, available_memory()
+        if free is not None and need > free // 2:
+            raise ConfigError(
+                f"trace.transfers: {n:,} transfer records need about {format_size(need)}, "
+                f"more than half the {format_size(free)} of memory available; the run's "
+                "figures are in trace.stats(...) and trace.transfer_count, or run fewer ranks "
+                "to read every transfer"
+            )
 
     def add_transfer(self, src, dst, tag, nbytes, start, end, links, label, meta=None):
         self._raw.append((src, dst, tag, nbytes, start, end, links, label, meta))
@@ -279,6 +297,9 @@ class Trace:
 
 
 _ORDER = itemgetter(5, 4, 0, 1)  # a record's (end, start, src, dst)
+# what one Transfer record with its label and move takes, measured (benchmarks/bench_scale.py:
+# 738 B at 1,024 ranks); the check above reads it
+RECORD_BYTES = 800
 
 
 def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):

@@ -24,6 +24,7 @@ Examples
 import gc
 import inspect
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import topology as topo
 from ..errors import ConfigError, DeadlockError
@@ -40,13 +41,19 @@ __all__ = ["Cluster", "RunResult"]
 
 @dataclass
 class RunResult:
-    """What :meth:`Cluster.run` returns."""
+    """What :meth:`Cluster.run` returns; ``stats`` (bytes sent and received per rank and
+    per link, message counts: a :class:`~collsim.network.trace.Stats`) is read from the
+    trace when first asked for, so a run whose counts nobody reads does not pay for them."""
 
     returns: list  # per-rank return values of the programs
     time: float  # simulated seconds until the last event, from the engine only
-    stats: Stats  # bytes sent/received per rank and per link, message counts
     trace: Trace  # every transfer and compute span
     events: int  # events the engine processed
+    ranks: int  # the cluster's size: how many ranks the counts cover
+
+    @cached_property
+    def stats(self) -> Stats:
+        return self.trace.stats(self.ranks)
 
 
 class Cluster:
@@ -172,9 +179,9 @@ class Cluster:
             return RunResult(
                 returns=[p.handle.value for p in procs],
                 time=execution.engine.now,
-                stats=trace.stats(self.size),
                 trace=trace,
                 events=execution.engine.events,
+                ranks=self.size,
             )
         finally:
             # the execution's processes, mailboxes and bound handlers refer to each other;
