@@ -120,7 +120,12 @@ def measure(k, count, records):
     print(json.dumps(dataclasses.asdict(run)), flush=True)
     if records:
         t0 = time.perf_counter()
-        n_records = len(out.trace.transfers)
+        try:
+            n_records = len(out.trace.transfers)
+        except CollsimError as exc:  # more records than half the free memory holds
+            need = str(exc).split("need about ")[1].split(",")[0]
+            print(json.dumps({"records_refused": f"refused: would need {need}"}), flush=True)
+            return
         seconds = time.perf_counter() - t0
         assert n_records == transfers, (n_records, transfers)
         print(json.dumps({"records_s": seconds, "records_peak_rss": peak_bytes()}), flush=True)
@@ -163,7 +168,10 @@ def run_child(k, count, records, timeout, max_rss):
                              f"{stderr.read()}")  # fmt: skip
     lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     run = ScaleRun(**lines[0]) if lines else None
-    return run, (lines[1] if len(lines) > 1 else None), why
+    records = lines[1] if len(lines) > 1 else None
+    if records is not None and "records_refused" in records:
+        records, why = None, records["records_refused"]
+    return run, records, why
 
 
 def row(k, run, records, why):

@@ -27,6 +27,7 @@ import math
 import numbers
 import os
 import re
+import time
 
 from numpy import bool_ as np_bool
 from numpy import integer as np_integer
@@ -256,7 +257,18 @@ def format_time(seconds):
 
 def available_memory():
     """Bytes this process may still allocate: MemAvailable of /proc/meminfo, else the free
-    physical pages (``os.sysconf``), else None when the system does not say."""
+    physical pages (``os.sysconf``), else None when the system does not say.  Read at most
+    twice a second: a loop of small collectives asks before every call."""
+    now = time.monotonic()
+    if now - _MEMORY[0] > 0.5:
+        _MEMORY[:] = [now, _read_available_memory()]
+    return _MEMORY[1]
+
+
+_MEMORY = [-1.0, None]  # [when it was read, bytes]
+
+
+def _read_available_memory():
     try:
         with open("/proc/meminfo") as info:
             for line in info:

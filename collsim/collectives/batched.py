@@ -38,6 +38,7 @@ Examples
 """
 
 import gc
+import weakref
 from dataclasses import dataclass
 from functools import partial
 
@@ -116,8 +117,6 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
             if timed is None:  # contention: max-min sharing decides these times
                 return Unbatched(f"flows of step {len(steps) + 1} would share a link, which "
                                  "max-min sharing decides")  # fmt: skip
-            if isinstance(nbytes, int):
-                nbytes = _filled(nbytes, len(step), np.int64)
             steps.append((nbytes, *timed))
         if timing.time > cluster.max_time:
             return Unbatched("the run would pass the max_time guard")
@@ -157,24 +156,92 @@ def check_engine_budget(schedule, why):
         )
 
 
+class _Routing:
+    """What the runs of one group with one protocol on one cluster share: every route's
+    links, α and β, and the :class:`_Layout` of each set of senders and receivers, kept
+    for the cluster's life (a training loop calls the same collective thousands of
+    times)."""
+
+    def __init__(self, cluster, ranks, protocol):
+        self.cluster, self.ranks, self.protocol = cluster, ranks, protocol
+        self.routes, self.route_ids = [], {}  # links of each route; (src, dst) -> id
+        self.links = {}  # directed link -> id
+        # (id(src), id(dst)) -> (src, dst, layout): the arrays are held, so their ids stay
+        # theirs; and by value, (src bytes, dst bytes) -> layout
+        self.by_identity, self.by_value = {}, {}
+
+    @classmethod
+    def of(cls, cluster, ranks, protocol):
+        kept = _ROUTINGS.setdefault(cluster, {})
+        key = (ranks.tobytes(), protocol)
+        routing = kept.get(key)
+        if routing is None:
+            if len(kept) >= _KEEP_ROUTINGS:
+                kept.pop(next(iter(kept)))  # the oldest
+            routing = kept[key] = cls(cluster, ranks, protocol)
+        return routing
+
+    def layout(self, step):
+        # by identity first (a ring's steps share their arrays), by value when that misses
+        found = self.by_identity.get((id(step.src), id(step.dst)))
+        if found is not None and found[0] is step.src and found[1] is step.dst:
+            return found[2]
+        key = (step.src.tobytes(), step.dst.tobytes())
+        layout = self.by_value.get(key)
+        if layout is None:
+            layout = self.by_value[key] = _Layout(self, step)
+        self.by_identity[(id(step.src), id(step.dst))] = (step.src, step.dst, layout)
+        return layout
+
+    def route(self, src, dst):
+        """``(id, α, β, link ids)`` of the route between cluster ranks ``src``, ``dst``."""
+        found = self.route_ids.get((src, dst))
+        if found is None:
+            links, alpha, beta = self.cluster.route(src, dst)
+            if self.protocol is not None:  # its latency on the path's slowest link class
+                edges = self.cluster.topology.edges
+                alpha = alpha + self.protocol.latency_for(
+                    slowest_class([edges[link].get("link_class") for link in links])
+                )
+            ids = [self.links.setdefault(link, len(self.links)) for link in links]
+            found = self.route_ids[(src, dst)] = (len(self.routes), alpha, beta, ids)
+            self.routes.append(links)
+        return found
+
+
+# cluster -> {(group ranks, protocol): _Routing}; a cluster that is dropped takes its own
+_ROUTINGS = weakref.WeakKeyDictionary()
+_KEEP_ROUTINGS = 64
+
+
 class _Timing:
     """Start and end times of every step's transfers, from per-rank ready times."""
 
     def __init__(self, cluster, ranks, protocol):
-        self.cluster = cluster
+        self.routing = _Routing.of(cluster, ranks, protocol)
         self.maxmin = cluster.model == "maxmin"
         self.ranks, self.protocol = ranks, protocol
         self.ready = np.zeros(len(ranks))  # when each group rank posts its next step
         self.level = 0.0  # while every rank posts at one instant: that instant (else None)
-        self.routes, self.route_ids = [], {}  # links of each route; (src, dst) -> id
-        self.links = {}  # directed link -> id
-        self.free_at = np.zeros(0)  # per link id: when its last flow ends
-        self.layouts = {}  # the step's (src, dst) bytes -> _Layout
+        self.free_at = None  # per link id: when its last flow ends (made when first read)
         self.time, self.events = 0.0, 0
+
+    @property
+    def routes(self):
+        return self.routing.routes
+
+    def _free_at(self):
+        """Per link id, when its last flow ends: every link known to the routing."""
+        n = len(self.routing.links)
+        if self.free_at is None:
+            self.free_at = np.zeros(n)
+        elif len(self.free_at) < n:
+            self.free_at = np.concatenate([self.free_at, np.zeros(n - len(self.free_at))])
+        return self.free_at
 
     def step(self, step, nbytes):
         """``(start, end, layout)`` of one step's transfers, or None under contention."""
-        layout = self._layout(step)
+        layout = self.routing.layout(step)
         if isinstance(nbytes, int) or _constant(nbytes):
             if self.level is not None and layout.alpha0 is not None:
                 return self._uniform_step(step, int(nbytes) if isinstance(nbytes, int)
@@ -184,7 +251,7 @@ class _Timing:
         ready = self.ready
         if self.level is not None:  # leaving the uniform steps: every rank at one time
             ready[:] = self.level
-            self.free_at[:] = self.level  # no flow so far ends after it
+            self._free_at()[:] = self.level  # no flow so far ends after it
             self.level = None
         start = np.maximum(ready[step.src], ready[step.dst])
         begin = start + layout.alpha
@@ -199,9 +266,10 @@ class _Timing:
             if not moving.all():
                 keep = moving[owner]
                 owner, links = owner[keep], links[keep]
-            if not layout.unique or np.any(begin[owner] < self.free_at[links]):
+            free_at = self._free_at()
+            if not layout.unique or np.any(begin[owner] < free_at[links]):
                 return None
-            self.free_at[links] = end[owner]
+            free_at[links] = end[owner]
         # a rank posts its next step once all its transfers of this one are done
         if layout.unique_ends:
             ready[step.src] = np.maximum(ready[step.src], end)
@@ -233,47 +301,14 @@ class _Timing:
             self.ready[:] = start
             self.ready[step.src] = end
             self.ready[step.dst] = end
-            self.free_at[:] = start  # every earlier flow ended by then
+            free_at = self._free_at()
+            free_at[:] = start  # every earlier flow ended by then
             if moving:
-                self.free_at[layout.flat] = end
+                free_at[layout.flat] = end
             self.level = None
         self.time = max(self.time, end) if k else self.time
         self.events += k * (2 if moving else 1)  # START, and FINISH when bytes move
-        return _filled(start, k), _filled(end, k), layout
-
-    def _layout(self, step):
-        # by identity first (a ring's steps share their arrays), by value when that misses
-        key = (id(step.src), id(step.dst))
-        layout = self.layouts.get(key)
-        if layout is None:
-            layout = self.layouts[key] = self._layout_of(step)
-        return layout
-
-    def _layout_of(self, step):
-        key = (step.src.tobytes(), step.dst.tobytes())
-        layout = self.layouts.get(key)
-        if layout is None:
-            layout = self.layouts[key] = _Layout(self, step)
-        return layout
-
-    def route(self, src, dst):
-        """``(id, α, β, link ids)`` of the route between cluster ranks ``src``, ``dst``."""
-        found = self.route_ids.get((src, dst))
-        if found is None:
-            links, alpha, beta = self.cluster.route(src, dst)
-            if self.protocol is not None:  # its latency on the path's slowest link class
-                edges = self.cluster.topology.edges
-                alpha = alpha + self.protocol.latency_for(
-                    slowest_class([edges[link].get("link_class") for link in links])
-                )
-            ids = [self.links.setdefault(link, len(self.links)) for link in links]
-            if len(self.links) > len(self.free_at):
-                self.free_at = np.concatenate(
-                    [self.free_at, np.zeros(len(self.links) - len(self.free_at))]
-                )
-            found = self.route_ids[(src, dst)] = (len(self.routes), alpha, beta, ids)
-            self.routes.append(links)
-        return found
+        return start, end, layout  # one start and one end for every row of the block
 
 
 class _Layout:
@@ -308,13 +343,6 @@ def _constant(values):
         and values.strides[0] == 0
         or (len(values) > 0 and values.min() == values.max())
     )
-
-
-def _filled(value, k, dtype=np.float64):
-    """``k`` copies of ``value`` as an array: a broadcast (8 bytes) for many."""
-    if k <= _SMALL_BLOCK:
-        return np.full(k, value, dtype=dtype)
-    return np.broadcast_to(np.array([value], dtype=dtype), (k,))
 
 
 def _compact(values):

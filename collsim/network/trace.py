@@ -73,8 +73,8 @@ class TransferBlock:
 
     src: np.ndarray  # int ranks
     dst: np.ndarray
-    nbytes: np.ndarray  # int64
-    start: np.ndarray  # float64 seconds
+    nbytes: np.ndarray  # int64, or one int for every row
+    start: np.ndarray  # float64 seconds, or one float for every row
     end: np.ndarray
     route: np.ndarray  # index into routes
     routes: tuple  # the directed links of each route
@@ -85,13 +85,20 @@ class TransferBlock:
     def __len__(self):
         return len(self.src)
 
+    def column(self, name):
+        """Column ``name`` as an array of one value per row (a number given for every row
+        is repeated, for the one who asks)."""
+        values = getattr(self, name)
+        return values if isinstance(values, np.ndarray) else np.full(len(self), values)
+
     def records(self):
         """The rows as plain tuples, in row order."""
         metas = self.metas() if self.metas is not None else [None] * len(self)
         routes, tag = self.routes, self.tag
         return [(s, d, tag, n, a, b, routes[r], label, meta) for s, d, n, a, b, r, label, meta
-                in zip(self.src.tolist(), self.dst.tolist(), self.nbytes.tolist(),
-                       self.start.tolist(), self.end.tolist(), self.route.tolist(),
+                in zip(self.src.tolist(), self.dst.tolist(), self.column("nbytes").tolist(),
+                       self.column("start").tolist(), self.column("end").tolist(),
+                       self.route.tolist(),
                        self.labels(), metas)]  # fmt: skip
 
 
@@ -209,13 +216,13 @@ class Trace:
                  f"{m:,} compute span{'' if m == 1 else 's'}"]  # fmt: skip
         raw, blocks = self._raw, self._blocks
         if n:
-            sent = sum(r[3] for r in raw) + sum(int(b.nbytes.sum()) for b in blocks)
+            sent = sum(r[3] for r in raw) + sum(int(b.column("nbytes").sum()) for b in blocks)
             parts.append(f"{format_size(sent)} sent")
         if n or m:
             starts = [r[4] for r in raw] + [c.start for c in self.computes]
             ends = [r[5] for r in raw] + [c.end for c in self.computes]
-            starts += [float(b.start.min()) for b in blocks if len(b)]
-            ends += [float(b.end.max()) for b in blocks if len(b)]
+            starts += [float(np.min(b.start)) for b in blocks if len(b)]
+            ends += [float(np.max(b.end)) for b in blocks if len(b)]
             parts.append(f"{format_time(min(starts))} .. {format_time(max(ends))}")
         if self.memory:  # a run that never allocates prints as it always did
             k = len(self.memory)
@@ -304,19 +311,18 @@ RECORD_BYTES = 800
 
 def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):
     """Add the blocks' transfers to the per-rank and per-link counts, exactly (int64):
-    every row of a block travels its own path from its sender to its receiver."""
+    every row of a block travels its own path from its sender to its receiver.  Blocks
+    are counted together, a million rows at a time, in a few numpy calls."""
     totals = [np.zeros(n_ranks, dtype=np.int64) for _ in range(3)]
-    by_routes = {}  # id(routes) -> (routes, bytes per route): steps share their routes
+    by_routes = {}  # id(routes) -> (routes, bytes per route, used): steps share routes
+    batch, rows = [], 0
     for b in blocks:
-        np.add.at(totals[0], b.src, b.nbytes)
-        np.add.at(totals[1], b.dst, b.nbytes)
-        np.add.at(totals[2], b.src, 1)
-        routes, carried, used = by_routes.setdefault(
-            id(b.routes),
-            (b.routes, np.zeros(len(b.routes), dtype=np.int64), np.zeros(len(b.routes), bool)),
-        )
-        np.add.at(carried, b.route, b.nbytes)
-        used[b.route] = True  # a link that carried only empty messages is counted, at 0 B
+        batch.append(b)
+        rows += len(b)
+        if rows >= 1 << 20:
+            _count(batch, totals, by_routes)
+            batch, rows = [], 0
+    _count(batch, totals, by_routes)
     for counts, added in zip((sent, received, messages), totals):
         for rank in np.flatnonzero(added).tolist():
             counts[rank] += int(added[rank])
@@ -325,6 +331,30 @@ def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):
             nbytes = int(carried[r])
             for link in routes[r]:
                 link_bytes[link] = link_bytes.get(link, 0) + nbytes
+
+
+def _count(blocks, totals, by_routes):
+    if not blocks:
+        return
+    src = np.concatenate([b.src for b in blocks])
+    dst = np.concatenate([b.dst for b in blocks])
+    nbytes = np.concatenate([b.column("nbytes") for b in blocks]).astype(np.int64)
+    np.add.at(totals[0], src, nbytes)
+    np.add.at(totals[1], dst, nbytes)
+    np.add.at(totals[2], src, 1)
+    starts = np.cumsum([0] + [len(b) for b in blocks])
+    groups = {}  # id(routes) -> indices of its blocks: a run's steps share one table
+    for i, b in enumerate(blocks):
+        groups.setdefault(id(b.routes), []).append(i)
+    for members in groups.values():
+        table = blocks[members[0]].routes
+        _, carried, used = by_routes.setdefault(
+            id(table), (table, np.zeros(len(table), dtype=np.int64), np.zeros(len(table), bool))
+        )
+        route = np.concatenate([blocks[i].route for i in members])
+        moved = np.concatenate([nbytes[starts[i] : starts[i + 1]] for i in members])
+        np.add.at(carried, route, moved)
+        used[route] = True  # a link that carried only empty messages is counted, at 0 B
 
 
 def _split_rerouted(link_bytes, reroutes):
