@@ -36,7 +36,10 @@ TABLES = {
     "bench_peers": (["--ranks", "2", "--sizes", "2^10", "--rounds", "1", "--peers", "threaded"],
                     "| K | N (float32) | numpy limit | collsim ring | threaded PG | gloo | MPI |"),
     "bench_numpy_limit": (["--quick", "--rounds", "1"],
-                          "| K | N (float32) | numpy loop | numpy stack | numpy reduce |"),
+                          "| K | N (float32) | numpy loop | numpy stack | numpy reduce "
+                          "| numpy prealloc |"),
+    "bench_inputs": (["--quick"],
+                     "| K | N | dtype | numpy integers() | collsim integer_inputs | ratio |"),
 }  # fmt: skip
 
 
@@ -46,10 +49,9 @@ def test_the_script_prints_its_table(name):
     code, out, err = run_script(name, *args)
     assert code == 0, err
     assert header in out, out
-    if name != "bench_numpy_limit":  # not one of the scripts that head their tables so
-        assert out.startswith("machine: ") and "nproc " in out and "load average" in out, out
-        command = shlex.join(["python", f"benchmarks/{name}.py", *args])
-        assert f"command: {command}\n" in out, out
+    assert out.startswith("machine: ") and "nproc " in out and "load average" in out, out
+    command = shlex.join(["python", f"benchmarks/{name}.py", *args])
+    assert f"command: {command}\n" in out, out
 
 
 def test_bench_scale_prints_its_table_and_checks_every_k_against_the_closed_form():
