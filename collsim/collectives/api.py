@@ -22,7 +22,8 @@ reduce-scatter 1/3 (step 1 of 6), 0 s .. 5 us
   rank 3: [r3 | r2+r3 | r3 | r3]
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from .. import units
@@ -173,7 +174,8 @@ class CollectiveResult:
     group: Group
     schedule: object
     outputs: list  # per group rank (None in count-only mode)
-    stats: CollectiveStats
+    # the RunResult: its trace, and its counts when first read (``stats``)
+    run: object = field(repr=False, compare=False)
     trace: object
     time: float
     count: int
@@ -181,6 +183,20 @@ class CollectiveResult:
     op: str
     choice: object = None  # the AutoChoice where algorithm="auto" chose, else None
     protocol: object = None  # the Protocol the steps used, None without a protocol model
+
+    @cached_property
+    def stats(self):
+        """The :class:`CollectiveStats` of the run, in group ranks (counted when first
+        read: a loop of calls that reads only the outputs does not pay for them)."""
+        stats, ranks = self.run.stats, self.group.ranks
+        return CollectiveStats(
+            bytes_sent=[stats.bytes_sent[r] for r in ranks],
+            bytes_received=[stats.bytes_received[r] for r in ranks],
+            messages=[stats.messages_sent[r] for r in ranks],
+            link_bytes=stats.link_bytes,
+            steps=self.schedule.n_steps,
+            time=self.time,
+        )
 
     @property
     def size_bytes(self):
@@ -309,22 +325,13 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     if isinstance(result, Unbatched):
         check_engine_budget(schedule, result.reason)
         result = cluster.run(program)
-    stats = result.stats
-    ranks = group.ranks
     return CollectiveResult(
         collective=name,
         algorithm=chosen,
         group=group,
         schedule=schedule,
-        outputs=[result.returns[r] for r in ranks],
-        stats=CollectiveStats(
-            bytes_sent=[stats.bytes_sent[r] for r in ranks],
-            bytes_received=[stats.bytes_received[r] for r in ranks],
-            messages=[stats.messages_sent[r] for r in ranks],
-            link_bytes=stats.link_bytes,
-            steps=schedule.n_steps,
-            time=result.time,
-        ),
+        outputs=[result.returns[r] for r in group.ranks],
+        run=result,
         trace=result.trace,
         time=result.time,
         count=int(count),
