@@ -43,7 +43,7 @@ def test_network_routes_are_the_topologys_on_every_kind_of_topology(name):
     g = TOPOLOGIES[name]()
     net = Network(Engine(), g)
     expected = _topology_routes(g)
-    assert {pair: net.route(*pair) for pair in expected} == expected
+    assert {pair: net.route(*pair)[:3] for pair in expected} == expected
 
 
 @given(
@@ -70,7 +70,7 @@ def test_network_routes_are_the_topologys_on_random_graphs(k, edges, switch):
     g = topology.from_graph(g)
     net = Network(Engine(), g)
     expected = _topology_routes(g)
-    assert {pair: net.route(*pair) for pair in expected} == expected
+    assert {pair: net.route(*pair)[:3] for pair in expected} == expected
 
 
 def test_a_slow_direct_link_is_not_taken_by_the_shortcut():

@@ -78,10 +78,12 @@ class Flow:
     __slots__ = (
         "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
         "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
+        "shares",  # the active table of each of its links (Network.active[link])
     )  # fmt: skip
 
-    def __init__(self, links, nbytes, on_done, arg, beta=None):
+    def __init__(self, links, nbytes, on_done, arg, beta=None, shares=()):
         self.links = links
+        self.shares = shares
         self.beta = beta  # the narrowest link's bandwidth: the rate when it is alone
         self.nbytes = nbytes
         self.remaining = float(nbytes)
@@ -115,7 +117,8 @@ class Network:
         self.capacity = {(u, v): d["bandwidth"] for u, v, d in graph.edges(data=True)}
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
-        self.routes = {}  # (src, dst) -> (links, α, β): route()'s cache, read inline by callers
+        # (src, dst) -> (links, α, β, shares): route()'s cache, read inline by callers
+        self.routes = {}
         # faults: what is down, what never finishes, what moved (see the module docstring)
         self.failed = set()  # directed links that are down
         self.crashed = set()  # ranks that crashed
@@ -137,7 +140,8 @@ class Network:
         self._finish_event = None
 
     def route(self, src, dst):
-        """(links, α, β) of the path from ``src`` to ``dst``, cached.
+        """(links, α, β, shares) of the path from ``src`` to ``dst``, cached (``shares``:
+        see :meth:`path`).
 
         After a link failure, a path that crossed it is replaced by the topology's next
         path on the graph without the failed links (its own routing, else the shortest
@@ -150,8 +154,15 @@ class Network:
                 links = self._detour(src, dst) or links
             alpha = sum(self.latency[link] for link in links)
             beta = min((self.capacity[link] for link in links), default=math.inf)
-            found = self.routes[key] = (links, alpha, beta)
+            found = self.routes[key] = self.path(links, alpha, beta)
         return found
+
+    def path(self, links, alpha, beta):
+        """``(links, α, β, shares)``: a route as :meth:`transfer_on` takes it, ``shares``
+        being the table of flows on each link (``active[link]``), found here once per
+        route rather than by hashing each link twice per transfer."""
+        active = self.active
+        return links, alpha, beta, tuple(active[link] for link in links)
 
     def _direct(self, src, dst):
         """``((src, dst),)`` where :func:`collsim.topology.route` would take the direct link
@@ -245,7 +256,7 @@ class Network:
         if src in self.crashed or dst in self.crashed:
             return self._stall(flow, rank=src if src in self.crashed else dst)
         try:
-            links, alpha, beta = self.route(src, dst)
+            links, alpha, beta, shares = self.route(src, dst)
         except ConfigError:  # not a rank-to-rank flow
             return self._stall(flow, link=dead)
         if any(link in self.failed for link in links):
@@ -254,7 +265,7 @@ class Network:
         before = sum(moved for _, moved in flow.legs or ())
         moved = flow.nbytes - flow.remaining - before
         flow.legs = (flow.legs or []) + [(old, moved)]
-        flow.links, flow.beta, flow.rate = links, beta, 0.0
+        flow.links, flow.beta, flow.rate, flow.shares = links, beta, 0.0, shares
         if self.relink is not None:  # the transfer's record names the path it ends on
             flow.arg = self.relink(flow.arg, old, links)
         self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old,
@@ -309,11 +320,11 @@ class Network:
     def transfer_on(self, route, nbytes, on_done, arg=None):
         """:meth:`transfer` along ``route``, as :meth:`route` returned it (for callers
         that need the route too and should not look it up twice)."""
-        links, alpha, beta = route
+        links, alpha, beta, shares = route
         engine = self.engine
         now = engine.now
         time = now + alpha
-        flow = Flow(links, nbytes, on_done, arg, beta)
+        flow = Flow(links, nbytes, on_done, arg, beta, shares)
         events = engine._at.get(time)
         if events is not None:  # Engine.at, inlined for an instant that has events
             events[START].append((self._begin, flow))
@@ -338,10 +349,8 @@ class Network:
             flow.rate = flow.beta
             self._schedule_finish(flow)
             return
-        active = self.active
         alone = True
-        for link in links:
-            sharing = active[link]
+        for sharing in flow.shares:
             sharing[flow] = None
             if len(sharing) != 1:
                 alone = False
@@ -364,14 +373,13 @@ class Network:
         if version != flow.version:
             return  # its rate changed after this completion was scheduled
         if not self._ideal:
-            active, others, links = self.active, False, flow.links
-            for link in links:
-                sharing = active[link]
+            others = False
+            for sharing in flow.shares:
                 del sharing[flow]
                 if sharing:
                     others = True
             if others:
-                self._reshare(links)
+                self._reshare(flow.links)
         elif self.tracking:
             for link in flow.links:
                 del self.active[link][flow]
