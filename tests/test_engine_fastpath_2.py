@@ -98,3 +98,52 @@ def test_a_ring_neighbours_route_takes_no_walk_of_the_graph(monkeypatch):
     for r in range(64):
         assert net.route(r, (r + 1) % 64)[0] == ((r, (r + 1) % 64),)
         assert net.route(r, (r - 1) % 64)[0] == ((r, (r - 1) % 64),)
+
+
+def _by_sender(routes):
+    table = {}
+    for (src, dst), found in routes.items():
+        table.setdefault(src, {})[dst] = found
+    return table
+
+
+def test_a_route_carries_the_active_table_of_each_of_its_links():
+    net = Network(Engine(), topology.ring(4))
+    links, _, _, shares = net.route(0, 2)
+    assert links == ((0, 1), (1, 2))
+    assert len(shares) == 2 and all(s is net.active[link] for s, link in zip(shares, links))
+    assert net.routes_from == {0: {2: net.routes[(0, 2)]}}
+
+
+def test_routes_by_sender_follow_the_routes_through_faults():
+    engine = Engine()
+    net = Network(engine, topology.bidirectional_ring(6, bandwidth=1e9, latency=0))
+    done = []
+    for r in range(6):
+        net.transfer(r, (r + 1) % 6, 2e9, done.append, r)
+    engine.at(1.0, 1, lambda _: net.fail_link(2, 3))
+    engine.run()
+    assert sorted(done) == list(range(6)) and len(net.reroutes) == 1
+    assert net.routes_from == _by_sender(net.routes)
+    assert not any((2, 3) in found[0] for found in net.routes.values())
+    assert net.routes[(2, 3)][0] == ((2, 1), (1, 0), (0, 5), (5, 4), (4, 3))
+    net.scale_link(0, 1, 0.5)
+    assert net.routes == {} and net.routes_from == {}
+
+
+def test_a_rerouted_flow_joins_and_leaves_the_tables_of_its_new_links():
+    engine = Engine()
+    net = Network(engine, topology.bidirectional_ring(4, bandwidth=1e9, latency=0))
+    done = []
+    net.transfer(0, 1, 2e9, done.append, "moved")
+    seen = {}
+
+    def probe(_):
+        seen.update({link: len(flows) for link, flows in net.active.items() if flows})
+
+    engine.at(1.0, 1, lambda _: net.fail_link(0, 1))
+    engine.at(1.5, 1, probe)
+    engine.run()
+    assert done == ["moved"] and engine.now == 2.0
+    assert seen == {(0, 3): 1, (3, 2): 1, (2, 1): 1}
+    assert not any(net.active.values())

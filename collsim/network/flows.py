@@ -117,8 +117,10 @@ class Network:
         self.capacity = {(u, v): d["bandwidth"] for u, v, d in graph.edges(data=True)}
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
-        # (src, dst) -> (links, α, β, shares): route()'s cache, read inline by callers
-        self.routes = {}
+        # (src, dst) -> (links, α, β, shares): route()'s cache; routes_from holds the same
+        # as src -> {dst: route}, read inline per transfer by the mailboxes (two int-keyed
+        # lookups cost half one on a fresh (src, dst) tuple in a table of every pair)
+        self.routes, self.routes_from = {}, {}
         # faults: what is down, what never finishes, what moved (see the module docstring)
         self.failed = set()  # directed links that are down
         self.crashed = set()  # ranks that crashed
@@ -155,6 +157,7 @@ class Network:
             alpha = sum(self.latency[link] for link in links)
             beta = min((self.capacity[link] for link in links), default=math.inf)
             found = self.routes[key] = self.path(links, alpha, beta)
+            self.routes_from.setdefault(src, {})[dst] = found
         return found
 
     def path(self, links, alpha, beta):
@@ -194,7 +197,7 @@ class Network:
         for link in ((u, v), (v, u)):
             if link in self.capacity:
                 self.capacity[link] *= factor
-        self.routes = {}  # their β changed
+        self.routes, self.routes_from = {}, {}  # their β changed
 
     def fail_link(self, u, v):
         """Take both directions of link ``u``-``v`` down now: reroute or stall every flow
@@ -208,6 +211,9 @@ class Network:
         self._degraded = None
         self.routes = {key: found for key, found in self.routes.items()
                         if not any(link in self.failed for link in found[0])}  # fmt: skip
+        self.routes_from = {}
+        for (src, dst), found in self.routes.items():
+            self.routes_from.setdefault(src, {})[dst] = found
         hit = {}
         for link in dead:
             hit.update(dict.fromkeys(self.active[link]))

@@ -153,7 +153,10 @@ class Mailboxes:
         # route is looked up here, once, for both the network and the trace record
         src, dst, tag = key
         network = self.network
-        route = network.routes.get((src, dst)) or network.route(src, dst)
+        table = network.routes_from.get(src)
+        route = table.get(dst) if table is not None else None
+        if route is None:
+            route = network.route(src, dst)
         transfer = (key, send, recv, self.engine.now, route[0])
         # a collective's step tag may name NCCL's wire protocol; its move may be one of a
         # group the switch combines (in-switch reduction): both are typed records the
