@@ -78,10 +78,12 @@ class Flow:
     __slots__ = (
         "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
         "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
+        "shares",  # the active table of each of its links (Network.active[link])
     )  # fmt: skip
 
-    def __init__(self, links, nbytes, on_done, arg, beta=None):
+    def __init__(self, links, nbytes, on_done, arg, beta=None, shares=()):
         self.links = links
+        self.shares = shares
         self.beta = beta  # the narrowest link's bandwidth: the rate when it is alone
         self.nbytes = nbytes
         self.remaining = float(nbytes)
@@ -115,7 +117,10 @@ class Network:
         self.capacity = {(u, v): d["bandwidth"] for u, v, d in graph.edges(data=True)}
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
-        self.routes = {}  # (src, dst) -> (links, α, β): route()'s cache, read inline by callers
+        # (src, dst) -> (links, α, β, shares): route()'s cache; routes_from holds the same
+        # as src -> {dst: route}, read inline per transfer by the mailboxes (two int-keyed
+        # lookups cost half one on a fresh (src, dst) tuple in a table of every pair)
+        self.routes, self.routes_from = {}, {}
         # faults: what is down, what never finishes, what moved (see the module docstring)
         self.failed = set()  # directed links that are down
         self.crashed = set()  # ranks that crashed
@@ -126,6 +131,8 @@ class Network:
         self._faulty = False  # a link failed or a rank crashed: _begin checks every flow
         self._degraded = None  # (topology routing, shortest) graphs without failed links
         self._ideal = model == "ideal"
+        # ranks, and each node's fastest link out and in (femtoseconds), for _direct
+        self._fastest = None
         # bound once, not per transfer (a bound method is an allocation); _begin is looked
         # up each time, so that a test may wrap it on the instance
         self._finish_event = self._finish
@@ -135,7 +142,8 @@ class Network:
         self._finish_event = None
 
     def route(self, src, dst):
-        """(links, α, β) of the path from ``src`` to ``dst``, cached.
+        """(links, α, β, shares) of the path from ``src`` to ``dst``, cached (``shares``:
+        see :meth:`path`).
 
         After a link failure, a path that crossed it is replaced by the topology's next
         path on the graph without the failed links (its own routing, else the shortest
@@ -143,13 +151,43 @@ class Network:
         key = (src, dst)
         found = self.routes.get(key)
         if found is None:
-            links = tuple(topology.route(self.graph, src, dst))
+            links = self._direct(src, dst) or tuple(topology.route(self.graph, src, dst))
             if self.failed and any(link in self.failed for link in links):
                 links = self._detour(src, dst) or links
             alpha = sum(self.latency[link] for link in links)
             beta = min((self.capacity[link] for link in links), default=math.inf)
-            found = self.routes[key] = (links, alpha, beta)
+            found = self.routes[key] = self.path(links, alpha, beta)
+            self.routes_from.setdefault(src, {})[dst] = found
         return found
+
+    def path(self, links, alpha, beta):
+        """``(links, α, β, shares)``: a route as :meth:`transfer_on` takes it, ``shares``
+        being the table of flows on each link (``active[link]``), found here once per
+        route rather than by hashing each link twice per transfer."""
+        active = self.active
+        return links, alpha, beta, tuple(active[link] for link in links)
+
+    def _direct(self, src, dst):
+        """``((src, dst),)`` where :func:`collsim.topology.route` would take the direct link
+        by its own shortcut (shortest-path routing, and no detour can beat the link: the
+        fastest link out of ``src`` plus the fastest into ``dst`` is no slower), else None.
+
+        The same rule on the same integer latencies, with each node's fastest links found
+        once per network instead of twice per route: a 4,096-rank ring's 8,192 neighbour
+        routes cost a dict lookup each, not a walk of the graph's adjacency views."""
+        fastest = self._fastest
+        if fastest is None:
+            fastest = self._fastest = _fastest_links(self.graph, self.latency)
+        ranks, out, into = fastest
+        link = (src, dst)
+        latency = self.latency.get(link)
+        if latency is None or src == dst or type(src) is not int or type(dst) is not int:
+            return None
+        if src not in ranks or dst not in ranks:
+            return None
+        if out[src] + into[dst] >= round(latency * 1e15):
+            return (link,)
+        return None
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -159,7 +197,7 @@ class Network:
         for link in ((u, v), (v, u)):
             if link in self.capacity:
                 self.capacity[link] *= factor
-        self.routes = {}  # their β changed
+        self.routes, self.routes_from = {}, {}  # their β changed
 
     def fail_link(self, u, v):
         """Take both directions of link ``u``-``v`` down now: reroute or stall every flow
@@ -173,6 +211,9 @@ class Network:
         self._degraded = None
         self.routes = {key: found for key, found in self.routes.items()
                         if not any(link in self.failed for link in found[0])}  # fmt: skip
+        self.routes_from = {}
+        for (src, dst), found in self.routes.items():
+            self.routes_from.setdefault(src, {})[dst] = found
         hit = {}
         for link in dead:
             hit.update(dict.fromkeys(self.active[link]))
@@ -221,7 +262,7 @@ class Network:
         if src in self.crashed or dst in self.crashed:
             return self._stall(flow, rank=src if src in self.crashed else dst)
         try:
-            links, alpha, beta = self.route(src, dst)
+            links, alpha, beta, shares = self.route(src, dst)
         except ConfigError:  # not a rank-to-rank flow
             return self._stall(flow, link=dead)
         if any(link in self.failed for link in links):
@@ -230,7 +271,7 @@ class Network:
         before = sum(moved for _, moved in flow.legs or ())
         moved = flow.nbytes - flow.remaining - before
         flow.legs = (flow.legs or []) + [(old, moved)]
-        flow.links, flow.beta, flow.rate = links, beta, 0.0
+        flow.links, flow.beta, flow.rate, flow.shares = links, beta, 0.0, shares
         if self.relink is not None:  # the transfer's record names the path it ends on
             flow.arg = self.relink(flow.arg, old, links)
         self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old,
@@ -285,11 +326,11 @@ class Network:
     def transfer_on(self, route, nbytes, on_done, arg=None):
         """:meth:`transfer` along ``route``, as :meth:`route` returned it (for callers
         that need the route too and should not look it up twice)."""
-        links, alpha, beta = route
+        links, alpha, beta, shares = route
         engine = self.engine
         now = engine.now
         time = now + alpha
-        flow = Flow(links, nbytes, on_done, arg, beta)
+        flow = Flow(links, nbytes, on_done, arg, beta, shares)
         events = engine._at.get(time)
         if events is not None:  # Engine.at, inlined for an instant that has events
             events[START].append((self._begin, flow))
@@ -314,10 +355,8 @@ class Network:
             flow.rate = flow.beta
             self._schedule_finish(flow)
             return
-        active = self.active
         alone = True
-        for link in links:
-            sharing = active[link]
+        for sharing in flow.shares:
             sharing[flow] = None
             if len(sharing) != 1:
                 alone = False
@@ -340,14 +379,13 @@ class Network:
         if version != flow.version:
             return  # its rate changed after this completion was scheduled
         if not self._ideal:
-            active, others, links = self.active, False, flow.links
-            for link in links:
-                sharing = active[link]
+            others = False
+            for sharing in flow.shares:
                 del sharing[flow]
                 if sharing:
                     others = True
             if others:
-                self._reshare(links)
+                self._reshare(flow.links)
         elif self.tracking:
             for link in flow.links:
                 del self.active[link][flow]
@@ -391,6 +429,23 @@ class Network:
                             seen_links[other] = None
                             frontier.append(other)
         return list(seen_flows), list(seen_links)
+
+
+def _fastest_links(graph, latency):
+    """``(rank nodes, {node: fastest link out}, {node: fastest link in})``, latencies in
+    integer femtoseconds as :func:`collsim.topology.route` weighs them; no ranks where the
+    topology's routing is not shortest-path (its own rules decide every route)."""
+    if graph.graph.get("routing", "shortest") in ("dimension_order", "hierarchical"):
+        return frozenset(), {}, {}
+    ranks = frozenset(n for n, kind in graph.nodes(data="kind") if kind == "rank")
+    out, into = {}, {}
+    for (u, v), seconds in latency.items():
+        fs = round(seconds * 1e15)
+        if fs < out.get(u, fs + 1):
+            out[u] = fs
+        if fs < into.get(v, fs + 1):
+            into[v] = fs
+    return ranks, out, into
 
 
 def _endpoints(links):

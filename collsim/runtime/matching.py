@@ -153,7 +153,10 @@ class Mailboxes:
         # route is looked up here, once, for both the network and the trace record
         src, dst, tag = key
         network = self.network
-        route = network.routes.get((src, dst)) or network.route(src, dst)
+        table = network.routes_from.get(src)
+        route = table.get(dst) if table is not None else None
+        if route is None:
+            route = network.route(src, dst)
         transfer = (key, send, recv, self.engine.now, route[0])
         # a collective's step tag may name NCCL's wire protocol; its move may be one of a
         # group the switch combines (in-switch reduction): both are typed records the
@@ -174,14 +177,14 @@ class Mailboxes:
         """``(route, wire bytes)`` of a message sent with ``protocol``: its latency for the
         slowest link class on the path joins the route's α, and the wire carries
         ``nbytes / efficiency`` (a link without a class adds no protocol latency)."""
-        links, alpha, beta = route
+        links, alpha, beta, shares = route
         extra = self.protocol_latency.get((links, protocol))
         if extra is None:
             classes = [self.network.graph.edges[link].get("link_class") for link in links]
             extra = self.protocol_latency[(links, protocol)] = protocol.latency_for(
                 slowest_class(classes)
             )
-        return (links, alpha + extra, beta), nbytes / (protocol.efficiency * efficiency)
+        return (links, alpha + extra, beta, shares), nbytes / (protocol.efficiency * efficiency)
 
     def _join_combined(self, transfer, combine, protocol):
         """One move of a combined group (a switch reducing or multicasting): once all
@@ -199,7 +202,7 @@ class Mailboxes:
         capacity = network.capacity
         beta = min((capacity[link] for link in links), default=float("inf"))
         nbytes = max(t[1][0].nbytes for t in group)
-        union = (links, alpha, beta)
+        union = network.path(links, alpha, beta)
         if protocol is not None:
             union, nbytes = self._on_wire(union, nbytes, protocol, combine.efficiency)
         else:
