@@ -351,19 +351,33 @@ def _shortest(g, src, dst, subgraph=None):
     scale = g.number_of_nodes() + 1
 
     def weight(u, v, data):
-        return round(data["latency"] * 1e15) * scale + 1
+        return latency_fs(data["latency"]) * scale + 1
 
     if graph.has_edge(src, dst):
-        # any other path leaves src on some link and enters dst on another, so it weighs
-        # at least (fastest link out of src + fastest into dst) * scale + 2: where that is
-        # no less than the direct link's latency, the direct link wins outright (a ring's
-        # neighbours, thousands of times per run, without a Dijkstra each)
-        direct = round(graph.edges[src, dst]["latency"] * 1e15)
-        out = min(round(d["latency"] * 1e15) for d in graph.succ[src].values())
-        into = min(round(d["latency"] * 1e15) for d in graph.pred[dst].values())
-        if out + into >= direct:
+        direct = latency_fs(graph.edges[src, dst]["latency"])
+        out = min(latency_fs(d["latency"]) for d in graph.succ[src].values())
+        into = min(latency_fs(d["latency"]) for d in graph.pred[dst].values())
+        if direct_link_wins(direct, out, into):
             return [src, dst]
     return nx.dijkstra_path(graph, src, dst, weight=weight)
+
+
+def latency_fs(seconds):
+    """A link's latency as shortest-path routing weighs it: whole femtoseconds."""
+    return round(seconds * 1e15)
+
+
+def direct_link_wins(direct, fastest_out, fastest_in):
+    """Whether a direct link of latency ``direct`` (femtoseconds) is the shortest path
+    outright: any other path leaves the sender on some link and enters the receiver on
+    another, so it weighs at least ``(fastest_out + fastest_in) * scale + 2`` against the
+    direct link's ``direct * scale + 1`` (a ring's neighbours, thousands of routes per run,
+    without a Dijkstra each).
+
+    >>> direct_link_wins(3_000_000_000, 1_000_000_000, 1_500_000_000)  # a detour is faster
+    False
+    """
+    return fastest_out + fastest_in >= direct
 
 
 def _dimension_order(g, src, dst):

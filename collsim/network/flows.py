@@ -185,7 +185,7 @@ class Network:
             return None
         if src not in ranks or dst not in ranks:
             return None
-        if out[src] + into[dst] >= round(latency * 1e15):
+        if topology.direct_link_wins(topology.latency_fs(latency), out[src], into[dst]):
             return (link,)
         return None
 
@@ -440,7 +440,7 @@ def _fastest_links(graph, latency):
     ranks = frozenset(n for n, kind in graph.nodes(data="kind") if kind == "rank")
     out, into = {}, {}
     for (u, v), seconds in latency.items():
-        fs = round(seconds * 1e15)
+        fs = topology.latency_fs(seconds)
         if fs < out.get(u, fs + 1):
             out[u] = fs
         if fs < into.get(v, fs + 1):
