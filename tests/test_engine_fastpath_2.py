@@ -74,14 +74,9 @@ def test_network_routes_are_the_topologys_on_random_graphs(k, edges, switch):
 
 
 def test_a_slow_direct_link_is_not_taken_by_the_shortcut():
-    g = nx.DiGraph()
-    g.add_edge(0, 1, latency=3e-6, bandwidth=1e9)  # direct, but 0.5 us slower
-    g.add_edge(0, 2, latency=1e-6, bandwidth=1e9)
-    g.add_edge(2, 1, latency=1.5e-6, bandwidth=1e9)
-    g.add_edge(1, 0, latency=1e-6, bandwidth=1e9)
-    g.add_edge(2, 0, latency=1e-6, bandwidth=1e9)
-    g.add_edge(1, 2, latency=1e-6, bandwidth=1e9)
-    net = Network(Engine(), topology.from_graph(g))
+    from test_routing_shortcut import slow_direct_link_graph
+
+    net = Network(Engine(), slow_direct_link_graph())
     assert net._direct(0, 1) is None
     assert net.route(0, 1)[0] == ((0, 2), (2, 1))
     assert net._direct(1, 0) == ((1, 0),)
