@@ -6,10 +6,10 @@ the routes, rates and traces the general code gives.
   topology and on random graphs whose direct links sometimes lose to a detour.
 """
 
-import networkx as nx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_routing_shortcut import EDGES, ring_with_extra_links, slow_direct_link_graph
 
 from collsim import topology
 from collsim.network.engine import Engine
@@ -46,36 +46,15 @@ def test_network_routes_are_the_topologys_on_every_kind_of_topology(name):
     assert {pair: net.route(*pair)[:3] for pair in expected} == expected
 
 
-@given(
-    k=st.integers(2, 6),
-    edges=st.lists(
-        st.tuples(st.integers(0, 6), st.integers(0, 6), st.sampled_from([0.0, 1e-6, 2e-6, 5e-6])),
-        min_size=1,
-        max_size=25,
-    ),
-    switch=st.booleans(),
-)
+@given(k=st.integers(2, 6), edges=EDGES, switch=st.booleans())
 def test_network_routes_are_the_topologys_on_random_graphs(k, edges, switch):
-    g = nx.DiGraph()
-    g.add_nodes_from(range(k))
-    for r in range(k):  # a ring keeps every pair connected
-        g.add_edge(r, (r + 1) % k, latency=3e-6, bandwidth=1e9)
-    for u, v, latency in edges:
-        if u < k and v < k and u != v:
-            g.add_edge(u, v, latency=latency, bandwidth=2e9)
-    if switch:  # a switch node with fast links can beat a direct link too
-        for r in range(k):
-            g.add_edge(r, "sw", latency=1e-6, bandwidth=1e9)
-            g.add_edge("sw", r, latency=0.0, bandwidth=1e9)
-    g = topology.from_graph(g)
+    g = ring_with_extra_links(k, edges, switch)
     net = Network(Engine(), g)
     expected = _topology_routes(g)
     assert {pair: net.route(*pair)[:3] for pair in expected} == expected
 
 
 def test_a_slow_direct_link_is_not_taken_by_the_shortcut():
-    from test_routing_shortcut import slow_direct_link_graph
-
     net = Network(Engine(), slow_direct_link_graph())
     assert net._direct(0, 1) is None
     assert net.route(0, 1)[0] == ((0, 2), (2, 1))

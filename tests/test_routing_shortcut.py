@@ -20,23 +20,34 @@ def _dijkstra(g, src, dst):
     return list(zip(nodes[:-1], nodes[1:]))
 
 
-@given(
-    k=st.integers(2, 7),
-    edges=st.lists(
-        st.tuples(st.integers(0, 6), st.integers(0, 6), st.sampled_from([0.0, 1e-6, 2e-6, 5e-6])),
-        min_size=1,
-        max_size=30,
-    ),
+EDGES = st.lists(
+    st.tuples(st.integers(0, 6), st.integers(0, 6), st.sampled_from([0.0, 1e-6, 2e-6, 5e-6])),
+    min_size=1,
+    max_size=30,
 )
-def test_routes_equal_dijkstras_on_random_graphs(k, edges):
+
+
+def ring_with_extra_links(k, edges, switch=False):
+    """A one-way ring of ``k`` ranks (so every pair is connected) plus ``edges``
+    ``(u, v, latency)``, and with ``switch`` a switch whose fast links can beat a direct
+    link too."""
     g = nx.DiGraph()
     g.add_nodes_from(range(k))
-    for r in range(k):  # a ring keeps every pair connected
+    for r in range(k):
         g.add_edge(r, (r + 1) % k, latency=3e-6, bandwidth=1e9)
     for u, v, latency in edges:
         if u < k and v < k and u != v:
-            g.add_edge(u, v, latency=latency, bandwidth=1e9)
-    g = topology.from_graph(g)
+            g.add_edge(u, v, latency=latency, bandwidth=2e9)
+    if switch:
+        for r in range(k):
+            g.add_edge(r, "sw", latency=1e-6, bandwidth=1e9)
+            g.add_edge("sw", r, latency=0.0, bandwidth=1e9)
+    return topology.from_graph(g)
+
+
+@given(k=st.integers(2, 7), edges=EDGES, switch=st.booleans())
+def test_routes_equal_dijkstras_on_random_graphs(k, edges, switch):
+    g = ring_with_extra_links(k, edges, switch)
     for src in range(k):
         for dst in range(k):
             if src != dst:
