@@ -305,3 +305,16 @@ def test_building_more_records_than_memory_holds_is_refused(monkeypatch):
     assert "2,095,104 transfer records need about 1.561 GiB" in str(err.value)
     assert "trace.stats" in str(err.value)
     assert out.stats.messages == [2 * 1023] * 1024  # the figures need no records
+
+
+def test_the_cli_refuses_a_chrome_trace_too_big_for_memory(monkeypatch, tmp_path, capsys):
+    from collsim.cli import main
+    from collsim.network import trace as trace_module
+
+    monkeypatch.setattr(trace_module, "available_memory", lambda: 1 << 30)
+    out = tmp_path / "t.json"
+    code = main(["run", "all-reduce", "--ranks", "1024", "--count-only", "--trace", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and not out.exists()
+    assert f"--trace {out}: the run's 2,095,104 transfers are too many to write one by one" in err
+    assert "drop --trace, or pass a smaller --ranks" in err

@@ -353,10 +353,17 @@ def run(args):
                 sys.stdout.flush()
     faults_report.print_footer(cluster, last, args)  # which link or rank set the time
     if args.trace and last is not None:
+        n = last.trace.transfer_count
         try:
             last.trace.to_chrome(args.trace)
         except OSError as exc:  # a full disk, /dev/full: name the file, not stdout
             raise ConfigError(f"--trace {args.trace}: cannot write it ({exc.strerror})") from None
+        except ConfigError as exc:  # more transfer records than the memory holds
+            raise ConfigError(
+                f"--trace {args.trace}: the run's {n:,} transfers are too many to write one "
+                f"by one ({str(exc).split(': ', 1)[-1].split(';')[0]}); the figures above "
+                "are complete: drop --trace, or pass a smaller --ranks"
+            ) from None
         if not args.json:
             print(f"# trace written to {args.trace} (open it at ui.perfetto.dev)")
     if args.json:
