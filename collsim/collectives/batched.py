@@ -315,9 +315,9 @@ class _Layout:
     """What every step with the same senders and receivers shares: routes, α, β, and the
     links each move crosses (``flat``, with ``owner`` the move of each entry)."""
 
-    def __init__(self, timing, step):
-        ranks = timing.ranks
-        found = [timing.route(s, d) for s, d in zip(ranks[step.src].tolist(),
+    def __init__(self, routing, step):
+        ranks = routing.ranks
+        found = [routing.route(s, d) for s, d in zip(ranks[step.src].tolist(),
                                                     ranks[step.dst].tolist())]  # fmt: skip
         self.route = np.array([f[0] for f in found], dtype=np.int64)
         self.alpha = np.array([f[1] for f in found], dtype=np.float64)
@@ -338,11 +338,8 @@ class _Layout:
 
 
 def _constant(values):
-    return (
-        len(values) > 0
-        and values.strides[0] == 0
-        or (len(values) > 0 and values.min() == values.max())
-    )
+    """Whether ``values`` holds one value (a broadcast does, without a look)."""
+    return len(values) > 0 and (values.strides[0] == 0 or values.min() == values.max())
 
 
 def _compact(values):
