@@ -49,7 +49,6 @@ from ..hardware.protocols import slowest_class
 from ..network.trace import Trace, TransferBlock
 from ..runtime.cluster import RunResult
 from . import executor  # step_labels read through the module: one wording, patchable
-from .columns import step_columns
 from .executor import DTYPE_BYTES, REDUCE_OPS, _prepare, _result
 from .records import CollectiveStep
 from .schedule import chunk_bounds
@@ -80,9 +79,7 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
     ``dtype`` per rank); ``protocol`` a Protocol or None."""
     if cluster.faults:
         return Unbatched("the cluster has faults, which act on flows in flight")
-    if cluster.model not in ("maxmin", "ideal"):
-        return Unbatched(f"network model {cluster.model!r} is not maxmin or ideal")
-    columns = step_columns(schedule)
+    columns = schedule.columns
     combined = next((s for s, step in enumerate(columns) if step.combined), None)
     if combined is not None:
         return Unbatched(f"step {combined + 1} is reduced in the switch (NVLS)")
@@ -143,7 +140,7 @@ class Unbatched:
 def check_engine_budget(schedule, why):
     """Refuse, before it starts, a per-transfer run of more than
     :data:`MAX_ENGINE_TRANSFERS` moves (``why``: the :class:`Unbatched` reason)."""
-    moves = sum(len(step) for step in step_columns(schedule))
+    moves = sum(len(step) for step in schedule.columns)
     if moves > MAX_ENGINE_TRANSFERS or schedule.ranks > MAX_ENGINE_RANKS:
         name = schedule.collective.replace("_", "-")
         raise ConfigError(

@@ -8,7 +8,7 @@ step at once, so it reads a step as a few arrays rather than as K
 Examples
 --------
 >>> from collsim.collectives.ring import ring_all_reduce
->>> first = step_columns(ring_all_reduce(3))[0]
+>>> first = ring_all_reduce(3).columns[0]  # Schedule.columns: built once per schedule
 >>> first.src.tolist(), first.dst.tolist(), first.lo.tolist(), first.reduce.tolist()
 ([0, 1, 2], [1, 2, 0], [2, 0, 1], [True, True, True])
 """
@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["StepColumns", "step_columns", "columns_of"]
+__all__ = ["StepColumns", "columns_of"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,9 +94,3 @@ def columns_of(moves):
         flags[:, i] = (m.reduce, m.from_input)
         combined = combined or m.combine is not None
     return StepColumns(*rows, *flags, combined=combined)
-
-
-def step_columns(schedule):
-    """Every step of ``schedule`` as :class:`StepColumns` (built once per schedule:
-    ``schedule.columns``)."""
-    return schedule.columns
