@@ -9,7 +9,7 @@ Rule for events at the same instant: flows and compute spans that *finish* are s
 max-min share computed at that instant never depends on which was pushed first.
 
 The order is that of a heap of ``(time, priority, seq, callback)`` entries, kept without
-comparing entries: a heap holds the distinct pending times, and each time a list of its
+comparing entries: a heap holds the distinct pending times, and each time a queue of its
 events per priority, in the order they were scheduled.  A collective's or an exchange's
 transfers start and end in lockstep, thousands at one instant; a heap of their entries
 would compare them (ties on time, then on order) at every push and pop, here they are
@@ -29,11 +29,11 @@ Examples
 import heapq
 import math
 import numbers
+from collections import deque
 
 from ..errors import CollsimError, ConfigError, SimulationLimitError
 
 _push = heapq.heappush  # bound once: a new instant is pushed on the hot paths
-_TRIM = 4096  # events of one instant read before the list drops them
 
 __all__ = ["Engine", "FINISH", "START", "SimulationLimitError", "DEFAULT_MAX_TIME",
            "DEFAULT_MAX_EVENTS"]  # fmt: skip
@@ -75,7 +75,9 @@ class Engine:
         self.max_time = max_time
         self.max_events = max_events
         self._times = []  # heap of the instants that have events pending
-        # instant -> its events, ([FINISH ones], [START ones]), each (callback, arg)
+        # instant -> its events, (FINISH ones, START ones), each a deque, flat: callback,
+        # arg, callback, arg, ...  (a tuple per event would be one more object to make
+        # and, thousands of events later, to read back from a cold cache line)
         self._at = {}
 
     def at(self, time, priority, callback, arg=None):
@@ -86,9 +88,27 @@ class Engine:
             raise CollsimError(f"event priority {priority!r}: give FINISH or START")
         events = self._at.get(time)
         if events is None:
-            events = self._at[time] = ([], [])
+            events = self._at[time] = (deque(), deque())
             _push(self._times, time)
-        events[priority].append((callback, arg))
+        events = events[priority]
+        events.append(callback)
+        events.append(arg)
+
+    def pending(self):
+        """The events not yet run, as ``(time, priority, callback, arg)`` in the order
+        they will run (to inspect a run stopped midway, in tests or a debugger).
+
+        >>> engine = Engine()
+        >>> engine.at(2.0, START, print, "b"); engine.at(1.0, START, print, "a")
+        >>> [(time, arg) for time, _, _, arg in engine.pending()]
+        [(1.0, 'a'), (2.0, 'b')]
+        """
+        events = []
+        for time in sorted(self._at):
+            for priority, queue in enumerate(self._at[time]):
+                flat = list(queue)
+                events += [(time, priority, flat[n], flat[n + 1]) for n in range(0, len(flat), 2)]
+        return events
 
     def run(self):
         """Process events until none is left."""
@@ -96,9 +116,6 @@ class Engine:
         max_time = self.max_time
         # the count lives in a local while events run; the guard is the last event allowed
         events, last = self.events, self.max_events
-        # the instant being run: its two lists, and how far each has been read
-        first = second = None
-        i = j = 0
         try:
             while times:
                 time = times[0]
@@ -113,24 +130,17 @@ class Engine:
                     )
                 self.now = time
                 # this instant's events, FINISH before START, each in the order scheduled;
-                # an event scheduled now for now joins its list and runs in its turn
+                # an event scheduled now for now joins its queue and runs in its turn.
+                # Each is taken off as it runs: what a guard stops stays, what ran is freed
                 first, second = at[time]
-                i = j = 0
+                finishing, starting = first.popleft, second.popleft
                 while True:
-                    if i < len(first):
-                        callback, arg = first[i]
-                        first[i] = None  # freed now, as a heap pop would: memory stays warm
-                        i += 1
-                        if i == _TRIM:  # a long instant: drop what ran, keep memory flat
-                            del first[:i]
-                            i = 0
-                    elif j < len(second):
-                        callback, arg = second[j]
-                        second[j] = None
-                        j += 1
-                        if j == _TRIM:
-                            del second[:j]
-                            j = 0
+                    if first:
+                        callback = finishing()
+                        arg = finishing()
+                    elif second:
+                        callback = starting()
+                        arg = starting()
                     else:
                         break
                     events += 1
@@ -146,8 +156,5 @@ class Engine:
                     callback(arg)
                 pop(times)
                 del at[time]
-                first = None
         finally:
             self.events = events
-            if first is not None:  # stopped inside an instant: what ran is gone
-                del first[:i], second[:j]
