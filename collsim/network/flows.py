@@ -129,10 +129,12 @@ class Network:
         self.relink = None  # relink(arg, old, new): the arg a rerouted flow finishes with
         self.tracking = False  # keep "ideal" flows in `active` too, so faults can find them
         self._faulty = False  # a link failed or a rank crashed: _begin checks every flow
+        self._special = model == "ideal"  # _faulty or the ideal model: _begin_special
         self._degraded = None  # (topology routing, shortest) graphs without failed links
         self._ideal = model == "ideal"
         # ranks, and each node's fastest link out and in (femtoseconds), for _direct
         self._fastest = None
+        self._floats = {}  # route() keeps one object per α or β value (see there)
         # bound once, not per transfer (a bound method is an allocation); _begin is looked
         # up each time, so that a test may wrap it on the instance
         self._finish_event = self._finish
@@ -156,6 +158,10 @@ class Network:
                 links = self._detour(src, dst) or links
             alpha = sum(self.latency[link] for link in links)
             beta = min((self.capacity[link] for link in links), default=math.inf)
+            # one float object per distinct value: the routes of a uniform topology share
+            # theirs, so each transfer reads them from a warm cache line, not its own
+            alpha = self._floats.setdefault(alpha, alpha)
+            beta = self._floats.setdefault(beta, beta)
             found = self.routes[key] = self.path(links, alpha, beta)
             self.routes_from.setdefault(src, {})[dst] = found
         return found
@@ -207,7 +213,7 @@ class Network:
         if not dead:
             return
         self.failed.update(dead)
-        self._faulty = True
+        self._faulty = self._special = True
         self._degraded = None
         self.routes = {key: found for key, found in self.routes.items()
                         if not any(link in self.failed for link in found[0])}  # fmt: skip
@@ -225,7 +231,7 @@ class Network:
         if rank in self.crashed:
             return
         self.crashed.add(rank)
-        self._faulty = True
+        self._faulty = self._special = True
         links = [(rank, v) for v in self.graph.successors(rank)]
         links += [(u, rank) for u in self.graph.predecessors(rank)]
         hit = {}
@@ -333,28 +339,23 @@ class Network:
         flow = Flow(links, nbytes, on_done, arg, beta, shares)
         events = engine._at.get(time)
         if events is not None:  # Engine.at, inlined for an instant that has events
-            events[START].append((self._begin, flow))
+            events = events[START]
+            events.append(self._begin)
+            events.append(flow)
         else:
             engine.at(time, START, self._begin, flow)
 
     # -- the bandwidth phase -------------------------------------------------------------
 
     def _begin(self, flow):
-        engine = self.engine
-        now = flow.last = engine.now
-        links = flow.links
-        if self._faulty and links and self._blocked(flow):
-            return
-        if flow.nbytes == 0 or not links:
+        if self._special:  # faults, or the ideal model: checks the common case skips
+            if self._begin_special(flow):
+                return
+        elif not (flow.nbytes and flow.links):  # nothing to move, or nowhere to move it
             flow.on_done(flow.arg)
             return
-        if self._ideal:
-            if self.tracking:  # so that a fault finds it
-                for link in links:
-                    self.active[link][flow] = None
-            flow.rate = flow.beta
-            self._schedule_finish(flow)
-            return
+        engine = self.engine
+        now = flow.last = engine.now
         alone = True
         for sharing in flow.shares:
             sharing[flow] = None
@@ -368,11 +369,32 @@ class Network:
             time = now + (remaining / rate if remaining > 0 else 0.0)
             events = engine._at.get(time)
             if events is not None:  # Engine.at, inlined for an instant that has events
-                events[FINISH].append((self._finish_event, (flow, version)))
+                events = events[FINISH]
+                events.append(self._finish_event)
+                events.append((flow, version))
             else:
                 engine.at(time, FINISH, self._finish, (flow, version))
         else:
-            self._reshare(links)
+            self._reshare(flow.links)
+
+    def _begin_special(self, flow):
+        """:meth:`_begin` on a network with faults or the ideal model: True once the flow
+        is settled here (stalled, rerouted, delivered, or scheduled alone)."""
+        flow.last = self.engine.now
+        links = flow.links
+        if self._faulty and links and self._blocked(flow):
+            return True
+        if flow.nbytes == 0 or not links:
+            flow.on_done(flow.arg)
+            return True
+        if self._ideal:
+            if self.tracking:  # so that a fault finds it
+                for link in links:
+                    self.active[link][flow] = None
+            flow.rate = flow.beta
+            self._schedule_finish(flow)
+            return True
+        return False  # max-min sharing with faults: shared as on a healthy network
 
     def _finish(self, flow_and_version):
         flow, version = flow_and_version

@@ -48,11 +48,12 @@ class Mailboxes:
         self.combining = {}  # (tag, Combine) -> the matched transfers of a combined group
         self.protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
         self.delivered = self._delivered  # bound once: the network calls it per transfer
+        self.record = trace.transfer_recorder()  # trace.add_transfer, without a Python call
 
     def release(self):
         """Drop what waits here once the run is over (their arrays, the groups)."""
         self.sends, self.recvs, self.wild, self.combining = {}, {}, {}, {}
-        self.delivered = None
+        self.delivered = self.record = None
 
     # -- matching -------------------------------------------------------------------------
 
@@ -238,8 +239,7 @@ class Mailboxes:
             else:
                 reduce(out, payload, out=out)
             value = out
-        self.trace.add_transfer(src, dst, tag, payload.nbytes, start, self.engine.now, links, label,
-                                meta)  # fmt: skip
+        self.record((src, dst, tag, payload.nbytes, start, self.engine.now, links, label, meta))
         # a group's post is counted down here, inline: two calls fewer per message
         if type(sender) is PostGroup:
             sender.state[send_slot] = None

@@ -159,11 +159,13 @@ class Exchange:
     the reports that name them.
     """
 
-    __slots__ = ("send_posts", "recv_posts")
+    __slots__ = ("send_posts", "recv_posts", "patterns")
 
-    def __init__(self, send_posts, recv_posts):
+    def __init__(self, send_posts, recv_posts, patterns=True):
         self.send_posts = send_posts  # [(dst, payload, tag, label, meta)]
         self.recv_posts = recv_posts  # [(src, tag, out, reduce)]
+        # False: no receive names ANY or a TagPrefix, so each is matched by its key
+        self.patterns = patterns
 
     @property
     def sends(self):

@@ -78,10 +78,11 @@ class PostGroup:
     next step.
     """
 
-    __slots__ = ("execution", "proc", "steps", "sends", "recvs", "state", "left")
+    __slots__ = ("execution", "proc", "steps", "sends", "recvs", "state", "left", "mail", "me")
 
     def __init__(self, execution, proc, steps=None):
         self.execution, self.proc, self.steps = execution, proc, steps
+        self.mail, self.me = execution.mail, proc.rank.id  # read at every post
         self.sends, self.recvs = (), ()
         self.state = []  # per post, sends first: PENDING, then its value (None for a send)
         self.left = 0
@@ -94,18 +95,24 @@ class PostGroup:
         self.sends, self.recvs = sends, recvs
         self.state = [PENDING] * n
         self.left = n
-        mail, me = self.execution.mail, self.proc.rank.id
-        send, recv = mail.send, mail.recv
+        mail, me = self.mail, self.me
+        send = mail.send
         slot = 0
         for dst, payload, tag, label, meta in sends:
             send(me, dst, tag, (payload, label, meta, self, slot))
             slot += 1
-        for src, tag, out, reduce in recvs:
-            if patterns and (src is ANY or type(tag) in PATTERNS):
-                mail.wild_recv(me, src, tag, (out, reduce, self, slot))
-            else:
+        if patterns:
+            for src, tag, out, reduce in recvs:
+                if src is ANY or type(tag) in PATTERNS:
+                    mail.wild_recv(me, src, tag, (out, reduce, self, slot))
+                else:
+                    mail.recv(src, me, tag, (out, reduce, self, slot))
+                slot += 1
+        else:
+            recv = mail.recv
+            for src, tag, out, reduce in recvs:
                 recv(src, me, tag, (out, reduce, self, slot))
-            slot += 1
+                slot += 1
         return n
 
     def post_steps(self):

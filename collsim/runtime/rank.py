@@ -113,6 +113,7 @@ class Rank:
         # few exact type tests; any other goes through isend/irecv, which check it
         # field by field and name what is wrong, exactly as they would on their own
         size, send_posts, recv_posts = self.size, [], []
+        patterns = False  # whether a receive may name ANY or a TagPrefix (matched by a scan)
         for entry in sends:
             if type(entry) is tuple and len(entry) == 3:
                 dst, payload, tag = entry
@@ -130,7 +131,8 @@ class Rank:
                     continue
             op = self.irecv(*_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
             recv_posts.append((op.src, op.tag, op.out, op.reduce))
-        return Exchange(send_posts, recv_posts)
+            patterns = True
+        return Exchange(send_posts, recv_posts, patterns)
 
     def compute(self, seconds=None, flops=None, label="compute", meta=None):
         """Occupy this rank's compute stream for ``seconds`` (a number or a time string
