@@ -1,0 +1,135 @@
+"""Trace.stats() counts its records per (sender, receiver, size, path) first: the figures
+must be those of adding every record one by one, in order, on every kind of run (repeated
+routes, switch-combined groups, reroutes), and a size that is not a whole number must still
+be added record by record (a product would round differently)."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import collsim
+from collsim import CountOnly, hardware, topology
+from collsim.collectives.api import run_collective
+from collsim.network.trace import Trace
+from collsim.runtime.faults import Faults
+
+
+def record_by_record(trace, n_ranks):
+    """The figures of stats(), added one record at a time, in the order recorded."""
+    sent, received, messages, link_bytes = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks, {}
+    for t in trace._raw:
+        src, dst, _, nbytes, _, _, links, _, _ = t
+        if not links or links[0][0] == src:
+            sent[src] += nbytes
+        if not links or links[-1][1] == dst:
+            received[dst] += nbytes
+        messages[src] += 1
+        for link in links:
+            link_bytes[link] = link_bytes.get(link, 0) + nbytes
+    return sent, received, messages, link_bytes
+
+
+def assert_same_as_record_by_record(trace, n_ranks):
+    stats = trace.stats(n_ranks)
+    sent, received, messages, link_bytes = record_by_record(trace, n_ranks)
+    assert stats.bytes_sent == sent
+    assert stats.bytes_received == received
+    assert stats.messages_sent == messages
+    assert stats.link_bytes == link_bytes
+    assert list(stats.link_bytes) == list(link_bytes)  # the same order: first carried first
+
+
+def _random_exchanges(rank, seed, rounds):
+    rng = np.random.default_rng(seed * 1000 + rank.id)
+    sizes = [int(s) for s in rng.integers(0, 4, size=rounds) * 1024]  # repeats, and zeros
+    k = rank.size
+    for step, size in enumerate(sizes):
+        yield rank.exchange(sends=[((rank.id + 1) % k, CountOnly(size), step)],
+                            recvs=[((rank.id - 1) % k, step)])  # fmt: skip
+
+
+@given(k=st.integers(2, 9), seed=st.integers(0, 2**16), rounds=st.integers(1, 6),
+       shape=st.sampled_from(["ring", "switch", "fully_connected"]))  # fmt: skip
+def test_the_counts_of_random_exchanges_are_those_added_one_by_one(k, seed, rounds, shape):
+    topo = {"ring": lambda: topology.ring(k), "switch": lambda: topology.switch(k),
+            "fully_connected": lambda: topology.fully_connected(k)}[shape]()  # fmt: skip
+    result = collsim.Cluster(topo).run(_random_exchanges, seed, rounds)
+    assert len(result.trace._raw) == k * rounds
+    assert_same_as_record_by_record(result.trace, k)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "nvls"])
+def test_the_counts_of_a_per_transfer_collective_are_those_added_one_by_one(algorithm):
+    # NVLS: the switch combines each step's moves, and only one member carries the shared
+    # leg, so some records have part of a path or none; the per-transfer path everywhere
+    cluster = collsim.Cluster(hardware.topology("dgx-h100"))
+    out = run_collective(cluster, "all_reduce", count=1 << 12, algorithm=algorithm,
+                         batched=False)  # fmt: skip
+    trace = out.run.trace
+    assert trace._raw and not trace._blocks
+    if algorithm == "nvls":
+        assert any(links == () or links[0][0] != src for src, _, _, _, _, _, links, _, _
+                   in trace._raw)  # fmt: skip
+    assert_same_as_record_by_record(trace, 8)
+
+
+def test_the_counts_of_a_rerouted_run_split_the_failed_link_as_before():
+    def program(rank):
+        if rank.id == 0:
+            yield rank.send(1, CountOnly(1 << 20))
+        elif rank.id == 1:
+            yield rank.recv(0)
+
+    faults = Faults.parse(fail_link=["0-1@5us"])
+    result = collsim.Cluster(topology.bidirectional_ring(4), faults=faults).run(program)
+    stats = result.trace.stats(4)
+    assert result.trace.faults.reroutes  # the run did take the detour
+    assert stats.bytes_sent[0] == stats.bytes_received[1] == 1 << 20
+    assert sum(stats.link_bytes.values()) > 1 << 20  # the detour's links carried the rest
+
+
+def test_fractional_sizes_are_added_one_by_one_in_order():
+    # 0.1 added ten times is 0.9999999999999999; 0.1 * 10 is 1.0: a product would differ
+    trace = Trace()
+    for i in range(10):
+        trace.add_transfer(0, 1, i, 0.1, 0.0, 1.0, ((0, 1),), "")
+    stats = trace.stats(2)
+    assert stats.bytes_sent[0] == sum([0.1] * 10) == 0.9999999999999999
+    assert stats.link_bytes[(0, 1)] == 0.9999999999999999
+    assert stats.messages_sent == [10, 0]
+
+
+def test_whole_sizes_of_any_integer_type_are_multiplied_exactly():
+    trace = Trace()
+    big = np.int64(3 << 40)
+    for i in range(1000):
+        trace.add_transfer(2, 0, i, big, 0.0, 1.0, ((2, 1), (1, 0)), "")
+        trace.add_transfer(0, 2, i, 7, 0.0, 1.0, ((0, 2),), "")
+    stats = trace.stats(3)
+    assert stats.bytes_sent == [7000, 0, 1000 * (3 << 40)]
+    assert stats.bytes_received == [1000 * (3 << 40), 0, 7000]
+    assert stats.messages_sent == [1000, 0, 1000]
+    assert stats.link_bytes == {(2, 1): 1000 * (3 << 40), (1, 0): 1000 * (3 << 40),
+                                (0, 2): 7000}  # fmt: skip
+
+
+def test_the_recorder_is_add_transfer():
+    a, b = Trace(), Trace()
+    record = (3, 1, 5, 64, 0.5, 1.5, ((3, 2), (2, 1)), "x", None)
+    a.add_transfer(*record)
+    b.transfer_recorder()(record)
+    assert a.transfers == b.transfers and a.stats(4) == b.stats(4)
+
+
+def test_routes_of_a_uniform_ring_share_their_alpha_and_beta_objects():
+    # one float object per value: a transfer reads a warm cache line, not its route's own
+    cluster = collsim.Cluster(topology.bidirectional_ring(64, "100GB/s", "5us"))
+    from collsim.network import Engine, Network
+
+    net = Network(Engine(), cluster.topology)
+    routes = [net.route(r, (r + 1) % 64) for r in range(64)]
+    routes += [net.route(r, (r - 1) % 64) for r in range(64)]
+    assert len({id(alpha) for _, alpha, _, _ in routes}) == 1
+    assert len({id(beta) for _, _, beta, _ in routes}) == 1
+    assert routes[0][1] == 5e-6 and routes[0][2] == 100e9
