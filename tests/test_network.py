@@ -191,12 +191,12 @@ def test_a_reshare_touches_only_flows_that_share_links():
 
 
 def _scheduled_flows(g, transfers):
-    """The Flow objects of a run, kept by wrapping Network._begin."""
+    """The Flow objects of a run, kept by wrapping the network's start of each flow."""
     engine = Engine()
     net = Network(engine, g)
     kept = []
-    begin = net._begin
-    net._begin = lambda flow: (kept.append(flow), begin(flow))
+    begin = net._begin_event
+    net._begin_event = lambda flow: (kept.append(flow), begin(flow))
     for name, src, dst, nbytes in transfers:
         net.transfer(src, dst, nbytes, lambda _: None, name)
     engine.run()

@@ -73,7 +73,11 @@ class Stall:
 
 
 class Flow:
-    """One transfer in flight: its links, bytes left, current rate and completion."""
+    """One transfer in flight: its links, bytes left, current rate and completion.
+
+    When its last byte arrives the network calls :meth:`arrived`: ``on_done(arg)``.  The
+    runtime's messages are a subclass (:class:`collsim.runtime.matching.Transfer`) whose
+    arrival delivers the message itself, so that a message in flight is one object."""
 
     __slots__ = (
         "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
@@ -93,6 +97,10 @@ class Flow:
         self.on_done = on_done
         self.arg = arg
         self.legs = None
+
+    def arrived(self):
+        """The last byte arrived (called by the network once, at that instant)."""
+        self.on_done(self.arg)
 
 
 class Network:
@@ -126,7 +134,6 @@ class Network:
         self.crashed = set()  # ranks that crashed
         self.stalled = []  # Stall records, in the order the flows stalled
         self.reroutes = []  # Reroute records, in order
-        self.relink = None  # relink(arg, old, new): the arg a rerouted flow finishes with
         self.tracking = False  # keep "ideal" flows in `active` too, so faults can find them
         self._faulty = False  # a link failed or a rank crashed: _begin checks every flow
         self._special = model == "ideal"  # _faulty or the ideal model: _begin_special
@@ -135,13 +142,14 @@ class Network:
         # ranks, and each node's fastest link out and in (femtoseconds), for _direct
         self._fastest = None
         self._floats = {}  # route() keeps one object per α or β value (see there)
-        # bound once, not per transfer (a bound method is an allocation); _begin is looked
-        # up each time, so that a test may wrap it on the instance
+        # bound once, not per transfer: a bound method is one more object to make, and
+        # to free once its event ran (a test may wrap these on the instance)
+        self._begin_event = self._begin
         self._finish_event = self._finish
 
     def release(self):
-        """Drop what refers back to this network (a bound method) once the run is over."""
-        self._finish_event = None
+        """Drop what refers back to this network (bound methods) once the run is over."""
+        self._begin_event = self._finish_event = None
 
     def route(self, src, dst):
         """(links, α, β, shares) of the path from ``src`` to ``dst``, cached (``shares``:
@@ -278,8 +286,6 @@ class Network:
         moved = flow.nbytes - flow.remaining - before
         flow.legs = (flow.legs or []) + [(old, moved)]
         flow.links, flow.beta, flow.rate, flow.shares = links, beta, 0.0, shares
-        if self.relink is not None:  # the transfer's record names the path it ends on
-            flow.arg = self.relink(flow.arg, old, links)
         self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old,
                                      links))  # fmt: skip
         self.engine.at(self.engine.now + alpha, START, self._begin, flow)
@@ -333,17 +339,21 @@ class Network:
         """:meth:`transfer` along ``route``, as :meth:`route` returned it (for callers
         that need the route too and should not look it up twice)."""
         links, alpha, beta, shares = route
+        self.start(Flow(links, nbytes, on_done, arg, beta, shares), alpha)
+
+    def start(self, flow, alpha):
+        """Start ``flow`` (made for one of this network's routes) now: its bytes begin to
+        move after the route's latency ``alpha``; :meth:`Flow.arrived` is called when the
+        last one arrives."""
         engine = self.engine
-        now = engine.now
-        time = now + alpha
-        flow = Flow(links, nbytes, on_done, arg, beta, shares)
+        time = engine.now + alpha
         events = engine._at.get(time)
         if events is not None:  # Engine.at, inlined for an instant that has events
             events = events[START]
-            events.append(self._begin)
+            events.append(self._begin_event)
             events.append(flow)
         else:
-            engine.at(time, START, self._begin, flow)
+            engine.at(time, START, self._begin_event, flow)
 
     # -- the bandwidth phase -------------------------------------------------------------
 
@@ -352,7 +362,7 @@ class Network:
             if self._begin_special(flow):
                 return
         elif not (flow.nbytes and flow.links):  # nothing to move, or nowhere to move it
-            flow.on_done(flow.arg)
+            flow.arrived()
             return
         engine = self.engine
         now = flow.last = engine.now
@@ -385,7 +395,7 @@ class Network:
         if self._faulty and links and self._blocked(flow):
             return True
         if flow.nbytes == 0 or not links:
-            flow.on_done(flow.arg)
+            flow.arrived()
             return True
         if self._ideal:
             if self.tracking:  # so that a fault finds it
@@ -411,7 +421,7 @@ class Network:
         elif self.tracking:
             for link in flow.links:
                 del self.active[link][flow]
-        flow.on_done(flow.arg)
+        flow.arrived()
 
     def _schedule_finish(self, flow):
         version = flow.version = flow.version + 1

@@ -19,7 +19,7 @@ from .guards import (
     default_max_ops,
     runaway_error,
 )
-from .matching import Mailboxes, relinked
+from .matching import Mailboxes
 from .memory import MemoryBlock, MemoryTracker
 from .ops import ANY, Compute, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
 from .process import PATTERNS, Barrier, PostGroup, Process, attach_rank, values
@@ -299,7 +299,6 @@ class Execution:
             network.scale_link(record.u, record.v, record.factor)
         if faults.fail_links or faults.crash_ranks:
             network.tracking = True
-            network.relink = relinked
         timed = [(r.at, self._fail, r) for r in faults.fail_links]
         timed += [(r.at, self._crash, r) for r in faults.crash_ranks]
         for at, apply, record in timed:
@@ -351,7 +350,6 @@ class Execution:
         self.processes = []
         self.mail.release()
         self._dispatch = {}
-        self.network.relink = None
         self.network.release()
         self._comm_tail = {}
         self.collective_calls = {}

@@ -9,16 +9,13 @@ reduces) straight into that array when the data arrives, which is how collective
 a second copy.  As with MPI and NCCL, a sender must not change an array while its send
 is in flight.
 
-The records on this path are plain tuples, made millions of times a run (a class
-instance costs several times as much), each unpacked by name where it is read:
-
-* a posted send, ``(payload, label, meta, waiter, slot)``, and a posted receive,
-  ``(out, reduce, waiter, slot)``: ``waiter`` is the :class:`~collsim.runtime.ops.Handle`
-  of a send or receive operation, or the :class:`~collsim.runtime.process.PostGroup` of
-  an exchange or a collective's step, whose post number ``slot`` is;
-* a transfer in flight, ``(key, send, recv, start, links)``: ``key`` is ``(src, dst,
-  tag)``, ``send`` and ``recv`` the two posts, ``start`` when both were posted and
-  ``links`` the route the trace records (the last field, so a reroute can replace it).
+A post waiting here is a plain tuple, made millions of times a run (a class instance
+costs several times as much), unpacked by name where it is read: a posted send,
+``(payload, label, meta, waiter, slot)``, and a posted receive, ``(out, reduce, waiter,
+slot)``; ``waiter`` is the :class:`~collsim.runtime.ops.Handle` of a send or receive
+operation, or the :class:`~collsim.runtime.process.PostGroup` of an exchange or a
+collective's step, whose post number ``slot`` is.  Once a send meets its receive, the
+message in flight is a :class:`Transfer`: the network's flow, with both posts copied in.
 
 A mailbox holds, per key, the one post waiting there, or a deque of them when more than
 one waits (rare: tags are mostly unique), so a key costs no deque in the common case.
@@ -30,10 +27,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..hardware.protocols import slowest_class
+from ..network.flows import Flow
 from .ops import ANY, CountOnly, Received
 from .process import PATTERNS, PostGroup
 
-__all__ = ["Mailboxes"]
+__all__ = ["Mailboxes", "Transfer"]
 
 
 class Mailboxes:
@@ -47,13 +45,12 @@ class Mailboxes:
         self.wild = {}  # dst -> [(src or ANY, tag or pattern, posted receive)]
         self.combining = {}  # (tag, Combine) -> the matched transfers of a combined group
         self.protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
-        self.delivered = self._delivered  # bound once: the network calls it per transfer
         self.record = trace.transfer_recorder()  # trace.add_transfer, without a Python call
 
     def release(self):
         """Drop what waits here once the run is over (their arrays, the groups)."""
         self.sends, self.recvs, self.wild, self.combining = {}, {}, {}, {}
-        self.delivered = self.record = None
+        self.record = None
 
     # -- matching -------------------------------------------------------------------------
 
@@ -149,30 +146,29 @@ class Mailboxes:
     # -- transfers ------------------------------------------------------------------------
 
     def _start_transfer(self, key, send, recv):
-        # one tuple rather than a closure: a closure costs a cell per variable, and a
-        # neighbour exchange on 1,024 ranks keeps thousands of these alive at once.  The
-        # route is looked up here, once, for both the network and the trace record
+        # the route is looked up here, once, for both the network and the trace record
         src, dst, tag = key
         network = self.network
         table = network.routes_from.get(src)
         route = table.get(dst) if table is not None else None
         if route is None:
             route = network.route(src, dst)
-        transfer = (key, send, recv, self.engine.now, route[0])
+        transfer = Transfer(self, key, send, recv, route)
         # a collective's step tag may name NCCL's wire protocol; its move may be one of a
         # group the switch combines (in-switch reduction): both are typed records the
         # layers above set, read here without importing them (a plain int tag has neither)
         protocol = None if type(tag) is int else getattr(tag, "protocol", None)
-        payload, _, meta, _, _ = send
+        meta = transfer.meta
         if meta is not None:
             combine = getattr(meta, "combine", None)
             if combine is not None:
                 self._join_combined(transfer, combine, protocol)
                 return
-        nbytes = payload.nbytes
-        if protocol is not None:
-            route, nbytes = self._on_wire(route, nbytes, protocol)
-        network.transfer_on(route, nbytes, self.delivered, transfer)
+        alpha = route[1]
+        if protocol is not None:  # the wire carries more bytes, after more latency
+            (_, alpha, _, _), wire = self._on_wire(route, transfer.nbytes, protocol)
+            transfer.nbytes, transfer.remaining = wire, float(wire)
+        network.start(transfer, alpha)
 
     def _on_wire(self, route, nbytes, protocol, efficiency=1.0):
         """``(route, wire bytes)`` of a message sent with ``protocol``: its latency for the
@@ -190,82 +186,114 @@ class Mailboxes:
     def _join_combined(self, transfer, combine, protocol):
         """One move of a combined group (a switch reducing or multicasting): once all
         ``combine.members`` are matched, the group travels as ONE flow over the union of
-        their routes, so the switch's shared leg carries the bytes once."""
-        key = (transfer[0][2], combine)
+        their routes, so the switch's shared leg carries the bytes once (the members'
+        own flows never start)."""
+        key = (transfer.tag, combine)
         group = self.combining.setdefault(key, [])
         group.append(transfer)
         if len(group) < combine.members:
             return
         del self.combining[key]
         network = self.network
-        links = tuple(dict.fromkeys(link for t in group for link in t[4]))
-        alpha = max(network.route(t[0][0], t[0][1])[1] for t in group)
+        links = tuple(dict.fromkeys(link for t in group for link in t.links))
+        alpha = max(network.route(t.src, t.dst)[1] for t in group)
         capacity = network.capacity
         beta = min((capacity[link] for link in links), default=float("inf"))
-        nbytes = max(t[1][0].nbytes for t in group)
+        nbytes = max(t.payload.nbytes for t in group)
         union = network.path(links, alpha, beta)
         if protocol is not None:
             union, nbytes = self._on_wire(union, nbytes, protocol, combine.efficiency)
         else:
             nbytes = nbytes / combine.efficiency
-        network.transfer_on(union, nbytes, self._delivered_combined, group)
+        network.transfer_on(union, nbytes, _delivered_combined, group)
 
-    def _delivered_combined(self, group):
-        """A combined flow arrived: deliver every move, each recorded with the links only
-        it used (the first with its whole route), so the trace's link bytes are the
-        switch's, not K-1 copies of them."""
-        claimed = set()
-        for transfer in group:
-            own = tuple(link for link in transfer[4] if link not in claimed)
-            claimed.update(own)
-            self._delivered(transfer[:4] + (own,))
 
-    def _delivered(self, transfer):
+class Transfer(Flow):
+    """A message in flight, from the instant its send met its receive: the flow that
+    carries it (:class:`~collsim.network.flows.Flow`'s fields) and the two posts it
+    completes, copied in.  Its arrival hands the receiver its copy, records it, and
+    counts both posts down, reading this one object (a message's posts, key and flow
+    as four objects were four cold cache lines at its arrival, thousands of messages
+    after they were made).  A move of a switch-combined group is one too, delivered when
+    the group's one flow arrives, with the links only it used."""
+
+    __slots__ = ("mail", "src", "dst", "tag", "start", "payload", "label", "meta", "sender",
+                 "send_slot", "out", "reduce", "receiver", "recv_slot")  # fmt: skip
+
+    def __init__(self, mail, key, send, recv, route):
+        # Flow.__init__'s fields, set here without its call (one per message): a test
+        # checks that every field of a Flow is set on a Transfer too
+        links, _, beta, shares = route
+        payload = send[0]
+        nbytes = payload.nbytes
+        self.links = links
+        self.shares = shares
+        self.beta = beta
+        self.nbytes = nbytes
+        self.remaining = float(nbytes)
+        self.rate = 0.0
+        self.last = 0.0
+        self.version = 0
+        self.on_done = self.arg = None  # arrived() is the message's own
+        self.legs = None
+        self.mail = mail
+        self.src, self.dst, self.tag = key
+        self.start = mail.engine.now
+        self.payload, self.label, self.meta, self.sender, self.send_slot = send
+        self.out, self.reduce, self.receiver, self.recv_slot = recv
+
+    def arrived(self):
         """The last byte arrived: hand the receiver its copy, record, complete both sides
         (the sender's first: its process may resume and post before the receiver's)."""
-        key, send, recv, start, links = transfer
-        payload, label, meta, sender, send_slot = send
-        out, reduce, receiver, recv_slot = recv
-        src, dst, tag = key
+        payload, out = self.payload, self.out
         if out is None:
             # a size-only payload is its own copy: skip the method call on the hot path
             value = payload if type(payload) is CountOnly else payload.copy()
         elif isinstance(payload, CountOnly):
             value = out
         else:
-            _check_fits(out, payload, src, dst, tag)
-            if reduce is None:
+            _check_fits(out, payload, self.src, self.dst, self.tag)
+            if self.reduce is None:
                 np.copyto(out, payload)
             else:
-                reduce(out, payload, out=out)
+                self.reduce(out, payload, out=out)
             value = out
-        self.record((src, dst, tag, payload.nbytes, start, self.engine.now, links, label, meta))
+        mail = self.mail
+        # the path it ends on: its route's, or its detour's once rerouted (the bytes each
+        # path carried are the network's Reroute records, trace.faults.reroutes)
+        mail.record((self.src, self.dst, self.tag, payload.nbytes, self.start,
+                     mail.engine.now, self.links, self.label, self.meta))  # fmt: skip
         # a group's post is counted down here, inline: two calls fewer per message
+        sender = self.sender
         if type(sender) is PostGroup:
-            sender.state[send_slot] = None
+            sender.state[self.send_slot] = None
             left = sender.left = sender.left - 1
             if not left:
                 sender.all_done()
         else:
             sender.complete(None)
+        receiver = self.receiver
         if type(receiver) is PostGroup:
-            receiver.state[recv_slot] = value
+            receiver.state[self.recv_slot] = value
             left = receiver.left = receiver.left - 1
             if not left:
                 receiver.all_done()
         else:
             if receiver.status:  # the receive asked where it came from (MPI's Status)
-                value = Received(value, src, tag, payload.nbytes)
+                value = Received(value, self.src, self.tag, payload.nbytes)
             receiver.complete(value)
 
 
-def relinked(transfer, old, new):
-    """A rerouted transfer's record: the path it ends on, ``new``, where it had ``old``, so
-    the trace shows the detour's links carrying it (the bytes each path carried are the
-    network's Reroute records, ``trace.faults.reroutes``)."""
-    if not isinstance(transfer, tuple):
-        return transfer  # a combined group: its flow is not rerouted (it stalls)
-    return transfer[:4] + (new,) if transfer[4] == old else transfer
+def _delivered_combined(group):
+    """A combined flow arrived: deliver every move, each recorded with the links only
+    it used (the first with its whole route), so the trace's link bytes are the
+    switch's, not K-1 copies of them."""
+    claimed = set()
+    for transfer in group:
+        own = tuple(link for link in transfer.links if link not in claimed)
+        claimed.update(own)
+        transfer.links = own
+        transfer.arrived()
 
 
 def _check_fits(out, payload, src, dst, tag):
