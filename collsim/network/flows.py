@@ -377,13 +377,16 @@ class Network:
             version = flow.version = flow.version + 1
             remaining = flow.remaining
             time = now + (remaining / rate if remaining > 0 else 0.0)
+            # a flow's first finish is the flow itself, valid while its version is 1;
+            # any later one carries the version it was scheduled at (see _finish)
+            event = flow if version == 1 else (flow, version)
             events = engine._at.get(time)
             if events is not None:  # Engine.at, inlined for an instant that has events
                 events = events[FINISH]
                 events.append(self._finish_event)
-                events.append((flow, version))
+                events.append(event)
             else:
-                engine.at(time, FINISH, self._finish, (flow, version))
+                engine.at(time, FINISH, self._finish, event)
         else:
             self._reshare(flow.links)
 
@@ -406,10 +409,16 @@ class Network:
             return True
         return False  # max-min sharing with faults: shared as on a healthy network
 
-    def _finish(self, flow_and_version):
-        flow, version = flow_and_version
+    def _finish(self, event):
+        # a finish scheduled at version v is stale once the flow's rate changed again
+        # (its version moved on); most flows finish as first scheduled, and that event
+        # is the bare flow, for version 1: no tuple to make, then read back cold
+        if type(event) is tuple:
+            flow, version = event
+        else:
+            flow, version = event, 1
         if version != flow.version:
-            return  # its rate changed after this completion was scheduled
+            return
         if not self._ideal:
             others = False
             for sharing in flow.shares:
@@ -427,7 +436,8 @@ class Network:
         version = flow.version = flow.version + 1
         remaining, engine = flow.remaining, self.engine
         delay = remaining / flow.rate if remaining > 0 else 0.0
-        engine.at(engine.now + delay, FINISH, self._finish, (flow, version))
+        engine.at(engine.now + delay, FINISH, self._finish,
+                  flow if version == 1 else (flow, version))  # fmt: skip
 
     def _reshare(self, seed_links):
         """Recompute max-min rates of the flows connected to ``seed_links``."""
