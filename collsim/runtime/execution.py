@@ -173,7 +173,7 @@ class Execution:
         group = proc.posts
         if group is None:
             group = proc.posts = PostGroup(self, proc)
-        if group.post(sends, op.recv_posts, op.patterns):
+        if group.post(sends, op.recv_posts, op.patterns, op.plain):
             return False, group
         return True, []  # nothing to post
 

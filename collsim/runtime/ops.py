@@ -159,21 +159,30 @@ class Exchange:
     the reports that name them.
     """
 
-    __slots__ = ("send_posts", "recv_posts", "patterns")
+    __slots__ = ("send_posts", "recv_posts", "patterns", "plain")
 
-    def __init__(self, send_posts, recv_posts, patterns=True):
-        self.send_posts = send_posts  # [(dst, payload, tag, label, meta)]
-        self.recv_posts = recv_posts  # [(src, tag, out, reduce)]
+    def __init__(self, send_posts, recv_posts, patterns=True, plain=False):
+        # [(dst, payload, tag, label, meta)] and [(src, tag, out, reduce)]; ``plain``: the
+        # program's own entries, [(dst, payload, tag)] and [(src, tag)], every one checked
+        # (no label, record, out or reduce), posted as they are
+        self.send_posts = send_posts
+        self.recv_posts = recv_posts
         # False: no receive names ANY or a TagPrefix, so each is matched by its key
         self.patterns = patterns
+        self.plain = plain
 
     @property
     def sends(self):
+        if self.plain:
+            return [Send(dst, payload, tag, False, "", None)
+                    for dst, payload, tag in self.send_posts]  # fmt: skip
         return [Send(dst, payload, tag, False, label, meta)
                 for dst, payload, tag, label, meta in self.send_posts]  # fmt: skip
 
     @property
     def recvs(self):
+        if self.plain:
+            return [Recv(src, tag, None, None, False) for src, tag in self.recv_posts]
         return [Recv(src, tag, out, reduce, False) for src, tag, out, reduce in self.recv_posts]
 
     def __repr__(self):

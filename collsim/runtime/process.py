@@ -87,32 +87,36 @@ class PostGroup:
         self.state = []  # per post, sends first: PENDING, then its value (None for a send)
         self.left = 0
 
-    def post(self, sends, recvs, patterns):
+    def post(self, sends, recvs, patterns, plain=False):
         """Post ``sends`` ``(dst, payload, tag, label, meta)`` then ``recvs`` ``(src, tag,
         out, reduce)`` in order; returns how many are pending.  ``patterns``: a receive
-        may name ANY or a TagPrefix (an exchange's may; a schedule's never does)."""
+        may name ANY or a TagPrefix (an exchange's may; a schedule's never does).
+        ``plain``: an exchange's own checked entries, ``(dst, payload, tag)`` and ``(src,
+        tag)``, with nothing else to post."""
         n = len(sends) + len(recvs)
         self.sends, self.recvs = sends, recvs
         self.state = [PENDING] * n
         self.left = n
         mail, me = self.mail, self.me
-        send = mail.send
+        send, recv = mail.send, mail.recv
         slot = 0
+        if plain:
+            for dst, payload, tag in sends:
+                send(me, dst, tag, (payload, "", None, self, slot))
+                slot += 1
+            for src, tag in recvs:
+                recv(src, me, tag, (None, None, self, slot))
+                slot += 1
+            return n
         for dst, payload, tag, label, meta in sends:
             send(me, dst, tag, (payload, label, meta, self, slot))
             slot += 1
-        if patterns:
-            for src, tag, out, reduce in recvs:
-                if src is ANY or type(tag) in PATTERNS:
-                    mail.wild_recv(me, src, tag, (out, reduce, self, slot))
-                else:
-                    mail.recv(src, me, tag, (out, reduce, self, slot))
-                slot += 1
-        else:
-            recv = mail.recv
-            for src, tag, out, reduce in recvs:
+        for src, tag, out, reduce in recvs:
+            if patterns and (src is ANY or type(tag) in PATTERNS):
+                mail.wild_recv(me, src, tag, (out, reduce, self, slot))
+            else:
                 recv(src, me, tag, (out, reduce, self, slot))
-                slot += 1
+            slot += 1
         return n
 
     def post_steps(self):
@@ -153,9 +157,11 @@ class PostGroup:
     def as_wait(self):
         """A :class:`Wait` on a handle per post still pending, as the deadlock report reads
         it (made only for a report)."""
-        whats = [("send to", dst, tag) for dst, _, tag, _, _ in self.sends]
-        whats += [("recv from", "any" if src is ANY else src, tag)
-                  for src, tag, _, _ in self.recvs]  # fmt: skip
+        # an entry's peer and tag are its first fields and its third (a send's) or second
+        # (a receive's), in a plain exchange's entries as in every other post
+        whats = [("send to", post[0], post[2]) for post in self.sends]
+        whats += [("recv from", "any" if post[0] is ANY else post[0], post[1])
+                  for post in self.recvs]  # fmt: skip
         return Wait(tuple(Handle(what) for what, state in zip(whats, self.state)
                           if state is PENDING))  # fmt: skip
 

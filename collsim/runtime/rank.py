@@ -110,9 +110,27 @@ class Rank:
         """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``
         together and resume with the received values once all are done."""
         # the common entries (an int peer in range, an array or a size, an int tag) pass a
-        # few exact type tests; any other goes through isend/irecv, which check it
+        # few exact type tests, and when every one does the lists are posted as given,
+        # with no copy of an entry; any other goes through isend/irecv, which check it
         # field by field and name what is wrong, exactly as they would on their own
-        size, send_posts, recv_posts = self.size, [], []
+        if type(sends) is not list and type(sends) is not tuple:
+            sends = list(sends)  # read twice below, and kept
+        if type(recvs) is not list and type(recvs) is not tuple:
+            recvs = list(recvs)
+        size = self.size
+        for entry in sends:
+            if not (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is int
+                    and 0 <= entry[0] < size and type(entry[2]) is int
+                    and type(entry[1]) in _PAYLOADS):  # fmt: skip
+                break
+        else:
+            for entry in recvs:
+                if not (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int
+                        and 0 <= entry[0] < size and type(entry[1]) is int):  # fmt: skip
+                    break
+            else:
+                return Exchange(sends, recvs, patterns=False, plain=True)
+        send_posts, recv_posts = [], []
         patterns = False  # whether a receive may name ANY or a TagPrefix (matched by a scan)
         for entry in sends:
             if type(entry) is tuple and len(entry) == 3:
