@@ -18,7 +18,7 @@ from collsim.runtime.faults import Faults
 def record_by_record(trace, n_ranks):
     """The figures of stats(), added one record at a time, in the order recorded."""
     sent, received, messages, link_bytes = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks, {}
-    for t in trace._raw:
+    for t in trace._records():
         src, dst, _, nbytes, _, _, links, _, _ = t
         if not links or links[0][0] == src:
             sent[src] += nbytes
@@ -55,7 +55,7 @@ def test_the_counts_of_random_exchanges_are_those_added_one_by_one(k, seed, roun
     topo = {"ring": lambda: topology.ring(k), "switch": lambda: topology.switch(k),
             "fully_connected": lambda: topology.fully_connected(k)}[shape]()  # fmt: skip
     result = collsim.Cluster(topo).run(_random_exchanges, seed, rounds)
-    assert len(result.trace._raw) == k * rounds
+    assert result.trace.transfer_count == len(list(result.trace._records())) == k * rounds
     assert_same_as_record_by_record(result.trace, k)
 
 
@@ -67,10 +67,10 @@ def test_the_counts_of_a_per_transfer_collective_are_those_added_one_by_one(algo
     out = run_collective(cluster, "all_reduce", count=1 << 12, algorithm=algorithm,
                          batched=False)  # fmt: skip
     trace = out.run.trace
-    assert trace._raw and not trace._blocks
+    assert trace.transfer_count and not trace._blocks
     if algorithm == "nvls":
         assert any(links == () or links[0][0] != src for src, _, _, _, _, _, links, _, _
-                   in trace._raw)  # fmt: skip
+                   in trace._records())  # fmt: skip
     assert_same_as_record_by_record(trace, 8)
 
 
@@ -133,3 +133,36 @@ def test_routes_of_a_uniform_ring_share_their_alpha_and_beta_objects():
     assert len({id(alpha) for _, alpha, _, _ in routes}) == 1
     assert len({id(beta) for _, _, beta, _ in routes}) == 1
     assert routes[0][1] == 5e-6 and routes[0][2] == 100e9
+
+
+def test_packing_keeps_every_record_its_order_and_the_counts():
+    rng = np.random.default_rng(7)
+    packed, plain = Trace(), Trace()
+    for i in range(1000):
+        src, dst = (int(x) for x in rng.integers(0, 5, size=2))
+        record = (src, dst, i, int(rng.integers(0, 9)) * 512, float(i), float(i) + 0.5,
+                  ((src, dst),) if src != dst else (), f"m{i % 3}", None)  # fmt: skip
+        packed.transfer_recorder()(record)
+        plain.transfer_recorder()(record)
+        if i % 97 == 0:
+            packed.pack()  # chunks of every length, and a tail left as tuples
+    assert packed._packed and packed._raw
+    assert list(packed._records()) == list(plain._records())
+    assert packed.transfer_count == plain.transfer_count == 1000
+    assert packed.transfers == plain.transfers
+    assert packed.stats(5) == plain.stats(5)
+    assert list(packed.stats(5).link_bytes) == list(plain.stats(5).link_bytes)
+    assert repr(packed) == repr(plain)
+
+
+def test_a_long_run_packs_its_records_as_it_goes():
+    from collsim.network.trace import PACK_RECORDS
+
+    k, rounds = 64, 2 * PACK_RECORDS // 64 + 3  # two packs and a tail
+    result = collsim.Cluster(topology.ring(k)).run(_random_exchanges, 1, rounds)
+    trace = result.trace
+    assert len(trace._packed) == 2 and len(trace._raw) == k * rounds - 2 * PACK_RECORDS
+    assert trace.transfer_count == k * rounds
+    ends = [t.end for t in trace.transfers]
+    assert ends == sorted(ends) and len(ends) == k * rounds
+    assert_same_as_record_by_record(trace, k)

@@ -135,7 +135,11 @@ class Trace:
     engine happened to settle them (one event each, or a batched step at once)."""
 
     def __init__(self):
-        self._raw = []  # plain tuples: a run may record millions of transfers
+        # the transfers recorded one at a time: the latest as plain tuples (one C append
+        # each), every PACK_RECORDS of them packed into columns (see pack())
+        self._raw = []
+        self._packed = []  # (src, dst, tag, nbytes, start, end, links, label, meta) columns
+        self._packed_count = 0
         self._blocks = []  # TransferBlock: a batched step's transfers as columns
         self._transfers = None
         self.computes = []
@@ -145,7 +149,34 @@ class Trace:
     @property
     def transfer_count(self):
         """How many transfers were recorded (without building their records)."""
-        return len(self._raw) + sum(len(b) for b in self._blocks)
+        return len(self._raw) + self._packed_count + sum(len(b) for b in self._blocks)
+
+    def pack(self):
+        """Pack the transfers recorded one at a time so far into columns, nine tuples,
+        and free their tuples.  The engine calls it every PACK_RECORDS transfers: the
+        tuples were just made, so packing them is cheap, and what stays is a few
+        pointers a transfer.  Left as tuples, a run's millions of records would each be
+        visited by the cyclic collector when it next runs (most of a second at four
+        million) and would take twice the memory.  The order and the records read back
+        are the same.
+
+        >>> trace = Trace()
+        >>> trace.add_transfer(0, 1, 0, 8, 0.0, 1e-6, ((0, 1),), "")
+        >>> trace.pack(); trace.add_transfer(1, 0, 0, 4, 0.0, 2e-6, ((1, 0),), "")
+        >>> trace.transfer_count, [t.nbytes for t in trace.transfers]
+        (2, [8, 4])
+        """
+        raw = self._raw
+        if raw:
+            self._packed.append(tuple(zip(*raw)))
+            self._packed_count += len(raw)
+            raw.clear()  # the same list: the engine's recorder appends to it
+
+    def _records(self):
+        """Every transfer recorded one at a time, as its tuple, in the order recorded."""
+        for columns in self._packed:
+            yield from zip(*columns)
+        yield from self._raw
 
     @property
     def transfers(self):
@@ -158,9 +189,9 @@ class Trace:
             collecting = gc.isenabled()
             gc.disable()
             try:
-                records = self._raw
+                records = list(self._records())
                 if self._blocks:
-                    records = records + [r for b in self._blocks for r in b.records()]
+                    records += [r for b in self._blocks for r in b.records()]
                 # a stable sort: records that tie on all four keep the order they ended in
                 records = sorted(records, key=_ORDER)
                 self._transfers = list(map(Transfer._make, records))
@@ -227,7 +258,7 @@ class Trace:
         n, m = self.transfer_count, len(self.computes)
         parts = [f"{n:,} transfer{'' if n == 1 else 's'}",
                  f"{m:,} compute span{'' if m == 1 else 's'}"]  # fmt: skip
-        raw, blocks = self._raw, self._blocks
+        raw, blocks = list(self._records()), self._blocks
         if n:
             sent = sum(r[3] for r in raw) + sum(int(b.column("nbytes").sum()) for b in blocks)
             parts.append(f"{format_size(sent)} sent")
@@ -250,9 +281,13 @@ class Trace:
         # repeats each a thousand times, and a Python loop per record took half a
         # microsecond.  Sums of integer sizes are exact in any order; a float size (none
         # that collsim records) would be added record by record, in order, as before
-        groups = Counter(map(_GROUP, self._raw)).items()
+        counted = Counter()
+        for columns in self._packed:
+            counted.update(zip(columns[0], columns[1], columns[3], columns[6]))
+        counted.update(map(_GROUP, self._raw))
+        groups = counted.items()
         if not all(isinstance(key[2], int | np.integer) for key, _ in groups):
-            groups = ((key, 1) for key in map(_GROUP, self._raw))
+            groups = ((key, 1) for key in map(_GROUP, self._records()))
         for (src, dst, nbytes, links), count in groups:
             total = nbytes * count
             # a rank sent what left it on its own link and received what reached it: every
@@ -329,6 +364,7 @@ _GROUP = itemgetter(0, 1, 3, 6)  # a record's (src, dst, nbytes, links): what st
 # what one Transfer record with its label and move takes, measured (benchmarks/bench_scale.py:
 # 738 B at 1,024 ranks); the check above reads it
 RECORD_BYTES = 800
+PACK_RECORDS = 4096  # transfers recorded one at a time between two Trace.pack() calls
 
 
 def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):

@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..hardware.protocols import slowest_class
 from ..network.flows import Flow
+from ..network.trace import PACK_RECORDS
 from .ops import ANY, CountOnly, Received
 from .process import PATTERNS, PostGroup
 
@@ -46,6 +47,7 @@ class Mailboxes:
         self.combining = {}  # (tag, Combine) -> the matched transfers of a combined group
         self.protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
         self.record = trace.transfer_recorder()  # trace.add_transfer, without a Python call
+        self.pack_left = PACK_RECORDS  # transfers until the trace packs its records
 
     def release(self):
         """Drop what waits here once the run is over (their arrays, the groups)."""
@@ -263,6 +265,12 @@ class Transfer(Flow):
         # path carried are the network's Reroute records, trace.faults.reroutes)
         mail.record((self.src, self.dst, self.tag, payload.nbytes, self.start,
                      mail.engine.now, self.links, self.label, self.meta))  # fmt: skip
+        left = mail.pack_left - 1
+        if left:
+            mail.pack_left = left
+        else:  # packed while they are warm, not visited cold by the collector later
+            mail.trace.pack()
+            mail.pack_left = PACK_RECORDS
         # a group's post is counted down here, inline: two calls fewer per message
         sender = self.sender
         if type(sender) is PostGroup:
