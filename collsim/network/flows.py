@@ -82,12 +82,13 @@ class Flow:
     __slots__ = (
         "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
         "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
-        "shares",  # the active table of each of its links (Network.active[link])
+        "shares",  # the active table of each of its links (Network.active[link]), or None
+        "share",  # ... the one link's, when it has one (most flows): no tuple to read cold
     )  # fmt: skip
 
     def __init__(self, links, nbytes, on_done, arg, beta=None, shares=()):
         self.links = links
-        self.shares = shares
+        self.on_shares(shares)
         self.beta = beta  # the narrowest link's bandwidth: the rate when it is alone
         self.nbytes = nbytes
         self.remaining = float(nbytes)
@@ -101,6 +102,15 @@ class Flow:
     def arrived(self):
         """The last byte arrived (called by the network once, at that instant)."""
         self.on_done(self.arg)
+
+    def on_shares(self, shares):
+        """Take the active tables of its links, ``shares``: one link's table is kept as
+        ``share`` (the tuple, a per-route object, would be one more cold cache line at
+        the flow's start and at its end), several as ``shares``."""
+        if len(shares) == 1:
+            self.share, self.shares = shares[0], None
+        else:
+            self.share, self.shares = None, shares
 
 
 class Network:
@@ -285,7 +295,8 @@ class Network:
         before = sum(moved for _, moved in flow.legs or ())
         moved = flow.nbytes - flow.remaining - before
         flow.legs = (flow.legs or []) + [(old, moved)]
-        flow.links, flow.beta, flow.rate, flow.shares = links, beta, 0.0, shares
+        flow.links, flow.beta, flow.rate = links, beta, 0.0
+        flow.on_shares(shares)
         self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old,
                                      links))  # fmt: skip
         self.engine.at(self.engine.now + alpha, START, self._begin, flow)
@@ -361,16 +372,21 @@ class Network:
         if self._special:  # faults, or the ideal model: checks the common case skips
             if self._begin_special(flow):
                 return
-        elif not (flow.nbytes and flow.links):  # nothing to move, or nowhere to move it
-            flow.arrived()
+        elif not flow.nbytes or (flow.share is None and not flow.links):
+            flow.arrived()  # nothing to move, or nowhere to move it
             return
         engine = self.engine
         now = flow.last = engine.now
-        alone = True
-        for sharing in flow.shares:
-            sharing[flow] = None
-            if len(sharing) != 1:
-                alone = False
+        share = flow.share
+        if share is not None:
+            share[flow] = None
+            alone = len(share) == 1
+        else:
+            alone = True
+            for sharing in flow.shares:
+                sharing[flow] = None
+                if len(sharing) != 1:
+                    alone = False
         if alone:  # the common case: no other flow on its links, so no one else changes
             # _schedule_finish and Engine.at, inlined on the hot path
             rate = flow.rate = flow.beta
@@ -420,11 +436,16 @@ class Network:
         if version != flow.version:
             return
         if not self._ideal:
-            others = False
-            for sharing in flow.shares:
-                del sharing[flow]
-                if sharing:
-                    others = True
+            share = flow.share
+            if share is not None:
+                del share[flow]
+                others = bool(share)
+            else:
+                others = False
+                for sharing in flow.shares:
+                    del sharing[flow]
+                    if sharing:
+                        others = True
             if others:
                 self._reshare(flow.links)
         elif self.tracking:

@@ -229,7 +229,10 @@ class Transfer(Flow):
         payload = send[0]
         nbytes = payload.nbytes
         self.links = links
-        self.shares = shares
+        if len(shares) == 1:  # Flow.on_shares, inlined
+            self.share, self.shares = shares[0], None
+        else:
+            self.share, self.shares = None, shares
         self.beta = beta
         self.nbytes = nbytes
         self.remaining = float(nbytes)
