@@ -18,7 +18,8 @@ Run it from the repository root::
     python benchmarks/bench_engine.py --ranks 8,4096   # only these K
     python benchmarks/bench_engine.py --quick          # a small run, for a smoke test
 
-The first lines printed are the machine (CPUs, load average, Python, numpy, collsim) and
+The last line is the memory a run's result keeps per transfer (mostly its trace),
+measured in a separate run.  The first lines printed are the machine (CPUs, load average, Python, numpy, collsim) and
 the exact command, for a README that quotes the table.  Wall-clock time is only measured
 here, never inside collsim: simulated time comes from the engine alone.
 """
@@ -32,6 +33,7 @@ import random
 import shlex
 import sys
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -108,6 +110,23 @@ def time_engine(k, rounds, nbytes=1 << 20):
     return transfers, result.events, wall
 
 
+def trace_bytes(k, rounds, nbytes=1 << 20):
+    """Bytes the result of one neighbour-exchange run keeps per transfer (its trace, the
+    processes' returns), measured with tracemalloc in a run of its own: tracing
+    allocations slows a run several times, so it is never the timed one."""
+    cluster = collsim.Cluster(collsim.topology.bidirectional_ring(k, "100GB/s", "5us"))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = cluster.run(neighbour_exchange, rounds, CountOnly(nbytes))
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    return kept / result.trace.transfer_count
+
+
 def time_heapq(n_events, width, seed=0):
     """Wall seconds of ``n_events`` heappush + heappop pairs on a heap ``width`` deep.
 
@@ -173,6 +192,10 @@ def main(argv=None):
         )
     print()
     print("ratio = engine wall time / bare heapq loop with the same number of pushes and pops")
+    k = min(sizes)
+    kept = trace_bytes(k, max(1, target // (2 * k)))
+    print(f"memory kept by the result: {kept:,.0f} B per transfer (K = {k}, tracemalloc, "
+          "a separate run)")
 
 
 if __name__ == "__main__":

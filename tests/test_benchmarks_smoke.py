@@ -134,3 +134,14 @@ def test_the_help_explains_what_is_measured(name):
     code, out, err = run_script(name, "--help")
     assert code == 0, err
     assert "python benchmarks/" in out and "--quick" in out, out
+
+
+def test_bench_engine_reports_the_memory_a_result_keeps_per_transfer():
+    code, out, err = run_script("bench_engine", "--quick", "--ranks", "8", "--transfers", "4096")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("memory kept by the result: "))
+    kept = float(line.split(": ")[1].split(" B per transfer")[0].replace(",", ""))
+    # a packed record is nine pointers (72 B) and shares its values; a tuple per record,
+    # unpacked, kept about 120 B: the figure must be the packed one, and not nothing
+    assert 40 < kept < 110, line
+    assert "(K = 8, tracemalloc, a separate run)" in line
