@@ -19,8 +19,9 @@ Run it from the repository root::
     python benchmarks/bench_engine.py --quick          # a small run, for a smoke test
 
 The last line is the memory a run's result keeps per transfer (mostly its trace),
-measured in a separate run.  The first lines printed are the machine (CPUs, load average, Python, numpy, collsim) and
-the exact command, for a README that quotes the table.  Wall-clock time is only measured
+measured in a separate run.  The first lines printed are the machine (CPUs, load
+average, Python, numpy, collsim) and the exact command, for a README that quotes the
+table.  Wall-clock time is only measured
 here, never inside collsim: simulated time comes from the engine alone.
 """
 
@@ -194,8 +195,10 @@ def main(argv=None):
     print("ratio = engine wall time / bare heapq loop with the same number of pushes and pops")
     k = min(sizes)
     kept = trace_bytes(k, max(1, target // (2 * k)))
-    print(f"memory kept by the result: {kept:,.0f} B per transfer (K = {k}, tracemalloc, "
-          "a separate run)")
+    print(
+        f"memory kept by the result: {kept:,.0f} B per transfer (K = {k}, tracemalloc, "
+        "a separate run)"
+    )
 
 
 if __name__ == "__main__":
