@@ -59,3 +59,37 @@ def test_a_numeric_transfer_reduces_into_its_out_buffer():
 
     result = collsim.Cluster(topology.ring(2)).run(program)
     assert result.returns[1] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_run_frees_its_execution_without_the_cyclic_collector(monkeypatch):
+    # the processes, mailboxes and network of a run refer to each other; the run cuts those
+    # cycles, so that what it held (a numeric collective's buffers) goes with the result,
+    # not at some later pass of the collector (the last process run was one such cycle)
+    import gc
+    import weakref
+
+    from collsim.runtime import execution as execution_module
+
+    made = []
+    init = execution_module.Execution.__init__
+
+    def keep(self, cluster):
+        init(self, cluster)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(execution_module.Execution, "__init__", keep)
+
+    def program(rank):
+        peer = 1 - rank.id
+        got = yield rank.exchange(sends=[(peer, np.ones(1 << 16), 0)], recvs=[(peer, 0)])
+        return float(got[0].sum())
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = collsim.Cluster(topology.ring(2)).run(program)
+        assert result.returns == [65536.0, 65536.0]
+        assert len(made) == 1 and made[0]() is None
+    finally:
+        if collecting:
+            gc.enable()

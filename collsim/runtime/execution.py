@@ -354,6 +354,7 @@ class Execution:
         self._comm_tail = {}
         self.collective_calls = {}
         self.collectives = None
+        self.running = None  # the last process run: a cycle back through its rank
 
     # -- the end of a run -----------------------------------------------------------------
 
