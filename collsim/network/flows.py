@@ -171,16 +171,26 @@ class Network:
         key = (src, dst)
         found = self.routes.get(key)
         if found is None:
-            links = self._direct(src, dst) or tuple(topology.route(self.graph, src, dst))
-            if self.failed and any(link in self.failed for link in links):
-                links = self._detour(src, dst) or links
-            alpha = sum(self.latency[link] for link in links)
-            beta = min((self.capacity[link] for link in links), default=math.inf)
+            links = self._direct(src, dst)
+            if links is not None and not self.failed:  # one link: its own α and β
+                link = links[0]
+                alpha, beta, shares = self.latency[link], self.capacity[link], (self.active[link],)
+            else:
+                links = links or tuple(topology.route(self.graph, src, dst))
+                if self.failed and any(link in self.failed for link in links):
+                    links = self._detour(src, dst) or links
+                alpha = sum(self.latency[link] for link in links)
+                beta = min((self.capacity[link] for link in links), default=math.inf)
+                shares = None
             # one float object per distinct value: the routes of a uniform topology share
             # theirs, so each transfer reads them from a warm cache line, not its own
             alpha = self._floats.setdefault(alpha, alpha)
             beta = self._floats.setdefault(beta, beta)
-            found = self.routes[key] = self.path(links, alpha, beta)
+            if shares is None:
+                found = self.path(links, alpha, beta)
+            else:
+                found = (links, alpha, beta, shares)
+            self.routes[key] = found
             self.routes_from.setdefault(src, {})[dst] = found
         return found
 
@@ -202,14 +212,14 @@ class Network:
         fastest = self._fastest
         if fastest is None:
             fastest = self._fastest = _fastest_links(self.graph, self.latency)
-        ranks, out, into = fastest
+        ranks, out, into, fs = fastest
         link = (src, dst)
-        latency = self.latency.get(link)
+        latency = fs.get(link)
         if latency is None or src == dst or type(src) is not int or type(dst) is not int:
             return None
         if src not in ranks or dst not in ranks:
             return None
-        if topology.direct_link_wins(topology.latency_fs(latency), out[src], into[dst]):
+        if topology.direct_link_wins(latency, out[src], into[dst]):
             return (link,)
         return None
 
@@ -495,20 +505,22 @@ class Network:
 
 
 def _fastest_links(graph, latency):
-    """``(rank nodes, {node: fastest link out}, {node: fastest link in})``, latencies in
-    integer femtoseconds as :func:`collsim.topology.route` weighs them; no ranks where the
-    topology's routing is not shortest-path (its own rules decide every route)."""
+    """``(rank nodes, {node: fastest link out}, {node: fastest link in}, {link: its
+    latency})``, latencies in integer femtoseconds as :func:`collsim.topology.route` weighs
+    them; no ranks where the topology's routing is not shortest-path (its own rules decide
+    every route)."""
     if graph.graph.get("routing", "shortest") in ("dimension_order", "hierarchical"):
-        return frozenset(), {}, {}
+        return frozenset(), {}, {}, {}
     ranks = frozenset(n for n, kind in graph.nodes(data="kind") if kind == "rank")
-    out, into = {}, {}
-    for (u, v), seconds in latency.items():
-        fs = topology.latency_fs(seconds)
+    out, into, of_link = {}, {}, {}
+    for link, seconds in latency.items():
+        u, v = link
+        fs = of_link[link] = topology.latency_fs(seconds)
         if fs < out.get(u, fs + 1):
             out[u] = fs
         if fs < into.get(v, fs + 1):
             into[v] = fs
-    return ranks, out, into
+    return ranks, out, into, of_link
 
 
 def _endpoints(links):
