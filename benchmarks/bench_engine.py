@@ -8,7 +8,8 @@ The figure of merit is transfers per second of wall-clock time for the whole
 ``Cluster.run`` (rank programs, rendezvous matching, max-min sharing, trace and accounting
 included), and the ratio of that run's wall time to a bare ``heapq`` loop doing the same
 number of pushes and pops in the same process: the price of the simulator over its own
-event queue.  Each figure is the best of ``--repeat`` runs; the engine and the heapq loop
+event queue.  Each figure is the best of ``--repeat`` runs (every K in turn, so that a
+slow spell of a shared machine costs each K one run); the engine and the heapq loop
 alternate, so that the machine's load falls on both alike.  Every run checks its answer
 (transfer count and simulated time) before it is timed.
 
@@ -160,7 +161,8 @@ def main(argv=None):
     parser.add_argument("--transfers", type=int, default=None,
                         help="about this many transfers per K (default 200,000; 4,096 with "
                              "--quick); at least 2K, one round, are always moved")  # fmt: skip
-    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="best of this many runs of each K, in turn (default 5)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         sizes = SIZES if args.ranks is None else parse_ranks(args.ranks)
@@ -175,18 +177,22 @@ def main(argv=None):
 
     print(machine_line())
     print(command_line(argv))
-    print(f"best of {repeat} run(s) each, engine and heapq loop alternating")
+    print(f"best of {repeat} run(s) each, every K in turn, engine and heapq loop alternating")
     print()
     print("| K ranks | rounds | transfers | events | wall (s) | transfers/s | heapq (s) | ratio |")
     print("|--------:|-------:|----------:|-------:|---------:|------------:|----------:|------:|")
+    rounds_of = {k: max(1, target // (2 * k)) for k in sizes}
+    runs, bares = {k: [] for k in sizes}, {k: [] for k in sizes}
+    # every K once per repeat, in turn: a slow spell of a shared machine (seconds long)
+    # then costs each K one of its runs, instead of all the runs of one K
+    for _ in range(repeat):
+        for k in sizes:
+            runs[k].append(time_engine(k, rounds_of[k]))
+            bares[k].append(time_heapq(runs[k][-1][1], 2 * k))
     for k in sizes:
-        rounds = max(1, target // (2 * k))
-        runs, bares = [], []
-        for _ in range(repeat):
-            runs.append(time_engine(k, rounds))
-            bares.append(time_heapq(runs[-1][1], 2 * k))
-        transfers, events, wall = min(runs, key=lambda run: run[2])
-        bare = min(bares)
+        rounds = rounds_of[k]
+        transfers, events, wall = min(runs[k], key=lambda run: run[2])
+        bare = min(bares[k])
         print(
             f"| {k:>7} | {rounds:>6} | {transfers:>9,} | {events:>6,} | {wall:>8.3f} "
             f"| {transfers / wall:>11,.0f} | {bare:>9.4f} | {wall / bare:>5.0f}x |"
