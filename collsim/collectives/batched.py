@@ -38,6 +38,7 @@ Examples
 """
 
 import gc
+import sys
 import weakref
 from dataclasses import dataclass
 from functools import partial
@@ -59,6 +60,8 @@ __all__ = ["run_batched", "Unbatched", "check_engine_budget", "MAX_ENGINE_TRANSF
 # Chunks up to this size move as one fancy-indexed operation per step (numpy's per-call
 # cost dominates there); larger ones move as in-place views, which touch memory once.
 SMALL_CHUNK_BYTES = 16 << 10
+# the largest working block a group keeps for its next call (see _Routing.work)
+SPARE_WORK_BYTES = 512 << 20
 # The per-transfer path spends about 10 us and a few hundred bytes on every transfer: a
 # ring all-reduce on 2,048 ranks (8.4 million transfers) is its limit for one collective
 MAX_ENGINE_TRANSFERS = 2 * 2048 * 2047
@@ -119,7 +122,9 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
             return Unbatched("the run would pass the max_time guard")
         outputs = None
         if buffers is not None:
-            outputs = _move_data(schedule, columns, buffers, n, bounds, REDUCE_OPS[op], op)
+            work = timing.routing.work(schedule.ranks, n, buffers[0].dtype)
+            outputs = _move_data(schedule, columns, buffers, work, bounds, REDUCE_OPS[op], op)
+            del work  # the answers hold it (views), or the next call may have it
         trace = _record(schedule, group, columns, steps, timing, protocol)
     finally:
         if collecting:
@@ -166,6 +171,26 @@ class _Routing:
         # (id(src), id(dst)) -> (src, dst, layout): the arrays are held, so their ids stay
         # theirs; and by value, (src bytes, dst bytes) -> layout
         self.by_identity, self.by_value = {}, {}
+        self.spare = None  # the last numeric call's working block (see work)
+
+    def work(self, k, n, dtype):
+        """A ``(k, n)`` block for a numeric call's working buffers: the last call's when
+        nothing else holds it any more (its answers, which are views of its rows, were
+        all dropped), else a new one.  A training loop calls the same all-reduce again
+        and again; fresh memory for each call costs a page fault per 4 KiB written, which
+        made a 32 MiB call three times the additions and copies it does (PyTorch's caching
+        allocator keeps its blocks for the same reason).  Only blocks up to
+        SPARE_WORK_BYTES are kept, one per group, for the cluster's life."""
+        spare = self.spare
+        # held by self.spare, by `spare` and by getrefcount's argument: by no answer
+        if (spare is not None and spare.shape == (k, n) and spare.dtype == dtype
+                and sys.getrefcount(spare) == 3):  # fmt: skip
+            return spare
+        self.spare = None  # a block of another shape, or one still in use, is not kept
+        work = np.empty((k, n), dtype=dtype)
+        if work.nbytes <= SPARE_WORK_BYTES:
+            self.spare = work
+        return work
 
     @classmethod
     def of(cls, cluster, ranks, protocol):
@@ -351,14 +376,14 @@ def _distinct(values):
     return len(np.unique(values)) == len(values)
 
 
-def _move_data(schedule, columns, buffers, n, bounds, ufunc, op):
-    """Every rank's answer: the steps' reductions and copies applied in step order."""
-    k = schedule.ranks
+def _move_data(schedule, columns, buffers, work, bounds, ufunc, op):
+    """Every rank's answer: the steps' reductions and copies applied in step order, in
+    ``work``, a ``(K, n)`` block whose rows become the ranks' working buffers."""
+    k, n = work.shape
     chunks = [(int(a), int(b)) for a, b in bounds]
     sources = [b.reshape(-1) for b in buffers]
     # one (K, n) block holds every rank's working buffer, so that a step of small chunks
     # is one indexed operation; row r is exactly what _prepare gives rank r
-    work = np.empty((k, n), dtype=buffers[0].dtype)
     for r in range(k):
         _prepare(schedule, buffers[r], n, r, chunks, out=work[r])
     even = n % schedule.n_chunks == 0
