@@ -4,6 +4,8 @@ arrival must record and complete exactly what the posts asked."""
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import collsim
 from collsim import CountOnly, topology
@@ -93,3 +95,100 @@ def test_a_run_frees_its_execution_without_the_cyclic_collector(monkeypatch):
     finally:
         if collecting:
             gc.enable()
+
+
+_PEERS = st.sampled_from([0, 1, 3, 4, -1, True, 2.0, "1"])  # in range, out of range, wrong types
+
+
+@given(
+    sends=st.lists(st.tuples(_PEERS, st.sampled_from(["size", "array", "list"]),
+                             st.sampled_from([0, 7, True, "t"])), max_size=3),
+    recvs=st.lists(st.tuples(_PEERS, st.sampled_from([0, 7, None, "t"])), max_size=3),
+    as_list=st.booleans(),
+)  # fmt: skip
+def test_an_exchange_is_plain_exactly_when_every_entry_passes_the_named_checks(
+    sends, recvs, as_list
+):
+    # rank.exchange inlines _plain_send and _plain_recv in its fast check: the two must
+    # agree, and a plain entry is posted as the general path would post it
+    from collsim.errors import CollsimError
+    from collsim.runtime.rank import _plain_recv, _plain_send
+
+    payloads = {"size": CountOnly(8), "array": np.zeros(2), "list": [1.0]}
+    send_entries = [(d, payloads[p], t) for d, p, t in sends]
+    recv_entries = [(s, t) if t is not None else (s,) for s, t in recvs]
+
+    def program(rank):
+        if rank.id != 0:
+            return None
+        entries = (send_entries, recv_entries) if as_list else (tuple(send_entries),
+                                                                 tuple(recv_entries))  # fmt: skip
+        try:
+            return rank.exchange(*entries)
+        except CollsimError:
+            return "refused"
+
+    op = collsim.Cluster(topology.ring(4)).run(program).returns[0]
+    plain = all(_plain_send(e, 4) for e in send_entries) and all(
+        _plain_recv(e, 4) for e in recv_entries
+    )
+    if op == "refused":
+        assert not plain
+        return
+    assert op.plain == plain
+    if plain:
+        assert list(op.send_posts) == send_entries and list(op.recv_posts) == recv_entries
+    else:
+        for entry, post in zip(send_entries, op.send_posts, strict=True):
+            if _plain_send(entry, 4):
+                assert post == (*entry, "", None)
+        for entry, post in zip(recv_entries, op.recv_posts, strict=True):
+            if _plain_recv(entry, 4):
+                assert post == (*entry, None, None)
+
+
+_PLAIN_SENDS = [(1, CountOnly(8), 0), (3, np.zeros(2), 7)]
+_PLAIN_RECVS = [(3, 0), (1, 7)]
+
+
+@pytest.mark.parametrize(
+    "odd_send, odd_recv",
+    [
+        (None, None),  # every entry plain
+        ((4, CountOnly(8), 0), None),  # a peer one past the last rank
+        ((-1, CountOnly(8), 0), None),
+        ((True, CountOnly(8), 0), None),  # a bool is not a peer
+        ((1, CountOnly(8), True), None),  # nor a tag
+        ((1, CountOnly(8), "t"), None),
+        ((1, [1.0], 0), None),  # a list is not posted as it is
+        ((1, CountOnly(8)), None),  # no tag given
+        (None, (4, 0)),
+        (None, (-1, 0)),
+        (None, (1, True)),
+        (None, (1,)),
+        (None, (1, 0, np.zeros(2))),  # an out= buffer
+    ],
+    ids=lambda v: repr(v)[:24],
+)
+def test_each_field_the_fast_check_reads_decides_plainness(odd_send, odd_recv):
+    from collsim.errors import CollsimError
+    from collsim.runtime.rank import _plain_recv, _plain_send
+
+    sends = _PLAIN_SENDS + ([odd_send] if odd_send else [])
+    recvs = _PLAIN_RECVS + ([odd_recv] if odd_recv else [])
+
+    def program(rank):
+        if rank.id != 0:
+            return None
+        try:
+            return rank.exchange(sends, recvs)
+        except CollsimError:
+            return "refused"
+
+    op = collsim.Cluster(topology.ring(4)).run(program).returns[0]
+    named = all(_plain_send(e, 4) for e in sends) and all(_plain_recv(e, 4) for e in recvs)
+    assert named == (odd_send is None and odd_recv is None)
+    if named:
+        assert op != "refused" and op.plain
+    else:  # refused by isend/irecv's checks, or posted through them
+        assert op == "refused" or not op.plain
