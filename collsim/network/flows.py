@@ -173,24 +173,18 @@ class Network:
         if found is None:
             links = self._direct(src, dst)
             if links is not None and not self.failed:  # one link: its own α and β
-                link = links[0]
-                alpha, beta, shares = self.latency[link], self.capacity[link], (self.active[link],)
+                alpha, beta = self.latency[links[0]], self.capacity[links[0]]
             else:
                 links = links or tuple(topology.route(self.graph, src, dst))
                 if self.failed and any(link in self.failed for link in links):
                     links = self._detour(src, dst) or links
                 alpha = sum(self.latency[link] for link in links)
                 beta = min((self.capacity[link] for link in links), default=math.inf)
-                shares = None
             # one float object per distinct value: the routes of a uniform topology share
             # theirs, so each transfer reads them from a warm cache line, not its own
             alpha = self._floats.setdefault(alpha, alpha)
             beta = self._floats.setdefault(beta, beta)
-            if shares is None:
-                found = self.path(links, alpha, beta)
-            else:
-                found = (links, alpha, beta, shares)
-            self.routes[key] = found
+            found = self.routes[key] = self.path(links, alpha, beta)
             self.routes_from.setdefault(src, {})[dst] = found
         return found
 
@@ -199,6 +193,8 @@ class Network:
         being the table of flows on each link (``active[link]``), found here once per
         route rather than by hashing each link twice per transfer."""
         active = self.active
+        if len(links) == 1:  # most routes: no generator to run
+            return links, alpha, beta, (active[links[0]],)
         return links, alpha, beta, tuple(active[link] for link in links)
 
     def _direct(self, src, dst):
