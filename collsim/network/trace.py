@@ -139,7 +139,6 @@ class Trace:
         # each), every PACK_RECORDS of them packed into columns (see pack())
         self._raw = []
         self._packed = []  # (src, dst, tag, nbytes, start, end, links, label, meta) columns
-        self._packed_count = 0
         self._blocks = []  # TransferBlock: a batched step's transfers as columns
         self._transfers = None
         self.computes = []
@@ -149,7 +148,8 @@ class Trace:
     @property
     def transfer_count(self):
         """How many transfers were recorded (without building their records)."""
-        return len(self._raw) + self._packed_count + sum(len(b) for b in self._blocks)
+        packed = sum(len(columns[0]) for columns in self._packed)
+        return len(self._raw) + packed + sum(len(b) for b in self._blocks)
 
     def pack(self):
         """Pack the transfers recorded one at a time so far into columns, nine tuples,
@@ -169,7 +169,6 @@ class Trace:
         raw = self._raw
         if raw:
             self._packed.append(tuple(zip(*raw)))
-            self._packed_count += len(raw)
             raw.clear()  # the same list: the engine's recorder appends to it
 
     def _records(self):
