@@ -690,5 +690,5 @@ for command in ("run all-reduce --topology dgx-h100 --algorithm nvls --min-bytes
 # Describe your own machine in a TOML file (`base = "dgx-h100"` and the fields that differ;
 # `collsim.hardware.load` reads it), pass it as `--topology box.toml` to the commands of
 # section 6, and when a run hangs, read the flight recorder's line per rank first. Next,
-# lesson 13 runs the programs people really write, mpi4py and torch.distributed code, on
-# these machines unchanged.
+# lesson 13 runs the programs people really write on these machines: mpi4py code unchanged,
+# and torch.distributed-style code on `collsim.distributed`.

@@ -8,7 +8,9 @@
 # `comm.Allreduce(x, out, op=MPI.SUM)`) or torch.distributed (`dist.all_reduce(t)`):
 # calls that block until they are done, then return.
 #
-# collsim runs that code unchanged:
+# collsim runs mpi4py code unchanged, and torch.distributed-style code written against
+# `collsim.distributed` (`import collsim.distributed as dist`: torch.distributed's names on
+# numpy arrays; a program that imports `torch.distributed` itself does not run here yet):
 #
 # - `collsim exec -n 4 script.py` runs a script as `mpirun -n 4 python script.py` would
 #   (try it with `examples/mpi_pi.py`, `mpi_ping_pong.py`, `mpi_ring_pass.py`);

@@ -728,5 +728,5 @@ for command in ("run all-reduce --topology dgx-h100 --algorithm nvls --min-bytes
 # だけを書きます。読み込むのは `collsim.hardware.load` です)。それを
 # `--topology box.toml` として第 6 節のコマンドに渡してください。実行がハングしたら、
 # まずフライトレコーダのランクごとの行を読みましょう。次のレッスン 13 では、人が実際に
-# 書くプログラム、つまり mpi4py や torch.distributed のコードを、これらのマシンの上で
-# そのまま動かします。
+# 書くプログラムを、これらのマシンの上で動かします。mpi4py のコードは手を加えずにそのまま、
+# torch.distributed 風のコードは `collsim.distributed` の上で動きます。

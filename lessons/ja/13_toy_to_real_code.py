@@ -9,7 +9,10 @@
 # torch.distributed (`dist.all_reduce(t)`) です。どれも、処理が終わるまでブロックして
 # から戻る呼び出しです。
 #
-# collsim は、そうしたコードに手を加えずにそのまま実行します。
+# collsim は mpi4py のコードを手を加えずにそのまま実行します。torch.distributed 風のコードは
+# `collsim.distributed` に対して書けば実行できます (`import collsim.distributed as dist`。
+# torch.distributed と同じ名前で、テンソルの代わりに numpy 配列を使います。
+# `torch.distributed` そのものを import するプログラムは、まだここでは動きません)。
 #
 # - `collsim exec -n 4 script.py` は、`mpirun -n 4 python script.py` と同じように
 #   スクリプトを実行します (`examples/mpi_pi.py`、`mpi_ping_pong.py`、

@@ -1,0 +1,86 @@
+"""What the product says is so (issue 25): the README, the lessons, the tour and the pictures
+claim only what the commands a user runs do.
+
+- torch.distributed: what runs today is collsim.distributed's API on numpy arrays, so no text
+  says torch.distributed code runs unchanged without naming it (item 16);
+- the tour's part 3 says that its values are not part 1's, and its sum adds those (item 19);
+- `collsim viz traffic` says that links tie instead of naming one as the busiest (item 20);
+- lesson 6 says what each of its two efficiencies means on the line itself (item 21).
+"""
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from collsim.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# -- item 16: torch.distributed ------------------------------------------------------------
+
+# words that say a program runs as it is written
+RUNS_UNCHANGED = re.compile(r"unchanged|unmodified|そのまま|手を加え")
+
+
+def _paragraphs(text):
+    """Blocks of text between blank lines; a lone ``#`` line (a blank comment line in a
+    percent-format lesson) separates them too."""
+    blocks = re.split(r"\n\s*#?\s*\n", text)
+    return [" ".join(block.replace("#", " ").split()) for block in blocks]
+
+
+def _texts():
+    for path in [ROOT / "README.md", ROOT / "README.ja.md", *sorted(ROOT.glob("docs/*.md"))]:
+        yield path.name, path.read_text(encoding="utf-8")
+    for path in sorted((ROOT / "lessons").rglob("*.py")):
+        yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        main(["exec", "--help"])
+    yield "collsim exec --help", help_text.getvalue()
+
+
+def torch_claims_without_collsim_distributed(text):
+    """Paragraphs that say code runs unchanged where torch.distributed is in view (the
+    paragraph or the one before it) and that do not name collsim.distributed.
+
+    >>> torch_claims_without_collsim_distributed("Students use torch.distributed.\\n\\n"
+    ...                                          "collsim runs that code unchanged.")
+    ['collsim runs that code unchanged.']
+    >>> torch_claims_without_collsim_distributed("mpi4py code runs unchanged; torch.distributed"
+    ...                                          "-style code on collsim.distributed.")
+    []
+    """
+    paragraphs = _paragraphs(text)
+    wrong = []
+    for before, paragraph in zip(["", *paragraphs], paragraphs):
+        in_view = before + " " + paragraph
+        if RUNS_UNCHANGED.search(paragraph) and "torch.distributed" in in_view:
+            if "collsim.distributed" not in in_view:
+                wrong.append(paragraph)
+    return wrong
+
+
+TEXTS = dict(_texts())
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_no_text_says_torch_distributed_code_runs_unchanged(name):
+    text = TEXTS[name]
+    wrong = torch_claims_without_collsim_distributed(text)
+    assert not wrong, f"{name}: name collsim.distributed, the API that runs:\n" + "\n".join(wrong)
+
+
+def test_a_program_that_imports_torch_distributed_does_not_run_as_the_readme_says(tmp_path):
+    # the README says so today; when torch programs run, this test and that sentence change
+    script = tmp_path / "uses_torch.py"
+    script.write_text("import torch.distributed as dist\ndist.init_process_group()\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = main(["exec", "-n", "2", str(script)])
+    assert status != 0
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "imports `torch.distributed` itself does not run" in readme
