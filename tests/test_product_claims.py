@@ -84,3 +84,28 @@ def test_a_program_that_imports_torch_distributed_does_not_run_as_the_readme_say
     assert status != 0
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "imports `torch.distributed` itself does not run" in readme
+
+
+# -- item 19: the tour's values ------------------------------------------------------------
+
+
+def _tour_part(capsys, lang, number):
+    assert main(["tour", "--no-pause", "--lang", lang]) == 0
+    out = capsys.readouterr().out
+    return out.split(f"\n== {number}. ", 1)[1].split("\n== ", 1)[0]
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_tours_ring_says_its_values_changed_and_sums_them(capsys, lang):
+    ring = _tour_part(capsys, lang, 3)
+    before_the_steps = ring.split("initial state", 1)[0]
+    stated = re.search(r"\[([\d., ]+)\]", before_the_steps)
+    assert stated, f"part 3 does not say what each rank starts with:\n{before_the_steps}"
+    starts = [float(v) for v in stated.group(1).split(",")]
+    assert starts != [0.0, 1.0, 2.0, 3.0]  # part 1's values: part 3 says they changed
+    assert "r + 1" in before_the_steps
+    end = ring.strip().splitlines()[-1]
+    result = float(re.search(r"\[([\d.]+),", end).group(1))
+    terms = re.search(r"= ([\d+]+)", end).group(1)
+    assert result == sum(starts)
+    assert terms == "+".join(f"{v:g}" for v in starts)

@@ -99,14 +99,17 @@ def run(args):
 
     _title(tour_text("ring_title", lang))
     ring4 = Cluster(topology.ring(4, "100GB/s", "5us"))
-    buffers = [np.full(8, float(r + 1)) for r in range(4)]
+    buffers = [np.full(8, float(r + 1)) for r in range(4)]  # r + 1: rank 0 adds 1, not 0
+    starts = [float(b[0]) for b in buffers]
     out = ring4.all_reduce(buffers, algorithm="ring")
+    print(tour_text("ring_start", lang, values=starts))
     if tour_text("ring_legend", lang):  # the step views print as in `collsim step`
         print(tour_text("ring_legend", lang))
     for view in out.steps(include_initial=True):
         print(view)
         pause(args)
-    print(tour_text("ring_end", lang, values=out.outputs[0][:4].tolist()))
+    terms = "+".join(f"{v:g}" for v in starts)
+    print(tour_text("ring_end", lang, values=out.outputs[0][:4].tolist(), terms=terms))
 
     _title(tour_text("bytes_title", lang))
     size = 64 * 2**20

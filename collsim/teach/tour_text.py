@@ -62,9 +62,16 @@ TOUR = {
         "step 1 of 6 = 全 6 ステップの 1 番目、chunk = チャンク、reduce = 受け取って加算、"
         "copy = 受け取って上書き)",
     ),
+    "ring_start": (
+        "new values: rank r now starts with r + 1 in every element, not r as in part 1\n"
+        "(so that rank 0 adds something): {values}; rN below is rank N's contribution",
+        "ここでは値を変えます: ランク r はすべての要素に r + 1 を持って始めます "
+        "(1. では r でした。\n"
+        "r + 1 ならランク 0 も和に寄与します): {values}。下の rN はランク N の寄与です",
+    ),
     "ring_end": (
-        "every rank ends with {values}... = 1+2+3+4",
-        "最後にはどのランクも {values}... = 1+2+3+4 を持ちます",
+        "every rank ends with {values}... = {terms}, the sum of the starting values",
+        "最後にはどのランクも {values}... = {terms} (初めの値の和) を持ちます",
     ),
     "bytes_title": (
         "4. bytes each rank sends for a 64 MiB buffer",
