@@ -109,3 +109,27 @@ def test_the_tours_ring_says_its_values_changed_and_sums_them(capsys, lang):
     terms = re.search(r"= ([\d+]+)", end).group(1)
     assert result == sum(starts)
     assert terms == "+".join(f"{v:g}" for v in starts)
+
+
+# -- item 20: a tie is a tie ---------------------------------------------------------------
+
+
+def _traffic_note(tmp_path, *flags):
+    svg = tmp_path / "traffic.svg"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["viz", "traffic", *flags, "--out", str(svg)]) == 0
+    # matplotlib writes each text of an SVG as a comment beside its glyphs
+    return [t for t in re.findall(r"<!-- (.*?) -->", svg.read_text()) if "all links" in t]
+
+
+def test_viz_traffic_says_the_ring_links_tie_instead_of_naming_one(tmp_path):
+    (note,) = _traffic_note(tmp_path)  # ring all-reduce on ring(8): 1.75 MiB on every link
+    assert note.startswith("all 8 links tie at 1.75 MiB each"), note
+    assert "busiest link" not in note
+
+
+def test_viz_traffic_names_the_busiest_link_only_when_it_is_alone(tmp_path):
+    (note,) = _traffic_note(tmp_path, "reduce", "--algorithm", "tree")
+    assert note.startswith("busiest link r7 → r0: 7 MiB"), note  # the root's last hop
+    (note,) = _traffic_note(tmp_path, "broadcast", "--algorithm", "tree")
+    assert note.startswith("3 links tie as busiest at 4 MiB each (r1 → r2, r2 → r3, r3 → r4)")

@@ -36,7 +36,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 from ..topology import ranks_of
 from ..units import format_size
 
-__all__ = ["traffic_figure", "topology_layout", "link_bytes", "byte_unit"]
+__all__ = ["traffic_figure", "topology_layout", "link_bytes", "byte_unit", "busiest_links"]
 
 CMAP = "plasma_r"
 IDLE = "#C8C8C8"
@@ -289,18 +289,41 @@ def traffic_figure(topology, source, title=None):
     cax = fig.add_axes((0.89, 0.15, 0.018, top - 0.3))
     bar = fig.colorbar(ScalarMappable(norm, cmap=_shifted(cmap)), cax=cax)
     bar.set_label(f"bytes carried ({unit})", fontsize=11)
-    total = sum(loads.values())
-    busiest = max(loads, key=loads.get) if loads else None
     head = title or f"link load: {_what(source)}{g.graph.get('name', 'topology')}"
     fig.suptitle(head, fontsize=16, fontweight="bold", y=1 - 0.12 / height)
-    if busiest is not None:
-        u, v = busiest
-        note = (
-            f"busiest link {_name(u)} → {_name(v)}: {largest / divisor:.3g} {unit}  ·  "
-            f"all links: {format_size(total)}  ·  grey = unused"
-        )
+    if loads:
+        busiest = _busiest_text(busiest_links(loads), g.number_of_edges(), largest / divisor, unit)
+        total = format_size(sum(loads.values()))
+        note = f"{busiest}  ·  all links together: {total}  ·  grey = unused"
         fig.text(0.5, 1 - 0.55 / height, note, fontsize=11, **CENTRE)
     return fig
+
+
+def busiest_links(loads):
+    """The links that carried the most bytes, in the order of ``loads``: one, or all that tie.
+
+    >>> busiest_links({(0, 1): 5, (1, 2): 5, (2, 0): 3})
+    [(0, 1), (1, 2)]
+    """
+    largest = max(loads.values(), default=0)
+    if not largest:
+        return []  # nothing moved: no link is the busiest
+    return [link for link, carried in loads.items() if carried == largest]
+
+
+def _busiest_text(ties, links, amount, unit):
+    """Names the busiest link only when one link is; a tie is said as a tie."""
+    load = f"{amount:.3g} {unit}"
+    if not ties:
+        return "no link carried any bytes"
+    if len(ties) == 1:
+        ((u, v),) = ties
+        return f"busiest link {_name(u)} → {_name(v)}: {load}"
+    if len(ties) == links:
+        return f"all {links} links tie at {load} each"
+    shown = ", ".join(f"{_name(u)} → {_name(v)}" for u, v in ties[:3])
+    more = ", …" if len(ties) > 3 else ""
+    return f"{len(ties)} links tie as busiest at {load} each ({shown}{more})"
 
 
 def _shifted(cmap):
