@@ -177,7 +177,8 @@ print("job:", DEFAULT_JOB)
 for row in scaling_rows(DEFAULT_JOB, gpus=[8, 16, 256, 512]):
     print(f"{row['gpus']:>4} GPUs ({row['link']}): compute {format_time(row['compute_s']):>9}, "
           f"communication {format_time(row['comm_bandwidth_s'] + row['comm_latency_s']):>9}, "
-          f"efficiency {row['efficiency']:.1%} ({row['efficiency_overlapped']:.1%} overlapped)")  # fmt: skip
+          f"efficiency {row['efficiency']:.1%} if nothing overlaps, "
+          f"{row['efficiency_overlapped']:.1%} if the all-reduce hides behind compute")  # fmt: skip
 teach.show(scaling_figure(DEFAULT_JOB), "06_strong_scaling")
 
 # %% [markdown]

@@ -10,7 +10,10 @@ claim only what the commands a user runs do.
 
 import contextlib
 import io
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,28 @@ def test_viz_traffic_names_the_busiest_link_only_when_it_is_alone(tmp_path):
     assert note.startswith("busiest link r7 → r0: 7 MiB"), note  # the root's last hop
     (note,) = _traffic_note(tmp_path, "broadcast", "--algorithm", "tree")
     assert note.startswith("3 links tie as busiest at 4 MiB each (r1 → r2, r2 → r3, r3 → r4)")
+
+
+# -- item 21: lesson 6's two efficiencies --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lesson, serial, overlapped",
+    [
+        ("06_where_scaling_stops.py", "if nothing overlaps", "if the all-reduce hides behind"),
+        ("ja/06_where_scaling_stops.py", "何も重ね合わせなければ", "all-reduce を計算の陰に隠せば"),
+    ],
+)
+def test_lesson_6_names_what_each_efficiency_means(tmp_path, lesson, serial, overlapped):
+    env = dict(os.environ, COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg",
+               COLLSIM_LESSON_OUT=str(tmp_path))  # fmt: skip
+    done = subprocess.run([sys.executable, str(ROOT / "lessons" / lesson)], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if re.match(r"\s*\d+ GPUs? \(", line)]
+    assert len(rows) == 4, done.stdout[-2000:]
+    for row in rows:  # "50.6% (100.0% overlapped)" read as a contradiction
+        assert re.search(rf"{serial} [\d.]+%|[\d.]+% {serial}", row), row
+        assert re.search(rf"{overlapped} [\d.]+%|[\d.]+% {overlapped}", row), row
+        assert not re.search(r"\d% overlapped\)", row), row

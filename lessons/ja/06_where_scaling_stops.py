@@ -180,7 +180,8 @@ print("ジョブ:", DEFAULT_JOB)
 for row in scaling_rows(DEFAULT_JOB, gpus=[8, 16, 256, 512]):
     print(f"{row['gpus']:>4} GPU ({row['link']}): 計算 {format_time(row['compute_s']):>9}、"
           f"通信 {format_time(row['comm_bandwidth_s'] + row['comm_latency_s']):>9}、"
-          f"効率 {row['efficiency']:.1%} (重ね合わせると {row['efficiency_overlapped']:.1%})")  # fmt: skip
+          f"効率は何も重ね合わせなければ {row['efficiency']:.1%}、"
+          f"all-reduce を計算の陰に隠せば {row['efficiency_overlapped']:.1%}")  # fmt: skip
 teach.show(scaling_figure(DEFAULT_JOB), "06_strong_scaling")
 
 # %% [markdown]
