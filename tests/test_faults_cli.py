@@ -56,7 +56,7 @@ def test_run_that_stalls_ends_with_the_watchdog_report(flags, culprit):
 
 def test_faults_are_refused_with_the_closed_form():
     outcome = run_cli([*RUN[:-1], "--analytical", "--slow-link", "2-3:0.5"], bad="2-3:0.5")
-    assert outcome.status == 1 and "the closed form models no faults" in outcome.stderr
+    assert outcome.status == 2 and "the closed form models no faults" in outcome.stderr
 
 
 def test_every_fault_flag_has_an_example_in_the_help():

@@ -28,7 +28,7 @@ def no_work(monkeypatch):
 
 
 def refused(argv, capsys):
-    assert cli.main([str(a) for a in argv]) == 1
+    assert cli.main([str(a) for a in argv]) == 2
     return capsys.readouterr().err
 
 

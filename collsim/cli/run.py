@@ -21,10 +21,15 @@ from .common import (
     explain_time_guard,
 )
 from .console import add_progress_argument, progress
+from .exit_status import Meaning
 from .limits import check_fits, parse_factor, size_flag, sweep_sizes
 from .paths import check_output_path
 
 __all__ = ["register", "run", "measure", "sizes_from_args", "numeric_bytes", "JSON_FIELDS"]
+
+EXIT_STATUS = Meaning(ok="every output equals numpy's (or there is no data to check)",
+                      failed="an output differs from numpy's, or the run stalled (the "
+                             "watchdog's report)")  # fmt: skip
 
 # the --json row, documented once: `collsim run --help` prints this table
 JSON_FIELDS = {

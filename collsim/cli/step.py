@@ -12,9 +12,14 @@ from .common import (
     explain_time_guard,
 )
 from .console import add_progress_argument, pause, progress
+from .exit_status import Meaning
 from .limits import check_fits
 
 __all__ = ["register", "run", "MAX_STEP_RANKS"]
+
+EXIT_STATUS = Meaning(ok="done",
+                      failed="the run stalled (a --crash-rank, or a --fail-link with no "
+                             "other path)")  # fmt: skip
 
 # every step prints one line per rank and per transfer: past 64 ranks nobody reads it
 MAX_STEP_RANKS = 64
