@@ -85,9 +85,12 @@ def add_cluster_arguments(parser, ranks=8):
     g.add_argument(
         "--bandwidth",
         default="100GB/s",
-        help="per link and direction, e.g. 100GB/s, 400Gbit/s, inf (default 100GB/s)",
+        help="per link and direction, e.g. 100GB/s, 400Gbit/s, inf; a number needs its unit "
+        "(default 100GB/s)",
     )
-    g.add_argument("--latency", default="5us", help="per link, e.g. 5us, 2ms, 0 (default 5us)")
+    g.add_argument("--latency", default="5us",
+                   help="per link, e.g. 5us, 2ms, 0; a number other than 0 needs its unit "
+                        "(default 5us)")  # fmt: skip
     g.add_argument("--model", default="maxmin", choices=("maxmin", "ideal"),
                    help="maxmin shares links fairly among flows (congestion); ideal ignores "
                         "other flows (alpha + n/beta per message) (default maxmin)")  # fmt: skip

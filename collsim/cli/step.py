@@ -13,6 +13,7 @@ from .common import (
 )
 from .console import add_progress_argument, pause, progress
 from .exit_status import Meaning
+from .flags_read import link_lines
 from .limits import check_fits
 
 __all__ = ["register", "run", "MAX_STEP_RANKS"]
@@ -99,6 +100,8 @@ def run(args):
     print(f"{name.replace('_', '-')} with the {out.algorithm} algorithm{protocol} on {k} "
           f"ranks, {count} float32 elements each, over "
           f"{cluster.topology.graph.get('name')}")  # fmt: skip
+    for line in link_lines(args):  # each link flag as typed and as read
+        print(line)
     print(f"{out.schedule.n_chunks} chunk(s) per buffer; {out.stats.steps} steps\n")
     views = list(out.steps(include_initial=True))
     for i, view in enumerate(views):

@@ -27,7 +27,8 @@ def _collective_arguments(parser, size=True):
         help="ring, tree, halving_doubling (hd), naive, direct (default: the collective's first)",
     )
     if size:
-        parser.add_argument("--size", "-s", default="1MiB", help="S, e.g. 64MiB (default 1MiB)")
+        parser.add_argument("--size", "-s", default="1MiB",
+                            help="S, e.g. 64MiB, 64MB or 64M (= 64MiB) (default 1MiB)")  # fmt: skip
     dtypes = ("float64", "float32", "float16", "bfloat16", "int32", "int64")
     parser.add_argument("--dtype", "-d", default="float32", choices=dtypes, help="element type")
     add_cluster_arguments(parser)
