@@ -165,7 +165,7 @@ def register(subparsers):
         help="write the (last) run's Chrome/Perfetto trace JSON here (not with --analytical)",
     )
     add_progress_argument(p)
-    add_cluster_arguments(p)
+    add_cluster_arguments(p, computes=False)  # a collective alone computes nothing
     p.set_defaults(func=run)
 
 

@@ -55,7 +55,7 @@ def register(subparsers):
     )
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between steps")
     add_progress_argument(p)
-    add_cluster_arguments(p, ranks=4)
+    add_cluster_arguments(p, ranks=4, computes=False)  # a collective alone computes nothing
     p.set_defaults(func=run)
 
 

@@ -31,7 +31,7 @@ def _collective_arguments(parser, size=True):
                             help="S, e.g. 64MiB, 64MB or 64M (= 64MiB) (default 1MiB)")  # fmt: skip
     dtypes = ("float64", "float32", "float16", "bfloat16", "int32", "int64")
     parser.add_argument("--dtype", "-d", default="float32", choices=dtypes, help="element type")
-    add_cluster_arguments(parser)
+    add_cluster_arguments(parser, computes=False)  # a collective alone computes nothing
 
 
 def _run_collective(args, stalled_ok=False):
