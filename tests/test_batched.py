@@ -315,6 +315,6 @@ def test_the_cli_refuses_a_chrome_trace_too_big_for_memory(monkeypatch, tmp_path
     out = tmp_path / "t.json"
     code = main(["run", "all-reduce", "--ranks", "1024", "--count-only", "--trace", str(out)])
     err = capsys.readouterr().err
-    assert code == 1 and not out.exists()
+    assert code == 2 and not out.exists()  # refused: --trace cannot be written
     assert f"--trace {out}: the run's 2,095,104 transfers are too many to write one by one" in err
     assert "drop --trace, or pass a smaller --ranks" in err

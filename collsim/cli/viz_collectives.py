@@ -207,8 +207,18 @@ def _sweep_arguments(parser):
         default=None,
         help="comma-separated, each once (default: every algorithm of the collective)",
     )
-    parser.add_argument("--min-bytes", "-b", default="8", help="smallest S (default 8)")
-    parser.add_argument("--max-bytes", "-e", default="256MiB", help="largest S (default 256MiB)")
+    parser.add_argument(
+        "--min-bytes",
+        "-b",
+        default="8",
+        help="smallest S, as nccl-tests' -b (1K = 1KiB) (default 8)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        "-e",
+        default="256MiB",
+        help="largest S, as nccl-tests' -e (8G = 8GiB) (default 256MiB)",
+    )
     parser.add_argument(
         "--factor", "-f", default="2", help="S step, > 1; at most 64 sizes (default 2)"
     )
