@@ -3,16 +3,22 @@
 Everything inside collsim is in SI base units: bytes, bytes per second and seconds.
 Strings are accepted only at the edges (CLI flags, presets, configs) and parsed here.
 
-* sizes: ``"64MiB"`` (binary) and ``"64MB"`` (decimal) mean exactly what they say;
-  ``B`` is a byte and ``b`` a bit, so ``"8b"`` is one byte.
-* rates: ``"100GB/s"`` is bytes per second, ``"400Gbit/s"`` and ``"400Gb/s"`` bits per
-  second; a bandwidth is per direction of a link.  ``"inf"`` is a free link.
-* times: ``ns``, ``us`` (or ``µs``), ``ms``, ``s``; ``0`` is a free latency.
+* sizes: ``"64MiB"`` (binary) and ``"64MB"`` (decimal) mean exactly what they say; a
+  prefix alone is binary, as nccl-tests reads ``-b``/``-e`` (its ``parsesize``): ``"64M"``
+  and ``"64m"`` are 64 MiB, ``"8G"`` 8 GiB.  A plain number is bytes.  A buffer has no size
+  in bits: ``"64Mb"`` is refused, naming ``"64MB"``.
+* rates: ``"100GB/s"`` is bytes per second, ``"400Gbit/s"``, ``"400Gb/s"`` and
+  ``"400Gbps"`` bits per second; a bandwidth is per direction of a link.  ``"inf"`` is a
+  free link.  A plain number string (``"100"``) is refused: bytes or bits?
+* times: ``ns``, ``us`` (or ``µs``), ``ms``, ``s``; ``0`` is a free latency.  Any other
+  plain number string (``"5"``) is refused: seconds or microseconds?
+
+Numbers (not strings) are SI base units everywhere: ``5e-6`` is 5 us.
 
 Examples
 --------
->>> parse_size("64MiB")
-67108864
+>>> parse_size("64MiB"), parse_size("64MB"), parse_size("64M")
+(67108864, 64000000, 67108864)
 >>> parse_rate("100GB/s")
 100000000000.0
 >>> parse_rate("400Gbit/s")
@@ -45,11 +51,23 @@ __all__ = [
     "format_flops",
     "available_memory",
     "MAX_SIZE",
+    "SPELLING",
 ]
+
+# the rules above as the CLI's --help states them (collsim run, collsim viz)
+SPELLING = (
+    "Units: 64MiB = 64 x 2^20 B and 64MB = 64 x 10^6 B, as written; a prefix alone is binary, "
+    "as nccl-tests reads -b/-e: 64M = 64 MiB, 8G = 8 GiB; a plain number is bytes. A size in "
+    "bits (64Mb) is refused. A bandwidth or a time needs its unit: 100GB/s or 400Gbps (bits), "
+    "5us or 2ms; only 0 goes without one. The run's header prints each flag as read."
+)
 
 # sizes beyond an exbibyte are typos: no cluster holds one buffer that big
 MAX_SIZE = 2**60
-_SIZE_UNITS = "B, KB, KiB, MB, MiB, GB, GiB, TB, TiB, PB, PiB (b or bit for bits)"
+_SIZE_UNITS = (
+    "B, KB, KiB, MB, MiB, GB, GiB, TB, TiB, PB, PiB, or a prefix alone (K, M, G, "
+    "T, P: binary, as nccl-tests reads them)"
+)
 _RATE_UNITS = "B/s, KB/s, MB/s, GB/s, TB/s (bytes), Kbit/s ... Tbit/s or Gb/s (bits), or inf"
 _TIME_UNITS = "ns, us (or µs), ms, s"
 
@@ -57,7 +75,11 @@ _DECIMAL = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 _PREFIX = {**_DECIMAL, **_BINARY}
 _NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
-_SIZE_RE = re.compile(rf"^{_NUMBER}\s*([KkMGTP]i?)?(B|b|bit|bits|bytes?)?$")
+# a prefix alone ("8G", "64m") is nccl-tests' spelling and binary; with a unit it says itself
+_SIZE_RE = re.compile(
+    rf"^{_NUMBER}\s*(?:(?P<alone>[KkMmGgTP])|(?P<prefix>[KkMGTP]i?)?(?P<unit>B|b|bit|bits|bytes?)?)$"
+)
+_ALONE = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 # a rate must say "per second" (/s or ps): "100GB" is a size, not a bandwidth
 _RATE_RE = re.compile(rf"^{_NUMBER}\s*([KkMGTP]i?)?(B|b|bit)(?:/s|ps)$")
 # divisors, not factors: 5 / 1e6 is exactly 5e-06 while 5 * 1e-6 is not
@@ -89,10 +111,14 @@ def _overflowed(value):
 
 
 def parse_size(text):
-    """Bytes in ``text`` as an int: ``"1KiB"`` -> 1024, ``"1KB"`` -> 1000, ``"16b"`` -> 2.
+    """Bytes in ``text`` as an int: ``"1KiB"`` -> 1024, ``"1KB"`` -> 1000, ``"1K"`` -> 1024.
 
-    >>> parse_size("1.5KiB"), parse_size(4096), parse_size("16b")
-    (1536, 4096, 2)
+    >>> parse_size("1.5KiB"), parse_size(4096), parse_size("8g")
+    (1536, 4096, 8589934592)
+    >>> parse_size("64Mb")
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: size '64Mb' is in bits (b is a bit, B a byte); a buffer size ...
     """
     if isinstance(text, int | np_integer) and not isinstance(text, bool):
         if not 0 <= text <= MAX_SIZE:
@@ -106,10 +132,11 @@ def parse_size(text):
                 f"cannot read size {text!r}: expected a number and a unit like '64MiB'; "
                 f"units are {_SIZE_UNITS}"
             )
-        number, prefix, unit = match.groups()
-        value = float(number) * _PREFIX[prefix or ""]
+        number, alone, prefix, unit = match.groups()
         if unit in ("b", "bit", "bits"):
-            value /= 8
+            raise ConfigError(f"size {text!r} is in bits (b is a bit, B a byte); a buffer size "
+                              f"is in bytes: did you mean {number}{prefix or ''}B?")  # fmt: skip
+        value = float(number) * (_ALONE[alone.upper()] if alone else _PREFIX[prefix or ""])
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"size {text!r} must be a finite number of bytes >= 0")
     if value > MAX_SIZE:
@@ -148,10 +175,14 @@ def parse_rate(text):
 
 
 def parse_time(text):
-    """Seconds in ``text``.
+    """Seconds in ``text``; a string other than ``"0"`` needs its unit.
 
-    >>> parse_time("2ms"), parse_time(0)
-    (0.002, 0.0)
+    >>> parse_time("2ms"), parse_time(0), parse_time("0"), parse_time(5e-6)
+    (0.002, 0.0, 0.0, 5e-06)
+    >>> parse_time("5")
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: time '5' has no unit: seconds or microseconds? write 5s, 5ms or ...
     """
     value = _number(text, "time", "'5us'")
     if value is None:
@@ -163,6 +194,10 @@ def parse_time(text):
             )
         number, unit = match.groups()
         value = float(number) / _TIME_DIVISORS[unit or ""]
+        if unit is None and value != 0:  # a bandwidth needs its unit too ("100" is refused)
+            raise ConfigError(f"time {text!r} has no unit: seconds or microseconds? write "
+                              f"{number}s, {number}ms or {number}us; only 0 may go without "
+                              "one")  # fmt: skip
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"time {text!r} must be a finite number of seconds >= 0")
     return value

@@ -1,7 +1,8 @@
 """The rules every fuzz test applies to the CLI and the public API (issue 11, item 12).
 
-A call may succeed, or fail with a collsim error (``CollsimError``) or an argparse usage
-error (exit 2) whose message names the offending value.  It may not raise anything else,
+A call may succeed, or fail with a collsim error (``CollsimError``: exit 2 for refused
+input, 1 for a failed run) or an argparse usage error (exit 2) whose message names the
+offending value.  It may not raise anything else,
 and it may not run longer than ``timeout`` seconds (a SIGALRM interrupts it, so a hang
 fails the test instead of freezing the suite).
 
@@ -9,7 +10,7 @@ Examples
 --------
 >>> outcome = run_cli(["run", "all-reduce", "--ranks", "0"], bad="0")
 >>> outcome.status
-1
+2
 >>> outcome = check_api(int, "3")
 >>> outcome.value
 3

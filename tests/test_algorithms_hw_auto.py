@@ -106,7 +106,7 @@ def test_collsim_run_analytical_and_step_name_the_choice():
 ])  # fmt: skip
 def test_collsim_run_refuses_what_cannot_run_naming_it(argv, bad):
     out = run_cli(["run", "all-reduce", "--size", "1KiB", *argv], bad=bad)
-    assert out.status == 1
+    assert out.status == 2
 
 
 def test_build_refuses_auto_without_a_call():

@@ -79,9 +79,9 @@ def test_step_prints_every_step(capsys):
 
 
 def test_bad_input_is_a_collsim_error(capsys):
-    assert main(["run", "all-reduse", "--ranks", "4"]) == 1
+    assert main(["run", "all-reduse", "--ranks", "4"]) == 2
     assert "did you mean 'all-reduce'" in capsys.readouterr().err
-    assert main(["run", "all-reduce", "--size", "10 parsecs"]) == 1
+    assert main(["run", "all-reduce", "--size", "10 parsecs"]) == 2
     assert "10 parsecs" in capsys.readouterr().err
 
 

@@ -19,9 +19,9 @@ GiB = 2**30
 
 
 def refused(argv, bad):
-    """The command fails with exit 1, names ``bad``, and printed nothing on stdout (no work)."""
+    """The command fails with exit 2, names ``bad``, and printed nothing on stdout (no work)."""
     outcome = run_cli(argv, bad=bad, timeout=10)
-    assert outcome.status == 1, outcome
+    assert outcome.status == 2, outcome
     assert outcome.stdout == "", "refused only after printing results"
     return outcome.stderr
 

@@ -394,5 +394,5 @@ def test_collsim_run_selects_halving_doubling(collective, spelling, capsys):
     assert main(argv) == 0
     (row,) = json.loads(capsys.readouterr().out)["results"]
     assert (row["algorithm"], row["steps"], row["wrong"]) == ("halving_doubling", 3, 0)
-    assert main(["run", collective, "-k", "6", "-s", "2040", "-a", spelling]) == 1
+    assert main(["run", collective, "-k", "6", "-s", "2040", "-a", spelling]) == 2
     assert "6 ranks: partners are r XOR 2^i" in capsys.readouterr().err

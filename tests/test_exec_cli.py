@@ -158,7 +158,7 @@ def bad_paths(tmp_path_factory):
 def test_bad_scripts_are_refused_naming_them(case, bad_paths):
     path = bad_paths[case]
     outcome = run_cli(["exec", "-n", "2", path], bad=path or "''", timeout=5)
-    assert outcome.status == 1 and "collsim: error: script" in outcome.stderr
+    assert outcome.status == 2 and "collsim: error: script" in outcome.stderr
 
 
 @pytest.mark.parametrize("case", ["missing folder", "under a file", "a folder", "a device",
@@ -167,7 +167,7 @@ def test_bad_trace_paths_are_refused_before_the_run(case, bad_paths, scripts):
     path = bad_paths[case]
     outcome = run_cli(["exec", "-n", "2", "--trace", path, scripts["hello"]],
                       bad=path or "''", timeout=5)  # fmt: skip
-    assert outcome.status == 1 and "hello from" not in outcome.stdout
+    assert outcome.status == 2 and "hello from" not in outcome.stdout
 
 
 @given(

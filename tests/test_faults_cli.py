@@ -56,17 +56,42 @@ def test_run_that_stalls_ends_with_the_watchdog_report(flags, culprit):
 
 def test_faults_are_refused_with_the_closed_form():
     outcome = run_cli([*RUN[:-1], "--analytical", "--slow-link", "2-3:0.5"], bad="2-3:0.5")
-    assert outcome.status == 1 and "the closed form models no faults" in outcome.stderr
+    assert outcome.status == 2 and "the closed form models no faults" in outcome.stderr
+
+
+# the commands whose ranks compute (a straggler slows them) and those that only communicate
+COMPUTING = (["pipeline"], ["exec"], ["viz", "timeline"])
+COMMUNICATING = (
+    ["run"],
+    ["step"],
+    *(["viz", kind] for kind in ("ring", "traffic", "utilization", "sweep")),
+)
+
+
+def _help(command):
+    # argparse wraps lines at hyphens too ("--fail-" / "link"): join those back
+    text = " ".join(run_cli([*command, "--help"]).stdout.split())
+    return re.sub(r"(\w)- (\w)", r"\1-\2", text)
 
 
 def test_every_fault_flag_has_an_example_in_the_help():
-    for command in (["run"], ["pipeline"], ["step"], ["viz", "utilization"]):
-        # argparse wraps lines at hyphens too ("--fail-" / "link"): join those back
-        text = " ".join(run_cli([*command, "--help"]).stdout.split())
-        text = re.sub(r"(\w)- (\w)", r"\1-\2", text)
-        for example in ("--slow-rank 3:2x", "--slow-link 2-3:0.25", "--fail-link 2-3@1ms",
-                        "--crash-rank 5@2ms", "--watchdog-timeout 1s"):  # fmt: skip
+    for command in (*COMPUTING, *COMMUNICATING):
+        text = _help(command)
+        for example in ("--slow-link 2-3:0.25", "--fail-link 2-3@1ms", "--crash-rank 5@2ms",
+                        "--watchdog-timeout 1s"):  # fmt: skip
             assert example in text, (command, example)
+        if command in COMPUTING:
+            assert "--slow-rank 3:2x" in text, command
+
+
+@pytest.mark.parametrize("command", COMMUNICATING, ids=" ".join)
+def test_a_collective_alone_is_not_offered_slow_rank(command):
+    # issue 25, item 22: a stepped collective does no compute, so a straggler changes nothing
+    assert "--slow-rank" not in _help(command)
+    start = [*command, "all-reduce"] + (["--no-pause"] if command == ["step"] else [])
+    outcome = run_cli([*start, "--slow-rank", "1:2x"], bad="--slow-rank")
+    assert outcome.status == 2 and f"usage: collsim {' '.join(command)} " in outcome.stderr
+    assert "unrecognized arguments: --slow-rank 1:2x" in outcome.stderr
 
 
 def test_pipeline_with_a_slow_stage_prints_the_closed_form_step():

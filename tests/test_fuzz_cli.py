@@ -153,10 +153,10 @@ def _bad_paths(tmp_path):
 def test_bad_output_paths_fail_before_the_work(tmp_path, argv, kind):
     path = _bad_paths(tmp_path)[kind]
     outcome = run_cli([*argv, path], bad=str(path), timeout=10)
-    assert outcome.status == 1 and outcome.stdout == ""
+    assert outcome.status == 2 and outcome.stdout == ""
 
 
 def test_a_trace_on_a_full_disk_is_an_error_not_a_traceback():
     outcome = run_cli(["run", "all-reduce", "-k", "2", "-s", "8", "--trace", "/dev/full"],
                       bad="/dev/full", timeout=10)  # fmt: skip
-    assert outcome.status == 1
+    assert outcome.status == 2

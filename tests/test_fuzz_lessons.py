@@ -64,7 +64,7 @@ def test_the_first_number_past_the_last_lesson_is_refused():
     # lesson 13 (from toy programs to real code) is the last; 14 is the first that does not exist
     assert NO_SUCH_LESSON == 14
     outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="14", timeout=5)
-    assert outcome.status == 1 and "no lesson 14" in outcome.stderr
+    assert outcome.status == 2 and "no lesson 14" in outcome.stderr
 
 
 PATH_CASES = ["missing", "under a file", "a file", "a device", "empty string",
@@ -76,18 +76,18 @@ PATH_CASES = ["missing", "under a file", "a file", "a device", "empty string",
 def test_lesson_refuses_every_bad_dir(case, which, folders):
     path = folders[case]
     outcome = run_cli(["lesson", which, "--dir", path], bad=path.rstrip("/") or "''", timeout=5)
-    assert outcome.status == 1, outcome
+    assert outcome.status == 2, outcome
 
 
 def test_a_folder_without_lessons_lists_none_and_refuses_a_number(folders):
     assert run_cli(["lesson", "list", "--dir", folders["no lessons"]]).status == 0
     outcome = run_cli(["lesson", "1", "--dir", folders["no lessons"]], bad="1")
-    assert outcome.status == 1 and "no lesson 1" in outcome.stderr
+    assert outcome.status == 2 and "no lesson 1" in outcome.stderr
 
 
 def test_a_lesson_file_that_is_not_text_is_refused_before_running(folders):
     outcome = run_cli(["lesson", "1", "--dir", folders["not utf-8"]], bad="01_bad.py")
-    assert outcome.status == 1 and "not a UTF-8 text file" in outcome.stderr
+    assert outcome.status == 2 and "not a UTF-8 text file" in outcome.stderr
 
 
 flags = st.sampled_from(["--pause", "--fast", "--dir", "-n", "--no-pause=1", "--ranks"])

@@ -123,4 +123,4 @@ def _bad_paths(tmp_path):
 def test_bad_out_paths_fail_before_the_work(tmp_path, kind):
     for path in _bad_paths(tmp_path):
         outcome = run_cli([*BASES[kind], "--out", path], bad=str(path), timeout=10)
-        assert outcome.status == 1 and outcome.stdout == ""
+        assert outcome.status == 2 and outcome.stdout == ""

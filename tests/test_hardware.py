@@ -176,7 +176,7 @@ def test_collsim_hardware_lists_and_shows_machines(capsys):
     shown = capsys.readouterr().out
     assert "gpu-nvswitch" in shown and "rail-spine" in shown and "370.8 GB/s" in shown
     assert "SM90_NVLINK_BW" in shown  # the sources are printed
-    assert main(["hardware", "dgx-h10"]) == 1
+    assert main(["hardware", "dgx-h10"]) == 2
     assert "did you mean 'dgx-h100'" in capsys.readouterr().err
 
 
@@ -193,7 +193,7 @@ def test_collsim_hardware_lists_and_shows_machines(capsys):
 def test_cluster_flags_on_presets_are_checked_by_value(capsys, argv, bad):
     from collsim.cli import main
 
-    assert main(["run", "all-reduce", "--count-only", *argv]) == 1
+    assert main(["run", "all-reduce", "--count-only", *argv]) == 2
     assert bad in capsys.readouterr().err
 
 
@@ -230,5 +230,5 @@ def test_the_planner_reads_a_machines_rates_and_flags_override_them(capsys):
     assert config["intra_latency"] == pytest.approx(2 * 0.25e-6 + 3.4e-6)
     assert main([*argv, "--machine", "dgx-h100", "--intra-bandwidth", "100GB/s"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["intra_bandwidth"] == 100 * GB
-    assert main([*argv, "--machine", "dgx-h1000"]) == 1
+    assert main([*argv, "--machine", "dgx-h1000"]) == 2
     assert "dgx-h1000" in capsys.readouterr().err

@@ -141,7 +141,7 @@ def test_lesson_list_command(capsys):
 
 
 def test_missing_lessons_folder_says_where_to_get_them(capsys, tmp_path):
-    assert main(["lesson", "list", "--dir", str(tmp_path / "nowhere")]) == 1
+    assert main(["lesson", "list", "--dir", str(tmp_path / "nowhere")]) == 2
     assert "clone the repository" in capsys.readouterr().err
 
 

@@ -340,7 +340,7 @@ def test_cli_reports_rule_errors():
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         status, _ = cli("--stages", "4", "--microbatches", "2", "--schedule", "zb-h1")
-    assert status == 1 and "m=2 < p=4" in err.getvalue()
+    assert status == 2 and "m=2 < p=4" in err.getvalue()
 
 
 def test_cli_out_saves_the_timeline(tmp_path):

@@ -72,11 +72,11 @@ def test_bad_flags_exit_2(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-def test_bad_values_exit_1_with_a_message_naming_them(capsys):
+def test_bad_values_exit_2_with_a_message_naming_them(capsys):
     status, _, err = run(["plan", "--tp", "2"], capsys)
-    assert status == 1 and "params" in err and "layers" in err
+    assert status == 2 and "params" in err and "layers" in err
     status, _, err = run(["plan", "--params", "7B", "--gpu-memory", "eighty"], capsys)
-    assert status == 1 and "gpu_memory" in err and "'eighty'" in err
+    assert status == 2 and "gpu_memory" in err and "'eighty'" in err
 
 
 def test_search_lists_valid_configurations_fastest_first(capsys):
@@ -146,7 +146,7 @@ def test_huge_or_negative_sizes_are_refused_before_any_search(argv, bad, rule, c
     from fuzzkit import run_cli
 
     outcome = run_cli(["plan", *argv], bad=bad, timeout=10)
-    assert outcome.status == 1
+    assert outcome.status == 2
     assert rule in outcome.stderr
 
 
@@ -169,8 +169,8 @@ def test_config_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "job.toml"
     os.mkfifo(fifo)
     outcome = run_cli(["plan", "--config", str(fifo)], bad=str(fifo), timeout=5)
-    assert outcome.status == 1 and "not a regular file" in outcome.stderr
+    assert outcome.status == 2 and "not a regular file" in outcome.stderr
     deep = tmp_path / "deep.json"
     deep.write_text('{"a": ' * 3000 + "1" + "}" * 3000)
     outcome = run_cli(["plan", "--config", str(deep)], bad=str(deep), timeout=5)
-    assert outcome.status == 1 and "deeper" in outcome.stderr
+    assert outcome.status == 2 and "deeper" in outcome.stderr

@@ -54,7 +54,7 @@ def test_unknown_model_lists_every_valid_name_nearest_first():
 
 
 def test_unknown_model_from_the_cli_names_the_value(capsys):
-    assert cli.main(["plan", "--model", "gpt4", "--world-size", "8"]) == 1
+    assert cli.main(["plan", "--model", "gpt4", "--world-size", "8"]) == 2
     err = capsys.readouterr().err
     assert "gpt4" in err and "gpt3-175b" in err
 

@@ -212,7 +212,7 @@ def test_bad_out_paths_are_refused_before_any_strategy_runs(tmp_path, monkeypatc
     ]
     for path in bad:
         outcome = run_cli(["viz", "strategies", "--out", str(path)], bad=str(path), timeout=10)
-        assert outcome.status == 1 and outcome.stdout == ""
+        assert outcome.status == 2 and outcome.stdout == ""
 
 
 def test_strategies_takes_no_positional_arguments(capsys):

@@ -276,7 +276,7 @@ def test_lesson_runs_in_japanese_with_japanese_feedback(lessons, capsys, monkeyp
 
 
 def test_a_japanese_lesson_not_yet_translated_is_named_with_the_nearest(lessons, capsys):
-    assert main(["lesson", "2", "--lang", "ja", "--dir", str(lessons)]) == 1
+    assert main(["lesson", "2", "--lang", "ja", "--dir", str(lessons)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "no Japanese lesson 2 yet" in err and "the nearest Japanese lesson is 1" in err
     assert "collsim lesson 2 --lang en" in err
@@ -284,7 +284,7 @@ def test_a_japanese_lesson_not_yet_translated_is_named_with_the_nearest(lessons,
 
 def test_no_japanese_folder_is_a_collsim_error(tmp_path, capsys):
     (tmp_path / "01_x.py").write_text("# %%\nx = 1\n", encoding="utf-8")
-    assert main(["lesson", "list", "--lang", "ja", "--dir", str(tmp_path)]) == 1
+    assert main(["lesson", "list", "--lang", "ja", "--dir", str(tmp_path)]) == 2
     assert "no Japanese lessons at" in capsys.readouterr().err
 
 

@@ -1,7 +1,8 @@
 """Units: sizes, rates and times parse exactly as written and format back readably.
 
-Decimal prefixes are powers of ten and binary ones powers of two; ``B`` is a byte and
-``b`` a bit.  Exact values are compared with ``==`` where the arithmetic is exact (whole
+Decimal prefixes are powers of ten and binary ones powers of two, and a prefix alone is
+binary, as nccl-tests reads it; ``B`` is a byte and ``b`` a bit (a rate may be in bits, a
+buffer size may not).  Exact values are compared with ``==`` where the arithmetic is exact (whole
 bytes, powers of two and ten); otherwise with ``pytest.approx(rel=1e-12)``.
 """
 
@@ -58,28 +59,41 @@ def test_parse_size_decimal_and_binary_exactly_as_written(text, nbytes):
 
 
 @pytest.mark.parametrize(
-    "text, nbytes",
-    [("8b", 1), ("16b", 2), ("8bit", 1), ("1Kb", 125), ("1Mb", 125_000), ("1Gb", 125_000_000)],
+    "text, spelling",
+    [("64Mb", "64MB"), ("8b", "8B"), ("16 bit", "16B"), ("1Kbits", "1KB"), ("1Gib", "1GiB")],
 )
-def test_lowercase_b_is_bits(text, nbytes):
+def test_a_size_in_bits_is_refused_naming_the_byte_spelling(text, spelling):
+    # issue 25, item 11: --size 64Mb silently ran an 8,000,000-byte collective
+    with pytest.raises(ConfigError, match="is in bits") as info:
+        parse_size(text)
+    assert repr(text) in str(info.value) and f"did you mean {spelling}?" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text, nbytes",
+    [("8", 8), ("1K", 2**10), ("1k", 2**10), ("64M", 64 * 2**20), ("64m", 64 * 2**20),
+     ("8G", 8 * 2**30), ("8g", 8 * 2**30), ("1.5G", 3 * 2**29), ("2 T", 2 * 2**40),
+     ("1P", 2**50)],
+)  # fmt: skip
+def test_a_prefix_alone_is_binary_as_nccl_tests_reads_it(text, nbytes):
+    # issue 25, item 10: nccl-tests' parsesize reads K, M and G as powers of 1,024
     assert parse_size(text) == nbytes
 
 
-def test_case_of_b_matters():
-    assert parse_size("1MB") == 8 * parse_size("1Mb")
-    assert parse_size("1GiB") == 8 * parse_size("1Gib")
+def test_a_unit_says_itself_beside_a_prefix_alone():
+    assert parse_size("8GB") == 8 * 10**9 and parse_size("8GiB") == parse_size("8G") == 8 * 2**30
 
 
 @given(st.integers(min_value=0, max_value=10**6))
 def test_size_prefixes_scale_whole_numbers(n):
-    assert parse_size(f"{n}KiB") == n * 1024
+    assert parse_size(f"{n}KiB") == parse_size(f"{n}K") == n * 1024
     assert parse_size(f"{n}KB") == n * 1000
     assert parse_size(f"{n}MiB") == n * 2**20
-    assert parse_size(f"{n * 8}b") == n
 
 
 @pytest.mark.parametrize(
-    "bad", ["10 parsecs", "-1KB", "-5", "1b", "0.5B", "KiB", "", "1.5.2MB", "1mB", "nan", "inf"]
+    "bad",
+    ["10 parsecs", "-1KB", "-5", "1b", "0.5B", "KiB", "", "1.5.2MB", "1mB", "nan", "inf", "1t"],
 )
 def test_bad_sizes_raise_naming_the_string(bad):
     with pytest.raises(CollsimError) as info:
@@ -153,8 +167,9 @@ def test_zero_negative_or_non_numeric_bandwidth_raises(bad):
         ("2ms", 2e-3),
         ("10ns", 1e-8),
         ("1s", 1.0),
-        ("1.5", 1.5),
+        ("1.5s", 1.5),
         ("0", 0.0),
+        ("0.0", 0.0),
         ("0us", 0.0),
         (0, 0.0),
         (2.5e-6, 2.5e-6),
@@ -163,6 +178,17 @@ def test_zero_negative_or_non_numeric_bandwidth_raises(bad):
 def test_parse_time(text, seconds):
     # dividing by the unit (5 / 1e6) is exact to the nearest float, so == holds
     assert parse_time(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["5", "1.5", "1e-6", " 2 "])
+def test_a_time_without_a_unit_is_refused_as_a_bandwidth_is(text):
+    # issue 25, item 12: --latency 5 silently meant 5 s per link
+    with pytest.raises(ConfigError, match="has no unit") as info:
+        parse_time(text)
+    number = text.strip()
+    assert repr(text) in str(info.value) and f"{number}s, {number}ms or {number}us" in str(
+        info.value
+    )
 
 
 def test_zero_latency_is_a_free_link():

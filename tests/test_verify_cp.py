@@ -75,9 +75,9 @@ def test_nd_meshes_train_like_one_device(replicate, shard, cp, tp, pp):
 
 
 def refused(argv, bad, phrase):
-    """Exit 1 before any work (nothing on stdout), naming ``bad`` and the rule."""
+    """Exit 2 before any work (nothing on stdout), naming ``bad`` and the rule."""
     outcome = run_cli(["verify", *argv], bad=bad, timeout=10)
-    assert outcome.status == 1 and outcome.stdout == "", outcome
+    assert outcome.status == 2 and outcome.stdout == "", outcome
     assert phrase in outcome.stderr, outcome.stderr
     return outcome.stderr
 

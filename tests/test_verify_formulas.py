@@ -151,5 +151,5 @@ def test_the_command_refuses_an_empty_gradient_bucket_by_its_flag():
     argv = ["verify", "dp", "--dp", "2", "--batch", "4", "--hidden", "8", "--heads", "2",
             "--layers", "1", "--steps", "1", "--bucket-size", "0"]  # fmt: skip
     outcome = run_cli(argv, bad="--bucket-size 0", timeout=10)
-    assert outcome.status == 1 and outcome.stdout == ""
+    assert outcome.status == 2 and outcome.stdout == ""
     assert "1B" in outcome.stderr  # the nearest valid size

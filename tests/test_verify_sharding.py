@@ -210,7 +210,7 @@ REFUSED = [
 @pytest.mark.parametrize(("argv", "bad", "rule"), REFUSED, ids=[" ".join(a) for a, _, _ in REFUSED])
 def test_bad_sharding_flags_are_refused_by_name_before_training(argv, bad, rule, no_training):
     outcome = run_cli(["verify", *argv], bad=bad)
-    assert outcome.status == 1 and rule in outcome.stderr
+    assert outcome.status == 2 and rule in outcome.stderr
 
 
 @pytest.mark.parametrize(

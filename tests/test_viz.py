@@ -314,7 +314,7 @@ def test_cli_writes_a_gif_and_svg_and_refuses_other_extensions(tmp_path, capsys)
         == 0
     )
     assert svg.read_text().lstrip().startswith("<?xml")
-    assert cli.main(["viz", "sweep", "--out", str(tmp_path / "s.gif")]) == 1
+    assert cli.main(["viz", "sweep", "--out", str(tmp_path / "s.gif")]) == 2
     assert "unknown file type '.gif'; use one of .png, .svg, .pdf" in capsys.readouterr().err
 
 

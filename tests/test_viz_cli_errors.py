@@ -28,7 +28,7 @@ def no_work(monkeypatch):
 
 
 def refused(argv, capsys):
-    assert cli.main([str(a) for a in argv]) == 1
+    assert cli.main([str(a) for a in argv]) == 2
     return capsys.readouterr().err
 
 
@@ -55,7 +55,8 @@ BAD_FLAGS = [
     (["scaling", "--weak", "--batch-per-gpu", "-2"], "--batch-per-gpu '-2'"),
     (["timeline", "--stages", "64", "--microbatches", "256"], "16,384 forward passes"),
     (["timeline", "--stages", "0"], "--stages 0: must be >= 1"),
-    (["timeline", "--t-forward", "1e300"], "--t-forward '1e300': more than 10 s per pass"),
+    (["timeline", "--t-forward", "1e300s"], "--t-forward '1e300s': more than 10 s per pass"),
+    (["timeline", "--t-forward", "3"], "--t-forward '3': time '3' has no unit"),
     (["timeline", "--t-weight", "abc"], "--t-weight 'abc': cannot read time"),
 ]
 

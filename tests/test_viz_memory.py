@@ -58,7 +58,7 @@ def test_cli_writes_png_and_svg_by_extension(tmp_path, capsys, monkeypatch):
     assert cli.main(["viz", "memory", *flags, "--out", str(svg)]) == 0
     assert b"<svg" in svg.read_bytes()[:500]
     assert "wrote" in capsys.readouterr().out
-    assert cli.main(["viz", "memory", *flags, "--out", str(tmp_path / "m.txt")]) == 1
+    assert cli.main(["viz", "memory", *flags, "--out", str(tmp_path / "m.txt")]) == 2
     assert ".png" in capsys.readouterr().err
 
 

@@ -112,6 +112,6 @@ def test_a_ring_above_the_limit_is_refused_with_the_limit_named(tmp_path, capsys
         ring_animation(big, tmp_path / "big.gif")
     assert ring_figure(all_reduce(T.ring(MAX_RING_RANKS))).axes  # 16 still draws
     out = tmp_path / "r.png"
-    assert cli.main(["viz", "ring", "--ranks", "17", "--out", str(out)]) == 1
+    assert cli.main(["viz", "ring", "--ranks", "17", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--ranks 17" in err and "--ranks 16 or fewer" in err and not out.exists()

@@ -56,7 +56,7 @@ def test_cli_step_draws_the_step_its_number_names(step, tmp_path, monkeypatch, c
 
 def test_cli_step_out_of_range_names_the_valid_numbers(tmp_path, capsys):
     out = str(tmp_path / "r.png")
-    assert cli.main(["viz", "ring", "--ranks", "4", "--step", "7", "--out", out]) == 1
+    assert cli.main(["viz", "ring", "--ranks", "4", "--step", "7", "--out", out]) == 2
     assert "--step 7" in (err := capsys.readouterr().err)
     assert "choose 1..6, or 0 for the initial state" in err
     assert not (tmp_path / "r.png").exists()

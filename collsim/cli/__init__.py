@@ -1,7 +1,8 @@
 """The ``collsim`` command line: one sub-command per module in this package.
 
 Each module defines ``register(subparsers)``, which adds its parser and sets
-``func`` to the function that runs it.  Heavy imports happen inside those
+``func`` to the function that runs it, and may say what its exit statuses 0 and 1
+mean in ``EXIT_STATUS`` (:mod:`.exit_status`).  Heavy imports happen inside those
 functions so that ``collsim --help`` stays instant.
 """
 
@@ -10,6 +11,7 @@ import importlib
 import sys
 
 from ..errors import CollsimError
+from . import exit_status
 
 __all__ = ["main", "build_parser"]
 
@@ -28,12 +30,18 @@ def build_parser():
             "A virtual GPU cluster in one process: watch collectives move real arrays, "
             "count every byte and latency step, and check parallel training against one device."
         ),
-        epilog="Start with `collsim tour`. Every sub-command has its own --help.",
-    )
+        epilog="Start with `collsim tour`. Every sub-command has its own --help.\n\n"
+        + exit_status.epilog(exit_status.Meaning("done, and the command's check passed",
+                                                 "a negative verdict (each --help says which)")),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     parser.add_argument("--version", action="version", version=f"collsim {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(f".{name}", __name__).register(subparsers)
+        module = importlib.import_module(f".{name}", __name__)
+        module.register(subparsers)
+        meaning = getattr(module, "EXIT_STATUS", exit_status.DEFAULT)
+        exit_status.annotate(subparsers.choices[name], meaning)
     return parser
 
 
@@ -43,7 +51,11 @@ def main(argv=None):
 
     parser = build_parser()
     # `--latency -1us` reaches the command as a value, to be refused by name
-    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    args, unknown = parser.parse_known_args(
+        join_negative_values(sys.argv[1:] if argv is None else list(argv))
+    )
+    if unknown:  # said by the sub-command's parser, with its usage (argparse: exit 2)
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
@@ -54,9 +66,9 @@ def main(argv=None):
             resolve_cluster_args(args)  # --ranks from --nodes on a preset, before any check
         status = args.func(args)
         sys.stdout.flush()
-    except CollsimError as exc:
+    except CollsimError as exc:  # refused input exits 2, as argparse's refusals do
         print(f"collsim: error: {exc}", file=sys.stderr)
-        return 1
+        return exit_status.status_of(exc)
     except BrokenPipeError:
         # `collsim run ... | head`: the reader left; that is not an error of ours
         _silence_stdout()
@@ -67,11 +79,11 @@ def main(argv=None):
     except OSError as exc:
         if exc.filename is not None:  # a file we were asked to read or write
             print(f"collsim: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
-            return 1
+            return exit_status.FAILED
         # stdout itself failed (a full disk, /dev/full): say so once, without a traceback
         _silence_stdout()
         print(f"collsim: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return exit_status.FAILED
     return 0 if status is None else status
 
 

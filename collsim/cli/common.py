@@ -59,9 +59,10 @@ TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2
 HARDWARE = tuple(PRESETS)  # the hardware presets --topology also takes
 
 
-def add_cluster_arguments(parser, ranks=8):
+def add_cluster_arguments(parser, ranks=8, computes=True):
     """--ranks, --topology (a generic shape, a hardware preset or a machine file), --nodes,
-    --bandwidth, --latency, --model, --protocol, --gpus-per-node, ..."""
+    --bandwidth, --latency, --model, --protocol, --gpus-per-node, ... and the fault flags;
+    ``computes=False`` for a command whose ranks only communicate (no --slow-rank)."""
     g = parser.add_argument_group("cluster")
     g.add_argument(
         "--ranks", "-k", type=int, default=None,
@@ -85,9 +86,12 @@ def add_cluster_arguments(parser, ranks=8):
     g.add_argument(
         "--bandwidth",
         default="100GB/s",
-        help="per link and direction, e.g. 100GB/s, 400Gbit/s, inf (default 100GB/s)",
+        help="per link and direction, e.g. 100GB/s, 400Gbit/s, inf; a number needs its unit "
+        "(default 100GB/s)",
     )
-    g.add_argument("--latency", default="5us", help="per link, e.g. 5us, 2ms, 0 (default 5us)")
+    g.add_argument("--latency", default="5us",
+                   help="per link, e.g. 5us, 2ms, 0; a number other than 0 needs its unit "
+                        "(default 5us)")  # fmt: skip
     g.add_argument("--model", default="maxmin", choices=("maxmin", "ideal"),
                    help="maxmin shares links fairly among flows (congestion); ideal ignores "
                         "other flows (alpha + n/beta per message) (default maxmin)")  # fmt: skip
@@ -109,7 +113,7 @@ def add_cluster_arguments(parser, ranks=8):
         default="5us",
         help="hierarchical only: NIC latency between nodes (default 5us)",
     )
-    add_fault_arguments(parser)
+    add_fault_arguments(parser, computes)
     return g
 
 
@@ -374,15 +378,19 @@ def join_negative_values(argv):
 FAULT_FLAGS = ("slow_rank", "slow_link", "fail_link", "crash_rank")
 
 
-def add_fault_arguments(parser):
+def add_fault_arguments(parser, computes=True):
     """--slow-rank, --slow-link, --fail-link, --crash-rank (each repeatable) and
-    --watchdog-timeout: what goes wrong, and when the watchdog gives up."""
+    --watchdog-timeout: what goes wrong, and when the watchdog gives up.  A straggler
+    computes slower, so --slow-rank is offered only where ranks compute (``computes``):
+    a collective alone has nothing for it to slow down."""
     g = parser.add_argument_group(
-        "faults and stragglers (each flag may repeat; nodes are ranks or switch names)"
+        ("faults and stragglers" if computes else "faults")
+        + " (each flag may repeat; nodes are ranks or switch names)"
     )
-    g.add_argument("--slow-rank", action="append", default=None, metavar="R:F",
-                   help="rank R computes F times slower, e.g. --slow-rank 3:2x (a straggler: "
-                        "its compute takes twice as long)")  # fmt: skip
+    if computes:
+        g.add_argument("--slow-rank", action="append", default=None, metavar="R:F",
+                       help="rank R computes F times slower, e.g. --slow-rank 3:2x (a "
+                            "straggler: its compute takes twice as long)")  # fmt: skip
     g.add_argument("--slow-link", action="append", default=None, metavar="U-V:F",
                    help="link U-V (both directions) at F times its bandwidth, e.g. --slow-link "
                         "2-3:0.25 (a quarter: a ring is then set by that link)")  # fmt: skip

@@ -8,9 +8,14 @@ import sys
 from .. import units
 from ..errors import DeadlockError, WatchdogTimeout
 from .common import Formatter, add_cluster_arguments, check_int, cluster_from_args
+from .exit_status import Meaning
 from .paths import check_output_path
 
 __all__ = ["register", "run_exec", "script_argv", "summary_lines"]
+
+EXIT_STATUS = Meaning(ok="the script ran on every rank",
+                      failed="a rank raised (or exited non-zero), or the script would "
+                             "hang")  # fmt: skip
 
 DESCRIPTION = """\
 Run an ordinary mpi4py program, unchanged, on K ranks of a virtual cluster.

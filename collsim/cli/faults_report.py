@@ -69,9 +69,6 @@ def footer_lines(cluster, result):
                 why = f", at {record.factor:g}x its bandwidth ({_flag(record)})"
         lines.append(f"# time set by link {u}->{v}: busy {units.format_time(busiest.busy)} of the "
                      f"{units.format_time(end)} run{why}")  # fmt: skip
-    if faults.slow_ranks and not any(computes):
-        lines.append("# a collective alone does no compute, so --slow-rank changes nothing here "
-                     "(collsim pipeline --slow-rank shows a straggler)")  # fmt: skip
     log = getattr(trace, "faults", None)
     if log is not None and log.reroutes:
         moved = sum(r.remaining for r in log.reroutes)

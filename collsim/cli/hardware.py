@@ -6,8 +6,12 @@ effective rate the simulator uses, and where each number comes from.
 """
 
 from .common import Formatter, check_int
+from .exit_status import Meaning
 
 __all__ = ["register", "run"]
+
+EXIT_STATUS = Meaning(ok="done",
+                      failed="a machine file could not be read")  # fmt: skip
 
 DESCRIPTION = """\
 The machines collsim can simulate: the GPUs of a node, how they are wired (NVSwitch or PCIe),

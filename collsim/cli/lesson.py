@@ -12,8 +12,12 @@ from ..errors import CollsimError, ConfigError
 from ..teach.language import JAPANESE_FOLDER, current_language, parse_language
 from .common import Formatter
 from .console import stdin_is_terminal
+from .exit_status import Meaning
 
 __all__ = ["register", "run", "lessons_dir", "find_lessons", "cells", "numbered_cells", "Cell"]
+
+EXIT_STATUS = Meaning(ok="done",
+                      failed="a cell raised (its traceback is printed)")  # fmt: skip
 
 DESCRIPTION = """\
 The lessons are percent-format Python files in the repository's lessons/ folder: each

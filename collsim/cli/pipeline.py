@@ -2,8 +2,12 @@
 
 from .common import Formatter, add_fault_arguments
 from .console import add_progress_argument
+from .exit_status import Meaning
 
 __all__ = ["register", "run", "human_report", "check_args", "estimate_memory", "FORMATS", "LIMITS"]
+
+EXIT_STATUS = Meaning(ok="the pipeline matches one device",
+                      failed="it does not, or a crashed rank stalled it")  # fmt: skip
 
 FORMATS = ("png", "svg", "pdf")  # what --out accepts, by extension
 # one step runs in seconds within these; past them the table and the picture are unreadable

@@ -4,10 +4,14 @@ import argparse
 import sys
 
 from ..plan.config import ARCHITECTURES, PRESETS
+from .exit_status import Meaning
 
 PRESET_NAMES = tuple(PRESETS)
 
 __all__ = ["register", "run", "add_config_arguments", "config_from_args"]
+
+EXIT_STATUS = Meaning(ok="valid (or --search found some)",
+                      failed="invalid (or --search found none)")  # fmt: skip
 
 DESCRIPTION = """\
 Check a distributed-training configuration against every rule at once (world = tp·pp·cp·dp,
@@ -33,9 +37,7 @@ examples:
   a preset model:             collsim plan --model llama2-7b --world-size 8 --global-batch 64
   every valid configuration:  collsim plan --search --world-size 64 --model llama2-7b \\
                                 --seq 4096 --global-batch 512
-  from a file (TOML/JSON; flags override it):  collsim plan --config job.toml --zero 1
-
-exit status: 0 valid (or --search found some), 1 invalid (or none found), 2 bad flags."""
+  from a file (TOML/JSON; flags override it):  collsim plan --config job.toml --zero 1"""
 
 # (flag, PlanConfig field, type, help); types stay strings where units are allowed
 _MODEL = [

@@ -6,12 +6,13 @@
 
 import json
 import sys
+import textwrap
 
 import numpy as np
 
 from .. import units
 from ..errors import ConfigError
-from . import faults_report
+from . import faults_report, run_table
 from .common import (
     Formatter,
     add_cluster_arguments,
@@ -21,10 +22,15 @@ from .common import (
     explain_time_guard,
 )
 from .console import add_progress_argument, progress
+from .exit_status import Meaning
 from .limits import check_fits, parse_factor, size_flag, sweep_sizes
 from .paths import check_output_path
 
 __all__ = ["register", "run", "measure", "sizes_from_args", "numeric_bytes", "JSON_FIELDS"]
+
+EXIT_STATUS = Meaning(ok="every output equals numpy's (or there is no data to check)",
+                      failed="an output differs from numpy's, or the run stalled (the "
+                             "watchdog's report)")  # fmt: skip
 
 # the --json row, documented once: `collsim run --help` prints this table
 JSON_FIELDS = {
@@ -65,6 +71,10 @@ rank starts with; for all-gather the buffer each rank ends with (each contribute
 "max sent/rank" is the bytes the busiest rank sent; "#wrong" counts the output elements
 that differ from numpy's (n/a with --count-only or --analytical).
 
+"""
+    + textwrap.fill(units.SPELLING, 88)
+    + """
+
 --json fields of each row:
 """
     + "\n".join(f"  {key:<16}{meaning}" for key, meaning in JSON_FIELDS.items())
@@ -98,9 +108,21 @@ def register(subparsers):
         "hardware preset; elsewhere the collective's first (ring; tree for broadcast/reduce; "
         "direct for all-to-all)",
     )
-    p.add_argument("--size", "-s", default=None, help="S, e.g. 64MiB (default 1MiB unless a sweep)")
-    p.add_argument("--min-bytes", "-b", default=None, help="sweep: smallest S (default 8)")
-    p.add_argument("--max-bytes", "-e", default=None, help="sweep: largest S (default --min-bytes)")
+    p.add_argument(
+        "--size",
+        "-s",
+        default=None,
+        help="S, e.g. 64MiB, 64MB or 64M (= 64MiB) (default 1MiB unless a sweep)",
+    )
+    p.add_argument(
+        "--min-bytes",
+        "-b",
+        default=None,
+        help="sweep: smallest S, as nccl-tests' -b (8K = 8KiB) (default 8)",
+    )
+    p.add_argument("--max-bytes", "-e", default=None,
+                   help="sweep: largest S, as nccl-tests' -e (8G = 8GiB) (default "
+                        "--min-bytes)")  # fmt: skip
     p.add_argument(
         "--factor",
         "-f",
@@ -143,7 +165,7 @@ def register(subparsers):
         help="write the (last) run's Chrome/Perfetto trace JSON here (not with --analytical)",
     )
     add_progress_argument(p)
-    add_cluster_arguments(p)
+    add_cluster_arguments(p, computes=False)  # a collective alone computes nothing
     p.set_defaults(func=run)
 
 
@@ -343,13 +365,13 @@ def run(args):
             rows.append(row)
             if not args.json and len(rows) == 1:
                 faults_report.print_header(cluster, args)  # "# faults: ..." lines
-                _print_header(row, args)
+                print("\n".join(run_table.header_lines(row, args, sizes)))
             if not args.json:
                 choice = choice_of(cluster, args.collective, size, args.algorithm, last)
                 if choice is not None and _changed(choice, shown):
                     print(choice.info_line())
                     shown = choice
-                _print_row(row)
+                print(run_table.row_line(row))
                 sys.stdout.flush()
     faults_report.print_footer(cluster, last, args)  # which link or rank set the time
     if args.trace and last is not None:
@@ -394,45 +416,3 @@ def _timing_flags(args):
     if args.topology == "hierarchical":
         links.update(inter_bandwidth=args.inter_bandwidth, inter_latency=args.inter_latency)
     return {**sizes, **links}
-
-
-def _print_header(row, args):
-    if _on_hardware(args):
-        links = "the machine's cited link rates"
-        protocol = args.protocol or "auto"
-        print(f"# collsim run {row['collective'].replace('_', '-')}: {row['ranks']} ranks, "
-              f"algorithm {args.algorithm or 'auto'}, protocol {protocol}, topology "
-              f"{row['topology']}, {links}, model {args.model}")  # fmt: skip
-    else:
-        print(f"# collsim run {row['collective'].replace('_', '-')}: {row['ranks']} ranks, "
-              f"algorithm {row['algorithm']}, topology {row['topology']}, "
-              f"{args.bandwidth} per link, {args.latency} latency, model {args.model}")  # fmt: skip
-    if args.topology == "hierarchical":
-        print(f"#   {args.gpus_per_node} GPUs per node ({args.bandwidth}, {args.latency} "
-              f"links); between nodes {args.inter_bandwidth} NIC, {args.inter_latency} "
-              "latency")  # fmt: skip
-    print("# max sent/rank: bytes the busiest rank sent; #wrong: output elements that differ "
-          "from numpy's (n/a without data)")  # fmt: skip
-    print("#" + " " * 11 + "size       count    type  redop  steps     time  algbw   busbw"
-          "  max sent/rank  #wrong")  # fmt: skip
-    print("#" + " " * 11 + " (B)  (elements)                          (us) (GB/s)  (GB/s)"
-          "            (B)")  # fmt: skip
-
-
-def _on_hardware(args):
-    """Whether --topology names a hardware preset or a machine file (not a generic shape)."""
-    from .common import TOPOLOGIES
-
-    return args.topology not in TOPOLOGIES
-
-
-def _print_row(row):
-    def bw(v):
-        return f"{v:7.2f}" if v is not None else "    n/a"
-
-    wrong = "n/a" if row["wrong"] is None else str(row["wrong"])
-    op = row["op"] or "none"
-    print(f"{row['size_bytes']:>16} {row['count']:>11} {row['dtype']:>7} {op:>6} "
-          f"{row['steps']:>6} {row['time_s'] * 1e6:>8.2f} {bw(row['algbw_GBps'])} "
-          f"{bw(row['busbw_GBps'])} {max(row['bytes_sent'], default=0):>14} "
-          f"{wrong:>7}")  # fmt: skip

@@ -12,9 +12,15 @@ from .common import (
     explain_time_guard,
 )
 from .console import add_progress_argument, pause, progress
+from .exit_status import Meaning
+from .flags_read import link_lines
 from .limits import check_fits
 
 __all__ = ["register", "run", "MAX_STEP_RANKS"]
+
+EXIT_STATUS = Meaning(ok="done",
+                      failed="the run stalled (a --crash-rank, or a --fail-link with no "
+                             "other path)")  # fmt: skip
 
 # every step prints one line per rank and per transfer: past 64 ranks nobody reads it
 MAX_STEP_RANKS = 64
@@ -49,7 +55,7 @@ def register(subparsers):
     )
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between steps")
     add_progress_argument(p)
-    add_cluster_arguments(p, ranks=4)
+    add_cluster_arguments(p, ranks=4, computes=False)  # a collective alone computes nothing
     p.set_defaults(func=run)
 
 
@@ -94,6 +100,8 @@ def run(args):
     print(f"{name.replace('_', '-')} with the {out.algorithm} algorithm{protocol} on {k} "
           f"ranks, {count} float32 elements each, over "
           f"{cluster.topology.graph.get('name')}")  # fmt: skip
+    for line in link_lines(args):  # each link flag as typed and as read
+        print(line)
     print(f"{out.schedule.n_chunks} chunk(s) per buffer; {out.stats.steps} steps\n")
     views = list(out.steps(include_initial=True))
     for i, view in enumerate(views):

@@ -5,8 +5,12 @@ import argparse
 
 from .common import Formatter
 from .console import add_progress_argument
+from .exit_status import Meaning
 
 __all__ = ["register", "run", "check_args"]
+
+EXIT_STATUS = Meaning(ok="the cluster matches one device",
+                      failed="it does not")  # fmt: skip
 
 # the flags that set how much memory a check needs, named in the refusal
 MODEL_SIZE_FLAGS = ("hidden", "ffn_hidden", "heads", "seq", "layers", "batch", "micro_batch",
@@ -80,9 +84,7 @@ examples:
                                       collsim verify cp --cp 4 --layout contiguous
   all-to-all (DeepSpeed-Ulysses) over 4 ranks:        collsim verify cp --cp 4 --variant all-to-all
   HSDP × CP, 8 ranks:                                 collsim verify nd --dp-replicate 2 \\
-                                        --dp-shard 2 --cp 2 --tp 1
-
-exit status: 0 when the cluster matches one device, 1 when it does not, 2 bad flags."""
+                                        --dp-shard 2 --cp 2 --tp 1"""
 
 
 def register(subparsers):

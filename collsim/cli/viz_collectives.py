@@ -27,10 +27,11 @@ def _collective_arguments(parser, size=True):
         help="ring, tree, halving_doubling (hd), naive, direct (default: the collective's first)",
     )
     if size:
-        parser.add_argument("--size", "-s", default="1MiB", help="S, e.g. 64MiB (default 1MiB)")
+        parser.add_argument("--size", "-s", default="1MiB",
+                            help="S, e.g. 64MiB, 64MB or 64M (= 64MiB) (default 1MiB)")  # fmt: skip
     dtypes = ("float64", "float32", "float16", "bfloat16", "int32", "int64")
     parser.add_argument("--dtype", "-d", default="float32", choices=dtypes, help="element type")
-    add_cluster_arguments(parser)
+    add_cluster_arguments(parser, computes=False)  # a collective alone computes nothing
 
 
 def _run_collective(args, stalled_ok=False):
@@ -206,8 +207,18 @@ def _sweep_arguments(parser):
         default=None,
         help="comma-separated, each once (default: every algorithm of the collective)",
     )
-    parser.add_argument("--min-bytes", "-b", default="8", help="smallest S (default 8)")
-    parser.add_argument("--max-bytes", "-e", default="256MiB", help="largest S (default 256MiB)")
+    parser.add_argument(
+        "--min-bytes",
+        "-b",
+        default="8",
+        help="smallest S, as nccl-tests' -b (1K = 1KiB) (default 8)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        "-e",
+        default="256MiB",
+        help="largest S, as nccl-tests' -e (8G = 8GiB) (default 256MiB)",
+    )
     parser.add_argument(
         "--factor", "-f", default="2", help="S step, > 1; at most 64 sizes (default 2)"
     )

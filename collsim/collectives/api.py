@@ -87,6 +87,8 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
                                               group.ranks, root, size)  # fmt: skip
     else:  # the plain path, as on every generic topology: no hashing of the group
         schedule = _schedule(name, algorithm, group.size, root)
+    if (count if x is None else getattr(x, "size", None)) == 0:
+        schedule = schedule.without_steps()  # NCCL returns at once from a zero-byte call
     seq = context_of(rank._execution).next_seq(rank.id, group.ranks)
     return run_schedule(rank, schedule, x, op, group, seq, count, dtype, protocol)
 
@@ -307,6 +309,8 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
                                                    group.ranks, root, size)  # fmt: skip
     else:
         choice = None
+    if count == 0:  # nothing to move: NCCL returns at once from a zero-byte call
+        schedule = schedule.without_steps()
     members = {r: i for i, r in enumerate(group.ranks)}
     chosen = schedule.algorithm  # every rank runs what was chosen here, with `protocol`
 

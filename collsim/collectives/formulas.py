@@ -31,6 +31,8 @@ all-to-all direct           K-1                 (K-1)/K·S               (K-1)(�
 
 K' = ⌈log2 K⌉.  "Bytes sent per rank" is what the busiest sender sends (the reduce
 tree's root sends nothing and receives ⌈log2 K⌉·S; every other rank sends S once).
+A call of S = 0 costs 0 steps, 0 B and 0 s: NCCL returns at once from a zero-byte call,
+and so does the simulator (:meth:`~collsim.collectives.schedule.Schedule.without_steps`).
 
 Halving-doubling reduce-scatter (recursive halving) and all-gather (recursive doubling)
 need K a power of two: step i moves S/2^i (reduce-scatter) or 2^(i-1)·S/K (all-gather),
@@ -99,7 +101,7 @@ def closed_form(collective, algorithm, ranks, size, alpha, beta):
     """
     k, s = int(ranks), float(size)
     _check(collective, algorithm, k)
-    if k == 1:
+    if k == 1 or s == 0:  # nothing to move: NCCL returns at once from a zero-byte call
         return Cost(0, 0.0, 0.0)
     key = (collective, algorithm)
     if key == ("all_reduce", "ring"):
@@ -245,7 +247,7 @@ def hardware_cost(algorithm, nodes, gpus_per_node, size, fabric, protocol=None, 
     """
     m, g, s = int(nodes), int(gpus_per_node), float(size)
     k = m * g
-    if k == 1:
+    if k == 1 or s == 0:  # nothing to move, as in closed_form
         return HardwareCost(0, 0.0, 0.0, 0.0, 0.0)
     a_in, b_in = fabric.hop(False, protocol)
     a_net, b_net = fabric.hop(True, protocol)

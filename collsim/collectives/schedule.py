@@ -25,7 +25,7 @@ ChunkMove(src=2, dst=0, chunks=range(1, 2), reduce=True))
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -273,6 +273,18 @@ class Schedule:
         12
         """
         return count * self.ranks if self.start == "own_chunk" else count
+
+    def without_steps(self):
+        """This schedule with no steps: what a call of zero bytes runs.  NCCL returns at
+        once from a collective of count 0 (nothing moves, no latency is paid), so collsim's
+        call takes 0 steps, 0 s and 0 B; the layouts stay, so the outputs keep their shape.
+
+        >>> from collsim.collectives.ring import ring_all_reduce
+        >>> empty = ring_all_reduce(4).without_steps()
+        >>> (empty.algorithm, empty.n_steps, empty.chunk_count())
+        ('ring', 0, 0)
+        """
+        return replace(self, steps=(), phases=())
 
     def moves(self):
         """Every chunk move with its step: ``[(step, ChunkMove), ...]``."""
