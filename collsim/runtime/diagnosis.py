@@ -55,9 +55,10 @@ def _counted(lines):
     return [line if n == 1 else f"{line} (x{n})" for line, n in counts.items()]
 
 
-def deadlock_report(blocked, now, collective_calls=None):
+def deadlock_report(blocked, now, collective_calls=None, notes=()):
     """A :class:`DeadlockError` naming every waiting rank and what it waits for, and,
-    like NCCL's flight recorder, every stuck collective with the ranks missing from it."""
+    like NCCL's flight recorder, every stuck collective with the ranks missing from it;
+    ``notes`` are lines that say why (an operation a rank made and never yielded)."""
     waiting, lines, stuck = {}, [], {}
     for proc in blocked:
         what = _waits(proc)
@@ -84,6 +85,7 @@ def deadlock_report(blocked, now, collective_calls=None):
             f"\ncollective {call.name} #{seq} on group {list(group)} ({call}): "
             f"ranks {joined} joined" + (f"; ranks {missing} never joined it" if missing else "")
         )
+    message += "".join(f"\n{note}" for note in notes)
     return DeadlockError(message, waiting, missing_by, now)
 
 

@@ -20,9 +20,18 @@ from .guards import (
     runaway_error,
 )
 from .matching import Mailboxes
-from .memory import MemoryBlock, MemoryTracker
+from .memory import MemoryTracker
 from .ops import ANY, Compute, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
 from .process import PATTERNS, Barrier, PostGroup, Process, attach_rank, values
+from .unyielded import (
+    check_ended,
+    first_unyielded_error,
+    forget_program,
+    forgotten_by_rank,
+    forgotten_lines,
+    not_an_operation,
+    settle,
+)
 
 __all__ = ["Execution", "Process"]
 
@@ -97,16 +106,24 @@ class Execution:
             return  # a crashed rank never advances again
         self.last_progress = self.engine.now
         gen, dispatch = proc.gen, self._dispatch
+        made = proc.rank._unyielded  # what its methods built and it has not yielded yet
         proc.waiting = None
         while True:
             try:
                 op = gen.send(value)
             except StopIteration as stop:
+                if made:  # raises if it forgot some, and no other process can yield them
+                    check_ended(proc, made, stop.value, self.processes, self.engine.now)
                 proc.handle.complete(stop.value)
                 return
             except Exception as exc:
                 attach_rank(exc, proc, self.engine.now)
                 raise
+            if made:  # almost always just the operation yielded now
+                if made[-1] is op:
+                    made.pop()
+                else:
+                    settle(made, op)
             # every operation counts, those that complete at once too: a loop of them
             # (compute(seconds=0), a wait on a done handle) never reaches the engine
             left = self.ops_left - 1
@@ -115,15 +132,7 @@ class Execution:
                 self._over_budget()
             handler = dispatch.get(type(op))
             if handler is None:
-                hint = ""
-                if isinstance(op, MemoryBlock):  # rank.alloc is called, never yielded
-                    hint = ("; rank.alloc, rank.free and rank.allocated take no simulated "
-                            "time: call them without yield")  # fmt: skip
-                exc = CollsimError(
-                    f"rank {proc.rank.id} yielded {op!r}, which is not an operation: "
-                    "yield rank.send(...), rank.recv(...), rank.wait(...), rank.compute(...) "
-                    f"or use `yield from` for a collective{hint}"
-                )
+                exc = not_an_operation(proc.rank.id, op, made)
                 attach_rank(exc, proc, self.engine.now)
                 raise exc
             ready, value = handler(proc, op)
@@ -209,6 +218,7 @@ class Execution:
 
     def _op_start(self, proc, op):
         me = proc.rank.id
+        forget_program(proc.rank._unyielded, op.program)  # it runs, if after others
         previous = self._comm_tail.get(me)
         gen = _after(previous, op.program) if previous is not None else op.program
         task = Process(gen, proc.rank, op.name)
@@ -365,8 +375,12 @@ class Execution:
             # as NCCL's watchdog: the run is stopped a timeout after its last progress
             self.engine.now = self.last_progress + self.faults.watchdog_timeout
             raise watchdog_report(self, blocked)
+        made = forgotten_by_rank(self.processes)  # operations made and never yielded
         if blocked:
-            raise deadlock_report(blocked, self.engine.now, self.collective_calls)
+            raise deadlock_report(blocked, self.engine.now, self.collective_calls,
+                                  forgotten_lines(made))  # fmt: skip
+        if made:  # a rank whose background task outlived its program left them
+            raise first_unyielded_error(made, self.processes, self.engine.now)
         if self._sample is not None:  # it ended within the sample: still past the guard
             raise self._runaway(ended=True)
         unmatched = self.mail.unmatched()
