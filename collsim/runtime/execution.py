@@ -10,6 +10,7 @@ from collections import Counter
 from ..errors import CollectiveMismatchError, CollsimError, SimulationLimitError
 from ..network import FINISH, START, Engine, Network
 from ..network.trace import Trace
+from . import unyielded
 from .diagnosis import deadlock_report, watchdog_report
 from .guards import (
     DEFAULT_MAX_EVENTS,
@@ -22,16 +23,8 @@ from .guards import (
 from .matching import Mailboxes
 from .memory import MemoryTracker
 from .ops import ANY, Compute, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
-from .process import PATTERNS, Barrier, PostGroup, Process, attach_rank, values
-from .unyielded import (
-    check_ended,
-    first_unyielded_error,
-    forget_program,
-    forgotten_by_rank,
-    forgotten_lines,
-    not_an_operation,
-    settle,
-)
+from .process import PATTERNS, Barrier, PostGroup, Process, after, attach_rank, values
+from .waiting import Pending, unmatched_error
 
 __all__ = ["Execution", "Process"]
 
@@ -112,8 +105,9 @@ class Execution:
             try:
                 op = gen.send(value)
             except StopIteration as stop:
+                proc.ended = self.engine.now
                 if made:  # raises if it forgot some, and no other process can yield them
-                    check_ended(proc, made, stop.value, self.processes, self.engine.now)
+                    unyielded.check_ended(proc, made, stop.value, self.processes, self.engine.now)
                 proc.handle.complete(stop.value)
                 return
             except Exception as exc:
@@ -123,7 +117,7 @@ class Execution:
                 if made[-1] is op:
                     made.pop()
                 else:
-                    settle(made, op)
+                    unyielded.settle(made, op)
             # every operation counts, those that complete at once too: a loop of them
             # (compute(seconds=0), a wait on a done handle) never reaches the engine
             left = self.ops_left - 1
@@ -132,7 +126,7 @@ class Execution:
                 self._over_budget()
             handler = dispatch.get(type(op))
             if handler is None:
-                exc = not_an_operation(proc.rank.id, op, made)
+                exc = unyielded.not_an_operation(proc.rank.id, op, made)
                 attach_rank(exc, proc, self.engine.now)
                 raise exc
             ready, value = handler(proc, op)
@@ -218,9 +212,9 @@ class Execution:
 
     def _op_start(self, proc, op):
         me = proc.rank.id
-        forget_program(proc.rank._unyielded, op.program)  # it runs, if after others
+        unyielded.forget_program(proc.rank._unyielded, op.program)  # it runs, if after others
         previous = self._comm_tail.get(me)
-        gen = _after(previous, op.program) if previous is not None else op.program
+        gen = after(previous, op.program) if previous is not None else op.program
         task = Process(gen, proc.rank, op.name)
         self.processes.append(task)
         self._comm_tail[me] = task.handle
@@ -375,27 +369,18 @@ class Execution:
             # as NCCL's watchdog: the run is stopped a timeout after its last progress
             self.engine.now = self.last_progress + self.faults.watchdog_timeout
             raise watchdog_report(self, blocked)
-        made = forgotten_by_rank(self.processes)  # operations made and never yielded
+        made = unyielded.forgotten_by_rank(self.processes)  # operations made and never yielded
         if blocked:
-            raise deadlock_report(blocked, self.engine.now, self.collective_calls,
-                                  forgotten_lines(made))  # fmt: skip
+            notes = unyielded.forgotten_lines(made)
+            raise deadlock_report(blocked, self.engine.now, self.collective_calls, notes,
+                                  self.processes, self.mail)  # fmt: skip
         if made:  # a rank whose background task outlived its program left them
-            raise first_unyielded_error(made, self.processes, self.engine.now)
+            raise unyielded.first_unyielded_error(made, self.processes, self.engine.now)
         if self._sample is not None:  # it ended within the sample: still past the guard
             raise self._runaway(ended=True)
         unmatched = self.mail.unmatched()
         if unmatched:
-            lines = []
-            for (src, dst, tag), kind in unmatched:
-                if kind == "send":
-                    lines.append(f"rank {src} sent to rank {dst} with tag {tag!r}, "
-                                 f"but rank {dst} never posted a matching recv")  # fmt: skip
-                else:
-                    lines.append(f"rank {dst} posted a recv from rank {src} with tag {tag!r}, "
-                                 f"but rank {src} never sent it")  # fmt: skip
-            raise CollsimError(
-                "messages left unmatched when the run ended:\n  " + "\n  ".join(lines)
-            )
+            raise unmatched_error(Pending(unmatched))
 
 
 def _recording(sample, handler):
@@ -406,10 +391,3 @@ def _recording(sample, handler):
         return handler(proc, op)
 
     return record
-
-
-def _after(previous, program):
-    """Start ``program`` once ``previous`` is done (tasks on one stream run in order)."""
-    if not previous.done:
-        yield Wait((previous,))
-    return (yield from program)
