@@ -123,7 +123,9 @@ def test_a_deadlock_inside_an_exchange_names_the_posts_still_pending():
     waits = "wait for send to rank 2 tag 0; recv from rank 2 tag 0; recv from rank any tag 4"
     assert str(err.value) == (
         "deadlock at t=1.00001e-05 s: no event can ever happen again, but 1 rank(s) are "
-        f"still waiting:\n  rank 0 waits in {waits}"
+        f"still waiting:\n  rank 0 waits in {waits}\n"
+        "rank 2 finished at t=0 s when its program program() returned, while ranks [0] wait "
+        "for it"
     )
     assert err.value.waiting == {0: [waits]}
 

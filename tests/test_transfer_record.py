@@ -97,6 +97,29 @@ def test_a_run_frees_its_execution_without_the_cyclic_collector(monkeypatch):
             gc.enable()
 
 
+def _exchange_made_on_rank_0(entries):
+    """``rank.exchange(*entries)`` made by rank 0 of a 4-rank run and never yielded (the
+    run says so), or "refused" where exchange refuses the entries."""
+    from collsim.errors import CollsimError
+
+    made = []
+
+    def program(rank):
+        if rank.id == 0:
+            try:
+                made.append(rank.exchange(*entries))
+            except CollsimError:
+                made.append("refused")
+
+    try:
+        collsim.Cluster(topology.ring(4)).run(program)
+    except CollsimError as exc:
+        assert "never ran" in str(exc) and made[0] != "refused"
+    else:
+        assert made == ["refused"]
+    return made[0]
+
+
 _PEERS = st.sampled_from([0, 1, 3, 4, -1, True, 2.0, "1"])  # in range, out of range, wrong types
 
 
@@ -111,24 +134,15 @@ def test_an_exchange_is_plain_exactly_when_every_entry_passes_the_named_checks(
 ):
     # rank.exchange inlines _plain_send and _plain_recv in its fast check: the two must
     # agree, and a plain entry is posted as the general path would post it
-    from collsim.errors import CollsimError
     from collsim.runtime.rank import _plain_recv, _plain_send
 
     payloads = {"size": CountOnly(8), "array": np.zeros(2), "list": [1.0]}
     send_entries = [(d, payloads[p], t) for d, p, t in sends]
     recv_entries = [(s, t) if t is not None else (s,) for s, t in recvs]
 
-    def program(rank):
-        if rank.id != 0:
-            return None
-        entries = (send_entries, recv_entries) if as_list else (tuple(send_entries),
-                                                                 tuple(recv_entries))  # fmt: skip
-        try:
-            return rank.exchange(*entries)
-        except CollsimError:
-            return "refused"
-
-    op = collsim.Cluster(topology.ring(4)).run(program).returns[0]
+    entries = (send_entries, recv_entries) if as_list else (tuple(send_entries),
+                                                             tuple(recv_entries))  # fmt: skip
+    op = _exchange_made_on_rank_0(entries)
     plain = all(_plain_send(e, 4) for e in send_entries) and all(
         _plain_recv(e, 4) for e in recv_entries
     )
@@ -171,21 +185,12 @@ _PLAIN_RECVS = [(3, 0), (1, 7)]
     ids=lambda v: repr(v)[:24],
 )
 def test_each_field_the_fast_check_reads_decides_plainness(odd_send, odd_recv):
-    from collsim.errors import CollsimError
     from collsim.runtime.rank import _plain_recv, _plain_send
 
     sends = _PLAIN_SENDS + ([odd_send] if odd_send else [])
     recvs = _PLAIN_RECVS + ([odd_recv] if odd_recv else [])
 
-    def program(rank):
-        if rank.id != 0:
-            return None
-        try:
-            return rank.exchange(sends, recvs)
-        except CollsimError:
-            return "refused"
-
-    op = collsim.Cluster(topology.ring(4)).run(program).returns[0]
+    op = _exchange_made_on_rank_0((sends, recvs))
     named = all(_plain_send(e, 4) for e in sends) and all(_plain_recv(e, 4) for e in recvs)
     assert named == (odd_send is None and odd_recv is None)
     if named:

@@ -35,6 +35,7 @@ from ..units import parse_flops
 from .execution import Execution
 from .guards import DEFAULT_MAX_EVENTS, DEFAULT_MAX_TIME, check_guard, default_max_ops
 from .rank import Rank
+from .unyielded import forgotten, unyielded_error
 
 __all__ = ["Cluster", "RunResult"]
 
@@ -166,6 +167,8 @@ class Cluster:
                 result = program(rank, *args, **kwargs)
                 if inspect.isgenerator(result):
                     procs.append(execution.spawn(rank, result, "main"))
+                elif forgotten(rank._unyielded):  # it made operations: it forgot `yield`
+                    raise unyielded_error(rank_id, rank._unyielded, 0.0, result, plain=True)
                 else:
                     procs.append(_Returned(result))
             try:

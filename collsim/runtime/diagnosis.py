@@ -15,39 +15,31 @@ Examples
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import DeadlockError, WatchdogTimeout
 from ..units import format_size, format_time
-from .ops import Exchange, Recv, Send, Wait
+from .ops import Recv, Send, Wait
+from .waiting import Pending, describe, finished_ranks, waited_items
 
-__all__ = ["deadlock_report", "describe", "watchdog_report", "RankReport", "Culprit"]
-
-
-def describe(op):
-    """How the deadlock report says what a process waits for."""
-    if isinstance(op, Send):
-        return f"send to rank {op.dst} (tag {op.tag!r}): rank {op.dst} never posted the recv"
-    if isinstance(op, Recv):
-        return f"recv from rank {op.src} (tag {op.tag!r}): rank {op.src} never sent it"
-    if isinstance(op, Wait | Exchange):
-        return "wait" if isinstance(op, Wait) else "exchange"
-    return type(op).__name__.lower()
+__all__ = ["deadlock_report", "describe", "watchdog_report", "RankReport", "ProcessWaits",
+           "Culprit"]  # fmt: skip
 
 
-def _waits(proc):
+def _waits(proc, pending=None, finished=None):
     """What a blocked process waits for, in the report's words."""
-    op = proc.blocked_on
-    if isinstance(op, Wait):
-        return "wait for " + "; ".join(_counted(h.describe() for h in op.handles if not h.done))
-    return describe(op) if op is not None else "(not started)"
+    items = waited_items(proc, pending, finished)
+    if not items:
+        return "(not started)"
+    return "wait for " + "; ".join(items) if isinstance(proc.blocked_on, Wait) else items[0]
 
 
 def _counted(lines):
-    """Each distinct line once, in first-seen order, with "(x7)" where it repeats: a ring
-    of 8 channels waits for 8 messages from one peer with one tag.
+    """Each distinct line once, in first-seen order, with "(x7)" where it repeats.
 
-    >>> _counted(["recv from rank 7", "send to rank 1", "recv from rank 7"])
-    ['recv from rank 7 (x2)', 'send to rank 1']
+    >>> _counted(["rank 2 -> rank 3: 1 KiB left", "rank 4 -> rank 5: 1 KiB left",
+    ...           "rank 2 -> rank 3: 1 KiB left"])
+    ['rank 2 -> rank 3: 1 KiB left (x2)', 'rank 4 -> rank 5: 1 KiB left']
     """
     counts = {}
     for line in lines:
@@ -55,12 +47,34 @@ def _counted(lines):
     return [line if n == 1 else f"{line} (x{n})" for line, n in counts.items()]
 
 
-def deadlock_report(blocked, now, collective_calls=None):
+def _peers_waited_on(blocked):
+    """``{peer rank: {ranks waiting for a message to or from it}}``."""
+    peers = {}
+    for proc in blocked:
+        op = proc.blocked_on
+        if isinstance(op, Send | Recv):
+            whats = [("", op.dst if isinstance(op, Send) else op.src, None)]
+        elif isinstance(op, Wait):
+            whats = [h.what for h in op.handles if not h.done and isinstance(h.what, tuple)]
+        else:
+            whats = []
+        for _, peer, _ in whats:
+            if isinstance(peer, int):
+                peers.setdefault(peer, set()).add(proc.rank.id)
+    return peers
+
+
+def deadlock_report(blocked, now, collective_calls=None, notes=(), processes=(), mail=None):
     """A :class:`DeadlockError` naming every waiting rank and what it waits for, and,
-    like NCCL's flight recorder, every stuck collective with the ranks missing from it."""
+    like NCCL's flight recorder, every stuck collective with the ranks missing from it;
+    ``notes`` are lines that say why (an operation a rank made and never yielded).  With
+    the run's ``processes`` and ``mail``, a message sent with another tag than the one
+    awaited is named, and every rank that finished while others wait for it."""
+    pending = Pending(mail.unmatched()) if mail is not None else None
+    finished = finished_ranks(processes)
     waiting, lines, stuck = {}, [], {}
     for proc in blocked:
-        what = _waits(proc)
+        what = _waits(proc, pending, finished)
         if proc.collective is not None:
             group, seq, call = proc.collective
             stuck[(group, seq)] = call
@@ -84,6 +98,12 @@ def deadlock_report(blocked, now, collective_calls=None):
             f"\ncollective {call.name} #{seq} on group {list(group)} ({call}): "
             f"ranks {joined} joined" + (f"; ranks {missing} never joined it" if missing else "")
         )
+    for peer, waiters in sorted(_peers_waited_on(blocked).items()):
+        if peer in finished:
+            message += f"\n{finished[peer]}, while ranks {sorted(waiters)} wait for it"
+    if pending is not None:  # those no waiting line above named already
+        message += "".join(f"\n{m}" for m in pending.mismatches() if m not in pending.named)
+    message += "".join(f"\n{note}" for note in notes)
     return DeadlockError(message, waiting, missing_by, now)
 
 
@@ -91,15 +111,35 @@ def deadlock_report(blocked, now, collective_calls=None):
 
 
 NEVER_STARTED = "never started"
+# a flight-recorder line longer than this puts what the rank waits for on lines of its own
+LINE_WIDTH = 160
+
+
+class ProcessWaits(NamedTuple):
+    """What one blocked process of a rank waits for: ``collective`` (``"all_reduce #3"``)
+    when it waits inside one, and ``items``, one per peer and call or tag
+    (:func:`~collsim.runtime.waiting.group_messages`); no items: it never started."""
+
+    collective: str = None
+    items: tuple = ()
+
+    def __str__(self):
+        if not self.items:
+            return NEVER_STARTED
+        return ("for " if self.collective is None else f"in {self.collective}, for ") + (
+            "; ".join(self.items)
+        )
 
 
 @dataclass(frozen=True)
 class RankReport:
-    """One rank's line of the flight recorder.
+    """One rank's entry in the flight recorder.
 
     ``entered`` and ``completed`` are ``(seq, name)`` of the last collective the rank
     entered and the last it completed (None: none yet); ``waits_for`` what each of its
-    blocked processes waits for; ``crashed_at`` the time it crashed, or None."""
+    blocked processes waits for (:class:`ProcessWaits`); ``crashed_at`` the time it
+    crashed, or None.  Printed on one line, or, when that would run past
+    ``LINE_WIDTH`` characters, with a line per peer it waits for."""
 
     rank: int
     entered: tuple = None
@@ -115,13 +155,21 @@ class RankReport:
             f"CRASHED at t={format_time(self.crashed_at)}; " if self.crashed_at is not None else ""
         )
         text = f"{head}last entered {call(self.entered)}, last completed {call(self.completed)}"
-        if self.waits_for:
-            verb = "was waiting" if self.crashed_at is not None else "waits"
-            text += "; " + " | ".join(w if w == NEVER_STARTED else f"{verb} {w}"
-                                      for w in self.waits_for)  # fmt: skip
-        elif self.crashed_at is None:
-            text += "; finished"
-        return text
+        if not self.waits_for:
+            return text + ("; finished" if self.crashed_at is None else "")
+        verb = "was waiting" if self.crashed_at is not None else "waits"
+        said = [f"{verb} {w}" if w.items else str(w) for w in self.waits_for]
+        if len(text) + sum(len(w) + 3 for w in said) <= LINE_WIDTH:
+            return text + "; " + " | ".join(said)
+        lines = [text + ";"]
+        for w in self.waits_for:
+            if not w.items:
+                lines.append(f"      {NEVER_STARTED}")
+                continue
+            lines.append(f"      {verb} " + ("for:" if w.collective is None
+                                              else f"in {w.collective}, for:"))  # fmt: skip
+            lines += [f"        {item}" for item in w.items]
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -150,14 +198,9 @@ def watchdog_report(execution, blocked):
     for proc in blocked:
         if proc.blocked_on is None and proc.rank.id not in execution._crashed:
             continue
-        what = _waits(proc)
-        what = what[len("wait for ") :] if what.startswith("wait for ") else what
-        if proc.blocked_on is None:
-            what = NEVER_STARTED
-        elif proc.collective is not None:
-            what = f"in {proc.collective[2].name} #{proc.collective[1]}, for {what}"
-        else:
-            what = f"for {what}"
+        inside = proc.collective
+        collective = None if inside is None else f"{inside[2].name} #{inside[1]}"
+        what = ProcessWaits(collective, tuple(waited_items(proc)))
         waits.setdefault(proc.rank.id, []).append(what)
     ranks = {}
     for r in range(execution.cluster.size):

@@ -10,6 +10,7 @@ from collections import Counter
 from ..errors import CollectiveMismatchError, CollsimError, SimulationLimitError
 from ..network import FINISH, START, Engine, Network
 from ..network.trace import Trace
+from . import unyielded
 from .diagnosis import deadlock_report, watchdog_report
 from .guards import (
     DEFAULT_MAX_EVENTS,
@@ -20,9 +21,10 @@ from .guards import (
     runaway_error,
 )
 from .matching import Mailboxes
-from .memory import MemoryBlock, MemoryTracker
+from .memory import MemoryTracker
 from .ops import ANY, Compute, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
-from .process import PATTERNS, Barrier, PostGroup, Process, attach_rank, values
+from .process import PATTERNS, Barrier, PostGroup, Process, after, attach_rank, values
+from .waiting import Pending, unmatched_error
 
 __all__ = ["Execution", "Process"]
 
@@ -97,16 +99,25 @@ class Execution:
             return  # a crashed rank never advances again
         self.last_progress = self.engine.now
         gen, dispatch = proc.gen, self._dispatch
+        made = proc.rank._unyielded  # what its methods built and it has not yielded yet
         proc.waiting = None
         while True:
             try:
                 op = gen.send(value)
             except StopIteration as stop:
+                proc.ended = self.engine.now
+                if made:  # raises if it forgot some, and no other process can yield them
+                    unyielded.check_ended(proc, made, stop.value, self.processes, self.engine.now)
                 proc.handle.complete(stop.value)
                 return
             except Exception as exc:
                 attach_rank(exc, proc, self.engine.now)
                 raise
+            if made:  # almost always just the operation yielded now
+                if made[-1] is op:
+                    made.pop()
+                else:
+                    unyielded.settle(made, op)
             # every operation counts, those that complete at once too: a loop of them
             # (compute(seconds=0), a wait on a done handle) never reaches the engine
             left = self.ops_left - 1
@@ -115,15 +126,7 @@ class Execution:
                 self._over_budget()
             handler = dispatch.get(type(op))
             if handler is None:
-                hint = ""
-                if isinstance(op, MemoryBlock):  # rank.alloc is called, never yielded
-                    hint = ("; rank.alloc, rank.free and rank.allocated take no simulated "
-                            "time: call them without yield")  # fmt: skip
-                exc = CollsimError(
-                    f"rank {proc.rank.id} yielded {op!r}, which is not an operation: "
-                    "yield rank.send(...), rank.recv(...), rank.wait(...), rank.compute(...) "
-                    f"or use `yield from` for a collective{hint}"
-                )
+                exc = unyielded.not_an_operation(proc.rank.id, op, made)
                 attach_rank(exc, proc, self.engine.now)
                 raise exc
             ready, value = handler(proc, op)
@@ -209,8 +212,9 @@ class Execution:
 
     def _op_start(self, proc, op):
         me = proc.rank.id
+        unyielded.forget_program(proc.rank._unyielded, op.program)  # it runs, if after others
         previous = self._comm_tail.get(me)
-        gen = _after(previous, op.program) if previous is not None else op.program
+        gen = after(previous, op.program) if previous is not None else op.program
         task = Process(gen, proc.rank, op.name)
         self.processes.append(task)
         self._comm_tail[me] = task.handle
@@ -365,23 +369,18 @@ class Execution:
             # as NCCL's watchdog: the run is stopped a timeout after its last progress
             self.engine.now = self.last_progress + self.faults.watchdog_timeout
             raise watchdog_report(self, blocked)
+        made = unyielded.forgotten_by_rank(self.processes)  # operations made and never yielded
         if blocked:
-            raise deadlock_report(blocked, self.engine.now, self.collective_calls)
+            notes = unyielded.forgotten_lines(made)
+            raise deadlock_report(blocked, self.engine.now, self.collective_calls, notes,
+                                  self.processes, self.mail)  # fmt: skip
+        if made:  # a rank whose background task outlived its program left them
+            raise unyielded.first_unyielded_error(made, self.processes, self.engine.now)
         if self._sample is not None:  # it ended within the sample: still past the guard
             raise self._runaway(ended=True)
         unmatched = self.mail.unmatched()
         if unmatched:
-            lines = []
-            for (src, dst, tag), kind in unmatched:
-                if kind == "send":
-                    lines.append(f"rank {src} sent to rank {dst} with tag {tag!r}, "
-                                 f"but rank {dst} never posted a matching recv")  # fmt: skip
-                else:
-                    lines.append(f"rank {dst} posted a recv from rank {src} with tag {tag!r}, "
-                                 f"but rank {src} never sent it")  # fmt: skip
-            raise CollsimError(
-                "messages left unmatched when the run ended:\n  " + "\n  ".join(lines)
-            )
+            raise unmatched_error(Pending(unmatched))
 
 
 def _recording(sample, handler):
@@ -392,10 +391,3 @@ def _recording(sample, handler):
         return handler(proc, op)
 
     return record
-
-
-def _after(previous, program):
-    """Start ``program`` once ``previous`` is done (tasks on one stream run in order)."""
-    if not previous.done:
-        yield Wait((previous,))
-    return (yield from program)

@@ -17,7 +17,7 @@ message not yet done.
 
 from .ops import ANY, Handle, TagPrefix, Wait
 
-__all__ = ["Process", "PostGroup", "Barrier", "attach_rank", "PENDING", "PATTERNS"]
+__all__ = ["Process", "PostGroup", "Barrier", "after", "attach_rank", "PENDING", "PATTERNS"]
 
 # a receive's source or tag that is a pattern, not a value: matched by a scan, not a key
 PATTERNS = (type(ANY), TagPrefix)
@@ -38,7 +38,8 @@ PENDING = _Pending()
 class Process:
     """A generator being run for one rank: its main program or a background task."""
 
-    __slots__ = ("gen", "rank", "name", "waiting", "handle", "collective", "source", "posts")
+    __slots__ = ("gen", "rank", "name", "waiting", "handle", "collective", "source", "posts",
+                 "ended")  # fmt: skip
 
     def __init__(self, gen, rank, name):
         self.gen = gen
@@ -54,6 +55,7 @@ class Process:
         # its exchanges' PostGroup, made at the first and re-armed for each: a process
         # waits in one exchange at a time, and every post of the last one has arrived
         self.posts = None
+        self.ended = None  # the simulated second its generator returned, for the reports
 
     @property
     def blocked_on(self):
@@ -192,3 +194,10 @@ def attach_rank(exc, proc, now):
     if getattr(exc, "rank", None) is None:
         exc.rank = proc.rank.id
         exc.add_note(f"raised in rank {proc.rank.id} ({proc.name}) at t={now:.6g} s")
+
+
+def after(previous, program):
+    """Start ``program`` once ``previous`` is done (tasks on one stream run in order)."""
+    if not previous.done:
+        yield Wait((previous,))
+    return (yield from program)

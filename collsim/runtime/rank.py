@@ -34,6 +34,7 @@ from .ops import (
     Wait,
     is_payload,
 )
+from .unyielded import Made
 
 __all__ = ["Rank"]
 
@@ -42,12 +43,16 @@ class Rank:
     """One virtual GPU inside a run.  Its methods build operations to ``yield``."""
 
     # a rank program reads id and size at every step; the layers above key weak tables by rank
-    __slots__ = ("id", "_execution", "size", "__weakref__")
+    __slots__ = ("id", "_execution", "size", "_unyielded", "__weakref__")
 
     def __init__(self, rank_id, execution):
         self.id = rank_id
         self._execution = execution
         self.size = execution.cluster.size
+        # the operations (and collectives) its methods built and its program has not
+        # yielded yet; the engine takes each off as it is yielded, and what is left when
+        # the program ends was forgotten (see runtime/unyielded.py)
+        self._unyielded = []
 
     @property
     def now(self):
@@ -69,11 +74,14 @@ class Rank:
         ``tag`` matches the send with its receive; ``label`` is for display; ``meta``, a
         typed record of what the transfer belongs to, is kept on the trace's transfer
         (``trace.transfers[i].meta``) and in its Chrome export ``args``."""
-        return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
-                    True, _label(label), meta)  # fmt: skip
+        return self._made(Send(self._peer(dst, "send to"), self._payload(array, dst),
+                               self._tag(tag), True, _label(label), meta))  # fmt: skip
 
     def isend(self, dst, array, tag=0, label="", meta=None):
         """Like :meth:`send` but resumes at once with a handle to :meth:`wait` on."""
+        return self._made(self._isend(dst, array, tag, label, meta))
+
+    def _isend(self, dst, array, tag=0, label="", meta=None):
         return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
                     False, _label(label), meta)  # fmt: skip
 
@@ -86,11 +94,14 @@ class Rank:
         :class:`~collsim.runtime.ops.TagPrefix`; ``status=True`` resumes with a
         :class:`~collsim.runtime.ops.Received` (value, source, tag, bytes).
         """
-        return Recv(self._source(src), self._recv_tag(tag), self._out(out, reduce), reduce,
-                    True, bool(status))  # fmt: skip
+        return self._made(Recv(self._source(src), self._recv_tag(tag),
+                               self._out(out, reduce), reduce, True, bool(status)))  # fmt: skip
 
     def irecv(self, src, tag=0, out=None, reduce=None, status=False):
         """Like :meth:`recv` but resumes at once with a handle to :meth:`wait` on."""
+        return self._made(self._irecv(src, tag, out, reduce, status))
+
+    def _irecv(self, src, tag=0, out=None, reduce=None, status=False):
         return Recv(self._source(src), self._recv_tag(tag), self._out(out, reduce), reduce,
                     False, bool(status))  # fmt: skip
 
@@ -104,7 +115,7 @@ class Rank:
                     f"rank {self.id} cannot wait on {h!r} ({type(h).__name__}): wait() takes "
                     "the handles that isend, irecv and start return"
                 )
-        return Wait(tuple(handles))
+        return self._made(Wait(tuple(handles)))
 
     def exchange(self, sends=(), recvs=()):
         """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``
@@ -130,23 +141,25 @@ class Rank:
                         and 0 <= entry[0] < size and type(entry[1]) is int):  # fmt: skip
                     break
             else:
-                return Exchange(sends, recvs, patterns=False, plain=True)
+                op = Exchange(sends, recvs, patterns=False, plain=True)
+                self._unyielded.append(op)  # _made, inlined on the hot path
+                return op
         send_posts, recv_posts = [], []
         patterns = False  # whether a receive may name ANY or a TagPrefix (matched by a scan)
         for entry in sends:
             if _plain_send(entry, size):
                 send_posts.append((*entry, "", None))
                 continue
-            op = self.isend(*_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
+            op = self._isend(*_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
             send_posts.append((op.dst, op.payload, op.tag, op.label, op.meta))
         for entry in recvs:
             if _plain_recv(entry, size):
                 recv_posts.append((*entry, None, None))
                 continue
-            op = self.irecv(*_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
+            op = self._irecv(*_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
             recv_posts.append((op.src, op.tag, op.out, op.reduce))
             patterns = True
-        return Exchange(send_posts, recv_posts, patterns)
+        return self._made(Exchange(send_posts, recv_posts, patterns))
 
     def compute(self, seconds=None, flops=None, label="compute", meta=None):
         """Occupy this rank's compute stream for ``seconds`` (a number or a time string
@@ -175,7 +188,7 @@ class Rank:
                 seconds = parse_time(seconds)
             except ConfigError as exc:
                 raise ConfigError(f"compute(seconds={seconds!r}): {exc}") from None
-        return Compute(float(seconds), _label(label), meta)
+        return self._made(Compute(float(seconds), _label(label), meta))
 
     def start(self, program, name="background"):
         """Run a generator (e.g. ``rank.all_reduce(...)``) in the background on this rank's
@@ -186,7 +199,7 @@ class Rank:
                 f"rank.start({program!r}): give a generator, such as rank.all_reduce(x) or "
                 "my_task(rank) where my_task yields operations"
             )
-        return Start(program, _label(name))
+        return self._made(Start(program, _label(name)))
 
     # -- memory (called, not yielded: registering an array takes no simulated time) --------
 
@@ -249,7 +262,14 @@ class Rank:
         # preset, else the collective's first (ring; tree for broadcast and reduce)
         from ..collectives.api import collective
 
-        return collective(self, name, x, group, algorithm, op, root, protocol=protocol)
+        program = collective(self, name, x, group, algorithm, op, root, protocol=protocol)
+        self._unyielded.append(Made(name, program))
+        return program
+
+    def _made(self, op):
+        """``op``, noted as made and not yet yielded (runtime/unyielded.py)."""
+        self._unyielded.append(op)
+        return op
 
     # -- checks ---------------------------------------------------------------------------
 

@@ -203,7 +203,9 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
     w, g = _numeric(want), _numeric(got)
     if w is None or g is None:
         return (
-            None if got == want else say("got_expected", got=short(got, 60), want=short(want, 60))
+            None
+            if _equal(got, want)
+            else say("got_expected", got=short(got, 60), want=short(want, 60))
         )
     if w.ndim == 0 and g.ndim == 0:
         if np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
@@ -229,6 +231,20 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
         if np.allclose(ratios, factor, rtol=1e-9):
             text += say("every_element", how=explain_number(factor, 1.0, counts=False, lang=lang))
     return text
+
+
+def _equal(got, want):
+    """``got == want`` as one truth value: an object compared with an array answers
+    element by element, and such an answer (or one that raises) is not equal.
+
+    >>> _equal(object(), np.zeros(2)), _equal("a", "a")
+    (False, True)
+    """
+    try:
+        same = got == want
+        return bool(same.all()) if isinstance(same, np.ndarray) else bool(same)
+    except Exception:  # the student's object's own __eq__ or __bool__: not an answer
+        return False
 
 
 def rank_problem(answer, ranks, lang="en"):
