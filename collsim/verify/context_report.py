@@ -93,11 +93,18 @@ def _bytes_lines(f, c):
         lines.append(f"    rank {r:<3} {_size(got):<24} formula {_size(want)}: {verdict}")
     lines += [
         f"    closed form per layer and micro-batch (B {c['micro_batch']}, S {c['seq']}, "
-        f"D {c['hidden']}): forward {forward} = {_size(per['forward'])}, backward "
+        f"D {_width(c)}): forward {forward} = {_size(per['forward'])}, backward "
         f"{backward} = {_size(per['backward'])}",
         "    times the rank's layers × micro-batches × steps",
     ]
     return lines
+
+
+def _width(c):
+    """The K/V width D a rank sends: its tp share of the heads."""
+    if c["tp"] == 1:
+        return f"{c['hidden']}"
+    return f"= hidden/tp = {c['hidden'] // c['tp']}"
 
 
 def _flops_lines(f, c):

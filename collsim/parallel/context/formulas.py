@@ -57,6 +57,7 @@ Examples
 import difflib
 import numbers
 
+from ...collectives.formulas import closed_form
 from ...errors import ConfigError
 from ...nn.layers import SOFTMAX_FLOPS
 from .layouts import check_sequence
@@ -64,6 +65,8 @@ from .layouts import check_sequence
 __all__ = [
     "CP_PASSES",
     "ring_attention_bytes",
+    "ulysses_attention_bytes",
+    "context_parallel_bytes",
     "causal_attention_flops",
     "score_flops",
 ]
@@ -107,6 +110,86 @@ def ring_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="forw
     return hops * block
 
 
+def ulysses_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="forward"):
+    """Bytes each rank sends in one all-to-all (DeepSpeed-Ulysses) layer's ``pass_``
+    (:class:`~collsim.parallel.context.ulysses.UlyssesAttention`).
+
+    Derivation.  Let ``A = batch·(seq/cp)·d_model·b``, one rank's share of one activation
+    (``d_model`` is the attention's inner width ``n_heads·head_dim``, equal to the model
+    width for every :meth:`~collsim.nn.MultiHeadAttention.init`).  The direct all-to-all
+    of a per-rank buffer of ``N`` bytes keeps 1/cp of it and sends the rest,
+    ``(cp−1)/cp·N`` (:func:`collsim.collectives.formulas.closed_form`, ``"all_to_all"``).
+
+    * forward: the packed q, k, v (``N = 3A``) to heads, the attention output (``N = A``)
+      back: ``(cp−1)/cp·4A = 4·(cp−1)/cp²·batch·seq·d_model·b``;
+    * backward (``backward_input``; ``backward_weight`` sends nothing): the output
+      gradient (``N = A``) to heads, the packed dq, dk, dv (``N = 3A``) back: the same.
+
+    Unlike ring attention's ``(cp−1)/cp`` of the K/V, this shrinks as cp grows at a fixed
+    sequence (Jacobs et al. 2023: constant per-link volume when seq and cp grow together).
+
+    >>> ulysses_attention_bytes(2, 8, 8, 2, 8)  # 4 · (1/4) · 2·8·8 · 8 bytes
+    1024.0
+    >>> ulysses_attention_bytes(2, 8, 8, 1, 8, "backward")
+    0.0
+    """
+    sizes = {"batch": batch, "seq": seq, "d_model": d_model, "cp": cp,
+             "bytes_per_element": bytes_per_element}  # fmt: skip
+    for name, value in sizes.items():
+        _check_positive_int(name, value)
+    _check_pass(pass_)
+    for what in ("seq", "d_model"):
+        if sizes[what] % cp:
+            raise ConfigError(
+                f"{what}={sizes[what]} is not divisible by cp={cp}: DeepSpeed-Ulysses splits "
+                f"the sequence and the heads over the cp ranks"
+            )
+    share = batch * (seq // cp) * d_model * bytes_per_element  # A: one activation, one rank
+
+    def all_to_all(size):
+        return closed_form("all_to_all", "direct", cp, size, alpha=0.0, beta=1.0).bytes_per_rank
+
+    if pass_ == "forward":
+        return all_to_all(3 * share) + all_to_all(share)  # q, k, v to heads; output back
+    return all_to_all(share) + all_to_all(3 * share)  # output gradient; dq, dk, dv back
+
+
+def context_parallel_bytes(variant, *, batch, seq, hidden, cp, bytes_per_element, tp=1,
+                           layers=1, microbatches=1, steps=1, passes=CP_PASSES):  # fmt: skip
+    """Bytes one rank sends along cp in a run: the ``passes`` (forward and backward) of
+    ``layers`` transformer layers, ``microbatches`` of ``batch`` samples each, ``steps`` times.
+
+    A rank of a (cp, tp) grid attends for its tp share of the heads, so its K/V (ring) or
+    q/k/v (all-to-all) are ``hidden/tp`` wide: the ``variant``'s closed form
+    (:func:`ring_attention_bytes`, :func:`ulysses_attention_bytes`) at that width.  What
+    ``collsim verify cp | nd`` sets next to the bytes each rank measured.
+
+    >>> context_parallel_bytes("ring", batch=2, seq=8, hidden=16, cp=2, bytes_per_element=8)
+    8192
+    >>> context_parallel_bytes("ring", batch=2, seq=8, hidden=16, cp=2, bytes_per_element=8,
+    ...                        tp=2, layers=2, steps=3)  # half as wide, 6 times as often
+    24576
+    """
+    closed = {"ring": ring_attention_bytes, "all-to-all": ulysses_attention_bytes}
+    if variant not in closed:
+        guess = difflib.get_close_matches(str(variant), list(closed), n=1, cutoff=0)[0]
+        raise ConfigError(f"variant={variant!r} is not one of {', '.join(closed)}; nearest "
+                          f"valid choice: {guess!r}")  # fmt: skip
+    for name, value in (("tp", tp), ("layers", layers), ("microbatches", microbatches),
+                        ("steps", steps)):  # fmt: skip
+        _check_positive_int(name, value)
+    for pass_ in passes:
+        _check_pass(pass_)
+    if cp == 1:
+        return 0
+    if hidden % tp:
+        raise ConfigError(f"hidden={hidden} is not divisible by tp={tp}: each tp rank holds "
+                          "hidden/tp of the attention's width")  # fmt: skip
+    per_layer = sum(closed[variant](batch, seq, hidden // tp, cp, bytes_per_element, pass_=p)
+                    for p in passes)  # fmt: skip
+    return int(per_layer) * layers * microbatches * steps
+
+
 def causal_attention_flops(seq, cp, layout, batch=1, heads=1, head_dim=1, pass_="forward",
                            causal=True):  # fmt: skip
     """Attention FLOPs of each rank of the cp group (a list, group order) in ``pass_``.
@@ -133,7 +216,7 @@ def causal_attention_flops(seq, cp, layout, batch=1, heads=1, head_dim=1, pass_=
 
 def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ConfigError(f"{name}={value!r} must be a positive int")
+        raise ConfigError(f"{name} must be a whole number >= 1, got {name}={value!r}")
 
 
 def _check_pass(pass_):
