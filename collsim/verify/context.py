@@ -20,8 +20,9 @@ Beyond the match, :class:`ContextFindings` holds what the layouts change:
   :class:`~collsim.parallel.context.ring.RingStep` span of step 1, or a Ulysses
   ``.core`` span).  The trace's compute spans carry no FLOP count, only times, so the
   passes come from the trace and the exact counts from the module.  Ring, causal,
-  contiguous: the last rank does (2·cp−1)/cp times the mean; balanced: every rank the
-  mean.  All-to-all's dense kernel does the same work on every rank in either layout;
+  contiguous: the last rank does nearly (2·cp−1)/cp times the mean (one score per pair
+  the mask keeps, :func:`~collsim.parallel.context.formulas.causal_balance`); balanced:
+  every rank the mean.  All-to-all's dense kernel does the same work on every rank;
 * the busiest rank's memory peak, the bytes by link class, time and exposed communication.
 
 Examples

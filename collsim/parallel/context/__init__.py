@@ -11,8 +11,10 @@ name                                        what it is
 :class:`UlyssesAttention`                   all-to-all to heads and back, DeepSpeed-Ulysses
                                             (:mod:`.ulysses`)
 :func:`ring_attention_bytes`,               closed forms: bytes (ring, all-to-all, a rank
-:func:`ulysses_attention_bytes`,            of a (cp, tp) grid over a run) and per-rank
-:func:`context_parallel_bytes`,             attention FLOPs by layout (:mod:`.formulas`)
+:func:`ulysses_attention_bytes`,            of a (cp, tp) grid over a run), the (query,
+:func:`context_parallel_bytes`,             key) pairs a causal mask keeps and the
+:func:`causal_pairs`,                       per-rank attention FLOPs by layout
+:func:`causal_balance`,                     (:mod:`.formulas`)
 :func:`causal_attention_flops`
 :class:`ContextParallelBlock`               a transformer block under cp (:mod:`.block`)
 ==========================================  ===============================================
@@ -20,7 +22,10 @@ name                                        what it is
 
 from .block import CP_VARIANTS, ContextParallelBlock
 from .formulas import (
+    CausalBalance,
     causal_attention_flops,
+    causal_balance,
+    causal_pairs,
     context_parallel_bytes,
     ring_attention_bytes,
     score_flops,
@@ -39,12 +44,15 @@ from .ulysses import UlyssesAttention, check_heads
 __all__ = [
     "CP_LAYOUTS",
     "CP_VARIANTS",
+    "CausalBalance",
     "ContextParallelBlock",
     "RingAttention",
     "RingMessage",
     "RingStep",
     "UlyssesAttention",
     "causal_attention_flops",
+    "causal_balance",
+    "causal_pairs",
     "context_parallel_bytes",
     "check_heads",
     "check_sequence",
