@@ -223,7 +223,7 @@ def test_weights_are_copies_and_replicated():
     ("call", "pieces"),
     [
         (lambda full: UlyssesAttention.from_full(full, Group(range(4)), 0),
-         ["heads=6", "cp=4", "1, 2, 3, 6"]),
+         ["heads=6", "cp=4", "nearest first: 3, 2, 6, 1"]),
         (lambda full: UlyssesAttention.from_full(full, Group(range(2)), 0, layout="balance"),
          ["'balance'", "'balanced'"]),
         (lambda full: UlyssesAttention.from_full(full, Group(range(2)), 2), ["cp_rank=2", "0..1"]),

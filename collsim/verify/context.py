@@ -52,7 +52,7 @@ from ..parallel.modules import LayerPass
 from ..parallel.pipeline.schedules.layers import split_layers
 from ..parallel.tensor.attention import ParallelAttention
 from ..runtime.group import Group
-from .checks import check_arguments
+from .checks import LIMITS, check_arguments
 from .context_checks import (
     CONTEXT_SCHEMES,
     as_given,
@@ -223,7 +223,7 @@ def verify_context(scheme, *, cp=None, variant="ring", layout="balanced", causal
                           f"whole nodes, so it must divide {world}; nearest valid "
                           f"{flag_name(names, 'gpus_per_node')} {near}")  # fmt: skip
     batch = 2 * dp_total * m if batch is None else batch
-    rows, _ = resolve_batch(batch, dp_total, None, m)
+    rows, _ = resolve_batch(batch, dp_total, None, m, max_dp=LIMITS["ranks"] * dp_total // world)
 
     rng = np.random.default_rng(seed)
     problem = _problem(rng, hidden=hidden, heads=heads, ffn=ffn, layers=layers, causal=causal,

@@ -48,7 +48,7 @@ import numbers
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, nearest_first
 from ...nn import MultiHeadAttention
 from ...nn.layers import SOFTMAX_FLOPS, softmax
 from ..modules import layer_compute
@@ -68,14 +68,15 @@ def check_heads(heads, cp):
     ...
     collsim.errors.ConfigError: DeepSpeed-Ulysses needs heads divisible by cp: heads=6 is not \
 divisible by cp=4 (each cp rank attends for heads/cp whole heads); cp values that divide \
-heads=6: 1, 2, 3, 6
+heads=6, nearest first: 3, 2, 6, 1
     """
     if heads % cp:
-        valid = ", ".join(str(c) for c in range(1, heads + 1) if heads % c == 0)
+        divisors = [c for c in range(1, heads + 1) if heads % c == 0]
+        valid = ", ".join(map(str, nearest_first(cp, divisors)))
         raise ConfigError(
             f"DeepSpeed-Ulysses needs heads divisible by cp: heads={heads} is not divisible by "
             f"cp={cp} (each cp rank attends for heads/cp whole heads); cp values that divide "
-            f"heads={heads}: {valid}"
+            f"heads={heads}, nearest first: {valid}"
         )
 
 
