@@ -69,7 +69,9 @@ from .layouts import check_sequence
 __all__ = [
     "CP_PASSES",
     "CausalBalance",
+    "RingHops",
     "ring_attention_bytes",
+    "ring_attention_hops",
     "ulysses_attention_bytes",
     "context_parallel_bytes",
     "causal_pairs",
@@ -111,11 +113,28 @@ def ring_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="forw
         _check_positive_int(name, value)
     _check_pass(pass_)
     check_sequence(seq, cp, "contiguous")
-    if cp == 1:
-        return 0
     block = 2 * batch * (seq // cp) * d_model * bytes_per_element  # K and V (or dK and dV)
-    hops = cp - 1 if pass_ == "forward" else (cp - 1) + cp
-    return hops * block
+    hops = ring_attention_hops(cp)
+    return block * (hops.kv if pass_ == "forward" else hops.kv + hops.dkv)
+
+
+class RingHops(NamedTuple):
+    """The hops one rank sends a block on, per ring-attention layer and micro-batch."""
+
+    kv: int  # K/V blocks passed on in one pass (forward, and again in the backward)
+    dkv: int  # dK/dV partial sums passed on in the backward, the last hop home
+
+
+def ring_attention_hops(cp):
+    """K/V hops per pass (cp−1: the last block is not sent on) and dK/dV hops in the
+    backward (cp: each block's sums travel behind it and go home): what
+    :func:`ring_attention_bytes` multiplies one block by, and the planner's sends per layer.
+
+    >>> ring_attention_hops(4), ring_attention_hops(1)
+    (RingHops(kv=3, dkv=4), RingHops(kv=0, dkv=0))
+    """
+    _check_positive_int("cp", cp)
+    return RingHops(cp - 1, cp) if cp > 1 else RingHops(0, 0)
 
 
 def ulysses_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="forward"):
