@@ -202,8 +202,10 @@ def context_parallel_bytes(variant, *, batch, seq, hidden, cp, bytes_per_element
         guess = difflib.get_close_matches(str(variant), list(closed), n=1, cutoff=0)[0]
         raise ConfigError(f"variant={variant!r} is not one of {', '.join(closed)}; nearest "
                           f"valid choice: {guess!r}")  # fmt: skip
-    for name, value in (("tp", tp), ("layers", layers), ("microbatches", microbatches),
-                        ("steps", steps)):  # fmt: skip
+    sizes = {"batch": batch, "seq": seq, "hidden": hidden, "cp": cp,
+             "bytes_per_element": bytes_per_element, "tp": tp, "layers": layers,
+             "microbatches": microbatches, "steps": steps}  # fmt: skip
+    for name, value in sizes.items():  # before any arithmetic on them
         _check_positive_int(name, value)
     for pass_ in passes:
         _check_pass(pass_)
