@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "CollectiveMismatchError",
     "SimulationLimitError",
+    "nearest_first",
 ]
 
 
@@ -96,3 +97,13 @@ def shorten(value, width=60):
     """
     text = repr(value)
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def nearest_first(value, choices):
+    """Every valid choice, the nearest to the refused ``value`` first (the smaller on a tie):
+    the one way a refusal lists what would work, so that no list stops short.
+
+    >>> nearest_first(3, [1, 2, 4, 8, 16, 32, 64])
+    [2, 4, 1, 8, 16, 32, 64]
+    """
+    return sorted(choices, key=lambda choice: (abs(choice - value), choice))

@@ -38,6 +38,7 @@ from collsim.parallel.context import (
     RingMessage,
     RingStep,
     causal_attention_flops,
+    causal_balance,
     ring_attention_bytes,
     token_positions,
     ulysses_attention_bytes,
@@ -195,8 +196,11 @@ teach.show(fig, "09_ring_steps")
 
 # %% [markdown]
 # With the contiguous layout rank 0 holds the first tokens: every other rank's keys are in
-# its future, and it computes half of its own block and nothing else. Rank 3 holds the last
-# tokens and computes every block. The balanced layout gives each rank one early and one
+# its future, and it computes the lower triangle of its own block and nothing else. That
+# triangle includes the diagonal, each query scoring its own key: `L(L+1)/2` of the block's
+# `L²` pairs, 10 of 16 for these 4-token tiles, so the cell says 62 %, not 50 %; half is
+# only what it tends to as the tiles grow. Rank 3 holds the last tokens and computes every
+# block. The balanced layout gives each rank one early and one
 # late chunk, and every rank's row adds up to the same work. We come back to it below.
 #
 # ## The bytes: ring versus all-to-all
@@ -288,10 +292,13 @@ teach.check_function("9.1", ring_layer_bytes_answer, measured_ring_layer_bytes, 
 # %% [markdown]
 # ## The causal imbalance, and the load-balanced layout
 #
-# Under a causal mask a query sees only the keys before it. Cut the sequence into `cp`
-# contiguous tiles and rank `i` computes `i` full tiles and half of its own: `(i + 1/2)` tile
-# pairs. The mean over ranks is `cp/2`, so the last rank does `(cp − 1/2)/(cp/2) =
-# (2cp−1)/cp` times the mean, and every step waits for it. Megatron-LM's context
+# Under a causal mask a query sees only the keys before it and its own. Cut the sequence into
+# `cp` contiguous tiles of `L` tokens and rank `i` computes `i` full tiles and the lower
+# triangle of its own, diagonal included: `i·L² + L(L+1)/2` (query, key) pairs. The last
+# rank does `(cp−1)·L² + L(L+1)/2` against a mean of `(cp−1)/2·L² + L(L+1)/2`: here (cp = 4,
+# 4-token tiles) 58 pairs against 34, 1.71 times the mean, and every step waits for it. As
+# the tiles grow, `L(L+1)/2` tends to `L²/2` and the ratio to `(cp − 1/2)/(cp/2) =
+# (2cp−1)/cp`, 1.75 here: the large-sequence limit, which the exact count stays just below. Megatron-LM's context
 # parallelism and Llama 3's training (Dubey et al. 2024, "The Llama 3 Herd of Models",
 # §3.3.2) cut the sequence into `2·cp` chunks instead and give rank `i` chunks `i` and
 # `2cp−1−i`: one early, one late, the same work on every rank.
@@ -316,7 +323,11 @@ for layout, run in runs.items():
         print(f"{layout:<12}{rank:>5}{closed[rank]:>13,.0f}{counted:>10,.0f}{traced[rank]:>10,.0f}"
               f"{traced[rank] / np.mean(traced):>8.3f}")  # fmt: skip
         assert math.isclose(closed[rank], counted) and math.isclose(counted, traced[rank])
-print(f"(2cp-1)/cp for cp = {CP}: {(2 * CP - 1) / CP}")
+balance = causal_balance(SEQ, CP, "contiguous")
+print(f"contiguous, exact count of kept pairs: max/mean {balance.max_over_mean:.4f}, min/mean "
+      f"{balance.min_over_mean:.4f}; as the tiles grow (2cp-1)/cp = {balance.max_limit} and "
+      f"1/(2cp) = {balance.min_limit}")  # fmt: skip
+assert math.isclose(balance.max_over_mean, flops["contiguous"][-1] / np.mean(flops["contiguous"]))
 
 fig = Figure(figsize=(9, 4), layout="constrained")
 ax = fig.add_subplot()
@@ -338,9 +349,11 @@ ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.9))
 teach.show(fig, "09_causal_work_per_rank")
 
 # %% [markdown]
-# **Exercise 9.2 — predict, then check.** With the contiguous layout and `cp = 8`, how many
-# times the mean attention work does the last rank do? (A ratio; the check runs ring
-# attention on 8 ranks and reads the trace.)
+# **Exercise 9.2 — predict, then check.** With the contiguous layout, `cp = 8` and the
+# lesson's 16-token sequence (2-token tiles), how many times the mean attention work does the
+# last rank do? Count the pairs the causal mask keeps, diagonal included: at this size the
+# answer is not yet the large-tile `(2cp−1)/cp`. (A ratio; the check runs ring attention on
+# 8 ranks and reads the trace.)
 
 # %%
 last_rank_share_answer = None  # your prediction: last rank's work ÷ the mean, a ratio
@@ -379,8 +392,9 @@ teach.check_function("9.3", balanced_positions_answer, reference_positions,
 #   and `2(2cp−1)` backward, overlapped with the compute.
 # - **All-to-all** (DeepSpeed-Ulysses, Jacobs et al. 2023) re-shards to heads and back:
 #   `4(cp−1)/cp²·B·S·D·b` per pass, fewer bytes as `cp` grows, but `cp` must divide the heads.
-# - Causal masking makes the contiguous layout unfair: the last rank does `(2cp−1)/cp` times
-#   the mean. The **load-balanced layout** (chunks `i` and `2cp−1−i`; Megatron-LM, Llama 3)
+# - Causal masking makes the contiguous layout unfair: the last rank does nearly `(2cp−1)/cp`
+#   times the mean (exactly the pairs the mask keeps, diagonal included; the ratio reaches
+#   `(2cp−1)/cp` as the tiles grow). The **load-balanced layout** (chunks `i` and `2cp−1−i`; Megatron-LM, Llama 3)
 #   gives every rank the same work.
 # - Every run matched one device; `collsim verify cp` runs these checks from the terminal.
 #

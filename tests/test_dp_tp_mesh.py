@@ -129,7 +129,7 @@ def test_cli_human_report_has_units_and_the_verdict(capsys):
 def test_cli_bad_configuration_names_the_numbers(capsys):
     assert main(["verify", "tp-mlp", "--tp", "3"]) == 2
     err = capsys.readouterr().err
-    assert "tp=3" in err and "hidden=16" in err and "1, 2, 4, 8, 16" in err
+    assert "tp=3" in err and "hidden=16" in err and "2, 4, 1, 8, 16" in err
     assert main(["verify", "dp", "--micro-batch", "5"]) == 2
     assert "global batch 64" in capsys.readouterr().err
     assert main(["verify", "tp-mlp", "--sp"]) == 2

@@ -3,6 +3,7 @@
 import pytest
 
 from collsim.collectives.formulas import closed_form
+from collsim.parallel.context.formulas import context_parallel_bytes
 from collsim.plan import PlanConfig, plan
 from collsim.plan.config import count_params, derive
 from collsim.plan.memory import (
@@ -186,9 +187,31 @@ def test_pp_sends_and_cp_ring():
     pp = plan(**{**TP, "global_batch": 8}, pp=2).communication["pp"]  # dp 2, m = 8/(2·2) = 2
     send = pp["ops"]["activation_send"]
     assert (send["size_bytes"], send["calls"], send["bytes_per_call"]) == (8192, 2, 8192)
-    cp = plan(**TP, cp=2).communication["cp"]  # K, V of the whole sequence: 2·b·s·h·2 bytes
+    report = plan(**TP, cp=2)
+    cp = report.communication["cp"]  # a K/V block of s/cp tokens: 2·b·(s/2)·h·2 bytes
     kv = cp["ops"]["kv_forward"]
-    assert kv["size_bytes"] == 2 * 2 * 32 * 64 * 2 and kv["bytes_per_call"] == kv["size_bytes"] / 2
+    assert kv["size_bytes"] == kv["bytes_per_call"] == 2 * 2 * 16 * 64 * 2
+    runs = report.resolved.layers_per_stage * report.resolved.accumulation
+    calls = {name: op["calls"] for name, op in cp["ops"].items()}  # per layer and micro-batch:
+    assert calls == {"kv_forward": runs, "kv_backward": runs, "dkv_backward": 2 * runs}  # + home
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [dict(cp=2), dict(cp=4), dict(cp=2, tp=2), dict(cp=2, kv_heads=2), dict(cp=2, pp=2)],
+    ids=str,
+)
+def test_the_planners_cp_bytes_are_the_simulators_closed_form(sizes):
+    # one source: the planner charges what verify measures and context_parallel_bytes gives
+    world = 2 * sizes["cp"] * sizes.get("tp", 1) * sizes.get("pp", 1)  # dp 2
+    report = plan(**{**TP, "world_size": world, "global_batch": 8}, **sizes)
+    d = report.resolved
+    width = 64 * sizes.get("kv_heads", 4) // 4  # K/V width: the key/value heads' share
+    expected = context_parallel_bytes("ring", batch=2, seq=32, hidden=width, cp=sizes["cp"],
+                                      bytes_per_element=2, tp=sizes.get("tp", 1),
+                                      layers=d.layers_per_stage,
+                                      microbatches=d.accumulation)  # fmt: skip
+    assert report.communication["cp"]["bytes_per_rank"] == expected
 
 
 # ---- compute / DP communication: 3·D·BW/(P·b) (6·N·D/P over 2·N·b/BW) --------------------------

@@ -100,7 +100,7 @@ MARKED_COST = collective_formulas.Cost(steps=11, bytes_per_rank=12345.0, time_s=
 COMMUNICATION_CASES = {
     "tp all-reduce": ("tp", {"all_reduce"}, dict(world_size=2, tp=2)),
     "tp with sp": ("tp", {"all_gather", "reduce_scatter"}, dict(world_size=2, tp=2, sp=True)),
-    "cp ring attention": ("cp", {"all_gather", "reduce_scatter"}, dict(world_size=2, cp=2)),
+    "cp ring attention": ("cp", {"broadcast"}, dict(world_size=2, cp=2)),  # a send a hop
     "dp all-reduce": ("dp", {"all_reduce"}, dict(world_size=4)),
     "dp zero-1": ("dp", {"reduce_scatter", "all_gather"}, dict(world_size=4, zero=1)),
     "dp zero-3": ("dp", {"reduce_scatter", "all_gather"}, dict(world_size=4, zero=3)),

@@ -21,7 +21,9 @@ from collsim.parallel.context import (
     causal_attention_flops,
     gather_sequence,
     ring_attention_bytes,
+    score_flops,
     shard_sequence,
+    token_positions,
 )
 from collsim.parallel.modules import LayerPass, RankModule
 from collsim.runtime.group import Group
@@ -171,16 +173,22 @@ def test_causal_flops_by_layout(cp, pass_):
         pytest.fail(f"seq 48 must split over cp={cp}")  # keeps the parametrisation honest
     balanced = _flops_by_rank(cp, "balanced", True, pass_)
     contiguous = _flops_by_rank(cp, "contiguous", True, pass_)
-    assert len(set(balanced)) == 1  # every rank the same
-    mean = sum(contiguous) / cp
-    assert contiguous[-1] == (2 * cp - 1) / cp * mean  # exact in this FLOP model
-    assert contiguous == sorted(contiguous) and sum(balanced) == sum(contiguous)
+    unit = 3 * 2 * score_flops(4, pass_)  # B·H·f: one (query, key) score
+    # the reference: a causal query at position t scores keys 0 … t, its own included
     for layout, flops in (("balanced", balanced), ("contiguous", contiguous)):
+        kept = [sum(int(t) + 1 for t in token_positions(48, cp, i, layout)) for i in range(cp)]
+        assert flops == [unit * n for n in kept]
         assert flops == causal_attention_flops(48, cp, layout, batch=3, heads=2, head_dim=4,
                                                pass_=pass_)  # fmt: skip
+    assert len(set(balanced)) == 1  # every rank the same
+    assert sum(balanced) == sum(contiguous) == unit * 48 * 49 // 2
+    tile, mean = 48 // cp, sum(contiguous) / cp
+    assert contiguous == sorted(contiguous)
+    assert contiguous[-1] == unit * ((cp - 1) * tile**2 + tile * (tile + 1) // 2)
+    assert contiguous[-1] / mean < (2 * cp - 1) / cp or cp == 1  # the large-tile limit
     dense = _flops_by_rank(cp, "contiguous", False, pass_)
     assert dense == causal_attention_flops(48, cp, "balanced", 3, 2, 4, pass_, causal=False)
-    assert dense[0] == 2 * mean
+    assert dense == [unit * 48 * 48 / cp] * cp
 
 
 @pytest.mark.parametrize("layout", CP_LAYOUTS)

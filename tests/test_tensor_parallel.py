@@ -270,15 +270,16 @@ def test_check_tp_names_every_bad_size_and_the_degrees_that_work(tp, hidden, hea
     for name, value in bad.items():
         assert f"{name}={value} ({value}/{tp}" in message
     working = [t for t in range(1, 49) if all(v % t == 0 for v in sizes.values())]
-    assert message.endswith(": " + ", ".join(map(str, working)))
+    nearest = sorted(working, key=lambda t2: (abs(t2 - tp), t2))  # every one, nearest first
+    assert message.endswith("nearest first: " + ", ".join(map(str, nearest)))
 
 
 def test_layers_refuse_sizes_tp_does_not_divide():
     rng = np.random.default_rng(0)
     g3 = Group(range(3))
-    with pytest.raises(ConfigError, match=r"out_features=4 .*: 1, 2, 4"):
+    with pytest.raises(ConfigError, match=r"out_features=4 .*nearest first: 2, 4, 1"):
         ColumnParallelLinear.from_full(Linear.init(2, 4, rng), g3, 0)
-    with pytest.raises(ConfigError, match=r"in_features=8 .*: 1, 2, 4, 8"):
+    with pytest.raises(ConfigError, match=r"in_features=8 .*nearest first: 2, 4, 1, 8"):
         RowParallelLinear.from_full(Linear.init(8, 2, rng), g3, 0)
     with pytest.raises(ConfigError, match=r"ffn_hidden=16"):
         ParallelMLP.from_full(MLP.init(4, rng), g3, 0)
@@ -288,7 +289,7 @@ def test_layers_refuse_sizes_tp_does_not_divide():
         ParallelTransformerBlock.from_full(TransformerBlock.init(8, 4, rng), g3, 0)
     with pytest.raises(ConfigError, match=r"seq=5 \(5/3 = 1.667\).*sequence parallelism"):
         sequence_shard(np.zeros((1, 5, 3)), g3, 0)
-    with pytest.raises(ConfigError, match=r"seq=6 .*tp values that divide .*: 1, 2$"):
+    with pytest.raises(ConfigError, match=r"seq=6 .*tp values that divide .*nearest first: 2, 1$"):
         verify("sp", tp=4, seq=6)
     with pytest.raises(ConfigError, match="cannot gather its output under sequence"):
         ColumnParallelLinear.from_full(Linear.init(2, 3, rng), g3, 0, gather_output=True,

@@ -52,9 +52,10 @@ schemes:
 context parallelism (cp, nd): each cp rank holds seq/cp tokens of every sample.  Ring
 attention sends, per layer, 2(cp-1)/cp·B·S·D·b forward (K/V) and 2(2cp-1)/cp·B·S·D·b
 backward (K/V again, dK/dV home); all-to-all 4(cp-1)/cp²·B·S·D·b each pass.  With a causal
-mask the contiguous layout leaves the last rank (2cp-1)/cp times the mean attention work;
-the balanced one (chunks i and 2cp-1-i, as Megatron and Llama 3) evens it.  The report sets
-each rank's cp bytes next to the closed form and its attention FLOPs with max/mean.
+mask the contiguous layout leaves the last rank nearly (2cp-1)/cp times the mean attention
+work (exactly: the query-key pairs the mask keeps, diagonal included); the balanced one
+(chunks i and 2cp-1-i, as Megatron and Llama 3) evens it.  The report sets each rank's cp
+bytes next to the closed form and its attention FLOPs with max/mean and the exact count.
 
 sharding the model state (the ZeRO paper, Rajbhandari et al. 2020): mixed-precision Adam
 holds 16 bytes per parameter -- bf16 parameters (2) and gradients (2), fp32 master weights,

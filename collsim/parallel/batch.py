@@ -13,7 +13,7 @@ dp=4 example: with 64 samples on 4 ranks, rank 0 takes samples 0-15) and runs th
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, nearest_first
 
 __all__ = ["resolve_batch", "shard_rows", "split_batch"]
 
@@ -22,11 +22,19 @@ def _divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def resolve_batch(global_batch, dp, micro_batch=None, accumulation=None):
+def resolve_batch(global_batch, dp, micro_batch=None, accumulation=None, max_dp=None):
     """``(micro_batch, accumulation)`` with ``global_batch = micro_batch · dp · accumulation``.
 
     Either may be None (derived from the others; accumulation defaults to 1 when both
-    are).  Raises a ConfigError that names all four numbers and the choices that work.
+    are).  Raises a ConfigError that names all four numbers and the choices that work:
+    every dp up to ``max_dp`` (default: any) that divides the batch, nearest first.
+
+    >>> resolve_batch(64, 3, max_dp=64)
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: global batch 64 with dp 3 and accumulation 1 needs micro batch \
+64/(3·1) = 21.33, not a whole number: global_batch = micro_batch · dp · accumulation \
+(Megatron-LM); dp 3 does not divide global batch 64 (dp values that do: 2, 4, 1, 8, 16, 32, 64)
 
     >>> resolve_batch(64, 4)
     (16, 1)
@@ -68,10 +76,10 @@ rank takes 16 samples per step, so micro batch × accumulation must be 16: micro
                 f"accumulation {accumulation} = {micro_batch * dp * accumulation}")  # fmt: skip
     message = f"{head}: global_batch = micro_batch · dp · accumulation (Megatron-LM); "
     if rest:
-        near = [d for d in _divisors(global_batch) if d <= 2 * dp]
+        fits = [d for d in _divisors(global_batch) if max_dp is None or d <= max_dp]
         message += (
             f"dp {dp} does not divide global batch {global_batch} "
-            f"(dp values that do: {', '.join(map(str, near))})"
+            f"(dp values that do: {', '.join(map(str, nearest_first(dp, fits)))})"
         )
     else:
         choices = ", ".join(

@@ -18,9 +18,10 @@ activation A = b·(s/cp)·h bytes·element, N_g = N/(t·p) parameters)::
         dp·cp ranks that share weights.
     pp  one activation send forward and one gradient send backward of A/t per micro-batch
         and virtual stage (Megatron's scatter/gather split across the TP ranks).
-    cp  ring attention: K and V go round the ring (an all-gather of 2·b·s·h·(g/a)/t
-        bytes·element with g key/value heads of a)
-        forward and backward, and dK, dV come back (a reduce-scatter) per layer.
+    cp  ring attention as collsim runs it (:mod:`collsim.parallel.context.formulas`): per
+        layer and micro-batch a block of K and V, 2·b·(s/cp)·h·(g/a)/t bytes·element with g
+        key/value heads of a, is sent on cp−1 times forward and again backward, and its
+        dK/dV partial sums cp times (the last hop home), one send per hop.
 
 Ranks are placed as Megatron does (tp fastest, then cp, dp, pp): a group whose ranks fit in
 one node uses the intra-node bandwidth and latency, any other the inter-node ones.
@@ -49,6 +50,7 @@ Examples
 from dataclasses import dataclass
 
 from ..collectives.formulas import closed_form
+from ..parallel.context.formulas import ring_attention_hops
 from ..parallel.pipeline.schedules import bubble_fraction
 from .config.derived import pipeline_schedule
 
@@ -140,13 +142,13 @@ def communication(cfg, d):
 
     cp = _dimension(cfg, c, t)
     if c > 1 and shape:
-        # K and V of the g key/value heads: 2·b·s·h·(g/a)/t bytes·element
-        kv = 2 * d.micro_batch * cfg.seq * cfg.hidden * cfg.kv_groups / cfg.heads / t * e
-        _add(cp, "kv_forward", "all_gather", kv, layers * m)
-        if full:
-            _add(cp, "kv_recompute", "all_gather", kv, layers * m)
-        _add(cp, "kv_backward", "all_gather", kv, layers * m)
-        _add(cp, "dkv_backward", "reduce_scatter", kv, layers * m)
+        # a block: K and V of the rank's tokens and its tp share of the g key/value heads
+        block = 2 * d.micro_batch * cfg.seq / c * cfg.hidden * cfg.kv_groups / cfg.heads / t * e
+        hops = ring_attention_hops(c)  # the simulator's hop counts, from its closed form
+        passes = [("kv_forward", hops.kv), ("kv_backward", hops.kv), ("dkv_backward", hops.dkv)]
+        passes += [("kv_recompute", hops.kv)] if full else []  # the forward runs twice
+        for name, sends in passes:
+            _add(cp, name, "broadcast", block, layers * m * sends, ranks=2, algorithm="tree")
 
     dp = _data_parallel(cfg, d, m)
 

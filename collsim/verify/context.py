@@ -12,16 +12,17 @@ the cluster and on one device, and compare every step (:mod:`.compare`).
 Beyond the match, :class:`ContextFindings` holds what the layouts change:
 
 * the bytes each rank sent along cp, next to the closed form of one source --
-  :func:`~collsim.parallel.context.formulas.ring_attention_bytes` or
-  :func:`~collsim.parallel.context.ulysses.ulysses_attention_bytes` -- per layer and
-  micro-batch, times the rank's layers, micro-batches and steps;
+  :func:`~collsim.parallel.context.formulas.context_parallel_bytes` (ring attention or
+  all-to-all for the rank's tp share of the heads) per layer and micro-batch, times the
+  rank's layers, micro-batches and steps;
 * each rank's attention FLOPs over the run: the cp module's own ``attention_flops`` for
   the rank's input shape, once for every attention pass the trace shows on that rank (a
   :class:`~collsim.parallel.context.ring.RingStep` span of step 1, or a Ulysses
   ``.core`` span).  The trace's compute spans carry no FLOP count, only times, so the
   passes come from the trace and the exact counts from the module.  Ring, causal,
-  contiguous: the last rank does (2·cp−1)/cp times the mean; balanced: every rank the
-  mean.  All-to-all's dense kernel does the same work on every rank in either layout;
+  contiguous: the last rank does nearly (2·cp−1)/cp times the mean (one score per pair
+  the mask keeps, :func:`~collsim.parallel.context.formulas.causal_balance`); balanced:
+  every rank the mean.  All-to-all's dense kernel does the same work on every rank;
 * the busiest rank's memory peak, the bytes by link class, time and exposed communication.
 
 Examples
@@ -43,15 +44,15 @@ from ..nn import Adam, Sequential, TransformerBlock
 from ..parallel.accounting import bytes_by_link_class
 from ..parallel.batch import resolve_batch
 from ..parallel.context.block import CP_VARIANTS
-from ..parallel.context.formulas import ring_attention_bytes
+from ..parallel.context.formulas import CP_PASSES, context_parallel_bytes
 from ..parallel.context.layouts import CP_LAYOUTS
 from ..parallel.context.ring import RingAttention, RingStep
-from ..parallel.context.ulysses import UlyssesAttention, ulysses_attention_bytes
+from ..parallel.context.ulysses import UlyssesAttention
 from ..parallel.modules import LayerPass
 from ..parallel.pipeline.schedules.layers import split_layers
-from ..parallel.tensor.attention import ParallelTransformerBlock
+from ..parallel.tensor.attention import ParallelAttention
 from ..runtime.group import Group
-from .checks import check_arguments
+from .checks import LIMITS, check_arguments
 from .context_checks import (
     CONTEXT_SCHEMES,
     as_given,
@@ -119,23 +120,18 @@ class ContextFindings:
 
 
 def _problem(rng, *, hidden, heads, ffn, layers, causal, tp, sp):
+    """The blocks, handed to the trainer whole: it cuts them itself, into cp blocks, tp
+    blocks or both (a model built here for tp alone would not run context parallelism)."""
     blocks = [TransformerBlock.init(hidden, heads, rng, ffn, causal=causal) for _ in range(layers)]
     model = Sequential(*blocks)
     what = f"{layers} {'causal ' if causal else ''}transformer block(s)"
-    if tp == 1:  # the trainer cuts the Sequential itself, cp blocks included
-        return Problem(model, model, "full", "full", 1, 1, what)
-
-    def tp_blocks(g, j):
-        return [(str(i), ParallelTransformerBlock.from_full(b, g, j, sp, name=f"block{i}"))
-                for i, b in enumerate(blocks)]  # fmt: skip
-
     layout = "seq" if sp else "full"
-    return Problem(model, tp_blocks, layout, layout, 1, tp, what + ", tensor parallel")
+    return Problem(model, model, layout, layout, 1, tp, what + (", tensor parallel" * (tp > 1)))
 
 
 def _attention_flops(trace, config, block, rows, seq, n_ranks):
     """Each rank's attention FLOPs over the run: its cp module's ``attention_flops`` for
-    its input, once per attention pass the trace shows on the rank."""
+    its input and its tp share of the heads, once per attention pass the trace shows."""
     cp = config.cp
     if cp == 1:
         return [0.0] * n_ranks  # no cp module: each rank attends over its own samples
@@ -151,25 +147,31 @@ def _attention_flops(trace, config, block, rows, seq, n_ranks):
     cls = RingAttention if config.cp_variant == "ring" else UlyssesAttention
     out = []
     for r in range(n_ranks):
-        module = cls(block.attn, group, mesh.coords(r)["cp"], config.cp_layout)
+        where = mesh.coords(r)
+        heads = block.attn  # a tp rank attends for its share of the heads
+        if config.tp > 1:
+            heads = ParallelAttention.from_full(block.attn, Group(list(range(config.tp))),
+                                                where["tp"]).shard  # fmt: skip
+        module = cls(heads, group, where["cp"], config.cp_layout)
         per_pass = module.attention_flops((rows, seq // cp, block.attn.d_model))
         out.append(float(sum(n * per_pass.get(kind, 0) for kind, n in counts[r].items())))
     return out
 
 
 def _formula_cp_bytes(config, *, rows, seq, hidden, layers, steps):
-    """(per rank over the run, per layer and micro-batch) by the one closed form."""
-    cp = config.cp
-    if cp == 1:
+    """(per rank over the run, per layer and micro-batch) by the one closed form,
+    :func:`~collsim.parallel.context.formulas.context_parallel_bytes`."""
+    if config.cp == 1:
         return [0] * config.world_size, {"forward": 0, "backward": 0}
-    closed = ring_attention_bytes if config.cp_variant == "ring" else ulysses_attention_bytes
-    per_layer = {p: int(closed(rows, seq, hidden, cp, BYTES, pass_=p))  # whole bytes
-                 for p in ("forward", "backward")}  # fmt: skip
+    sizes = dict(batch=rows, seq=seq, hidden=hidden, cp=config.cp, bytes_per_element=BYTES,
+                 tp=config.tp)  # fmt: skip
+    per_layer = {p: context_parallel_bytes(config.cp_variant, passes=(p,), **sizes)
+                 for p in CP_PASSES}  # fmt: skip
     stages = [sum(len(span) for span in spans) for spans in split_layers(layers, config.pp)]
     mesh = config.mesh()
-    runs = config.microbatches * steps
-    total = sum(per_layer.values())
-    per_rank = [stages[mesh.coords(r)["pp"]] * runs * total for r in range(config.world_size)]
+    per_rank = [context_parallel_bytes(config.cp_variant, layers=stages[mesh.coords(r)["pp"]],
+                                       microbatches=config.microbatches, steps=steps, **sizes)
+                for r in range(config.world_size)]  # fmt: skip
     return per_rank, per_layer
 
 
@@ -221,7 +223,7 @@ def verify_context(scheme, *, cp=None, variant="ring", layout="balanced", causal
                           f"whole nodes, so it must divide {world}; nearest valid "
                           f"{flag_name(names, 'gpus_per_node')} {near}")  # fmt: skip
     batch = 2 * dp_total * m if batch is None else batch
-    rows, _ = resolve_batch(batch, dp_total, None, m)
+    rows, _ = resolve_batch(batch, dp_total, None, m, max_dp=LIMITS["ranks"] * dp_total // world)
 
     rng = np.random.default_rng(seed)
     problem = _problem(rng, hidden=hidden, heads=heads, ffn=ffn, layers=layers, causal=causal,

@@ -128,13 +128,15 @@ def check_model(sizes, *, variant, layout, hidden, heads, ffn, seq, layers, sp, 
             f"{as_given(names, 'heads', heads)} must divide "
             f"{as_given(names, 'hidden', hidden)} (head_dim = hidden/heads)"
         )
-    cp = sizes["cp"]
-    if cp > 1 and variant == "all-to-all":
+    cp, tp = sizes["cp"], sizes["tp"]
+    if cp > 1 and variant == "all-to-all" and heads % tp == 0:  # else check_tp refuses it
+        given = f"{as_given(names, 'heads', heads)} with {as_given(names, 'cp', cp)}"
+        if tp > 1:  # each tp rank splits its own share of the heads over cp
+            given += f" and {as_given(names, 'tp', tp)} ({heads // tp} head(s) per tp rank)"
         try:
-            check_heads(heads, cp)
+            check_heads(heads // tp, cp)
         except ConfigError as exc:  # the module's own message, after the flags as given
-            raise ConfigError(f"{as_given(names, 'heads', heads)} with {as_given(names, 'cp', cp)}"
-                              f": {exc}") from None  # fmt: skip
+            raise ConfigError(f"{given}: {exc}") from None
     if cp > 1:
         try:
             check_sequence(seq, cp, layout)

@@ -2,8 +2,11 @@
 
 :func:`context_lines` sets each rank's context-parallel bytes next to the closed form
 (ring attention or all-to-all, :mod:`collsim.parallel.context`) and its attention FLOPs
-with their max over mean, which is what the balanced layout evens out:
-contiguous causal ring attention leaves the last rank (2·cp−1)/cp times the mean work.
+with their max and min over the mean, which is what the balanced layout evens out, next to
+the exact count of the pairs the causal mask keeps
+(:func:`~collsim.parallel.context.formulas.causal_balance`): contiguous causal ring
+attention leaves the last rank nearly (2·cp−1)/cp times the mean work, exactly that as
+the tiles grow.
 
 >>> line = context_cluster_line({"dp_replicate": 1, "dp_shard": 1, "cp": 2, "tp": 1, "pp": 1,
 ...     "cp_variant": "ring", "cp_layout": "balanced", "causal": True, "mesh_zero": 0,
@@ -13,6 +16,7 @@ contiguous causal ring attention leaves the last rank (2·cp−1)/cp times the m
 per link), 100 TFLOP/s per rank'
 """
 
+from ..parallel.context.formulas import causal_balance
 from ..units import format_flops, format_size
 
 __all__ = ["context_cluster_line", "context_lines", "format_flop_count"]
@@ -93,11 +97,18 @@ def _bytes_lines(f, c):
         lines.append(f"    rank {r:<3} {_size(got):<24} formula {_size(want)}: {verdict}")
     lines += [
         f"    closed form per layer and micro-batch (B {c['micro_batch']}, S {c['seq']}, "
-        f"D {c['hidden']}): forward {forward} = {_size(per['forward'])}, backward "
+        f"D {_width(c)}): forward {forward} = {_size(per['forward'])}, backward "
         f"{backward} = {_size(per['backward'])}",
         "    times the rank's layers × micro-batches × steps",
     ]
     return lines
+
+
+def _width(c):
+    """The K/V width D a rank sends: its tp share of the heads."""
+    if c["tp"] == 1:
+        return f"{c['hidden']}"
+    return f"= hidden/tp = {c['hidden'] // c['tp']}"
 
 
 def _flops_lines(f, c):
@@ -109,13 +120,19 @@ def _flops_lines(f, c):
     for r, n in enumerate(flops):
         ratio = n / mean if mean else 1.0
         lines.append(f"    rank {r:<3} {format_flop_count(n):<14} {ratio:.4f} × the mean")
-    expected = "1 (even)"
-    if f.variant == "ring" and f.causal and f.layout == "contiguous":
-        expected = f"(2·cp−1)/cp = {(2 * cp - 1) / cp:.4g}: the last rank sees every key"
-    elif f.variant == "all-to-all":
-        expected = "1: the dense kernel scores all S² keys on every rank's heads"
-    lines.append(f"    max/mean {f.flops_max_over_mean:.4f} (expected {expected}); mean "
-                 f"{format_flop_count(mean)}")  # fmt: skip
+    measured = f"    max/mean {f.flops_max_over_mean:.4f}, min/mean {min(flops) / mean:.4f}"
+    if f.variant == "all-to-all":
+        lines.append(f"{measured} (expected 1: the dense kernel scores all S² keys on every "
+                     f"rank's heads); mean {format_flop_count(mean)}")  # fmt: skip
+        return lines
+    exact = causal_balance(c["seq"], cp, f.layout, f.causal)
+    lines.append(f"{measured}; mean {format_flop_count(mean)}")
+    what = "the pairs a causal mask keeps, diagonal included" if f.causal else "every pair"
+    lines.append(f"    expected, counting {what}: max/mean {exact.max_over_mean:.4f}, min/mean "
+                 f"{exact.min_over_mean:.4f}")  # fmt: skip
+    if f.causal and f.layout == "contiguous":
+        lines.append(f"    as the tiles grow: (2·cp−1)/cp = {exact.max_limit:.4g} and 1/(2·cp) = "
+                     f"{exact.min_limit:.4g}, the large-sequence limit")  # fmt: skip
     return lines
 
 

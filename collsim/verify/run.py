@@ -41,7 +41,7 @@ from ..parallel.mesh import train
 from ..parallel.sharded import optimizer_bytes_per_param
 from ..runtime import Cluster
 from ..units import parse_size
-from .checks import check_arguments, check_sharding
+from .checks import LIMITS, check_arguments, check_sharding
 from .compare import TOLERANCE, compare_steps
 from .expected import expected_bytes
 from .problems import build_problem, default_batch, default_dp, default_tp, make_batches
@@ -178,7 +178,8 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
         config = config.replace(zero=stage, dp_replicate=dp_replicate, prefetch=prefetch,
                                 reshard_after_forward=reshard_after_forward)  # fmt: skip
     batch = batch or default_batch(scheme, dp)
-    micro, accumulation = resolve_batch(batch, dp, micro_batch, accumulation)
+    micro, accumulation = resolve_batch(batch, dp, micro_batch, accumulation,
+                                        max_dp=LIMITS["ranks"] // tp)  # fmt: skip
     config = config.replace(microbatches=accumulation)  # pp = 1: gradient accumulation
     rng = np.random.default_rng(seed)
     problem = build_problem(scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=heads, ffn=ffn,

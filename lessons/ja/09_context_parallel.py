@@ -39,6 +39,7 @@ from collsim.parallel.context import (
     RingMessage,
     RingStep,
     causal_attention_flops,
+    causal_balance,
     ring_attention_bytes,
     token_positions,
     ulysses_attention_bytes,
@@ -198,8 +199,11 @@ teach.show(fig, "09_ring_steps")
 
 # %% [markdown]
 # contiguous レイアウトでは、ランク 0 が先頭のトークンを持ちます。ほかのランクのキーはどれも
-# ランク 0 から見て未来にあるので、ランク 0 は自分のブロックの半分を計算するだけで、ほかには
-# 何もしません。ランク 3 は末尾のトークンを持ち、すべてのブロックを計算します。balanced
+# ランク 0 から見て未来にあるので、ランク 0 は自分のブロックの下三角を計算するだけで、ほかには
+# 何もしません。この下三角には対角 (各クエリが自分自身のキーを採点する分) も含まれるので、
+# ブロックの `L²` 組のうち `L(L+1)/2` 組、この 4 トークンのタイルでは 16 組中 10 組です。
+# そのためセルの表示は 50 % ではなく 62 % になります。半分というのは、タイルが大きくなったときに
+# 近づく値にすぎません。ランク 3 は末尾のトークンを持ち、すべてのブロックを計算します。balanced
 # レイアウトは各ランクに前寄りのチャンクと後ろ寄りのチャンクを 1 つずつ割り当てるので、どの
 # ランクも行の合計が同じ仕事量になります。このレイアウトには後でもう一度戻ります。
 #
@@ -293,11 +297,14 @@ teach.check_function("9.1", ring_layer_bytes_answer, measured_ring_layer_bytes, 
 # %% [markdown]
 # ## 因果マスクによる負荷の偏りと、負荷分散レイアウト
 #
-# 因果マスクのもとでは、クエリはそれより前のキーしか見ません。系列を `cp` 個の連続したタイルに
-# 切ると、ランク `i` はタイル `i` 個分を丸ごと、それに自分のタイルの半分を計算します。タイルの
-# 組にして `(i + 1/2)` 個です。ランク全体の平均は `cp/2` なので、最後のランクは平均の
-# `(cp − 1/2)/(cp/2) = (2cp−1)/cp` 倍の仕事をすることになり、毎ステップ全員がこのランクを
-# 待ちます。Megatron-LM のコンテキスト並列と Llama 3 の学習 (Dubey et al. 2024, "The Llama 3
+# 因果マスクのもとでは、クエリはそれより前のキーと自分自身のキーしか見ません。系列を `L`
+# トークンずつ `cp` 個の連続したタイルに切ると、ランク `i` はタイル `i` 個分を丸ごと、それに
+# 対角を含めた自分のタイルの下三角を計算します。(クエリ, キー) の組にして `i·L² + L(L+1)/2`
+# 個です。最後のランクは `(cp−1)·L² + L(L+1)/2` 組、平均は `(cp−1)/2·L² + L(L+1)/2` 組で、
+# ここ (cp = 4、4 トークンのタイル) では 58 組対 34 組、平均の 1.71 倍の仕事をすることになり、
+# 毎ステップ全員がこのランクを待ちます。タイルが大きくなると `L(L+1)/2` は `L²/2` に近づき、
+# 比は `(cp − 1/2)/(cp/2) = (2cp−1)/cp` (ここでは 1.75) に近づきます。これは系列が長いときの
+# 極限で、正確な数はそのわずかに下にとどまります。Megatron-LM のコンテキスト並列と Llama 3 の学習 (Dubey et al. 2024, "The Llama 3
 # Herd of Models", §3.3.2) では、代わりに系列を `2·cp` 個のチャンクに切り、ランク `i` に
 # チャンク `i` と `2cp−1−i` を割り当てます。前寄りと後ろ寄りを 1 つずつ持つので、どのランクも
 # 同じ仕事量になります。
@@ -322,7 +329,11 @@ for layout, run in runs.items():
         print(f"{layout:<12}{rank:>5}{closed[rank]:>13,.0f}{counted:>10,.0f}{traced[rank]:>10,.0f}"
               f"{traced[rank] / np.mean(traced):>8.3f}")  # fmt: skip
         assert math.isclose(closed[rank], counted) and math.isclose(counted, traced[rank])
-print(f"cp = {CP} のとき (2cp-1)/cp = {(2 * CP - 1) / CP}")
+balance = causal_balance(SEQ, CP, "contiguous")
+print(f"contiguous、残る組の正確な数: 最大/平均 {balance.max_over_mean:.4f}、最小/平均 "
+      f"{balance.min_over_mean:.4f}。タイルが大きくなると (2cp-1)/cp = {balance.max_limit}、"
+      f"1/(2cp) = {balance.min_limit}")  # fmt: skip
+assert math.isclose(balance.max_over_mean, flops["contiguous"][-1] / np.mean(flops["contiguous"]))
 
 fig = Figure(figsize=(9, 4), layout="constrained")
 ax = fig.add_subplot()
@@ -344,9 +355,11 @@ ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.9))
 teach.show(fig, "09_causal_work_per_rank")
 
 # %% [markdown]
-# **演習 9.2 — 予想してから確かめる。** contiguous レイアウトで `cp = 8` のとき、最後のランクの
-# アテンションの仕事量は平均の何倍でしょうか。(比で答えます。チェックは 8 ランクでリング
-# アテンションを実行し、トレースを読みます。)
+# **演習 9.2 — 予想してから確かめる。** contiguous レイアウトで `cp = 8`、このレッスンの
+# 16 トークンの系列 (2 トークンのタイル) のとき、最後のランクのアテンションの仕事量は平均の
+# 何倍でしょうか。因果マスクが残す組を対角も含めて数えてください。この大きさでは、答えはまだ
+# タイルが大きいときの `(2cp−1)/cp` にはなりません。(比で答えます。チェックは 8 ランクで
+# リングアテンションを実行し、トレースを読みます。)
 
 # %%
 last_rank_share_answer = None  # 自分の予想: 最後のランクの仕事量 ÷ 平均 (比)
@@ -386,8 +399,9 @@ teach.check_function("9.3", balanced_positions_answer, reference_positions,
 # - **all-to-all** (DeepSpeed-Ulysses, Jacobs et al. 2023) はヘッド単位の分割に組み替えてから
 #   元に戻します。1 パスあたり `4(cp−1)/cp²·B·S·D·b` で、`cp` が大きいほどバイト数は減りますが、
 #   `cp` がヘッド数を割り切る必要があります。
-# - 因果マスクがあると contiguous レイアウトは不公平になり、最後のランクは平均の `(2cp−1)/cp`
-#   倍の仕事をします。**負荷分散レイアウト** (チャンク `i` と `2cp−1−i`。Megatron-LM、Llama 3)
+# - 因果マスクがあると contiguous レイアウトは不公平になり、最後のランクは平均のほぼ
+#   `(2cp−1)/cp` 倍の仕事をします (正確にはマスクが残す組を対角も含めて数えた値で、タイルが
+#   大きくなると `(2cp−1)/cp` に達します)。**負荷分散レイアウト** (チャンク `i` と `2cp−1−i`。Megatron-LM、Llama 3)
 #   なら、どのランクも同じ仕事量になります。
 # - どの実行も単一デバイスの結果と一致しました。`collsim verify cp` で、同じチェックを
 #   ターミナルから実行できます。

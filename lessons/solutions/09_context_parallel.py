@@ -2,6 +2,7 @@
 same name: a formula or a function, never a number copied from the lesson's output."""
 
 CP_CONTIGUOUS = 8  # exercise 9.2's cp
+SEQ = 16  # the lesson's sequence length
 
 
 def ring_layer_bytes(batch, seq, d_model, cp, b):
@@ -19,9 +20,17 @@ def balanced_positions(seq, cp, i):
     return [*early, *late]
 
 
+def last_rank_share(seq, cp):
+    """The last rank's kept (query, key) pairs over the mean, contiguous layout."""
+    tile = seq // cp
+    pairs = [i * tile * tile + tile * (tile + 1) // 2 for i in range(cp)]
+    return pairs[-1] / (sum(pairs) / cp)
+
+
 # 9.1
 ring_layer_bytes_answer = ring_layer_bytes
-# 9.2: rank cp−1 does cp − 1/2 tile pairs, the mean is cp/2: (2cp−1)/cp
-last_rank_share_answer = (2 * CP_CONTIGUOUS - 1) / CP_CONTIGUOUS
+# 9.2: tiles of L = S/cp tokens; rank i keeps i·L² + L(L+1)/2 (query, key) pairs, the
+# diagonal included; the last rank's over the mean (→ (2cp−1)/cp as the tiles grow)
+last_rank_share_answer = last_rank_share(SEQ, CP_CONTIGUOUS)
 # 9.3
 balanced_positions_answer = balanced_positions

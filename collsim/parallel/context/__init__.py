@@ -10,14 +10,27 @@ name                                        what it is
                                             (:mod:`.ring`)
 :class:`UlyssesAttention`                   all-to-all to heads and back, DeepSpeed-Ulysses
                                             (:mod:`.ulysses`)
-:func:`ring_attention_bytes`,               closed forms: bytes and per-rank attention
-:func:`causal_attention_flops`              FLOPs by layout (:mod:`.formulas`)
+:func:`ring_attention_bytes`,               closed forms: bytes (ring, all-to-all, a rank
+:func:`ulysses_attention_bytes`,            of a (cp, tp) grid over a run), the (query,
+:func:`context_parallel_bytes`,             key) pairs a causal mask keeps and the
+:func:`causal_pairs`,                       per-rank attention FLOPs by layout
+:func:`causal_balance`,                     (:mod:`.formulas`)
+:func:`causal_attention_flops`
 :class:`ContextParallelBlock`               a transformer block under cp (:mod:`.block`)
 ==========================================  ===============================================
 """
 
 from .block import CP_VARIANTS, ContextParallelBlock
-from .formulas import causal_attention_flops, ring_attention_bytes, score_flops
+from .formulas import (
+    CausalBalance,
+    causal_attention_flops,
+    causal_balance,
+    causal_pairs,
+    context_parallel_bytes,
+    ring_attention_bytes,
+    score_flops,
+    ulysses_attention_bytes,
+)
 from .layouts import (
     CP_LAYOUTS,
     check_sequence,
@@ -26,17 +39,21 @@ from .layouts import (
     token_positions,
 )
 from .ring import RingAttention, RingMessage, RingStep
-from .ulysses import UlyssesAttention, check_heads, ulysses_attention_bytes
+from .ulysses import UlyssesAttention, check_heads
 
 __all__ = [
     "CP_LAYOUTS",
     "CP_VARIANTS",
+    "CausalBalance",
     "ContextParallelBlock",
     "RingAttention",
     "RingMessage",
     "RingStep",
     "UlyssesAttention",
     "causal_attention_flops",
+    "causal_balance",
+    "causal_pairs",
+    "context_parallel_bytes",
     "check_heads",
     "check_sequence",
     "gather_sequence",

@@ -4,8 +4,8 @@
 layout          what cp rank ``i`` of ``cp`` holds (the sequence cut into equal chunks)
 ==============  ==========================================================================
 ``contiguous``  chunk ``i`` of ``cp``: tokens ``i·S/cp .. (i+1)·S/cp``.  Under a causal
-                mask the last rank's queries see the most keys: its work is
-                ``(2·cp−1)/cp`` times the mean.
+                mask the last rank's queries see the most keys: its work is nearly
+                ``(2·cp−1)/cp`` times the mean (:func:`~.formulas.causal_balance`).
 ``balanced``    chunks ``i`` and ``2·cp−1−i`` of ``2·cp``, concatenated in that order
                 (the load-balanced layout of Megatron-LM's context parallelism and of
                 Llama 3 training): one early and one late chunk each, so every rank's

@@ -182,19 +182,12 @@ class RingAttention:
         return queries[:, None] >= keys[None, :]
 
     def _block_flops(self, batch, seq, owner, pass_):
-        """FLOPs of this rank's queries against ``owner``'s block, tile by tile: a tile of
-        keys after the query tile is skipped, the diagonal tile costs half (formulas)."""
-        chunks = 2 if self.layout == "balanced" else 1
-        tile = seq // (chunks * self.cp)
+        """FLOPs of this rank's queries against ``owner``'s block: one score per (query,
+        key) pair the causal mask keeps, the diagonal included (every pair without one)."""
         cost = batch * self.attn.n_heads * score_flops(self.attn.head_dim, pass_)
-        tiles = 0.0
-        for q_tile in set(token_positions(seq, self.cp, self.cp_rank, self.layout) // tile):
-            for k_tile in set(token_positions(seq, self.cp, owner, self.layout) // tile):
-                if not self.attn.causal or k_tile < q_tile:
-                    tiles += 1.0
-                elif k_tile == q_tile:
-                    tiles += 0.5
-        return tiles * cost * tile * tile
+        mask = self._mask(seq, owner)
+        pairs = (seq // self.cp) ** 2 if mask is None else int(mask.sum())
+        return float(pairs * cost)
 
     def attention_flops(self, x_shape):
         """This rank's attention FLOPs (projections excluded) per pass for input

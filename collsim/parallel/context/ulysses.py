@@ -43,22 +43,19 @@ True
 True
 """
 
-import difflib
 import math
 import numbers
 
 import numpy as np
 
-from ...collectives.formulas import closed_form
-from ...errors import ConfigError
+from ...errors import ConfigError, nearest_first
 from ...nn import MultiHeadAttention
 from ...nn.layers import SOFTMAX_FLOPS, softmax
 from ..modules import layer_compute
+from .formulas import ulysses_attention_bytes
 from .layouts import check_sequence, token_positions
 
 __all__ = ["UlyssesAttention", "ulysses_attention_bytes", "check_heads"]
-
-BYTES_PASSES = ("forward", "backward")
 
 
 def check_heads(heads, cp):
@@ -71,14 +68,15 @@ def check_heads(heads, cp):
     ...
     collsim.errors.ConfigError: DeepSpeed-Ulysses needs heads divisible by cp: heads=6 is not \
 divisible by cp=4 (each cp rank attends for heads/cp whole heads); cp values that divide \
-heads=6: 1, 2, 3, 6
+heads=6, nearest first: 3, 2, 6, 1
     """
     if heads % cp:
-        valid = ", ".join(str(c) for c in range(1, heads + 1) if heads % c == 0)
+        divisors = [c for c in range(1, heads + 1) if heads % c == 0]
+        valid = ", ".join(map(str, nearest_first(cp, divisors)))
         raise ConfigError(
             f"DeepSpeed-Ulysses needs heads divisible by cp: heads={heads} is not divisible by "
             f"cp={cp} (each cp rank attends for heads/cp whole heads); cp values that divide "
-            f"heads={heads}: {valid}"
+            f"heads={heads}, nearest first: {valid}"
         )
 
 
@@ -309,53 +307,3 @@ class UlyssesAttention:
     def backward(self, rank, ctx, dy):
         dx = yield from self.backward_input(rank, ctx, dy)
         return dx, (yield from self.backward_weight(rank, ctx, dy))
-
-
-def ulysses_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="forward"):
-    """Bytes each rank sends in one :class:`UlyssesAttention` layer's ``pass_``.
-
-    Derivation.  Let ``A = batch·(seq/cp)·d_model·b``, one rank's share of one activation
-    (``d_model`` is the attention's inner width ``n_heads·head_dim``, equal to the model
-    width for every :meth:`~collsim.nn.MultiHeadAttention.init`).  The direct all-to-all
-    of a per-rank buffer of ``N`` bytes keeps 1/cp of it and sends the rest,
-    ``(cp−1)/cp·N`` (:func:`collsim.collectives.formulas.closed_form`, ``"all_to_all"``).
-
-    * forward: the packed q, k, v (``N = 3A``) to heads, the attention output (``N = A``)
-      back: ``(cp−1)/cp·4A = 4·(cp−1)/cp²·batch·seq·d_model·b``;
-    * backward (``backward_input``; ``backward_weight`` sends nothing): the output
-      gradient (``N = A``) to heads, the packed dq, dk, dv (``N = 3A``) back: the same.
-
-    Unlike ring attention's ``(cp−1)/cp`` of the K/V, this shrinks as cp grows at a fixed
-    sequence (Jacobs et al. 2023: constant per-link volume when seq and cp grow together).
-
-    >>> ulysses_attention_bytes(2, 8, 8, 2, 8)  # 4 · (1/4) · 2·8·8 · 8 bytes
-    1024.0
-    >>> ulysses_attention_bytes(2, 8, 8, 1, 8, "backward")
-    0.0
-    """
-    sizes = {"batch": batch, "seq": seq, "d_model": d_model, "cp": cp,
-             "bytes_per_element": bytes_per_element}  # fmt: skip
-    for what, value in sizes.items():
-        whole = isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
-        if not whole or value < 1:
-            raise ConfigError(f"{what} must be a whole number >= 1, got {value!r}")
-    if pass_ not in BYTES_PASSES:
-        guess = difflib.get_close_matches(str(pass_), BYTES_PASSES, n=1, cutoff=0)[0]
-        raise ConfigError(
-            f"pass_={pass_!r} is not one of {', '.join(BYTES_PASSES)}; nearest valid choice: "
-            f"{guess!r}"
-        )
-    for what in ("seq", "d_model"):
-        if sizes[what] % cp:
-            raise ConfigError(
-                f"{what}={sizes[what]} is not divisible by cp={cp}: DeepSpeed-Ulysses splits "
-                f"the sequence and the heads over the cp ranks"
-            )
-    share = batch * (seq // cp) * d_model * bytes_per_element  # A: one activation, one rank
-
-    def all_to_all(size):
-        return closed_form("all_to_all", "direct", cp, size, alpha=0.0, beta=1.0).bytes_per_rank
-
-    if pass_ == "forward":
-        return all_to_all(3 * share) + all_to_all(share)  # q, k, v to heads; output back
-    return all_to_all(share) + all_to_all(3 * share)  # output gradient; dq, dk, dv back

@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, nearest_first
 from ..modules import layer_compute
 
 __all__ = [
@@ -70,7 +70,7 @@ def check_tp(tp, *, hidden=None, heads=None, ffn_hidden=None, seq=None, sequence
     ...
     collsim.errors.ConfigError: tensor parallel degree tp=3 must divide hidden=16 (16/3 = 5.333) \
 and heads=4 (4/3 = 1.333): each TP rank holds 1/tp of each; tp values that divide hidden=16 \
-and heads=4: 1, 2, 4
+and heads=4, nearest first: 2, 4, 1
     """
     if isinstance(tp, bool) or not isinstance(tp, int | np.integer) or tp < 1:
         raise ConfigError(f"tensor parallel degree tp must be a positive integer, got {tp!r}")
@@ -91,7 +91,8 @@ and heads=4: 1, 2, 4
         what += " (with sequence parallelism also 1/tp of the tokens)"
     raise ConfigError(
         f"tensor parallel degree tp={tp} must divide {shown}: {what}; "
-        f"tp values that divide {every}: {', '.join(map(str, _divisors(common)))}"
+        f"tp values that divide {every}, nearest first: "
+        + ", ".join(map(str, nearest_first(tp, _divisors(common))))
     )
 
 
@@ -101,8 +102,8 @@ def _shard(n, group, tp_rank, what):
     if n % t:
         raise ConfigError(
             f"tensor parallel degree tp={t} must divide {what}={n} ({n}/{t} = {n / t:.4g}): "
-            f"each TP rank holds 1/tp of it; tp values that divide {n}: "
-            + ", ".join(map(str, _divisors(n)))
+            f"each TP rank holds 1/tp of it; tp values that divide {n}, nearest first: "
+            + ", ".join(map(str, nearest_first(t, _divisors(n))))
         )
     if not 0 <= tp_rank < t:
         raise ConfigError(f"tp_rank {tp_rank} is outside the TP group of {t} ranks")

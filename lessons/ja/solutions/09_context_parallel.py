@@ -2,6 +2,7 @@
 中身は式か関数で、レッスンの出力からコピーした数値ではありません。"""
 
 CP_CONTIGUOUS = 8  # 演習 9.2 の cp
+SEQ = 16  # レッスンの系列長
 
 
 def ring_layer_bytes(batch, seq, d_model, cp, b):
@@ -19,9 +20,17 @@ def balanced_positions(seq, cp, i):
     return [*early, *late]
 
 
+def last_rank_share(seq, cp):
+    """contiguous レイアウトで最後のランクが残す組の数 ÷ 平均。"""
+    tile = seq // cp
+    pairs = [i * tile * tile + tile * (tile + 1) // 2 for i in range(cp)]
+    return pairs[-1] / (sum(pairs) / cp)
+
+
 # 9.1
 ring_layer_bytes_answer = ring_layer_bytes
-# 9.2: ランク cp−1 はタイルの組 cp − 1/2 個分、平均は cp/2: (2cp−1)/cp
-last_rank_share_answer = (2 * CP_CONTIGUOUS - 1) / CP_CONTIGUOUS
+# 9.2: L = S/cp トークンのタイル。ランク i は (クエリ, キー) の組を対角も含めて
+# i·L² + L(L+1)/2 個残す。最後のランクの数 ÷ 平均 (タイルが大きくなると (2cp−1)/cp)
+last_rank_share_answer = last_rank_share(SEQ, CP_CONTIGUOUS)
 # 9.3
 balanced_positions_answer = balanced_positions
