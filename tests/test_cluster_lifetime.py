@@ -78,15 +78,16 @@ def _exec(cluster):
     assert exec_spmd(main, cluster=cluster, echo=False).returns == [sum(range(K))] * K
 
 
-def _one_cluster(i):
-    """Build cluster i, run its calls, and return weak references to it and its topology."""
+def _one_cluster(i, switch=None, preset=None):
+    """Build cluster i (on the given topologies, else on new ones), run its calls, and
+    return weak references to it and its topology."""
     kind = i % 4
     if kind == 3:  # a hardware preset: algorithm and protocol chosen per call (auto)
-        cluster = collsim.Cluster(hardware.topology("dgx-a100", 1))
+        cluster = collsim.Cluster(preset or hardware.topology("dgx-a100", 1))
         out = cluster.all_reduce([np.full(LARGE, 1, np.float32)] * cluster.size)
         assert out.choice is not None and out.outputs[0][0] == cluster.size
     else:
-        cluster = collsim.Cluster(topology.switch(K))
+        cluster = collsim.Cluster(switch or topology.switch(K))
         _every_collective(cluster, i)
         (_rank_program, _training, _exec)[kind](cluster)
     return weakref.ref(cluster), weakref.ref(cluster.topology)
@@ -140,3 +141,27 @@ def test_the_batched_path_keeps_its_routes_and_block_on_the_cluster_only():
         if was_enabled:
             gc.enable()
     assert freed  # the working block went with its cluster, by reference counting alone
+
+
+def test_a_run_leaves_no_reference_cycle_for_the_collector():
+    # on topologies that stay alive (a networkx graph is a cycle of its own once its
+    # edge view is cached), the clusters and everything their runs made must leave the
+    # collector nothing to find: each is freed by reference counting as it is dropped
+    switch, preset = topology.switch(K), hardware.topology("dgx-a100", 1)
+    for i in range(4):
+        _one_cluster(i, switch, preset)
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(8):
+            _one_cluster(i, switch, preset)
+        gc.set_debug(gc.DEBUG_SAVEALL)  # keep what it finds in gc.garbage, to name it
+        found = gc.collect()
+        kinds = sorted({type(item).__qualname__ for item in gc.garbage})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert found == 0, f"the runs left {found} objects in reference cycles: {kinds}"
