@@ -14,6 +14,7 @@ once its ``edges`` view is cached, so only the collector frees it, but nothing o
 collsim's may keep it.
 """
 
+import contextlib
 import gc
 import os
 import weakref
@@ -25,10 +26,13 @@ import collsim
 from collsim import hardware, topology
 from collsim.collectives.api import run_collective
 from collsim.collectives.formulas import ALGORITHMS
+from collsim.errors import DeadlockError, SimulationLimitError, WatchdogTimeout
+from collsim.launch import RankError
 from collsim.launch import exec as exec_spmd
 from collsim.parallel.config import ParallelConfig
 from collsim.parallel.mesh import train
 from collsim.parallel.pipeline.runner import toy_batch, toy_model
+from collsim.runtime.faults import Faults
 
 CLUSTERS = 200
 K = 4
@@ -39,6 +43,29 @@ LARGE = 1 << 16
 # module-level schedule cache filling up; far below 200 kept blocks
 MAX_GROWTH = 32 << 20
 PAIRS = [(name, algorithm) for name, algorithms in ALGORITHMS.items() for algorithm in algorithms]
+
+
+@contextlib.contextmanager
+def _collector_off():
+    """The cyclic collector off inside (reference counting alone frees), as it was after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _cycles_left():
+    """``(count, kinds)`` of the objects a collection finds now: only cycles are left."""
+    gc.set_debug(gc.DEBUG_SAVEALL)  # keep what it finds in gc.garbage, to name it
+    try:
+        found = gc.collect()
+        return found, sorted({type(item).__qualname__ for item in gc.garbage})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
 
 
 def _every_collective(cluster, i):
@@ -105,10 +132,7 @@ def test_a_dropped_cluster_is_freed_with_everything_it_made(collector):
         _one_cluster(i)
     gc.collect()
     before = _resident_bytes()
-    was_enabled = gc.isenabled()
-    if collector == "off":
-        gc.disable()
-    try:
+    with _collector_off() if collector == "off" else contextlib.nullcontext():
         alive, graphs = [], []
         for i in range(CLUSTERS):
             cluster, graph = _one_cluster(i)
@@ -116,9 +140,6 @@ def test_a_dropped_cluster_is_freed_with_everything_it_made(collector):
                 alive.append(i)
             graphs.append(graph)
         grown = _resident_bytes() - before
-    finally:
-        if was_enabled:
-            gc.enable()
     assert alive == [], f"clusters {alive[:10]} (of {len(alive)}) outlived their last reference"
     assert grown < MAX_GROWTH, f"resident memory grew {grown / 2**20:.0f} MiB over 200 clusters"
     gc.collect()
@@ -132,14 +153,9 @@ def test_the_batched_path_keeps_its_routes_and_block_on_the_cluster_only():
     del first  # its answers were the working block's rows: now the cluster keeps it
     (routing,) = cluster.caches.routings.values()
     block = weakref.ref(routing.spare)
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _collector_off():
         del cluster, routing
         freed = block() is None
-    finally:
-        if was_enabled:
-            gc.enable()
     assert freed  # the working block went with its cluster, by reference counting alone
 
 
@@ -150,18 +166,94 @@ def test_a_run_leaves_no_reference_cycle_for_the_collector():
     switch, preset = topology.switch(K), hardware.topology("dgx-a100", 1)
     for i in range(4):
         _one_cluster(i, switch, preset)
-    was_enabled = gc.isenabled()
     gc.collect()
-    gc.disable()
-    try:
+    with _collector_off():
         for i in range(8):
             _one_cluster(i, switch, preset)
-        gc.set_debug(gc.DEBUG_SAVEALL)  # keep what it finds in gc.garbage, to name it
-        found = gc.collect()
-        kinds = sorted({type(item).__qualname__ for item in gc.garbage})
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        if was_enabled:
-            gc.enable()
+        found, kinds = _cycles_left()
     assert found == 0, f"the runs left {found} objects in reference cycles: {kinds}"
+
+
+def _deadlock(cluster):
+    def program(rank):  # every rank waits for its neighbour, which waits too
+        yield rank.recv((rank.id + 1) % K)
+
+    cluster.run(program)
+
+
+def _error_in_a_rank(cluster):
+    def program(rank):  # rank 1 raises while rank 0's send is being delivered to it
+        if rank.id == 0:
+            yield rank.send(1, np.ones(4))
+        else:
+            yield rank.recv(0)
+        raise ValueError("the program's own error")
+
+    cluster.run(program)
+
+
+def _guard(cluster):
+    cluster.max_ops = 50
+
+    def program(rank):  # a runaway loop, stopped by the max_ops guard
+        while True:
+            yield rank.compute(seconds=1e-6)
+
+    cluster.run(program)
+
+
+def _watchdog(cluster):  # rank 1 crashes inside the all-reduce: the watchdog ends it
+    cluster.all_reduce([np.ones(1 << 12)] * K)
+
+
+def _exec_error(cluster):
+    def main():
+        import collsim.distributed as dist
+
+        dist.init_process_group(backend="nccl")
+        if dist.get_rank() == 1:
+            raise ValueError("the script's own error")
+        dist.all_reduce(np.ones(2))
+
+    exec_spmd(main, cluster=cluster, echo=False)
+
+
+def _exec_deadlock(cluster):
+    def main():
+        from mpi4py import MPI  # collsim.mpi, inside the run
+
+        comm = MPI.COMM_WORLD
+        comm.recv(source=(comm.Get_rank() + 1) % K)
+
+    exec_spmd(main, cluster=cluster, echo=False)
+
+
+FAILURES = {"deadlock": (_deadlock, DeadlockError), "error": (_error_in_a_rank, ValueError),
+            "guard": (_guard, SimulationLimitError), "watchdog": (_watchdog, WatchdogTimeout),
+            "exec-error": (_exec_error, RankError),
+            "exec-deadlock": (_exec_deadlock, DeadlockError)}  # fmt: skip
+CRASH = {"watchdog": ["1@1us"]}  # the faults of a failure's cluster
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_a_run_that_fails_leaves_nothing_for_the_collector(failure):
+    # a run stopped midway leaves handles waiting (their callbacks resume a process of
+    # the run), events and flows pending, and errors whose frames hold them: all cut
+    # when it ends, so that the failed run and its cluster go when the error is dropped
+    run, error = FAILURES[failure]
+    graph = topology.ring(K)
+    faults = Faults.parse(crash_rank=CRASH[failure]) if failure in CRASH else None
+    for _ in range(2):  # first calls (imports, the standard library's own caches)
+        with pytest.raises(error):
+            run(collsim.Cluster(graph, faults=faults))
+    gc.collect()
+    with _collector_off():
+        cluster = collsim.Cluster(graph, faults=faults)
+        gone = weakref.ref(cluster)
+        with pytest.raises(error):
+            run(cluster)
+        del cluster
+        freed = gone() is None
+        found, kinds = _cycles_left()
+    assert freed, "the cluster outlived the failed run and its error"
+    assert found == 0, f"the failed run left {found} objects in reference cycles: {kinds}"
