@@ -79,6 +79,6 @@ def test_only_blocks_up_to_the_limit_are_kept(monkeypatch):
     where = _pointer(first[0])
     del first
     assert _pointer(cluster.all_reduce(small).outputs[0]) == where  # 8 x 16 x 8 B: kept
-    routing = next(iter(batched_module._ROUTINGS[cluster].values()))
+    routing = next(iter(cluster.caches.routings.values()))
     cluster.all_reduce(large)
     assert routing.spare is None  # 8 x 1,024 x 8 B, over the limit: not kept

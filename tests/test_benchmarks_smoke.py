@@ -40,6 +40,9 @@ TABLES = {
                           "| numpy prealloc |"),
     "bench_inputs": (["--quick"],
                      "| K | N | dtype | numpy integers() | collsim integer_inputs | ratio |"),
+    "bench_lifetime": (["--quick"],
+                       "| clusters | K | per rank | alive, collector off "
+                       "| alive after gc.collect() | resident growth |"),
 }  # fmt: skip
 
 
@@ -129,7 +132,8 @@ def test_bench_gloo_runs_or_says_how_to_install_torch():
         assert skipped in out, out
 
 
-@pytest.mark.parametrize("name", ["bench_engine", "bench_scale", "bench_peers", "bench_gloo"])
+@pytest.mark.parametrize("name", ["bench_engine", "bench_scale", "bench_peers", "bench_gloo",
+                                  "bench_lifetime"])  # fmt: skip
 def test_the_help_explains_what_is_measured(name):
     code, out, err = run_script(name, "--help")
     assert code == 0, err
@@ -145,3 +149,13 @@ def test_bench_engine_reports_the_memory_a_result_keeps_per_transfer():
     # unpacked, kept about 120 B: the figure must be the packed one, and not nothing
     assert 40 < kept < 110, line
     assert "(K = 8, tracemalloc, a separate run)" in line
+
+
+def test_bench_lifetime_finds_every_dropped_cluster_freed_by_reference_counting():
+    code, out, err = run_script("bench_lifetime", "--clusters", "6", "--ranks", "4", "--size",
+                                "1MiB")  # fmt: skip
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("| 6 | 4 | 1 MiB |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[3:5] == ["0", "0"], row  # alive with the collector off, and after it
+    assert cells[6].endswith("MiB") and float(cells[7].rstrip("x")) < 1, row  # < one cluster

@@ -83,8 +83,8 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
     ):
         size = _size_of(name, x, count, dtype, group.size)
         with _naming(given):
-            schedule, _, protocol = plan_call(cluster.topology, name, algorithm, protocol,
-                                              group.ranks, root, size)  # fmt: skip
+            schedule, _, protocol = plan_call(cluster, name, algorithm, protocol, group.ranks,
+                                              root, size)  # fmt: skip
     else:  # the plain path, as on every generic topology: no hashing of the group
         schedule = _schedule(name, algorithm, group.size, root)
     if (count if x is None else getattr(x, "size", None)) == 0:
@@ -280,8 +280,7 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     # built (and its K checked) before anything moves; a pipelined or auto algorithm is
     # planned again below, once the size is known
     with _naming(given):
-        schedule = _first_schedule(cluster.topology, name, algorithm, protocol, group.ranks,
-                                   root)  # fmt: skip
+        schedule = _first_schedule(cluster, name, algorithm, protocol, group.ranks, root)
     numeric = buffers is not None
     if numeric:
         buffers = check_buffers(name, buffers, group)
@@ -305,7 +304,7 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         itemsize = DTYPE_BYTES[dtype]
         size = schedule.buffer_elements(count) * itemsize
         with _naming(given):
-            schedule, choice, protocol = plan_call(cluster.topology, name, algorithm, protocol,
+            schedule, choice, protocol = plan_call(cluster, name, algorithm, protocol,
                                                    group.ranks, root, size)  # fmt: skip
     else:
         choice = None

@@ -126,7 +126,6 @@ def _hop(graph, src, dst):
     return alpha, beta, slowest_class(classes)
 
 
-@functools.lru_cache(maxsize=256)
 def placement_of(graph, ranks):
     """``(NodeLayout, NvlsSwitch or None)`` of group ``ranks`` (cluster ranks) on
     ``graph``: where the ranks sit, and the NVSwitch that can reduce for them."""
@@ -141,7 +140,6 @@ def placement_of(graph, ranks):
     return layout, switch
 
 
-@functools.lru_cache(maxsize=256)
 def fabric_of(graph, ranks):
     """The :class:`Fabric` of group ``ranks`` on ``graph``: the slowest way from its
     first node's first rank to the node's others for the intra-node hop (the CPU link on
@@ -174,7 +172,6 @@ def _time(collective, algorithm, layout, size, fabric, protocol):
     return closed_form(collective, algorithm, layout.ranks, size, alpha, beta).time_s
 
 
-@functools.lru_cache(maxsize=1024)
 def choose(graph, ranks, collective, size, protocol, algorithm="auto"):
     """The :class:`AutoChoice` for ``collective`` of S = ``size`` bytes on group ``ranks``
     of ``graph``.  ``protocol`` is the setting (``"auto"``, a Protocol, or None);
@@ -238,12 +235,29 @@ def _protocol_setting(protocol, cluster):
     return check_protocol(protocol)
 
 
-@functools.lru_cache(maxsize=256)
-def plan_call(topology, name, algorithm, protocol, ranks, root, size):
-    """``(schedule, choice, protocol)`` of one call: the schedule to run, the
-    :class:`~collsim.collectives.auto.AutoChoice` where ``algorithm`` was ``"auto"``
+def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
+    """``(schedule, choice, protocol)`` of one call on ``cluster``: the schedule to run,
+    the :class:`~collsim.collectives.auto.AutoChoice` where ``algorithm`` was ``"auto"``
     (else None) and the Protocol its steps carry (or None).  Generic algorithms without
-    a protocol model take the plain path: the same schedule as on any topology."""
+    a protocol model take the plain path: the same schedule as on any topology.
+
+    Kept in ``cluster.caches.plans`` (a training loop plans the same call on every rank
+    of every step), so the plans die with the cluster and keep no topology alive."""
+    key = (name, algorithm, protocol, ranks, root, size)
+    plans = cluster.caches.plans
+    found = plans.get(key)
+    if found is None:
+        if len(plans) >= _KEEP_PLANS:
+            plans.pop(next(iter(plans)))  # the oldest
+        found = plans[key] = _plan(cluster.topology, *key)
+    return found
+
+
+# the plans a cluster keeps (one per call: collective, algorithm, group, size, ...)
+_KEEP_PLANS = 256
+
+
+def _plan(topology, name, algorithm, protocol, ranks, root, size):
     k = len(ranks)
     hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ())
     if not hardware and algorithm != AUTO and not isinstance(protocol, str):
@@ -290,12 +304,12 @@ def _size_of(name, x, count, dtype, k):
     return nbytes * k if name == "all_gather" else nbytes
 
 
-def _first_schedule(topology, name, algorithm, protocol, ranks, root):
+def _first_schedule(cluster, name, algorithm, protocol, ranks, root):
     """A schedule to check the inputs against before the size is known: the algorithm's
     own (refusing a group it cannot run on), or the ring's for ``auto``."""
     if algorithm == AUTO:
         return _schedule(name, canonical_algorithm(name, None), len(ranks), root)
-    return plan_call(topology, name, algorithm, None, ranks, root, 0)[0]
+    return plan_call(cluster, name, algorithm, None, ranks, root, 0)[0]
 
 
 @dataclass(frozen=True)

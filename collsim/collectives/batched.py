@@ -39,7 +39,6 @@ Examples
 
 import gc
 import sys
-import weakref
 from dataclasses import dataclass
 from functools import partial
 
@@ -162,10 +161,12 @@ class _Routing:
     """What the runs of one group with one protocol on one cluster share: every route's
     links, α and β, and the :class:`_Layout` of each set of senders and receivers, kept
     for the cluster's life (a training loop calls the same collective thousands of
-    times)."""
+    times).  The cluster holds it (``cluster.caches.routings``); it does not hold the
+    cluster, which each call passes in, so that a dropped cluster is freed at once by
+    reference counting, with its working block."""
 
-    def __init__(self, cluster, ranks, protocol):
-        self.cluster, self.ranks, self.protocol = cluster, ranks, protocol
+    def __init__(self, ranks, protocol):
+        self.ranks, self.protocol = ranks, protocol
         self.routes, self.route_ids = [], {}  # links of each route; (src, dst) -> id
         self.links = {}  # directed link -> id
         # (id(src), id(dst)) -> (src, dst, layout): the arrays are held, so their ids stay
@@ -194,16 +195,16 @@ class _Routing:
 
     @classmethod
     def of(cls, cluster, ranks, protocol):
-        kept = _ROUTINGS.setdefault(cluster, {})
+        kept = cluster.caches.routings  # (group ranks, protocol) -> _Routing
         key = (ranks.tobytes(), protocol)
         routing = kept.get(key)
         if routing is None:
             if len(kept) >= _KEEP_ROUTINGS:
                 kept.pop(next(iter(kept)))  # the oldest
-            routing = kept[key] = cls(cluster, ranks, protocol)
+            routing = kept[key] = cls(ranks, protocol)
         return routing
 
-    def layout(self, step):
+    def layout(self, cluster, step):
         # by identity first (a ring's steps share their arrays), by value when that misses
         found = self.by_identity.get((id(step.src), id(step.dst)))
         if found is not None and found[0] is step.src and found[1] is step.dst:
@@ -211,17 +212,17 @@ class _Routing:
         key = (step.src.tobytes(), step.dst.tobytes())
         layout = self.by_value.get(key)
         if layout is None:
-            layout = self.by_value[key] = _Layout(self, step)
+            layout = self.by_value[key] = _Layout(self, cluster, step)
         self.by_identity[(id(step.src), id(step.dst))] = (step.src, step.dst, layout)
         return layout
 
-    def route(self, src, dst):
-        """``(id, α, β, link ids)`` of the route between cluster ranks ``src``, ``dst``."""
+    def route(self, cluster, src, dst):
+        """``(id, α, β, link ids)`` of the route between ranks ``src``, ``dst`` of ``cluster``."""
         found = self.route_ids.get((src, dst))
         if found is None:
-            links, alpha, beta = self.cluster.route(src, dst)
+            links, alpha, beta = cluster.route(src, dst)
             if self.protocol is not None:  # its latency on the path's slowest link class
-                edges = self.cluster.topology.edges
+                edges = cluster.topology.edges
                 alpha = alpha + self.protocol.latency_for(
                     slowest_class([edges[link].get("link_class") for link in links])
                 )
@@ -231,8 +232,7 @@ class _Routing:
         return found
 
 
-# cluster -> {(group ranks, protocol): _Routing}; a cluster that is dropped takes its own
-_ROUTINGS = weakref.WeakKeyDictionary()
+# the routings a cluster keeps (one per group and protocol), the oldest dropped first
 _KEEP_ROUTINGS = 64
 
 
@@ -240,6 +240,7 @@ class _Timing:
     """Start and end times of every step's transfers, from per-rank ready times."""
 
     def __init__(self, cluster, ranks, protocol):
+        self.cluster = cluster  # for the routes of steps not seen before
         self.routing = _Routing.of(cluster, ranks, protocol)
         self.maxmin = cluster.model == "maxmin"
         self.ranks, self.protocol = ranks, protocol
@@ -263,7 +264,7 @@ class _Timing:
 
     def step(self, step, nbytes):
         """``(start, end, layout)`` of one step's transfers, or None under contention."""
-        layout = self.routing.layout(step)
+        layout = self.routing.layout(self.cluster, step)
         if isinstance(nbytes, int) or _constant(nbytes):
             if self.level is not None and layout.alpha0 is not None:
                 return self._uniform_step(step, int(nbytes) if isinstance(nbytes, int)
@@ -337,10 +338,10 @@ class _Layout:
     """What every step with the same senders and receivers shares: routes, α, β, and the
     links each move crosses (``flat``, with ``owner`` the move of each entry)."""
 
-    def __init__(self, routing, step):
+    def __init__(self, routing, cluster, step):
         ranks = routing.ranks
-        found = [routing.route(s, d) for s, d in zip(ranks[step.src].tolist(),
-                                                    ranks[step.dst].tolist())]  # fmt: skip
+        found = [routing.route(cluster, s, d) for s, d in zip(ranks[step.src].tolist(),
+                                                             ranks[step.dst].tolist())]  # fmt: skip
         self.route = np.array([f[0] for f in found], dtype=np.int64)
         self.alpha = np.array([f[1] for f in found], dtype=np.float64)
         self.beta = np.array([f[2] for f in found], dtype=np.float64)

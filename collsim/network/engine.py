@@ -79,6 +79,7 @@ class Engine:
         # arg, callback, arg, ...  (a tuple per event would be one more object to make
         # and, thousands of events later, to read back from a cold cache line)
         self._at = {}
+        self._stopped_at = None  # (time, callback, arg) of the event a run stopped in
 
     def at(self, time, priority, callback, arg=None):
         """Call ``callback(arg)`` at simulated ``time``; ``priority`` is FINISH or START."""
@@ -110,12 +111,31 @@ class Engine:
                 events += [(time, priority, flat[n], flat[n + 1]) for n in range(0, len(flat), 2)]
         return events
 
+    def clear(self):
+        """Drop the events not yet run (a run stopped midway: a deadlock, an error, a
+        guard) and return them, as :meth:`pending` lists them, after the event the run
+        stopped in (priority None); their callbacks refer back to the network and the
+        run, a cycle that only the collector would free.
+
+        >>> engine = Engine()
+        >>> engine.at(1.0, START, print, "a")
+        >>> [arg for *_, arg in engine.clear()], engine.pending()
+        (['a'], [])
+        """
+        events = self.pending()
+        if self._stopped_at is not None:  # the one that raised, taken off but not done
+            time, callback, arg = self._stopped_at
+            events.insert(0, (time, None, callback, arg))
+        self._times, self._at, self._stopped_at = [], {}, None
+        return events
+
     def run(self):
         """Process events until none is left."""
         times, at, pop = self._times, self._at, heapq.heappop
         max_time = self.max_time
         # the count lives in a local while events run; the guard is the last event allowed
         events, last = self.events, self.max_events
+        callback = arg = None
         try:
             while times:
                 time = times[0]
@@ -156,5 +176,10 @@ class Engine:
                     callback(arg)
                 pop(times)
                 del at[time]
+        except BaseException:
+            # the event that raised (or that a guard stopped) is no longer pending, but
+            # what it carries (a flow half delivered) may still wait: clear() returns it
+            self._stopped_at = (self.now, callback, arg)
+            raise
         finally:
             self.events = events

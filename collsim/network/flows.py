@@ -157,9 +157,17 @@ class Network:
         self._begin_event = self._begin
         self._finish_event = self._finish
 
-    def release(self):
-        """Drop what refers back to this network (bound methods) once the run is over."""
+    def release(self, stopped=False):
+        """Drop what refers back to this network (bound methods) once the run is over,
+        and, for a run ``stopped`` midway, the flows still in flight (returned): each is
+        in its links' tables and holds them (``share``), a cycle of its own."""
         self._begin_event = self._finish_event = None
+        in_flight = {}
+        if stopped:
+            for flows in self.active.values():
+                in_flight.update(flows)
+                flows.clear()
+        return list(in_flight)
 
     def route(self, src, dst):
         """(links, α, β, shares) of the path from ``src`` to ``dst``, cached (``shares``:

@@ -162,22 +162,25 @@ def ctx_nbytes(ctx):
     268
     """
     largest = {}  # id of the owning buffer -> bytes of the largest view seen
-
-    def visit(item):
-        if isinstance(item, np.ndarray):
-            root = item
-            while isinstance(root.base, np.ndarray):
-                root = root.base
-            largest[id(root)] = max(largest.get(id(root), 0), item.nbytes)
-        elif isinstance(item, dict):
-            for value in item.values():
-                visit(value)
-        elif isinstance(item, list | tuple):
-            for value in item:
-                visit(value)
-
-    visit(ctx)
+    _visit(ctx, largest)
     return sum(largest.values())
+
+
+def _visit(item, largest):
+    """Record in ``largest`` the arrays ``item`` holds, at any depth.  A function of its
+    own, not a closure that calls itself: that closure would be a reference cycle, left
+    for the collector (which is off during a run) after every call."""
+    if isinstance(item, np.ndarray):
+        root = item
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        largest[id(root)] = max(largest.get(id(root), 0), item.nbytes)
+    elif isinstance(item, dict):
+        for value in item.values():
+            _visit(value, largest)
+    elif isinstance(item, list | tuple):
+        for value in item:
+            _visit(value, largest)
 
 
 # ---- helpers shared by the layer modules -------------------------------------------

@@ -136,7 +136,10 @@ def _proxy(rank, rt):
         if kind == "return":
             return request[1]
         if kind == "raise":
-            raise request[1]
+            try:
+                raise request[1]
+            finally:
+                request = None  # the error's traceback holds this frame: not the error
         if kind == "aborted":
             return None
         x = request[1]
@@ -234,6 +237,9 @@ def run(cluster, main, *args, **kwargs):
             rt.abort()
         for rt in threads.values():
             rt.thread.join()
+            # a rank's error holds its thread's frames, whose `self` holds the error: a
+            # cycle that would keep the run and its cluster until the collector's pass
+            rt.request = rt.reply = None
 
 
 def _note_others(exc, threads, size):

@@ -32,6 +32,7 @@ from ..hardware.protocols import check_protocol
 from ..network import MODELS
 from ..network.trace import Stats, Trace
 from ..units import parse_flops
+from .caches import ClusterCaches
 from .execution import Execution
 from .guards import DEFAULT_MAX_EVENTS, DEFAULT_MAX_TIME, check_guard, default_max_ops
 from .rank import Rank
@@ -122,6 +123,7 @@ class Cluster:
         self.protocol = _protocol_setting(protocol, topology)
         self.faults = _faults_setting(faults, topology, self.max_time)
         self._routes = {}  # (src, dst) -> (links, α, β): the topology is fixed from here
+        self.caches = ClusterCaches()  # what the collectives keep between calls, for its life
 
     def route(self, src, dst):
         """``(links, α, β)`` of the path from rank ``src`` to rank ``dst`` by the

@@ -348,17 +348,17 @@ class Execution:
 
     def release(self):
         """Drop the processes, mailboxes and handlers once the run is over (see
-        ``Cluster.run``); the trace and the engine's clock stay."""
+        ``Cluster.run``); the trace and the engine's clock stay.  A run stopped midway leaves
+        events, flows and waiting handles that refer back to it: dropped too (no cycle)."""
+        events = self.engine.clear()
+        stopped = bool(events) or any(not proc.handle.done for proc in self.processes)
         for proc in self.processes:
-            proc.posts = None  # a cycle: the group names its process
+            proc.posts = proc.waiting = None  # cycles: a group names its process
+            proc.handle.callbacks = []  # a stopped run's waits on a process
         self.processes = []
-        self.mail.release()
-        self._dispatch = {}
-        self.network.release()
-        self._comm_tail = {}
-        self.collective_calls = {}
-        self.collectives = None
-        self.running = None  # the last process run: a cycle back through its rank
+        self.mail.release(events, self.network.release(stopped))  # posts still in flight
+        self._dispatch, self._comm_tail, self.collective_calls = {}, {}, {}
+        self.collectives = self.running = None  # running: a cycle back through its rank
 
     # -- the end of a run -----------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..hardware.protocols import slowest_class
 from ..network.flows import Flow
 from ..network.trace import PACK_RECORDS
-from .ops import ANY, CountOnly, Received
+from .ops import ANY, CountOnly, Handle, Received
 from .process import PATTERNS, PostGroup
 
 __all__ = ["Mailboxes", "Transfer"]
@@ -49,10 +49,36 @@ class Mailboxes:
         self.record = trace.transfer_recorder()  # trace.add_transfer, without a Python call
         self.pack_left = PACK_RECORDS  # transfers until the trace packs its records
 
-    def release(self):
-        """Drop what waits here once the run is over (their arrays, the groups)."""
+    def release(self, events=(), flows=()):
+        """Drop what waits here once the run is over (their arrays, the groups).
+
+        A run stopped midway (a deadlock, an error, a guard) leaves handles waiting on
+        posts here and on the transfers still in flight (in the engine's ``events`` not
+        run, and the network's ``flows``), whose callbacks (a process's resume, a
+        barrier) refer back to the handle and the run: a cycle that only the collector
+        would free, and the cluster with it.  Their callbacks are dropped."""
+        for waiter in self._waiters(events, flows):
+            if type(waiter) is Handle:
+                waiter.callbacks = []
         self.sends, self.recvs, self.wild, self.combining = {}, {}, {}, {}
         self.record = None
+
+    def _waiters(self, events, flows):
+        """The handle or group of every post left here or in a transfer in flight."""
+        for mailbox, at in ((self.sends, 3), (self.recvs, 2)):  # where a post keeps it
+            for posts in mailbox.values():
+                for post in (posts,) if type(posts) is tuple else posts:
+                    yield post[at]
+        for waiting in self.wild.values():
+            for _, _, post in waiting:
+                yield post[2]
+        # an event's argument is a flow, or (flow, version) for a rescheduled finish
+        in_flight = [arg[0] if type(arg) is tuple else arg for *_, arg in events]
+        in_flight += [t for group in self.combining.values() for t in group] + list(flows)
+        for transfer in in_flight:
+            if isinstance(transfer, Transfer):
+                yield transfer.sender
+                yield transfer.receiver
 
     # -- matching -------------------------------------------------------------------------
 
