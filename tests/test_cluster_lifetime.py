@@ -39,8 +39,8 @@ K = 4
 # elements per rank of the large all-reduce: its working block is K x 64 Ki x 4 B = 1 MiB,
 # so 200 clusters kept alive would hold 200 MiB
 LARGE = 1 << 16
-# resident growth allowed over the loop: a few working blocks, allocator slack, and the
-# module-level schedule cache filling up; far below 200 kept blocks
+# resident growth allowed over the loop: a few working blocks and allocator slack; far
+# below 200 kept blocks
 MAX_GROWTH = 32 << 20
 PAIRS = [(name, algorithm) for name, algorithms in ALGORITHMS.items() for algorithm in algorithms]
 
@@ -157,6 +157,24 @@ def test_the_batched_path_keeps_its_routes_and_block_on_the_cluster_only():
         del cluster, routing
         freed = block() is None
     assert freed  # the working block went with its cluster, by reference counting alone
+
+
+def test_a_schedule_goes_with_the_last_cluster_that_runs_it():
+    # a schedule is shared by the live clusters that run the same call (a 4,096-rank
+    # ring's takes hundreds of MB) and must not outlive them in a module-level cache
+    first, second = (collsim.Cluster(topology.ring(16)) for _ in range(2))
+    first.all_reduce([np.ones(64)] * 16)
+    second.all_reduce([np.ones(64)] * 16)
+    (plan,) = first.caches.plans.values()
+    (other,) = second.caches.plans.values()
+    assert plan[0] is other[0]  # built once, shared
+    schedule = weakref.ref(plan[0])
+    with _collector_off():
+        del first, plan
+        kept_by_second = schedule() is not None
+        del second, other
+        freed = schedule() is None
+    assert kept_by_second and freed
 
 
 def test_a_run_leaves_no_reference_cycle_for_the_collector():

@@ -33,7 +33,7 @@ Examples
 """
 
 import contextlib
-import functools
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -211,9 +211,19 @@ def choose(graph, ranks, collective, size, protocol, algorithm="auto"):
 # -- what one call runs: the schedule, the choice and the protocol ---------------------
 
 
-@functools.lru_cache(maxsize=256)
+# A schedule is a pure function of these values, and a 4,096-rank ring's takes hundreds of
+# MB: the live clusters that run the same one share it, and it goes with the last of them
+# (each cluster holds its schedules in cluster.caches.plans); nothing here keeps it alive.
+_SHARED_SCHEDULES = weakref.WeakValueDictionary()
+
+
 def _schedule(collective, algorithm, k, root, layout=None, switch=None, pieces=None):
-    return build(collective, algorithm, k, root, layout, switch, pieces)
+    key = (collective, algorithm, k, root, layout, switch, pieces)
+    schedule = _SHARED_SCHEDULES.get(key)
+    if schedule is None:
+        schedule = build(collective, algorithm, k, root, layout, switch, pieces)
+        _SHARED_SCHEDULES[key] = schedule
+    return schedule
 
 
 def default_algorithm(name, topology):
@@ -308,7 +318,7 @@ def _first_schedule(cluster, name, algorithm, protocol, ranks, root):
     """A schedule to check the inputs against before the size is known: the algorithm's
     own (refusing a group it cannot run on), or the ring's for ``auto``."""
     if algorithm == AUTO:
-        return _schedule(name, canonical_algorithm(name, None), len(ranks), root)
+        algorithm = canonical_algorithm(name, None)
     return plan_call(cluster, name, algorithm, None, ranks, root, 0)[0]
 
 
