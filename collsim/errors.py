@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "CollectiveMismatchError",
     "SimulationLimitError",
+    "UnyieldedOperationError",
     "nearest_first",
 ]
 
@@ -69,6 +70,12 @@ class WatchdogTimeout(DeadlockError):
 
 class CollectiveMismatchError(CollsimError):
     """Ranks of one group entered different collectives at the same position."""
+
+
+class UnyieldedOperationError(CollsimError):
+    """A rank program made an operation (``rank.recv(...)``) or a collective and never
+    yielded it, so it never ran: the forgotten ``yield`` (or ``yield from``).  ``rank`` is
+    the rank whose program made it."""
 
 
 class SimulationLimitError(CollsimError):

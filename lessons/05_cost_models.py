@@ -88,8 +88,9 @@ balance_size_answer = None  # your prediction: S in bytes where latency term = b
 
 # %%
 k = 8
-latency_term = closed_form("all_reduce", "ring", k, 0, alpha, beta).time_s  # S = 0: steps·α
-per_byte = closed_form("all_reduce", "ring", k, 1, alpha, beta).time_s - latency_term
+one_byte = closed_form("all_reduce", "ring", k, 1, alpha, beta)
+latency_term = one_byte.steps * alpha  # steps·α, the part that does not grow with S
+per_byte = one_byte.time_s - latency_term
 balance = latency_term / per_byte
 print(f"latency term {format_time(latency_term)}; bandwidth term {format_time(per_byte)} "
       f"per byte, {format_time(per_byte * 2**20)} per MiB")  # fmt: skip

@@ -321,9 +321,10 @@ ll128_crossover_answer = None  # your prediction, in bytes (or a string like "4M
 # %%
 def crossover(a, b):
     """Where the closed forms of protocols ``a`` and ``b`` meet: both are lines in S."""
-    big = 2.0**30
-    slope = {p: (ring_time(big, p) - ring_time(0.0, p)) / big for p in (a, b)}
-    return (ring_time(0.0, b) - ring_time(0.0, a)) / (slope[a] - slope[b])
+    big = 2.0**30  # two sizes on each line (not S = 0: a zero-byte call returns at once)
+    slope = {p: (ring_time(2 * big, p) - ring_time(big, p)) / big for p in (a, b)}
+    at_zero = {p: ring_time(big, p) - slope[p] * big for p in (a, b)}  # where each line starts
+    return (at_zero[b] - at_zero[a]) / (slope[a] - slope[b])
 
 
 ll_to_ll128 = crossover(PROTOCOLS["ll"], PROTOCOLS["ll128"])

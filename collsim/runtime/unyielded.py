@@ -24,7 +24,7 @@ Examples
 >>> collsim.Cluster(collsim.topology.ring(2)).run(program)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-collsim.errors.CollsimError: rank 0 ended at t=0 s without yielding the operation it made...
+collsim.errors.UnyieldedOperationError: rank 0 ended at t=0 s without yielding the operation...
   rank.recv(1), which the program returned: write `y = yield rank.recv(1)`
 ...
 """
@@ -32,7 +32,7 @@ collsim.errors.CollsimError: rank 0 ended at t=0 s without yielding the operatio
 import inspect
 from typing import NamedTuple
 
-from ..errors import CollsimError
+from ..errors import CollsimError, UnyieldedOperationError
 from .memory import MemoryBlock
 from .ops import ANY, Compute, Exchange, Recv, Send, Start, Wait
 from .process import attach_rank
@@ -141,7 +141,7 @@ def _call_and_fix(entry):
 
 
 def unyielded_error(rank_id, made, now, returned, plain=False):
-    """The :class:`~collsim.errors.CollsimError` of a rank program that ended (at
+    """The :class:`~collsim.errors.UnyieldedOperationError` of a rank program that ended (at
     simulated second ``now``, returning ``returned``) leaving ``made`` never yielded;
     ``plain``: the program is a plain function, not a generator."""
     n = len(made)
@@ -158,7 +158,7 @@ def unyielded_error(rank_id, made, now, returned, plain=False):
         own = entry is returned or (type(entry) is Made and entry.generator is returned)
         lines.append(f"  {call}{', which the program returned' if own else ''}: write `{fix}`")
     lines.append(_RULE)
-    error = CollsimError("\n".join(lines))
+    error = UnyieldedOperationError("\n".join(lines))
     if plain:  # no process to attach it to (attach_rank names the rank of the others)
         error.rank = rank_id
     return error
@@ -181,7 +181,7 @@ def not_an_operation(rank_id, op, made):
     collective = next((e for e in made if type(e) is Made and e.generator is op), None)
     if collective is not None:
         call, fix = _call_and_fix(collective)
-        return CollsimError(
+        return UnyieldedOperationError(
             f"rank {rank_id} yielded {call} with `yield`: a collective is a generator of "
             f"operations, run with `yield from`: write `{fix}`"
         )

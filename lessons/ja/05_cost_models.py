@@ -89,8 +89,9 @@ balance_size_answer = None  # 予想: レイテンシ項 = 帯域幅項 とな�
 
 # %%
 k = 8
-latency_term = closed_form("all_reduce", "ring", k, 0, alpha, beta).time_s  # S = 0: ステップ数·α
-per_byte = closed_form("all_reduce", "ring", k, 1, alpha, beta).time_s - latency_term
+one_byte = closed_form("all_reduce", "ring", k, 1, alpha, beta)
+latency_term = one_byte.steps * alpha  # ステップ数·α: S によらない部分
+per_byte = one_byte.time_s - latency_term
 balance = latency_term / per_byte
 print(f"レイテンシ項 {format_time(latency_term)}、帯域幅項は 1 バイトあたり "
       f"{format_time(per_byte)}、1 MiB あたり {format_time(per_byte * 2**20)}")  # fmt: skip

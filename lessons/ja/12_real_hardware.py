@@ -344,9 +344,10 @@ ll128_crossover_answer = None  # あなたの予想: バイト数、または "4
 # %%
 def crossover(a, b):
     """プロトコル ``a`` と ``b`` の閉形式が交わるサイズ: どちらも S の一次式。"""
-    big = 2.0**30
-    slope = {p: (ring_time(big, p) - ring_time(0.0, p)) / big for p in (a, b)}
-    return (ring_time(0.0, b) - ring_time(0.0, a)) / (slope[a] - slope[b])
+    big = 2.0**30  # 各直線の 2 点 (S = 0 は使わない: 0 バイトの呼び出しはすぐ返る)
+    slope = {p: (ring_time(2 * big, p) - ring_time(big, p)) / big for p in (a, b)}
+    at_zero = {p: ring_time(big, p) - slope[p] * big for p in (a, b)}  # 各直線の切片
+    return (at_zero[b] - at_zero[a]) / (slope[a] - slope[b])
 
 
 ll_to_ll128 = crossover(PROTOCOLS["ll"], PROTOCOLS["ll128"])
