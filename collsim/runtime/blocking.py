@@ -31,6 +31,7 @@ Examples
 24.0
 """
 
+import ctypes
 import inspect
 import sys
 import threading
@@ -39,11 +40,14 @@ from pathlib import Path
 from ..errors import ConfigError
 from .ops import Compute, Exchange, Recv, Send, Start, Wait
 
-__all__ = ["run", "current_rank", "call", "now", "compute", "MAX_THREADS", "Aborted"]
+__all__ = ["run", "current_rank", "call", "now", "compute", "stopped", "MAX_THREADS", "Aborted"]
 
 # a thread is cheap to create but not free (a stack each); past this, write the program
 # as a generator, which costs nothing per rank
 MAX_THREADS = 1024
+# a rank told to stop that has not ended after this many wall-clock seconds (its code caught
+# Aborted, or is busy outside collsim's calls) is told again
+STOP_RETRY_S = 0.2
 _OPS = (Send, Recv, Wait, Compute, Exchange, Start)
 _HERE = str(Path(__file__).resolve().parents[1])  # collsim/: frames inside it are not the user's
 _local = threading.local()
@@ -51,8 +55,11 @@ _local = threading.local()
 
 class Aborted(BaseException):
     """Raised inside a rank's thread when the run ended without it (another rank failed, a
-    deadlock, a guard): it unwinds the rank's code so that the thread ends.  A
-    BaseException, so that ``except Exception`` in user code does not swallow it."""
+    deadlock, a guard, Ctrl-C): it unwinds the rank's code so that the thread ends.  A
+    BaseException, as SystemExit is, so that ``except Exception`` in user code does not
+    swallow it; code that catches everything (unittest runs the next test after any
+    exception) gets it again from every later call, and from its running code if it
+    does not end."""
 
 
 class _RankThread:
@@ -68,6 +75,8 @@ class _RankThread:
         self.request = None
         self.reply = None  # ("value", v) | ("raise", exc) | ("abort",)
         self.where = None  # the user's line of the current blocking call
+        self.running = False  # the rank's code holds the baton (the engine waits for it)
+        self.stopped = False  # the run ended without this rank: every later call raises
         self.thread = threading.Thread(target=self._body, name=f"collsim rank {rank.id}",
                                        daemon=True)  # fmt: skip
 
@@ -92,6 +101,8 @@ class _RankThread:
 
     def post(self, x):
         """Hand ``x`` to the engine and sleep until it resumes this rank."""
+        if self.stopped:  # its code caught Aborted and went on: stop it again
+            raise Aborted(f"rank {self.rank.id}: the run ended")
         self.where = _callsite()
         self.request = ("call", x, self.where)
         self.to_engine.release()
@@ -110,20 +121,39 @@ class _RankThread:
         self.reply = reply
         if not self.thread.is_alive() and self.request is None:
             self.thread.start()
+        self.running = True
         self.to_rank.release()
-        self.to_engine.acquire()
+        self.to_engine.acquire()  # Ctrl-C lands here, in the main thread: running stays True
+        self.running = False
         return self.request
 
     def abort(self):
-        """End the thread: it is either blocked in a call or not started yet."""
+        """End the thread: blocked in a call, not started yet, or running (when Ctrl-C
+        interrupted the engine while it waited for this rank)."""
+        self.stopped = True
         if self.request is not None and self.request[0] != "call":
             return  # it ended already
         self.reply = ("abort",)
         if not self.thread.is_alive():
             self.thread.start()
-        self.to_rank.release()
-        self.to_engine.acquire()
-        self.thread.join()
+        self.to_rank.release()  # a rank blocked in a call raises Aborted from it
+        if self.running:  # a busy rank stops where it is
+            self._raise_aborted()
+        self.thread.join(STOP_RETRY_S)
+        while self.thread.is_alive():  # its code caught Aborted and went on
+            self._raise_aborted()
+            self.thread.join(STOP_RETRY_S)
+
+    def _raise_aborted(self):
+        """Raise Aborted in the rank's thread at its next line of Python, wherever it is."""
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(self.thread.ident), ctypes.py_object(Aborted)
+        )
+
+    def running_at(self):
+        """``"busy.py:7 in <module>"``: the user's line the rank's thread is running now."""
+        frame = sys._current_frames().get(self.thread.ident)
+        return _user_frame(frame) if frame is not None else None
 
 
 def _proxy(rank, rt):
@@ -153,7 +183,12 @@ def _proxy(rank, rt):
 
 def _callsite():
     """``"ring.py:12 in main"`` of the first frame outside collsim: the user's call."""
-    frame = sys._getframe(2)
+    return _user_frame(sys._getframe(2))
+
+
+def _user_frame(frame):
+    """``"ring.py:12 in main"`` of ``frame`` or the first frame it was called from that is
+    outside collsim (None if there is none)."""
     while frame is not None and frame.f_code.co_filename.startswith(_HERE):
         frame = frame.f_back
     if frame is None:
@@ -193,6 +228,12 @@ def call(x):
             f"(rank.all_reduce(x)), not a {type(x).__name__}"
         )
     return rt.post(x)
+
+
+def stopped():
+    """Whether the run ended without the calling rank (it runs on only to unwind)."""
+    rt = getattr(_local, "current", None)
+    return rt is not None and rt.stopped
 
 
 def now():
@@ -251,9 +292,12 @@ def _note_others(exc, threads, size):
         if r == failed:
             continue
         kind = rt.request[0] if rt is not None and rt.request else "not started"
+        if rt is not None and rt.running:  # interrupted (Ctrl-C) while its code ran
+            kind = "running"
         where = rt.where if rt is not None else None
-        state = {"call": f"blocked at {where}", "return": "finished",
-                 "raise": "raised too", "aborted": "stopped"}.get(kind, kind)  # fmt: skip
+        state = {"call": f"blocked at {where}", "return": "finished", "raise": "raised too",
+                 "aborted": "stopped", "running": f"running at {rt and rt.running_at()}",
+                 }.get(kind, kind)  # fmt: skip
         lines.append(f"  rank {r}: {state}")
     if lines:
         exc.add_note("the other ranks when the run ended:\n" + "\n".join(lines))

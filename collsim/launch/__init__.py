@@ -27,51 +27,27 @@ Examples
 ['rank 0 total 1\\n', 'rank 1 total 1\\n']
 """
 
-import builtins
 import contextlib
-import io
 import os
 import sys
 import threading
-import traceback
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import topology as topo
-from .errors import CollsimError, ConfigError, DeadlockError
-from .runtime import Cluster, RunResult
-from .runtime.blocking import MAX_THREADS
+from .. import topology as topo
+from ..errors import ConfigError, DeadlockError
+from ..runtime import Cluster, RunResult
+from ..runtime.blocking import MAX_THREADS
+from .failures import RankError, RankExit, rank_error
+from .hook import mpi4py_as_collsim
+from .output import JOB_ID, TaggedWriter
+from .script import PerRankMain, load_script
 
 __all__ = ["exec", "exec_script", "ExecResult", "RankError", "TaggedWriter", "mpi4py_as_collsim",
            "check_algorithm", "check_trace", "load_script", "MAX_EXEC_RANKS", "JOB_ID"]  # fmt: skip
 
 MAX_EXEC_RANKS = MAX_THREADS  # one thread per rank (the blocking core's limit)
-JOB_ID = 1  # the "1" of Open MPI's "[1,rank]" tag (its job number; one job per run)
-MAX_SCRIPT_BYTES = 16 * 2**20  # a script larger than this is not a program but a data file
 _ACTIVE = threading.Lock()  # one run at a time: sys.stdout and sys.modules are global
-
-
-class RankError(CollsimError):
-    """A rank's code raised (or called ``sys.exit`` with a non-zero status).
-
-    ``rank`` is the rank, ``error`` the exception its code raised, ``where`` the last
-    frame of the traceback (``file:line, in function``) and ``others`` what the other
-    ranks were doing then (the blocking core's note), ``status`` the exit status.
-    """
-
-    def __init__(self, message, rank=None, error=None, where=None, others="", status=1):
-        super().__init__(message)
-        self.rank, self.error, self.where, self.others = rank, error, where, others
-        self.status = status
-
-
-class _RankExit(Exception):
-    """Raised in a rank's thread for ``sys.exit(status)`` with a non-zero status."""
-
-    def __init__(self, status):
-        super().__init__(f"sys.exit({status!r})")
-        self.status = status
 
 
 @dataclass
@@ -96,131 +72,6 @@ class ExecResult:
     @property
     def trace(self):
         return self.run.trace
-
-
-class TaggedWriter(io.TextIOBase):
-    """A ``sys.stdout`` for the run: a rank's text is tagged per line and kept per rank.
-
-    ``rank_of()`` says which rank the calling thread belongs to, or ``None`` (collsim's
-    own threads, whose text passes through untagged).  A line is written once complete;
-    :meth:`finish` writes the unfinished ones.
-
-    >>> out = io.StringIO()
-    >>> w = TaggedWriter("stdout", out, rank_of=lambda: 3, size=4)
-    >>> _ = w.write("a\\nb"); _ = w.write("c\\n")
-    >>> out.getvalue()
-    '[1,3]<stdout>:a\\n[1,3]<stdout>:bc\\n'
-    """
-
-    def __init__(self, name, target, rank_of, size, echo=True):
-        self.name, self.target, self.rank_of, self.echo = name, target, rank_of, echo
-        self.texts = [[] for _ in range(size)]  # every piece a rank wrote, in order
-        self._partial = [""] * size  # a rank's unfinished line
-
-    @property
-    def encoding(self):
-        return getattr(self.target, "encoding", "utf-8")
-
-    def isatty(self):
-        return False  # the tags make it a log, as mpirun's output is
-
-    def writable(self):
-        return True
-
-    def write(self, text):
-        if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        rank = self.rank_of()
-        if rank is None:
-            return self.target.write(text)
-        self.texts[rank].append(text)
-        *lines, self._partial[rank] = (self._partial[rank] + text).split("\n")
-        if self.echo:
-            for line in lines:
-                self.target.write(f"{self.tag(rank)}{line}\n")
-        return len(text)
-
-    def tag(self, rank):
-        """``[1,rank]<stdout>:``, Open MPI's ``--tag-output`` prefix."""
-        return f"[{JOB_ID},{rank}]<{self.name}>:"
-
-    def flush(self):
-        self.target.flush()
-
-    def finish(self):
-        """Write every rank's unfinished line (with a newline), then flush."""
-        for rank, rest in enumerate(self._partial):
-            if rest and self.echo:
-                self.target.write(f"{self.tag(rank)}{rest}\n")
-            self._partial[rank] = ""
-        self.flush()
-
-    def text(self, rank):
-        return "".join(self.texts[rank])
-
-
-# -- the scoped import hook ------------------------------------------------------------
-
-
-def _mpi4py_package():
-    """A stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi`."""
-    from . import mpi
-
-    package = types.ModuleType("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
-    package.MPI = mpi
-    package.__path__ = []  # a package, so `import mpi4py.MPI` looks in sys.modules
-    package.__version__ = "collsim"
-    # mpi4py.rc: the options scripts set before `from mpi4py import MPI`; read by nobody
-    package.rc = types.SimpleNamespace(initialize=True, finalize=True, thread_level="multiple",
-                                       threads=True)  # fmt: skip
-    package.get_config = dict
-    return package
-
-
-class mpi4py_as_collsim:  # a context manager, named like the function it acts as
-    """Within the block ``mpi4py`` and ``mpi4py.MPI`` are collsim's; afterwards every
-    ``mpi4py`` entry of ``sys.modules`` is what it was (absent, or a real mpi4py).
-
-    >>> with mpi4py_as_collsim():
-    ...     from mpi4py import MPI
-    ...     MPI.__name__
-    'collsim.mpi'
-    >>> "mpi4py" in sys.modules
-    False
-    """
-
-    def __enter__(self):
-        self._saved = {k: v for k, v in sys.modules.items() if _is_mpi4py(k)}
-        for key in self._saved:
-            del sys.modules[key]
-        package = _mpi4py_package()
-        sys.modules["mpi4py"] = package
-        sys.modules["mpi4py.MPI"] = package.MPI
-        sys.meta_path.insert(0, _OnlyMPI)
-        return package
-
-    def __exit__(self, *exc):
-        if _OnlyMPI in sys.meta_path:
-            sys.meta_path.remove(_OnlyMPI)
-        for key in [k for k in sys.modules if _is_mpi4py(k)]:
-            del sys.modules[key]
-        sys.modules.update(self._saved)
-        return False
-
-
-class _OnlyMPI:
-    """A finder that says why ``mpi4py.futures`` (or any other submodule) is not there."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if _is_mpi4py(name) and name not in sys.modules:
-            raise ModuleNotFoundError(f"No module named {name!r}: under collsim, mpi4py has "
-                                      "only mpi4py.MPI (collsim.mpi)", name=name)  # fmt: skip
-        return None
-
-
-def _is_mpi4py(name):
-    return name == "mpi4py" or name.startswith("mpi4py.")
 
 
 # -- the runs ----------------------------------------------------------------------------
@@ -277,14 +128,10 @@ def exec_script(path, n=None, argv=(), topology=None, algorithm=None, protocol=N
     trace_path = check_trace(trace)
     folder = str(path.parent)
 
-    main = _PerRankMain(sys.modules.get("__main__"))
+    main = PerRankMain(sys.modules.get("__main__"))
 
     def script():
-        # the rank's __main__ is the namespace its copy of the script runs in
-        namespace = {"__name__": "__main__", "__file__": str(path), "__builtins__": builtins,
-                     "__spec__": None}  # fmt: skip
-        main._collsim_modules[_rank_id()] = namespace
-        builtins.exec(code, namespace)
+        main._collsim_run(path, code)  # the rank's copy of the script, as its __main__
 
     saved_argv, saved_path, before = sys.argv, list(sys.path), set(sys.modules)
     sys.argv, sys.path[:0] = [str(path), *map(str, argv)], [folder]
@@ -302,84 +149,6 @@ def exec_script(path, n=None, argv=(), topology=None, algorithm=None, protocol=N
             origin = getattr(sys.modules[name], "__file__", None) or ""
             if origin and os.path.dirname(os.path.abspath(origin)) == folder:
                 del sys.modules[name]
-
-
-class _PerRankMain(types.ModuleType):
-    """``sys.modules["__main__"]`` during a script's run: each rank's own ``__main__``.
-
-    On a real cluster every rank is a process with its own ``__main__``; here the ranks share
-    one interpreter, so a name looked up in ``__main__`` (as pickle looks up a class the
-    script defined, to send its instances) is read from the calling rank's module.
-    """
-
-    def __init__(self, outer):
-        super().__init__("__main__")
-        # (names a script will not define: the module's own attributes shadow the script's)
-        self._collsim_outer = outer  # the interpreter's own __main__, for collsim's threads
-        self._collsim_modules = {}  # rank id -> that rank's __main__ namespace
-
-    def __getattr__(self, name):
-        namespace = self._collsim_modules.get(_rank_id())
-        try:
-            if namespace is None:  # collsim's own threads: the interpreter's __main__
-                return getattr(self._collsim_outer, name)
-            return namespace[name]
-        except (KeyError, AttributeError):
-            raise AttributeError(f"module '__main__' has no attribute {name!r}") from None
-
-
-def _rank_id():
-    """The id of the rank whose code is running, or None outside a rank."""
-    from .runtime import blocking
-
-    try:
-        return blocking.current_rank().id
-    except ConfigError:
-        return None
-
-
-def load_script(path):
-    """``(Path, code object)`` of a script; a bad path or a syntax error is refused naming it."""
-    if path is None or str(path) == "":
-        raise ConfigError(f"script {path!r}: give the Python file to run, e.g. pi.py")
-    given, p = str(path), Path(path)
-    try:
-        problem = _file_problem(p)
-        source = None if problem else p.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"script {given}: cannot read it ({exc.strerror or exc})") from None
-    if problem:
-        raise ConfigError(f"script {given}: {problem}")
-    try:
-        code = compile(source, str(p.resolve()), "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
-        line = f":{exc.lineno}" if getattr(exc, "lineno", None) else ""
-        what = getattr(exc, "msg", None) or str(exc)
-        raise ConfigError(f"script {given}{line}: {type(exc).__name__}: {what}") from None
-    return p.resolve(), code
-
-
-def _file_problem(p):
-    """Why ``p`` is not a script to run, or None."""
-    if not p.exists():
-        return f"no such file{_nearest(p)}"
-    if not p.is_file():
-        return "is not a regular file (a folder or a device); give a Python file"
-    if p.stat().st_size > MAX_SCRIPT_BYTES:
-        return f"{p.stat().st_size:,} bytes is not a Python program (at most {MAX_SCRIPT_BYTES:,})"
-    return None
-
-
-def _nearest(path):
-    """`` (did you mean pi.py?)`` when a Python file in the same folder is close."""
-    import difflib
-
-    folder = path.parent
-    if not folder.is_dir():
-        return f" (folder {folder} does not exist)"
-    names = sorted(q.name for q in folder.glob("*.py"))
-    near = difflib.get_close_matches(path.name, names, n=1)
-    return f" (did you mean {folder / near[0]}?)" if near else ""
 
 
 def _cluster(n, topology, protocol, cluster):
@@ -450,7 +219,7 @@ def _under_a_file(folder):
 
 def _launch(cluster, body, algorithm, trace_path, echo):
     """Run ``body()`` on every rank with the hook, the writers and the MPI setting in place."""
-    from .runtime import blocking
+    from ..runtime import blocking
 
     setting = _mpi_setting(algorithm)  # checked (and named) before any thread
     if not _ACTIVE.acquire(blocking=False):
@@ -461,8 +230,8 @@ def _launch(cluster, body, algorithm, trace_path, echo):
     def rank_of():
         return threads.get(threading.get_ident())
 
-    out = TaggedWriter("stdout", sys.stdout, rank_of, size, echo)
-    err = TaggedWriter("stderr", sys.stderr, rank_of, size, echo)
+    out = TaggedWriter("stdout", sys.stdout, rank_of, size, echo, muted=blocking.stopped)
+    err = TaggedWriter("stderr", sys.stderr, rank_of, size, echo, muted=blocking.stopped)
 
     def rank_main():
         threads[threading.get_ident()] = blocking.current_rank().id
@@ -470,10 +239,12 @@ def _launch(cluster, body, algorithm, trace_path, echo):
             return body()
         except SystemExit as exc:  # sys.exit() in a script: 0 ends that rank normally
             status = 0 if exc.code is None else exc.code
+            if isinstance(status, bool):  # unittest.main() exits with not successful
+                status = int(status)
             if status != 0:
                 if not isinstance(status, int):  # sys.exit("message") prints it, status 1
                     print(status, file=sys.stderr)
-                raise _RankExit(status) from None
+                raise RankExit(status) from None
             return None
 
     saved = sys.stdout, sys.stderr
@@ -483,10 +254,10 @@ def _launch(cluster, body, algorithm, trace_path, echo):
             run = blocking.run(cluster, rank_main)
     except Exception as exc:
         out.finish(), err.finish()
-        if isinstance(exc, _RankExit):
-            raise _rank_error(exc, err) from None
+        if isinstance(exc, RankExit):
+            raise rank_error(exc, err) from None
         if getattr(exc, "rank", None) is not None and not isinstance(exc, DeadlockError):
-            raise _rank_error(exc, err) from exc  # the user's code (or one of its calls)
+            raise rank_error(exc, err) from exc  # the user's code (or one of its calls)
         raise
     finally:
         sys.stdout, sys.stderr = saved
@@ -509,7 +280,7 @@ def check_algorithm(algorithm, flag=None):
     ...
     collsim.errors.ConfigError: --algorithm 'warp': no collective has that algorithm: ...
     """
-    from .mpi.settings import configured
+    from ..mpi.settings import configured
 
     if algorithm is None:
         return None
@@ -532,8 +303,8 @@ def _mpi_setting(algorithm):
 
 @contextlib.contextmanager
 def _both_settings(algorithm):
-    from .distributed.settings import configured as distributed_configured
-    from .mpi.settings import configured
+    from ..distributed.settings import configured as distributed_configured
+    from ..mpi.settings import configured
 
     if algorithm is None:
         with configured():
@@ -541,44 +312,3 @@ def _both_settings(algorithm):
         return
     with configured(algorithm=algorithm), distributed_configured(algorithm=algorithm):
         yield
-
-
-def _rank_error(exc, err):
-    """A :class:`RankError` for the exception a rank raised; its traceback goes to the
-    rank's stderr first, as the Python interpreter in an mpirun process prints it."""
-    rank = exc.rank
-    others = "\n".join(getattr(exc, "__notes__", []) or [])
-    if isinstance(exc, _RankExit):
-        return RankError(f"rank {rank} called sys.exit({exc.status!r}); the run stopped there"
-                         + (f"\n{others}" if others else ""), rank=rank, error=exc,
-                         others=others, status=exc.status)  # fmt: skip
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _ours(f.filename)]
-    last = frames[-1] if frames else None
-    where = f"{last.filename}:{last.lineno}, in {last.name}" if last else "(no frame of yours)"
-    shown = traceback.format_list(frames) + [_exception_line(exc)]
-    text = "Traceback (most recent call last):\n" + "".join(shown)
-    if err.echo:
-        for line in text.rstrip("\n").split("\n"):
-            err.target.write(f"{err.tag(rank)}{line}\n")
-        err.flush()
-    code = f": {last.line}" if last is not None and last.line else ""
-    message = (f"rank {rank} raised {type(exc).__name__}: {exc}\n  at {where}{code}"
-               + (f"\n{others}" if others else ""))  # fmt: skip
-    return RankError(message, rank=rank, error=exc, where=where, others=others)
-
-
-def _exception_line(exc):
-    """``ZeroDivisionError: division by zero`` as Python prints it, without collsim's notes."""
-    kind, module = type(exc).__qualname__, type(exc).__module__
-    if module not in ("builtins", "__main__"):
-        kind = f"{module}.{kind}"
-    text = str(exc)
-    return f"{kind}: {text}\n" if text else f"{kind}\n"
-
-
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _ours(filename):
-    """Whether a traceback frame is collsim's own (the user's frames are what they read)."""
-    return os.path.abspath(filename).startswith(_PACKAGE + os.sep)
