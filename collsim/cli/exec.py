@@ -11,7 +11,9 @@ from .common import Formatter, add_cluster_arguments, check_int, cluster_from_ar
 from .exit_status import Meaning
 from .paths import check_output_path
 
-__all__ = ["register", "run_exec", "script_argv", "summary_lines"]
+__all__ = ["register", "run_exec", "script_argv", "summary_lines", "INTERRUPTED"]
+
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT), as a shell's
 
 EXIT_STATUS = Meaning(ok="the script ran on every rank",
                       failed="a rank raised (or exited non-zero), or the script would "
@@ -100,6 +102,11 @@ def run_exec(args):
         error = copy.copy(exc)
         error.args = (f"{args.script} on {cluster.size} ranks {what}: {exc}",)
         raise error from None
+    except KeyboardInterrupt as exc:  # Ctrl-C: where each rank was, as the status says
+        sys.stdout.flush()
+        print(f"collsim exec: interrupted (Ctrl-C): {args.script} on {cluster.size} ranks",
+              *getattr(exc, "__notes__", ()), sep="\n", file=sys.stderr)  # fmt: skip
+        return INTERRUPTED
     sys.stdout.flush()
     for line in summary_lines(result, args):
         print(line, file=sys.stderr)

@@ -252,7 +252,7 @@ def _launch(cluster, body, algorithm, trace_path, echo):
         with mpi4py_as_collsim(), setting:
             sys.stdout, sys.stderr = out, err
             run = blocking.run(cluster, rank_main)
-    except Exception as exc:
+    except BaseException as exc:  # Ctrl-C too: the ranks' unfinished lines are written
         out.finish(), err.finish()
         if isinstance(exc, RankExit):
             raise rank_error(exc, err) from None

@@ -35,6 +35,7 @@ import ctypes
 import inspect
 import sys
 import threading
+import time
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -48,6 +49,9 @@ MAX_THREADS = 1024
 # a rank told to stop that has not ended after this many wall-clock seconds (its code caught
 # Aborted, or is busy outside collsim's calls) is told again
 STOP_RETRY_S = 0.2
+# after Ctrl-C, how long the ranks' threads get to end before the interrupt goes on without
+# them (daemon threads, they end at their next line of Python or with the interpreter)
+INTERRUPT_WAIT_S = 0.5
 _OPS = (Send, Recv, Wait, Compute, Exchange, Start)
 _HERE = str(Path(__file__).resolve().parents[1])  # collsim/: frames inside it are not the user's
 _local = threading.local()
@@ -127,9 +131,11 @@ class _RankThread:
         self.running = False
         return self.request
 
-    def abort(self):
+    def abort(self, deadline=None):
         """End the thread: blocked in a call, not started yet, or running (when Ctrl-C
-        interrupted the engine while it waited for this rank)."""
+        interrupted the engine while it waited for this rank).  Waits until it has ended,
+        or until ``deadline`` (``time.monotonic()``) for a run stopped by Ctrl-C: a rank in
+        a long C call (``time.sleep``) stops only when it returns to Python."""
         self.stopped = True
         if self.request is not None and self.request[0] != "call":
             return  # it ended already
@@ -141,6 +147,8 @@ class _RankThread:
             self._raise_aborted()
         self.thread.join(STOP_RETRY_S)
         while self.thread.is_alive():  # its code caught Aborted and went on
+            if deadline is not None and time.monotonic() > deadline:
+                return  # a daemon thread: it ends at its next line of Python, or with us
             self._raise_aborted()
             self.thread.join(STOP_RETRY_S)
 
@@ -267,17 +275,20 @@ def run(cluster, main, *args, **kwargs):
         rt = threads[rank.id] = _RankThread(rank, main, args, kwargs)
         return (yield from _proxy(rank, rt))
 
+    deadline = None  # wait for every thread to end, except after Ctrl-C
     try:
         return cluster.run(program)
     except BaseException as exc:
         if not isinstance(exc, Aborted):
             _note_others(exc, threads, cluster.size)
+        if isinstance(exc, KeyboardInterrupt):  # the person waits: stop within a second
+            deadline = time.monotonic() + INTERRUPT_WAIT_S
         raise
     finally:
         for rt in threads.values():
-            rt.abort()
+            rt.abort(deadline)
         for rt in threads.values():
-            rt.thread.join()
+            rt.thread.join(None if deadline is None else max(0, deadline - time.monotonic()))
             # a rank's error holds its thread's frames, whose `self` holds the error: a
             # cycle that would keep the run and its cluster until the collector's pass
             rt.request = rt.reply = None
@@ -300,4 +311,5 @@ def _note_others(exc, threads, size):
                  }.get(kind, kind)  # fmt: skip
         lines.append(f"  rank {r}: {state}")
     if lines:
-        exc.add_note("the other ranks when the run ended:\n" + "\n".join(lines))
+        others = "the other ranks" if failed is not None else "the ranks"
+        exc.add_note(f"{others} when the run ended:\n" + "\n".join(lines))

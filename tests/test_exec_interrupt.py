@@ -1,0 +1,73 @@
+"""Ctrl-C stops `collsim exec` within a second, whatever the ranks do (a busy loop, a long
+sleep), prints where each rank was and exits 130, as a shell reports SIGINT."""
+
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+SPINS = """\
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank())
+if comm.Get_rank() == 0:
+    print("spinning", flush=True)
+    while True:
+        pass
+comm.recv(source=0)
+"""
+SLEEPS = """\
+import time
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+comm.Barrier()
+if comm.Get_rank() == 1:
+    print("sleeping", flush=True)
+    time.sleep(120)
+comm.Barrier()
+"""
+
+
+def _interrupt(tmp_path, text, ready):
+    """Start the script under `collsim exec -n 3`, wait for the line ``ready`` (the run is
+    under way), send SIGINT; returns (status, seconds from the signal to the end, stderr)."""
+    script = tmp_path / "script.py"
+    script.write_text(text, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "collsim", "exec", "-n", "3", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert ready in line, line + proc.stderr.read()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("Ctrl-C did not stop collsim exec within 30 s")
+        return proc.returncode, time.monotonic() - sent, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_ctrl_c_stops_a_busy_rank_and_says_where_each_rank_was(tmp_path):
+    status, seconds, err = _interrupt(tmp_path, SPINS, "spinning")
+    assert status == 130, err
+    assert seconds < 2, f"took {seconds:.1f} s"
+    assert "interrupted (Ctrl-C)" in err
+    assert re.search(r"rank 0: running at script.py:[78] in <module>", err)  # the busy loop
+    assert "rank 1: blocked at script.py:9 in <module>" in err  # its recv from rank 0
+    assert "rank 2: " in err
+
+
+def test_ctrl_c_does_not_wait_for_a_rank_in_a_long_sleep(tmp_path):
+    status, seconds, err = _interrupt(tmp_path, SLEEPS, "sleeping")
+    assert status == 130, err
+    assert seconds < 2, f"took {seconds:.1f} s"
+    assert "rank 1: running at script.py:8 in <module>" in err
