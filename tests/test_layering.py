@@ -11,7 +11,7 @@ Where the top-level modules sit (top first)::
 
     entry        collsim/__init__.py (the public facade: re-exports runtime), collsim/__main__.py
     cli          collsim/cli/
-    launch       collsim/launch.py -- ``collsim exec``: runs unmodified SPMD scripts (the scoped
+    launch       collsim/launch/ -- ``collsim exec``: runs unmodified SPMD scripts (the scoped
                  mpi4py import hook, per-rank output), above the APIs it serves
     mpi, distributed   collsim/mpi/, collsim/distributed/ -- mpi4py's and torch.distributed's
                  names on the blocking runtime and the collectives (above everything they call)
