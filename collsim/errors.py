@@ -10,6 +10,8 @@ Examples
 True
 """
 
+from typing import NamedTuple
+
 __all__ = [
     "CollsimError",
     "DeadlockError",
@@ -19,6 +21,8 @@ __all__ = [
     "SimulationLimitError",
     "UnyieldedOperationError",
     "nearest_first",
+    "UnmatchedMessage",
+    "UnmatchedMessagesError",
 ]
 
 
@@ -94,6 +98,36 @@ class SimulationLimitError(CollsimError):
         self.limit = limit
         self.time = time
         self.looping = dict(looping or {})
+
+
+class UnmatchedMessage(NamedTuple):
+    """A post left waiting when every rank had ended: a ``"send"`` no rank received, or a
+    ``"recv"`` (one never waited for) no rank sent to."""
+
+    kind: str  # "send" or "recv"
+    src: int  # the sending rank
+    dst: int  # the receiving rank
+    tag: object  # the message's tag, as the program gave it
+
+
+class UnmatchedMessagesError(CollsimError):
+    """Every rank ended, but messages were left unmatched: ``messages`` are their
+    :class:`UnmatchedMessage` records, ``lines`` the report's sentences about them (a tag
+    mismatch is one sentence for both of its ends).  ``result`` is the run's RunResult: the
+    run itself completed, so a caller that treats this as a warning (as MPI implementations
+    do at finalize, and ``collsim exec`` does) still has its time, trace and returns.
+
+    >>> error = UnmatchedMessagesError(["rank 0 sent to rank 1 with tag 7, but ..."],
+    ...                                [UnmatchedMessage("send", 0, 1, 7)])
+    >>> print(error)
+    messages left unmatched when the run ended:
+      rank 0 sent to rank 1 with tag 7, but ...
+    """
+
+    def __init__(self, lines, messages, result=None):
+        self.lines, self.messages, self.result = tuple(lines), tuple(messages), result
+        super().__init__("messages left unmatched when the run ended:\n  "
+                         + "\n  ".join(self.lines))  # fmt: skip
 
 
 def shorten(value, width=60):

@@ -59,15 +59,18 @@ TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2
 HARDWARE = tuple(PRESETS)  # the hardware presets --topology also takes
 
 
-def add_cluster_arguments(parser, ranks=8, computes=True):
+def add_cluster_arguments(parser, ranks=8, computes=True, rank_flags=("--ranks", "-k"),
+                          rank_help=None):  # fmt: skip
     """--ranks, --topology (a generic shape, a hardware preset or a machine file), --nodes,
     --bandwidth, --latency, --model, --protocol, --gpus-per-node, ... and the fault flags;
-    ``computes=False`` for a command whose ranks only communicate (no --slow-rank)."""
+    ``computes=False`` for a command whose ranks only communicate (no --slow-rank).  A
+    command may spell --ranks its own way (``collsim exec``: mpirun's ``-n``) with
+    ``rank_flags`` and ``rank_help``."""
     g = parser.add_argument_group("cluster")
     g.add_argument(
-        "--ranks", "-k", type=int, default=None,
-        help=f"number of ranks K (default {ranks}; on a hardware preset: --nodes x its GPUs "
-             "per node)",
+        *rank_flags, dest="ranks", type=int, default=None, metavar="K",
+        help=(rank_help or "number of ranks K") + f" (default {ranks}; on a hardware preset: "
+             "--nodes x its GPUs per node)",
     )  # fmt: skip
     parser.set_defaults(_default_ranks=ranks)
     g.add_argument(
@@ -257,9 +260,10 @@ def build_topology(args, analytical=None):
     return topology.PRESETS[name](k, bandwidth, latency)
 
 
-def cluster_from_args(args, analytical=None):
+def cluster_from_args(args, analytical=None, **options):
     """The Cluster the cluster flags describe; ``--ranks`` is bounded by the mode
-    (:data:`MAX_SIMULATED_RANKS`, or :data:`MAX_ANALYTICAL_RANKS` with ``--analytical``)."""
+    (:data:`MAX_SIMULATED_RANKS`, or :data:`MAX_ANALYTICAL_RANKS` with ``--analytical``).
+    ``options`` are further Cluster keywords (the guards)."""
     from ..runtime import Cluster
 
     faults = faults_from_args(args)
@@ -268,7 +272,7 @@ def cluster_from_args(args, analytical=None):
                           "no faults; drop --analytical (a simulation, or --count-only, "
                           "does)")  # fmt: skip
     return Cluster(build_topology(args, analytical), model=args.model, protocol=args.protocol,
-                   faults=faults)  # fmt: skip
+                   faults=faults, **options)  # fmt: skip
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

@@ -7,11 +7,14 @@ import sys
 
 from .. import units
 from ..errors import DeadlockError, WatchdogTimeout
+from ..runtime.guards import EXEC_OPS_BASE
 from .common import Formatter, add_cluster_arguments, check_int, cluster_from_args
 from .exit_status import Meaning
+from .guards import GUARD_FLAGS, add_guard_arguments, guards_from_args
 from .paths import check_output_path
 
-__all__ = ["register", "run_exec", "script_argv", "summary_lines", "INTERRUPTED"]
+__all__ = ["register", "run_exec", "script_argv", "summary_lines", "unmatched_warning",
+           "INTERRUPTED"]  # fmt: skip
 
 INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT), as a shell's
 
@@ -65,9 +68,6 @@ def register(subparsers):
         description=DESCRIPTION,
         formatter_class=Formatter,
     )
-    p.add_argument("-n", "-np", "--np", dest="ranks", type=int, default=None, metavar="K",
-                   help="number of ranks, as mpirun's -n (default 4); the same as "
-                        "--ranks")  # fmt: skip
     p.add_argument(
         "--algorithm",
         "-a",
@@ -80,7 +80,12 @@ def register(subparsers):
     p.add_argument("script", help="the Python file every rank runs (as __main__)")
     p.add_argument("args", nargs=argparse.REMAINDER,
                    help="the script's own arguments (its sys.argv[1:])")  # fmt: skip
-    add_cluster_arguments(p, ranks=4)
+    p.add_argument("--strict", action="store_true",
+                   help="a message no rank received is an error (exit 1); by default it is "
+                        "a warning, as mpirun reports it at MPI_Finalize and exits 0")  # fmt: skip
+    add_cluster_arguments(p, ranks=4, rank_flags=("-n", "-np", "--np", "--ranks", "-k"),
+                          rank_help="number of ranks, as mpirun's -n / -np")  # fmt: skip
+    add_guard_arguments(p, max_ops_default=f"{EXEC_OPS_BASE:,} + 4K(K-1)")
     p.set_defaults(func=run_exec)
 
 
@@ -93,10 +98,11 @@ def run_exec(args):
     launch.check_algorithm(args.algorithm, flag="--algorithm")
     if args.trace is not None:
         launch.check_trace(check_output_path(args.trace, "--trace"), flag="--trace")
-    cluster = cluster_from_args(args)
+    guards = guards_from_args(args, args.ranks)
+    cluster = cluster_from_args(args, guard_flags=GUARD_FLAGS, **guards)
     try:
         result = launch.exec_script(args.script, argv=script_argv(args), cluster=cluster,
-                                    algorithm=args.algorithm)  # fmt: skip
+                                    algorithm=args.algorithm, strict=args.strict)  # fmt: skip
     except DeadlockError as exc:  # the report, said of the script (a copy: same fields)
         what = "stalled" if isinstance(exc, WatchdogTimeout) else "would hang forever"
         error = copy.copy(exc)
@@ -108,6 +114,8 @@ def run_exec(args):
               *getattr(exc, "__notes__", ()), sep="\n", file=sys.stderr)  # fmt: skip
         return INTERRUPTED
     sys.stdout.flush()
+    if result.unmatched:  # what MPI_Finalize warns of; the run itself completed
+        print(unmatched_warning(result.unmatched_report), file=sys.stderr)
     for line in summary_lines(result, args):
         print(line, file=sys.stderr)
     if args.trace is not None:
@@ -119,6 +127,18 @@ def run_exec(args):
             raise ConfigError(f"--trace {args.trace}: cannot write it ({exc.strerror})") from None
         print(f"# trace written to {args.trace} (open it at ui.perfetto.dev)", file=sys.stderr)
     return 0
+
+
+def unmatched_warning(report):
+    """The warning for messages no rank received, as MPI implementations give at finalize;
+    ``report`` is the run's sentences about them (``ExecResult.unmatched_report``).
+
+    >>> print(unmatched_warning(["rank 0 sent to rank 1 with tag 3, but rank 1 never ..."]))
+    collsim exec: warning: messages left unmatched at the end (--strict: an error):
+      rank 0 sent to rank 1 with tag 3, but rank 1 never ...
+    """
+    head = "collsim exec: warning: messages left unmatched at the end (--strict: an error):"
+    return "\n".join([head] + [f"  {line}" for line in report])
 
 
 def script_argv(args, command_line=None):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import topology as topo
-from ..errors import ConfigError, DeadlockError
+from ..errors import ConfigError, DeadlockError, UnmatchedMessagesError
 from ..runtime import Cluster, RunResult
 from ..runtime.blocking import MAX_THREADS
 from .failures import RankError, RankExit, rank_error
@@ -58,6 +58,11 @@ class ExecResult:
     returns: list  # per-rank return value of the function (None for a script)
     stdout: list = field(default_factory=list)  # per-rank text printed to stdout
     stderr: list = field(default_factory=list)  # per-rank text printed to stderr
+    # messages no rank received (or receives never matched) when every rank had ended, which
+    # MPI implementations warn of at finalize: UnmatchedMessage records, and the report's
+    # sentences about them (a tag mismatch is one sentence for both ends)
+    unmatched: tuple = ()
+    unmatched_report: tuple = ()
 
     @property
     def time(self):
@@ -78,7 +83,7 @@ class ExecResult:
 
 
 def exec(main, n=None, topology=None, algorithm=None, protocol=None, trace=None, args=(),
-         kwargs=None, cluster=None, echo=True):  # fmt: skip
+         kwargs=None, cluster=None, echo=True, strict=False):  # fmt: skip
     """Run ``main(*args, **kwargs)`` on ``n`` ranks, each in its own thread, and return an
     :class:`ExecResult` (the RunResult, each rank's return value, its output).
 
@@ -103,6 +108,10 @@ def exec(main, n=None, topology=None, algorithm=None, protocol=None, trace=None,
         Run on this cluster instead (then ``topology`` and ``protocol`` stay ``None``).
     echo : bool
         Write each rank's output tagged to ``sys.stdout``/``sys.stderr`` (else only keep it).
+    strict : bool
+        Raise :class:`~collsim.errors.UnmatchedMessagesError` for a message no rank
+        received.  Default: keep them in ``result.unmatched`` and return, as an MPI
+        implementation warns of them at finalize and exits 0.
 
     A rank that raises ends the run with a :class:`RankError` naming it and its last frame;
     a deadlock raises :class:`~collsim.DeadlockError`.
@@ -112,11 +121,11 @@ def exec(main, n=None, topology=None, algorithm=None, protocol=None, trace=None,
     kwargs = {} if kwargs is None else dict(kwargs)
     cluster = _cluster(n, topology, protocol, cluster)
     trace_path = check_trace(trace)
-    return _launch(cluster, lambda: main(*args, **kwargs), algorithm, trace_path, echo)
+    return _launch(cluster, lambda: main(*args, **kwargs), algorithm, trace_path, echo, strict)
 
 
 def exec_script(path, n=None, argv=(), topology=None, algorithm=None, protocol=None,
-                trace=None, cluster=None, echo=True):  # fmt: skip
+                trace=None, cluster=None, echo=True, strict=False):  # fmt: skip
     """Run the Python file ``path`` unmodified on ``n`` ranks, as ``mpirun -n n python path
     *argv`` would: each rank runs its code as ``__main__`` with ``sys.argv = [path, *argv]``
     and the script's folder first on ``sys.path``.  The other parameters are :func:`exec`'s.
@@ -137,7 +146,7 @@ def exec_script(path, n=None, argv=(), topology=None, algorithm=None, protocol=N
     sys.argv, sys.path[:0] = [str(path), *map(str, argv)], [folder]
     sys.modules["__main__"] = main
     try:
-        return _launch(cluster, script, algorithm, trace_path, echo)
+        return _launch(cluster, script, algorithm, trace_path, echo, strict)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         if main._collsim_outer is not None:
@@ -217,7 +226,7 @@ def _under_a_file(folder):
     return any(p.exists() and not p.is_dir() for p in folder.parents)
 
 
-def _launch(cluster, body, algorithm, trace_path, echo):
+def _launch(cluster, body, algorithm, trace_path, echo, strict):
     """Run ``body()`` on every rank with the hook, the writers and the MPI setting in place."""
     from ..runtime import blocking
 
@@ -251,7 +260,7 @@ def _launch(cluster, body, algorithm, trace_path, echo):
     try:
         with mpi4py_as_collsim(), setting:
             sys.stdout, sys.stderr = out, err
-            run = blocking.run(cluster, rank_main)
+            run, unmatched, report = _run_to_finalize(cluster, rank_main, strict)
     except BaseException as exc:  # Ctrl-C too: the ranks' unfinished lines are written
         out.finish(), err.finish()
         if isinstance(exc, RankExit):
@@ -269,7 +278,21 @@ def _launch(cluster, body, algorithm, trace_path, echo):
         except OSError as exc:
             raise ConfigError(f"trace {trace_path}: cannot write it ({exc.strerror})") from None
     return ExecResult(run, list(run.returns), [out.text(r) for r in range(size)],
-                      [err.text(r) for r in range(size)])  # fmt: skip
+                      [err.text(r) for r in range(size)], unmatched, report)  # fmt: skip
+
+
+def _run_to_finalize(cluster, rank_main, strict):
+    """``(RunResult, unmatched messages, their report)``: a message left unmatched once
+    every rank has ended is what MPI_Finalize warns of, not a failure of the run, unless
+    ``strict``."""
+    from ..runtime import blocking
+
+    try:
+        return blocking.run(cluster, rank_main), (), ()
+    except UnmatchedMessagesError as exc:
+        if strict:
+            raise
+        return exc.result, exc.messages, exc.lines
 
 
 def check_algorithm(algorithm, flag=None):

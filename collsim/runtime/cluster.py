@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .. import topology as topo
-from ..errors import ConfigError, DeadlockError
+from ..errors import ConfigError, DeadlockError, UnmatchedMessagesError
 from ..hardware.protocols import check_protocol
 from ..network import MODELS
 from ..network.trace import Stats, Trace
@@ -92,6 +92,10 @@ class Cluster:
         a :class:`~collsim.errors.WatchdogTimeout` naming the culprit, the watchdog's
         timeout after its last progress.
 
+    guard_flags : dict, optional
+        For a command that builds the cluster from its flags: the flag that sets each
+        guard (``{"max_ops": "--max-ops"}``), which a runaway's message then names.
+
     Every guard takes ``math.inf`` to switch it off; the numbers and why they were
     chosen are in :mod:`collsim.runtime.guards`.
     """
@@ -106,6 +110,7 @@ class Cluster:
         max_ops=None,
         protocol=None,
         faults=None,
+        guard_flags=None,
     ):
         self.size = topo.check_topology(topology, "Cluster")
         if not isinstance(model, str) or model not in MODELS:
@@ -122,6 +127,9 @@ class Cluster:
         self.max_ops = default if max_ops is None else check_guard("max_ops", max_ops, integer=True)
         self.protocol = _protocol_setting(protocol, topology)
         self.faults = _faults_setting(faults, topology, self.max_time)
+        # the command-line flags that set the guards ({"max_ops": "--max-ops"}), when a
+        # command built this cluster: a runaway's message names them instead of Cluster(...)
+        self.guard_flags = dict(guard_flags or {})
         self._routes = {}  # (src, dst) -> (links, α, β): the topology is fixed from here
         self.caches = ClusterCaches()  # what the collectives keep between calls, for its life
 
@@ -179,15 +187,12 @@ class Cluster:
                 exc.trace = execution.trace  # what ran until the hang, for pictures
                 _record_faults(execution)
                 raise
+            except UnmatchedMessagesError as exc:  # every rank ended: the run is complete
+                _record_faults(execution)
+                exc.result = self._result(execution, procs)
+                raise
             _record_faults(execution)
-            trace = execution.trace
-            return RunResult(
-                returns=[p.handle.value for p in procs],
-                time=execution.engine.now,
-                trace=trace,
-                events=execution.engine.events,
-                ranks=self.size,
-            )
+            return self._result(execution, procs)
         finally:
             # the execution's processes, mailboxes and bound handlers refer to each other;
             # cut those cycles now so that its buffers (gigabytes in a numeric collective)
@@ -196,6 +201,15 @@ class Cluster:
                 execution.release()
             if collecting:
                 gc.enable()
+
+    def _result(self, execution, procs):
+        return RunResult(
+            returns=[p.handle.value for p in procs],
+            time=execution.engine.now,
+            trace=execution.trace,
+            events=execution.engine.events,
+            ranks=self.size,
+        )
 
     # -- collectives on the whole cluster (or a group), from plain code -------------------
 

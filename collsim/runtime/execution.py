@@ -290,7 +290,8 @@ class Execution:
 
     def _runaway(self, ended):
         return runaway_error("max_ops", self.cluster.max_ops, self.engine.now, self._sample,
-                             ended=ended, default=default_max_ops(self.cluster.size))  # fmt: skip
+                             ended=ended, default=default_max_ops(self.cluster.size),
+                             flags=self.cluster.guard_flags)  # fmt: skip
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -343,7 +344,8 @@ class Execution:
                 raise  # max_ops: its report is complete
             default = {"max_time": DEFAULT_MAX_TIME, "max_events": DEFAULT_MAX_EVENTS}
             raise runaway_error(exc.guard, exc.limit, exc.time, processes=self.processes,
-                                default=default[exc.guard]) from None  # fmt: skip
+                                default=default[exc.guard],
+                                flags=self.cluster.guard_flags) from None  # fmt: skip
         self.finish()
 
     def release(self):

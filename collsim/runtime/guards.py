@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_MAX_EVENTS",
     "OPS_BASE",
     "OPS_PER_RANK_PAIR",
+    "EXEC_OPS_BASE",
     "SAMPLE_OPS",
     "default_max_ops",
     "check_guard",
@@ -66,6 +67,12 @@ OPS_BASE = 1_000_000
 # so one collective (and the CLI's single runs) never meets the guard.  A runaway on K
 # ranks therefore stops after OPS_BASE + 4K(K-1) operations: ~25 s at K = 1,024.
 OPS_PER_RANK_PAIR = 4
+# Blocking programs (collsim exec, collsim.mpi) pay two thread switches per call: 20-30
+# thousand operations a second on 2 ranks (a busy send loop, on a shared 2-core machine),
+# so OPS_BASE let a runaway run 40-60 s there.  `collsim exec` starts from this base
+# instead, which stops such a loop in 2-3 s (about 6 s on a loaded machine); a teaching
+# program stays below it (a ping-pong over 10 sizes x 1,000 repeats is 40,000 calls).
+EXEC_OPS_BASE = 50_000
 # The engine's own guards (a day of simulated time; an event backstop) are defined with
 # the engine, which sits below the runtime, and named here with the others.
 DEFAULT_MAX_TIME = engine.DEFAULT_MAX_TIME
@@ -76,9 +83,14 @@ SAMPLE_OPS = 10_000
 _REPORT_KINDS, _REPORT_RANKS = 4, 8
 
 
-def default_max_ops(k):
-    """The ``max_ops`` guard of a cluster of ``k`` ranks: ``OPS_BASE + 4·k·(k-1)``."""
-    return OPS_BASE + OPS_PER_RANK_PAIR * k * (k - 1)
+def default_max_ops(k, base=OPS_BASE):
+    """The ``max_ops`` guard of a cluster of ``k`` ranks: ``base + 4·k·(k-1)``
+    (``base`` is :data:`OPS_BASE`, or :data:`EXEC_OPS_BASE` for `collsim exec`).
+
+    >>> default_max_ops(2, base=EXEC_OPS_BASE)
+    50008
+    """
+    return base + OPS_PER_RANK_PAIR * k * (k - 1)
 
 
 def check_guard(name, value, *, integer=False):
@@ -119,6 +131,11 @@ class OpSample:
         counts[_what(op)] += 1
 
 
+def _over(guard, limit):
+    """A value past ``limit`` for the hint, as the flag takes it (``--max-time 172800s``)."""
+    return f"{2 * limit:g}s" if guard == "max_time" else str(2 * int(limit))
+
+
 def _what(op):
     """Kind and peer of an operation, for the runaway report (no tags: they often count)."""
     kind = type(op).__name__
@@ -140,12 +157,15 @@ def _what(op):
     return describe(op)
 
 
-def runaway_error(guard, limit, now, sample=None, processes=(), ended=False, default=None):
+def runaway_error(guard, limit, now, sample=None, processes=(), ended=False, default=None,
+                  flags=None):  # fmt: skip
     """The :class:`SimulationLimitError` for a tripped guard.
 
     ``sample`` (an :class:`OpSample`) says what the ranks yielded after ``max_ops``
     tripped; without one (``max_time``, ``max_events``) the report names the ranks still
     running and what they wait for.  ``ended``: the run finished within the sample.
+    ``flags`` maps each guard to the command-line flag that set it (``Cluster.guard_flags``):
+    the message then tells how to raise the guard with that flag, not with ``Cluster(...)``.
     """
     lines, looping = [], {}
     if sample is not None:
@@ -188,15 +208,21 @@ def runaway_error(guard, limit, now, sample=None, processes=(), ended=False, def
             lines.append(f"  rank {proc.rank.id} ({proc.name}) was in: {what}")
         if len(running) > _REPORT_RANKS:
             lines.append(f"  ... and {len(running) - _REPORT_RANKS} more")
+    flag = (flags or {}).get(guard)
+    shown = {"max_ops": limit, "max_events": limit, "max_time": f"{limit:g}s"}[guard]
+    named = f"{guard}={shown}" if flag is None else f"{flag} {shown}"  # as the user set it
     head = {
-        "max_ops": f"the rank programs issued more than max_ops={limit} operations",
-        "max_events": f"the engine processed more than max_events={limit} events",
-        "max_time": f"simulated time passed the guard max_time={limit:g} s",
+        "max_ops": f"the rank programs issued more than {named} operations",
+        "max_events": f"the engine processed more than {named} events",
+        "max_time": f"simulated time passed the guard {named}",
     }[guard]
     default_note = f" (the default is {default:,})" if default is not None else ""
+    if flag is None:
+        setting = f"Cluster(topology, {guard}=...){default_note}, or math.inf"
+    else:
+        setting = f"{flag} {_over(guard, limit)}, or {flag} inf"
     raise_hint = (
-        f"if the program is meant to do this much, raise the guard: "
-        f"Cluster(topology, {guard}=...){default_note}, or math.inf to switch it off"
+        f"if the program is meant to do this much, raise the guard: {setting} to switch it off"
     )
     message = f"{head} at t={now:.6g} s: does a rank loop forever?\n" + "\n".join(lines)
     return SimulationLimitError(message + "\n" + raise_hint, guard, limit, now, looping)

@@ -26,7 +26,7 @@ Examples
 
 from dataclasses import dataclass
 
-from ..errors import CollsimError, shorten
+from ..errors import UnmatchedMessage, UnmatchedMessagesError, shorten
 from ..units import format_time
 from .ops import ANY, Exchange, Recv, Send, Wait
 from .process import PATTERNS
@@ -245,4 +245,5 @@ def unmatched_error(pending):
         else:
             lines.append(f"rank {dst} posted a recv from rank {src} with {tag_text(tag)}, "
                          f"but rank {src} never sent it")  # fmt: skip
-    return CollsimError("messages left unmatched when the run ended:\n  " + "\n  ".join(lines))
+    messages = [UnmatchedMessage(kind, *key) for key, kind in pending.unmatched]
+    return UnmatchedMessagesError(lines, messages)
