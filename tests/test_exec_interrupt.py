@@ -33,13 +33,20 @@ comm.Barrier()
 """
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(tmp_path, text, ready):
     """Start the script under `collsim exec -n 3`, wait for the line ``ready`` (the run is
     under way), send SIGINT; returns (status, seconds from the signal to the end, stderr)."""
     script = tmp_path / "script.py"
     script.write_text(text, encoding="utf-8")
+    # a child started from a background job inherits SIGINT ignored, and then Python does
+    # not turn it into KeyboardInterrupt: give the child the default, as a terminal does
     proc = subprocess.Popen([sys.executable, "-m", "collsim", "exec", "-n", "3", str(script)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)  # fmt: skip
     try:
         line = proc.stdout.readline()
         assert ready in line, line + proc.stderr.read()

@@ -46,8 +46,15 @@ writes the Chrome/Perfetto trace (open it at ui.perfetto.dev).
 
 A rank that raises stops the run with its traceback (exit 1); a program that would hang on a
 real cluster stops at once with a report naming each rank, the call it is blocked in and its
-line. Differences from mpirun: the ranks share one interpreter, so modules are imported once
-for all ranks (module-level state is shared) and sys.argv is the same for every rank.
+line. A program that loops for ever stops at a guard (--max-ops, --max-time), with a report
+of what each rank was doing; Ctrl-C stops any run at once, says where each rank was and
+exits 130. A message no rank received is a warning at the end, as at MPI_Finalize (exit 0;
+--strict makes it an error). Each rank's __main__ is its own module, so unittest.main(),
+doctest.testmod() and pickle find the script's classes and functions.
+
+Differences from mpirun: the ranks share one interpreter, so modules are imported once for
+all ranks (module-level state is shared), sys.argv is the same for every rank, and so is
+sys.stdout (doctest's examples that communicate may mix the ranks' output).
 
 examples:
   collsim exec -n 4 examples/mpi_pi.py
