@@ -18,9 +18,10 @@ __all__ = ["register", "run_exec", "script_argv", "summary_lines", "unmatched_wa
 
 INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT), as a shell's
 
-EXIT_STATUS = Meaning(ok="the script ran on every rank",
-                      failed="a rank raised (or exited non-zero), or the script would "
-                             "hang")  # fmt: skip
+EXIT_STATUS = Meaning(ok="the script ran on every rank (a message left unmatched only warns, "
+                         "unless --strict)",
+                      failed="a rank raised (or exited non-zero), the script would hang, or a "
+                             "guard stopped it; 130 Ctrl-C")  # fmt: skip
 
 DESCRIPTION = """\
 Run an ordinary mpi4py program, unchanged, on K ranks of a virtual cluster.
