@@ -85,10 +85,22 @@ def test_a_run_leaves_its_schedule_unchanged():
 def _foreign_dict_uses(tree):
     """``x.__dict__`` / ``vars(x)`` where ``x`` is not a class defined in the module."""
     own_classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    # a module the file makes itself (types.ModuleType(...)): its namespace is where a
+    # script's code runs, which is what that dict is for
+    own_modules = {
+        target.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "attr", getattr(n.value.func, "id", None)) == "ModuleType"
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "__dict__":
-            if not (isinstance(node.value, ast.Name) and node.value.id in own_classes):
+            name = node.value.id if isinstance(node.value, ast.Name) else None
+            if name not in own_classes | own_modules:
                 found.append(node.lineno)
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "vars":
             found.append(node.lineno)
