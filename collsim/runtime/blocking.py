@@ -33,6 +33,7 @@ Examples
 
 import ctypes
 import inspect
+import signal
 import sys
 import threading
 import time
@@ -52,6 +53,8 @@ STOP_RETRY_S = 0.2
 # after Ctrl-C, how long the ranks' threads get to end before the interrupt goes on without
 # them (daemon threads, they end at their next line of Python or with the interpreter)
 INTERRUPT_WAIT_S = 0.5
+# how often the engine's thread, waiting for a rank, wakes to run a pending Ctrl-C
+SIGNAL_CHECK_S = 0.1
 _OPS = (Send, Recv, Wait, Compute, Exchange, Start)
 _HERE = str(Path(__file__).resolve().parents[1])  # collsim/: frames inside it are not the user's
 _local = threading.local()
@@ -88,6 +91,11 @@ class _RankThread:
 
     def _body(self):
         _local.current = self
+        # Ctrl-C goes to the main thread: the kernel may hand a process's SIGINT to any
+        # thread that does not block it, and one handed to a busy rank would leave the
+        # main thread asleep on the baton, never running Python's handler
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.to_rank.acquire()
             if self.reply[0] == "abort":
@@ -127,7 +135,11 @@ class _RankThread:
             self.thread.start()
         self.running = True
         self.to_rank.release()
-        self.to_engine.acquire()  # Ctrl-C lands here, in the main thread: running stays True
+        # Ctrl-C lands here, in the main thread (running stays True).  Wait in slices: a
+        # signal that arrives just before a lock wait leaves Python's handler pending while
+        # the thread sleeps (the wait itself checks for none), and a busy rank never wakes it
+        while not self.to_engine.acquire(timeout=SIGNAL_CHECK_S):
+            pass
         self.running = False
         return self.request
 
