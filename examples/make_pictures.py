@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import collsim
-from collsim.parallel.pipeline.runner import pipeline_step
+from collsim.parallel.runs.pipeline import pipeline_step
 from collsim.viz.memory_timeline import memory_timeline_figure
 from collsim.viz.output import save_figure
 from collsim.viz.ring import ring_animation, ring_figure
@@ -53,7 +53,7 @@ def fsdp_step(ranks=4, prefetch="both"):
     from collsim.nn import Adam
     from collsim.parallel.config import ParallelConfig
     from collsim.parallel.mesh import train
-    from collsim.parallel.pipeline.runner import toy_batch, toy_model
+    from collsim.parallel.runs.pipeline import toy_batch, toy_model
 
     config = ParallelConfig(dp=ranks, zero=3, prefetch=prefetch, t_f=0)
     cluster = collsim.Cluster(topology.switch(ranks, "10GB/s", "5us"), compute_rate="1GFLOP/s")

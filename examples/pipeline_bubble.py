@@ -17,7 +17,7 @@ Run it with ``python examples/pipeline_bubble.py``; one schedule from the comman
     collsim pipeline --stages 4 --microbatches 8 --schedule 1f1b --latency 0 --bandwidth inf
 """
 
-from collsim.parallel.pipeline.runner import pipeline_step
+from collsim.parallel.runs.pipeline import pipeline_step
 from collsim.units import format_size, format_time
 
 P, M = 4, 8

@@ -30,7 +30,7 @@ from collsim.parallel.tensor import (
     RowParallelLinear,
     split_along,
 )
-from collsim.runtime.group import DeviceMesh, Group
+from collsim.runtime.group import Group, RankGrid
 from collsim.topology import path_alpha_beta
 from collsim.units import format_rate, format_size, format_time
 from collsim.verify import verify
@@ -263,8 +263,8 @@ print(f"inside a machine: α = {format_time(alpha_in)}, β = {format_rate(beta_i
 print(f"between machines: α = {format_time(alpha_out)}, β = {format_rate(beta_out)}")
 
 placements = {
-    "TP inside a node": DeviceMesh((2, 4), ("dp", "tp")),  # TP innermost
-    "TP across nodes": DeviceMesh((4, 2), ("tp", "dp")),  # TP outermost
+    "TP inside a node": RankGrid((2, 4), ("dp", "tp")),  # TP innermost
+    "TP across nodes": RankGrid((4, 2), ("tp", "dp")),  # TP outermost
 }
 for name, mesh in placements.items():
     print(f"{name}: TP groups {[list(g.ranks) for g in mesh.groups('tp')]}")

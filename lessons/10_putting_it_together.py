@@ -24,14 +24,14 @@ from collsim.parallel.config import ParallelConfig
 from collsim.parallel.mesh import train
 from collsim.parallel.pipeline.runner import toy_batch, toy_model
 from collsim.plan import plan
-from collsim.runtime.group import DeviceMesh
+from collsim.runtime.group import RankGrid
 from collsim.units import format_size, format_time
 from collsim.viz.traffic import traffic_figure
 
 # %% [markdown]
 # ## The rank grid: TP innermost, then DP, then PP
 #
-# `world = tp · dp · pp` GPUs are laid on a grid `DeviceMesh((pp, dp, tp), ("pp", "dp",
+# `world = tp · dp · pp` GPUs are laid on a grid `RankGrid((pp, dp, tp), ("pp", "dp",
 # "tp"))` whose **last dimension varies fastest**. Rank `r` sits at
 #
 #     tp_rank = r mod tp,    dp_rank = (r div tp) mod dp,    pp_rank = r div (tp · dp)
@@ -46,7 +46,7 @@ from collsim.viz.traffic import traffic_figure
 
 # %%
 GPUS_PER_NODE = 8
-big_mesh = DeviceMesh((4, 2, 4), ("pp", "dp", "tp"))
+big_mesh = RankGrid((4, 2, 4), ("pp", "dp", "tp"))
 print(big_mesh)
 for r in (0, 5, 13, 31):
     print(f"rank {r:>2}: {big_mesh.coords(r)}, machine {r // GPUS_PER_NODE};  "
@@ -78,7 +78,7 @@ def grid_figure(mesh, gpus_per_node):
     ax.set_ylim(-nodes + 0.8, 1.0)
     ax.axis("off")
     shape = ", ".join(f"{n}={s}" for n, s in zip(mesh.names, mesh.shape))
-    ax.set_title(f"DeviceMesh({shape}): black boxes = TP groups, colour = pipeline stage")
+    ax.set_title(f"RankGrid({shape}): black boxes = TP groups, colour = pipeline stage")
     return fig
 
 
@@ -87,7 +87,7 @@ teach.show(grid_figure(big_mesh, GPUS_PER_NODE), "10_rank_grid")
 # %% [markdown]
 # **Exercise 10.1 — write the mapping.** Write `coords(rank, pp, dp, tp)` that returns the
 # tuple `(pp_rank, dp_rank, tp_rank)` of a global rank on this grid. The check compares it
-# with `DeviceMesh.coords` on several grids, including 96 GPUs with `pp=4, dp=3, tp=8`.
+# with `RankGrid.coords` on several grids, including 96 GPUs with `pp=4, dp=3, tp=8`.
 
 # %%
 coords_answer = (
@@ -96,7 +96,7 @@ coords_answer = (
 
 
 def mesh_coords(rank, pp, dp, tp):
-    c = DeviceMesh((pp, dp, tp), ("pp", "dp", "tp")).coords(rank)
+    c = RankGrid((pp, dp, tp), ("pp", "dp", "tp")).coords(rank)
     return (c["pp"], c["dp"], c["tp"])
 
 
@@ -270,7 +270,7 @@ print(f"valid: {hsdp.valid};  planner: dp = {hsdp.derived['dp']}, "
 print(hsdp.notes[0])
 
 # which GPUs get different data? one batch shard per (dp_replicate, dp_shard) coordinate
-mesh = DeviceMesh((2, 4, 2), ("dp_replicate", "dp_shard", "tp"))  # Accelerate's mesh order
+mesh = RankGrid((2, 4, 2), ("dp_replicate", "dp_shard", "tp"))  # Accelerate's mesh order
 shards = {(mesh.coords(r)["dp_replicate"], mesh.coords(r)["dp_shard"]) for r in range(mesh.size)}
 print(f"\n{mesh.size} GPUs, {len(shards)} different batch shards "
       f"(each TP pair shares one: ranks {list(mesh.group('tp', 0).ranks)} see the same samples)")  # fmt: skip

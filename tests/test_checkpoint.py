@@ -12,8 +12,8 @@ import pytest
 from collsim.collectives.formulas import closed_form
 from collsim.errors import ConfigError
 from collsim.nn import Adam
-from collsim.parallel.checkpoint import state_dict_peaks
 from collsim.parallel.config import ParallelConfig
+from collsim.parallel.data.checkpoint import state_dict_peaks
 from collsim.parallel.mesh import train
 from collsim.parallel.pipeline.runner import toy_batch, toy_model
 

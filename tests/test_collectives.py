@@ -11,7 +11,7 @@ from collsim import topology
 from collsim.collectives import ALGORITHMS, analytical, build, contributions, reference
 from collsim.collectives.executor import integer_inputs
 from collsim.errors import CollectiveMismatchError, ConfigError, DeadlockError
-from collsim.runtime.group import DeviceMesh, Group
+from collsim.runtime.group import Group, RankGrid
 
 REL = 1e-12  # simulated time vs closed form: floating-point precision
 
@@ -209,7 +209,7 @@ def test_latency_bound_crossover_exists():
 
 
 def test_collectives_on_mesh_groups_inside_rank_programs():
-    mesh = DeviceMesh((2, 3), ("dp", "tp"))
+    mesh = RankGrid((2, 3), ("dp", "tp"))
     cluster = collsim.Cluster(topology.switch(6))
 
     def program(rank):

@@ -21,7 +21,7 @@ from collsim.parallel.accounting import mesh_dimension
 from collsim.parallel.config import ParallelConfig
 from collsim.parallel.mesh import train
 from collsim.parallel.tensor.attention import ParallelTransformerBlock
-from collsim.runtime.group import DeviceMesh
+from collsim.runtime.group import RankGrid
 from collsim.verify import SCHEMES, verify
 
 seeds = st.integers(0, 2**32 - 1)
@@ -58,7 +58,7 @@ def test_groups_follow_the_grid_and_nothing_crosses_them():
     rng = np.random.default_rng(0)
     block = TransformerBlock.init(8, 4, rng)
     x, target = rng.uniform(-1, 1, (6, 4, 8)), rng.uniform(-1, 1, (6, 4, 8))
-    mesh = DeviceMesh((3, 2), ("dp", "tp"))
+    mesh = RankGrid((3, 2), ("dp", "tp"))
     assert [g.ranks for g in mesh.groups("tp")] == [(0, 1), (2, 3), (4, 5)]  # share dp index
     assert [g.ranks for g in mesh.groups("dp")] == [(0, 2, 4), (1, 3, 5)]  # share tp index
 

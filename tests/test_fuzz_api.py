@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import collsim
 from collsim import topology, units
 from collsim.errors import UnyieldedOperationError
-from collsim.runtime.group import DeviceMesh, Group
+from collsim.runtime.group import Group, RankGrid
 
 TIMEOUT = 5.0
 
@@ -244,4 +244,4 @@ def test_groups(ranks):
     st.one_of(st.lists(st.sampled_from(["dp", "tp", "pp", ""]), max_size=3), TEXT, JUNK),
 )
 def test_device_meshes(shape, names):
-    check_api(DeviceMesh, shape, names, bad=None, timeout=TIMEOUT)
+    check_api(RankGrid, shape, names, bad=None, timeout=TIMEOUT)

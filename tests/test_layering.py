@@ -25,6 +25,12 @@ Where the top-level modules sit (top first)::
     topology, units   as in DESIGN.md
     errors       collsim/errors.py -- the bottom: every layer may raise a collsim error
 
+Inside ``collsim/parallel/`` the same rule holds between its parts (``PARALLEL_LAYERS``, top
+first): ``runs/`` (one scheme alone through the trainer) over ``mesh`` and ``mesh_run`` (the
+one trainer) over ``config`` over ``context/`` over the concepts ``data/``, ``pipeline/`` and
+``tensor/`` over the shared pieces (``batch``, ``block``, ``modules``, ``accounting``,
+``oracle``). So ``pipeline/`` and ``data/`` sit below the trainer that runs them.
+
 An import of a package (``from collsim import Cluster``) counts as an import of that package's
 ``__init__``; ``from collsim import units`` counts as an import of ``collsim.units``.
 """
@@ -240,6 +246,54 @@ def cycles_within_packages(edges: list[Import]) -> list[list[str]]:
 ALL_EDGES = [edge for module in MODULES for edge in imports_of(module)]
 
 
+# The parts of collsim/parallel/, top first; a part may import its own row and the rows after it.
+PARALLEL_LAYERS = (
+    ("runs",),  # one scheme alone: train_data_parallel, run_pipeline (call the trainer)
+    ("mesh", "mesh_run"),  # the one N-D trainer and what it returns
+    ("config",),  # ParallelConfig: names every dimension's options
+    ("context",),  # context parallelism wraps tensor-parallel attention
+    ("data", "pipeline", "tensor"),  # one concept a folder
+    ("accounting", "batch", "block", "modules", "oracle"),  # shared by every concept
+)
+PARALLEL_RANK = {part: row for row, parts in enumerate(PARALLEL_LAYERS) for part in parts}
+
+# Lazy names that keep a documented import path working (a module ``__getattr__``): each
+# import stays inside the function, so loading the lower part never loads the upper one.
+ALLOWED_PARALLEL_UP_IMPORTS = {
+    ("collsim.parallel.data", "collsim.parallel.runs.data_parallel"): (
+        "lesson 2 and the examples import train_data_parallel from collsim.parallel.data; "
+        "it calls the trainer, which imports this package, so it loads on first use"
+    ),
+    ("collsim.parallel.pipeline.runner", "collsim.parallel.runs.pipeline"): (
+        "the lessons (English and Japanese) import pipeline_step, toy_model and toy_batch "
+        "from here; they call the trainer, so they load on first use"
+    ),
+}
+
+
+def parallel_part(module: str) -> str | None:
+    """The part of ``collsim/parallel/`` a module belongs to (``collsim.parallel.data.sync``
+    -> ``data``); None for ``collsim.parallel`` itself and for modules outside it."""
+    parts = module.split(".")
+    if parts[:2] != ["collsim", "parallel"] or len(parts) == 2:
+        return None
+    if parts[2] not in PARALLEL_RANK:
+        raise ValueError(
+            f"{module!r}: {parts[2]!r} has no place in PARALLEL_LAYERS in tests/test_layering.py"
+        )
+    return parts[2]
+
+
+def parallel_up_imports(edges: list[Import]) -> list[Import]:
+    """The edges between parts of ``collsim/parallel/`` that point up its order."""
+    found = []
+    for edge in edges:
+        importer, target = parallel_part(edge.importer), parallel_part(edge.target)
+        if importer and target and PARALLEL_RANK[target] < PARALLEL_RANK[importer]:
+            found.append(edge)
+    return found
+
+
 # --- the checker itself ----------------------------------------------------------------------
 
 
@@ -320,6 +374,15 @@ def test_checker_finds_the_old_report_text_circle():
     assert cycles_within_packages(edges) == [["collsim.plan.report", "collsim.plan.text"]]
 
 
+def test_checker_catches_the_pipeline_runner_above_the_trainer():
+    """The old ``pipeline/runner.py`` imported the trainer, which imports ``pipeline/``."""
+    edges = _fake_edges({"collsim.parallel.pipeline.runner": "from ..mesh import train\n"})
+    assert [edge.target for edge in parallel_up_imports(edges)] == ["collsim.parallel.mesh"]
+    lazy = "def __getattr__(name):\n    from ..runs import pipeline\n"
+    edges = _fake_edges({"collsim.parallel.pipeline.runner": lazy})
+    assert _allowed(parallel_up_imports(edges)[0], ALLOWED_PARALLEL_UP_IMPORTS)
+
+
 def test_every_top_level_module_has_a_layer():
     assert {layer_of(module) for module in MODULES} <= set(LAYERS)
 
@@ -336,6 +399,34 @@ def test_imports_point_down(module):
         if not _allowed(edge, ALLOWED_UP_IMPORTS) and not _allowed(edge, KNOWN_UP_IMPORTS)
     ]
     assert not wrong, "imports that point up the layer order:\n" + "\n".join(map(describe, wrong))
+
+
+@pytest.mark.parametrize("part", [p for row in PARALLEL_LAYERS for p in row])
+def test_parallel_imports_point_down(part):
+    """``pipeline/`` and ``data/`` sit below the mesh trainer; the runs that call it above."""
+    edges = [edge for edge in ALL_EDGES if parallel_part(edge.importer) == part]
+    wrong = [
+        edge
+        for edge in parallel_up_imports(edges)
+        if not _allowed(edge, ALLOWED_PARALLEL_UP_IMPORTS)
+    ]
+    assert not wrong, "\n".join(
+        f"{edge.path}:{edge.line}: `{edge.statement}` -- {part!r} imports "
+        f"{parallel_part(edge.target)!r}, above it in PARALLEL_LAYERS {PARALLEL_LAYERS}"
+        for edge in wrong
+    )
+
+
+def test_every_parallel_module_has_a_part():
+    modules = [m for m in MODULES if m.startswith("collsim.parallel.")]
+    assert {parallel_part(m) for m in modules} <= set(PARALLEL_RANK)
+    assert {m.split(".")[2] for m in modules} == set(PARALLEL_RANK)  # no part left listed empty
+
+
+def test_every_listed_parallel_up_import_still_exists():
+    ups = parallel_up_imports(ALL_EDGES)
+    for key in ALLOWED_PARALLEL_UP_IMPORTS:
+        assert any(_matches(edge, *key) for edge in ups), f"stale exception {key}"
 
 
 def test_every_listed_up_import_still_exists():

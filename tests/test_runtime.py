@@ -14,7 +14,7 @@ import collsim
 from collsim import CountOnly, topology
 from collsim.errors import CollsimError, ConfigError, DeadlockError, UnyieldedOperationError
 from collsim.network import SimulationLimitError
-from collsim.runtime.group import DeviceMesh, Group
+from collsim.runtime.group import Group, RankGrid
 
 REL = 1e-12
 ALPHA, BETA = 5e-6, 100e9  # the "5us", "100GB/s" links used below
@@ -700,13 +700,13 @@ def test_a_group_of_ranks_the_cluster_lacks_is_refused():
 )
 def test_a_mesh_refuses_bad_shapes_and_names(shape, names, shown):
     with pytest.raises(ConfigError) as info:
-        DeviceMesh(shape, names)
+        RankGrid(shape, names)
     assert shown in str(info.value)
 
 
 @pytest.mark.parametrize("rank", [9, -1, 1.0, "1", True])
 def test_a_mesh_names_a_rank_it_lacks(rank):
-    mesh = DeviceMesh((2, 2), ("dp", "tp"))
+    mesh = RankGrid((2, 2), ("dp", "tp"))
     for call in (lambda: mesh.coords(rank), lambda: mesh.group("tp", rank)):
         with pytest.raises(ConfigError, match=re.escape(f"rank {rank!r} is not in this mesh")):
             call()

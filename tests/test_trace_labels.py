@@ -32,7 +32,7 @@ from collsim.parallel.accounting import collective_bytes, mesh_dimension
 from collsim.parallel.modules import LAYER_PASS_KINDS, LayerPass, Local, units_of
 from collsim.parallel.pipeline.runner import pipeline_step
 from collsim.parallel.pipeline.schedules import PipelinePass, PipeOp
-from collsim.runtime.group import DeviceMesh, Group
+from collsim.runtime.group import Group, RankGrid
 from collsim.verify import verify
 
 SMALL = {"hidden": 8, "heads": 2, "seq": 4, "layers": 1, "steps": 1}
@@ -69,7 +69,7 @@ def step_through_figures():
 
 
 def mesh_figures():
-    mesh = DeviceMesh((2, 2), ("dp", "tp"))
+    mesh = RankGrid((2, 2), ("dp", "tp"))
     run = collsim.Cluster(topology.switch(4, "10GB/s", "1us")).run(mesh_program, mesh)
     return (collective_bytes(run.trace, 4, mesh), collective_bytes(run.trace, 4), run.time,
             [r.tolist() for r in run.returns])  # fmt: skip
@@ -200,7 +200,7 @@ def test_every_collective_transfer_carries_its_step_and_its_move(collective, alg
 
 
 def test_mesh_groups_name_their_dimension_and_accounting_reads_it():
-    mesh = DeviceMesh((2, 2), ("dp", "tp"))
+    mesh = RankGrid((2, 2), ("dp", "tp"))
     assert mesh.group("tp", 3) == Group([2, 3]) and mesh.group("tp", 3).dim == "tp"
     assert hash(mesh.group("dp", 3)) == hash(Group([1, 3]))  # equal by ranks, whatever the dim
     assert {g.dim for g in mesh.groups("dp")} == {"dp"}

@@ -22,7 +22,7 @@ def no_work(monkeypatch):
         "collsim.viz.sweep.sweep_figure",
         "collsim.viz.scaling.scaling_figure",
         "collsim.viz.memory.memory_figure",
-        "collsim.parallel.pipeline.runner.pipeline_step",
+        "collsim.parallel.runs.pipeline.pipeline_step",
     ):
         monkeypatch.setattr(target, work)
 

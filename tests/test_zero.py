@@ -17,9 +17,9 @@ from collsim.errors import ConfigError
 from collsim.network.memory import busiest, memory_peaks
 from collsim.nn import SGD, Adam
 from collsim.parallel.config import ParallelConfig
+from collsim.parallel.data.sharded import FlatLayout, optimizer_bytes_per_param
 from collsim.parallel.mesh import train
 from collsim.parallel.pipeline.runner import toy_batch, toy_model
-from collsim.parallel.sharded import FlatLayout, optimizer_bytes_per_param
 from collsim.plan.memory import model_state_bytes
 
 STAGES = (0, 1, 2, 3)

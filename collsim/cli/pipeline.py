@@ -92,7 +92,7 @@ def run(args):
     import sys
 
     from ..errors import ConfigError
-    from ..parallel.pipeline.runner import toy_pipeline
+    from ..parallel.runs.pipeline import toy_pipeline
     from .common import explain_time_guard
     from .console import progress
 

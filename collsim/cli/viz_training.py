@@ -77,7 +77,7 @@ def _timeline_arguments(parser):
     example="--schedule interleaved --stages 4 --microbatches 8 --virtual 2 --out timeline.png",
 )
 def timeline(args):
-    from ..parallel.pipeline.runner import pipeline_step
+    from ..parallel.runs.pipeline import pipeline_step
     from ..units import parse_time
     from ..viz.limits import MAX_TIMELINE_PASSES
     from ..viz.timeline import timeline_figure
@@ -232,7 +232,7 @@ def memory_timeline(args):
     from ..nn import Adam
     from ..parallel.config import ParallelConfig
     from ..parallel.mesh import train
-    from ..parallel.pipeline.runner import toy_batch, toy_model
+    from ..parallel.runs.pipeline import toy_batch, toy_model
     from ..runtime import Cluster
     from ..units import parse_flops
     from ..viz.memory_timeline import memory_timeline_figure

@@ -1,6 +1,6 @@
 """``init_device_mesh`` and ``DeviceMesh``: torch's device mesh with named dimensions.
 
-The grid arithmetic is collsim's own :class:`~collsim.runtime.group.DeviceMesh` (the
+The grid arithmetic is collsim's own :class:`~collsim.runtime.group.RankGrid` (the
 last dimension varies fastest, as in torch); each dimension's process group is the
 slice through the calling rank, a :class:`~collsim.runtime.group.Group` whose ``dim``
 names the dimension, so every transfer of its collectives records which dimension it
@@ -26,8 +26,7 @@ import numpy as np
 
 from ..collectives.checks import is_int
 from ..errors import ConfigError
-from ..runtime.group import DeviceMesh as GridMesh
-from ..runtime.group import Group
+from ..runtime.group import Group, RankGrid
 from .process_group import init_process_group, is_initialized, make_group, state
 
 __all__ = ["DeviceMesh", "init_device_mesh"]
@@ -58,7 +57,7 @@ class DeviceMesh:
             mesh_dim_names  # fmt: skip
         if isinstance(names, str):
             raise ConfigError(f"mesh_dim_names={names!r}: give a tuple of names, e.g. ({names!r},)")
-        self._grid = GridMesh(grid.shape, names, ranks=grid)  # checks ranks and names
+        self._grid = RankGrid(grid.shape, names, ranks=grid)  # checks ranks and names
         self.device_type = device_type
         self.mesh = self._grid.grid
         self.mesh_dim_names = None if given_names is None else self._grid.names

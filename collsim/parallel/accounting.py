@@ -49,7 +49,7 @@ def mesh_dimension(mesh, src, dst):
 
 def collective_bytes(trace, n_ranks, mesh=None):
     """Bytes sent per rank, keyed by collective name, or by ``(dimension, collective)``
-    when a :class:`~collsim.runtime.group.DeviceMesh` is given.  Point-to-point
+    when a :class:`~collsim.runtime.group.RankGrid` is given.  Point-to-point
     transfers are keyed ``"send"``."""
     out, dims = {}, {}
     for t in trace.transfers:

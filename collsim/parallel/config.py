@@ -16,7 +16,7 @@ Examples
 --------
 >>> config = ParallelConfig(dp=2, pp=2, tp=2, microbatches=4)
 >>> config.world_size, config.mesh()
-(8, DeviceMesh({'pp': 2, 'dp': 2, 'tp': 2}))
+(8, RankGrid({'pp': 2, 'dp': 2, 'tp': 2}))
 >>> config.dims
 {'pp': 2, 'dp': 2, 'tp': 2}
 >>> ParallelConfig(tp=2, sp=True).replace(tp=1)
@@ -31,13 +31,13 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..runtime.group import DeviceMesh
-from .buckets import DEFAULT_BUCKET_BYTES
+from ..runtime.group import RankGrid
 from .context.block import CP_VARIANTS
 from .context.layouts import CP_LAYOUTS
+from .data.buckets import DEFAULT_BUCKET_BYTES
+from .data.sharded import ZERO_STAGES
 from .pipeline.schedules import SCHEDULE_NAMES, Schedule
 from .pipeline.schedules._checks import check_times
-from .sharded import ZERO_STAGES
 
 __all__ = ["ParallelConfig", "MESH_ORDER", "PREFETCH", "RECOMPUTE"]
 
@@ -80,7 +80,7 @@ class ParallelConfig:
     t_w: float | None = None  # backward, weight gradient; None: t_b and t_w default to t_f
     # --- data-parallel gradient sync --------------------------------------------------------
     zero: int = 0  # ZeRO stage over the dp group: 0 DDP, 1 optimizer state, 2 + gradients,
-    # 3 + parameters (FSDP: each unit gathered for its passes); see collsim.parallel.sharded
+    # 3 + parameters (FSDP: each unit gathered for its passes); see collsim.parallel.data.sharded
     zero1_gradients: str = "reduce_scatter"  # ZeRO-1: reduce_scatter the gradients, or
     # all_reduce them and keep this rank's part (twice the gradient bytes)
     dp_replicate: int = 1  # HSDP (zero=3): replicas of the sharded model; the dp ranks form
@@ -220,10 +220,10 @@ class ParallelConfig:
         return self.t_f, t_b, t_w
 
     def mesh(self, ranks=None):
-        """The :class:`~collsim.runtime.group.DeviceMesh` of shape ``(pp, dp, tp)``, or
+        """The :class:`~collsim.runtime.group.RankGrid` of shape ``(pp, dp, tp)``, or
         ``(pp, dp, cp, tp)`` with context parallelism."""
         dims = self.dims
-        return DeviceMesh(tuple(dims.values()), tuple(dims), ranks)
+        return RankGrid(tuple(dims.values()), tuple(dims), ranks)
 
     def replace(self, **changes):
         """A copy with ``changes``, checked like a new config."""

@@ -1,6 +1,6 @@
 """The mesh trainer: one training step loop for every combination of dp, tp and pp.
 
-:func:`train` lays the ranks on a ``(pp, dp, tp)`` :class:`~collsim.runtime.group.DeviceMesh`
+:func:`train` lays the ranks on a ``(pp, dp, tp)`` :class:`~collsim.runtime.group.RankGrid`
 (:class:`~collsim.parallel.config.ParallelConfig` says how) and runs, on every rank:
 
 * **TP** inside each layer: a transformer block becomes a
@@ -23,12 +23,12 @@ device's, which :class:`MeshRun` checks when the model is a `Sequential`.
 Examples
 --------
 >>> from collsim.parallel.config import ParallelConfig
->>> from collsim.parallel.pipeline.runner import toy_batch, toy_model
+>>> from collsim.parallel.runs.pipeline import toy_batch, toy_model
 >>> model = toy_model(layers=4, hidden=8, heads=2)
 >>> x, target = toy_batch(batch=8)  # dp=2 replicas x m=2 micro-batches x 2 sequences
 >>> run = train(model, [(x, target)], ParallelConfig(dp=2, pp=2, tp=2, microbatches=2))
 >>> run.mesh, run.match
-(DeviceMesh({'pp': 2, 'dp': 2, 'tp': 2}), True)
+(RankGrid({'pp': 2, 'dp': 2, 'tp': 2}), True)
 >>> sorted(run.pipelines)  # one pipeline per (dp, tp) coordinate
 [(0, 0), (0, 1), (1, 0), (1, 1)]
 >>> sorted(run.bytes_by_group)  # gradients along dp, activations along tp, stages along pp
@@ -47,19 +47,19 @@ from ..nn import MLP, MultiHeadAttention, Sequential, TransformerBlock, mse_loss
 from ..runtime import Cluster
 from ..runtime.group import Group
 from .batch import shard_rows, split_batch
-from .checkpoint import check_state_dict, save_state
-from .chunk import ModelChunk
 from .config import ParallelConfig
 from .context.block import ContextParallelBlock
 from .context.layouts import check_sequence, shard_sequence
 from .context.tensor import tensor_context_block
+from .data.checkpoint import check_state_dict, save_state
+from .data.sharded import ShardedUnit, hsdp_groups
+from .data.sync import gradient_sync
 from .mesh_run import MeshRun, MeshStep, assemble_run
 from .modules import Local
 from .oracle import reference_steps
+from .pipeline.chunk import ModelChunk
 from .pipeline.schedules import Schedule, build_schedule, split_layers
 from .pipeline.stage import StageJob, chunk_seconds, pipeline_messages, stage_program
-from .sharded import ShardedUnit, hsdp_groups
-from .sync import gradient_sync
 from .tensor import LAYOUTS, ParallelMLP, ParallelTransformerBlock, local_part
 
 __all__ = ["train", "MeshRun", "MeshStep", "shard_layer"]
@@ -122,7 +122,7 @@ def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer
         Compare every step with one device (default: when ``model`` is a `Sequential`).
     state_dict : {"full", "sharded"}, optional
         With ZeRO (``zero >= 1``), save the training state after the last step
-        (:mod:`collsim.parallel.checkpoint`); ``MeshRun.saved`` holds what each rank saved.
+        (:mod:`collsim.parallel.data.checkpoint`); ``MeshRun.saved`` holds what each rank saved.
     """
     config = ParallelConfig() if config is None else config
     if not isinstance(config, ParallelConfig):

@@ -12,11 +12,11 @@ import numpy as np
 from .accounting import collective_bytes, overlap
 from .config import ParallelConfig
 from .context.layouts import gather_sequence
+from .data.sync import whole
 from .modules import flat_shard_axes, gather_params, replica_max_diff
 from .oracle import compare
 from .pipeline.result import measure_pipeline
 from .pipeline.schedules import Schedule
-from .sync import whole
 from .tensor import assemble
 
 __all__ = ["MeshStep", "MeshRun", "assemble_run"]

@@ -1,15 +1,17 @@
-"""Process groups and the device mesh: which ranks a collective runs over.
+"""Process groups and the rank grid (a device mesh): which ranks a collective runs over.
 
 A :class:`Group` is an ordered tuple of global ranks; a rank's *group rank* is its
-position in it.  A :class:`DeviceMesh` lays ranks on a grid of named dimensions, the
+position in it.  A :class:`RankGrid` lays ranks on a grid of named dimensions, the
 last varying fastest (so in ``("dp", "tp")`` neighbouring ranks share a TP group, as
 Megatron orders TP innermost); the groups along a dimension are slices of the grid.
 Both are passed explicitly to whatever needs them: there is no global default group
-besides "all ranks".
+besides "all ranks". torch calls the grid a device mesh; :class:`collsim.distributed.DeviceMesh`
+is torch's per-rank handle on one (a :class:`RankGrid` and the process groups through the
+calling rank), so the grid itself has the name of what it is.
 
 Examples
 --------
->>> mesh = DeviceMesh((2, 4), ("dp", "tp"))
+>>> mesh = RankGrid((2, 4), ("dp", "tp"))
 >>> mesh.group("tp", 5).ranks, mesh.group("dp", 5).ranks
 ((4, 5, 6, 7), (1, 5))
 >>> mesh.group("tp", 5)                    # a slice along "tp": its collectives say so
@@ -27,7 +29,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..topology import MAX_RANKS
 
-__all__ = ["Group", "DeviceMesh"]
+__all__ = ["Group", "RankGrid"]
 
 
 class Group:
@@ -98,8 +100,9 @@ class Group:
         return f"Group({list(self.ranks)}{dim})"
 
 
-class DeviceMesh:
-    """Ranks ``0..prod(shape)-1`` (or ``ranks``) on a grid with named dimensions."""
+class RankGrid:
+    """Ranks ``0..prod(shape)-1`` (or ``ranks``) on a grid with named dimensions: the device
+    mesh of the trainer and of :class:`collsim.distributed.DeviceMesh`."""
 
     def __init__(self, shape, names, ranks=None):
         given = shape
@@ -169,7 +172,7 @@ class DeviceMesh:
         return [Group(row.tolist(), dim=name) for row in moved]
 
     def __repr__(self):
-        return f"DeviceMesh({dict(zip(self.names, self.shape))})"
+        return f"RankGrid({dict(zip(self.names, self.shape))})"
 
 
 def _is_sequence(value):

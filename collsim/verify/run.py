@@ -37,8 +37,8 @@ from ..nn import SGD, Adam, mse_loss
 from ..parallel.batch import resolve_batch
 from ..parallel.config import ParallelConfig
 from ..parallel.data import DEFAULT_BUCKET_BYTES
+from ..parallel.data.sharded import optimizer_bytes_per_param
 from ..parallel.mesh import train
-from ..parallel.sharded import optimizer_bytes_per_param
 from ..runtime import Cluster
 from ..units import parse_size
 from .checks import LIMITS, check_arguments, check_sharding

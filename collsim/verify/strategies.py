@@ -178,7 +178,7 @@ def run_strategy(strategy, shape=SHAPE):
     from ..nn import Adam
     from ..parallel.config import ParallelConfig
     from ..parallel.mesh import train
-    from ..parallel.pipeline.runner import toy_batch, toy_model
+    from ..parallel.runs.pipeline import toy_batch, toy_model
     from ..runtime import Cluster
 
     base = dict(name=strategy.name, sizes=strategy.sizes, config=strategy.config,

@@ -13,7 +13,7 @@ Every block is a compute span of the run's trace, matched to its pass by the
 
 Examples
 --------
->>> from collsim.parallel.pipeline.runner import pipeline_step
+>>> from collsim.parallel.runs.pipeline import pipeline_step
 >>> result = pipeline_step("1f1b", stages=4, microbatches=8)
 >>> fig = timeline_figure(result)
 >>> blocks = [p for p in fig.axes[0].patches if p.get_gid().startswith("op ")]

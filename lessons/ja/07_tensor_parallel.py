@@ -31,7 +31,7 @@ from collsim.parallel.tensor import (
     RowParallelLinear,
     split_along,
 )
-from collsim.runtime.group import DeviceMesh, Group
+from collsim.runtime.group import Group, RankGrid
 from collsim.topology import path_alpha_beta
 from collsim.units import format_rate, format_size, format_time
 from collsim.verify import verify
@@ -268,8 +268,8 @@ print(f"マシン内:   α = {format_time(alpha_in)}, β = {format_rate(beta_in)
 print(f"マシン間:   α = {format_time(alpha_out)}, β = {format_rate(beta_out)}")
 
 placements = {
-    "TP inside a node": DeviceMesh((2, 4), ("dp", "tp")),  # テンソル並列が最も内側
-    "TP across nodes": DeviceMesh((4, 2), ("tp", "dp")),  # テンソル並列が最も外側
+    "TP inside a node": RankGrid((2, 4), ("dp", "tp")),  # テンソル並列が最も内側
+    "TP across nodes": RankGrid((4, 2), ("tp", "dp")),  # テンソル並列が最も外側
 }
 for name, mesh in placements.items():
     print(f"{name}: テンソル並列のグループ {[list(g.ranks) for g in mesh.groups('tp')]}")

@@ -25,14 +25,14 @@ from collsim.parallel.config import ParallelConfig
 from collsim.parallel.mesh import train
 from collsim.parallel.pipeline.runner import toy_batch, toy_model
 from collsim.plan import plan
-from collsim.runtime.group import DeviceMesh
+from collsim.runtime.group import RankGrid
 from collsim.units import format_size, format_time
 from collsim.viz.traffic import traffic_figure
 
 # %% [markdown]
 # ## ランクの格子: TP がいちばん内側、次に DP、最後に PP
 #
-# `world = tp · dp · pp` 台の GPU を、格子 `DeviceMesh((pp, dp, tp), ("pp", "dp", "tp"))` に
+# `world = tp · dp · pp` 台の GPU を、格子 `RankGrid((pp, dp, tp), ("pp", "dp", "tp"))` に
 # 並べます。この格子では**最後の次元がいちばん速く変わります**。ランク `r` の位置は
 #
 #     tp_rank = r mod tp,    dp_rank = (r div tp) mod dp,    pp_rank = r div (tp · dp)
@@ -47,7 +47,7 @@ from collsim.viz.traffic import traffic_figure
 
 # %%
 GPUS_PER_NODE = 8
-big_mesh = DeviceMesh((4, 2, 4), ("pp", "dp", "tp"))
+big_mesh = RankGrid((4, 2, 4), ("pp", "dp", "tp"))
 print(big_mesh)
 for r in (0, 5, 13, 31):
     print(f"ランク {r:>2}: {big_mesh.coords(r)}、マシン {r // GPUS_PER_NODE}。"
@@ -79,7 +79,7 @@ def grid_figure(mesh, gpus_per_node):
     ax.set_ylim(-nodes + 0.8, 1.0)
     ax.axis("off")
     shape = ", ".join(f"{n}={s}" for n, s in zip(mesh.names, mesh.shape))
-    ax.set_title(f"DeviceMesh({shape}): black boxes = TP groups, colour = pipeline stage")
+    ax.set_title(f"RankGrid({shape}): black boxes = TP groups, colour = pipeline stage")
     return fig
 
 
@@ -88,14 +88,14 @@ teach.show(grid_figure(big_mesh, GPUS_PER_NODE), "10_rank_grid")
 # %% [markdown]
 # **演習 10.1 — 対応を書く。** この格子上のグローバルランクから、タプル
 # `(pp_rank, dp_rank, tp_rank)` を返す `coords(rank, pp, dp, tp)` を書いてください。チェックは、
-# `pp=4, dp=3, tp=8` の 96 GPU を含むいくつかの格子で `DeviceMesh.coords` と比べます。
+# `pp=4, dp=3, tp=8` の 96 GPU を含むいくつかの格子で `RankGrid.coords` と比べます。
 
 # %%
 coords_answer = None  # 自分の関数: def coords(rank, pp, dp, tp): return (pp_rank, dp_rank, tp_rank)
 
 
 def mesh_coords(rank, pp, dp, tp):
-    c = DeviceMesh((pp, dp, tp), ("pp", "dp", "tp")).coords(rank)
+    c = RankGrid((pp, dp, tp), ("pp", "dp", "tp")).coords(rank)
     return (c["pp"], c["dp"], c["tp"])
 
 
@@ -274,7 +274,7 @@ print(f"有効: {hsdp.valid}。計画ツール: dp = {hsdp.derived['dp']}、"
 print(hsdp.notes[0])
 
 # どの GPU が異なるデータを受け取るか? (dp_replicate, dp_shard) の座標ごとにバッチのシャードが 1 つ
-mesh = DeviceMesh((2, 4, 2), ("dp_replicate", "dp_shard", "tp"))  # Accelerate のメッシュの順序
+mesh = RankGrid((2, 4, 2), ("dp_replicate", "dp_shard", "tp"))  # Accelerate のメッシュの順序
 shards = {(mesh.coords(r)["dp_replicate"], mesh.coords(r)["dp_shard"]) for r in range(mesh.size)}
 print(f"\n{mesh.size} GPU に対して、異なるバッチのシャードは {len(shards)} 個 "
       f"(TP のペアごとに 1 つを共有: ランク {list(mesh.group('tp', 0).ranks)} は同じサンプルを見る)")  # fmt: skip

@@ -1,4 +1,4 @@
-"""Pipeline parallelism: schedules as data, their closed forms, the stage program, the runner.
+"""Pipeline parallelism: schedules as data, their closed forms, the stage program.
 
 ======================  ================================================================
 module                  what it holds
@@ -8,9 +8,11 @@ module                  what it holds
                         layer split, and the `PipelinePass` record of a pass
 :mod:`.stage`           one stage as a rank program: a schedule's passes run for real
 :mod:`.result`          what a pipeline run measured, read from the trace
-:mod:`.runner`          :func:`~.runner.run_pipeline` (a pp-only run of the mesh trainer),
-                        ``pipeline_step`` and the toy transformer and batch; it sits
-                        above :mod:`collsim.parallel.mesh`, so import it by its own name
+:mod:`.chunk`           a model chunk: consecutive rank modules run as one piece by a
+                        stage, with the hook that hands each final gradient to DDP
+:mod:`.runner`          the lessons' old import path of ``run_pipeline`` and
+                        ``pipeline_step``, which run the mesh trainer and so live above
+                        it, in :mod:`collsim.parallel.runs.pipeline`
 ======================  ================================================================
 
 >>> from collsim.parallel.pipeline import build_schedule

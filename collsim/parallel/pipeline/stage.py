@@ -8,7 +8,7 @@ runs :func:`stage_program` on the cluster. For every pass the stage
    waits for and sends is read from the schedule's ``dependencies()``
    (:func:`pipeline_messages`), not worked out again here;
 2. runs the real numpy forward / backward of its layers (a
-   :class:`~collsim.parallel.chunk.ModelChunk` of rank modules: their FLOPs and
+   :class:`~collsim.parallel.pipeline.chunk.ModelChunk` of rank modules: their FLOPs and
    tensor-parallel collectives run on the way);
 3. occupies its compute stream for the pass's simulated time (``rank.compute``), the span
    carrying a `~collsim.parallel.pipeline.schedules.PipelinePass` record of which pass it is;
@@ -87,7 +87,7 @@ class StageJob:
 
     ``pp_ranks[s]`` is the global rank running stage ``s`` of this pipeline (in a mesh, the
     ranks that share this rank's other coordinates). ``chunks[c]`` is this stage's model
-    chunk ``c``, a :class:`~collsim.parallel.chunk.ModelChunk`. ``inputs`` are the
+    chunk ``c``, a :class:`~collsim.parallel.pipeline.chunk.ModelChunk`. ``inputs`` are the
     micro-batches (used by virtual stage 0), ``targets`` (used by the last virtual stage).
     ``seconds[kind][c]`` is the simulated time of one pass. ``messages`` is
     :func:`pipeline_messages` of the schedule (who sends what to whom). ``loss(pred, target)

@@ -30,7 +30,7 @@ Examples
 
 import numpy as np
 
-from ..nn import ctx_nbytes
+from ...nn import ctx_nbytes
 
 __all__ = ["ModelChunk"]
 

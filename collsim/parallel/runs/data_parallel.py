@@ -1,32 +1,15 @@
-"""Data parallelism: shard the batch, all-reduce the gradients, step every replica alike.
+"""Data parallelism alone: the mesh trainer with ``dp`` and nothing else.
 
-The batch-64, dp=4 example: every rank holds the whole model and 16 samples,
-computes ``g_r = grad L_r`` on them, and an all-reduce (sum, then divide by 4) leaves
-every rank with ``(g_0 + g_1 + g_2 + g_3) / 4``, which is exactly the gradient of the
-mean loss over all 64 samples.  Every rank then takes the same optimizer step, so the
-replicas stay identical (bitwise: the ring all-reduce hands every rank the same sums).
+:func:`train_data_parallel` shards every batch over the ranks (Megatron-LM's batch rule,
+``global_batch = micro_batch · dp · accumulation``: each rank runs ``accumulation``
+micro-batches of ``micro_batch`` samples, adding up their gradients, and all-reduces once,
+after the last one, as DDP's ``no_sync`` does) and returns a :class:`DataParallelRun`.
 
-Megatron-LM's batch rule, ``global_batch = micro_batch · dp · accumulation``: each rank
-runs ``accumulation`` micro-batches of ``micro_batch`` samples, adding up their
-gradients, and all-reduces once, after the last one (DDP's ``no_sync``).
-
-The all-reduce is *bucketed* and *overlapped*, as PyTorch DDP does it: gradients are
-packed, in the order backward produces them (last layer first), into buckets of about
-``bucket_bytes``; each full bucket's all-reduce starts at once on the rank's
-communication stream (``rank.start``) while backward goes on computing the earlier
-layers.  Only what is still in flight when backward ends is *exposed*: the step waits
-for it.  :func:`collsim.parallel.accounting.overlap` measures both from the trace.
-
-============================  ============================================================
-name                          what it is
-============================  ============================================================
-:func:`resolve_batch`         micro batch and accumulation from Megatron's rule, or a
-                              ConfigError naming all four numbers (from ``batch``)
-:func:`shard_rows`            rank ``index``'s rows of a batch (from ``batch``)
-:class:`GradientBuckets`      DDP's reducer inside a rank program (from ``buckets``)
-:func:`train_data_parallel`   a whole run on a cluster: :class:`DataParallelRun`, the mesh
-                              trainer (:mod:`collsim.parallel.mesh`) with ``dp`` alone
-============================  ============================================================
+The all-reduce is *bucketed* and *overlapped*, as PyTorch DDP does it
+(:class:`~collsim.parallel.data.buckets.GradientBuckets`): each full bucket's all-reduce
+starts while backward goes on computing the earlier layers, and only what is still in
+flight when backward ends is *exposed*. :func:`collsim.parallel.accounting.overlap`
+measures both from the trace. The pieces it runs are in :mod:`collsim.parallel.data`.
 
 Compute time is each layer's FLOPs at the cluster's ``compute_rate``; the optimizer step
 itself is free.
@@ -57,24 +40,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import units as _units
-from ..errors import ConfigError
-from ..nn import SGD, mse_loss
-from .accounting import collective_bytes
-from .batch import resolve_batch, shard_rows
-from .buckets import DEFAULT_BUCKET_BYTES, GradientBuckets
-from .config import ParallelConfig
-from .mesh import train
-from .modules import units_of
+from ... import units as _units
+from ...errors import ConfigError
+from ...nn import SGD, mse_loss
+from ..accounting import collective_bytes
+from ..batch import resolve_batch
+from ..config import ParallelConfig
+from ..data.buckets import DEFAULT_BUCKET_BYTES
+from ..mesh import train
+from ..modules import units_of
 
-__all__ = [
-    "resolve_batch",
-    "shard_rows",
-    "GradientBuckets",
-    "train_data_parallel",
-    "DataParallelRun",
-    "DEFAULT_BUCKET_BYTES",
-]
+__all__ = ["train_data_parallel", "DataParallelRun"]
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 __all__ = ["STATE_DICTS", "save_state", "SavedState", "state_dict_peaks"]
 

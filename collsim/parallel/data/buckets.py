@@ -5,7 +5,7 @@ of about ``bucket_bytes``; each full bucket's all-reduce (average) starts at onc
 rank's communication stream (``rank.start``) while backward goes on computing the earlier
 layers. Only what is still in flight when backward ends is *exposed*: the step waits for it.
 The mesh trainer feeds one :class:`GradientBuckets` per rank and step from its model chunks'
-final-gradient hook (:class:`~collsim.parallel.chunk.ModelChunk`).
+final-gradient hook (:class:`~collsim.parallel.pipeline.chunk.ModelChunk`).
 
 >>> import numpy as np, collsim
 >>> from collsim.runtime.group import Group
@@ -21,7 +21,7 @@ final-gradient hook (:class:`~collsim.parallel.chunk.ModelChunk`).
 
 import numpy as np
 
-from .. import units as _units
+from ... import units as _units
 
 __all__ = ["GradientBuckets", "DEFAULT_BUCKET_BYTES"]
 

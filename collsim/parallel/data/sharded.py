@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..nn import SGD, Adam
+from ...errors import ConfigError
+from ...nn import SGD, Adam
 
 __all__ = [
     "ZERO_STAGES",
@@ -183,7 +183,7 @@ def hsdp_groups(dp_group, dp_shard, rank_id):
     >>> shard.ranks, replica.ranks, shard.dim, replica.dim
     ((4, 5, 6, 7), (1, 5), 'dp_shard', 'dp_replicate')
     """
-    from ..runtime.group import Group
+    from ...runtime.group import Group
 
     if dp_shard == dp_group.size:
         return dp_group, None

@@ -10,15 +10,15 @@ ZeRO stage  the sync
             steps the whole optimizer
 1, 2        :class:`ZeroSync`: reduce-scatter (after the chunk's last backward for stage 1,
             after every backward for stage 2), the optimizer on this rank's shard,
-            all-gather of the parameters (:class:`~collsim.parallel.sharded.ZeroChunkSync`)
+            all-gather of the parameters (:class:`~collsim.parallel.data.sharded.ZeroChunkSync`)
 3           :class:`Zero3Sync`: the units reduce-scatter their own gradients
-            (:class:`~collsim.parallel.sharded.ShardedUnit`); the optimizer steps the shards
+            (:class:`~collsim.parallel.data.sharded.ShardedUnit`); the optimizer steps the shards
 ==========  =================================================================================
 
 Each also charges the rank's model state to the memory tracker at the declared precisions
-(bf16 parameters and gradients, fp32 optimizer state; :mod:`collsim.parallel.sharded`).
+(bf16 parameters and gradients, fp32 optimizer state; :mod:`collsim.parallel.data.sharded`).
 ``finish()`` returns a :class:`StepShards`: this rank's gradients and parameters, whole or as
-its shard of a :class:`~collsim.parallel.sharded.FlatLayout`, which the run's assembly puts
+its shard of a :class:`~collsim.parallel.data.sharded.FlatLayout`, which the run's assembly puts
 back together.
 """
 
