@@ -3,8 +3,9 @@
 ``batch_isend_irecv``.
 
 Each posts its point-to-point messages together (``rank.exchange``, as NCCL's
-``ncclGroupStart``/``ncclGroupEnd`` does), with tags ``("distributed", group id, name)``
-that no user message (an int tag) can match.  The bytes and the time are the network's.
+``ncclGroupStart``/``ncclGroupEnd`` does), with a
+:class:`~collsim.distributed.tags.CallTag` (the group and the call) that no user message (an
+int tag) can match.  The bytes and the time are the network's.
 
 Examples
 --------
@@ -31,8 +32,9 @@ import numpy as np
 from ..collectives.checks import is_int
 from ..errors import ConfigError
 from .checks import check_tensor
-from .p2p import TAG_ROOT, irecv, isend
+from .p2p import irecv, isend
 from .process_group import peer, resolve
+from .tags import CallTag
 from .work import issue
 
 __all__ = ["gather", "scatter", "all_to_all", "uneven_all_to_all", "P2POp", "batch_isend_irecv"]
@@ -65,7 +67,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     rank, pg = resolve(group, call)
     dst = peer(pg, dst, "dst", call, group_dst, "group_dst")
     check_tensor(tensor, call, writes=False)
-    tag = (TAG_ROOT, pg.id, call)
+    tag = CallTag.on(pg.id, call)
     if rank.id != dst:
         if gather_list is not None:
             raise ConfigError(f"gather(gather_list=...) on rank {rank.id}: only rank dst={dst} "
@@ -83,7 +85,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     rank, pg = resolve(group, call)
     src = peer(pg, src, "src", call, group_src, "group_src")
     check_tensor(tensor, call)
-    tag = (TAG_ROOT, pg.id, call)
+    tag = CallTag.on(pg.id, call)
     if rank.id != src:
         if scatter_list is not None:
             raise ConfigError(f"scatter(scatter_list=...) on rank {rank.id}: only rank "
@@ -136,7 +138,7 @@ def uneven_all_to_all(rank, pg, output, input, output_split_sizes, input_split_s
                           "match")  # fmt: skip
     send_at = [0, *accumulate(send_rows)]
     recv_at = [0, *accumulate(recv_rows)]
-    tag = (TAG_ROOT, pg.id, call)
+    tag = CallTag.on(pg.id, call)
     sends, recvs = [], []
     for j, r in enumerate(pg.ranks):
         if j != me:
@@ -162,7 +164,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
         for i, t in enumerate(tensors):
             check_tensor(t, call, f"{name}[{i}]", writes=writes)
     me = pg.rank()
-    tag = (TAG_ROOT, pg.id, call)
+    tag = CallTag.on(pg.id, call)
     sends = [(r, input_tensor_list[j], tag) for j, r in enumerate(pg.ranks) if j != me]
     recvs = [(r, tag, output_tensor_list[j]) for j, r in enumerate(pg.ranks) if j != me]
     own = [(output_tensor_list[me], input_tensor_list[me])]

@@ -2,8 +2,9 @@
 
 As torch does, each object is pickled into a byte tensor (here a ``uint8`` array), so
 what moves, and what the trace counts, is the pickle's bytes.  They travel as grouped
-point-to-point messages with tags ``("distributed", group id, name)``.  Unpickling runs
-whatever the sender's objects say, so use them only with data you trust, as in torch.
+point-to-point messages with a :class:`~collsim.distributed.tags.CallTag` (the group and
+the call).  Unpickling runs whatever the sender's objects say, so use them only with data
+you trust, as in torch.
 
 Examples
 --------
@@ -27,8 +28,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime import blocking
-from .p2p import TAG_ROOT
 from .process_group import peer, resolve
+from .tags import CallTag
 
 __all__ = ["broadcast_object_list", "all_gather_object"]
 
@@ -55,7 +56,7 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     if not isinstance(object_list, list):
         raise ConfigError(f"{call}(object_list={object_list!r:.60}): give a list; its entries "
                           "are replaced in place, as torch does")  # fmt: skip
-    tag = (TAG_ROOT, pg.id, call)
+    tag = CallTag.on(pg.id, call)
     if rank.id == src:
         data = _pickled(list(object_list), call)
         others = [(r, data, tag) for r in pg.ranks if r != src]
@@ -80,7 +81,7 @@ def all_gather_object(object_list, obj, group=None):
         raise ConfigError(f"{call}(object_list={object_list!r:.60}): give a list of "
                           f"{pg.size()} entries, one per rank of the group")  # fmt: skip
     data = _pickled(obj, call)
-    tag = (TAG_ROOT, pg.id, call)
+    tag = CallTag.on(pg.id, call)
     others = [r for r in pg.ranks if r != rank.id]
     got = blocking.call(rank.exchange([(r, data, tag) for r in others], [(r, tag) for r in others]))
     received = dict(zip(others, got, strict=True))

@@ -1,12 +1,12 @@
 """Point-to-point with torch's semantics: ``send``, ``recv``, ``isend``, ``irecv``.
 
 ``recv`` fills the tensor it is given and returns the sender's global rank;
-``src=None`` takes a message from any rank of the group.  Messages travel with the tag
-``("distributed", group id, tag)``, so they never match another group's messages or
-anything else the run sends.  As on collsim's network (and NCCL's), a send is a
-rendezvous: a blocking ``send`` returns once its receive was posted and the data arrived,
-so two ranks that both ``send`` first deadlock (the report names both lines); use
-``isend``/``irecv`` then.
+``src=None`` takes a message from any rank of the group.  Messages travel with a
+:class:`~collsim.distributed.tags.MessageTag` (the group and the tag), so they never match
+another group's messages or anything else the run sends.  As on collsim's network (and
+NCCL's), a send is a rendezvous: a blocking ``send`` returns once its receive was posted
+and the data arrived, so two ranks that both ``send`` first deadlock (the report names both
+lines); use ``isend``/``irecv`` then.
 
 Examples
 --------
@@ -31,17 +31,16 @@ from ..runtime import blocking
 from ..runtime.ops import ANY
 from .checks import check_tensor
 from .process_group import peer, resolve
+from .tags import TAG_ROOT, MessageTag
 from .work import Work
 
 __all__ = ["send", "recv", "isend", "irecv", "TAG_ROOT"]
-
-TAG_ROOT = "distributed"  # the first field of every point-to-point tag of this package
 
 
 def _tag(pg, tag, call):
     if not is_int(tag):
         raise ConfigError(f"{call}(tag={tag!r}): a tag is an int, as in torch")
-    return (TAG_ROOT, pg.id, int(tag))
+    return MessageTag.on(pg.id, int(tag))
 
 
 def _send_args(tensor, dst, group, tag, group_dst, call):

@@ -43,7 +43,7 @@ class ProcessGroup:
 
     ``ranks`` are sorted, as torch's ``new_group`` sorts them; ``group`` is the runtime
     :class:`~collsim.runtime.group.Group` its collectives run over; ``id`` is what its
-    point-to-point tags carry, ``("distributed", id, tag)``.
+    point-to-point tags carry (:mod:`collsim.distributed.tags`).
     """
 
     __slots__ = ("group", "id", "owner", "destroyed")
