@@ -1,17 +1,22 @@
 """The lowercase collectives on picklable objects, over point-to-point messages.
 
 Each object travels as its pickle (a uint8 array), so the bytes are the pickle's.  Every
-rank gets copies (unpickled), the root too, as with mpi4py.  The algorithms:
+rank gets copies (unpickled), the root too, as with mpi4py.  Where collsim's collectives
+have the algorithm, the call runs that algorithm's schedule (:mod:`collsim.collectives`),
+the one the uppercase call on buffers runs, with one pickle for each chunk: each
+:class:`~collsim.collectives.schedule.ChunkMove` of a step sends the sender's pickle of that
+chunk, and the receiver keeps it (:meth:`ObjectCollectives._run_moves`). The algorithms:
 
-* ``bcast``: a binomial tree from the root (MPICH's algorithm for short messages):
-  ceil(log2 K) rounds.
+* ``bcast``: the binomial tree of ``collectives.tree.tree_broadcast`` (one chunk, the
+  root's pickle): ceil(log2 K) steps.
+* ``allgather``: the ring of ``collectives.ring.ring_all_gather`` (chunk r is rank r's
+  pickle): K-1 steps, each passing on the pickle received in the step before.
 * ``gather``, ``scatter``: linear: the root receives from (sends to) every other rank at
   once.
 * ``reduce``: a binomial tree to rank 0 over the ranks in order (rank r + 2^i hands its
   subtree's value to rank r, which computes ``op(mine, theirs)``), then rank 0 sends the
   result to the root: a function that is not commutative gives what mpi4py gives,
   ``((x0+x1)+(x2+x3))`` on four ranks; ``allreduce``: the same to rank 0, then ``bcast``.
-* ``allgather``: a ring: K-1 rounds, each passing on the pickle received in the last.
 * ``alltoall``: pairwise: in round i, send to rank + i and receive from rank - i.
 * ``barrier``: dissemination (as MPICH's): in round i, an empty message to rank + 2^i
   and one from rank - 2^i, ceil(log2 K) rounds.
@@ -36,38 +41,22 @@ Examples
 import numpy as np
 
 from ..collectives.checks import is_int
+from ..collectives.registry import build
 from ..runtime import blocking
 from .exceptions import ERR_ROOT, mpi_error, value_error
 from .messages import CollectiveTag, pickled, unpickle
 from .reduction import SUM, object_op
 from .settings import run_state
 
-__all__ = ["ObjectCollectives", "binomial_tree"]
+__all__ = ["ObjectCollectives"]
 
 _EMPTY = np.zeros(0, dtype=np.uint8)
 
 
-def binomial_tree(me, root, size):
-    """``(parent, children)`` of ``me`` in the binomial tree from ``root``; children in the
-    order MPICH sends to them (the farthest first).
-
-    >>> [binomial_tree(r, 0, 6) for r in range(6)]
-    [(None, [4, 2, 1]), (0, []), (0, [3]), (2, []), (0, [5]), (4, [])]
-    """
-    rel = (me - root) % size
-    parent, mask = None, 1
-    while mask < size:
-        if rel & mask:
-            parent = (rel - mask + root) % size
-            break
-        mask <<= 1
-    children = []
-    mask >>= 1
-    while mask > 0:
-        if rel + mask < size:
-            children.append((rel + mask + root) % size)
-        mask >>= 1
-    return parent, children
+def _one(chunks):
+    """The one chunk of a move's ``chunks``: the schedules run here move one pickle a move."""
+    (chunk,) = chunks
+    return chunk
 
 
 class ObjectCollectives:
@@ -94,13 +83,23 @@ class ObjectCollectives:
         raise mpi_error(ERR_ROOT, f"{call}(root={root!r}): the root is a rank of this "
                         f"{size}-rank communicator, 0..{size - 1}")  # fmt: skip
 
+    def _run_moves(self, rank, me, tag, schedule, held):
+        """Run ``schedule``'s chunk moves on pickles: ``held[c]`` is this rank's pickle of
+        chunk ``c`` (filled in as moves arrive). Each step is one round: this rank sends the
+        chunks its moves name and receives the chunks moved to it; the receiver copies
+        (these schedules never reduce: a pickle cannot be added to another)."""
+        for step in schedule.steps:
+            sends = [(move.dst, held[_one(move.chunks)]) for move in step if move.src == me]
+            arriving = [move for move in step if move.dst == me]
+            got = self._round(rank, tag, sends, [move.src for move in arriving])
+            for move, data in zip(arriving, got, strict=True):
+                held[_one(move.dst_chunks)] = data
+        return held
+
     def _spread(self, rank, me, size, root, tag, data):
-        """Binomial-tree broadcast of the pickle ``data`` (given at the root)."""
-        parent, children = binomial_tree(me, root, size)
-        if parent is not None:
-            data = self._round(rank, tag, recvs=[parent])[0]
-        self._round(rank, tag, sends=[(child, data) for child in children])
-        return data
+        """Broadcast of the pickle ``data`` (given at the root) on the binomial tree."""
+        held = {0: data} if me == root else {}
+        return self._run_moves(rank, me, tag, build("broadcast", "tree", size, root), held)[0]
 
     def _collect(self, rank, me, size, root, tag, data):
         """Linear gather of pickles: the list at the root, None elsewhere."""
@@ -151,12 +150,9 @@ class ObjectCollectives:
     def allgather(self, sendobj):
         rank, me, size = self._me("allgather")
         tag = self._collective_tag(rank, "allgather")
-        have = {me: pickled(sendobj, "allgather")}
-        right, left = (me + 1) % size, (me - 1) % size
-        for step in range(size - 1):  # pass on what arrived in the round before
-            have[(me - step - 1) % size] = self._round(
-                rank, tag, sends=[(right, have[(me - step) % size])], recvs=[left])[0]  # fmt: skip
-        return [unpickle(have[r], "allgather") for r in range(size)]
+        held = {me: pickled(sendobj, "allgather")}  # chunk r is rank r's pickle
+        self._run_moves(rank, me, tag, build("all_gather", "ring", size), held)
+        return [unpickle(held[r], "allgather") for r in range(size)]
 
     def alltoall(self, sendobj):
         rank, me, size = self._me("alltoall")
