@@ -1,6 +1,6 @@
-"""collsim.mpi's lowercase ``bcast`` and ``allgather`` run the schedules of collsim's own
-collectives (the ones ``Bcast`` and ``Allgather`` run): every transfer is a chunk move of
-that schedule, step by step, with one pickle a chunk."""
+"""collsim.mpi's lowercase ``bcast``, ``allgather`` and ``alltoall`` run the schedules of
+collsim's own collectives (the ones ``Bcast``, ``Allgather`` and ``Alltoall`` run): every
+transfer is a chunk move of that schedule, step by step, with one pickle a chunk."""
 
 import pickle
 
@@ -55,3 +55,14 @@ def test_allgather_runs_the_ring_of_collsims_all_gather(k):
     result = run(k, main)
     assert result.returns == [[f"rank {r:02d}" for r in range(k)]] * k
     assert steps_of(result.trace) == moves_of(build("all_gather", "ring", k))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+def test_alltoall_runs_collsims_direct_all_to_all(k):
+    def main():
+        comm = MPI.COMM_WORLD
+        return comm.alltoall([f"{comm.rank:02d}>{j:02d}" for j in range(k)])
+
+    result = run(k, main)
+    assert result.returns == [[f"{i:02d}>{r:02d}" for i in range(k)] for r in range(k)]
+    assert steps_of(result.trace) == moves_of(build("all_to_all", "direct", k))

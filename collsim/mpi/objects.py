@@ -17,9 +17,15 @@ chunk, and the receiver keeps it (:meth:`ObjectCollectives._run_moves`). The alg
   subtree's value to rank r, which computes ``op(mine, theirs)``), then rank 0 sends the
   result to the root: a function that is not commutative gives what mpi4py gives,
   ``((x0+x1)+(x2+x3))`` on four ranks; ``allreduce``: the same to rank 0, then ``bcast``.
-* ``alltoall``: pairwise: in round i, send to rank + i and receive from rank - i.
+* ``alltoall``: the direct all-to-all of ``collectives.all_to_all.direct_all_to_all``
+  (pairwise): in step i, send to rank + i and receive from rank - i.
 * ``barrier``: dissemination (as MPICH's): in round i, an empty message to rank + 2^i
   and one from rank - 2^i, ceil(log2 K) rounds.
+
+``reduce`` keeps its own tree because the order of ``op`` matters: collsim's
+``tree_reduce`` combines the farthest subtree first (``(x0+x2)+(x1+x3)``), which a function
+that is not commutative would tell apart from mpi4py's. collsim has no gather, scatter or
+barrier collective (the uppercase ``Gather`` and ``Scatter`` are linear too).
 
 Their messages carry the tag ``(collective context, call number, name)``: a rank that
 calls a different collective than the others waits for a message with another name,
@@ -87,9 +93,15 @@ class ObjectCollectives:
         """Run ``schedule``'s chunk moves on pickles: ``held[c]`` is this rank's pickle of
         chunk ``c`` (filled in as moves arrive). Each step is one round: this rank sends the
         chunks its moves name and receives the chunks moved to it; the receiver copies
-        (these schedules never reduce: a pickle cannot be added to another)."""
+        (these schedules never reduce: a pickle cannot be added to another). A move
+        ``from_input`` sends the chunk as it was before the first step (all-to-all)."""
+        inputs = dict(held)
         for step in schedule.steps:
-            sends = [(move.dst, held[_one(move.chunks)]) for move in step if move.src == me]
+            sends = [
+                (move.dst, (inputs if move.from_input else held)[_one(move.chunks)])
+                for move in step
+                if move.src == me
+            ]
             arriving = [move for move in step if move.dst == me]
             got = self._round(rank, tag, sends, [move.src for move in arriving])
             for move, data in zip(arriving, got, strict=True):
@@ -158,11 +170,9 @@ class ObjectCollectives:
         rank, me, size = self._me("alltoall")
         items = [pickled(x, "alltoall") for x in self._items(sendobj, size, "alltoall")]
         tag = self._collective_tag(rank, "alltoall")
-        have = {me: items[me]}
-        for step in range(1, size):
-            dst, src = (me + step) % size, (me - step) % size
-            have[src] = self._round(rank, tag, sends=[(dst, items[dst])], recvs=[src])[0]
-        return [unpickle(have[r], "alltoall") for r in range(size)]
+        held = dict(enumerate(items))  # chunk j: the item for rank j, then the one from rank j
+        self._run_moves(rank, me, tag, build("all_to_all", "direct", size), held)
+        return [unpickle(held[r], "alltoall") for r in range(size)]
 
     def _fold(self, rank, me, size, root, tag, sendobj, op, call):
         """Binomial-tree reduction to rank 0 in rank order, then (if the root is another
