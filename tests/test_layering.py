@@ -15,7 +15,8 @@ Where the top-level modules sit (top first)::
                  mpi4py import hook, per-rank output), above the APIs it serves
     mpi, distributed   collsim/mpi/, collsim/distributed/ -- mpi4py's and torch.distributed's
                  names on the blocking runtime and the collectives (above everything they call)
-    teach        collsim/teach/ -- the lessons' checks and answer slots; lessons are run by
+    teach        collsim/teach/ -- the lessons' checks and answer slots, and the build of a
+                 translated lesson from the English code and its prose; lessons are run by
                  ``collsim lesson`` (cli, above) and may show the figures and plans below
     verify       collsim/verify/ -- ``collsim verify``'s checks: trains a scheme on the cluster
                  and on one device and compares them (above the parallel layer it runs)

@@ -1,7 +1,8 @@
-"""The Japanese lessons (issue 17): each one runs headless with the solutions and answers in
-Japanese; its code is the English lesson's code (the same AST once strings and comments are
-set aside, the same cells, the same exercises in the same order); its prose is Japanese;
-and it uses the glossary's terms, never the ones the glossary rules out.
+"""The Japanese lessons (issue 17; one code source since issue 26): each is built from the
+English lesson and its translation ``lessons/ja/NN_topic.md``, runs headless with the
+solutions and answers in Japanese; its code is the English lesson's code (the same AST once
+strings and comments are set aside, the same cells, the same exercises in the same order);
+its prose is Japanese; and it uses the glossary's terms, never the ones the glossary rules out.
 
 Every test is parametrised over the ENGLISH lessons, so a lesson without its translation
 fails (it is not skipped).
@@ -21,6 +22,13 @@ from pathlib import Path
 import pytest
 
 from collsim.cli.lesson import CELL, cells, find_lessons
+from collsim.teach.translation import (
+    read_translation,
+    translate_code,
+    translate_lesson,
+    unused_strings,
+)
+from collsim.teach.working_copy import translation_path, working_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -31,21 +39,31 @@ DECIMAL_SIZE = re.compile(r"\d\s?[KMGTP]B\b(?!/s)")  # as tests/test_lessons.py
 RAW_RATE = re.compile(r"\de[+-]?\d+\s?B/s")
 
 
-def twin(path):
-    """The Japanese translation of an English lesson; a missing one fails the test."""
-    translated = JA / path.name
-    assert translated.exists(), f"lessons/ja/{path.name} is missing: translate {path.name}"
-    return translated
-
-
 def read(path):
     return path.read_text(encoding="utf-8")
+
+
+def translation(path):
+    """The Japanese translation of an English lesson; a missing one fails the test."""
+    source = translation_path(path, "ja")
+    assert source.exists(), f"lessons/ja/{source.name} is missing: translate {path.name}"
+    return read_translation(source)
+
+
+def twin(path):
+    """The text of the Japanese lesson, built from the English code and its translation."""
+    return translate_lesson(read(path), translation(path))
+
+
+def twin_solutions(path):
+    return translate_code(read(LESSONS / "solutions" / path.name), translation(path).strings)
 
 
 # ---- (a) every Japanese lesson runs with the solutions and answers in Japanese ---------------
 
 
-def _run(path, out):
+def _run(english, out):
+    path = working_copy(english, "ja", folder=out / "ja").lesson  # beside its own solutions
     env = {k: v for k, v in os.environ.items() if k not in ("COLLSIM_LANG", "LC_ALL",
                                                             "LC_MESSAGES")}  # fmt: skip
     # an English locale: the feedback must be Japanese because the lesson is under ja/
@@ -61,19 +79,20 @@ def lesson_runs(request, tmp_path_factory):
     """Start every selected Japanese lesson at once, two at a time (they dominate the time)."""
     wanted = [item.callspec.params["path"] for item in request.session.items
               if getattr(item, "originalname", "") == "test_japanese_lesson_runs_in_japanese"
-              and (JA / item.callspec.params["path"].name).exists()]  # fmt: skip
+              and translation_path(item.callspec.params["path"], "ja").exists()]  # fmt: skip
     with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {p: pool.submit(_run, JA / p.name, tmp_path_factory.mktemp(p.stem)) for p in wanted}
+        yield {p: pool.submit(_run, p, tmp_path_factory.mktemp(p.stem)) for p in wanted}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_japanese_lesson_runs_in_japanese(path, lesson_runs):
     translated = twin(path)
     done, out = lesson_runs[path].result()
+    assert read(out / "ja" / path.name) == translated, "the run is the built lesson"
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Not yet" not in done.stdout and "まだ正解ではありません" not in done.stdout
     assert "Correct!" not in done.stdout, "the feedback of a Japanese lesson is Japanese"
-    sites = len(_exercises(read(translated))["checks"])
+    sites = len(_exercises(translated)["checks"])
     assert done.stdout.count("正解です！") >= sites, "every check says 正解です！"
     assert list(out.glob("*.png")), "a lesson draws at least one picture"
     assert "[図を保存しました: " in done.stdout and "[picture saved" not in done.stdout
@@ -84,20 +103,43 @@ def test_japanese_lesson_runs_in_japanese(path, lesson_runs):
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_japanese_lesson_shape(path):
     translated, number = twin(path), int(path.name[:2])
-    parts = cells(read(translated))
-    assert read(translated).splitlines()[1].startswith(f"# # {number}. ")
+    parts = cells(translated)
+    assert translated.splitlines()[1].startswith(f"# # {number}. ")
     assert "まとめ" in parts[-1][1].splitlines()[0], "the last cell is まとめ (the takeaways)"
-    assert (JA / "solutions" / path.name).exists(), "solutions live in lessons/ja/solutions/"
     english = re.findall(r"\*\*Exercise (\d+\.\d+)", read(path))
-    assert re.findall(r"\*\*演習 (\d+\.\d+)", read(translated)) == english
-    text = read(translated) + read(JA / "solutions" / path.name)
+    assert re.findall(r"\*\*演習 (\d+\.\d+)", translated) == english
+    text = translated + twin_solutions(path)
     named = {int(n) for n in re.findall(r"レッスン ?(\d+)", text)}
     assert named <= set(find_lessons(LESSONS)), f"names no lesson: {named}"
     for file in re.findall(r"lessons/(?:ja/)?(?:solutions/)?\d\d_[a-z_]+\.py", text):
-        assert (ROOT / file).exists(), f"{file} is gone"
+        source = file.replace("lessons/ja/", "lessons/")  # a Japanese lesson is built from it
+        assert (ROOT / source).exists(), f"{file} is gone"
 
 
-# ---- (b) the same code -----------------------------------------------------------------------
+# ---- (b) the same code: one source, the translation only prose and strings ------------------
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_markdown_cell_has_its_translation(path):
+    english = [kind for kind, _ in cells(read(path)) if kind == "markdown"]
+    prose = translation(path).prose
+    assert len(prose) == len(english), f"{len(prose)} sections for {len(english)} cells"
+    assert all(section.strip() for section in prose), "an empty prose section"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_translated_string_is_one_the_english_code_has(path):
+    # an entry left behind when the English changed would leave English in the Japanese lesson
+    texts = [read(path), read(LESSONS / "solutions" / path.name)]
+    assert unused_strings(texts, translation(path)) == []
+
+
+def test_the_japanese_lessons_keep_no_code_of_their_own():
+    tracked = subprocess.run(["git", "ls-files", "lessons/ja"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()  # fmt: skip
+    assert tracked, "git lists the Japanese translations"
+    assert [f for f in tracked if not f.endswith(".md")] == [], "only prose lives in lessons/ja"
+    assert len([f for f in tracked if re.search(r"/\d\d_[a-z_]+\.md$", f)]) == len(FILES)
 
 
 class _StringsAside(ast.NodeTransformer):
@@ -176,14 +218,13 @@ def differences(english, japanese):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_japanese_lesson_has_the_english_code(path):
-    assert differences(read(path), read(twin(path))) == []
+    assert differences(read(path), twin(path)) == []
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_japanese_solutions_have_the_english_code(path):
-    twin(path)
-    english, japanese = LESSONS / "solutions" / path.name, JA / "solutions" / path.name
-    assert _code(read(english)) == _code(read(japanese)), f"solutions/{path.name} differ"
+    english = read(LESSONS / "solutions" / path.name)
+    assert _code(english) == _code(twin_solutions(path)), f"solutions/{path.name} differ"
 
 
 def _mutate(text, kind, change):
@@ -200,11 +241,8 @@ def _mutate(text, kind, change):
 
 
 def _sample():
-    """A Japanese lesson to mutate (the first translated one; the English one if none is)."""
-    for path in FILES:
-        if (JA / path.name).exists():
-            return read(path), read(JA / path.name)
-    return read(FILES[0]), read(FILES[0])
+    """A Japanese lesson to mutate (the first one)."""
+    return read(FILES[0]), twin(FILES[0])
 
 
 @pytest.mark.parametrize("what, mutate", [
@@ -281,7 +319,7 @@ def is_japanese(markdown):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_every_markdown_cell_is_japanese(path):
-    english = [c for c in cells(read(twin(path))) if c[0] == "markdown"]
+    english = [c for c in cells(twin(path)) if c[0] == "markdown"]
     bad = [f"cell {i + 1}: {prose_letters(s)} {s.splitlines()[0]!r}"
            for i, (_, s) in enumerate(english) if not is_japanese(s)]  # fmt: skip
     assert not bad, "markdown cells that are not mostly Japanese:\n" + "\n".join(bad)
@@ -366,8 +404,7 @@ def glossary_problems(english_text, japanese_text, japanese_solutions=""):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_the_glossary_terms_are_the_ones_used(path):
-    translated = twin(path)
-    problems = glossary_problems(read(path), read(translated), read(JA / "solutions" / path.name))
+    problems = glossary_problems(read(path), twin(path), twin_solutions(path))
     assert not problems, f"lessons/ja/{path.name}:\n" + "\n".join(problems)
 
 
@@ -390,10 +427,10 @@ def test_the_japanese_readme_has_the_quick_start_the_lessons_in_order_and_the_gl
     english = read(ROOT / "README.md")
     quick = re.search(r"## Quick start.*?```\n(.*?)```", english, re.S).group(1)
     assert f"```\n{quick}```" in readme, "the same two quick-start commands as README.md"
-    items = re.findall(r"^(\d+)\. \[([^\]]+)\]\(lessons/ja/(\d\d_[a-z_]+\.py)\)", readme, re.M)
-    assert [(int(n), f) for n, _, f in items] == [(int(p.name[:2]), p.name) for p in FILES]
+    items = re.findall(r"^(\d+)\. \[([^\]]+)\]\(lessons/ja/(\d\d_[a-z_]+)\.md\)", readme, re.M)
+    assert [(int(n), f) for n, _, f in items] == [(int(p.name[:2]), p.stem) for p in FILES]
     for n, title, name in items:
-        header = read(twin(LESSONS / name)).splitlines()[1]
+        header = twin(LESSONS / f"{name}.py").splitlines()[1]
         assert header.startswith(f"# # {n}. {title}"), (header, title)
     assert "(lessons/ja/GLOSSARY.md)" in readme
     for command in ("collsim tour --lang ja", "collsim lesson list --lang ja"):

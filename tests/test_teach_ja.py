@@ -7,6 +7,7 @@ its own; `collsim lesson --lang ja` and `collsim tour --lang ja` speak Japanese 
 runs and numbers, and refuse a language they do not have by name.
 """
 
+import os
 import re
 import runpy
 import string
@@ -233,20 +234,33 @@ teach.check("{n}.1", guess_answer, expected=1024, unit="B")
 """
 
 
+TINY_JA = """\
+<!-- cell 1 -->
+# 1. 小さなレッスン
+演習が 1 つあります。
+
+<!-- cell 2 -->
+## まとめ
+
+<!-- strings -->
+```diff
+- # bytes in a KiB
++ # 1 KiB のバイト数
+```
+"""
+
+
 @pytest.fixture
 def lessons(tmp_path):
-    """Two English lessons, one of them translated."""
+    """Two English lessons, one of them translated (its prose only)."""
     root = tmp_path / "lessons"
-    for folder, n, title, line, last in [
-        (root, 1, "Tiny", "One exercise.", "Takeaways"),
-        (root, 2, "Second", "Another.", "Takeaways"),
-        (root / "ja", 1, "小さなレッスン", "演習が 1 つあります。", "まとめ"),
-    ]:
-        (folder / "solutions").mkdir(parents=True, exist_ok=True)
-        text = TINY.format(n=n, title=title, line=line, last=last)
-        name = f"{n:02d}_tiny.py"
-        (folder / name).write_text(text, encoding="utf-8")
-        (folder / "solutions" / name).write_text("guess_answer = 2**10\n", encoding="utf-8")
+    (root / "solutions").mkdir(parents=True)
+    for n, title in [(1, "Tiny"), (2, "Second")]:
+        text = TINY.format(n=n, title=title, line="One exercise.", last="Takeaways")
+        (root / f"{n:02d}_tiny.py").write_text(text, encoding="utf-8")
+        (root / "solutions" / f"{n:02d}_tiny.py").write_text("guess_answer = 2**10\n")
+    (root / "ja").mkdir()
+    (root / "ja" / "01_tiny.md").write_text(TINY_JA, encoding="utf-8")
     return root
 
 
@@ -273,6 +287,58 @@ def test_lesson_runs_in_japanese_with_japanese_feedback(lessons, capsys, monkeyp
     assert main(["lesson", "1", "--lang", "ja", "--no-pause", "--dir", str(lessons)]) == 0
     out = capsys.readouterr().out
     assert "# 1. 小さなレッスン" in out and "正解です！ 1.1: 1,024 B (1 KiB)" in out
+
+
+def test_lang_ja_builds_the_lesson_from_the_english_code_and_the_japanese_prose(
+    lessons, capsys, monkeypatch
+):
+    monkeypatch.setenv("COLLSIM_SOLUTIONS", "1")
+    assert main(["lesson", "1", "--lang", "ja", "--no-pause", "--dir", str(lessons)]) == 0
+    built = (lessons / "ja" / "01_tiny.py").read_text(encoding="utf-8")
+    english = (lessons / "01_tiny.py").read_text(encoding="utf-8")
+    for en, ja in [
+        ("# 1. Tiny\n# One exercise.", "# 1. 小さなレッスン\n# 演習が 1 つあります。"),
+        ("# bytes in a KiB", "# 1 KiB のバイト数"),
+        ("# ## Takeaways", "# ## まとめ"),
+    ]:
+        english = english.replace(en, ja)
+    assert built == english, "the English code with the Japanese prose and comment"
+    assert (lessons / "ja" / "solutions" / "01_tiny.py").read_text() == "guess_answer = 2**10\n"
+    assert "正解です！ 1.1" in capsys.readouterr().out
+
+
+def test_the_built_lesson_keeps_the_students_answers_until_its_sources_change(
+    lessons, capsys, monkeypatch
+):
+    """The student writes answers into the built lesson: a run keeps them; a newer English
+    lesson or translation rebuilds it and keeps the student's copy as .bak."""
+    monkeypatch.delenv("COLLSIM_SOLUTIONS", raising=False)
+    assert main(["lesson", "1", "--lang", "ja", "--no-pause", "--dir", str(lessons)]) == 0
+    built = lessons / "ja" / "01_tiny.py"
+    answered = built.read_text(encoding="utf-8").replace(
+        "guess_answer = None", "guess_answer = 1024"
+    )
+    built.write_text(answered, encoding="utf-8")
+    capsys.readouterr()
+    assert main(["lesson", "1", "--lang", "ja", "--no-pause", "--dir", str(lessons)]) == 0
+    assert "正解です！ 1.1" in capsys.readouterr().out and built.read_text() == answered
+    source = lessons / "ja" / "01_tiny.md"
+    source.write_text(TINY_JA.replace("演習が 1 つ", "演習がひとつ"), encoding="utf-8")
+    later = built.stat().st_mtime + 10
+    os.utime(source, (later, later))
+    assert main(["lesson", "1", "--lang", "ja", "--no-pause", "--dir", str(lessons)]) == 0
+    out = capsys.readouterr().out
+    assert "演習がひとつ" in built.read_text() and "guess_answer = None" in built.read_text()
+    assert (lessons / "ja" / "01_tiny.py.bak").read_text() == answered
+    assert "01_tiny.py.bak に残してあります" in out
+
+
+def test_a_translation_missing_a_cell_is_refused_by_name(lessons, capsys):
+    source = lessons / "ja" / "01_tiny.md"
+    source.write_text(TINY_JA.split("<!-- cell 2 -->")[0], encoding="utf-8")
+    assert main(["lesson", "1", "--lang", "ja", "--no-pause", "--dir", str(lessons)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "01_tiny.md: 1 prose sections for 2 markdown cells" in err
 
 
 def test_a_japanese_lesson_not_yet_translated_is_named_with_the_nearest(lessons, capsys):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ..errors import CollsimError, ConfigError
 from ..teach.language import JAPANESE_FOLDER, current_language, parse_language
+from ..teach.translation import read_translation, translate_lesson
+from ..teach.working_copy import translation_path, working_copy
 from .common import Formatter
 from .console import stdin_is_terminal
 from .exit_status import Meaning
@@ -27,8 +29,11 @@ prose and the code of each cell, then its output; it pauses between cells only w
 standard input is a terminal (--no-pause turns that off).  An exercise left unanswered
 prints the file and line of its answer slot (lessons/07_tensor_parallel.py:123: set ...).
 
---lang ja runs the Japanese lessons in lessons/ja/ (the same code, the prose and the
-exercise feedback in Japanese; their titles in `collsim lesson list --lang ja`).  Without
+--lang ja runs a lesson in Japanese: the English lesson's code with the Japanese prose of
+lessons/ja/NN_topic.md, assembled into lessons/ja/NN_topic.py (a percent-format file that
+also runs as a script and opens as a notebook; write your answers there, it is rebuilt only
+when its sources are newer, and a copy you changed is kept as NN_topic.py.bak).  The
+exercise feedback is Japanese too; the titles are in `collsim lesson list --lang ja`.  Without
 --lang the language comes from COLLSIM_LANG (en or ja), else from the locale (LC_ALL,
 LC_MESSAGES or LANG starting with "ja"); English is the default.
 
@@ -51,7 +56,7 @@ def register(subparsers):
     p.add_argument(
         "--lang",
         default=None,
-        help="en (English) or ja (Japanese, the lessons in lessons/ja/); default: "
+        help="en (English) or ja (Japanese, the prose in lessons/ja/); default: "
         "COLLSIM_LANG, else ja when LC_ALL/LC_MESSAGES/LANG starts with 'ja', else en",
     )
     p.add_argument(
@@ -91,29 +96,30 @@ def language_of(args):
     return current_language() if lang is None else parse_language(lang)
 
 
-def language_dir(folder, lang):
-    """The folder of the lessons in ``lang``: ``folder`` itself for English, its ``ja/``
-    for Japanese (or ``folder`` when it is already a ``ja`` folder)."""
-    if lang == "en" or folder.name == JAPANESE_FOLDER:
-        return folder
-    translated = folder / JAPANESE_FOLDER
-    if not translated.is_dir():
+def english_dir(folder, lang):
+    """The folder of the English lessons, the one code source: ``folder``, or its parent
+    when ``--dir`` names the ``ja`` folder of translations."""
+    if lang != "en" and folder.name == JAPANESE_FOLDER:
+        folder = folder.parent
+    if lang != "en" and not (folder / JAPANESE_FOLDER).is_dir():
         raise ConfigError(
-            f"--lang {lang}: no Japanese lessons at {translated}: they live in lessons/ja/ of "
-            "the collsim repository (or run the English ones with --lang en)"
+            f"--lang {lang}: no Japanese lessons at {folder / JAPANESE_FOLDER}: their prose "
+            "lives in lessons/ja/ of the collsim repository (or run the English ones with "
+            "--lang en)"
         )
-    return translated
+    return folder
 
 
-def find_lessons(folder):
-    """``{number: path}`` of ``NN_topic.py`` files."""
+def find_lessons(folder, lang="en"):
+    """``{number: path}`` of the English ``NN_topic.py`` files in ``folder``; for another
+    ``lang`` only those with a translation (``ja/NN_topic.md``)."""
     found = {}
     try:
         paths = sorted(folder.glob("[0-9][0-9]_*.py"))
     except OSError as exc:  # an unreadable folder
         raise ConfigError(f"{folder}: cannot list the lessons ({exc.strerror})") from None
     for path in paths:
-        if path.is_file():
+        if path.is_file() and (lang == "en" or translation_path(path, lang).is_file()):
             found[int(path.name[:2])] = path
     return found
 
@@ -163,9 +169,16 @@ def _read(path):
         raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
 
 
-def summary(path):
+def lesson_text(path, lang="en"):
+    """The text of the English lesson at ``path`` in ``lang`` (its translation applied)."""
+    if lang == "en":
+        return _read(path)
+    return translate_lesson(_read(path), read_translation(translation_path(path, lang)))
+
+
+def summary(path, lang="en"):
     """(title, one line) from the lesson's first markdown cell."""
-    for kind, source in cells(_read(path)):
+    for kind, source in cells(lesson_text(path, lang)):
         if kind == "markdown":
             prose = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in
                      source.splitlines()]  # fmt: skip
@@ -184,6 +197,10 @@ UNTRANSLATED = {
     "ja": "(まだ日本語版のないレッスン: {numbers}。英語版は `collsim lesson N --lang en` で"
     "実行できます)",
 }
+KEPT = {  # only translated lessons are built
+    "ja": "(レッスンの元ファイルが更新されたので {lesson} を作り直しました。"
+    "以前のファイルは {backup} に残してあります)",
+}
 NEXT_CELL = {"en": "  [Enter: next cell] ", "ja": "  [Enter: 次のセルへ] "}
 
 
@@ -192,14 +209,14 @@ def run(args):
     if which != "list" and not re.fullmatch(r"[0-9]{1,2}", which):
         raise ConfigError(f"lesson {args.which!r}: give 'list' or a lesson number such as 3")
     lang = language_of(args)
-    english = lessons_dir(args.dir)  # before any work: the folder must exist
-    folder = language_dir(english, lang)
-    lessons = find_lessons(folder)
+    english = english_dir(lessons_dir(args.dir), lang)  # before any work: it must exist
+    folder = english if lang == "en" else english / JAPANESE_FOLDER
+    lessons = find_lessons(english, lang)
     if which == "list":
         for number, path in lessons.items():
-            title, line = summary(path)
+            title, line = summary(path, lang)
             print(f"{number:>2}  {title}\n    {line}")
-        missing = sorted(set(find_lessons(english)) - set(lessons)) if folder != english else []
+        missing = sorted(set(find_lessons(english)) - set(lessons))
         if missing:
             print("\n" + UNTRANSLATED[lang].format(numbers=", ".join(map(str, missing))))
         print(LIST_FOOTER[lang].format(folder=folder))
@@ -207,7 +224,13 @@ def run(args):
     number = int(which)
     if number not in lessons:
         raise ConfigError(_no_such_lesson(args.which, number, lessons, folder, english))
-    return _run_lesson(lessons[number], args, lang)
+    path = lessons[number]
+    if lang != "en":
+        built = working_copy(path, lang)
+        if built.backup:
+            print(KEPT[lang].format(lesson=built.lesson, backup=built.backup))
+        path = built.lesson
+    return _run_lesson(path, args, lang)
 
 
 def _no_such_lesson(which, number, lessons, folder, english):

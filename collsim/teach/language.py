@@ -31,7 +31,7 @@ from ..errors import ConfigError
 __all__ = ["LANGUAGES", "current_language", "locale_language", "parse_language"]
 
 LANGUAGES = {"en": "English", "ja": "Japanese"}
-JAPANESE_FOLDER = "ja"  # lessons/ja/ holds the Japanese lessons
+JAPANESE_FOLDER = "ja"  # lessons/ja/: the Japanese prose, and the lessons built from it
 
 
 def locale_language(environ=None):
