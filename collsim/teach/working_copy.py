@@ -4,8 +4,8 @@
 English ``lessons/NN_topic.py`` into ``lessons/ja/NN_topic.py`` (and the solutions into
 ``lessons/ja/solutions/``): a percent-format file that runs as a script, opens as a
 notebook, and is where a student writes the answers.  The copy is rebuilt when it is
-missing or older than its sources; a copy the student changed is kept beside it as
-``NN_topic.py.bak`` before it is replaced.
+missing or older than its sources; the previous copy, which may hold the student's answers,
+is kept beside it as ``NN_topic.py.bak`` when it differs from the new one.
 
 Examples
 --------
