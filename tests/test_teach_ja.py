@@ -333,6 +333,19 @@ def test_the_built_lesson_keeps_the_students_answers_until_its_sources_change(
     assert "01_tiny.py.bak に残してあります" in out
 
 
+def test_lesson_build_writes_every_japanese_lesson_without_running_it(lessons, capsys):
+    assert main(["lesson", "build", "--lang", "ja", "--dir", str(lessons)]) == 0
+    out = capsys.readouterr().out
+    built = lessons / "ja" / "01_tiny.py"
+    assert f"{built} に作りました" in out and "正解" not in out and "01_tiny.py:" not in out
+    assert built.read_text(encoding="utf-8").splitlines()[1] == "# # 1. 小さなレッスン"
+    assert not (lessons / "ja" / "02_tiny.py").exists()  # not translated: nothing to build
+    assert main(["lesson", "build", "--lang", "ja", "--dir", str(lessons)]) == 0
+    assert capsys.readouterr().out == "", "an up-to-date lesson is left as it is"
+    assert main(["lesson", "build", "--lang", "en", "--dir", str(lessons)]) == 2
+    assert "need no build" in capsys.readouterr().err
+
+
 def test_a_translation_missing_a_cell_is_refused_by_name(lessons, capsys):
     source = lessons / "ja" / "01_tiny.md"
     source.write_text(TINY_JA.split("<!-- cell 2 -->")[0], encoding="utf-8")

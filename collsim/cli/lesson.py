@@ -42,6 +42,7 @@ examples:
   collsim lesson 4
   collsim lesson list --lang ja
   collsim lesson 4 --lang ja
+  collsim lesson build --lang ja      # lessons/ja/NN_topic.py for Jupyter, without running them
   COLLSIM_SOLUTIONS=1 collsim lesson 4 --no-pause   # fill every exercise from the solutions
 """
 
@@ -51,7 +52,8 @@ CELL = re.compile(r"^# %%(.*)$")
 def register(subparsers):
     p = subparsers.add_parser("lesson", help="list the lessons or run one (collsim lesson list)",
                               description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
-    p.add_argument("which", help="'list', or a lesson number such as 3")
+    p.add_argument("which", help="'list', 'build' (--lang ja: write the Japanese lessons to "
+                   "open as notebooks), or a lesson number such as 3")  # fmt: skip
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between cells")
     p.add_argument(
         "--lang",
@@ -201,14 +203,22 @@ KEPT = {  # only translated lessons are built
     "ja": "(レッスンの元ファイルが更新されたので {lesson} を作り直しました。"
     "以前のファイルは {backup} に残してあります)",
 }
+BUILT = {"ja": "(日本語のレッスンを {lesson} に作りました)"}
 NEXT_CELL = {"en": "  [Enter: next cell] ", "ja": "  [Enter: 次のセルへ] "}
 
 
 def run(args):
     which = str(args.which).strip()
-    if which != "list" and not re.fullmatch(r"[0-9]{1,2}", which):
-        raise ConfigError(f"lesson {args.which!r}: give 'list' or a lesson number such as 3")
+    if which not in ("list", "build") and not re.fullmatch(r"[0-9]{1,2}", which):
+        raise ConfigError(
+            f"lesson {args.which!r}: give 'list', 'build' or a lesson number such as 3"
+        )
     lang = language_of(args)
+    if which == "build" and lang == "en":
+        raise ConfigError(
+            "lesson build --lang en: the English lessons are the sources and need no build; "
+            "give --lang ja to build the Japanese ones"
+        )
     english = english_dir(lessons_dir(args.dir), lang)  # before any work: it must exist
     folder = english if lang == "en" else english / JAPANESE_FOLDER
     lessons = find_lessons(english, lang)
@@ -221,16 +231,25 @@ def run(args):
             print("\n" + UNTRANSLATED[lang].format(numbers=", ".join(map(str, missing))))
         print(LIST_FOOTER[lang].format(folder=folder))
         return 0
+    if which == "build":
+        for path in lessons.values():
+            _build(path, lang)
+        return 0
     number = int(which)
     if number not in lessons:
         raise ConfigError(_no_such_lesson(args.which, number, lessons, folder, english))
-    path = lessons[number]
-    if lang != "en":
-        built = working_copy(path, lang)
-        if built.backup:
-            print(KEPT[lang].format(lesson=built.lesson, backup=built.backup))
-        path = built.lesson
+    path = lessons[number] if lang == "en" else _build(lessons[number], lang)
     return _run_lesson(path, args, lang)
+
+
+def _build(english_path, lang):
+    """The ``lang`` lesson of ``english_path``, built if its sources are newer."""
+    built = working_copy(english_path, lang)
+    if built.backup:
+        print(KEPT[lang].format(lesson=built.lesson, backup=built.backup))
+    elif built.rebuilt:
+        print(BUILT[lang].format(lesson=built.lesson))
+    return built.lesson
 
 
 def _no_such_lesson(which, number, lessons, folder, english):
