@@ -23,7 +23,9 @@ The translation file reads as markdown::
     ```
 
 A markdown cell's lines are stored without the ``# `` that percent format puts in front of
-them; a string or comment is written as it is in the source (one line, quotes included).
+them; a string or comment is written as it is in the source, quotes included.  A string
+over several lines, or a comment written over several lines (one entry), continues on lines
+indented by two spaces; a translated comment may take more or fewer lines than the English.
 
 Examples
 --------
@@ -97,7 +99,9 @@ def parse_translation(text, source="<translation>"):
             pairs.append(_Entry(line[0], entry, number))
         elif in_strings and entry is not None and (line.startswith("  ") or not line):
             entry.append(line[2:])  # a line of a multi-line string or comment block
-        elif line.strip() and not line.startswith("```"):
+        elif line.startswith("```"):  # the fence around the table, for the eye
+            entry = None
+        elif line.strip():
             raise ConfigError(
                 f"{source}:{number}: {line[:60]!r} is outside any section: start the prose "
                 f"with <!-- cell N -->, a string pair with '- ' and '+ ' after {STRINGS}"
