@@ -158,7 +158,7 @@ def test_every_gradient_is_handed_to_the_buckets_once_and_overlaps_the_pipeline(
     run = train(model, [(x, target)], config)
     assert run.match
     for rank in range(run.mesh.size):
-        shards = run.run.returns[rank][0][1]  # step 1's StepShards: DDP keeps them whole
+        shards = run.run.returns[rank][0].shards  # step 1's: DDP keeps them whole
         held = sum(g.size for g in shards.grads.values())
         assert sum(shards.buckets) == held and len(shards.buckets) == len(shards.grads)
     # the first gradient all-reduce starts before the stage's last pass is done (DDP overlap)

@@ -36,6 +36,7 @@ Examples
 """
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -54,7 +55,7 @@ from .context.tensor import tensor_context_block
 from .data.checkpoint import check_state_dict, save_state
 from .data.sharded import ShardedUnit, hsdp_groups
 from .data.sync import gradient_sync
-from .mesh_run import MeshRun, MeshStep, assemble_run
+from .mesh_run import MeshRun, MeshStep, RankStep, assemble_run
 from .modules import Local
 from .oracle import reference_steps
 from .pipeline.chunk import ModelChunk
@@ -330,10 +331,10 @@ def _program(rank, setups, batches, plan):
             gather=gather,
         )
         outcome = yield from stage_program(rank, job)
-        records.append((outcome, (yield from sync.finish(job.chunks)), None))
+        records.append(RankStep(outcome, (yield from sync.finish(job.chunks))))
     if plan.state_dict is not None:  # after the last step: save the state, measured
         saved = yield from save_state(rank, sync, me.optimizer, sync.group, plan.state_dict)
-        records[-1] = records[-1][:2] + (saved,)
+        records[-1] = dataclasses.replace(records[-1], saved=saved)
     return records
 
 

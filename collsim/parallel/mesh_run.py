@@ -12,14 +12,35 @@ import numpy as np
 from .accounting import collective_bytes, overlap
 from .config import ParallelConfig
 from .context.layouts import gather_sequence
-from .data.sync import whole
+from .data.checkpoint import SavedState
+from .data.sync import StepShards, whole
 from .modules import flat_shard_axes, gather_params, replica_max_diff
 from .oracle import compare
 from .pipeline.result import measure_pipeline
 from .pipeline.schedules import Schedule
+from .pipeline.stage import StageOutcome
 from .tensor import assemble
 
-__all__ = ["MeshStep", "MeshRun", "assemble_run"]
+__all__ = ["RankStep", "WholeStep", "MeshStep", "MeshRun", "assemble_run"]
+
+
+@dataclass(frozen=True)
+class RankStep:
+    """What one rank's program returns for one optimizer step: ``run.returns[rank][step]``."""
+
+    outcome: StageOutcome  # the stage program's: loss, gradients, in-flight activations
+    shards: StepShards  # gradients (averaged) and parameters (stepped): whole, or a ZeRO shard
+    saved: SavedState | None = None  # after the last step of train(state_dict=...), else None
+
+
+@dataclass(frozen=True)
+class WholeStep:
+    """One rank's step with its ZeRO shards put back together (its TP shards still apart)."""
+
+    outcome: StageOutcome
+    grads: dict  # whole over the data-parallel shard group, before the step
+    params: dict  # whole over the data-parallel shard group, after the step
+    buckets: list  # elements per gradient bucket of this rank
 
 
 @dataclass
@@ -91,11 +112,11 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
     for s in range(pp):
         for units in setups[int(grid[s, 0, 0])].chunks:
             axes |= flat_shard_axes([(p, getattr(u, "unit", u)) for p, u in units])
-    returns = _whole_records(run.returns, grid4.reshape(pp, dp * cp, tp), n_steps)
+    wholes = _whole_steps(run.returns, grid4.reshape(pp, dp * cp, tp), n_steps)
     steps, keep = [], plan.keep_io
     for i in range(n_steps):
-        rec = [returned[i] for returned in returns]  # per rank
-        last = [rec[int(r)][0] for r in grid4[pp - 1].ravel()]  # the last stage's outcomes
+        rec = [per_step[i] for per_step in wholes]  # per rank
+        last = [rec[int(r)].outcome for r in grid4[pp - 1].ravel()]  # the last stage's
 
         def whole(stage, field, layout, scale=1.0, rec=rec):
             """The whole batch from a stage's ranks: tp parts, then cp tokens, then dp rows."""
@@ -103,7 +124,7 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
             for replica in grid4[stage]:  # (cp, tp)
                 tokens = []
                 for row in replica:
-                    outcomes = [rec[int(r)][0] for r in row]
+                    outcomes = [rec[int(r)].outcome for r in row]
                     parts = [np.concatenate([getattr(o, field)[mb]
                                              for mb in sorted(getattr(o, field))])
                              for o in outcomes]  # fmt: skip
@@ -117,10 +138,10 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
             loss=float(np.mean([o.loss for o in last])),  # every rank holds as many tokens
             output=whole(pp - 1, "outputs", plan.out_layout) if keep else None,
             input_grad=whole(0, "input_grads", plan.in_layout, 1 / (dp * cp)) if keep else None,
-            grads=_gather(grid, [rec[r][1] for r in range(mesh.size)], axes, replica0),
-            params=_gather(grid, [rec[r][2] for r in range(mesh.size)], axes, replica0),
+            grads=_gather(grid, [rec[r].grads for r in range(mesh.size)], axes, replica0),
+            params=_gather(grid, [rec[r].params for r in range(mesh.size)], axes, replica0),
         ))  # fmt: skip
-    final = [returns[r][-1][2] for r in range(mesh.size)]
+    final = [wholes[r][-1].params for r in range(mesh.size)]
     replicated = [k for k, a in axes.items() if a is None]
     result = MeshRun(
         config=config,
@@ -128,12 +149,12 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
         schedule=sched,
         run=run,
         steps=steps,
-        pipelines=_pipelines(sched, config, run, returns, grid4) if n_steps == 1 else {},
-        buckets=returns[0][0][3],
+        pipelines=_pipelines(sched, config, run, wholes, grid4) if n_steps == 1 else {},
+        buckets=wholes[0][0].buckets,
         dp_replica_diff=_replica_diff(grid4.reshape(pp, dp * cp, tp), final, "dp"),
         tp_replica_diff=_replica_diff(grid, final, "tp", replicated),
         bytes_by_group=collective_bytes(run.trace, mesh.size, mesh),
-        saved=[returned[-1][2] for returned in run.returns],
+        saved=[per_step[-1].saved for per_step in run.returns],
         overlap=overlap(run.trace, mesh.size),
     )
     if reference is not None:
@@ -171,28 +192,28 @@ def _gather(grid, per_rank, axes, replica0):
     return full
 
 
-def _whole_records(returned, grid, n_steps):
-    """Per rank and step ``(outcome, grads, params, buckets)``, whole (TP shards still
-    apart): ZeRO shards are put back together from the rank's shard group (its block of
-    ``dp_shard`` consecutive data-parallel ranks; all of dp unless HSDP)."""
+def _whole_steps(returned, grid, n_steps):
+    """Per rank and step a :class:`WholeStep` from the ranks' :class:`RankStep`: ZeRO shards
+    are put back together from the rank's shard group (its block of ``dp_shard`` consecutive
+    data-parallel ranks; all of dp unless HSDP)."""
     out = [[None] * n_steps for _ in returned]
     pp, dp, tp = grid.shape
     for s in range(pp):
         for t in range(tp):
             group = [int(r) for r in grid[s, :, t]]
             for i in range(n_steps):
-                layouts = returned[group[0]][i][1].layouts
+                layouts = returned[group[0]][i].shards.layouts
                 size = next(iter(layouts.values())).shards if layouts else dp
                 for start in range(0, dp, size):
                     block = group[start : start + size]
-                    grads, params = whole([returned[r][i][1] for r in block])
+                    grads, params = whole([returned[r][i].shards for r in block])
                     for r in block:
-                        outcome, shards = returned[r][i][:2]
-                        out[r][i] = (outcome, grads, params, shards.buckets)
+                        step = returned[r][i]
+                        out[r][i] = WholeStep(step.outcome, grads, params, step.shards.buckets)
     return out
 
 
-def _pipelines(sched, config, run, returns, grid4):
+def _pipelines(sched, config, run, wholes, grid4):
     """One :class:`PipelineResult` per (dp, tp) coordinate (per (dp, cp, tp) with context
     parallelism), read from the trace."""
     times = dict(zip(("t_f", "t_b", "t_w"), config.pass_times))
@@ -203,14 +224,14 @@ def _pipelines(sched, config, run, returns, grid4):
             for t in range(tp):
                 stage_ranks = tuple(int(r) for r in grid4[:, d, c, t])
                 key = (d, t) if cp == 1 else (d, c, t)
-                pipelines[key] = _pipeline(sched, times, run, returns, stage_ranks)
+                pipelines[key] = _pipeline(sched, times, run, wholes, stage_ranks)
     return pipelines
 
 
-def _pipeline(sched, times, run, returns, stage_ranks):
-    """The :class:`PipelineResult` of the stages on ``stage_ranks``."""
-    outcomes = [returns[r][0][0] for r in stage_ranks]
+def _pipeline(sched, times, run, wholes, stage_ranks):
+    """The :class:`PipelineResult` of the stages on ``stage_ranks`` (step 1 of ``wholes``)."""
+    outcomes = [wholes[r][0].outcome for r in stage_ranks]
     grads = {}
     for r in stage_ranks:
-        grads |= returns[r][0][1]
+        grads |= wholes[r][0].grads
     return measure_pipeline(sched, times, run, outcomes, stage_ranks, grads)

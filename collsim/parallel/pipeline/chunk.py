@@ -80,7 +80,7 @@ class ModelChunk:
     def _prefetch(self, units, i, direction):
         """Start the gather of ``units[i + 1]`` (the next to run) if prefetching that way."""
         if self.prefetch in (direction, "both") and i + 1 < len(units):
-            upcoming = units[i + 1][1]
+            _, upcoming = units[i + 1]  # (prefix, unit)
             if hasattr(upcoming, "prefetch"):
                 yield from upcoming.prefetch(self.rank)
 

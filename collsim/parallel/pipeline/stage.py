@@ -38,6 +38,7 @@ __all__ = [
     "StageJob",
     "StageOutcome",
     "PipelineMessage",
+    "PassMessages",
     "stage_program",
     "pipeline_messages",
     "chunk_seconds",
@@ -69,6 +70,13 @@ class PipelineMessage(NamedTuple):
     def to_args(self):
         """The fields as a JSON-ready dict, for the Chrome/Perfetto export's ``args``."""
         return self._asdict()
+
+
+class PassMessages(NamedTuple):
+    """The messages of one pass: ``receives`` it waits for, ``sends`` it makes when done."""
+
+    receives: list  # [(source stage, PipelineMessage), ...]
+    sends: list  # [(destination stage, PipelineMessage), ...]
 
 
 def activation_tag(microbatch, virtual_stage):
@@ -130,20 +138,22 @@ class StageOutcome:
 def pipeline_messages(schedule):
     """Who sends what to whom, read from the schedule's own :meth:`~Schedule.dependencies`.
 
-    Returns ``{(stage, PipeOp): ([(src stage, tag), ...], [(dst stage, tag), ...])}``: the
-    messages a pass waits for and the ones it sends when done. A dependency on a pass of
-    another virtual stage is a message (an activation forward, a gradient backward); one on
-    the same virtual stage (a micro-batch's own ``F`` before its ``B``) is local order.
+    Returns ``{(stage, PipeOp): PassMessages}``: the messages a pass waits for
+    (``receives``: ``[(src stage, tag), ...]``) and the ones it sends when done (``sends``).
+    A dependency on a pass of another virtual stage is a message (an activation forward, a
+    gradient backward); one on the same virtual stage (a micro-batch's own ``F`` before its
+    ``B``) is local order.
 
     >>> from collsim.parallel.pipeline.schedules import PipeOp, one_f_one_b
     >>> links = pipeline_messages(one_f_one_b(2, 1))
     >>> links[(1, PipeOp("F", 0))]
-    ([(0, PipelineMessage(kind='act', microbatch=0, virtual_stage=1))], [])
-    >>> links[(1, PipeOp("BW", 0))][1]
+    PassMessages(receives=[(0, PipelineMessage(kind='act', microbatch=0, virtual_stage=1))], \
+sends=[])
+    >>> links[(1, PipeOp("BW", 0))].sends
     [(0, PipelineMessage(kind='grad', microbatch=0, virtual_stage=0))]
     """
     p = schedule.stages
-    links = {(s, op): ([], []) for s, ops in enumerate(schedule.ops) for op in ops}
+    links = {(s, op): PassMessages([], []) for s, ops in enumerate(schedule.ops) for op in ops}
     for (stage, op), (receives, _) in links.items():
         here = op.chunk * p + stage
         for src_stage, dep in schedule.dependencies(stage, op):
@@ -153,7 +163,7 @@ def pipeline_messages(schedule):
             make = activation_tag if op.kind == "F" else gradient_tag
             tag = make(op.microbatch, here)
             receives.append((src_stage, tag))
-            links[(src_stage, dep)][1].append((stage, tag))
+            links[(src_stage, dep)].sends.append((stage, tag))
     return links
 
 
@@ -161,7 +171,7 @@ def _post_receives(rank, job):
     """Post every receive this stage will need; return {(PipeOp, tag): handle}."""
     inbox = {}
     for op in job.schedule.ops[job.stage]:
-        for src_stage, tag in job.messages[(job.stage, op)][0]:
+        for src_stage, tag in job.messages[(job.stage, op)].receives:
             inbox[(op, tag)] = yield rank.irecv(job.pp_ranks[src_stage], tag=tag)
     return inbox
 

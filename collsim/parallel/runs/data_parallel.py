@@ -107,14 +107,14 @@ def train_data_parallel(cluster, model, batches, dp=None, micro_batch=None, accu
             "loss": step.loss,
             "output": step.output,
             "grads": step.grads,
-            "rank_grads": [returns[r][s][1].grads for r in range(dp)],
+            "rank_grads": [returns[r][s].shards.grads for r in range(dp)],
         })  # fmt: skip
     return DataParallelRun(
         dp=dp,
         micro_batch=micro,
         accumulation=accum,
         steps=steps,
-        replicas=[returns[r][-1][1].params for r in range(dp)],
+        replicas=[returns[r][-1].shards.params for r in range(dp)],
         buckets=run.buckets,
         result=run.run,
         bytes_by_collective=collective_bytes(run.trace, cluster.size),

@@ -1,0 +1,101 @@
+"""The trainer's results are typed records, read by name (DESIGN.md, principle 4).
+
+A rank program of the mesh trainer returns one :class:`RankStep` per optimizer step, the
+run's assembly turns them into :class:`WholeStep` records, and a pipeline pass's messages
+are a :class:`PassMessages`; nothing on the trainer path takes a field out of a tuple by
+its position (``returned[r][i][2]`` once meant the parameters in one place and the saved
+state in another). The AST rule below is the house rule; the runs show the records.
+"""
+
+import ast
+from pathlib import Path
+
+from collsim.nn import Adam
+from collsim.parallel.config import ParallelConfig
+from collsim.parallel.data.checkpoint import SavedState
+from collsim.parallel.data.sync import StepShards
+from collsim.parallel.mesh import train
+from collsim.parallel.mesh_run import RankStep
+from collsim.parallel.pipeline.schedules import build_schedule
+from collsim.parallel.pipeline.stage import PassMessages, pipeline_messages
+from collsim.parallel.runs.pipeline import toy_batch, toy_model
+
+PACKAGE = Path(__file__).resolve().parents[1] / "collsim"
+
+
+def trainer_path():
+    """The modules that produce or read the trainer's results (run_pipeline, which reads
+    the mesh trainer's run, moved from pipeline/ to runs/)."""
+    paths = [*PACKAGE.glob("parallel/mesh*.py"), *PACKAGE.glob("parallel/pipeline/**/*.py")]
+    paths += [PACKAGE / "parallel" / "runs" / "pipeline.py"]
+    paths += [*PACKAGE.glob("verify/*.py"), PACKAGE / "cli" / "verify.py"]
+    return sorted(paths)
+
+
+def _constant_index(node):
+    """``x[2]``, ``x[-1]``, ``x[:2]``: an index a reader has to look up."""
+    index = node.slice
+    if isinstance(index, ast.Slice):
+        return any(bound is not None for bound in (index.lower, index.upper))
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        index = index.operand
+    return isinstance(index, ast.Constant) and type(index.value) is int
+
+
+def positional_reads(source):
+    """Lines that take a field out of a per-rank (or per-step) element by position:
+    ``returns[r][i][1]``, ``rec[r][0]``; ``wholes[r][0].outcome`` (the step-1 record of
+    rank r, read by name) is not one."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Subscript)):
+            continue
+        if _constant_index(node) and not isinstance(parents.get(node), ast.Attribute):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_rule_sees_the_reads_it_forbids():
+    assert positional_reads("x = returns[r][i][2]\ny = rec[r][-1]\nz = out[r][i][:2]\n") == [
+        "line 1: returns[r][i][2]",
+        "line 2: rec[r][-1]",
+        "line 3: out[r][i][:2]",
+    ]
+    assert positional_reads("a = wholes[r][0].outcome\nb = grid[s, 0]\nc = x[0]\n") == []
+
+
+def test_no_module_on_the_trainer_path_reads_a_result_by_position():
+    paths = trainer_path()
+    assert any(p.name == "mesh_run.py" for p in paths) and len(paths) > 10
+    offenders = {
+        str(p.relative_to(PACKAGE)): reads
+        for p in paths
+        if (reads := positional_reads(p.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
+
+
+def test_each_rank_returns_one_rank_step_per_step_and_its_saved_state():
+    model = toy_model(layers=2, hidden=8, heads=2)
+    batches = [toy_batch(batch=4, seed=1), toy_batch(batch=4, seed=2)]
+    config = ParallelConfig(dp=2, zero=1)
+    run = train(model, batches, config, optimizer=Adam(1e-2), state_dict="sharded")
+    assert run.match
+    for rank, steps in enumerate(run.run.returns):
+        assert [type(step) for step in steps] == [RankStep, RankStep]
+        assert all(isinstance(step.shards, StepShards) for step in steps)
+        assert steps[0].saved is None  # saved after the last step only
+        assert isinstance(steps[-1].saved, SavedState) and steps[-1].saved.rank == rank
+    assert run.saved == [steps[-1].saved for steps in run.run.returns]
+    # the stepped parameters are the run's, not the saved state (index 2 once meant either)
+    assert set(run.params) == set(model.params)
+
+
+def test_a_pass_names_its_receives_and_its_sends():
+    links = pipeline_messages(build_schedule("1f1b", 2, 2))
+    assert all(type(messages) is PassMessages for messages in links.values())
+    sent = sorted((s, dst, tag) for (s, _), m in links.items() for dst, tag in m.sends)
+    got = sorted((src, s, tag) for (s, _), m in links.items() for src, tag in m.receives)
+    assert sent == got and len(sent) == 2 * 2  # 2 micro-batches cross 1 boundary twice
