@@ -1,15 +1,27 @@
-"""The trainer's results are typed records, read by name (DESIGN.md, principle 4).
+"""The trainer's results and the verification's options are typed records, read by name.
 
 A rank program of the mesh trainer returns one :class:`RankStep` per optimizer step, the
 run's assembly turns them into :class:`WholeStep` records, and a pipeline pass's messages
 are a :class:`PassMessages`; nothing on the trainer path takes a field out of a tuple by
 its position (``returned[r][i][2]`` once meant the parameters in one place and the saved
 state in another). The AST rule below is the house rule; the runs show the records.
+
+``verify`` and ``verify_context`` take one :class:`VerifyConfig` (or a scheme and its
+fields as keywords), which the command line builds once from its flags and which is checked
+once, however many readers it has.
 """
 
 import ast
+import inspect
+import sys
 from pathlib import Path
 
+import pytest
+
+import collsim.verify
+import collsim.verify.run
+from collsim.cli import main
+from collsim.errors import ConfigError
 from collsim.nn import Adam
 from collsim.parallel.config import ParallelConfig
 from collsim.parallel.data.checkpoint import SavedState
@@ -19,6 +31,9 @@ from collsim.parallel.mesh_run import RankStep
 from collsim.parallel.pipeline.schedules import build_schedule
 from collsim.parallel.pipeline.stage import PassMessages, pipeline_messages
 from collsim.parallel.runs.pipeline import toy_batch, toy_model
+from collsim.verify.checks import check_arguments, check_sharding
+from collsim.verify.config import VerifyConfig
+from collsim.verify.context import verify_context
 
 PACKAGE = Path(__file__).resolve().parents[1] / "collsim"
 
@@ -99,3 +114,94 @@ def test_a_pass_names_its_receives_and_its_sends():
     sent = sorted((s, dst, tag) for (s, _), m in links.items() for dst, tag in m.sends)
     got = sorted((src, s, tag) for (s, _), m in links.items() for src, tag in m.receives)
     assert sent == got and len(sent) == 2 * 2  # 2 micro-batches cross 1 boundary twice
+
+
+# ---- verify takes one config ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", [collsim.verify.verify, verify_context])
+def test_verify_takes_one_config(function):
+    kinds = [p.kind for p in inspect.signature(function).parameters.values()]
+    assert kinds == [inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_KEYWORD]
+
+
+class Trained(Exception):
+    """Raised in place of the training: what came before it is the check."""
+
+
+def calls_of(functions, run):
+    """How many times each of ``functions`` ran (however its name was imported) in ``run``."""
+    codes = {f.__code__: f.__name__ for f in functions}
+    counts = dict.fromkeys(codes.values(), 0)
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            counts[codes[frame.f_code]] += 1
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return counts
+
+
+def test_the_cli_builds_one_config_and_every_rule_runs_once(monkeypatch):
+    given = []
+
+    def no_training(problem, config, *args, **kwargs):
+        raise Trained
+
+    real_verify = collsim.verify.verify
+
+    def spy(*args, **kwargs):
+        given.append((args, kwargs))
+        return real_verify(*args, **kwargs)
+
+    monkeypatch.setattr(collsim.verify.run, "_train", no_training)
+    monkeypatch.setattr(collsim.verify, "verify", spy)
+    argv = ["verify", "zero", "--stage", "2", "--dp", "2", "--hidden", "8", "--heads", "2",
+            "--seq", "4", "--steps", "1"]  # fmt: skip
+
+    def run():
+        with pytest.raises(Trained):
+            main(argv)
+
+    assert calls_of([check_sharding, check_arguments], run) == {
+        "check_sharding": 1,
+        "check_arguments": 1,
+    }
+    [(args, kwargs)] = given
+    assert kwargs == {} and len(args) == 1 and isinstance(args[0], VerifyConfig)
+    config = args[0]
+    assert (config.scheme, config.stage, config.dp, config.steps) == ("zero", 2, 2, 1)
+    assert config.resolved.parallel.zero == 2 and config.names["stage"] == "--stage"
+
+
+def test_a_config_and_its_keywords_run_the_same_check():
+    by_keywords = collsim.verify.verify("tp-row", tp=2, batch=2, hidden=4, ffn_hidden=8, seq=2,
+                                        steps=1)  # fmt: skip
+    config = VerifyConfig("tp-row", tp=2, batch=2, hidden=4, ffn_hidden=8, seq=2, steps=1)
+    assert collsim.verify.verify(config).to_dict() == by_keywords.to_dict()
+    assert by_keywords.match
+
+
+@pytest.mark.parametrize(
+    ("config", "options", "bad"),
+    [
+        ("dp", dict(hiden=8), "'hiden'; nearest valid option 'hidden'"),
+        ("dq", dict(), "'dq'"),
+        ("dp", dict(cp=2), "cp applies to schemes cp and nd"),
+        ("cp", dict(stage=2), "stage does not apply to scheme 'cp'"),
+        ("fsdp", dict(stage=2), "stage applies to zero"),
+        ("cp", dict(seq=6, cp=4), "seq=6"),
+    ],
+)
+def test_a_config_is_refused_by_name_before_training(config, options, bad, monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before refusing")
+
+    monkeypatch.setattr(collsim.verify.run, "_train", no_training)
+    with pytest.raises(ConfigError) as error:
+        collsim.verify.verify(config, **options)
+    assert bad in str(error.value)

@@ -15,11 +15,17 @@ EXIT_STATUS = Meaning(ok="the cluster matches one device",
 # the flags that set how much memory a check needs, named in the refusal
 MODEL_SIZE_FLAGS = ("hidden", "ffn_hidden", "heads", "seq", "layers", "batch", "micro_batch",
                     "steps", "dp", "tp")  # fmt: skip
-# the sharding flags as the user spells them, for check_sharding's refusals
-SHARDING_FLAGS = {"stage": "--stage", "dp_replicate": "--dp-replicate", "dp_shard": "--dp-shard",
-                  "gpus_per_node": "--gpus-per-node", "optimizer": "--optimizer",
-                  "prefetch": "--prefetch", "reshard_after_forward": "--no-reshard-after-forward",
-                  "dp": "--dp"}  # fmt: skip
+# every option of VerifyConfig as the user spells it, for the refusals
+FLAGS = {"dp": "--dp", "tp": "--tp", "cp": "--cp", "pp": "--pp", "sp": "--sp",
+         "dp_replicate": "--dp-replicate", "dp_shard": "--dp-shard",
+         "gpus_per_node": "--gpus-per-node", "stage": "--stage", "optimizer": "--optimizer",
+         "prefetch": "--prefetch", "reshard_after_forward": "--no-reshard-after-forward",
+         "variant": "--variant", "layout": "--layout", "causal": "--causal",
+         "micro_batch": "--micro-batch", "accumulation": "--accumulation", "heads": "--heads",
+         "hidden": "--hidden", "seq": "--seq", "layers": "--layers",
+         "steps": "--steps"}  # fmt: skip
+# the options given as text, so that a refusal can quote them: whole numbers
+WHOLE_NUMBER_FLAGS = ("stage", "cp", "pp", "dp_replicate", "dp_shard", "gpus_per_node")
 
 DESCRIPTION = """\
 Build a small model and data from --seed, train it for --steps SGD steps (Adam for zero,
@@ -170,16 +176,14 @@ def run(args):
     import json
 
     from ..verify import verify
-    from ..verify.context import CONTEXT_SCHEMES, verify_context
     from .common import explain_time_guard
     from .console import progress
 
-    context = args.scheme in CONTEXT_SCHEMES
-    options = check_context_args(args) if context else check_args(args)
+    config = check_args(args)
     timing = {k: getattr(args, k) for k in ("bandwidth", "latency", "compute_rate")}
     training = progress(f"collsim verify {args.scheme}: training twice", args.progress)
     with training, explain_time_guard(**timing):
-        report = (verify_context if context else verify)(args.scheme, **options)
+        report = verify(config)
     if args.json:
         print(json.dumps(_finite_or_null(report.to_dict()), indent=2))
     else:
@@ -188,20 +192,15 @@ def run(args):
 
 
 def check_args(args):
-    """Every refusal that needs no training, named by flag; returns verify()'s options."""
+    """Every refusal that needs no training, named by flag: the flags' text parsed here, every
+    rule of the check applied once by the config (``VerifyConfig.resolved``), then the time
+    and memory the run needs.  Returns the :class:`~collsim.verify.config.VerifyConfig`."""
+    from dataclasses import fields
+
     from ..errors import ConfigError
-    from ..units import format_size, parse_flops, parse_size
-    from ..verify import (
-        check_sharding,
-        check_verify_sizes,
-        default_batch,
-        default_dp,
-        default_tp,
-        estimate_memory,
-        model_shape,
-    )
+    from ..units import parse_flops, parse_size
+    from ..verify.config import VerifyConfig
     from .common import check_int, check_seed, flag_value, link_latency, link_rate
-    from .limits import check_fits, check_work, transformer_seconds
 
     for flag in ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads",
                  "ffn_hidden", "seq", "layers", "steps"):  # fmt: skip
@@ -209,31 +208,60 @@ def check_args(args):
         if value is not None:
             check_int(value, f"--{flag.replace('_', '-')}", minimum=1)
     check_seed(args.seed)
-    for flag in ("cp", "variant", "layout", "causal", "pp"):
-        if getattr(args, flag) is not None:
-            raise ConfigError(f"--{flag} applies to schemes cp and nd, not to {args.scheme!r}")
-    shard_options = _sharding_options(args)
-    resolved = check_sharding(args.scheme, dp=args.dp, names=SHARDING_FLAGS, **shard_options)
-    lr = learning_rate(args.lr if args.lr is not None else ("0.01" if resolved else "0.1"))
+    whole = {}
+    for key in WHOLE_NUMBER_FLAGS:
+        text = getattr(args, key)
+        try:
+            whole[key] = None if text is None else int(text)
+        except ValueError:
+            flag = FLAGS[key]
+            raise ConfigError(f"{flag} {text!r}: must be a whole number, like {flag} 2") from None
+    lr = None if args.lr is None else learning_rate(args.lr)
     link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
     compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
     bucket_bytes = flag_value(parse_size, args.bucket_size, "--bucket-size")
     if bucket_bytes < 1:  # the shared ParallelConfig refuses it; 1B already flushes each grad
         raise ConfigError(f"--bucket-size {args.bucket_size}: a gradient bucket holds at least "
                           "1 byte; nearest valid --bucket-size 1B")  # fmt: skip
-    scheme = args.scheme
-    dp = resolved[1] if resolved else args.dp or default_dp(scheme)
-    tp = args.tp or default_tp(scheme)
-    check_verify_sizes(dp=dp, tp=tp, layers=args.layers, steps=args.steps,
-                       names={"layers": "--layers", "steps": "--steps"})  # fmt: skip
-    batch = args.batch or default_batch(scheme, dp)
-    ffn = args.ffn_hidden or 4 * args.hidden
-    need = estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=args.hidden,
-                           heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
-                           steps=args.steps)  # fmt: skip
-    sizes = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in MODEL_SIZE_FLAGS
+    # each field from the flag of its name, as parsed above where the flag is text
+    same = {f.name: getattr(args, f.name) for f in fields(VerifyConfig) if hasattr(args, f.name)}
+    parsed = dict(sequence_parallel=args.sp, lr=lr, bucket_bytes=bucket_bytes,
+                  compute_rate=compute_rate, names=FLAGS)  # fmt: skip
+    config = VerifyConfig(**same | whole | parsed)
+    _check_resources(args, config.resolved)
+    return config
+
+
+def _check_resources(args, resolved):
+    """Refuse a check that would take minutes or more memory than there is, naming the
+    size flags given (the estimates read the resolved batch, degrees and widths)."""
+    from ..units import format_size
+    from ..verify import estimate_memory, model_shape
+    from ..verify.context import CONTEXT_SCHEMES
+    from .limits import check_fits, check_work, transformer_seconds
+
+    scheme, batch, ffn = args.scheme, resolved.batch, resolved.ffn_hidden
+    given = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in MODEL_SIZE_FLAGS
                       if getattr(args, k) is not None)  # fmt: skip
-    n_layers, per_layer, attention = model_shape(scheme, args.hidden, ffn, args.layers)
+    if scheme in CONTEXT_SCHEMES:  # the causal blocks on every rank of the mesh
+        world = resolved.parallel.world_size
+        n_layers, attention = args.layers, True
+        per_layer = 4 * args.hidden**2 + 2 * args.hidden * ffn  # attention and MLP weights
+        need = estimate_memory("dp", dp=world, tp=1, batch=batch, hidden=args.hidden,
+                               heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
+                               steps=args.steps)  # fmt: skip
+        given = given or "the defaults"
+        where = f"batch {batch} on {world} ranks"
+        smaller = "the check shows the same with the defaults (--hidden 16, --seq 8)"
+    else:
+        dp, tp = resolved.dp, resolved.tp
+        n_layers, per_layer, attention = model_shape(scheme, args.hidden, ffn, args.layers)
+        need = estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=args.hidden,
+                               heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
+                               steps=args.steps)  # fmt: skip
+        where = f"batch {batch} on dp {dp} × tp {tp}"
+        smaller = (f"the check shows the same with the defaults (--hidden 16: about "
+                   f"{format_size(_default_need(scheme, dp, tp))})")  # fmt: skip
     seconds = transformer_seconds(
         layers=n_layers,
         params_per_layer=per_layer,
@@ -245,17 +273,9 @@ def check_args(args):
         ffn=ffn,
         passes=2 * args.steps,  # one device and the cluster
     )
-    check_work(seconds, sizes, "the check shows the same at the defaults (--hidden 16, --seq 8)")
-    check_fits(need, f"{sizes} (batch {batch} on dp {dp} × tp {tp}; float64 weights, "
-               "activations and both runs' snapshots)",
-               f"the check shows the same with the defaults (--hidden 16: about "
-               f"{format_size(_default_need(scheme, dp, tp))})")  # fmt: skip
-    return dict(dp=args.dp, tp=args.tp, batch=args.batch, hidden=args.hidden, heads=args.heads,
-                seq=args.seq, ffn_hidden=args.ffn_hidden, layers=args.layers, steps=args.steps,
-                seed=args.seed, micro_batch=args.micro_batch, accumulation=args.accumulation,
-                lr=lr, sequence_parallel=args.sp, bucket_bytes=bucket_bytes,
-                bandwidth=args.bandwidth, latency=args.latency,
-                compute_rate=compute_rate, **shard_options)  # fmt: skip
+    check_work(seconds, given, "the check shows the same at the defaults (--hidden 16, --seq 8)")
+    check_fits(need, f"{given} ({where}; float64 weights, activations and both runs' "
+               "snapshots)", smaller)  # fmt: skip
 
 
 def learning_rate(lr_text):
@@ -272,99 +292,6 @@ def learning_rate(lr_text):
         raise ConfigError(f"--lr {lr_text}: the learning rate must be a finite number > 0, "
                           "like --lr 0.1")  # fmt: skip
     return lr
-
-
-# the flags of cp and nd as the user spells them, for their refusals
-CONTEXT_FLAGS = {"cp": "--cp", "dp": "--dp", "dp_replicate": "--dp-replicate",
-                 "dp_shard": "--dp-shard", "tp": "--tp", "pp": "--pp", "variant": "--variant",
-                 "layout": "--layout", "heads": "--heads", "hidden": "--hidden", "seq": "--seq",
-                 "layers": "--layers", "sp": "--sp",
-                 "gpus_per_node": "--gpus-per-node"}  # fmt: skip
-
-
-def check_context_args(args):
-    """cp and nd: every refusal that needs no training, by flag; verify_context()'s options."""
-    from ..errors import ConfigError
-    from ..units import parse_flops
-    from ..verify import estimate_memory
-    from ..verify.context import resolve_mesh
-    from .common import check_int, check_seed, flag_value, link_latency, link_rate
-    from .limits import check_fits, check_work, transformer_seconds
-
-    scheme = args.scheme
-    for flag in ("stage", "optimizer", "micro_batch", "accumulation"):
-        if getattr(args, flag) is not None:
-            raise ConfigError(f"--{flag.replace('_', '-')} does not apply to scheme {scheme!r} "
-                              "(cp and nd train with Adam, one micro-batch per pipeline "
-                              "stage)")  # fmt: skip
-    if args.prefetch != "none" or not args.reshard_after_forward:
-        flag = "--prefetch" if args.prefetch != "none" else "--no-reshard-after-forward"
-        raise ConfigError(f"{flag} applies to fsdp and hsdp, not to scheme {scheme!r}")
-    for flag in ("dp", "tp", "batch", "hidden", "heads", "ffn_hidden", "seq", "layers", "steps"):
-        value = getattr(args, flag)
-        if value is not None:
-            check_int(value, f"--{flag.replace('_', '-')}", minimum=1)
-    check_seed(args.seed)
-    whole = {}
-    for key in ("cp", "pp", "dp_replicate", "dp_shard", "gpus_per_node"):
-        text = getattr(args, key)
-        try:
-            whole[key] = None if text is None else int(text)
-        except ValueError:
-            flag = CONTEXT_FLAGS[key]
-            raise ConfigError(f"{flag} {text!r}: must be a whole number, like {flag} 2") from None
-    sizes = resolve_mesh(scheme, cp=whole["cp"], dp=args.dp, dp_replicate=whole["dp_replicate"],
-                         dp_shard=whole["dp_shard"], tp=args.tp, pp=whole["pp"],
-                         names=CONTEXT_FLAGS)  # fmt: skip
-    lr = learning_rate("0.01" if args.lr is None else args.lr)
-    link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
-    compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
-    world = sizes["dp_replicate"] * sizes["dp_shard"] * sizes["cp"] * sizes["tp"] * sizes["pp"]
-    dp = sizes["dp_replicate"] * sizes["dp_shard"]
-    batch = args.batch or 2 * dp * sizes["pp"]
-    ffn = args.ffn_hidden or 4 * args.hidden
-    given = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in MODEL_SIZE_FLAGS
-                      if getattr(args, k, None) is not None)  # fmt: skip
-    sizes_text = given or "the defaults"
-    seconds = transformer_seconds(layers=args.layers, params_per_layer=4 * args.hidden**2
-                                  + 2 * args.hidden * ffn, tokens=batch * args.seq,
-                                  sequences=batch, heads=args.heads, seq=args.seq,
-                                  hidden=args.hidden, ffn=ffn, passes=2 * args.steps)  # fmt: skip
-    check_work(seconds, sizes_text, "the check shows the same at the defaults (--hidden 16, "
-               "--seq 8)")  # fmt: skip
-    need = estimate_memory("dp", dp=world, tp=1, batch=batch, hidden=args.hidden,
-                           heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
-                           steps=args.steps)  # fmt: skip
-    check_fits(need, f"{sizes_text} (batch {batch} on {world} ranks; float64 weights, "
-               "activations and both runs' snapshots)", "the check shows the same with the "
-               "defaults (--hidden 16, --seq 8)")  # fmt: skip
-    return dict(cp=whole["cp"], dp=args.dp, dp_replicate=whole["dp_replicate"],
-                dp_shard=whole["dp_shard"], tp=args.tp, pp=whole["pp"],
-                variant=args.variant or "ring", layout=args.layout or "balanced",
-                causal=True if args.causal is None else args.causal, sp=args.sp,
-                batch=args.batch, hidden=args.hidden, heads=args.heads, seq=args.seq,
-                ffn_hidden=args.ffn_hidden, layers=args.layers, steps=args.steps, seed=args.seed,
-                lr=lr, bandwidth=args.bandwidth, latency=args.latency, compute_rate=compute_rate,
-                gpus_per_node=whole["gpus_per_node"], names=CONTEXT_FLAGS)  # fmt: skip
-
-
-def _sharding_options(args):
-    """verify()'s sharding keywords from the flags; whole numbers parsed, named when not."""
-    from ..errors import ConfigError
-
-    out = {"prefetch": args.prefetch, "reshard_after_forward": args.reshard_after_forward,
-           "optimizer": args.optimizer}  # fmt: skip
-    for key in ("stage", "dp_replicate", "dp_shard", "gpus_per_node"):
-        text = getattr(args, key)
-        if text is None:
-            out[key] = None
-            continue
-        try:
-            out[key] = int(text)
-        except ValueError:
-            flag = SHARDING_FLAGS[key]
-            raise ConfigError(f"{flag} {text!r}: must be a whole number, like {flag} 2") from None
-    return out
 
 
 def _default_need(scheme, dp, tp):

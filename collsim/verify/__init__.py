@@ -7,6 +7,7 @@ command line: the checks a user runs, not a way to train.
 module             what it holds
 =================  ===============================================================
 :mod:`.problems`   the schemes: each one's model, data, sharding and defaults
+:mod:`.config`     :class:`VerifyConfig`: one verification's options, checked once
 :mod:`.checks`     what verify refuses before training; limits; the memory estimate
 :mod:`.run`        the run on the cluster and on one device (:func:`verify`)
 :mod:`.compare`    the step-by-step comparison and its tolerance
@@ -23,6 +24,7 @@ module             what it holds
 
 from .checks import LIMITS, check_sharding, check_verify_sizes, estimate_memory
 from .compare import TOLERANCE
+from .config import VerifyConfig
 from .expected import expected_bytes
 from .problems import SCHEMES, default_batch, default_dp, default_tp, model_shape
 from .report import VerifyReport, report_text
@@ -33,6 +35,7 @@ __all__ = [
     "TOLERANCE",
     "LIMITS",
     "verify",
+    "VerifyConfig",
     "single_device",
     "expected_bytes",
     "estimate_memory",

@@ -16,14 +16,15 @@ seconds; nearest valid --steps 100
 
 import difflib
 import math
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from ..parallel.config import PREFETCH
 from ..parallel.tensor import check_tp
 from .problems import BYTES, SCHEMES, SHARDING, has_attention, model_shape
 
-__all__ = ["LIMITS", "OPTIMIZERS", "check_arguments", "check_sharding", "check_verify_sizes",
-           "estimate_memory"]  # fmt: skip
+__all__ = ["LIMITS", "OPTIMIZERS", "Sharding", "check_arguments", "check_sharding",
+           "check_verify_sizes", "estimate_memory"]  # fmt: skip
 
 OPTIMIZERS = ("adam", "sgd")  # the sharding schemes' optimizers (Adam: its state is the point)
 STAGES = (1, 2, 3)  # what ``verify zero`` runs; stage 0 is ``verify dp``
@@ -32,10 +33,22 @@ STAGES = (1, 2, 3)  # what ``verify zero`` runs; stage 0 is ``verify dp``
 LIMITS = {"ranks": 64, "layers": 64, "steps": 100}
 
 
+class Sharding(NamedTuple):
+    """The sharding options of zero, fsdp or hsdp after their defaults."""
+
+    stage: int  # ZeRO stage: 1, 2 or 3
+    dp: int  # data-parallel ranks (dp_replicate · dp_shard)
+    dp_replicate: int  # replicas of the sharded model (1 unless hsdp)
+    dp_shard: int  # ranks each replica is sharded over
+    gpus_per_node: int  # GPUs per node of hsdp's two-level topology
+    optimizer: str  # "adam" or "sgd"
+
+
 def check_arguments(scheme, *, dp, tp, lr, seed, hidden, heads, ffn, seq, layers, steps,
-                    sequence_parallel):  # fmt: skip
+                    sequence_parallel, names=None):  # fmt: skip
     """Refuse a scheme, learning rate, seed, degree or size :func:`~collsim.verify.verify`
-    cannot run; ``dp`` and ``tp`` are the degrees after the scheme's defaults.
+    cannot run; ``dp`` and ``tp`` are the degrees after the scheme's defaults; ``names`` spells
+    the limits' refusals as the user did (:func:`check_verify_sizes`).
 
     >>> check_arguments("tp-mlp", dp=2, tp=2, lr=0.1, seed=0, hidden=8, heads=2, ffn=32,
     ...                 seq=4, layers=1, steps=1, sequence_parallel=False)
@@ -61,7 +74,7 @@ def check_arguments(scheme, *, dp, tp, lr, seed, hidden, heads, ffn, seq, layers
     # Megatron-LM's rule: tp divides hidden and ffn hidden (and heads, and with SP the sequence)
     check_tp(tp, hidden=hidden, heads=heads if attention else None, ffn_hidden=ffn, seq=seq,
              sequence_parallel=sequence_parallel or scheme == "sp")  # fmt: skip
-    check_verify_sizes(dp=dp, tp=tp, layers=layers, steps=steps)
+    check_verify_sizes(dp=dp, tp=tp, layers=layers, steps=steps, names=names)
 
 
 def _shown(names, key, value):
@@ -96,8 +109,8 @@ def _choice(value, key, choices, names):
 def check_sharding(scheme, *, dp, stage=None, dp_replicate=None, dp_shard=None,
                    prefetch="none", reshard_after_forward=True, gpus_per_node=None,
                    optimizer=None, names=None):  # fmt: skip
-    """Refuse sharding options ``scheme`` cannot run; returns the resolved
-    ``(stage, dp, dp_replicate, dp_shard, gpus_per_node, optimizer)``.
+    """Refuse sharding options ``scheme`` cannot run; returns the resolved :class:`Sharding`
+    (None for a scheme that does not shard).
 
     ``dp`` is the degree the user gave (None: the scheme's default), ``names`` maps an
     option to its flag (``{"stage": "--stage"}``) so a refusal says what the user typed.
@@ -106,9 +119,9 @@ def check_sharding(scheme, *, dp, stage=None, dp_replicate=None, dp_shard=None,
     ``gpus_per_node`` GPUs (default ``dp_shard``: the shard group inside a node).
 
     >>> check_sharding("zero", dp=4, stage=2)
-    (2, 4, 1, 4, 4, 'adam')
-    >>> check_sharding("hsdp", dp=None, dp_replicate=2, dp_shard=4)
-    (3, 8, 2, 4, 4, 'adam')
+    Sharding(stage=2, dp=4, dp_replicate=1, dp_shard=4, gpus_per_node=4, optimizer='adam')
+    >>> check_sharding("hsdp", dp=None, dp_replicate=2, dp_shard=4).gpus_per_node
+    4
     >>> check_sharding("zero", dp=4, stage=4, names={"stage": "--stage"})
     Traceback (most recent call last):
     ...
@@ -150,7 +163,7 @@ and 3 (+ parameters); nearest valid --stage 3
         stage = 3
     if scheme != "hsdp":
         dp = 4 if dp is None else dp
-        return stage, dp, 1, dp, dp, optimizer
+        return Sharding(stage, dp, 1, dp, dp, optimizer)
     replicate = _whole(2 if dp_replicate is None else dp_replicate, "dp_replicate", names)
     shard = _whole(2 if dp_shard is None else dp_shard, "dp_shard", names)
     if dp is not None and dp != replicate * shard:
@@ -172,7 +185,7 @@ and 3 (+ parameters); nearest valid --stage 3
         raise ConfigError(f"{_shown(names, 'gpus_per_node', g)}: the {dp} ranks fill whole "
                           f"nodes, so it must divide {dp}; nearest valid "
                           f"{names.get('gpus_per_node', 'gpus_per_node')} {near}")  # fmt: skip
-    return stage, dp, replicate, shard, g, optimizer
+    return Sharding(stage, dp, replicate, shard, g, optimizer)
 
 
 def check_verify_sizes(*, dp, tp, layers, steps, names=None):

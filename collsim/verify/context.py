@@ -42,26 +42,17 @@ from ..errors import ConfigError
 from ..network.memory import busiest, memory_peaks
 from ..nn import Adam, Sequential, TransformerBlock
 from ..parallel.accounting import bytes_by_link_class
-from ..parallel.batch import resolve_batch
-from ..parallel.context.block import CP_VARIANTS
 from ..parallel.context.formulas import CP_PASSES, context_parallel_bytes
-from ..parallel.context.layouts import CP_LAYOUTS
 from ..parallel.context.ring import RingAttention, RingStep
 from ..parallel.context.ulysses import UlyssesAttention
 from ..parallel.modules import LayerPass
 from ..parallel.pipeline.schedules.layers import split_layers
 from ..parallel.tensor.attention import ParallelAttention
 from ..runtime.group import Group
-from .checks import LIMITS, check_arguments
+from .config import verify_config
 from .context_checks import (
     CONTEXT_SCHEMES,
-    as_given,
-    check_model,
-    choice,
-    flag_name,
-    parallel_config,
     resolve_mesh,
-    whole,
 )
 from .problems import BYTES, Problem, make_batches
 
@@ -175,66 +166,45 @@ def _formula_cp_bytes(config, *, rows, seq, hidden, layers, steps):
     return per_rank, per_layer
 
 
-def verify_context(scheme, *, cp=None, variant="ring", layout="balanced", causal=True, dp=None,
-                   dp_replicate=None, dp_shard=None, tp=None, pp=None, sp=False, batch=None,
-                   hidden=16, heads=4, seq=8, ffn_hidden=None, layers=2, steps=3, seed=0,
-                   lr=0.01, bandwidth="100GB/s", latency="5us", compute_rate=100e12,
-                   gpus_per_node=None, names=None):  # fmt: skip
-    """Train causal transformer blocks with ``scheme`` (``"cp"`` or ``"nd"``) and on one
-    device for ``steps`` Adam steps; a :class:`~collsim.verify.VerifyReport` whose
+def verify_context(config, /, **options):
+    """Train causal transformer blocks with ``config``'s scheme (``"cp"`` or ``"nd"``) and
+    on one device for ``steps`` Adam steps; a :class:`~collsim.verify.VerifyReport` whose
     ``context`` is the :class:`ContextFindings`.
 
-    Defaults: cp 2 (``cp``), every ``nd`` size 1; batch 2·dp·micro-batches (pp
-    micro-batches with a pipeline, else 1); lr 0.01.  ``gpus_per_node`` lays the ranks on
-    :func:`~collsim.topology.hierarchical` nodes (default: one switch).  ``names`` maps an
-    option to its flag for the refusals, all of which come before any training.
+    ``config`` is a :class:`~collsim.verify.config.VerifyConfig`, or the scheme's name with
+    its fields as keywords.  Defaults: cp 2 (``cp``), every ``nd`` size 1; batch
+    2·dp·micro-batches (pp micro-batches with a pipeline, else 1); lr 0.01.
+    ``gpus_per_node`` lays the ranks on :func:`~collsim.topology.hierarchical` nodes (default:
+    one switch).  Every refusal comes from ``config.resolved``, before any training.
     """
     from .compare import compare_steps
     from .run import _train, report_of, single_device
 
-    names = names or {}
-    sizes = resolve_mesh(scheme, cp=cp, dp=dp, dp_replicate=dp_replicate, dp_shard=dp_shard,
-                         tp=tp, pp=pp, names=names)  # fmt: skip
-    variant = choice(variant, "variant", CP_VARIANTS, names)
-    layout = choice(layout, "layout", CP_LAYOUTS, names)
-    if not isinstance(causal, bool):
-        raise ConfigError(f"causal={causal!r}: True or False")
-    if sp and sizes["tp"] == 1:
-        raise ConfigError(f"{flag_name(names, 'sp')} (sequence parallelism) splits inside tp: it "
-                          f"needs {flag_name(names, 'tp')} >= 2, got {sizes['tp']}")  # fmt: skip
-    ffn = ffn_hidden or 4 * hidden
-    dp_total = sizes["dp_replicate"] * sizes["dp_shard"]
-    for key, value in (("hidden", hidden), ("heads", heads), ("seq", seq), ("layers", layers),
-                       ("steps", steps)):  # fmt: skip
-        whole(value, key, names)
-    check_model(sizes, variant=variant, layout=layout, hidden=hidden, heads=heads, ffn=ffn,
-                 seq=seq, layers=layers, sp=sp, names=names)  # fmt: skip
-    check_arguments("dp", dp=dp_total, tp=1, lr=lr, seed=seed, hidden=hidden, heads=heads,
-                    ffn=ffn, seq=seq, layers=layers, steps=steps,
-                    sequence_parallel=False)  # fmt: skip
-    m = sizes["pp"]  # micro-batches: one per stage fills the pipeline, 1 without one
-    config = parallel_config(sizes, variant=variant, layout=layout, microbatches=m,
-                             names=names).replace(sp=sp)  # fmt: skip
-    world = config.world_size
-    nodes = world if gpus_per_node is None else whole(gpus_per_node, "gpus_per_node", names)
-    if world % nodes:
-        near = max(d for d in range(1, min(nodes, world) + 1) if world % d == 0)
-        raise ConfigError(f"{as_given(names, 'gpus_per_node', nodes)}: the {world} ranks fill "
-                          f"whole nodes, so it must divide {world}; nearest valid "
-                          f"{flag_name(names, 'gpus_per_node')} {near}")  # fmt: skip
-    batch = 2 * dp_total * m if batch is None else batch
-    rows, _ = resolve_batch(batch, dp_total, None, m, max_dp=LIMITS["ranks"] * dp_total // world)
-
-    rng = np.random.default_rng(seed)
+    given = verify_config(config, options)
+    if given.scheme not in CONTEXT_SCHEMES:
+        raise ConfigError(f"unknown scheme {given.scheme!r}: choose one of "
+                          f"{', '.join(CONTEXT_SCHEMES)} (or call verify)")  # fmt: skip
+    resolved = given.resolved
+    config, sizes = resolved.parallel, resolved.mesh
+    variant, layout, causal = resolved.variant, resolved.layout, resolved.causal
+    sp = resolved.sequence_parallel
+    hidden, heads, seq, layers = given.hidden, given.heads, given.seq, given.layers
+    steps = given.steps
+    ffn, batch, rows, m, lr = (resolved.ffn_hidden, resolved.batch, resolved.micro_batch,
+                               resolved.accumulation, resolved.lr)  # fmt: skip
+    world, dp_total = config.world_size, resolved.dp
+    gpus_per_node = resolved.gpus_per_node
+    nodes = world if gpus_per_node is None else gpus_per_node
+    rng = np.random.default_rng(given.seed)
     problem = _problem(rng, hidden=hidden, heads=heads, ffn=ffn, layers=layers, causal=causal,
                        tp=sizes["tp"], sp=sp)  # fmt: skip
     batches = make_batches("dp", rng, batch=batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps)
     optimizer = Adam(lr=lr)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
-        run = _train(problem, config, batches, optimizer, bandwidth=bandwidth, latency=latency,
-                     compute_rate=compute_rate,
-                     gpus_per_node=None if gpus_per_node is None else nodes)  # fmt: skip
+        run = _train(problem, config, batches, optimizer, bandwidth=given.bandwidth,
+                     latency=given.latency, compute_rate=given.compute_rate,
+                     gpus_per_node=gpus_per_node)  # fmt: skip
     found = compare_steps(run.steps, oracle)
 
     collective = CP_COLLECTIVE[variant] if config.cp > 1 else None
@@ -266,12 +236,13 @@ def verify_context(scheme, *, cp=None, variant="ring", layout="balanced", causal
              "dp_replicate": sizes["dp_replicate"], "dp_shard": sizes["dp_shard"],
              "cp_variant": variant, "cp_layout": layout, "causal": causal, "batch": batch,
              "micro_batch": rows, "accumulation": m, "hidden": hidden, "heads": heads,
-             "ffn_hidden": ffn, "seq": seq, "layers": layers, "steps": steps, "seed": seed,
-             "lr": lr, "sequence_parallel": sp, "optimizer": "Adam", "mesh_zero": config.zero,
-             "gpus_per_node": nodes, "bandwidth": bandwidth, "latency": latency,
-             "compute_rate": compute_rate,
+             "ffn_hidden": ffn, "seq": seq, "layers": layers, "steps": steps,
+             "seed": given.seed, "lr": lr, "sequence_parallel": sp, "optimizer": "Adam",
+             "mesh_zero": config.zero, "gpus_per_node": nodes, "bandwidth": given.bandwidth,
+             "latency": given.latency, "compute_rate": given.compute_rate,
              "topology": "switch" if gpus_per_node is None else "hierarchical"}  # fmt: skip
     formula_by_group = {}
     if collective is not None and len(set(formula)) == 1:
         formula_by_group[("cp", collective)] = formula[0]
-    return report_of(scheme, shown, problem, found, run, formula_by_group, context=findings)
+    return report_of(given.scheme, shown, problem, found, run, formula_by_group,
+                     context=findings)  # fmt: skip

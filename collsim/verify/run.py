@@ -9,8 +9,9 @@ step, the outputs, the gradient of the input, every parameter gradient and every
 bytes each rank sent next to the closed forms (:mod:`.expected`).  ``collsim verify`` prints
 its :class:`~collsim.verify.VerifyReport`.
 
-The parallel layout travels as one :class:`~collsim.parallel.config.ParallelConfig`, built
-from verify's arguments and handed to the trainer in :func:`_train`, its only call.
+What to run is one :class:`~collsim.verify.config.VerifyConfig`, checked once; the parallel
+layout in it travels as one :class:`~collsim.parallel.config.ParallelConfig`, handed to the
+trainer in :func:`_train`, its only call.
 
 Examples
 --------
@@ -34,17 +35,13 @@ import numpy as np
 
 from .. import topology as topo
 from ..nn import SGD, Adam, mse_loss
-from ..parallel.batch import resolve_batch
-from ..parallel.config import ParallelConfig
-from ..parallel.data import DEFAULT_BUCKET_BYTES
 from ..parallel.data.sharded import optimizer_bytes_per_param
 from ..parallel.mesh import train
 from ..runtime import Cluster
-from ..units import parse_size
-from .checks import LIMITS, check_arguments, check_sharding
 from .compare import TOLERANCE, compare_steps
+from .config import CONTEXT_SCHEMES, verify_config
 from .expected import expected_bytes
-from .problems import build_problem, default_batch, default_dp, default_tp, make_batches
+from .problems import build_problem, make_batches
 from .report import VerifyReport
 from .sharding import measure_sharding
 
@@ -116,26 +113,19 @@ def _train(problem, config, batches, optimizer, *, bandwidth, latency, compute_r
     return ClusterRun.of(trained)
 
 
-def _bucket_bytes(value):
-    """A bucket size in bytes: a whole number, or a string such as ``"25MiB"``."""
-    if isinstance(value, str):
-        return parse_size(value)  # a refusal names the string as given
-    return int(value) if isinstance(value, np.integer) else value
-
-
 def _local_params(problem, config):
     """P of one rank's shard: what the data-parallel all-reduce moves each step."""
     units = problem.make_units(config.mesh().group("tp", 0), 0)
     return sum(v.size for _, unit in units for v in unit.params.values())
 
 
-def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, ffn_hidden=None,
-           layers=2, steps=3, seed=0, micro_batch=None, accumulation=None, lr=None,
-           sequence_parallel=False, bucket_bytes=DEFAULT_BUCKET_BYTES, bandwidth="100GB/s",
-           latency="5us", compute_rate=100e12, stage=None, reshard_after_forward=True,
-           prefetch="none", dp_replicate=None, dp_shard=None, gpus_per_node=None,
-           optimizer=None):  # fmt: skip
-    """Run ``scheme`` on a switch of ``dp·tp`` ranks and on one device; compare.
+def verify(config, /, **options):
+    """Run ``config``'s scheme on the cluster and on one device; compare.
+
+    ``config`` is a :class:`~collsim.verify.config.VerifyConfig`, or a scheme's name with
+    the config's fields as keywords (``verify("dp", dp=4)``); its fields and defaults are
+    documented there. Every rule is applied once, by ``config.resolved``, before any
+    training; ``cp`` and ``nd`` run :func:`~collsim.verify.context.verify_context`.
 
     Defaults: dp 4 for ``dp``, ``zero`` and ``fsdp``, 2 for ``dp-tp``; tp 4 for the TP
     schemes and ``sp``, 2 for ``dp-tp``; batch 64 for ``dp`` (the batch-64, dp=4 example),
@@ -152,68 +142,51 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
     Raises ConfigError, before any training, for a scheme it does not know, sizes that do
     not divide, or a batch that does not split (Megatron-LM's batch rule).
     """
-    sharding = check_sharding(scheme, dp=dp, stage=stage, dp_replicate=dp_replicate,
-                              dp_shard=dp_shard, prefetch=prefetch,
-                              reshard_after_forward=reshard_after_forward,
-                              gpus_per_node=gpus_per_node, optimizer=optimizer)  # fmt: skip
-    if sharding is not None:
-        stage, dp, dp_replicate, dp_shard, gpus_per_node, optimizer = sharding
-    if lr is None:
-        lr = 0.01 if optimizer == "adam" else 0.1
-    dp = dp or default_dp(scheme)
-    tp = tp or default_tp(scheme)
-    ffn = ffn_hidden or 4 * hidden
-    check_arguments(scheme, dp=dp, tp=tp, lr=lr, seed=seed, hidden=hidden, heads=heads, ffn=ffn,
-                    seq=seq, layers=layers, steps=steps,
-                    sequence_parallel=sequence_parallel)  # fmt: skip
-    sp = sequence_parallel or scheme == "sp"
-    config = ParallelConfig(
-        dp=dp,
-        tp=tp,
-        sp=sp and tp > 1,  # over one TP rank sequence parallelism splits nothing
-        t_f=0.0,  # time comes from the layers' FLOPs at compute_rate, nothing on top
-        bucket_bytes=_bucket_bytes(bucket_bytes),
-    )
-    if sharding is not None:
-        config = config.replace(zero=stage, dp_replicate=dp_replicate, prefetch=prefetch,
-                                reshard_after_forward=reshard_after_forward)  # fmt: skip
-    batch = batch or default_batch(scheme, dp)
-    micro, accumulation = resolve_batch(batch, dp, micro_batch, accumulation,
-                                        max_dp=LIMITS["ranks"] // tp)  # fmt: skip
-    config = config.replace(microbatches=accumulation)  # pp = 1: gradient accumulation
-    rng = np.random.default_rng(seed)
-    problem = build_problem(scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=heads, ffn=ffn,
-                            layers=layers, sp=sp)  # fmt: skip
-    batches = make_batches(scheme, rng, batch=batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps)
-    optimizer_name = "Adam" if optimizer == "adam" else "SGD"
-    optimizer = Adam(lr=lr) if optimizer == "adam" else SGD(lr=lr)
-    nodes = gpus_per_node if scheme == "hsdp" else None
+    config = verify_config(config, options)
+    given, resolved = config, config.resolved
+    if given.scheme in CONTEXT_SCHEMES:
+        from .context import verify_context
+
+        return verify_context(given)
+    scheme, config = given.scheme, resolved.parallel
+    dp, tp, ffn, steps = resolved.dp, resolved.tp, resolved.ffn_hidden, given.steps
+    sp, micro, accumulation = resolved.sequence_parallel, resolved.micro_batch, config.microbatches
+    hidden, seq, layers = given.hidden, given.seq, given.layers
+    rng = np.random.default_rng(given.seed)
+    problem = build_problem(scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=given.heads,
+                            ffn=ffn, layers=layers, sp=sp)  # fmt: skip
+    batches = make_batches(scheme, rng, batch=resolved.batch, seq=seq, hidden=hidden, ffn=ffn,
+                           steps=steps)  # fmt: skip
+    adam = resolved.optimizer == "adam"
+    optimizer = Adam(lr=resolved.lr) if adam else SGD(lr=resolved.lr)
     # a diverging run (a huge lr) overflows: the report names the non-finite values instead
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
-        run = _train(problem, config, batches, optimizer, bandwidth=bandwidth, latency=latency,
-                     compute_rate=compute_rate, gpus_per_node=nodes)  # fmt: skip
+        run = _train(problem, config, batches, optimizer, bandwidth=given.bandwidth,
+                     latency=given.latency, compute_rate=given.compute_rate,
+                     gpus_per_node=resolved.gpus_per_node)  # fmt: skip
     found = compare_steps(run.steps, oracle)
 
     findings = None
-    if sharding is not None:
+    node_gpus = resolved.gpus_per_node or dp  # zero, fsdp: one switch, one "node"
+    if resolved.sharded:
         units = problem.make_units(config.mesh().group("tp", 0), 0)
         findings = measure_sharding(
             run.trace,
             n_ranks=config.world_size,
-            stage=stage,
+            stage=config.zero,
             dp_shard=config.dp_shard,
             dp_replicate=config.dp_replicate,
-            gpus_per_node=gpus_per_node,
+            gpus_per_node=node_gpus,
             unit_params=[sum(v.size for v in unit.params.values()) for _, unit in units],
             optimizer_bytes=optimizer_bytes_per_param(optimizer),
-            optimizer_name=optimizer_name,
+            optimizer_name="Adam" if adam else "SGD",
             steps=steps,
             accumulation=accumulation,
-            reshard_after_forward=reshard_after_forward,
-            prefetch=prefetch,
+            reshard_after_forward=config.reshard_after_forward,
+            prefetch=config.prefetch,
         )
-    if sharding is not None:  # the closed forms by collective, on the dimension it ran along
+        # the closed forms by collective, on the dimension it ran along
         dims = {name: dim for dim, name in run.bytes_by_group}
         formula = {(dims.get(name, "dp"), name): value
                    for name, value in findings.formula_bytes.items()}  # fmt: skip
@@ -222,16 +195,19 @@ def verify(scheme, *, dp=None, tp=None, batch=None, hidden=16, heads=4, seq=8, f
                                  accumulation=accumulation, steps=steps, seq=seq, hidden=hidden,
                                  ffn=ffn, layers=layers,
                                  local_params=_local_params(problem, config), sp=sp)  # fmt: skip
-    shown = {"dp": dp, "tp": tp, "batch": batch, "micro_batch": micro,
-             "accumulation": accumulation, "hidden": hidden, "heads": heads, "ffn_hidden": ffn,
-             "seq": seq, "layers": layers, "steps": steps, "seed": seed, "lr": lr,
-             "sequence_parallel": sp, "bucket_bytes": config.bucket_bytes,
-             "bandwidth": bandwidth, "latency": latency, "compute_rate": compute_rate}  # fmt: skip
-    if sharding is not None:
-        shown |= {"optimizer": optimizer_name, "zero": stage, "dp_replicate": dp_replicate,
-                  "dp_shard": config.dp_shard, "gpus_per_node": gpus_per_node,
-                  "reshard_after_forward": reshard_after_forward, "prefetch": prefetch,
-                  "topology": "hierarchical" if nodes else "switch"}  # fmt: skip
+    shown = {"dp": dp, "tp": tp, "batch": resolved.batch, "micro_batch": micro,
+             "accumulation": accumulation, "hidden": hidden, "heads": given.heads,
+             "ffn_hidden": ffn, "seq": seq, "layers": layers, "steps": steps,
+             "seed": given.seed, "lr": resolved.lr, "sequence_parallel": sp,
+             "bucket_bytes": config.bucket_bytes, "bandwidth": given.bandwidth,
+             "latency": given.latency, "compute_rate": given.compute_rate}  # fmt: skip
+    if resolved.sharded:
+        shown |= {"optimizer": "Adam" if adam else "SGD", "zero": config.zero,
+                  "dp_replicate": config.dp_replicate, "dp_shard": config.dp_shard,
+                  "gpus_per_node": node_gpus,
+                  "reshard_after_forward": config.reshard_after_forward,
+                  "prefetch": config.prefetch,
+                  "topology": "hierarchical" if resolved.gpus_per_node else "switch"}  # fmt: skip
     return report_of(scheme, shown, problem, found, run, formula, sharding=findings)
 
 
