@@ -158,7 +158,7 @@ def test_the_cli_builds_one_config_and_every_rule_runs_once(monkeypatch):
         given.append((args, kwargs))
         return real_verify(*args, **kwargs)
 
-    monkeypatch.setattr(collsim.verify.run, "_train", no_training)
+    monkeypatch.setattr(collsim.verify.run, "train_on_cluster", no_training)
     monkeypatch.setattr(collsim.verify, "verify", spy)
     argv = ["verify", "zero", "--stage", "2", "--dp", "2", "--hidden", "8", "--heads", "2",
             "--seq", "4", "--steps", "1"]  # fmt: skip
@@ -201,7 +201,7 @@ def test_a_config_is_refused_by_name_before_training(config, options, bad, monke
     def no_training(*args, **kwargs):
         raise AssertionError("trained before refusing")
 
-    monkeypatch.setattr(collsim.verify.run, "_train", no_training)
+    monkeypatch.setattr(collsim.verify.run, "train_on_cluster", no_training)
     with pytest.raises(ConfigError) as error:
         collsim.verify.verify(config, **options)
     assert bad in str(error.value)

@@ -37,7 +37,7 @@ RUNS = {
 
 
 def _verify_module():
-    """The module that defines verify() (and its _train and single_device)."""
+    """The module that defines verify() (and the train_on_cluster it calls)."""
     return sys.modules[verify.__module__]
 
 
@@ -97,13 +97,13 @@ TRAIN_CASES = {
 def trained_configs(monkeypatch):
     """The configurations verify hands its trainer (which still trains)."""
     module, seen = _verify_module(), []
-    real_train = module._train
+    real_train = module.train_on_cluster
 
     def spy(problem, config, *args, **kwargs):
         seen.append(config)
         return real_train(problem, config, *args, **kwargs)
 
-    monkeypatch.setattr(module, "_train", spy)
+    monkeypatch.setattr(module, "train_on_cluster", spy)
     return seen
 
 
@@ -141,7 +141,7 @@ def test_refusals_come_before_any_training(options, bad, monkeypatch):
         raise AssertionError("trained before refusing")
 
     monkeypatch.setattr(module, "single_device", no_training)
-    monkeypatch.setattr(module, "_train", no_training)
+    monkeypatch.setattr(module, "train_on_cluster", no_training)
     with pytest.raises(ConfigError) as err:
         verify("dp", hidden=8, heads=2, seq=4, layers=1, steps=1, **options)
     assert bad in str(err.value)

@@ -184,7 +184,7 @@ def no_training(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("trained before refusing")
 
-    monkeypatch.setattr(run, "_train", refuse)
+    monkeypatch.setattr(run, "train_on_cluster", refuse)
 
 
 REFUSED = [

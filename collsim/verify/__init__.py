@@ -9,7 +9,8 @@ module             what it holds
 :mod:`.problems`   the schemes: each one's model, data, sharding and defaults
 :mod:`.config`     :class:`VerifyConfig`: one verification's options, checked once
 :mod:`.checks`     what verify refuses before training; limits; the memory estimate
-:mod:`.run`        the run on the cluster and on one device (:func:`verify`)
+:mod:`.training`   one problem trained on one device and on the cluster; their report
+:mod:`.run`        :func:`verify`: a scheme's problem, run, comparison and findings
 :mod:`.compare`    the step-by-step comparison and its tolerance
 :mod:`.expected`   the bytes each rank should send, by the collectives' closed forms
 :mod:`.sharding`   zero, fsdp, hsdp: memory peaks and link bytes next to their formulas
@@ -28,7 +29,8 @@ from .config import VerifyConfig
 from .expected import expected_bytes
 from .problems import SCHEMES, default_batch, default_dp, default_tp, model_shape
 from .report import VerifyReport, report_text
-from .run import single_device, verify
+from .run import verify
+from .training import single_device
 
 __all__ = [
     "SCHEMES",

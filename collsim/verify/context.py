@@ -49,12 +49,14 @@ from ..parallel.modules import LayerPass
 from ..parallel.pipeline.schedules.layers import split_layers
 from ..parallel.tensor.attention import ParallelAttention
 from ..runtime.group import Group
+from .compare import compare_steps
 from .config import verify_config
 from .context_checks import (
     CONTEXT_SCHEMES,
     resolve_mesh,
 )
 from .problems import BYTES, Problem, make_batches
+from .training import report_of, single_device, train_on_cluster
 
 __all__ = ["CONTEXT_SCHEMES", "ContextFindings", "verify_context", "resolve_mesh"]
 
@@ -177,9 +179,6 @@ def verify_context(config, /, **options):
     ``gpus_per_node`` lays the ranks on :func:`~collsim.topology.hierarchical` nodes (default:
     one switch).  Every refusal comes from ``config.resolved``, before any training.
     """
-    from .compare import compare_steps
-    from .run import _train, report_of, single_device
-
     given = verify_config(config, options)
     if given.scheme not in CONTEXT_SCHEMES:
         raise ConfigError(f"unknown scheme {given.scheme!r}: choose one of "
@@ -202,7 +201,7 @@ def verify_context(config, /, **options):
     optimizer = Adam(lr=lr)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
-        run = _train(problem, config, batches, optimizer, bandwidth=given.bandwidth,
+        run = train_on_cluster(problem, config, batches, optimizer, bandwidth=given.bandwidth,
                      latency=given.latency, compute_rate=given.compute_rate,
                      gpus_per_node=gpus_per_node)  # fmt: skip
     found = compare_steps(run.steps, oracle)

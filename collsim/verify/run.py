@@ -11,7 +11,7 @@ its :class:`~collsim.verify.VerifyReport`.
 
 What to run is one :class:`~collsim.verify.config.VerifyConfig`, checked once; the parallel
 layout in it travels as one :class:`~collsim.parallel.config.ParallelConfig`, handed to the
-trainer in :func:`_train`, its only call.
+trainer in :func:`~collsim.verify.training.train_on_cluster`, its only call.
 
 Examples
 --------
@@ -28,89 +28,19 @@ time 2(t-1)/t of it per rank by the ring's closed form:
 True
 """
 
-import copy
-from dataclasses import dataclass
-
 import numpy as np
 
-from .. import topology as topo
-from ..nn import SGD, Adam, mse_loss
+from ..nn import SGD, Adam
 from ..parallel.data.sharded import optimizer_bytes_per_param
-from ..parallel.mesh import train
-from ..runtime import Cluster
-from .compare import TOLERANCE, compare_steps
+from .compare import compare_steps
 from .config import CONTEXT_SCHEMES, verify_config
+from .context import verify_context
 from .expected import expected_bytes
 from .problems import build_problem, make_batches
-from .report import VerifyReport
 from .sharding import measure_sharding
+from .training import report_of, single_device, train_on_cluster
 
-__all__ = ["verify", "single_device", "ClusterRun"]
-
-
-def single_device(model, batches, optimizer, loss_fn=mse_loss):
-    """The oracle: train a copy of ``model`` on the full batches with numpy alone.
-
-    Returns one dict per step: ``loss``, ``output``, ``input_grad``, ``grads`` (before
-    the step) and ``params`` (after it).
-    """
-    model, optimizer = copy.deepcopy(model), copy.deepcopy(optimizer)
-    steps = []
-    for x, target in batches:
-        y, ctx = model.forward(x)
-        loss, dy = loss_fn(y, target)
-        dx, grads = model.backward(ctx, dy)
-        optimizer.step(model.params, grads)
-        params = {k: v.copy() for k, v in model.params.items()}
-        steps.append({"loss": float(loss), "output": y, "input_grad": dx, "grads": grads,
-                      "params": params})  # fmt: skip
-    return steps
-
-
-STEP_FIELDS = ("loss", "output", "input_grad", "grads", "params")  # what each step compares
-
-
-@dataclass
-class ClusterRun:
-    """What :func:`verify` reads of a trainer's run, whichever trainer ran it."""
-
-    steps: list  # per step: a dict of STEP_FIELDS, every array in single-device shape
-    bytes_sent: list  # per rank, whole run
-    bytes_by_group: dict  # (dimension, collective) -> bytes sent per rank
-    time_s: float  # simulated seconds of the whole run
-    overlap: list  # per rank: accounting.Overlap
-    buckets: list  # elements per gradient bucket of rank 0
-    dp_replica_diff: float  # 0.0 when the data-parallel replicas are identical
-    tp_replica_diff: float  # 0.0 when replicated parameters agree across each TP group
-    trace: object = None  # the run's trace: memory events and transfers
-
-    @classmethod
-    def of(cls, trained):
-        """From the mesh trainer's :class:`~collsim.parallel.mesh.MeshRun`."""
-        steps = [{k: getattr(step, k) for k in STEP_FIELDS} for step in trained.steps]
-        return cls(steps, list(trained.run.stats.bytes_sent), trained.bytes_by_group,
-                   trained.time, trained.overlap, trained.buckets, trained.dp_replica_diff,
-                   trained.tp_replica_diff, trained.trace)  # fmt: skip
-
-
-def _train(problem, config, batches, optimizer, *, bandwidth, latency, compute_rate,
-           gpus_per_node=None):  # fmt: skip
-    """Train ``problem``'s rank modules as ``config`` lays them out, on one switch (or, given
-    ``gpus_per_node``, on :func:`~collsim.topology.hierarchical` nodes: ``bandwidth`` and
-    ``latency`` inside a node, the topology's 50GB/s and 5us NICs between nodes): the one
-    call of the mesh trainer (:func:`collsim.parallel.mesh.train`)."""
-    ranks = config.world_size
-    if gpus_per_node is None:
-        graph = topo.switch(ranks, bandwidth, latency)
-    else:
-        graph = topo.hierarchical(ranks // gpus_per_node, gpus_per_node, intra=bandwidth,
-                                  intra_latency=latency)  # fmt: skip
-    cluster = Cluster(graph, compute_rate=compute_rate)
-    # verify compares with its own oracle: no second one-device run inside the trainer
-    trained = train(problem.make_units, batches, config, cluster=cluster, optimizer=optimizer,
-                    in_layout=problem.in_layout, out_layout=problem.out_layout,
-                    check=False)  # fmt: skip
-    return ClusterRun.of(trained)
+__all__ = ["verify"]
 
 
 def _local_params(problem, config):
@@ -145,8 +75,6 @@ def verify(config, /, **options):
     config = verify_config(config, options)
     given, resolved = config, config.resolved
     if given.scheme in CONTEXT_SCHEMES:
-        from .context import verify_context
-
         return verify_context(given)
     scheme, config = given.scheme, resolved.parallel
     dp, tp, ffn, steps = resolved.dp, resolved.tp, resolved.ffn_hidden, given.steps
@@ -162,7 +90,7 @@ def verify(config, /, **options):
     # a diverging run (a huge lr) overflows: the report names the non-finite values instead
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
-        run = _train(problem, config, batches, optimizer, bandwidth=given.bandwidth,
+        run = train_on_cluster(problem, config, batches, optimizer, bandwidth=given.bandwidth,
                      latency=given.latency, compute_rate=given.compute_rate,
                      gpus_per_node=resolved.gpus_per_node)  # fmt: skip
     found = compare_steps(run.steps, oracle)
@@ -209,29 +137,3 @@ def verify(config, /, **options):
                   "prefetch": config.prefetch,
                   "topology": "hierarchical" if resolved.gpus_per_node else "switch"}  # fmt: skip
     return report_of(scheme, shown, problem, found, run, formula, sharding=findings)
-
-
-def report_of(scheme, shown, problem, found, run, formula_bytes, **findings):
-    """The :class:`VerifyReport` of one run: it matches when nothing went non-finite, every
-    array is within :data:`TOLERANCE` of one device and the replicas stayed identical.
-    ``findings`` are the scheme's own (``sharding=`` or ``context=``)."""
-    replicas_ok = run.dp_replica_diff == 0.0 and run.tp_replica_diff == 0.0
-    return VerifyReport(
-        scheme=scheme,
-        config=shown,
-        description=problem.description,
-        per_step=found.per_step,
-        max_abs_diff=found.max_abs_diff,
-        max_rel_diff=found.max_rel_diff,
-        match=bool(not found.nonfinite and found.max_rel_diff <= TOLERANCE and replicas_ok),
-        dp_replica_diff=run.dp_replica_diff,
-        tp_replica_diff=run.tp_replica_diff,
-        bytes_sent=run.bytes_sent,
-        bytes_by_group=run.bytes_by_group,
-        formula_bytes=formula_bytes,
-        time_s=run.time_s,
-        overlap=run.overlap,
-        buckets=run.buckets,
-        nonfinite=found.nonfinite,
-        **findings,
-    )
