@@ -12,11 +12,16 @@ once, however many readers it has.
 """
 
 import ast
+import dataclasses
 import inspect
+import math
 import sys
 from pathlib import Path
 
 import pytest
+from fuzzkit import time_limit
+from hypothesis import given
+from hypothesis import strategies as st
 
 import collsim.verify
 import collsim.verify.run
@@ -32,7 +37,7 @@ from collsim.parallel.pipeline.schedules import build_schedule
 from collsim.parallel.pipeline.stage import PassMessages, pipeline_messages
 from collsim.parallel.runs.pipeline import toy_batch, toy_model
 from collsim.verify.checks import check_arguments, check_sharding
-from collsim.verify.config import VerifyConfig
+from collsim.verify.config import ALL_SCHEMES, VerifyConfig
 from collsim.verify.context import verify_context
 
 PACKAGE = Path(__file__).resolve().parents[1] / "collsim"
@@ -205,3 +210,21 @@ def test_a_config_is_refused_by_name_before_training(config, options, bad, monke
     with pytest.raises(ConfigError) as error:
         collsim.verify.verify(config, **options)
     assert bad in str(error.value)
+
+
+OPTIONS = [f.name for f in dataclasses.fields(VerifyConfig) if f.name not in ("scheme", "names")]
+ODD_VALUES = st.sampled_from([0, -1, 2.5, 10**9, 2**70, math.nan, math.inf, "x", "", True, [1]])
+
+
+@given(scheme=st.sampled_from(ALL_SCHEMES), option=st.sampled_from(OPTIONS), value=ODD_VALUES)
+def test_a_config_is_checked_or_refused_by_name_however_odd_its_values(scheme, option, value):
+    """Reading ``.sizes`` and ``.resolved`` succeeds or raises a ConfigError that names the
+    value (or the option, when the scheme takes no such option); nothing else, and quickly."""
+    config = VerifyConfig(scheme, **{option: value})
+    try:
+        with time_limit(5.0):
+            _ = config.sizes, config.resolved
+    except ConfigError as error:
+        message = str(error)
+        named = str(value) in message or repr(value) in message
+        assert named or option in message or option == "sequence_parallel" and "sp" in message

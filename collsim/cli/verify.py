@@ -22,8 +22,8 @@ FLAGS = {"dp": "--dp", "tp": "--tp", "cp": "--cp", "pp": "--pp", "sp": "--sp",
          "prefetch": "--prefetch", "reshard_after_forward": "--no-reshard-after-forward",
          "variant": "--variant", "layout": "--layout", "causal": "--causal",
          "micro_batch": "--micro-batch", "accumulation": "--accumulation", "heads": "--heads",
-         "hidden": "--hidden", "seq": "--seq", "layers": "--layers",
-         "steps": "--steps"}  # fmt: skip
+         "hidden": "--hidden", "seq": "--seq", "layers": "--layers", "steps": "--steps",
+         "batch": "--batch", "ffn_hidden": "--ffn-hidden", "seed": "--seed"}  # fmt: skip
 # the options given as text, so that a refusal can quote them: whole numbers
 WHOLE_NUMBER_FLAGS = ("stage", "cp", "pp", "dp_replicate", "dp_shard", "gpus_per_node")
 
@@ -192,22 +192,17 @@ def run(args):
 
 
 def check_args(args):
-    """Every refusal that needs no training, named by flag: the flags' text parsed here, every
-    rule of the check applied once by the config (``VerifyConfig.resolved``), then the time
-    and memory the run needs.  Returns the :class:`~collsim.verify.config.VerifyConfig`."""
+    """Every refusal that needs no training, named by flag: the flags' text parsed here, the
+    config's sizes (``VerifyConfig.sizes``), the time and memory the run needs, then every
+    rule applied once (``VerifyConfig.resolved``).  Returns the
+    :class:`~collsim.verify.config.VerifyConfig`."""
     from dataclasses import fields
 
     from ..errors import ConfigError
     from ..units import parse_flops, parse_size
     from ..verify.config import VerifyConfig
-    from .common import check_int, check_seed, flag_value, link_latency, link_rate
+    from .common import flag_value, link_latency, link_rate
 
-    for flag in ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads",
-                 "ffn_hidden", "seq", "layers", "steps"):  # fmt: skip
-        value = getattr(args, flag)
-        if value is not None:
-            check_int(value, f"--{flag.replace('_', '-')}", minimum=1)
-    check_seed(args.seed)
     whole = {}
     for key in WHOLE_NUMBER_FLAGS:
         text = getattr(args, key)
@@ -228,23 +223,24 @@ def check_args(args):
     parsed = dict(sequence_parallel=args.sp, lr=lr, bucket_bytes=bucket_bytes,
                   compute_rate=compute_rate, names=FLAGS)  # fmt: skip
     config = VerifyConfig(**same | whole | parsed)
-    _check_resources(args, config.resolved)
+    _check_resources(args, config.sizes)  # before the rules: some search a size's divisors
+    _ = config.resolved  # every rule now, once, before the progress line; verify reads it
     return config
 
 
-def _check_resources(args, resolved):
+def _check_resources(args, sizes):
     """Refuse a check that would take minutes or more memory than there is, naming the
-    size flags given (the estimates read the resolved batch, degrees and widths)."""
+    size flags given (the estimates read the config's sizes: batch, degrees and widths)."""
     from ..units import format_size
     from ..verify import estimate_memory, model_shape
     from ..verify.context import CONTEXT_SCHEMES
     from .limits import check_fits, check_work, transformer_seconds
 
-    scheme, batch, ffn = args.scheme, resolved.batch, resolved.ffn_hidden
+    scheme, batch, ffn = args.scheme, sizes.batch, sizes.ffn_hidden
     given = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in MODEL_SIZE_FLAGS
                       if getattr(args, k) is not None)  # fmt: skip
     if scheme in CONTEXT_SCHEMES:  # the causal blocks on every rank of the mesh
-        world = resolved.parallel.world_size
+        world = sizes.world
         n_layers, attention = args.layers, True
         per_layer = 4 * args.hidden**2 + 2 * args.hidden * ffn  # attention and MLP weights
         need = estimate_memory("dp", dp=world, tp=1, batch=batch, hidden=args.hidden,
@@ -254,7 +250,7 @@ def _check_resources(args, resolved):
         where = f"batch {batch} on {world} ranks"
         smaller = "the check shows the same with the defaults (--hidden 16, --seq 8)"
     else:
-        dp, tp = resolved.dp, resolved.tp
+        dp, tp = sizes.dp, sizes.tp
         n_layers, per_layer, attention = model_shape(scheme, args.hidden, ffn, args.layers)
         need = estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=args.hidden,
                                heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,

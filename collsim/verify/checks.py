@@ -44,14 +44,13 @@ class Sharding(NamedTuple):
     optimizer: str  # "adam" or "sgd"
 
 
-def check_arguments(scheme, *, dp, tp, lr, seed, hidden, heads, ffn, seq, layers, steps,
-                    sequence_parallel, names=None):  # fmt: skip
-    """Refuse a scheme, learning rate, seed, degree or size :func:`~collsim.verify.verify`
-    cannot run; ``dp`` and ``tp`` are the degrees after the scheme's defaults; ``names`` spells
-    the limits' refusals as the user did (:func:`check_verify_sizes`).
+def check_arguments(scheme, *, dp, tp, lr, hidden, heads, ffn, seq, sequence_parallel):
+    """Refuse a scheme, learning rate, degree or width :func:`~collsim.verify.verify` cannot
+    run; ``dp`` and ``tp`` are the degrees after the scheme's defaults (the kinds of value,
+    the seed and the limits are :class:`~collsim.verify.config.VerifyConfig`'s first checks).
 
-    >>> check_arguments("tp-mlp", dp=2, tp=2, lr=0.1, seed=0, hidden=8, heads=2, ffn=32,
-    ...                 seq=4, layers=1, steps=1, sequence_parallel=False)
+    >>> check_arguments("tp-mlp", dp=2, tp=2, lr=0.1, hidden=8, heads=2, ffn=32, seq=4,
+    ...                 sequence_parallel=False)
     Traceback (most recent call last):
     ...
     collsim.errors.ConfigError: scheme 'tp-mlp' is tensor parallel only: use dp-tp for dp=2
@@ -60,8 +59,6 @@ def check_arguments(scheme, *, dp, tp, lr, seed, hidden, heads, ffn, seq, layers
         raise ConfigError(f"unknown scheme {scheme!r}: choose one of {', '.join(SCHEMES)}")
     if isinstance(lr, bool) or not isinstance(lr, int | float) or not math.isfinite(lr) or lr <= 0:
         raise ConfigError(f"lr={lr!r}: the learning rate must be a finite number > 0, like 0.1")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed={seed!r}: a random seed is a whole number >= 0, like 0")
     if scheme not in ("dp", "dp-tp", *SHARDING) and dp != 1:
         raise ConfigError(f"scheme {scheme!r} is tensor parallel only: use dp-tp for dp={dp}")
     if sequence_parallel and scheme not in ("sp", "dp-tp"):
@@ -74,7 +71,6 @@ def check_arguments(scheme, *, dp, tp, lr, seed, hidden, heads, ffn, seq, layers
     # Megatron-LM's rule: tp divides hidden and ffn hidden (and heads, and with SP the sequence)
     check_tp(tp, hidden=hidden, heads=heads if attention else None, ffn_hidden=ffn, seq=seq,
              sequence_parallel=sequence_parallel or scheme == "sp")  # fmt: skip
-    check_verify_sizes(dp=dp, tp=tp, layers=layers, steps=steps, names=names)
 
 
 def _shown(names, key, value):

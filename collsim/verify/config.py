@@ -2,15 +2,19 @@
 
 The command line builds it from its flags (with ``names``, so that a refusal says what the
 user typed); code builds it from keywords. Every option of every scheme is a field;
-``None`` means "the scheme's default". :attr:`VerifyConfig.resolved` fills the defaults in
-and applies every rule, once per config (a :class:`Resolved`); :func:`~collsim.verify.verify`
-and the command line's memory estimate both read it.
+``None`` means "the scheme's default". Each check runs once per config:
+:attr:`VerifyConfig.sizes` fills in the degrees, batch and widths after the cheap checks (the
+command line estimates the run's time and memory from them), then
+:attr:`VerifyConfig.resolved` applies every rule (some search a size's divisors, so they come
+after that estimate) and gives the :class:`Resolved` that :func:`~collsim.verify.verify` runs.
 
 Examples
 --------
 >>> config = VerifyConfig("zero", stage=2, hidden=8)
->>> config.resolved.parallel.zero, config.resolved.dp, config.resolved.optimizer
-(2, 4, 'adam')
+>>> config.sizes.dp, config.sizes.batch, config.sizes.optimizer
+(4, 16, 'adam')
+>>> config.resolved.parallel.zero, config.resolved.micro_batch
+(2, 4)
 >>> VerifyConfig("fsdp", stage=2).resolved
 Traceback (most recent call last):
 ...
@@ -35,7 +39,7 @@ from ..parallel.context.block import CP_VARIANTS
 from ..parallel.context.layouts import CP_LAYOUTS
 from ..parallel.data import DEFAULT_BUCKET_BYTES
 from ..units import parse_size
-from .checks import LIMITS, check_arguments, check_sharding
+from .checks import LIMITS, Sharding, check_arguments, check_sharding, check_verify_sizes
 from .context_checks import (
     CONTEXT_SCHEMES,
     as_given,
@@ -48,9 +52,14 @@ from .context_checks import (
 )
 from .problems import SCHEMES, default_batch, default_dp, default_tp
 
-__all__ = ["VerifyConfig", "Resolved", "verify_config", "ALL_SCHEMES"]
+__all__ = ["VerifyConfig", "Sizes", "Resolved", "verify_config", "ALL_SCHEMES"]
 
 ALL_SCHEMES = SCHEMES + CONTEXT_SCHEMES
+
+# whole numbers >= 1 of every scheme (None: the scheme's default, where it has one)
+SIZES = ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads", "ffn_hidden",
+         "seq", "layers", "steps")  # fmt: skip
+MAX_SEED = 2**128 - 1  # numpy's seeds: whole numbers in [0, 2**128)
 
 # the options only cp and nd take, and the ones they refuse (they train with Adam, one
 # micro-batch per pipeline stage)
@@ -106,15 +115,42 @@ class VerifyConfig:
         return dataclasses.replace(self, **changes)
 
     @cached_property
-    def resolved(self):
-        """Every default filled in and every rule applied, once: a :class:`Resolved`."""
+    def sizes(self):
+        """The degrees, batch and widths with their defaults, after the cheap checks (kinds
+        of value, limits, the options the scheme takes): a :class:`Sizes`, enough to
+        estimate the time and memory of the run before any rule that searches for choices."""
         if self.scheme not in ALL_SCHEMES:
             near = difflib.get_close_matches(str(self.scheme), ALL_SCHEMES, n=1, cutoff=0)[0]
             raise ConfigError(f"unknown scheme {self.scheme!r}: choose one of "
                               f"{', '.join(ALL_SCHEMES)}; nearest valid {near!r}")  # fmt: skip
         if self.scheme in CONTEXT_SCHEMES:
-            return _resolve_context(self)
-        return _resolve_training(self)
+            _refuse_training_options(self)
+            _check_numbers(self)
+            return _context_sizes(self)
+        _check_numbers(self)
+        return _training_sizes(self)
+
+    @cached_property
+    def resolved(self):
+        """Every default filled in and every rule applied, once: a :class:`Resolved`."""
+        if self.scheme in CONTEXT_SCHEMES:
+            return _resolve_context(self, self.sizes)
+        return _resolve_training(self, self.sizes)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What :attr:`VerifyConfig.sizes` fills in: the sizes of the run, not yet its rules."""
+
+    dp: int  # data-parallel ranks (dp_replicate · dp_shard for nd)
+    tp: int
+    world: int  # ranks of the cluster
+    batch: int  # global batch
+    ffn_hidden: int
+    lr: float
+    optimizer: str  # "adam" or "sgd"
+    sharding: Sharding | None = None  # zero, fsdp, hsdp: the sharding options resolved
+    mesh: dict = field(default_factory=dict)  # cp, nd: Accelerate's sizes, else empty
 
 
 @dataclass(frozen=True)
@@ -161,8 +197,34 @@ def bucket_bytes(value):
     return int(value) if isinstance(value, np.integer) else value
 
 
-def _resolve_training(c):
-    """dp, tp, sp, dp-tp and the sharding schemes: check_sharding, then check_arguments."""
+def _whole_number(value, key, names, minimum, maximum=None):
+    """Refuse ``value`` unless a whole number in [minimum, maximum], by flag where given."""
+    shown = as_given(names, key, value)
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ConfigError(f"{shown}: must be a whole number")
+    if value >= minimum and (maximum is None or value <= maximum):
+        return
+    nearest = as_given(names, key, minimum if value < minimum else maximum)
+    rule = f"must be >= {minimum}" if value < minimum else f"must be <= {maximum:,}"
+    raise ConfigError(f"{shown}: {rule}; nearest valid {nearest}")
+
+
+def _check_numbers(c):
+    """The sizes, the seed and the switches have the right kind of value, before any rule
+    reads them."""
+    for key in SIZES:
+        value = getattr(c, key)
+        if value is not None or key in ("hidden", "heads", "seq", "layers", "steps"):
+            _whole_number(value, key, c.names, minimum=1)
+    _whole_number(c.seed, "seed", c.names, minimum=0, maximum=MAX_SEED)
+    for key in ("sequence_parallel", "reshard_after_forward"):
+        if not isinstance(getattr(c, key), bool):
+            raise ConfigError(f"{key}={getattr(c, key)!r}: True or False")
+
+
+def _training_sizes(c):
+    """dp, tp, sp, dp-tp and the sharding schemes: the options they take, the sharding, the
+    defaults and the limits."""
     for key in CONTEXT_ONLY:
         if getattr(c, key) is not None:
             raise ConfigError(f"{flag_name(c.names, key)} applies to schemes cp and nd, not to "
@@ -173,13 +235,27 @@ def _resolve_training(c):
                               gpus_per_node=c.gpus_per_node, optimizer=c.optimizer,
                               names=c.names)  # fmt: skip
     optimizer = sharding.optimizer if sharding else "sgd"
-    lr = c.lr if c.lr is not None else (0.01 if optimizer == "adam" else 0.1)
     dp = (sharding.dp if sharding else c.dp) or default_dp(c.scheme)
     tp = c.tp or default_tp(c.scheme)
-    ffn = c.ffn_hidden or 4 * c.hidden
-    check_arguments(c.scheme, dp=dp, tp=tp, lr=lr, seed=c.seed, hidden=c.hidden, heads=c.heads,
-                    ffn=ffn, seq=c.seq, layers=c.layers, steps=c.steps,
-                    sequence_parallel=c.sequence_parallel, names=c.names)  # fmt: skip
+    check_verify_sizes(dp=dp, tp=tp, layers=c.layers, steps=c.steps, names=c.names)
+    return Sizes(
+        dp=dp,
+        tp=tp,
+        world=dp * tp,
+        batch=c.batch or default_batch(c.scheme, dp),
+        ffn_hidden=c.ffn_hidden or 4 * c.hidden,
+        lr=c.lr if c.lr is not None else (0.01 if optimizer == "adam" else 0.1),
+        optimizer=optimizer,
+        sharding=sharding,
+    )
+
+
+def _resolve_training(c, sizes):
+    """dp, tp, sp, dp-tp and the sharding schemes: the model's splits, the batch's."""
+    dp, tp, sharding = sizes.dp, sizes.tp, sizes.sharding
+    check_arguments(c.scheme, dp=dp, tp=tp, lr=sizes.lr, hidden=c.hidden, heads=c.heads,
+                    ffn=sizes.ffn_hidden, seq=c.seq,
+                    sequence_parallel=c.sequence_parallel)  # fmt: skip
     sp = c.sequence_parallel or c.scheme == "sp"
     parallel = ParallelConfig(
         dp=dp,
@@ -192,62 +268,78 @@ def _resolve_training(c):
         parallel = parallel.replace(zero=sharding.stage, dp_replicate=sharding.dp_replicate,
                                     prefetch=c.prefetch,
                                     reshard_after_forward=c.reshard_after_forward)  # fmt: skip
-    batch = c.batch or default_batch(c.scheme, dp)
-    micro, accumulation = resolve_batch(batch, dp, c.micro_batch, c.accumulation,
+    micro, accumulation = resolve_batch(sizes.batch, dp, c.micro_batch, c.accumulation,
                                         max_dp=LIMITS["ranks"] // tp)  # fmt: skip
     return Resolved(
         parallel=parallel.replace(microbatches=accumulation),  # pp = 1: gradient accumulation
         dp=dp,
         tp=tp,
         sequence_parallel=sp,
-        batch=batch,
+        batch=sizes.batch,
         micro_batch=micro,
         accumulation=accumulation,
-        ffn_hidden=ffn,
-        lr=lr,
-        optimizer=optimizer,
+        ffn_hidden=sizes.ffn_hidden,
+        lr=sizes.lr,
+        optimizer=sizes.optimizer,
         sharded=sharding is not None,
         gpus_per_node=sharding.gpus_per_node if c.scheme == "hsdp" else None,
     )
 
 
-def _resolve_context(c):
-    """cp and nd: the mesh, the flags, the model, the trainer's own refusals, the batch."""
-    names = c.names
+def _refuse_training_options(c):
+    """cp and nd train with Adam, one micro-batch per pipeline stage, ZeRO-3 by the mesh."""
     for key in NOT_CONTEXT:
         if getattr(c, key) is not None:
-            raise ConfigError(f"{flag_name(names, key)} does not apply to scheme {c.scheme!r} "
+            raise ConfigError(f"{flag_name(c.names, key)} does not apply to scheme {c.scheme!r} "
                               "(cp and nd train with Adam, one micro-batch per pipeline "
                               "stage)")  # fmt: skip
     if c.prefetch != "none" or not c.reshard_after_forward:
         key = "prefetch" if c.prefetch != "none" else "reshard_after_forward"
-        raise ConfigError(f"{flag_name(names, key)} applies to fsdp and hsdp, not to scheme "
+        raise ConfigError(f"{flag_name(c.names, key)} applies to fsdp and hsdp, not to scheme "
                           f"{c.scheme!r}")  # fmt: skip
-    sizes = resolve_mesh(c.scheme, cp=c.cp, dp=c.dp, dp_replicate=c.dp_replicate,
-                         dp_shard=c.dp_shard, tp=c.tp, pp=c.pp, names=names)  # fmt: skip
+
+
+def _context_sizes(c):
+    """cp and nd: Accelerate's sizes, the defaults and the limits."""
+    names = c.names
+    mesh = resolve_mesh(c.scheme, cp=c.cp, dp=c.dp, dp_replicate=c.dp_replicate,
+                        dp_shard=c.dp_shard, tp=c.tp, pp=c.pp, names=names)  # fmt: skip
+    dp = mesh["dp_replicate"] * mesh["dp_shard"]
+    check_verify_sizes(dp=dp, tp=1, layers=c.layers, steps=c.steps, names=names)
+    return Sizes(
+        dp=dp,
+        tp=mesh["tp"],
+        world=int(np.prod(list(mesh.values()))),
+        batch=2 * dp * mesh["pp"] if c.batch is None else c.batch,
+        ffn_hidden=c.ffn_hidden or 4 * c.hidden,
+        lr=0.01 if c.lr is None else c.lr,
+        optimizer="adam",
+        mesh=mesh,
+    )
+
+
+def _resolve_context(c, sizes):
+    """cp and nd: the variant and layout, the model's splits, the trainer's own refusals,
+    the nodes and the batch."""
+    names, mesh = c.names, sizes.mesh
     variant = choice("ring" if c.variant is None else c.variant, "variant", CP_VARIANTS, names)
     layout = choice("balanced" if c.layout is None else c.layout, "layout", CP_LAYOUTS, names)
     causal = True if c.causal is None else c.causal
     if not isinstance(causal, bool):
         raise ConfigError(f"causal={causal!r}: True or False")
     sp = c.sequence_parallel
-    if sp and sizes["tp"] == 1:
+    if sp and mesh["tp"] == 1:
         raise ConfigError(f"{flag_name(names, 'sp')} (sequence parallelism) splits inside tp: it "
-                          f"needs {flag_name(names, 'tp')} >= 2, got {sizes['tp']}")  # fmt: skip
-    ffn = c.ffn_hidden or 4 * c.hidden
-    dp_total = sizes["dp_replicate"] * sizes["dp_shard"]
-    for key in ("hidden", "heads", "seq", "layers", "steps"):
-        whole(getattr(c, key), key, names)
-    check_model(sizes, variant=variant, layout=layout, hidden=c.hidden, heads=c.heads, ffn=ffn,
+                          f"needs {flag_name(names, 'tp')} >= 2, got {mesh['tp']}")  # fmt: skip
+    ffn, dp_total = sizes.ffn_hidden, sizes.dp
+    check_model(mesh, variant=variant, layout=layout, hidden=c.hidden, heads=c.heads, ffn=ffn,
                 seq=c.seq, layers=c.layers, sp=sp, names=names)  # fmt: skip
-    lr = 0.01 if c.lr is None else c.lr
-    check_arguments("dp", dp=dp_total, tp=1, lr=lr, seed=c.seed, hidden=c.hidden, heads=c.heads,
-                    ffn=ffn, seq=c.seq, layers=c.layers, steps=c.steps,
-                    sequence_parallel=False, names=names)  # fmt: skip
-    m = sizes["pp"]  # micro-batches: one per stage fills the pipeline, 1 without one
-    parallel = parallel_config(sizes, variant=variant, layout=layout, microbatches=m,
+    check_arguments("dp", dp=dp_total, tp=1, lr=sizes.lr, hidden=c.hidden, heads=c.heads,
+                    ffn=ffn, seq=c.seq, sequence_parallel=False)  # fmt: skip
+    m = mesh["pp"]  # micro-batches: one per stage fills the pipeline, 1 without one
+    parallel = parallel_config(mesh, variant=variant, layout=layout, microbatches=m,
                                names=names).replace(sp=sp)  # fmt: skip
-    world = parallel.world_size
+    world = sizes.world
     given_nodes = c.gpus_per_node is not None
     nodes = whole(c.gpus_per_node, "gpus_per_node", names) if given_nodes else world
     if world % nodes:
@@ -255,22 +347,22 @@ def _resolve_context(c):
         raise ConfigError(f"{as_given(names, 'gpus_per_node', nodes)}: the {world} ranks fill "
                           f"whole nodes, so it must divide {world}; nearest valid "
                           f"{flag_name(names, 'gpus_per_node')} {near}")  # fmt: skip
-    batch = 2 * dp_total * m if c.batch is None else c.batch
+    batch = sizes.batch
     rows, _ = resolve_batch(batch, dp_total, None, m, max_dp=LIMITS["ranks"] * dp_total // world)
     return Resolved(
         parallel=parallel,
         dp=dp_total,
-        tp=sizes["tp"],
+        tp=mesh["tp"],
         sequence_parallel=sp,
         batch=batch,
         micro_batch=rows,
         accumulation=m,
         ffn_hidden=ffn,
-        lr=lr,
+        lr=sizes.lr,
         optimizer="adam",
         sharded=False,
         gpus_per_node=nodes if given_nodes else None,
-        mesh=sizes,
+        mesh=mesh,
         variant=variant,
         layout=layout,
         causal=causal,

@@ -72,13 +72,14 @@ def verify(config, /, **options):
     Raises ConfigError, before any training, for a scheme it does not know, sizes that do
     not divide, or a batch that does not split (Megatron-LM's batch rule).
     """
-    config = verify_config(config, options)
-    given, resolved = config, config.resolved
+    given = verify_config(config, options)
+    resolved = given.resolved  # every refusal, before any training
     if given.scheme in CONTEXT_SCHEMES:
         return verify_context(given)
-    scheme, config = given.scheme, resolved.parallel
+    scheme, parallel = given.scheme, resolved.parallel
     dp, tp, ffn, steps = resolved.dp, resolved.tp, resolved.ffn_hidden, given.steps
-    sp, micro, accumulation = resolved.sequence_parallel, resolved.micro_batch, config.microbatches
+    sp, micro = resolved.sequence_parallel, resolved.micro_batch
+    accumulation = resolved.accumulation
     hidden, seq, layers = given.hidden, given.seq, given.layers
     rng = np.random.default_rng(given.seed)
     problem = build_problem(scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=given.heads,
@@ -90,29 +91,30 @@ def verify(config, /, **options):
     # a diverging run (a huge lr) overflows: the report names the non-finite values instead
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
-        run = train_on_cluster(problem, config, batches, optimizer, bandwidth=given.bandwidth,
-                     latency=given.latency, compute_rate=given.compute_rate,
-                     gpus_per_node=resolved.gpus_per_node)  # fmt: skip
+        run = train_on_cluster(problem, parallel, batches, optimizer,
+                               bandwidth=given.bandwidth, latency=given.latency,
+                               compute_rate=given.compute_rate,
+                               gpus_per_node=resolved.gpus_per_node)  # fmt: skip
     found = compare_steps(run.steps, oracle)
 
     findings = None
     node_gpus = resolved.gpus_per_node or dp  # zero, fsdp: one switch, one "node"
     if resolved.sharded:
-        units = problem.make_units(config.mesh().group("tp", 0), 0)
+        units = problem.make_units(parallel.mesh().group("tp", 0), 0)
         findings = measure_sharding(
             run.trace,
-            n_ranks=config.world_size,
-            stage=config.zero,
-            dp_shard=config.dp_shard,
-            dp_replicate=config.dp_replicate,
+            n_ranks=parallel.world_size,
+            stage=parallel.zero,
+            dp_shard=parallel.dp_shard,
+            dp_replicate=parallel.dp_replicate,
             gpus_per_node=node_gpus,
             unit_params=[sum(v.size for v in unit.params.values()) for _, unit in units],
             optimizer_bytes=optimizer_bytes_per_param(optimizer),
             optimizer_name="Adam" if adam else "SGD",
             steps=steps,
             accumulation=accumulation,
-            reshard_after_forward=config.reshard_after_forward,
-            prefetch=config.prefetch,
+            reshard_after_forward=parallel.reshard_after_forward,
+            prefetch=parallel.prefetch,
         )
         # the closed forms by collective, on the dimension it ran along
         dims = {name: dim for dim, name in run.bytes_by_group}
@@ -122,18 +124,18 @@ def verify(config, /, **options):
         formula = expected_bytes(scheme, dp=dp, tp=tp, micro_batch=micro,
                                  accumulation=accumulation, steps=steps, seq=seq, hidden=hidden,
                                  ffn=ffn, layers=layers,
-                                 local_params=_local_params(problem, config), sp=sp)  # fmt: skip
+                                 local_params=_local_params(problem, parallel), sp=sp)  # fmt: skip
     shown = {"dp": dp, "tp": tp, "batch": resolved.batch, "micro_batch": micro,
              "accumulation": accumulation, "hidden": hidden, "heads": given.heads,
              "ffn_hidden": ffn, "seq": seq, "layers": layers, "steps": steps,
              "seed": given.seed, "lr": resolved.lr, "sequence_parallel": sp,
-             "bucket_bytes": config.bucket_bytes, "bandwidth": given.bandwidth,
+             "bucket_bytes": parallel.bucket_bytes, "bandwidth": given.bandwidth,
              "latency": given.latency, "compute_rate": given.compute_rate}  # fmt: skip
     if resolved.sharded:
-        shown |= {"optimizer": "Adam" if adam else "SGD", "zero": config.zero,
-                  "dp_replicate": config.dp_replicate, "dp_shard": config.dp_shard,
+        shown |= {"optimizer": "Adam" if adam else "SGD", "zero": parallel.zero,
+                  "dp_replicate": parallel.dp_replicate, "dp_shard": parallel.dp_shard,
                   "gpus_per_node": node_gpus,
-                  "reshard_after_forward": config.reshard_after_forward,
-                  "prefetch": config.prefetch,
+                  "reshard_after_forward": parallel.reshard_after_forward,
+                  "prefetch": parallel.prefetch,
                   "topology": "hierarchical" if resolved.gpus_per_node else "switch"}  # fmt: skip
     return report_of(scheme, shown, problem, found, run, formula, sharding=findings)
