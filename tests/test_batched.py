@@ -1,7 +1,7 @@
 """The batched path gives what the per-transfer path gives: outputs, time, trace, counts.
 
 `cluster.all_reduce(...)` and its siblings run a whole step at once where nothing else
-moves (collsim.collectives.batched); `run_collective(..., batched=False)` sends every
+moves (collsim.fast, behind one seam); a cluster with `fast=False` sends every
 transfer through the engine one by one.  Every collective x algorithm runs both ways on
 every kind of topology, numeric (random floats, so a reduction in another order would
 show in the last bit) and count-only, and must agree exactly.  Other tests prove the
@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import collsim
 from collsim import hardware, topology
 from collsim.collectives.api import collective, run_collective
-from collsim.collectives.batched import Unbatched, run_batched
 from collsim.collectives.registry import BUILDERS, HARDWARE_BUILDERS, POWER_OF_TWO_ONLY, build
 from collsim.errors import ConfigError, SimulationLimitError
+from collsim.fast.batched import Unbatched, run_batched
 from collsim.runtime.faults import Faults
 from collsim.runtime.group import Group
 
@@ -57,7 +57,11 @@ def _inputs(name, k, count, dtype="float64", seed=0):
 
 def _both(cluster, name, buffers=None, **options):
     batched = run_collective(cluster, name, buffers, **options)
-    general = run_collective(cluster, name, buffers, batched=False, **options)
+    cluster.fast = False  # the switch: the reference path alone, on the same cluster
+    try:
+        general = run_collective(cluster, name, buffers, **options)
+    finally:
+        cluster.fast = True
     return batched, general
 
 
@@ -146,9 +150,9 @@ def test_faults_in_switch_reduction_and_guards_take_the_per_transfer_path():
 
 
 def test_a_per_transfer_run_too_big_for_the_engine_is_refused_before_it_starts(monkeypatch):
-    from collsim.collectives import batched
+    from collsim.collectives import executor
 
-    monkeypatch.setattr(batched, "MAX_ENGINE_TRANSFERS", 29)
+    monkeypatch.setattr(executor, "MAX_ENGINE_TRANSFERS", 29)
     cluster = collsim.Cluster(topology.switch(16))
     with pytest.raises(ConfigError) as err:  # 15 sends into the root, 15 out: 30 transfers
         cluster.all_reduce(count=64, algorithm="naive")

@@ -7,9 +7,9 @@ import pytest
 
 import collsim
 from collsim import topology
-from collsim.collectives import batched as batched_module
 from collsim.collectives.api import run_collective
 from collsim.collectives.registry import BUILDERS
+from collsim.fast import batched as batched_module
 
 K = 8
 
@@ -27,12 +27,13 @@ def _pointer(array):
 @pytest.mark.parametrize("name, algorithm", sorted(BUILDERS))
 def test_a_reused_block_gives_what_a_fresh_one_gives(name, algorithm):
     cluster = collsim.Cluster(topology.ring(K))
+    reference = collsim.Cluster(topology.ring(K), fast=False)
     options = dict(algorithm=algorithm, op="sum", root=3)
     count = 3 if name == "all_to_all" else 2 * K + 3
     for seed in range(3):  # the second and third calls may reuse the first's block, dirty
         buffers = _inputs(name, count, seed)
         got = run_collective(cluster, name, buffers, **options).outputs
-        want = run_collective(cluster, name, buffers, batched=False, **options).outputs
+        want = run_collective(reference, name, buffers, **options).outputs
         for a, b in zip(got, want, strict=True):
             assert (a is None and b is None) or np.array_equal(a, b)
         del got
@@ -67,8 +68,8 @@ def test_answers_still_held_are_never_overwritten():
 
 def _ring_sum(buffers):
     """Rank 2's answer from the per-transfer engine, which keeps no block."""
-    return run_collective(collsim.Cluster(topology.ring(K)), "all_reduce", buffers,
-                          batched=False).outputs[2]  # fmt: skip
+    return run_collective(collsim.Cluster(topology.ring(K), fast=False), "all_reduce",
+                          buffers).outputs[2]  # fmt: skip
 
 
 def test_only_blocks_up_to_the_limit_are_kept(monkeypatch):
@@ -79,6 +80,6 @@ def test_only_blocks_up_to_the_limit_are_kept(monkeypatch):
     where = _pointer(first[0])
     del first
     assert _pointer(cluster.all_reduce(small).outputs[0]) == where  # 8 x 16 x 8 B: kept
-    routing = next(iter(cluster.caches.routings.values()))
+    routing = next(iter(cluster.caches.fast["routings"].values()))
     cluster.all_reduce(large)
     assert routing.spare is None  # 8 x 1,024 x 8 B, over the limit: not kept

@@ -76,7 +76,9 @@ def _every_collective(cluster, i):
         getattr(cluster, name)([rng.standard_normal(2 * K) for _ in range(K)])
     name, algorithm = PAIRS[i % len(PAIRS)]
     buffers = [rng.standard_normal(2 * K) for _ in range(K)]
-    run_collective(cluster, name, buffers, algorithm=algorithm, batched=False)
+    cluster.fast = False  # the reference path too
+    run_collective(cluster, name, buffers, algorithm=algorithm)
+    cluster.fast = True
     out = cluster.all_reduce([np.full(LARGE, r, np.float32) for r in range(K)]).outputs
     assert out[K - 1][0] == sum(range(K))  # the answers are right while the cluster lives
 
@@ -151,7 +153,7 @@ def test_the_batched_path_keeps_its_routes_and_block_on_the_cluster_only():
     cluster = collsim.Cluster(topology.ring(K))
     first = cluster.all_reduce([np.ones(LARGE, np.float32)] * K)
     del first  # its answers were the working block's rows: now the cluster keeps it
-    (routing,) = cluster.caches.routings.values()
+    (routing,) = cluster.caches.fast["routings"].values()
     block = weakref.ref(routing.spare)
     with _collector_off():
         del cluster, routing

@@ -20,7 +20,10 @@ Where the top-level modules sit (top first)::
                  ``collsim lesson`` (cli, above) and may show the figures and plans below
     verify       collsim/verify/ -- ``collsim verify``'s checks: trains a scheme on the cluster
                  and on one device and compares them (above the parallel layer it runs)
-    viz, plan, parallel, nn, collectives, runtime, network   as in DESIGN.md
+    viz, plan, parallel, nn   as in DESIGN.md
+    fast         collsim/fast/ -- the fast path behind one seam: a collective run alone, a
+                 step at a time on arrays; the same result as the reference path below it
+    collectives, runtime, network   as in DESIGN.md
     hardware     collsim/hardware/ -- machines as data (presets, files, NCCL's protocols):
                  topologies of real machines, so just above topology
     topology, units   as in DESIGN.md
@@ -60,6 +63,7 @@ LAYERS = (
     "plan",
     "parallel",
     "nn",
+    "fast",
     "collectives",
     "runtime",
     "network",
@@ -88,6 +92,11 @@ ALLOWED_UP_IMPORTS = {
         "Rank.all_reduce(...) and the other per-rank collective methods let a rank program "
         "`yield from rank.all_reduce(...)` as with torch.distributed; same reason as "
         "Cluster's: a function-level import of the public collectives API"
+    ),
+    ("collsim.collectives.api", "collsim.fast"): (
+        "the one seam of the fast path: run_collective calls collsim.fast.run_alone when the "
+        "cluster's fast setting is on, importing it inside the function, so the reference "
+        "path (fast=False) never loads the fast package"
     ),
 }
 

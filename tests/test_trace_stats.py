@@ -63,9 +63,8 @@ def test_the_counts_of_random_exchanges_are_those_added_one_by_one(k, seed, roun
 def test_the_counts_of_a_per_transfer_collective_are_those_added_one_by_one(algorithm):
     # NVLS: the switch combines each step's moves, and only one member carries the shared
     # leg, so some records have part of a path or none; the per-transfer path everywhere
-    cluster = collsim.Cluster(hardware.topology("dgx-h100"))
-    out = run_collective(cluster, "all_reduce", count=1 << 12, algorithm=algorithm,
-                         batched=False)  # fmt: skip
+    cluster = collsim.Cluster(hardware.topology("dgx-h100"), fast=False)
+    out = run_collective(cluster, "all_reduce", count=1 << 12, algorithm=algorithm)
     trace = out.run.trace
     assert trace.transfer_count and not trace._blocks
     if algorithm == "nvls":

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 # a simulation moves every chunk: a ring all-reduce on K ranks is 2K(K-1) transfers, 33
-# million at K = 4096, about 2 s where its steps batch (collectives/batched.py); a run
+# million at K = 4096, about 2 s where its steps batch (collsim/fast/); a run
 # whose flows share links goes through the engine one transfer at a time, which refuses
 # more than 8.4 million (a ring all-reduce on 2,048 ranks) before it starts
 MAX_SIMULATED_RANKS = 4096

@@ -41,10 +41,9 @@ from .auto import (
     default_algorithm,
     plan_call,
 )
-from .batched import Unbatched, check_engine_budget, run_batched
 from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
 from .context import context_of
-from .executor import DTYPE_BYTES, run_schedule
+from .executor import DTYPE_BYTES, check_engine_budget, run_schedule
 from .formulas import HARDWARE_ALGORITHMS
 from .records import is_collective
 from .registry import AUTO, PIPELINED, canonical_algorithm, canonical_collective
@@ -254,8 +253,7 @@ class CollectiveResult:
 
 
 def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
-                   algorithm=None, op="sum", root=0, group=None, protocol=None,
-                   batched=True):  # fmt: skip
+                   algorithm=None, op="sum", root=0, group=None, protocol=None):  # fmt: skip
     """Run one collective on ``cluster`` and return a :class:`CollectiveResult`.
 
     ``buffers`` holds one array per group rank (numeric mode).  For count-only mode pass
@@ -264,8 +262,8 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     (the default on a hardware preset) picks the algorithm and protocol with the least
     closed-form time (the result's ``choice`` says which and why); ``protocol``
     (``"simple"``, ``"ll128"``, ``"ll"``, ``"auto"``; default the cluster's) is NCCL's
-    wire protocol.  ``batched=False`` runs every transfer through the engine one by one,
-    even where the batched path (:mod:`collsim.collectives.batched`) would give the same
+    wire protocol.  A cluster made with ``fast=False`` runs every transfer through the
+    engine one by one, even where the fast path (:mod:`collsim.fast`) would give the same
     result at once.
     """
     name = canonical_collective(name)
@@ -320,13 +318,9 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         return (yield from collective(rank, name, data, group, chosen, op, root, count, dtype,
                                       protocol))  # fmt: skip
 
-    result = (
-        Unbatched("batched=False")
-        if not batched
-        else run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol)
-    )
-    if isinstance(result, Unbatched):
-        check_engine_budget(schedule, result.reason)
+    result = _run_fast(cluster, schedule, group, buffers, count, dtype, op, protocol)
+    if isinstance(result, str):  # the reason the reference path runs it
+        check_engine_budget(schedule, result)
         result = cluster.run(program)
     return CollectiveResult(
         collective=name,
@@ -343,6 +337,18 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         choice=choice,
         protocol=protocol,
     )
+
+
+def _run_fast(cluster, schedule, group, buffers, count, dtype, op, protocol):
+    """The seam: the fast path's run (:mod:`collsim.fast`, the same result sooner), or
+    why the reference path must run it.  With ``cluster.fast`` off the fast package is
+    not even imported."""
+    if not cluster.fast:
+        return "the cluster runs the reference path (fast=False)"
+    from ..fast import Unbatched, run_alone
+
+    result = run_alone(cluster, schedule, group, buffers, count, dtype, op, protocol)
+    return result.reason if isinstance(result, Unbatched) else result
 
 
 def _check_memory(schedule, nbytes):

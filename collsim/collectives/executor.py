@@ -45,6 +45,9 @@ __all__ = [
     "reference",
     "integer_inputs",
     "step_labels",
+    "check_engine_budget",
+    "MAX_ENGINE_TRANSFERS",
+    "MAX_ENGINE_RANKS",
 ]
 
 REDUCE_OPS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
@@ -72,6 +75,30 @@ class CollectiveCall:
         op = f", op={self.op}" if self.reduces else ""
         return f"{self.name}(algorithm={self.algorithm}, count={self.count}, " \
                f"dtype={self.dtype}{op}{root})"  # fmt: skip
+
+
+# The engine spends about 10 us and a few hundred bytes on every transfer: a ring
+# all-reduce on 2,048 ranks (8.4 million transfers) is its limit for one collective
+MAX_ENGINE_TRANSFERS = 2 * 2048 * 2047
+# and max-min sharing among thousands of long flows (a tree on a 4,096-rank one-way ring)
+# takes minutes for few transfers: 2,048 ranks is that path's limit too
+MAX_ENGINE_RANKS = 2048
+
+
+def check_engine_budget(schedule, why):
+    """Refuse, before it starts, a run through the engine of more than
+    :data:`MAX_ENGINE_TRANSFERS` moves (``why``: the reason it goes through the engine)."""
+    moves = sum(len(step) for step in schedule.steps)
+    if moves > MAX_ENGINE_TRANSFERS or schedule.ranks > MAX_ENGINE_RANKS:
+        name = schedule.collective.replace("_", "-")
+        raise ConfigError(
+            f"{name} ({schedule.algorithm}) on {schedule.ranks:,} ranks: {moves:,} transfers "
+            f"would go through the engine one at a time, because {why}; that path takes at "
+            f"most {MAX_ENGINE_RANKS:,} ranks and {MAX_ENGINE_TRANSFERS:,} transfers (a ring "
+            "all-reduce on 2,048 ranks, about a minute); use fewer ranks, an algorithm whose "
+            "steps share no link (ring on a ring or a switch), or the closed form "
+            "(collsim run --analytical)"
+        )
 
 
 def _plan(context, schedule):

@@ -22,60 +22,58 @@ Examples
 [('reduce-scatter', 1, 3), ('all-gather', 1, 3)]
 """
 
-import numpy as np
-
-from .columns import StepColumns
-from .schedule import ChunkMove, ColumnSteps, Schedule
+from .schedule import ChunkMove, RankRule, Schedule
 
 __all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "chain_broadcast",
-           "chain_reduce"]  # fmt: skip
+           "chain_reduce", "RingStep"]  # fmt: skip
 
 
 def _one(c):
     return range(c, c + 1)
 
 
-def _ring_steps(k, first, reduce):
-    """K-1 steps in which rank r sends chunk (r - s - first) mod K to rank r+1, as
-    columns: every step shares its senders, receivers and flags, and holds only its
-    chunks (a ring all-reduce on 4,096 ranks has 33 million moves)."""
-    ranks = np.arange(k, dtype=np.int64)
-    right, flags, no = (ranks + 1) % k, np.full(k, reduce), np.zeros(k, dtype=bool)
-    steps = []
-    for s in range(k - 1):
-        chunk = ((ranks - s - first) % k).astype(np.int32)  # half the memory of int64
-        after = chunk + 1
-        steps.append(StepColumns(ranks, right, chunk, after, chunk, after, flags, no))
-    return steps
+class RingStep(RankRule):
+    """Step ``s`` (0-based) of a ring phase: rank r sends chunk (r - s - shift) mod K to
+    rank r+1, which adds it to its own (``reduce``) or copies it over (not ``reduce``)."""
+
+    def __init__(self, k, s, shift, reduce):
+        super().__init__(k, reduce)
+        self.s, self.shift = s, shift
+
+    def receiver(self, r):
+        return (r + 1) % self.ranks
+
+    def chunk(self, r):
+        return (r - self.s - self.shift) % self.ranks
 
 
 def _rs_steps(k):
-    return _ring_steps(k, 1, True)
+    # reduce-scatter: rank r first sends chunk r-1, the one its right neighbour ends with
+    return [RingStep(k, s, shift=1, reduce=True) for s in range(k - 1)]
 
 
 def _ag_steps(k):
-    return _ring_steps(k, 0, False)
+    # all-gather: rank r first forwards chunk r, the one it holds complete
+    return [RingStep(k, s, shift=0, reduce=False) for s in range(k - 1)]
 
 
 def ring_reduce_scatter(k):
     """Rank r ends with chunk r of the reduction after K-1 steps."""
-    steps = _rs_steps(k)
-    return Schedule("reduce_scatter", "ring", k, k, ColumnSteps(steps),
+    return Schedule("reduce_scatter", "ring", k, k, tuple(_rs_steps(k)),
                     (("reduce-scatter", 0, k - 1),), "full", "own_chunk")  # fmt: skip
 
 
 def ring_all_gather(k):
     """Rank r starts with chunk r; every rank ends with all K after K-1 steps."""
-    steps = _ag_steps(k)
-    return Schedule("all_gather", "ring", k, k, ColumnSteps(steps),
+    return Schedule("all_gather", "ring", k, k, tuple(_ag_steps(k)),
                     (("all-gather", 0, k - 1),), "own_chunk", "full")  # fmt: skip
 
 
 def ring_all_reduce(k):
     """Reduce-scatter then all-gather: 2(K-1) steps."""
-    steps = _rs_steps(k) + _ag_steps(k)
+    steps = tuple(_rs_steps(k) + _ag_steps(k))
     phases = (("reduce-scatter", 0, k - 1), ("all-gather", k - 1, 2 * (k - 1)))
-    return Schedule("all_reduce", "ring", k, k, ColumnSteps(steps), phases, "full", "full")
+    return Schedule("all_reduce", "ring", k, k, steps, phases, "full", "full")
 
 
 def _chain(k, root, toward_root):

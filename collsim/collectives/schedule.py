@@ -26,16 +26,12 @@ ChunkMove(src=2, dst=0, chunks=range(1, 2), reduce=True))
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
-
-import numpy as np
 
 from ..errors import ConfigError
 from .checks import is_int
-from .columns import columns_of
 from .spec import SPECS, CollectiveSpec
 
-__all__ = ["ChunkMove", "Combine", "Schedule", "ColumnSteps", "chunk_bounds", "contributions",
+__all__ = ["ChunkMove", "Combine", "Schedule", "RankRule", "chunk_bounds", "contributions",
            "LAYOUTS"]  # fmt: skip
 
 LAYOUTS = ("full", "own_chunk", "root")  # see Schedule: what a buffer holds, or answers
@@ -130,39 +126,51 @@ def _move(src, dst, chunks, reduce):
     return move
 
 
-class ColumnSteps(Sequence):
-    """A schedule's steps kept as :class:`~collsim.collectives.columns.StepColumns`; step
-    ``s`` reads as its tuple of :class:`ChunkMove` when asked.  A ring all-reduce on 4,096
-    ranks has 33 million moves: as objects they would need gigabytes, as columns they
-    take 8 bytes each, and the batched path never builds them.
+class RankRule(Sequence):
+    """One step in which every rank ``r`` of ``ranks`` sends one chunk to one receiver, by
+    a rule: its :class:`ChunkMove` objects are made when read, so a step of 4,096 ranks
+    costs one small object, not 4,096.  A subclass writes the rule as
+    ``receiver(r)`` and ``chunk(r)`` (plain arithmetic on ``r``) and sets ``reduce``.
 
-    >>> from collsim.collectives.ring import ring_all_reduce
-    >>> steps = ring_all_reduce(3).steps
-    >>> len(steps), steps[0][0]
-    (4, ChunkMove(src=0, dst=1, chunks=range(2, 3), reduce=True))
+    >>> class Right(RankRule):  # every rank sends its own chunk to the next rank
+    ...     def receiver(self, r): return (r + 1) % self.ranks
+    ...     def chunk(self, r): return r
+    >>> Right(3, reduce=False)[2]
+    ChunkMove(src=2, dst=0, chunks=range(2, 3), reduce=False)
     """
 
-    # steps of a schedule up to this many moves are built once and kept
-    KEEP_MOVES = 1 << 16
+    # steps of up to this many ranks keep their moves once read, so that every reader (the
+    # executor, the trace's records, the step-through) sees the schedule's own objects
+    KEEP_RANKS = 256
 
-    def __init__(self, columns):
-        self.columns = tuple(columns)
-        self._pairs_checked = {}  # (id(src), id(dst)) -> one move per pair (arrays kept)
-        self._built = {} if sum(map(len, self.columns)) <= self.KEEP_MOVES else None
+    def __init__(self, ranks, reduce):
+        self.ranks, self.reduce = ranks, reduce
+        self._kept = None
+
+    def receiver(self, r):
+        raise NotImplementedError
+
+    def chunk(self, r):
+        raise NotImplementedError
 
     def __len__(self):
-        return len(self.columns)
+        return self.ranks
+
+    def move(self, r):
+        """Rank ``r``'s move in this step."""
+        c = self.chunk(r)
+        return ChunkMove(r, self.receiver(r), range(c, c + 1), self.reduce)
 
     def __getitem__(self, index):
+        if self._kept is None and self.ranks <= self.KEEP_RANKS:
+            self._kept = tuple(self.move(r) for r in range(self.ranks))
+        if self._kept is not None:
+            return self._kept[index]
         if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self))))
-        built = self._built
-        if built is not None and index in built:
-            return built[index]
-        moves = _moves_of(self.columns[index])
-        if built is not None:
-            built[index] = moves
-        return moves
+            return tuple(self.move(r) for r in range(*index.indices(self.ranks)))
+        if not -self.ranks <= index < self.ranks:
+            raise IndexError(f"rank {index} of a step of {self.ranks} ranks")
+        return self.move(index % self.ranks)
 
     def __eq__(self, other):
         return isinstance(other, Sequence) and tuple(self) == tuple(other)
@@ -172,33 +180,6 @@ class ColumnSteps(Sequence):
 
     def __repr__(self):
         return repr(tuple(self))
-
-    def one_move_per_pair(self, index):
-        """Whether step ``index`` joins each (sender, receiver) pair at most once."""
-        step = self.columns[index]
-        # steps that share their sender and receiver arrays (a ring's all do) share it
-        key = (id(step.src), id(step.dst))
-        found = self._pairs_checked.get(key)
-        if found is None:
-            pairs = step.src.astype(np.int64) * (int(step.dst.max(initial=0)) + 1) + step.dst
-            found = self._pairs_checked[key] = len(np.unique(pairs)) == len(pairs)
-        return found
-
-
-def _moves_of(step):
-    """The :class:`ChunkMove` tuple of one step's columns."""
-    moves = []
-    rows = zip(step.src.tolist(), step.dst.tolist(), step.lo.tolist(), step.hi.tolist(),
-               step.to_lo.tolist(), step.to_hi.tolist(), step.reduce.tolist(),
-               step.from_input.tolist())  # fmt: skip
-    for src, dst, lo, hi, to_lo, to_hi, reduce, from_input in rows:
-        move = _move(src, dst, range(lo, hi), reduce)
-        if (to_lo, to_hi) != (lo, hi):
-            _SET_TO(move, range(to_lo, to_hi))
-        if from_input:
-            _SET_FROM_INPUT(move, True)
-        moves.append(move)
-    return tuple(moves)
 
 
 @dataclass(frozen=True)
@@ -241,11 +222,9 @@ class Schedule:
                 f"{self.algorithm} schedule: start={self.start!r}, result={self.result!r}: "
                 f"layouts are {', '.join(LAYOUTS)}"
             )
-        columns = isinstance(self.steps, ColumnSteps)
-        for index in range(len(self.steps)):
-            if columns and self.steps.one_move_per_pair(index):
-                continue  # checked on the columns, without building the moves
-            step = self.steps[index]
+        for index, step in enumerate(self.steps):
+            if isinstance(step, RankRule):
+                continue  # every rank sends one move: no pair can repeat
             pairs = [(m.src, m.dst) for m in step]
             if len(set(pairs)) != len(pairs) and _overlapping(step):
                 raise ConfigError(
@@ -255,14 +234,6 @@ class Schedule:
     @property
     def n_steps(self):
         return len(self.steps)
-
-    @cached_property
-    def columns(self):
-        """Every step as :class:`~collsim.collectives.columns.StepColumns`, built once:
-        what the batched path reads."""
-        if isinstance(self.steps, ColumnSteps):
-            return self.steps.columns
-        return tuple(columns_of(step) for step in self.steps)
 
     def buffer_elements(self, count):
         """Elements of each rank's working buffer for inputs of ``count`` elements: K

@@ -55,7 +55,7 @@ span's meaning from its fields."""
 @dataclass(frozen=True, eq=False)
 class TransferBlock:
     """Transfers recorded together, as columns: one row per transfer (a batched step of a
-    collective, :mod:`collsim.collectives.batched`).  A row reads as the
+    collective, :mod:`collsim.fast.batched`).  A row reads as the
     :class:`Transfer` ``(src[i], dst[i], tag, nbytes[i], start[i], end[i],
     routes[route[i]], labels()[i], metas()[i])``; ``labels`` and ``metas`` are called
     only when someone reads the rows as records, so a run of millions of transfers keeps

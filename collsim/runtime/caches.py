@@ -12,8 +12,8 @@ Examples
 >>> import gc, weakref, numpy as np, collsim
 >>> cluster = collsim.Cluster(collsim.topology.ring(4))
 >>> _ = cluster.all_reduce([np.ones(8)] * 4)
->>> len(cluster.caches.routings)  # the batched path's routes for the group of all 4 ranks
-1
+>>> sorted(cluster.caches.fast)  # the fast path's own: what it keeps is its business
+['columns', 'routings']
 >>> gone = weakref.ref(cluster)
 >>> gc.disable(); del cluster; dead = gone() is None; gc.enable()
 >>> dead
@@ -29,9 +29,8 @@ __all__ = ["ClusterCaches"]
 class ClusterCaches:
     """The per-cluster caches of the collectives; see the module docstring."""
 
-    # the batched path (collectives/batched.py): (group ranks, protocol) -> its _Routing
-    # (routes, step layouts, the last call's working block)
-    routings: dict = field(default_factory=dict)
+    # what the fast path (collsim.fast) keeps for this cluster; nothing else reads it
+    fast: dict = field(default_factory=dict)
     # collectives.auto.plan_call: (collective, algorithm, protocol, group ranks, root,
     # size) -> (schedule, auto's choice, protocol) of a call
     plans: dict = field(default_factory=dict)

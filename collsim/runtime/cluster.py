@@ -23,6 +23,7 @@ Examples
 
 import gc
 import inspect
+import os
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -56,6 +57,21 @@ class RunResult:
     @cached_property
     def stats(self) -> Stats:
         return self.trace.stats(self.ranks)
+
+
+def _fast_setting(fast):
+    """``fast`` checked, or, when None, read from ``COLLSIM_FAST`` (default on)."""
+    if fast is None:
+        value = os.environ.get("COLLSIM_FAST", "").strip()
+        if value not in ("", "0", "1"):
+            raise ConfigError(
+                f"COLLSIM_FAST={value!r}: give 0 (the reference path alone) or 1 (the fast "
+                "path where it applies, the default)"
+            )
+        return value != "0"
+    if not isinstance(fast, bool):
+        raise ConfigError(f"fast={fast!r}: give True or False")
+    return fast
 
 
 class Cluster:
@@ -92,6 +108,13 @@ class Cluster:
         a :class:`~collsim.errors.WatchdogTimeout` naming the culprit, the watchdog's
         timeout after its last progress.
 
+    fast : bool, optional
+        Whether a collective run alone (``cluster.all_reduce(...)`` and its siblings) may
+        take the fast path (:mod:`collsim.fast`), which gives the same outputs, times and
+        trace as the reference path, faster.  ``False`` runs the reference path alone:
+        every transfer a message on the event engine, the plain code a debugger steps
+        through.  Default: the environment variable ``COLLSIM_FAST`` (``0`` or ``1``),
+        else ``True``.
     guard_flags : dict, optional
         For a command that builds the cluster from its flags: the flag that sets each
         guard (``{"max_ops": "--max-ops"}``), which a runaway's message then names.
@@ -111,6 +134,7 @@ class Cluster:
         protocol=None,
         faults=None,
         guard_flags=None,
+        fast=None,
     ):
         self.size = topo.check_topology(topology, "Cluster")
         if not isinstance(model, str) or model not in MODELS:
@@ -130,6 +154,7 @@ class Cluster:
         # the command-line flags that set the guards ({"max_ops": "--max-ops"}), when a
         # command built this cluster: a runaway's message names them instead of Cluster(...)
         self.guard_flags = dict(guard_flags or {})
+        self.fast = _fast_setting(fast)
         self._routes = {}  # (src, dst) -> (links, α, β): the topology is fixed from here
         self.caches = ClusterCaches()  # what the collectives keep between calls, for its life
 

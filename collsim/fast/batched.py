@@ -23,7 +23,7 @@ batch instead of one engine event, one handle and one trace record at a time:
 Faults, switch-combined moves (NVLS) and runs that would trip a guard (``max_ops``,
 ``max_events``, ``max_time``) take the per-transfer path, which reports them.  The results
 are the same either way, trace included; ``tests/test_batched.py`` proves it on every
-algorithm and topology.
+algorithm and topology (``Cluster(fast=False)`` runs the per-transfer path alone).
 
 Examples
 --------
@@ -44,29 +44,22 @@ from functools import partial
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..collectives import executor  # step_labels read through the module: one wording
+from ..collectives.executor import DTYPE_BYTES, REDUCE_OPS, _prepare, _result
+from ..collectives.records import CollectiveStep
+from ..collectives.schedule import chunk_bounds
 from ..hardware.protocols import slowest_class
 from ..network.trace import Trace, TransferBlock
 from ..runtime.cluster import RunResult
-from . import executor  # step_labels read through the module: one wording, patchable
-from .executor import DTYPE_BYTES, REDUCE_OPS, _prepare, _result
-from .records import CollectiveStep
-from .schedule import chunk_bounds
+from .columns import schedule_columns
 
-__all__ = ["run_batched", "Unbatched", "check_engine_budget", "MAX_ENGINE_TRANSFERS",
-           "MAX_ENGINE_RANKS", "SMALL_CHUNK_BYTES"]  # fmt: skip
+__all__ = ["run_batched", "Unbatched", "SMALL_CHUNK_BYTES"]
 
 # Chunks up to this size move as one fancy-indexed operation per step (numpy's per-call
 # cost dominates there); larger ones move as in-place views, which touch memory once.
 SMALL_CHUNK_BYTES = 16 << 10
 # the largest working block a group keeps for its next call (see _Routing.work)
 SPARE_WORK_BYTES = 512 << 20
-# The per-transfer path spends about 10 us and a few hundred bytes on every transfer: a
-# ring all-reduce on 2,048 ranks (8.4 million transfers) is its limit for one collective
-MAX_ENGINE_TRANSFERS = 2 * 2048 * 2047
-# and max-min sharing among thousands of long flows (a tree on a 4,096-rank one-way ring)
-# takes minutes for few transfers: 2,048 ranks is that path's limit too
-MAX_ENGINE_RANKS = 2048
 # Steps of up to this many transfers keep their columns as they are (compacting them
 # would cost more than it saves)
 _SMALL_BLOCK = 64
@@ -81,7 +74,7 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
     ``dtype`` per rank); ``protocol`` a Protocol or None."""
     if cluster.faults:
         return Unbatched("the cluster has faults, which act on flows in flight")
-    columns = schedule.columns
+    columns = _columns(cluster, schedule)
     combined = next((s for s, step in enumerate(columns) if step.combined), None)
     if combined is not None:
         return Unbatched(f"step {combined + 1} is reduced in the switch (NVLS)")
@@ -141,27 +134,11 @@ class Unbatched:
     reason: str
 
 
-def check_engine_budget(schedule, why):
-    """Refuse, before it starts, a per-transfer run of more than
-    :data:`MAX_ENGINE_TRANSFERS` moves (``why``: the :class:`Unbatched` reason)."""
-    moves = sum(len(step) for step in schedule.columns)
-    if moves > MAX_ENGINE_TRANSFERS or schedule.ranks > MAX_ENGINE_RANKS:
-        name = schedule.collective.replace("_", "-")
-        raise ConfigError(
-            f"{name} ({schedule.algorithm}) on {schedule.ranks:,} ranks: {moves:,} transfers "
-            f"would go through the engine one at a time, because {why}; that path takes at "
-            f"most {MAX_ENGINE_RANKS:,} ranks and {MAX_ENGINE_TRANSFERS:,} transfers (a ring "
-            "all-reduce on 2,048 ranks, about a minute); use fewer ranks, an algorithm whose "
-            "steps share no link (ring on a ring or a switch), or the closed form "
-            "(collsim run --analytical)"
-        )
-
-
 class _Routing:
     """What the runs of one group with one protocol on one cluster share: every route's
     links, α and β, and the :class:`_Layout` of each set of senders and receivers, kept
     for the cluster's life (a training loop calls the same collective thousands of
-    times).  The cluster holds it (``cluster.caches.routings``); it does not hold the
+    times).  The cluster holds it (``cluster.caches.fast["routings"]``); it does not hold the
     cluster, which each call passes in, so that a dropped cluster is freed at once by
     reference counting, with its working block."""
 
@@ -195,7 +172,7 @@ class _Routing:
 
     @classmethod
     def of(cls, cluster, ranks, protocol):
-        kept = cluster.caches.routings  # (group ranks, protocol) -> _Routing
+        kept = cluster.caches.fast.setdefault("routings", {})  # (ranks, protocol) -> _Routing
         key = (ranks.tobytes(), protocol)
         routing = kept.get(key)
         if routing is None:
@@ -234,6 +211,21 @@ class _Routing:
 
 # the routings a cluster keeps (one per group and protocol), the oldest dropped first
 _KEEP_ROUTINGS = 64
+# the schedules whose columns a cluster keeps, the oldest dropped first
+_KEEP_COLUMNS = 16
+
+
+def _columns(cluster, schedule):
+    """``schedule``'s steps as columns, kept on the cluster for its next calls (a training
+    loop runs the same schedule thousands of times).  Kept by the schedule's id with the
+    schedule itself, so the id cannot be reused while the entry lives."""
+    kept = cluster.caches.fast.setdefault("columns", {})  # id -> (schedule, columns)
+    found = kept.get(id(schedule))
+    if found is None:
+        if len(kept) >= _KEEP_COLUMNS:
+            kept.pop(next(iter(kept)))  # the oldest
+        found = kept[id(schedule)] = (schedule, schedule_columns(schedule))
+    return found[1]
 
 
 class _Timing:
