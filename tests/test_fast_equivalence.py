@@ -31,9 +31,7 @@ TOPOLOGIES = {
 GENERIC = [(name, algo) for name, algos in ALGORITHMS.items() for algo in algos]
 HARDWARE = [(name, algo) for name, algos in HARDWARE_ALGORITHMS.items() for algo in algos]
 CASES = [(name, algo, topo) for name, algo in GENERIC for topo in TOPOLOGIES]
-CASES += [
-    (name, algo, "dgx-h100" if algo == "nvls" else "dgx-a100 x2") for name, algo in HARDWARE
-]
+CASES += [(name, algo, "dgx-h100" if algo == "nvls" else "dgx-a100 x2") for name, algo in HARDWARE]
 
 
 def _inputs(name, k, count):
@@ -45,8 +43,7 @@ def _inputs(name, k, count):
 def _fingerprint(result):
     """Everything a caller reads, as bytes: outputs, time, trace (Chrome JSON), counts."""
     outputs = [
-        None if out is None else (out.dtype.str, out.shape, out.tobytes())
-        for out in result.outputs
+        None if out is None else (out.dtype.str, out.shape, out.tobytes()) for out in result.outputs
     ]
     stats = result.stats
     return {
