@@ -129,8 +129,10 @@ def _move(src, dst, chunks, reduce):
 class RankRule(Sequence):
     """One step in which every rank ``r`` of ``ranks`` sends one chunk to one receiver, by
     a rule: its :class:`ChunkMove` objects are made when read, so a step of 4,096 ranks
-    costs one small object, not 4,096.  A subclass writes the rule as
-    ``receiver(r)`` and ``chunk(r)`` (plain arithmetic on ``r``) and sets ``reduce``.
+    costs one small object, not 4,096.  A subclass writes the rule as ``receiver(r)``
+    (whom rank r sends to: one neighbour for every step of the class, as a ring's right
+    neighbour) and ``chunk(r)`` (which chunk it sends in this step), both plain arithmetic
+    on ``r``, and sets ``reduce``.
 
     >>> class Right(RankRule):  # every rank sends its own chunk to the next rank
     ...     def receiver(self, r): return (r + 1) % self.ranks

@@ -119,11 +119,9 @@ def _rule_columns(step, shared):
     ranks = shared.get(("ranks", k))
     if ranks is None:
         ranks = shared[("ranks", k)] = np.arange(k, dtype=np.int64)
-    dst = np.asarray(step.receiver(ranks), dtype=np.int64)
-    last = shared.get(("dst", k))
-    if last is not None and np.array_equal(last, dst):
-        dst = last  # the same receivers as the step before: the same array
-    shared[("dst", k)] = dst
+    dst = shared.get((type(step), k))  # a rule's receivers are the same in every step
+    if dst is None:
+        dst = shared[(type(step), k)] = np.asarray(step.receiver(ranks), dtype=np.int64)
     chunk = np.asarray(step.chunk(ranks)).astype(np.int32)  # half the memory of int64
     after = chunk + 1
     flags = shared.get((k, step.reduce))
