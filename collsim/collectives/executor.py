@@ -121,6 +121,7 @@ def _plan(context, schedule):
     k, plan = schedule.ranks, []
     one_each = (list(range(k)), array("l", range(k + 1)))  # ranks, ptr: one move each
     for s, step in enumerate(schedule.steps):
+        step = tuple(step)  # a RankRule step makes its moves once here, not per message
         send_ptr, sends = _by_rank(step, [m.src for m in step], k, one_each)
         labels = step_labels(schedule.collective, s + 1, sends)
         recv_ptr, recvs = _by_rank(step, [m.dst for m in step], k, one_each)
