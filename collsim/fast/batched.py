@@ -18,7 +18,7 @@ batch instead of one engine event, one handle and one trace record at a time:
   where chunks are small, as one fancy-indexed numpy operation over all of them.  A step
   in which a rank would write a chunk twice, or write a chunk it also sends, depends on
   the order deliveries happen to arrive in, so it too goes to the per-transfer path;
-* **trace** -- each step is one :class:`~collsim.network.trace.TransferBlock` of columns.
+* **trace** -- each step is one :class:`~collsim.fast.blocks.TransferBlock` of columns.
 
 Faults, switch-combined moves (NVLS) and runs that would trip a guard (``max_ops``,
 ``max_events``, ``max_time``) take the per-transfer path, which reports them.  The results
@@ -49,8 +49,9 @@ from ..collectives.executor import DTYPE_BYTES, REDUCE_OPS, _prepare, _result
 from ..collectives.records import CollectiveStep
 from ..collectives.schedule import chunk_bounds
 from ..hardware.protocols import slowest_class
-from ..network.trace import Trace, TransferBlock
+from ..network.trace import Trace
 from ..runtime.cluster import RunResult
+from .blocks import TransferBlock
 from .columns import schedule_columns
 
 __all__ = ["run_batched", "Unbatched", "SMALL_CHUNK_BYTES"]

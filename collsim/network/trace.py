@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from ..units import available_memory, format_size, format_time
 from .memory import CATEGORIES, replay
 
-__all__ = ["Trace", "Stats", "Transfer", "Compute", "TransferBlock"]
+__all__ = ["Trace", "Stats", "Transfer", "Compute"]
 
 Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label meta",
                       defaults=(None,))  # fmt: skip
@@ -50,56 +50,6 @@ its maker gave ``rank.compute(..., meta=...)`` (a pipeline pass is a
 :class:`~collsim.parallel.pipeline.schedules.PipelinePass`, a rank module's pass of one layer a
 :class:`~collsim.parallel.modules.LayerPass`), or None. The trace stores it as it is; read the
 span's meaning from its fields."""
-
-
-@dataclass(frozen=True, eq=False)
-class TransferBlock:
-    """Transfers recorded together, as columns: one row per transfer (a batched step of a
-    collective, :mod:`collsim.fast.batched`).  A row reads as the
-    :class:`Transfer` ``(src[i], dst[i], tag, nbytes[i], start[i], end[i],
-    routes[route[i]], labels()[i], metas()[i])``; ``labels`` and ``metas`` are called
-    only when someone reads the rows as records, so a run of millions of transfers keeps
-    a few numbers per transfer and no strings or objects.
-
-    >>> import numpy as np
-    >>> block = TransferBlock(np.array([0, 1]), np.array([1, 0]), np.array([8, 8]),
-    ...                       np.zeros(2), np.array([1e-6, 2e-6]), np.array([0, 1]),
-    ...                       (((0, 1),), ((1, 0),)), "step", lambda: ["a", "b"])
-    >>> trace = Trace()
-    >>> trace.add_block(block)
-    >>> [(t.src, t.dst, t.links, t.label) for t in trace.transfers]
-    [(0, 1, ((0, 1),), 'a'), (1, 0, ((1, 0),), 'b')]
-    """
-
-    src: np.ndarray  # int ranks
-    dst: np.ndarray
-    nbytes: np.ndarray  # int64, or one int for every row
-    start: np.ndarray  # float64 seconds, or one float for every row
-    end: np.ndarray
-    route: np.ndarray  # index into routes
-    routes: tuple  # the directed links of each route
-    tag: object  # every row's tag
-    labels: object  # () -> one display label per row
-    metas: object = None  # () -> one record per row (None: no records)
-
-    def __len__(self):
-        return len(self.src)
-
-    def column(self, name):
-        """Column ``name`` as an array of one value per row (a number given for every row
-        is repeated, for the one who asks)."""
-        values = getattr(self, name)
-        return values if isinstance(values, np.ndarray) else np.full(len(self), values)
-
-    def records(self):
-        """The rows as plain tuples, in row order."""
-        metas = self.metas() if self.metas is not None else [None] * len(self)
-        routes, tag = self.routes, self.tag
-        return [(s, d, tag, n, a, b, routes[r], label, meta) for s, d, n, a, b, r, label, meta
-                in zip(self.src.tolist(), self.dst.tolist(), self.column("nbytes").tolist(),
-                       self.column("start").tolist(), self.column("end").tolist(),
-                       self.route.tolist(),
-                       self.labels(), metas)]  # fmt: skip
 
 
 @dataclass
@@ -139,7 +89,7 @@ class Trace:
         # each), every PACK_RECORDS of them packed into columns (see pack())
         self._raw = []
         self._packed = []  # (src, dst, tag, nbytes, start, end, links, label, meta) columns
-        self._blocks = []  # TransferBlock: a batched step's transfers as columns
+        self._blocks = []  # blocks of transfers the fast path recorded (see add_block)
         self._transfers = None
         self.computes = []
         self.memory = []  # what rank.alloc and rank.free recorded (collsim.runtime.memory)
@@ -232,7 +182,11 @@ class Trace:
         return self._raw.append
 
     def add_block(self, block):
-        """Record a :class:`TransferBlock`: many transfers at once, as columns."""
+        """Record many transfers at once, kept in the form their maker chose (the fast
+        path's :class:`~collsim.fast.blocks.TransferBlock`).  A block reads back through
+        ``len(block)``, ``block.records()`` (its rows as record tuples), ``block.span()``
+        (its first start and last end), ``block.bytes_sent()`` and
+        ``type(block).count_into(blocks, n_ranks, sent, received, messages, link_bytes)``."""
         self._blocks.append(block)
 
     def add_compute(self, rank, start, end, label, meta=None):
@@ -259,13 +213,13 @@ class Trace:
                  f"{m:,} compute span{'' if m == 1 else 's'}"]  # fmt: skip
         raw, blocks = list(self._records()), self._blocks
         if n:
-            sent = sum(r[3] for r in raw) + sum(int(b.column("nbytes").sum()) for b in blocks)
+            sent = sum(r[3] for r in raw) + sum(b.bytes_sent() for b in blocks)
             parts.append(f"{format_size(sent)} sent")
         if n or m:
             starts = [r[4] for r in raw] + [c.start for c in self.computes]
             ends = [r[5] for r in raw] + [c.end for c in self.computes]
-            starts += [float(np.min(b.start)) for b in blocks if len(b)]
-            ends += [float(np.max(b.end)) for b in blocks if len(b)]
+            starts += [b.span()[0] for b in blocks if len(b)]
+            ends += [b.span()[1] for b in blocks if len(b)]
             parts.append(f"{format_time(min(starts))} .. {format_time(max(ends))}")
         if self.memory:  # a run that never allocates prints as it always did
             k = len(self.memory)
@@ -300,7 +254,8 @@ class Trace:
             for link in links:
                 link_bytes[link] = link_bytes.get(link, 0) + total
         if self._blocks:
-            _block_stats(self._blocks, n_ranks, sent, received, messages, link_bytes)
+            type(self._blocks[0]).count_into(self._blocks, n_ranks, sent, received, messages,
+                                             link_bytes)  # fmt: skip
         if self.faults is not None and self.faults.reroutes:
             _split_rerouted(link_bytes, self.faults.reroutes)
         busy = [0.0] * n_ranks
@@ -364,54 +319,6 @@ _GROUP = itemgetter(0, 1, 3, 6)  # a record's (src, dst, nbytes, links): what st
 # 738 B at 1,024 ranks); the check above reads it
 RECORD_BYTES = 800
 PACK_RECORDS = 4096  # transfers recorded one at a time between two Trace.pack() calls
-
-
-def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):
-    """Add the blocks' transfers to the per-rank and per-link counts, exactly (int64):
-    every row of a block travels its own path from its sender to its receiver.  Blocks
-    are counted together, a million rows at a time, in a few numpy calls."""
-    totals = [np.zeros(n_ranks, dtype=np.int64) for _ in range(3)]
-    by_routes = {}  # id(routes) -> (routes, bytes per route, used): steps share routes
-    batch, rows = [], 0
-    for b in blocks:
-        batch.append(b)
-        rows += len(b)
-        if rows >= 1 << 20:
-            _count(batch, totals, by_routes)
-            batch, rows = [], 0
-    _count(batch, totals, by_routes)
-    for counts, added in zip((sent, received, messages), totals):
-        for rank in np.flatnonzero(added).tolist():
-            counts[rank] += int(added[rank])
-    for routes, carried, used in by_routes.values():
-        for r in np.flatnonzero(used).tolist():
-            nbytes = int(carried[r])
-            for link in routes[r]:
-                link_bytes[link] = link_bytes.get(link, 0) + nbytes
-
-
-def _count(blocks, totals, by_routes):
-    if not blocks:
-        return
-    src = np.concatenate([b.src for b in blocks])
-    dst = np.concatenate([b.dst for b in blocks])
-    nbytes = np.concatenate([b.column("nbytes") for b in blocks]).astype(np.int64)
-    np.add.at(totals[0], src, nbytes)
-    np.add.at(totals[1], dst, nbytes)
-    np.add.at(totals[2], src, 1)
-    starts = np.cumsum([0] + [len(b) for b in blocks])
-    groups = {}  # id(routes) -> indices of its blocks: a run's steps share one table
-    for i, b in enumerate(blocks):
-        groups.setdefault(id(b.routes), []).append(i)
-    for members in groups.values():
-        table = blocks[members[0]].routes
-        _, carried, used = by_routes.setdefault(
-            id(table), (table, np.zeros(len(table), dtype=np.int64), np.zeros(len(table), bool))
-        )
-        route = np.concatenate([blocks[i].route for i in members])
-        moved = np.concatenate([nbytes[starts[i] : starts[i + 1]] for i in members])
-        np.add.at(carried, route, moved)
-        used[route] = True  # a link that carried only empty messages is counted, at 0 B
 
 
 def _split_rerouted(link_bytes, reroutes):
