@@ -45,7 +45,7 @@ from functools import partial
 import numpy as np
 
 from ..collectives import executor  # step_labels read through the module: one wording
-from ..collectives.executor import DTYPE_BYTES, REDUCE_OPS, _prepare, _result
+from ..collectives.executor import DTYPE_BYTES, REDUCE_OPS
 from ..collectives.records import CollectiveStep
 from ..collectives.schedule import chunk_bounds
 from ..hardware.protocols import slowest_class
@@ -53,12 +53,10 @@ from ..network.trace import Trace
 from ..runtime.cluster import RunResult
 from .blocks import TransferBlock
 from .columns import schedule_columns
+from .numerics import move_data
 
-__all__ = ["run_batched", "Unbatched", "SMALL_CHUNK_BYTES"]
+__all__ = ["run_batched", "Unbatched"]
 
-# Chunks up to this size move as one fancy-indexed operation per step (numpy's per-call
-# cost dominates there); larger ones move as in-place views, which touch memory once.
-SMALL_CHUNK_BYTES = 16 << 10
 # the largest working block a group keeps for its next call (see _Routing.work)
 SPARE_WORK_BYTES = 512 << 20
 # Steps of up to this many transfers keep their columns as they are (compacting them
@@ -116,7 +114,7 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
         outputs = None
         if buffers is not None:
             work = timing.routing.work(schedule.ranks, n, buffers[0].dtype)
-            outputs = _move_data(schedule, columns, buffers, work, bounds, REDUCE_OPS[op], op)
+            outputs = move_data(schedule, columns, buffers, work, bounds, REDUCE_OPS[op], op)
             del work  # the answers hold it (views), or the next call may have it
         trace = _record(schedule, group, columns, steps, timing, protocol)
     finally:
@@ -368,55 +366,6 @@ def _compact(values):
 
 def _distinct(values):
     return len(np.unique(values)) == len(values)
-
-
-def _move_data(schedule, columns, buffers, work, bounds, ufunc, op):
-    """Every rank's answer: the steps' reductions and copies applied in step order, in
-    ``work``, a ``(K, n)`` block whose rows become the ranks' working buffers."""
-    k, n = work.shape
-    chunks = [(int(a), int(b)) for a, b in bounds]
-    sources = [b.reshape(-1) for b in buffers]
-    # one (K, n) block holds every rank's working buffer, so that a step of small chunks
-    # is one indexed operation; row r is exactly what _prepare gives rank r
-    for r in range(k):
-        _prepare(schedule, buffers[r], n, r, chunks, out=work[r])
-    even = n % schedule.n_chunks == 0
-    size = n // schedule.n_chunks if schedule.n_chunks else 0
-    small = even and 0 < size * work.itemsize <= SMALL_CHUNK_BYTES
-    inputs = np.stack(sources) if small and any(s.from_input.any() for s in columns) else None
-    for step in columns:
-        if small and step.single_chunks:
-            _move_indexed(step, work, inputs, size, ufunc)
-        else:
-            _move_views(step, work, sources, bounds, ufunc)
-    return [_result(schedule, work[r], buffers[r], op, r, chunks) for r in range(k)]
-
-
-def _move_indexed(step, work, inputs, size, ufunc):
-    """The step as fancy indexing on (rank, chunk, element): gather, reduce, scatter."""
-    cells = work.reshape(work.shape[0], -1, size)
-    for reduce, src, lo, dst, to, from_input in step.by_kind:
-        payload = cells[src, lo]
-        if inputs is not None and from_input.any():
-            payload[from_input] = inputs.reshape(inputs.shape[0], -1, size)[
-                src[from_input], lo[from_input]
-            ]
-        cells[dst, to] = ufunc(cells[dst, to], payload) if reduce else payload
-
-
-def _move_views(step, work, sources, bounds, ufunc):
-    """The step move by move, on views: no temporary copies of large chunks."""
-    first, last = bounds[:, 0].tolist(), bounds[:, 1].tolist()
-    rows = zip(step.src.tolist(), step.dst.tolist(), step.lo.tolist(), step.hi.tolist(),
-               step.to_lo.tolist(), step.to_hi.tolist(), step.reduce.tolist(),
-               step.from_input.tolist())  # fmt: skip
-    for src, dst, lo, hi, to_lo, to_hi, reduce, from_input in rows:
-        payload = (sources[src] if from_input else work[src])[first[lo] : last[hi - 1]]
-        out = work[dst, first[to_lo] : last[to_hi - 1]]
-        if reduce:
-            ufunc(out, payload, out=out)
-        else:
-            out[...] = payload
 
 
 def _record(schedule, group, columns, steps, timing, protocol):
