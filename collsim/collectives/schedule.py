@@ -161,7 +161,7 @@ class RankRule(Sequence):
     def move(self, r):
         """Rank ``r``'s move in this step."""
         c = self.chunk(r)
-        return ChunkMove(r, self.receiver(r), range(c, c + 1), self.reduce)
+        return _move(r, self.receiver(r), range(c, c + 1), self.reduce)  # a ChunkMove
 
     def __getitem__(self, index):
         if self._kept is None and self.ranks <= self.KEEP_RANKS:

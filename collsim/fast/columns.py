@@ -122,7 +122,10 @@ def _rule_columns(step, shared):
     dst = shared.get((type(step), k))  # a rule's receivers are the same in every step
     if dst is None:
         dst = shared[(type(step), k)] = np.asarray(step.receiver(ranks), dtype=np.int64)
-    chunk = np.asarray(step.chunk(ranks)).astype(np.int32)  # half the memory of int64
+    small = shared.get(("int32", k))  # ranks as int32: the chunks come out int32 too,
+    if small is None:  # half the memory of int64, with no copy to convert them
+        small = shared[("int32", k)] = ranks.astype(np.int32)
+    chunk = np.asarray(step.chunk(small), dtype=np.int32)
     after = chunk + 1
     flags = shared.get((k, step.reduce))
     if flags is None:
