@@ -271,18 +271,24 @@ def test_group_src_and_dst_are_group_ranks(call):
 
 
 def test_a_finished_run_leaves_no_state_behind():
-    from collsim.distributed import process_group
+    import weakref
+
+    from collsim.runtime import blocking
+
+    runs = []
 
     def main():
         dist.init_process_group()
         dist.new_group([0, 1])
         dist.init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp", "tp"))
         dist.barrier(async_op=True).wait()
+        execution = blocking.current_rank()._execution
+        assert "distributed" in execution.front_ends  # the state hangs off the run
+        runs.append(weakref.ref(execution))
 
     run(4, main)
-    gc.collect()  # the ranks, their run and its buffers are gone once nothing holds them
-    assert not process_group._STATES and not process_group._MADE
-    assert not process_group._GROUP_IDS
+    gc.collect()  # the ranks, their run, its state and buffers go once nothing holds them
+    assert len(runs) == 4 and all(alive() is None for alive in runs)
 
 
 def test_new_subgroups_cut_the_world_into_consecutive_groups():

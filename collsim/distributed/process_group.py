@@ -74,8 +74,8 @@ class ProcessGroup:
 class _RankState:
     """What one rank's ``init_process_group`` set up.
 
-    It holds its rank weakly: it is the value of a weak-keyed table whose key is that
-    rank, and a strong reference would keep the rank, and its whole run, alive forever.
+    It holds its rank weakly: the run keeps it (``execution.front_ends``), and a strong
+    reference back to the rank would make a cycle of the run with itself.
     """
 
     __slots__ = ("_rank", "world", "backend", "groups")
@@ -91,11 +91,25 @@ class _RankState:
         return self._rank()
 
 
-_STATES = weakref.WeakKeyDictionary()  # runtime Rank -> _RankState
-# runtime Rank -> Counter of (ranks, dim) -> groups it made of them, kept past a
-# destroy_process_group so that a group made after a new init is a new group
-_MADE = weakref.WeakKeyDictionary()
-_GROUP_IDS = weakref.WeakKeyDictionary()  # a run (Execution) -> {(ranks, dim, n): id}
+class _RunState:
+    """collsim.distributed's state for one run, kept by the run itself
+    (``execution.front_ends["distributed"]``), so it dies with the run."""
+
+    def __init__(self):
+        self.ranks = {}  # rank id -> its _RankState, from init_process_group
+        # rank id -> Counter of (ranks, dim) -> groups it made of them, kept past a
+        # destroy_process_group so that a group made after a new init is a new group
+        self.made = {}
+        self.group_ids = {}  # (ranks, dim, n) -> id: the same for every member
+
+
+def _run_state(rank):
+    """The :class:`_RunState` of ``rank``'s run, made on first use."""
+    kept = rank._execution.front_ends
+    found = kept.get("distributed")
+    if found is None:
+        found = kept["distributed"] = _RunState()
+    return found
 
 
 def current_rank(call):
@@ -113,7 +127,7 @@ def current_rank(call):
 def state(call):
     """The current rank's state; a ConfigError naming ``call`` before init_process_group."""
     rank = current_rank(call)
-    found = _STATES.get(rank)
+    found = _run_state(rank).ranks.get(rank.id)
     if found is None:
         raise ConfigError(
             f"{call}(): rank {rank.id} has no process group yet: call "
@@ -126,10 +140,11 @@ def make_group(st, group):
     """A ProcessGroup of ``group`` (a runtime Group) for rank ``st.rank``, with the id
     every member of the run gives the same n-th group of these ranks and dimension."""
     key = (group.ranks, group.dim)
-    made = _MADE.setdefault(st.rank, Counter())
+    run = _run_state(st.rank)
+    made = run.made.setdefault(st.rank.id, Counter())
     n = made[key]
     made[key] += 1
-    ids = _GROUP_IDS.setdefault(st.rank._execution, {})
+    ids = run.group_ids
     group_id = ids.setdefault((*key, n), len(ids))
     made_group = ProcessGroup(group, group_id, st.rank.id)
     st.groups.append(made_group)
@@ -200,7 +215,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     """
     me = current_rank("init_process_group")
     backend = _check_backend(backend)
-    if me in _STATES:
+    run = _run_state(me)
+    if me.id in run.ranks:
         raise ConfigError(
             f"init_process_group(): rank {me.id} initialized its process group already "
             "(call destroy_process_group() first to start again)"
@@ -215,7 +231,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
             f"init_process_group(rank={rank!r}) was called by rank {me.id}: pass "
             f"rank={me.id} (get_rank() after init) or leave it out"
         )
-    st = _STATES[me] = _RankState(me, backend)
+    st = run.ranks[me.id] = _RankState(me, backend)
     st.world = make_group(st, Group(range(me.size)))
 
 
@@ -223,7 +239,7 @@ def destroy_process_group(group=None):
     """Forget the default group and every group made since (``group=None``), or ``group``."""
     st = state("destroy_process_group")
     if group is None:
-        del _STATES[st.rank]
+        del _run_state(st.rank).ranks[st.rank.id]
         for made in st.groups:
             made.destroyed = True
         return
@@ -234,7 +250,8 @@ def destroy_process_group(group=None):
 def is_initialized():
     """Whether the calling rank has called :func:`init_process_group` (False outside a run)."""
     try:
-        return blocking.current_rank() in _STATES
+        me = blocking.current_rank()
+        return me.id in _run_state(me).ranks
     except ConfigError:
         return False
 

@@ -26,7 +26,6 @@ algorithm: choose one of ring, tree, halving_doubling, naive, direct, auto (or a
 """
 
 import contextlib
-import weakref
 from dataclasses import dataclass, field, replace
 
 from ..collectives.checks import is_int
@@ -129,13 +128,11 @@ class RunState:
         return seq
 
 
-_states = weakref.WeakKeyDictionary()
-
-
 def run_state(rank):
-    """The :class:`RunState` of ``rank``'s run, made (with the settings in force) on first use."""
-    execution = rank._execution
-    state = _states.get(execution)
+    """The :class:`RunState` of ``rank``'s run, made (with the settings in force) on first
+    use and kept by the run itself (``execution.front_ends``), so it dies with the run."""
+    kept = rank._execution.front_ends
+    state = kept.get("mpi")
     if state is None:
-        state = _states[execution] = RunState(_current)
+        state = kept["mpi"] = RunState(_current)
     return state

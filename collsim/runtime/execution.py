@@ -74,6 +74,10 @@ class Execution:
         # collectives.context.CollectiveContext, made by the run's first collective (the
         # runtime does not import the collectives, which sit above it)
         self.collectives = None
+        # the front ends' per-run state (collsim.mpi's settings and contexts,
+        # collsim.distributed's process groups), each under its package's name: it hangs
+        # off the run it serves and dies with it (no module-level table keyed by runs)
+        self.front_ends = {}
         self.running = None  # the process _advance runs now
 
     # -- processes ------------------------------------------------------------------------
