@@ -82,7 +82,7 @@ ALLOWED_UP_IMPORTS = {
         "build_parser() reads collsim.__version__ for `collsim --version`: package metadata, "
         "not the facade's API; the root's own imports (runtime, topology, units) are below cli"
     ),
-    ("collsim.runtime.cluster", "collsim.collectives"): (
+    ("collsim.runtime.collective_calls", "collsim.collectives"): (
         "Cluster.all_reduce(...) and the other whole-cluster collective methods are the "
         "torch.distributed-style convenience entry (DESIGN.md: 'callable from plain code on a "
         "whole cluster'); they import collsim.collectives inside the method, so importing the "

@@ -34,7 +34,7 @@ def _name(node):
 
 
 def mark_faults(ax, links, log, divisor, end):
-    """Mark the faults of ``log`` (a :class:`~collsim.runtime.cluster.FaultLog`) on ``ax``,
+    """Mark the faults of ``log`` (a :class:`~collsim.runtime.fault_log.FaultLog`) on ``ax``,
     whose rows are ``links`` and whose x axis is seconds / ``divisor`` up to ``end`` s.
     Returns the legend handles to add."""
     faults, rows = log.faults, {link: i for i, link in enumerate(links)}
