@@ -306,8 +306,20 @@ def test_numeric_run_too_big_is_refused_with_a_pointer_to_count_only(monkeypatch
     from collsim.collectives import api
 
     monkeypatch.setattr(api, "_available_memory", lambda: 1000)
-    with pytest.raises(ConfigError, match="count-only"):
-        collsim.Cluster(topology.ring(2)).all_reduce([np.ones(100)] * 2)
+    with pytest.raises(ConfigError, match="count-only"):  # 4 MiB a rank: 24 MiB needed
+        collsim.Cluster(topology.ring(2)).all_reduce([np.ones(2**19)] * 2)
+    collsim.Cluster(topology.ring(2)).all_reduce([np.ones(100)] * 2)  # too small to ask
+
+
+def test_a_small_numeric_call_does_not_ask_the_system_for_its_memory(monkeypatch):
+    from collsim.collectives import api
+
+    def asked():
+        raise AssertionError("a 4 KiB all-reduce read the system's free memory")
+
+    monkeypatch.setattr(api, "_available_memory", asked)
+    out = collsim.Cluster(topology.ring(2), fast=False).all_reduce([np.ones(512)] * 2)
+    assert out.outputs[0].tolist() == [2.0] * 512
 
 
 def test_count_only_bfloat16_counts_two_bytes():

@@ -10,8 +10,9 @@ Use them as ``cluster.all_reduce(buffers)`` from plain code or as
 ``yield from rank.all_reduce(x)`` inside a rank program.
 """
 
+from .analytical import AnalyticalPlan, analytical_plan
 from .api import CollectiveResult, StepTransfer, StepView, analytical, collective, run_collective
-from .auto import AnalyticalPlan, AutoChoice, analytical_plan, choose
+from .auto import AutoChoice, choose
 from .executor import REDUCE_OPS, reference
 from .formulas import (
     ALGORITHMS,

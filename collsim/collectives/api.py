@@ -30,16 +30,15 @@ from .. import units
 from ..errors import ConfigError
 from ..runtime.group import Group
 from ..units import available_memory as _available_memory
-from .auto import (
-    AnalyticalPlan,
-    _first_schedule,
-    _naming,
-    _protocol_setting,
-    _schedule,
-    _size_of,
-    analytical_plan,
+from .analytical import AnalyticalPlan, analytical_plan
+from .call_plan import (
+    call_protocol,
+    call_size,
     default_algorithm,
+    first_schedule,
+    naming_the_algorithm,
     plan_call,
+    shared_schedule,
 )
 from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
 from .context import context_of
@@ -74,18 +73,18 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
     op = check_op(op)
     group = Group.of(group, rank.size)
     root = check_root(root, group.size)
-    protocol = _protocol_setting(protocol, cluster)
+    protocol = call_protocol(protocol, cluster)
     if (
         algorithm in HARDWARE_ALGORITHMS.get(name, ())
         or algorithm == AUTO
         or isinstance(protocol, str)
     ):
-        size = _size_of(name, x, count, dtype, group.size)
-        with _naming(given):
+        size = call_size(name, x, count, dtype, group.size)
+        with naming_the_algorithm(given):
             schedule, _, protocol = plan_call(cluster, name, algorithm, protocol, group.ranks,
                                               root, size)  # fmt: skip
     else:  # the plain path, as on every generic topology: no hashing of the group
-        schedule = _schedule(name, algorithm, group.size, root)
+        schedule = shared_schedule(name, algorithm, group.size, root)
     if (count if x is None else getattr(x, "size", None)) == 0:
         schedule = schedule.without_steps()  # NCCL returns at once from a zero-byte call
     seq = context_of(rank._execution).next_seq(rank.id, group.ranks)
@@ -274,11 +273,11 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
     op = check_op(op)
     group = Group.of(group, cluster.size)
     root = check_root(root, group.size)
-    protocol = _protocol_setting(protocol, cluster)
+    protocol = call_protocol(protocol, cluster)
     # built (and its K checked) before anything moves; a pipelined or auto algorithm is
     # planned again below, once the size is known
-    with _naming(given):
-        schedule = _first_schedule(cluster, name, algorithm, protocol, group.ranks, root)
+    with naming_the_algorithm(given):
+        schedule = first_schedule(cluster, name, algorithm, protocol, group.ranks, root)
     numeric = buffers is not None
     if numeric:
         buffers = check_buffers(name, buffers, group)
@@ -301,7 +300,7 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         # the size is known now: choose (auto), cut the pipeline, pick the protocol
         itemsize = DTYPE_BYTES[dtype]
         size = schedule.buffer_elements(count) * itemsize
-        with _naming(given):
+        with naming_the_algorithm(given):
             schedule, choice, protocol = plan_call(cluster, name, algorithm, protocol,
                                                    group.ranks, root, size)  # fmt: skip
     else:
@@ -351,9 +350,16 @@ def _run_fast(cluster, schedule, group, buffers, count, dtype, op, protocol):
     return result.reason if isinstance(result, Unbatched) else result
 
 
+# a numeric call that needs less than this fits beside any Python and numpy: it is not
+# refused for memory, and asks the system nothing (a loop of small calls would, every time)
+ALWAYS_FITS = 16 * 2**20
+
+
 def _check_memory(schedule, nbytes):
     name, k = schedule.collective, schedule.ranks
     need = 3 * k * schedule.buffer_elements(nbytes)
+    if need < ALWAYS_FITS:
+        return
     free = _available_memory()
     if free is not None and need > free:
         raise ConfigError(

@@ -14,11 +14,10 @@ fraction.  NVLS runs with Simple only, as in NCCL.  Ties go to the earlier candi
 (algorithms in ``algorithms_for`` order, protocols Simple, LL128, LL), so the choice is
 deterministic.
 
-:func:`plan_call` is what every collective call goes through on its way to the executor:
-the schedule to run (for double_tree and nvls cut into the pieces the size calls for),
-the choice where the algorithm was ``auto`` and the protocol its steps carry; a generic
-algorithm without a protocol model takes the plain path, the same schedule as on any
-topology.  :func:`analytical_plan` says the same without running anything.
+A call reaches the tuner through :func:`collsim.collectives.call_plan.plan_call`, only when it
+has something to tune (``auto``, a protocol model, a topology-aware algorithm); the plain
+ring on a plain topology never imports this module.
+:func:`collsim.collectives.analytical.analytical_plan` asks it without running anything.
 
 Examples
 --------
@@ -32,31 +31,16 @@ Examples
 # NCCL INFO AllReduce 1 GiB: algorithm nccl_ring protocol simple, predicted ... ms (...)
 """
 
-import contextlib
-import weakref
 from dataclasses import dataclass
-
-import numpy as np
 
 from .. import units
 from ..errors import ConfigError
-from ..runtime.group import Group
 from ..topology import path_alpha_beta, route
-from .checks import DTYPE_BYTES, check_count, check_dtype
-from .formulas import HARDWARE_ALGORITHMS, Fabric, best_pieces, closed_form, hardware_cost
-from .hierarchical import check_equal_nodes
-from .nvls import nvls_switch
-from .registry import (
-    AUTO,
-    PIPELINED,
-    algorithms_for,
-    build,
-    canonical_algorithm,
-    canonical_collective,
-)
+from .formulas import HARDWARE_ALGORITHMS, Fabric, closed_form, hardware_cost
+from .registry import algorithms_for
 
-__all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES",
-           "plan_call", "default_algorithm", "analytical_plan", "AnalyticalPlan"]  # fmt: skip
+__all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES"]
+
 
 NCCL_NAMES = {"all_reduce": "AllReduce", "reduce_scatter": "ReduceScatter",
               "all_gather": "AllGather", "broadcast": "Broadcast", "reduce": "Reduce",
@@ -206,168 +190,3 @@ def choose(graph, ranks, collective, size, protocol, algorithm="auto"):
     ordered = tuple(sorted(found, key=lambda c: c.time_s))  # sorted() is stable: ties keep order
     best = ordered[0]
     return AutoChoice(collective, int(size), best.algorithm, best.protocol, best.time_s, ordered)
-
-
-# -- what one call runs: the schedule, the choice and the protocol ---------------------
-
-
-# A schedule is a pure function of these values, and a 4,096-rank ring's takes hundreds of
-# MB: the live clusters that run the same one share it, and it goes with the last of them
-# (each cluster holds its schedules in cluster.caches.plans); nothing here keeps it alive.
-_SHARED_SCHEDULES = weakref.WeakValueDictionary()
-
-
-def _schedule(collective, algorithm, k, root, layout=None, switch=None, pieces=None):
-    key = (collective, algorithm, k, root, layout, switch, pieces)
-    schedule = _SHARED_SCHEDULES.get(key)
-    if schedule is None:
-        schedule = build(collective, algorithm, k, root, layout, switch, pieces)
-        _SHARED_SCHEDULES[key] = schedule
-    return schedule
-
-
-def default_algorithm(name, topology):
-    """``"auto"`` on a hardware preset (the graph has a ``machine``), as NCCL tunes by
-    default; elsewhere the collective's first algorithm, as before."""
-    if topology.graph.get("machine") is not None:
-        return AUTO
-    return canonical_algorithm(name, None)
-
-
-def _protocol_setting(protocol, cluster):
-    """``"auto"``, a Protocol or None: ``protocol`` as given, else the cluster's."""
-    if protocol is None:
-        return getattr(cluster, "protocol", None)
-    if isinstance(protocol, str) and protocol.strip().lower() == AUTO:
-        return AUTO
-    from ..hardware.protocols import check_protocol
-
-    return check_protocol(protocol)
-
-
-def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
-    """``(schedule, choice, protocol)`` of one call on ``cluster``: the schedule to run,
-    the :class:`~collsim.collectives.auto.AutoChoice` where ``algorithm`` was ``"auto"``
-    (else None) and the Protocol its steps carry (or None).  Generic algorithms without
-    a protocol model take the plain path: the same schedule as on any topology.
-
-    Kept in ``cluster.caches.plans`` (a training loop plans the same call on every rank
-    of every step), so the plans die with the cluster and keep no topology alive."""
-    key = (name, algorithm, protocol, ranks, root, size)
-    plans = cluster.caches.plans
-    found = plans.get(key)
-    if found is None:
-        if len(plans) >= _KEEP_PLANS:
-            plans.pop(next(iter(plans)))  # the oldest
-        found = plans[key] = _plan(cluster.topology, *key)
-    return found
-
-
-# the plans a cluster keeps (one per call: collective, algorithm, group, size, ...)
-_KEEP_PLANS = 256
-
-
-def _plan(topology, name, algorithm, protocol, ranks, root, size):
-    k = len(ranks)
-    hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ())
-    if not hardware and algorithm != AUTO and not isinstance(protocol, str):
-        return _schedule(name, algorithm, k, root), None, protocol
-    layout, switch = placement_of(topology, ranks)
-    if algorithm == "nvls" and switch is None:
-        nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
-    if algorithm in ("double_tree", "hierarchical"):
-        check_equal_nodes(layout, algorithm)
-    choice = choose(topology, ranks, name, int(size), protocol, algorithm)
-    chosen, protocol = choice.algorithm, choice.protocol
-    if chosen not in HARDWARE_ALGORITHMS.get(name, ()):
-        schedule = _schedule(name, chosen, k, root)
-    else:
-        pieces = None
-        if (name, chosen) in PIPELINED:
-            pieces = best_pieces(chosen, layout.n_nodes, layout.gpus_per_node, size,
-                                 fabric_of(topology, ranks), protocol)  # fmt: skip
-        schedule = _schedule(name, chosen, k, root, layout, switch, pieces)
-    return schedule, (choice if algorithm == AUTO else None), protocol
-
-
-@contextlib.contextmanager
-def _naming(given):
-    """Re-raise a refusal of the algorithm (it cannot run on this group or topology) with
-    the name as the user spelled it, where the message does not already say it."""
-    try:
-        yield
-    except ConfigError as exc:
-        if given is None or str(given) in str(exc):
-            raise
-        raise ConfigError(f"algorithm {given!r}: {exc}") from None
-
-
-def _size_of(name, x, count, dtype, k):
-    """S in bytes of a call (0 where the input is not an array: the executor refuses it)."""
-    try:
-        if x is not None:
-            nbytes = np.asarray(x).nbytes
-        else:
-            nbytes = check_count(count, check_dtype(dtype)) * DTYPE_BYTES[check_dtype(dtype)]
-    except (ConfigError, TypeError, ValueError):
-        return 0
-    return nbytes * k if name == "all_gather" else nbytes
-
-
-def _first_schedule(cluster, name, algorithm, protocol, ranks, root):
-    """A schedule to check the inputs against before the size is known: the algorithm's
-    own (refusing a group it cannot run on), or the ring's for ``auto``."""
-    if algorithm == AUTO:
-        algorithm = canonical_algorithm(name, None)
-    return plan_call(cluster, name, algorithm, None, ranks, root, 0)[0]
-
-
-@dataclass(frozen=True)
-class AnalyticalPlan:
-    """What the closed form says a call would run and cost, without running it."""
-
-    algorithm: str  # the algorithm (``auto`` resolved)
-    protocol: object  # the Protocol, or None
-    cost: object  # a formulas.Cost or formulas.HardwareCost
-    choice: object = None  # the AutoChoice where ``auto`` chose
-
-
-def analytical_plan(cluster, name, size, algorithm=None, group=None, protocol=None):
-    """The :class:`AnalyticalPlan` of one call of S = ``size`` bytes."""
-
-    with _naming(algorithm):
-        return _analytical_plan(cluster, name, size, algorithm, group, protocol)
-
-
-def _analytical_plan(cluster, name, size, algorithm, group, protocol):
-    name = canonical_collective(name)
-    topology = cluster.topology
-    if algorithm is None:
-        algorithm = default_algorithm(name, topology)
-    algorithm = canonical_algorithm(name, algorithm)
-    group = Group.of(group, cluster.size)
-    protocol = _protocol_setting(protocol, cluster)
-    hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ()) or algorithm == AUTO
-    if not hardware and protocol is None:
-        if group.size == 1:
-            return AnalyticalPlan(algorithm, None, closed_form(name, algorithm, 1, size, 0.0,
-                                                               float("inf")))  # fmt: skip
-        alpha, beta = path_alpha_beta(topology, group.ranks[0], group.ranks[1])
-        cost = closed_form(name, algorithm, group.size, size, alpha, beta)
-        return AnalyticalPlan(algorithm, None, cost)
-    layout, switch = placement_of(topology, group.ranks)
-    if algorithm == "nvls" and switch is None:
-        nvls_switch(topology, group.ranks)
-    if algorithm in ("double_tree", "hierarchical"):
-        check_equal_nodes(layout, algorithm)
-    choice = choose(topology, group.ranks, name, int(size), protocol, algorithm)
-    chosen, protocol = choice.algorithm, choice.protocol
-    fabric = fabric_of(topology, group.ranks)
-    if chosen in HARDWARE_ALGORITHMS.get(name, ()) and layout.gpus_per_node is not None:
-        cost = hardware_cost(chosen, layout.n_nodes, layout.gpus_per_node, size, fabric,
-                             protocol)  # fmt: skip
-    else:
-        alpha, beta = fabric.hop(layout.n_nodes > 1, protocol)
-        cost = closed_form(name, "ring" if chosen == "nccl_ring" else chosen, group.size, size,
-                           alpha, beta)  # fmt: skip
-    return AnalyticalPlan(chosen, protocol, cost, choice if algorithm == AUTO else None)

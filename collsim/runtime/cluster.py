@@ -143,9 +143,10 @@ class Cluster(CollectiveCalls):
         self.topology = topology
         self.model = model
         machine = topology.graph.get("machine")
-        if compute_rate is None:
-            compute_rate = 100e12 if machine is None else machine.compute_rate
-        self.compute_rate = parse_flops(compute_rate)
+        if compute_rate is None:  # the machine's GPU (a checked number) or 100 TFLOP/s
+            self.compute_rate = 100e12 if machine is None else float(machine.compute_rate)
+        else:
+            self.compute_rate = parse_flops(compute_rate)
         self.max_time = check_guard("max_time", max_time)
         self.max_events = check_guard("max_events", max_events, integer=True)
         default = default_max_ops(self.size)

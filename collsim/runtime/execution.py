@@ -21,7 +21,6 @@ from .guards import (
     runaway_error,
 )
 from .matching import Mailboxes
-from .memory import MemoryTracker
 from .ops import ANY, Compute, Enter, Exchange, Handle, Recv, Send, Start, Steps, Wait
 from .process import PATTERNS, Barrier, PostGroup, Process, after, attach_rank, values
 from .waiting import Pending, unmatched_error
@@ -37,9 +36,8 @@ class Execution:
         self.engine = Engine(cluster.max_time, cluster.max_events)
         self.network = Network(self.engine, cluster.topology, cluster.model)
         self.trace = Trace()
-        # what every rank holds now, by category; rank.alloc and rank.free record into
-        # the trace's memory events (runtime/memory.py)
-        self.memory = MemoryTracker(self.trace)
+        # what each rank holds, by category: rank.alloc makes it (runtime/memory.py) when used
+        self.memory = None
         self.processes = []
         # the max_ops guard counts down here (see guards.py); past zero, the next
         # SAMPLE_OPS operations are recorded in _sample for the report
@@ -375,7 +373,9 @@ class Execution:
             # as NCCL's watchdog: the run is stopped a timeout after its last progress
             self.engine.now = self.last_progress + self.faults.watchdog_timeout
             raise watchdog_report(self, blocked)
-        made = unyielded.forgotten_by_rank(self.processes)  # operations made and never yielded
+        made = {}  # operations made and never yielded: looked for only when a rank holds any
+        if any(p.rank._unyielded for p in self.processes):
+            made = unyielded.forgotten_by_rank(self.processes)
         if blocked:
             notes = unyielded.forgotten_lines(made)
             raise deadlock_report(blocked, self.engine.now, self.collective_calls, notes,

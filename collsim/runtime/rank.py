@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError, shorten
 from ..units import parse_time
+from .memory import MemoryTracker
 from .ops import (
     ANY,
     Compute,
@@ -213,18 +214,26 @@ class Rank:
         ``"comm_buffers"``); it is charged ``bytes_per_element`` bytes an element, by
         default its declared training precision (:data:`~collsim.runtime.memory.PRECISION`:
         2 for bf16, 4 for the fp32 optimizer state).  ``name`` is for display."""
-        return self._execution.memory.alloc(self.id, self.now, category, name, elements,
-                                            bytes_per_element)  # fmt: skip
+        return self._memory().alloc(self.id, self.now, category, name, elements,
+                                    bytes_per_element)  # fmt: skip
 
     def free(self, block):
         """Release a block :meth:`alloc` returned, at ``rank.now`` (once: a second free
         raises a ConfigError naming the block)."""
-        self._execution.memory.free(self.id, self.now, block)
+        self._memory().free(self.id, self.now, block)
 
     def allocated(self, category=None):
         """Bytes this rank holds now (registered with :meth:`alloc`, not yet freed): in
         ``category``, or in every category."""
-        return self._execution.memory.allocated(self.id, category)
+        return self._memory().allocated(self.id, category)
+
+    def _memory(self):
+        """The run's :class:`~collsim.runtime.memory.MemoryTracker`, made on its first use
+        (a run that registers no array never needs one)."""
+        execution = self._execution
+        if execution.memory is None:
+            execution.memory = MemoryTracker(execution.trace)
+        return execution.memory
 
     # -- collectives (``yield from`` them, or hand them to ``start``) ----------------------
     # collsim.collectives sits above the runtime; importing it here, when a collective is
