@@ -27,8 +27,6 @@ __all__ = [
     "route",
     "path_alpha_beta",
     "links_alpha_beta",
-    "latency_fs",
-    "direct_link_wins",
 ]
 
 
