@@ -27,6 +27,8 @@ from .ops import (
     CountOnly,
     Exchange,
     Handle,
+    Incoming,
+    Outgoing,
     Recv,
     Send,
     Start,
@@ -148,16 +150,16 @@ class Rank:
         patterns = False  # whether a receive may name ANY or a TagPrefix (matched by a scan)
         for entry in sends:
             if _plain_send(entry, size):
-                send_posts.append((*entry, "", None))
+                send_posts.append(Outgoing(*entry))
                 continue
             op = self._isend(*_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
-            send_posts.append((op.dst, op.payload, op.tag, op.label, op.meta))
+            send_posts.append(Outgoing(op.dst, op.payload, op.tag, op.label, op.meta))
         for entry in recvs:
             if _plain_recv(entry, size):
-                recv_posts.append((*entry, None, None))
+                recv_posts.append(Incoming(*entry))
                 continue
             op = self._irecv(*_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
-            recv_posts.append((op.src, op.tag, op.out, op.reduce))
+            recv_posts.append(Incoming(op.src, op.tag, op.out, op.reduce))
             patterns = True
         return self._made(Exchange(send_posts, recv_posts, patterns))
 
