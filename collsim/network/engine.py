@@ -87,6 +87,18 @@ class Engine:
             raise CollsimError(f"cannot schedule an event at t={time} s, before now={self.now} s")
         if priority != FINISH and priority != START:
             raise CollsimError(f"event priority {priority!r}: give FINISH or START")
+        self.schedule(time, priority, callback, arg)
+
+    def schedule(self, time, priority, callback, arg):
+        """:meth:`at` without its checks, for a caller whose ``time`` is now plus a delay
+        it computed (never negative) and whose ``priority`` is FINISH or START: the
+        network, which schedules two events per message.
+
+        >>> engine = Engine()
+        >>> engine.schedule(0.5, FINISH, print, "done")
+        >>> engine.run()
+        done
+        """
         events = self._at.get(time)
         if events is None:
             events = self._at[time] = (deque(), deque())

@@ -156,6 +156,7 @@ class Network:
         # to free once its event ran (a test may wrap these on the instance)
         self._begin_event = self._begin
         self._finish_event = self._finish
+        self._schedule = engine.schedule  # the engine's own queue, two events a message
 
     def release(self, stopped=False):
         """Drop what refers back to this network (bound methods) once the run is over,
@@ -370,15 +371,7 @@ class Network:
         """Start ``flow`` (made for one of this network's routes) now: its bytes begin to
         move after the route's latency ``alpha``; :meth:`Flow.arrived` is called when the
         last one arrives."""
-        engine = self.engine
-        time = engine.now + alpha
-        events = engine._at.get(time)
-        if events is not None:  # Engine.at, inlined for an instant that has events
-            events = events[START]
-            events.append(self._begin_event)
-            events.append(flow)
-        else:
-            engine.at(time, START, self._begin_event, flow)
+        self._schedule(self.engine.now + alpha, START, self._begin_event, flow)
 
     # -- the bandwidth phase -------------------------------------------------------------
 
@@ -410,13 +403,7 @@ class Network:
             # a flow's first finish is the flow itself, valid while its version is 1;
             # any later one carries the version it was scheduled at (see _finish)
             event = flow if version == 1 else (flow, version)
-            events = engine._at.get(time)
-            if events is not None:  # Engine.at, inlined for an instant that has events
-                events = events[FINISH]
-                events.append(self._finish_event)
-                events.append(event)
-            else:
-                engine.at(time, FINISH, self._finish, event)
+            self._schedule(time, FINISH, self._finish_event, event)
         else:
             self._reshare(flow.links)
 
