@@ -17,9 +17,9 @@ import collsim
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(collsim.__file__).resolve().parent
 
-# the lines of every file the call runs (7,041 today); lower it when the path gets shorter (the
+# the lines of every file the call runs (6,906 today); lower it when the path gets shorter (the
 # aim, issue 26: 8 files and 1,500 lines)
-LINE_BUDGET = 7_100
+LINE_BUDGET = 7_000
 READ_FIRST_MAX = 8
 
 
