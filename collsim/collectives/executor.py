@@ -221,9 +221,9 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     return _result(schedule, work, data, op, me, bounds)
 
 
-# The two step builders below are the hot path of runs on thousands of ranks.  Peers
+# The two step builders below turn the schedule's moves into this rank's messages.  Peers
 # come from the schedule and the checked group, so sends and receives are built
-# directly rather than through rank.isend/irecv.
+# directly rather than through rank.isend/irecv, whose checks they already passed.
 
 
 def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):

@@ -33,7 +33,7 @@ from collections import deque
 
 from ..errors import CollsimError, ConfigError, SimulationLimitError
 
-_push = heapq.heappush  # bound once: a new instant is pushed on the hot paths
+_push = heapq.heappush  # a new instant joins the heap of pending times
 
 __all__ = ["Engine", "FINISH", "START", "SimulationLimitError", "DEFAULT_MAX_TIME",
            "DEFAULT_MAX_EVENTS"]  # fmt: skip
@@ -76,8 +76,7 @@ class Engine:
         self.max_events = max_events
         self._times = []  # heap of the instants that have events pending
         # instant -> its events, (FINISH ones, START ones), each a deque, flat: callback,
-        # arg, callback, arg, ...  (a tuple per event would be one more object to make
-        # and, thousands of events later, to read back from a cold cache line)
+        # arg, callback, arg, ...  (no tuple to make per event)
         self._at = {}
         self._stopped_at = None  # (time, callback, arg) of the event a run stopped in
 

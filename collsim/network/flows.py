@@ -51,7 +51,7 @@ class Flow:
         "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
         "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
         "shares",  # the active table of each of its links (Network.active[link]), or None
-        "share",  # ... the one link's, when it has one (most flows): no tuple to read cold
+        "share",  # ... the one link's, when it has one (most flows)
     )  # fmt: skip
 
     def __init__(self, links, nbytes, on_done, arg, beta=None, shares=()):
@@ -73,8 +73,8 @@ class Flow:
 
     def on_shares(self, shares):
         """Take the active tables of its links, ``shares``: one link's table is kept as
-        ``share`` (the tuple, a per-route object, would be one more cold cache line at
-        the flow's start and at its end), several as ``shares``."""
+        ``share`` (most flows cross one link, and need no tuple), several as
+        ``shares``."""
         if len(shares) == 1:
             self.share, self.shares = shares[0], None
         else:
@@ -102,8 +102,8 @@ class Network(LinkFaults):
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
         # (src, dst) -> (links, α, β, shares): route()'s cache; routes_from holds the same
-        # as src -> {dst: route}, read inline per transfer by the mailboxes (two int-keyed
-        # lookups cost half one on a fresh (src, dst) tuple in a table of every pair)
+        # as src -> {dst: route}, which the mailboxes read per transfer by two ranks
+        # rather than by a (src, dst) key made for each
         self.routes, self.routes_from = {}, {}
         # faults: what is down, what never finishes, what moved (see the module docstring)
         self.failed = set()  # directed links that are down
@@ -156,7 +156,7 @@ class Network(LinkFaults):
                 alpha = sum(self.latency[link] for link in links)
                 beta = min((self.capacity[link] for link in links), default=math.inf)
             # one float object per distinct value: the routes of a uniform topology share
-            # theirs, so each transfer reads them from a warm cache line, not its own
+            # theirs, rather than keeping a copy each
             alpha = self._floats.setdefault(alpha, alpha)
             beta = self._floats.setdefault(beta, beta)
             found = self.routes[key] = self.path(links, alpha, beta)
@@ -236,7 +236,7 @@ class Network(LinkFaults):
                 if len(sharing) != 1:
                     alone = False
         if alone:  # the common case: no other flow on its links, so no one else changes
-            # _schedule_finish and Engine.at, inlined on the hot path
+            # _schedule_finish's rule, written out: it finishes at its own rate, β
             rate = flow.rate = flow.beta
             version = flow.version = flow.version + 1
             remaining = flow.remaining
@@ -270,7 +270,7 @@ class Network(LinkFaults):
     def _finish(self, event):
         # a finish scheduled at version v is stale once the flow's rate changed again
         # (its version moved on); most flows finish as first scheduled, and that event
-        # is the bare flow, for version 1: no tuple to make, then read back cold
+        # is the bare flow, for version 1, with no (flow, version) tuple to make
         if type(event) is tuple:
             flow, version = event
         else:

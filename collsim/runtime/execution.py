@@ -174,7 +174,7 @@ class Execution:
         sends = op.send_posts
         n = len(sends)
         if self._sample is None and self.ops_left >= n:
-            self.ops_left -= n  # charge(), inlined for the common case: a call per exchange
+            self.ops_left -= n  # charge()'s rule when no guard is near and none samples
         else:
             self.charge(proc, n)
         group = proc.posts

@@ -268,7 +268,7 @@ class Transfer(Flow):
         (the sender's first: its process may resume and post before the receiver's)."""
         payload, out = self.payload, self.out
         if out is None:
-            # a size-only payload is its own copy: skip the method call on the hot path
+            # a size-only payload carries no data, so the receiver may share it
             value = payload if type(payload) is CountOnly else payload.copy()
         elif isinstance(payload, CountOnly):
             value = out
@@ -287,10 +287,11 @@ class Transfer(Flow):
         left = mail.pack_left - 1
         if left:
             mail.pack_left = left
-        else:  # packed while they are warm, not visited cold by the collector later
+        else:  # every PACK_RECORDS messages the trace packs its records (Trace.pack)
             mail.trace.pack()
             mail.pack_left = PACK_RECORDS
-        # a group's post is counted down here, inline: two calls fewer per message
+        # each side's post is done: a group (an exchange or a collective's step) counts
+        # it down and moves on when none is left; a single operation's handle completes
         sender = self.sender
         if type(sender) is PostGroup:
             sender.state[self.send_slot] = None
@@ -351,7 +352,7 @@ def _check_fits(out, payload, src, dst, tag):
             f"rank {dst} received an array of shape {payload.shape} from rank {src} "
             f"(tag {tag!r}) into a buffer of shape {out.shape}"
         )
-    # a collective's buffers share one dtype: skip numpy's cast table on that hot path
+    # the same dtype always casts; only a mixed pair needs numpy's casting rule
     if payload.dtype is not out.dtype and not np.can_cast(payload.dtype, out.dtype, "same_kind"):
         raise ConfigError(
             f"rank {dst} received a {payload.dtype} array from rank {src} (tag {tag!r}) "

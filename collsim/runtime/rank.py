@@ -131,7 +131,7 @@ class Rank:
         if type(recvs) is not list and type(recvs) is not tuple:
             recvs = list(recvs)
         size = self.size
-        # _plain_send and _plain_recv, inlined: a call per entry cost 3 % of a message
+        # the rules of _plain_send and _plain_recv, written out for every entry
         for entry in sends:
             if not (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is int
                     and 0 <= entry[0] < size and type(entry[2]) is int
@@ -144,7 +144,7 @@ class Rank:
                     break
             else:
                 op = Exchange(sends, recvs, patterns=False, plain=True)
-                self._unyielded.append(op)  # _made, inlined on the hot path
+                self._unyielded.append(op)  # as _made does: warned about if never yielded
                 return op
         send_posts, recv_posts = [], []
         patterns = False  # whether a receive may name ANY or a TagPrefix (matched by a scan)
