@@ -500,3 +500,44 @@ def test_readme_layer_table_matches_the_folders_and_the_layer_order():
     on_disk = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     on_disk |= {p.name for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
     assert on_disk == {Path(folder).name for folder in folders}  # every folder, nothing else
+
+
+def contributing_layer_rows() -> list[tuple[str, list[str]]]:
+    """CONTRIBUTING.md's layer list ("House rules the tests keep", its first code block):
+    ``(layer, [folder or file, ...])`` per row, top first."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    heading = "## House rules the tests keep"
+    assert heading in text, f"CONTRIBUTING.md has no {heading!r} section listing the layers"
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1]
+    rows = []
+    for line in block.strip("\n").splitlines():
+        name, rest = line.split(maxsplit=1)
+        places = rest.split(": ", 1)[0]  # "collsim/cli/: the command" -> "collsim/cli/"
+        rows.append((name, [place.strip() for place in places.split(",")]))
+    return rows
+
+
+def test_contributing_describes_the_real_layer_list():
+    """CONTRIBUTING.md describes what is: every layer of ``LAYERS``, in its order, with the
+    folder or file that holds it (DESIGN.md's list is the direction, not the check)."""
+    rows = contributing_layer_rows()
+    assert [name for name, _ in rows] == list(LAYERS)
+    for name, places in rows:
+        for place in places:
+            path = ROOT / place if place.startswith("collsim") else PACKAGE / place
+            assert path.exists(), f"CONTRIBUTING.md: layer {name!r} names {place}, not on disk"
+            if name != "entry":
+                assert Path(place).stem == name, f"{place} is not the {name!r} layer"
+
+
+def layers_without_modules(layers: tuple[str, ...], modules: set[str]) -> list[str]:
+    """The listed layers that no module of the package is in (a layer left behind)."""
+    placed = {layer_of(module) for module in modules}
+    return [layer for layer in layers if layer not in placed]
+
+
+def test_a_listed_layer_has_modules():
+    """The list says what is: a layer that was removed or renamed leaves ``LAYERS`` too."""
+    assert layers_without_modules(LAYERS, set(MODULES)) == []
+    assert layers_without_modules(LAYERS, set(MODULES) - {"collsim.units"}) == ["units"]

@@ -1,8 +1,9 @@
 """``collsim pipeline``: run one pipeline-parallel training step and measure its bubble."""
 
-from .common import Formatter, add_fault_arguments
+from .common import Formatter
 from .console import add_progress_argument
 from .exit_status import Meaning
+from .fault_flags import add_fault_arguments
 
 __all__ = ["register", "run", "human_report", "check_args", "estimate_memory", "FORMATS", "LIMITS"]
 
@@ -137,7 +138,7 @@ def fault_cluster(args):
     the step uses by default), or None without faults; checked before any work."""
     from .. import topology
     from ..runtime import Cluster
-    from .common import faults_from_args
+    from .fault_flags import faults_from_args
 
     faults = faults_from_args(args)
     if not faults:

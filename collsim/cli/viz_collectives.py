@@ -45,7 +45,7 @@ def _run_collective(args, stalled_ok=False):
     from .. import units
     from ..errors import WatchdogTimeout
     from .common import cluster_from_args, explain_time_guard
-    from .run import measure
+    from .run_measure import measure
 
     cluster = cluster_from_args(args)
     size = units.parse_size(args.size)

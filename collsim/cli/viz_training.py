@@ -59,7 +59,7 @@ def _timeline_arguments(parser):
     g.add_argument("--t-weight", default=None, help="weight-gradient t_w (default t_f)")
     g.add_argument("--bandwidth", default="100GB/s", help="per direction (default 100GB/s)")
     g.add_argument("--latency", default="5us", help="per message (default 5us)")
-    from .common import add_fault_arguments
+    from .fault_flags import add_fault_arguments
 
     add_fault_arguments(parser)
 

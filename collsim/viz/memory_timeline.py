@@ -34,10 +34,17 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from ..collectives.records import is_collective
 from ..errors import ConfigError
 from ..network.memory import memory_peaks, memory_timeline
 from ..units import format_size, format_time, parse_time
+from .memory_stack import (
+    STACK_ORDER,
+    collective_calls,
+    end_of_run,
+    peak_in,
+    stacked_layers,
+    transient_peaks,
+)
 from .utilization import time_unit
 
 __all__ = [
@@ -63,9 +70,6 @@ CATEGORY_STYLE = {
     "gathered_params": ("gathered parameters (FSDP unit)", "#64B5CD"),
     "comm_buffers": ("communication buffers", "#937860"),
 }
-# bottom to top: what a rank holds all step long first, so that a layer that comes and
-# goes (gradients, activations, a gathered unit) never lifts the steady ones above it
-STACK_ORDER = ("params", "optimizer", "grads", "activations", "gathered_params", "comm_buffers")
 COLLECTIVE_COLOURS = {
     "all_gather": "#2A6F97",
     "reduce_scatter": "#C44E52",
@@ -103,11 +107,11 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
     ranks = _check_ranks(trace, ranks)
     size = max(max(e.rank for e in trace.memory), max(ranks)) + 1
     peaks = memory_peaks(trace, size)
-    start, end = _check_window(window, _end_of_run(trace))
+    start, end = _check_window(window, end_of_run(trace))
     divisor, unit = time_unit(end)
     top = max(peaks[r].total for r in ranks) or 1
     shown = [c for c in STACK_ORDER if any(peaks[r].by_category[c] for r in ranks)]
-    calls = _collective_calls(trace)
+    calls = collective_calls(trace)
     lanes = sorted({name for spans in calls.values() for name, _, _ in spans})
 
     width, height = 12.0, 1.5 + 1.9 * len(ranks)
@@ -118,7 +122,7 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
     )
     for ax, rank in zip(axes, ranks):
         points = memory_timeline(trace, rank)
-        _draw_rank(ax, rank, points, max(end, _end_of_run(trace)), divisor, shown)
+        _draw_rank(ax, rank, points, max(end, end_of_run(trace)), divisor, shown)
         _mark_collectives(ax, calls.get(rank, ()), lanes, divisor)
         _mark_peak(ax, rank, peak_in(points, start, end), start, end, divisor)
         ax.set_ylabel(
@@ -192,46 +196,6 @@ def _check_window(window, run_end):
     return start, end
 
 
-def _end_of_run(trace):
-    """The last moment anything happened: the right edge of every row."""
-    ends = [e.time for e in trace.memory]
-    ends += [c.end for c in trace.computes] + [t.end for t in trace.transfers]
-    return max(ends) or 1e-9
-
-
-def stacked_layers(points, end):
-    """``(times, layers)`` of one rank's stack: ``times`` from 0 to ``end`` (the state
-    before the first event is empty), and per category the top of its layer at each time
-    (the cumulative sum in :data:`STACK_ORDER`); the last layer's top is the total."""
-    times = [0.0] + [p.time for p in points] + [end]
-    running = [0] * len(times)
-    layers = {}
-    for c in STACK_ORDER:
-        heights = [0] + [p.by_category[c] for p in points]
-        heights.append(heights[-1])
-        running = [a + b for a, b in zip(running, heights)]
-        layers[c] = running
-    return times, layers
-
-
-def transient_peaks(points):
-    """``[(time, held after the last event at that time, highest total within it)]`` for
-    each time at which several events left a higher total for no time at all (a block
-    allocated before another is freed at the same instant): the step plot cannot show it.
-    """
-    found = []
-    i = 0
-    while i < len(points):
-        j = i
-        while j + 1 < len(points) and points[j + 1].time == points[i].time:
-            j += 1
-        highest = max(p.total for p in points[i : j + 1])
-        if highest > points[j].total:
-            found.append((points[i].time, points[j].total, highest))
-        i = j + 1
-    return found
-
-
 def _draw_rank(ax, rank, points, end, divisor, shown):
     times, layers = stacked_layers(points, end)
     x = [t / divisor for t in times]
@@ -279,21 +243,6 @@ def _draw_rank(ax, rank, points, end, divisor, shown):
     ax.tick_params(labelsize=10)
 
 
-def _collective_calls(trace):
-    """``rank -> [(collective, start, end), ...]``: when each collective call of the rank
-    was moving data, from its first transfer's start to its last one's end."""
-    spans = {}
-    for t in trace.transfers:
-        if not is_collective(t.tag):
-            continue
-        key = (t.tag.group, t.tag.call, t.tag.collective)
-        for rank in (t.src, t.dst):
-            mine = spans.setdefault(rank, {})
-            start, end = mine.get(key, (t.start, t.end))
-            mine[key] = (min(start, t.start), max(end, t.end))
-    return {r: [(key[2], s, e) for key, (s, e) in calls.items()] for r, calls in spans.items()}
-
-
 def _mark_collectives(ax, spans, lanes, divisor):
     """Each collective call as a bar in the strip, one lane per collective, so that an
     all-gather prefetched while a reduce-scatter runs shows as two overlapping bars."""
@@ -326,19 +275,6 @@ def _mark_collectives(ax, spans, lanes, divisor):
             linewidth=0,
             zorder=1,
         )
-
-
-def peak_in(points, start, end):
-    """``(time, total)`` of the highest state one rank held between ``start`` and ``end``
-    (the first time it was reached, or ``start`` if it was already held then), or None
-    if it held nothing there.  Over the whole run it is the rank's
-    :class:`~collsim.network.memory.MemoryPeak`'s ``time`` and ``total``."""
-    before = [p for p in points if p.time < start][-1:]  # the state in force at start
-    inside = before + [p for p in points if start <= p.time <= end]
-    if not inside or max(p.total for p in inside) == 0:
-        return None
-    best = max(inside, key=lambda p: p.total)  # the first of equal ones
-    return max(best.time, start), best.total
 
 
 def _mark_peak(ax, rank, peak, start, end, divisor):
