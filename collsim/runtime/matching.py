@@ -89,8 +89,10 @@ class Mailboxes:
         key = (me, dst, tag)
         recvs = self.recvs
         message = recvs.get(key)
-        if message is not None:
-            message = _first(recvs, key, message)
+        if type(message) is Transfer:  # the one receive waiting there (tags are mostly unique)
+            del recvs[key]
+        elif message is not None:
+            message = _first_queued(recvs, key, message)
         elif self.wild:
             message = self._match_wild(key)
         if message is None:
@@ -99,8 +101,8 @@ class Mailboxes:
         message.sender, message.send_slot = sender, slot
         if message.receiver is not None:
             self._start_transfer(key, message)
-        else:
-            _queue(self.sends, key, message)
+        elif self.sends.setdefault(key, message) is not message:
+            _queue_behind(self.sends, key, message)
 
     def recv(self, src, me, tag, out, reduce, receiver, slot):
         """Post a receive by ``me`` from ``src``: start the transfer if its send waits."""
@@ -109,14 +111,16 @@ class Mailboxes:
         message = sends.get(key)
         if message is None:
             message = Transfer(self)
+        elif type(message) is Transfer:  # the one send waiting there
+            del sends[key]
         else:
-            message = _first(sends, key, message)
+            message = _first_queued(sends, key, message)
         message.out, message.reduce = out, reduce
         message.receiver, message.recv_slot = receiver, slot
         if message.sender is not None:
             self._start_transfer(key, message)
-        else:
-            _queue(self.recvs, key, message)
+        elif self.recvs.setdefault(key, message) is not message:
+            _queue_behind(self.recvs, key, message)
 
     def wild_recv(self, me, src, tag, out, reduce, receiver, slot):
         """A receive from any source or of any tag (MPI's ANY_SOURCE, ANY_TAG), or one that
@@ -312,22 +316,18 @@ class Transfer(Flow):
             receiver.complete(value)
 
 
-def _first(mailbox, key, waiting):
-    """Take the first message waiting at ``key`` (``waiting``: it, or a deque of them)."""
-    if type(waiting) is Transfer:
-        del mailbox[key]  # tags are often unique: keep the mailbox small
-        return waiting
-    message = waiting.popleft()
-    if not waiting:
+def _first_queued(mailbox, key, queue):
+    """Take the first of the messages queued at ``key`` (more than one waited there)."""
+    message = queue.popleft()
+    if not queue:
         del mailbox[key]
     return message
 
 
-def _queue(mailbox, key, message):
-    """Queue ``message`` at ``key`` (a deque only from the second: the key keeps its place)."""
-    waiting = mailbox.setdefault(key, message)
-    if waiting is message:
-        return
+def _queue_behind(mailbox, key, message):
+    """Queue ``message`` behind those waiting at ``key`` (a deque from the second one on,
+    so that a key with one message, the common case, costs no deque)."""
+    waiting = mailbox[key]
     if type(waiting) is Transfer:
         mailbox[key] = deque((waiting, message))
     else:
