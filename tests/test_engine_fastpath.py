@@ -253,7 +253,7 @@ def test_a_lone_post_waits_without_a_queue_and_a_second_at_its_key_queues_behind
             first = yield rank.isend(1, CountOnly(8), tag=1)
             seen.append(type(rank._execution.mail.sends[(0, 1, 1)]).__name__)
             second = yield rank.isend(1, CountOnly(16), tag=1)
-            seen.append([p[0].nbytes for p in rank._execution.mail.sends[(0, 1, 1)]])
+            seen.append([m.payload.nbytes for m in rank._execution.mail.sends[(0, 1, 1)]])
             yield rank.wait(first, second)
         else:
             yield rank.compute(seconds=1e-3)
@@ -261,7 +261,7 @@ def test_a_lone_post_waits_without_a_queue_and_a_second_at_its_key_queues_behind
             return a.nbytes, b.nbytes
 
     result = collsim.Cluster(topology.ring(2)).run(program)
-    assert seen == ["tuple", [8, 16]]
+    assert seen == ["Transfer", [8, 16]]
     assert result.returns[1] == (8, 16)  # in posting order
 
 

@@ -20,9 +20,17 @@ def _transfer(nbytes=64):
     net = Network(Engine(), topology.ring(3, "1GB/s", "1us"))
     route = net.route(0, 1)
     mail = Mailboxes(net.engine, net, Trace())
-    send = (CountOnly(nbytes), "x", None, Handle("send"), -1)
-    recv = (None, None, Handle("recv"), -1)
-    return net, mail, route, Transfer(mail, (0, 1, 7), send, recv, route)
+    transfer = Transfer(mail)
+    transfer.payload, transfer.label, transfer.meta = CountOnly(nbytes), "x", None
+    transfer.sender, transfer.send_slot = Handle("send"), -1
+    transfer.out, transfer.reduce, transfer.receiver, transfer.recv_slot = (
+        None,
+        None,
+        Handle("recv"),
+        -1,
+    )
+    transfer.depart((0, 1, 7), route, net.engine.now)
+    return net, mail, route, transfer
 
 
 @pytest.mark.parametrize("field", Flow.__slots__)
@@ -197,3 +205,51 @@ def test_each_field_the_fast_check_reads_decides_plainness(odd_send, odd_recv):
         assert op != "refused" and op.plain
     else:  # refused by isend/irecv's checks, or posted through them
         assert op == "refused" or not op.plain
+
+
+def test_a_collective_steps_messages_are_typed_records_read_by_name():
+    # what the executor hands the runtime for one step: named fields, not positions
+    from collsim.collectives.registry import build
+    from collsim.runtime.ops import Incoming, Outgoing, Steps
+
+    seen = []
+    schedule = build("all_reduce", "ring", 3)
+
+    def program(rank):
+        from collsim.collectives.executor import run_schedule
+
+        run = run_schedule(rank, schedule, None, count=6, dtype="float32")
+        op = next(run)
+        while True:
+            if isinstance(op, Steps):
+                steps = list(op.steps)
+                seen.append(steps[0])
+                op = Steps(iter(steps))
+            try:
+                op = run.send((yield op))
+            except StopIteration:
+                return
+
+    collsim.Cluster(topology.ring(3)).run(program)
+    sends, recvs = seen[0]
+    assert [type(m) for m in sends] == [Outgoing] and [type(m) for m in recvs] == [Incoming]
+    assert sends[0].dst == 1 and sends[0].payload == CountOnly(8)
+    assert recvs[0].src == 2 and recvs[0].out is None and recvs[0].reduce is None
+
+
+def test_a_waiting_post_is_the_message_with_its_sides_named():
+    seen = []
+
+    def program(rank):
+        if rank.id == 0:
+            handle = yield rank.isend(1, CountOnly(8), tag=3, label="x")
+            waiting = rank._execution.mail.sends[(0, 1, 3)]
+            seen.append((waiting.payload, waiting.label, waiting.sender is handle,
+                         waiting.receiver))  # fmt: skip
+            yield rank.wait(handle)
+        else:
+            yield rank.compute(seconds=1e-3)
+            yield rank.recv(0, tag=3)
+
+    collsim.Cluster(topology.ring(2)).run(program)
+    assert seen == [(CountOnly(8), "x", True, None)]

@@ -40,7 +40,7 @@ import functools
 from dataclasses import dataclass
 
 from .hierarchical import check_equal_nodes
-from .schedule import Schedule, _move
+from .schedule import ChunkMove, Schedule
 
 __all__ = ["double_tree_all_reduce", "node_trees", "gpu_trees", "btree_parent",
            "double_tree_sizes", "TreeSizes"]  # fmt: skip
@@ -167,9 +167,9 @@ def double_tree_all_reduce(layout, pieces=1):
         for j in range(p_count):
             for r in range(k):
                 if parent[r] is not None:  # reduce: up in step j + height
-                    steps[j + height[r]].append(_move(r, parent[r], piece[j], True))
+                    steps[j + height[r]].append(ChunkMove(r, parent[r], piece[j], True))
                 for c in children[r]:  # broadcast: down in step j + H + depth
-                    steps[j + root_h + depth[r]].append(_move(r, c, piece[j], False))
+                    steps[j + root_h + depth[r]].append(ChunkMove(r, c, piece[j], False))
     phases = (("reduce", 0, big_h), ("reduce + broadcast", big_h, n_steps - big_h),
               ("broadcast", n_steps - big_h, n_steps)) if k > 1 else ()  # fmt: skip
     phases = tuple(phase for phase in phases if phase[2] > phase[1])  # P = 1: no overlap

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime.group import Group
-from ..runtime.ops import CountOnly, Enter, Steps
+from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
 from .context import context_of
 from .records import CollectiveStep
@@ -221,13 +221,14 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     return _result(schedule, work, data, op, me, bounds)
 
 
-# The two step builders below are the hot path of runs on thousands of ranks.  Peers
+# The two step builders below turn the schedule's moves into this rank's messages.  Peers
 # come from the schedule and the checked group, so sends and receives are built
-# directly rather than through rank.isend/irecv.
+# directly rather than through rank.isend/irecv, whose checks they already passed.
 
 
 def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
-    """Rank ``me``'s ``(sends, recvs)`` in every step it takes part in, sizes only."""
+    """Rank ``me``'s ``(sends, recvs)`` (:class:`Outgoing` and :class:`Incoming`
+    messages) in every step it takes part in, sizes only."""
     sized = {}  # payloads, one per size
     for s, (send_ptr, sends, labels, recv_ptr, recvs) in enumerate(plan):
         first, stop = send_ptr[me], send_ptr[me + 1]
@@ -241,10 +242,10 @@ def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
             chunks = m.chunks
             nbytes = (bounds[chunks.stop - 1][1] - bounds[chunks.start][0]) * itemsize
             payload = sized.get(nbytes) or sized.setdefault(nbytes, CountOnly(nbytes))
-            out_sends.append((ranks[m.dst], payload, tag, labels[i], m))
+            out_sends.append(Outgoing(ranks[m.dst], payload, tag, labels[i], m))
         out_recvs = []
         for i in range(first_recv, stop_recv):
-            out_recvs.append((ranks[recvs[i].src], tag, None, None))
+            out_recvs.append(Incoming(ranks[recvs[i].src], tag))
         yield out_sends, out_recvs
 
 
@@ -265,11 +266,11 @@ def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
         for i in range(first, stop):
             m = sends[i]
             lo, hi = span(m.chunks)
-            out_sends.append((ranks[m.dst], (source if m.from_input else work)[lo:hi], tag,
-                              labels[i], m))  # fmt: skip
+            payload = (source if m.from_input else work)[lo:hi]
+            out_sends.append(Outgoing(ranks[m.dst], payload, tag, labels[i], m))
         for m in recvs[first_recv:stop_recv]:
             lo, hi = span(m.dst_chunks)
-            out_recvs.append((ranks[m.src], tag, work[lo:hi], ufunc if m.reduce else None))
+            out_recvs.append(Incoming(ranks[m.src], tag, work[lo:hi], ufunc if m.reduce else None))
         yield out_sends, out_recvs
 
 

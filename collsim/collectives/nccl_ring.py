@@ -39,7 +39,7 @@ Examples
 """
 
 from ..errors import ConfigError
-from .schedule import Schedule, _move
+from .schedule import ChunkMove, Schedule
 
 __all__ = ["nccl_ring_all_reduce", "channel_rings", "ring_phase", "channels_of"]
 
@@ -53,7 +53,9 @@ def ring_phase(order, parts, first, reduce, steps):
     for s in range(n - 1):
         moves = steps[s]
         for p in range(n):
-            moves.append(_move(order[p], order[(p + 1) % n], parts[(p - s - first) % n], reduce))
+            moves.append(
+                ChunkMove(order[p], order[(p + 1) % n], parts[(p - s - first) % n], reduce)
+            )
 
 
 def _shifts(m, g):

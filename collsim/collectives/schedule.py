@@ -103,29 +103,6 @@ class ChunkMove:
                 f"reduce={self.reduce}{extra})")  # fmt: skip
 
 
-# ChunkMove is frozen, so its generated __init__ sets every field through
-# object.__setattr__; writing the slots directly makes the same object in about half the
-# time, which matters to builders of millions of moves (a ring all-reduce on 1,024 ranks
-# has two million)
-_SET_SRC, _SET_DST, _SET_CHUNKS, _SET_REDUCE, _SET_TO, _SET_FROM_INPUT, _SET_COMBINE = (
-    ChunkMove.__dict__[name].__set__
-    for name in ("src", "dst", "chunks", "reduce", "to", "from_input", "combine")
-)
-
-
-def _move(src, dst, chunks, reduce):
-    """``ChunkMove(src, dst, chunks, reduce)``, built without the frozen ``__init__``."""
-    move = object.__new__(ChunkMove)
-    _SET_SRC(move, src)
-    _SET_DST(move, dst)
-    _SET_CHUNKS(move, chunks)
-    _SET_REDUCE(move, reduce)
-    _SET_TO(move, None)
-    _SET_FROM_INPUT(move, False)
-    _SET_COMBINE(move, None)
-    return move
-
-
 class RankRule(Sequence):
     """One step in which every rank ``r`` of ``ranks`` sends one chunk to one receiver, by
     a rule: its :class:`ChunkMove` objects are made when read, so a step of 4,096 ranks
@@ -161,7 +138,7 @@ class RankRule(Sequence):
     def move(self, r):
         """Rank ``r``'s move in this step."""
         c = self.chunk(r)
-        return _move(r, self.receiver(r), range(c, c + 1), self.reduce)  # a ChunkMove
+        return ChunkMove(r, self.receiver(r), range(c, c + 1), self.reduce)
 
     def __getitem__(self, index):
         if self._kept is None and self.ranks <= self.KEEP_RANKS:

@@ -53,6 +53,7 @@ from ..network.trace import Trace
 from ..runtime.cluster import RunResult
 from .blocks import TransferBlock
 from .columns import schedule_columns
+from .moves import step_moves
 from .numerics import move_data
 
 __all__ = ["run_batched", "Unbatched"]
@@ -386,7 +387,7 @@ def _record(schedule, group, columns, steps, timing, protocol):
 
 
 def _moves(schedule, s):
-    return schedule.steps[s]
+    return step_moves(schedule.steps[s])
 
 
 def _labels(schedule, s):

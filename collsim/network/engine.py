@@ -33,7 +33,7 @@ from collections import deque
 
 from ..errors import CollsimError, ConfigError, SimulationLimitError
 
-_push = heapq.heappush  # bound once: a new instant is pushed on the hot paths
+_push = heapq.heappush  # a new instant joins the heap of pending times
 
 __all__ = ["Engine", "FINISH", "START", "SimulationLimitError", "DEFAULT_MAX_TIME",
            "DEFAULT_MAX_EVENTS"]  # fmt: skip
@@ -76,8 +76,7 @@ class Engine:
         self.max_events = max_events
         self._times = []  # heap of the instants that have events pending
         # instant -> its events, (FINISH ones, START ones), each a deque, flat: callback,
-        # arg, callback, arg, ...  (a tuple per event would be one more object to make
-        # and, thousands of events later, to read back from a cold cache line)
+        # arg, callback, arg, ...  (no tuple to make per event)
         self._at = {}
         self._stopped_at = None  # (time, callback, arg) of the event a run stopped in
 
@@ -87,6 +86,18 @@ class Engine:
             raise CollsimError(f"cannot schedule an event at t={time} s, before now={self.now} s")
         if priority != FINISH and priority != START:
             raise CollsimError(f"event priority {priority!r}: give FINISH or START")
+        self.schedule(time, priority, callback, arg)
+
+    def schedule(self, time, priority, callback, arg):
+        """:meth:`at` without its checks, for a caller whose ``time`` is now plus a delay
+        it computed (never negative) and whose ``priority`` is FINISH or START: the
+        network, which schedules two events per message.
+
+        >>> engine = Engine()
+        >>> engine.schedule(0.5, FINISH, print, "done")
+        >>> engine.run()
+        done
+        """
         events = self._at.get(time)
         if events is None:
             events = self._at[time] = (deque(), deque())

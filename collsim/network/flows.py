@@ -11,11 +11,8 @@ The ``"ideal"`` model ignores other flows: every message takes α + n/β on its 
 in ASTRA-sim's congestion-unaware backend; the difference between the two is what
 congestion costs.
 
-Faults (:mod:`collsim.runtime.faults`) act here: :meth:`Network.scale_link` degrades a
-link's bandwidth, :meth:`Network.fail_link` takes a link down (every flow crossing it is
-rerouted for its remaining bytes along the topology's next path, paying that path's
-latency again, or stalls forever where there is none: a :class:`Stall`), and
-:meth:`Network.crash_rank` stalls every flow to or from a rank.
+Faults (:mod:`collsim.runtime.faults`) act on it through :mod:`collsim.network.faults`
+(a degraded or failed link, a crashed rank).
 
 Examples
 --------
@@ -32,44 +29,15 @@ Examples
 """
 
 import math
-from dataclasses import dataclass
 
 from .. import topology
 from ..errors import ConfigError
 from .engine import FINISH, START
+from .faults import LinkFaults
 
-__all__ = ["Network", "Flow", "MODELS", "Reroute", "Stall"]
+__all__ = ["Network", "Flow", "MODELS"]
 
 MODELS = ("maxmin", "ideal")
-
-
-@dataclass(frozen=True)
-class Reroute:
-    """A flow moved off a failed link at ``time``: ``moved`` bytes had crossed
-    ``old_links``; the ``remaining`` bytes take ``new_links``."""
-
-    src: object
-    dst: object
-    time: float
-    moved: float
-    remaining: float
-    old_links: tuple
-    new_links: tuple
-
-
-@dataclass(frozen=True)
-class Stall:
-    """A flow that will never finish: from ``time`` on, ``remaining`` of its ``nbytes``
-    wait forever, because of ``link`` (down, with no other path) or ``rank`` (crashed)."""
-
-    src: object
-    dst: object
-    time: float
-    nbytes: int
-    remaining: float
-    links: tuple
-    link: tuple = None
-    rank: int = None
 
 
 class Flow:
@@ -83,7 +51,7 @@ class Flow:
         "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
         "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
         "shares",  # the active table of each of its links (Network.active[link]), or None
-        "share",  # ... the one link's, when it has one (most flows): no tuple to read cold
+        "share",  # ... the one link's, when it has one (most flows)
     )  # fmt: skip
 
     def __init__(self, links, nbytes, on_done, arg, beta=None, shares=()):
@@ -105,15 +73,15 @@ class Flow:
 
     def on_shares(self, shares):
         """Take the active tables of its links, ``shares``: one link's table is kept as
-        ``share`` (the tuple, a per-route object, would be one more cold cache line at
-        the flow's start and at its end), several as ``shares``."""
+        ``share`` (most flows cross one link, and need no tuple), several as
+        ``shares``."""
         if len(shares) == 1:
             self.share, self.shares = shares[0], None
         else:
             self.share, self.shares = None, shares
 
 
-class Network:
+class Network(LinkFaults):
     """Moves bytes between ranks of a topology on an :class:`Engine`'s clock.
 
     Parameters
@@ -125,8 +93,6 @@ class Network:
     """
 
     def __init__(self, engine, graph, model="maxmin"):
-        from ..errors import ConfigError
-
         if model not in MODELS:
             raise ConfigError(f"unknown network model {model!r}: choose one of {MODELS}")
         self.engine = engine
@@ -136,8 +102,8 @@ class Network:
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
         # (src, dst) -> (links, α, β, shares): route()'s cache; routes_from holds the same
-        # as src -> {dst: route}, read inline per transfer by the mailboxes (two int-keyed
-        # lookups cost half one on a fresh (src, dst) tuple in a table of every pair)
+        # as src -> {dst: route}, which the mailboxes read per transfer by two ranks
+        # rather than by a (src, dst) key made for each
         self.routes, self.routes_from = {}, {}
         # faults: what is down, what never finishes, what moved (see the module docstring)
         self.failed = set()  # directed links that are down
@@ -156,6 +122,7 @@ class Network:
         # to free once its event ran (a test may wrap these on the instance)
         self._begin_event = self._begin
         self._finish_event = self._finish
+        self._schedule = engine.schedule  # the engine's own queue, two events a message
 
     def release(self, stopped=False):
         """Drop what refers back to this network (bound methods) once the run is over,
@@ -189,7 +156,7 @@ class Network:
                 alpha = sum(self.latency[link] for link in links)
                 beta = min((self.capacity[link] for link in links), default=math.inf)
             # one float object per distinct value: the routes of a uniform topology share
-            # theirs, so each transfer reads them from a warm cache line, not its own
+            # theirs, rather than keeping a copy each
             alpha = self._floats.setdefault(alpha, alpha)
             beta = self._floats.setdefault(beta, beta)
             found = self.routes[key] = self.path(links, alpha, beta)
@@ -227,131 +194,6 @@ class Network:
             return (link,)
         return None
 
-    # -- faults ---------------------------------------------------------------------------
-
-    def scale_link(self, u, v, factor):
-        """Both directions of link ``u``-``v`` (those that exist) at ``factor`` times their
-        bandwidth, from now on (call it before the run starts)."""
-        for link in ((u, v), (v, u)):
-            if link in self.capacity:
-                self.capacity[link] *= factor
-        self.routes, self.routes_from = {}, {}  # their β changed
-
-    def fail_link(self, u, v):
-        """Take both directions of link ``u``-``v`` down now: reroute or stall every flow
-        that crosses it; later routes go around it."""
-        dead = [link for link in ((u, v), (v, u))
-                if link in self.capacity and link not in self.failed]  # fmt: skip
-        if not dead:
-            return
-        self.failed.update(dead)
-        self._faulty = self._special = True
-        self._degraded = None
-        self.routes = {key: found for key, found in self.routes.items()
-                        if not any(link in self.failed for link in found[0])}  # fmt: skip
-        self.routes_from = {}
-        for (src, dst), found in self.routes.items():
-            self.routes_from.setdefault(src, {})[dst] = found
-        hit = {}
-        for link in dead:
-            hit.update(dict.fromkeys(self.active[link]))
-        self._replace(hit, self._reroute)
-
-    def crash_rank(self, rank):
-        """Rank ``rank`` crashed now: every flow to or from it stalls, and so will every
-        flow that would start later."""
-        if rank in self.crashed:
-            return
-        self.crashed.add(rank)
-        self._faulty = self._special = True
-        links = [(rank, v) for v in self.graph.successors(rank)]
-        links += [(u, rank) for u in self.graph.predecessors(rank)]
-        hit = {}
-        for link in links:
-            for flow in self.active.get(link, ()):
-                if rank in _ranks_served(flow.links):
-                    hit[flow] = None
-        self._replace(hit, lambda flow: self._stall(flow, rank=rank))
-
-    def _replace(self, flows, then):
-        """Take ``flows`` off their links with the bytes they moved until now, share the
-        freed bandwidth among the others, then ``then(flow)`` each (in a fixed order)."""
-        now, active, freed = self.engine.now, self.active, {}
-        for flow in flows:
-            if flow.rate:
-                flow.remaining = max(0.0, flow.remaining - flow.rate * (now - flow.last))
-            flow.last = now
-            flow.version += 1  # its scheduled finish is void
-            flow.rate = 0.0
-            for link in flow.links:
-                active[link].pop(flow, None)
-                freed[link] = None
-        if self.model == "maxmin" and freed:
-            self._reshare(list(freed))
-        for flow in flows:
-            then(flow)
-
-    def _reroute(self, flow):
-        """Send ``flow``'s remaining bytes along the next path, or stall it."""
-        src, dst = _endpoints(flow.links)
-        dead = next((link for link in flow.links if link in self.failed), None)
-        if src is None:  # a switch-combined transfer: its union of routes has no detour
-            return self._stall(flow, link=dead)
-        if src in self.crashed or dst in self.crashed:
-            return self._stall(flow, rank=src if src in self.crashed else dst)
-        try:
-            links, alpha, beta, shares = self.route(src, dst)
-        except ConfigError:  # not a rank-to-rank flow
-            return self._stall(flow, link=dead)
-        if any(link in self.failed for link in links):
-            return self._stall(flow, link=dead)
-        old = flow.links
-        before = sum(moved for _, moved in flow.legs or ())
-        moved = flow.nbytes - flow.remaining - before
-        flow.legs = (flow.legs or []) + [(old, moved)]
-        flow.links, flow.beta, flow.rate = links, beta, 0.0
-        flow.on_shares(shares)
-        self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old,
-                                     links))  # fmt: skip
-        self.engine.at(self.engine.now + alpha, START, self._begin, flow)
-
-    def _stall(self, flow, link=None, rank=None):
-        flow.version += 1
-        flow.rate = 0.0
-        src, dst = _endpoints(flow.links)
-        self.stalled.append(Stall(src, dst, self.engine.now, flow.nbytes, flow.remaining,
-                                  flow.links, link, rank))  # fmt: skip
-
-    def _detour(self, src, dst):
-        """The links of the next path from ``src`` to ``dst`` avoiding failed links, or
-        None: the topology's own routing first, then the shortest path."""
-        if self._degraded is None:
-            own = self.graph.copy()
-            own.remove_edges_from(self.failed)
-            shortest = own.copy(as_view=False)
-            shortest.graph = dict(own.graph, routing="shortest")
-            self._degraded = (own, shortest)
-        for graph in self._degraded:
-            try:
-                links = tuple(topology.route(graph, src, dst))
-            except (ConfigError, KeyError):
-                continue
-            if not any(link in self.failed for link in links):
-                return links
-        return None
-
-    def _blocked(self, flow):
-        """At its start: stall a flow to or from a crashed rank, reroute one that would
-        cross a failed link; True if it does not start now."""
-        for rank in _ranks_served(flow.links):
-            if rank in self.crashed:
-                self._stall(flow, rank=rank)
-                return True
-        if self.failed and any(link in self.failed for link in flow.links):
-            self._reroute(flow)
-            return True
-        return False
-
     def transfer(self, src, dst, nbytes, on_done, arg=None):
         """Start moving ``nbytes`` now; call ``on_done(arg)`` when the last byte arrives.
 
@@ -370,15 +212,7 @@ class Network:
         """Start ``flow`` (made for one of this network's routes) now: its bytes begin to
         move after the route's latency ``alpha``; :meth:`Flow.arrived` is called when the
         last one arrives."""
-        engine = self.engine
-        time = engine.now + alpha
-        events = engine._at.get(time)
-        if events is not None:  # Engine.at, inlined for an instant that has events
-            events = events[START]
-            events.append(self._begin_event)
-            events.append(flow)
-        else:
-            engine.at(time, START, self._begin_event, flow)
+        self._schedule(self.engine.now + alpha, START, self._begin_event, flow)
 
     # -- the bandwidth phase -------------------------------------------------------------
 
@@ -402,7 +236,7 @@ class Network:
                 if len(sharing) != 1:
                     alone = False
         if alone:  # the common case: no other flow on its links, so no one else changes
-            # _schedule_finish and Engine.at, inlined on the hot path
+            # _schedule_finish's rule, written out: it finishes at its own rate, β
             rate = flow.rate = flow.beta
             version = flow.version = flow.version + 1
             remaining = flow.remaining
@@ -410,13 +244,7 @@ class Network:
             # a flow's first finish is the flow itself, valid while its version is 1;
             # any later one carries the version it was scheduled at (see _finish)
             event = flow if version == 1 else (flow, version)
-            events = engine._at.get(time)
-            if events is not None:  # Engine.at, inlined for an instant that has events
-                events = events[FINISH]
-                events.append(self._finish_event)
-                events.append(event)
-            else:
-                engine.at(time, FINISH, self._finish, event)
+            self._schedule(time, FINISH, self._finish_event, event)
         else:
             self._reshare(flow.links)
 
@@ -442,7 +270,7 @@ class Network:
     def _finish(self, event):
         # a finish scheduled at version v is stale once the flow's rate changed again
         # (its version moved on); most flows finish as first scheduled, and that event
-        # is the bare flow, for version 1: no tuple to make, then read back cold
+        # is the bare flow, for version 1, with no (flow, version) tuple to make
         if type(event) is tuple:
             flow, version = event
         else:
@@ -525,27 +353,6 @@ def _fastest_links(graph, latency):
         if fs < into.get(v, fs + 1):
             into[v] = fs
     return ranks, out, into, of_link
-
-
-def _endpoints(links):
-    """``(src, dst)`` of a path of links, or ``(None, None)`` if they are not one path
-    (a combined transfer's union of routes)."""
-    if not links:
-        return None, None
-    for (_, v), (u, _) in zip(links, links[1:]):
-        if u != v:
-            return None, None
-    return links[0][0], links[-1][1]
-
-
-def _ranks_served(links):
-    """The ranks a flow moves data between: a path's two ends, or every integer node of a
-    combined transfer's union of routes (each member's rank sends or receives)."""
-    src, dst = _endpoints(links)
-    if src is not None:
-        return (src, dst)
-    nodes = dict.fromkeys(n for link in links for n in link)
-    return tuple(n for n in nodes if isinstance(n, int))
 
 
 def _max_min(flows, links, capacity, active):

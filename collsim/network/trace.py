@@ -93,7 +93,7 @@ class Trace:
         self._transfers = None
         self.computes = []
         self.memory = []  # what rank.alloc and rank.free recorded (collsim.runtime.memory)
-        self.faults = None  # a run with faults: its FaultLog (collsim.runtime.cluster)
+        self.faults = None  # a run with faults: its FaultLog (collsim.runtime.fault_log)
 
     @property
     def transfer_count(self):

@@ -202,7 +202,8 @@ class Cluster(CollectiveCalls):
                 "function (def program(rank): ... yield rank.send(...))"
             )
         collecting = gc.isenabled()
-        gc.disable()
+        if self.fast:  # a speed setting: the reference path (fast=False) leaves it on
+            gc.disable()
         try:
             execution = Execution(self)
             procs = []

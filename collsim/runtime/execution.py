@@ -172,7 +172,7 @@ class Execution:
         sends = op.send_posts
         n = len(sends)
         if self._sample is None and self.ops_left >= n:
-            self.ops_left -= n  # charge(), inlined for the common case: a call per exchange
+            self.ops_left -= n  # charge()'s rule when no guard is near and none samples
         else:
             self.charge(proc, n)
         group = proc.posts
@@ -254,18 +254,18 @@ class Execution:
         src, tag = op.src, op.tag
         if src is ANY or type(tag) in PATTERNS or op.status:
             handle = Handle(("recv from", "any" if src is ANY else src, tag), op.status)
-            self.mail.wild_recv(me, src, tag, (op.out, op.reduce, handle, -1))
+            self.mail.wild_recv(me, src, tag, op.out, op.reduce, handle, -1)
             return handle
         return self._post_recv(me, src, tag, op.out, op.reduce)
 
     def _post_send(self, me, dst, payload, tag, label, meta):
         handle = Handle(("send to", dst, tag))
-        self.mail.send(me, dst, tag, (payload, label, meta, handle, -1))
+        self.mail.send(me, dst, tag, payload, label, meta, handle, -1)
         return handle
 
     def _post_recv(self, me, src, tag, out, reduce):
         handle = Handle(("recv from", src, tag))
-        self.mail.recv(src, me, tag, (out, reduce, handle, -1))
+        self.mail.recv(src, me, tag, out, reduce, handle, -1)
         return handle
 
     # -- the guards -----------------------------------------------------------------------

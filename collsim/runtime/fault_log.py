@@ -22,8 +22,8 @@ __all__ = ["FaultLog", "record_faults"]
 @dataclass(frozen=True)
 class FaultLog:
     """The faults of a run (``faults``) and what they did: the flows rerouted off failed
-    links (:class:`~collsim.network.flows.Reroute`), the flows that stalled
-    (:class:`~collsim.network.flows.Stall`) and the ranks that crashed, with their times."""
+    links (:class:`~collsim.network.faults.Reroute`), the flows that stalled
+    (:class:`~collsim.network.faults.Stall`) and the ranks that crashed, with their times."""
 
     faults: object
     reroutes: tuple

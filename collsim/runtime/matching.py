@@ -9,19 +9,21 @@ reduces) straight into that array when the data arrives, which is how collective
 a second copy.  As with MPI and NCCL, a sender must not change an array while its send
 is in flight.
 
-A post waiting here is a plain tuple, made millions of times a run (a class instance
-costs several times as much), unpacked by name where it is read: a posted send,
-``(payload, label, meta, waiter, slot)``, and a posted receive, ``(out, reduce, waiter,
-slot)``; ``waiter`` is the :class:`~collsim.runtime.ops.Handle` of a send or receive
-operation, or the :class:`~collsim.runtime.process.PostGroup` of an exchange or a
-collective's step, whose post number ``slot`` is.  Once a send meets its receive, the
-message in flight is a :class:`Transfer`: the network's flow, with both posts copied in.
+A message is one :class:`Transfer` from the moment its first side is posted: a send
+waiting here is a Transfer with its send's fields set (``payload``, ``label``, ``meta``,
+``sender``, ``send_slot``), a receive waiting here one with its receive's (``out``,
+``reduce``, ``receiver``, ``recv_slot``).  ``sender`` and ``receiver`` are the
+:class:`~collsim.runtime.ops.Handle` of a send or receive operation, or the
+:class:`~collsim.runtime.process.PostGroup` of an exchange or a collective's step, whose
+post number the slot is.  When the other side is posted it fills in its half and the
+same object starts on the network as the message's flow.
 
-A mailbox holds, per key, the one post waiting there, or a deque of them when more than
+A mailbox holds, per key, the one message waiting there, or a deque of them when more than
 one waits (rare: tags are mostly unique), so a key costs no deque in the common case.
 """
 
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -65,13 +67,13 @@ class Mailboxes:
 
     def _waiters(self, events, flows):
         """The handle or group of every post left here or in a transfer in flight."""
-        for mailbox, at in ((self.sends, 3), (self.recvs, 2)):  # where a post keeps it
-            for posts in mailbox.values():
-                for post in (posts,) if type(posts) is tuple else posts:
-                    yield post[at]
+        for mailbox, side in ((self.sends, "sender"), (self.recvs, "receiver")):
+            for waiting in mailbox.values():
+                for message in (waiting,) if type(waiting) is Transfer else waiting:
+                    yield getattr(message, side)
         for waiting in self.wild.values():
-            for _, _, post in waiting:
-                yield post[2]
+            for wild in waiting:
+                yield wild.message.receiver
         # an event's argument is a flow, or (flow, version) for a rescheduled finish
         in_flight = [arg[0] if type(arg) is tuple else arg for *_, arg in events]
         in_flight += [t for group in self.combining.values() for t in group] + list(flows)
@@ -82,98 +84,82 @@ class Mailboxes:
 
     # -- matching -------------------------------------------------------------------------
 
-    def send(self, me, dst, tag, posted):
+    def send(self, me, dst, tag, payload, label, meta, sender, slot):
         """Post a send from ``me``: start its transfer if its receive waits, else queue it."""
         key = (me, dst, tag)
         recvs = self.recvs
-        waiting = recvs.get(key)
-        if waiting is not None:
-            if type(waiting) is tuple:
-                del recvs[key]  # tags are often unique: keep the mailbox small
-            else:
-                queue, waiting = waiting, waiting.popleft()
-                if not queue:
-                    del recvs[key]
-            self._start_transfer(key, posted, waiting)
-        elif self.wild and self._match_wild(key, posted):
-            pass
-        else:  # queue it (a deque only from the second at one key: the key keeps its place)
-            sends = self.sends
-            waiting = sends.setdefault(key, posted)
-            if waiting is posted:
-                pass
-            elif type(waiting) is tuple:
-                sends[key] = deque((waiting, posted))
-            else:
-                waiting.append(posted)
+        message = recvs.get(key)
+        if type(message) is Transfer:  # the one receive waiting there (tags are mostly unique)
+            del recvs[key]
+        elif message is not None:
+            message = _first_queued(recvs, key, message)
+        elif self.wild:
+            message = self._match_wild(key)
+        if message is None:
+            message = Transfer(self)
+        message.payload, message.label, message.meta = payload, label, meta
+        message.sender, message.send_slot = sender, slot
+        if message.receiver is not None:
+            self._start_transfer(key, message)
+        elif self.sends.setdefault(key, message) is not message:
+            _queue_behind(self.sends, key, message)
 
-    def recv(self, src, me, tag, posted):
+    def recv(self, src, me, tag, out, reduce, receiver, slot):
         """Post a receive by ``me`` from ``src``: start the transfer if its send waits."""
         key = (src, me, tag)
         sends = self.sends
-        waiting = sends.get(key)
-        if waiting is not None:
-            if type(waiting) is tuple:
-                del sends[key]
-            else:
-                queue, waiting = waiting, waiting.popleft()
-                if not queue:
-                    del sends[key]
-            self._start_transfer(key, waiting, posted)
-        else:  # queue it, as send() does
-            recvs = self.recvs
-            waiting = recvs.setdefault(key, posted)
-            if waiting is posted:
-                pass
-            elif type(waiting) is tuple:
-                recvs[key] = deque((waiting, posted))
-            else:
-                waiting.append(posted)
+        message = sends.get(key)
+        if message is None:
+            message = Transfer(self)
+        elif type(message) is Transfer:  # the one send waiting there
+            del sends[key]
+        else:
+            message = _first_queued(sends, key, message)
+        message.out, message.reduce = out, reduce
+        message.receiver, message.recv_slot = receiver, slot
+        if message.sender is not None:
+            self._start_transfer(key, message)
+        elif self.recvs.setdefault(key, message) is not message:
+            _queue_behind(self.recvs, key, message)
 
-    def wild_recv(self, me, src, tag, posted):
+    def wild_recv(self, me, src, tag, out, reduce, receiver, slot):
         """A receive from any source or of any tag (MPI's ANY_SOURCE, ANY_TAG), or one that
         wants its status: the first queued send to ``me`` that matches (per source in
         posting order; sources in the order their queues opened), else it waits."""
-        sends = self.sends
-        for key in list(sends):
-            s, d, t = key
+        for s, d, t in list(self.sends):
             if d == me and (src is ANY or s == src) and _tag_matches(tag, t):
-                waiting = sends[key]
-                if type(waiting) is tuple:
-                    del sends[key]
-                else:
-                    queue, waiting = waiting, waiting.popleft()
-                    if not queue:
-                        del sends[key]
-                self._start_transfer(key, waiting, posted)
+                self.recv(s, me, t, out, reduce, receiver, slot)  # the first waiting there
                 return
-        self.wild.setdefault(me, []).append((src, tag, posted))
+        message = Transfer(self)
+        message.out, message.reduce = out, reduce
+        message.receiver, message.recv_slot = receiver, slot
+        self.wild.setdefault(me, []).append(WildReceive(src, tag, message))
 
-    def _match_wild(self, key, posted):
-        """Hand a send to the first waiting wildcard receive it matches; True if one did."""
+    def _match_wild(self, key):
+        """The first waiting wildcard receive a send with ``key`` matches, or None."""
         src, dst, tag = key
         waiting = self.wild.get(dst)
-        for i, (want_src, want_tag, recv) in enumerate(waiting or ()):
-            if (want_src is ANY or want_src == src) and _tag_matches(want_tag, tag):
+        for i, wild in enumerate(waiting or ()):
+            if (wild.src is ANY or wild.src == src) and _tag_matches(wild.tag, tag):
                 del waiting[i]
                 if not waiting:
                     del self.wild[dst]
-                self._start_transfer(key, posted, recv)
-                return True
-        return False
+                return wild.message
+        return None
 
     def unmatched(self):
         """``((src, dst, tag), "send" or "recv")`` of every post left waiting, in the order
         their mailboxes opened (sends, receives, then wildcard receives)."""
         left = [(key, "send") for key in self.sends]
         left += [(key, "recv") for key in self.recvs]
-        left += [((src, dst, tag), "recv") for dst, waiting in self.wild.items()
-                 for src, tag, _ in waiting]  # fmt: skip
+        left += [((wild.src, dst, wild.tag), "recv") for dst, waiting in self.wild.items()
+                 for wild in waiting]  # fmt: skip
         return left
 
     # -- transfers ------------------------------------------------------------------------
 
-    def _start_transfer(self, key, send, recv):
+    def _start_transfer(self, key, transfer):
+        """Both sides of ``transfer`` are posted: it becomes a flow on its route."""
         # the route is looked up here, once, for both the network and the trace record
         src, dst, tag = key
         network = self.network
@@ -181,7 +167,7 @@ class Mailboxes:
         route = table.get(dst) if table is not None else None
         if route is None:
             route = network.route(src, dst)
-        transfer = Transfer(self, key, send, recv, route)
+        transfer.depart(key, route, self.engine.now)
         # a collective's step tag may name NCCL's wire protocol; its move may be one of a
         # group the switch combines (in-switch reduction): both are typed records the
         # layers above set, read here without importing them (a plain int tag has neither)
@@ -236,26 +222,37 @@ class Mailboxes:
         network.transfer_on(union, nbytes, _delivered_combined, group)
 
 
+class WildReceive(NamedTuple):
+    """A receive waiting for any source or any tag of a pattern (matched by a scan)."""
+
+    src: object  # a rank, or ANY
+    tag: object  # a tag, ANY or a TagPrefix
+    message: "Transfer"  # the message its receive half waits in
+
+
 class Transfer(Flow):
-    """A message in flight, from the instant its send met its receive: the flow that
-    carries it (:class:`~collsim.network.flows.Flow`'s fields) and the two posts it
-    completes, copied in.  Its arrival hands the receiver its copy, records it, and
-    counts both posts down, reading this one object (a message's posts, key and flow
-    as four objects were four cold cache lines at its arrival, thousands of messages
-    after they were made).  A move of a switch-combined group is one too, delivered when
-    the group's one flow arrives, with the links only it used."""
+    """A message, from the moment its first side is posted: the send's fields and the
+    receive's, each set by its own post, and once both are set the flow that carries it
+    (:class:`~collsim.network.flows.Flow`'s fields).  Its arrival hands the receiver its
+    copy, records it, and counts both posts down, reading this one object.  A move of a
+    switch-combined group is one too, delivered when the group's one flow arrives, with
+    the links only it used."""
 
     __slots__ = ("mail", "src", "dst", "tag", "start", "payload", "label", "meta", "sender",
                  "send_slot", "out", "reduce", "receiver", "recv_slot")  # fmt: skip
 
-    def __init__(self, mail, key, send, recv, route):
+    def __init__(self, mail):
+        self.mail = mail
+        self.sender = self.receiver = None  # each set when its side is posted
+
+    def depart(self, key, route, now):
+        """Both sides are posted: become the flow of ``route`` from ``now``."""
         # Flow.__init__'s fields, set here without its call (one per message): a test
         # checks that every field of a Flow is set on a Transfer too
         links, _, beta, shares = route
-        payload = send[0]
-        nbytes = payload.nbytes
+        nbytes = self.payload.nbytes
         self.links = links
-        if len(shares) == 1:  # Flow.on_shares, inlined
+        if len(shares) == 1:  # Flow.on_shares's rule, without a second call per message
             self.share, self.shares = shares[0], None
         else:
             self.share, self.shares = None, shares
@@ -267,18 +264,15 @@ class Transfer(Flow):
         self.version = 0
         self.on_done = self.arg = None  # arrived() is the message's own
         self.legs = None
-        self.mail = mail
         self.src, self.dst, self.tag = key
-        self.start = mail.engine.now
-        self.payload, self.label, self.meta, self.sender, self.send_slot = send
-        self.out, self.reduce, self.receiver, self.recv_slot = recv
+        self.start = now
 
     def arrived(self):
         """The last byte arrived: hand the receiver its copy, record, complete both sides
         (the sender's first: its process may resume and post before the receiver's)."""
         payload, out = self.payload, self.out
         if out is None:
-            # a size-only payload is its own copy: skip the method call on the hot path
+            # a size-only payload carries no data, so the receiver may share it
             value = payload if type(payload) is CountOnly else payload.copy()
         elif isinstance(payload, CountOnly):
             value = out
@@ -297,10 +291,11 @@ class Transfer(Flow):
         left = mail.pack_left - 1
         if left:
             mail.pack_left = left
-        else:  # packed while they are warm, not visited cold by the collector later
+        else:  # every PACK_RECORDS messages the trace packs its records (Trace.pack)
             mail.trace.pack()
             mail.pack_left = PACK_RECORDS
-        # a group's post is counted down here, inline: two calls fewer per message
+        # each side's post is done: a group (an exchange or a collective's step) counts
+        # it down and moves on when none is left; a single operation's handle completes
         sender = self.sender
         if type(sender) is PostGroup:
             sender.state[self.send_slot] = None
@@ -321,6 +316,24 @@ class Transfer(Flow):
             receiver.complete(value)
 
 
+def _first_queued(mailbox, key, queue):
+    """Take the first of the messages queued at ``key`` (more than one waited there)."""
+    message = queue.popleft()
+    if not queue:
+        del mailbox[key]
+    return message
+
+
+def _queue_behind(mailbox, key, message):
+    """Queue ``message`` behind those waiting at ``key`` (a deque from the second one on,
+    so that a key with one message, the common case, costs no deque)."""
+    waiting = mailbox[key]
+    if type(waiting) is Transfer:
+        mailbox[key] = deque((waiting, message))
+    else:
+        waiting.append(message)
+
+
 def _delivered_combined(group):
     """A combined flow arrived: deliver every move, each recorded with the links only
     it used (the first with its whole route), so the trace's link bytes are the
@@ -339,7 +352,7 @@ def _check_fits(out, payload, src, dst, tag):
             f"rank {dst} received an array of shape {payload.shape} from rank {src} "
             f"(tag {tag!r}) into a buffer of shape {out.shape}"
         )
-    # a collective's buffers share one dtype: skip numpy's cast table on that hot path
+    # the same dtype always casts; only a mixed pair needs numpy's casting rule
     if payload.dtype is not out.dtype and not np.can_cast(payload.dtype, out.dtype, "same_kind"):
         raise ConfigError(
             f"rank {dst} received a {payload.dtype} array from rank {src} (tag {tag!r}) "

@@ -7,13 +7,14 @@ them through :class:`collsim.runtime.rank.Rank`'s methods, never directly.
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import ConfigError
 
 __all__ = ["CountOnly", "Handle", "Send", "Recv", "Wait", "Compute", "Exchange", "Start",
-           "ANY", "TagPrefix", "Received"]  # fmt: skip
+           "ANY", "TagPrefix", "Received", "Outgoing", "Incoming"]  # fmt: skip
 
 
 class _Any:
@@ -147,14 +148,41 @@ class Compute:
     meta: object = None  # what the span belongs to (a typed record), kept on the trace
 
 
+class Outgoing(NamedTuple):
+    """One message a rank sends in an exchange or a collective's step.
+
+    >>> Outgoing(1, CountOnly(8), 7).dst
+    1
+    """
+
+    dst: int  # the receiving rank
+    payload: object  # the array sent (or a CountOnly size)
+    tag: object
+    label: str = ""  # for display only
+    meta: object = None  # what the transfer belongs to (a typed record), kept on the trace
+
+
+class Incoming(NamedTuple):
+    """One message a rank receives in an exchange or a collective's step.
+
+    >>> Incoming(0, 7).out is None
+    True
+    """
+
+    src: int  # the sending rank (or ANY)
+    tag: object
+    out: object = None  # the array the data lands in, or None for a fresh copy
+    reduce: object = None  # a ufunc that combines the data into ``out``, or None to copy
+
+
 class Exchange:
     """Post several sends and receives at once and resume when all are done (like NCCL's
     group calls or ``torch.distributed.batch_isend_irecv``); resumes with the received
     values in the order of the receives.
 
     :meth:`Rank.exchange <collsim.runtime.rank.Rank.exchange>` builds it from checked
-    entries, kept as plain tuples in the format of a :class:`Steps` step (``posts``):
-    sends ``(dst, payload, tag, label, meta)`` and receives ``(src, tag, out, reduce)``.
+    entries, as a :class:`Steps` step holds them (``posts``): :class:`Outgoing` sends and
+    :class:`Incoming` receives.
     ``sends`` and ``recvs`` give them as :class:`Send` and :class:`Recv` operations, for
     the reports that name them.
     """
@@ -162,7 +190,7 @@ class Exchange:
     __slots__ = ("send_posts", "recv_posts", "patterns", "plain")
 
     def __init__(self, send_posts, recv_posts, patterns=True, plain=False):
-        # [(dst, payload, tag, label, meta)] and [(src, tag, out, reduce)]; ``plain``: the
+        # [Outgoing] and [Incoming]; ``plain``: the
         # program's own entries, [(dst, payload, tag)] and [(src, tag)], every one checked
         # (no label, record, out or reduce), posted as they are
         self.send_posts = send_posts
@@ -176,14 +204,13 @@ class Exchange:
         if self.plain:
             return [Send(dst, payload, tag, False, "", None)
                     for dst, payload, tag in self.send_posts]  # fmt: skip
-        return [Send(dst, payload, tag, False, label, meta)
-                for dst, payload, tag, label, meta in self.send_posts]  # fmt: skip
+        return [Send(m.dst, m.payload, m.tag, False, m.label, m.meta) for m in self.send_posts]
 
     @property
     def recvs(self):
         if self.plain:
             return [Recv(src, tag, None, None, False) for src, tag in self.recv_posts]
-        return [Recv(src, tag, out, reduce, False) for src, tag, out, reduce in self.recv_posts]
+        return [Recv(m.src, m.tag, m.out, m.reduce, False) for m in self.recv_posts]
 
     def __repr__(self):
         return f"Exchange(sends={self.sends!r}, recvs={self.recvs!r})"
@@ -195,8 +222,8 @@ class Steps:
     is done, and resume once the last is done: a collective's schedule, which runs back
     to back as a NCCL kernel runs all its steps without returning to the host.
 
-    ``steps`` yields ``(sends, recvs)`` per step, ``sends`` of ``(dst, payload, tag,
-    label, meta)`` and ``recvs`` of ``(src, tag, out, reduce)``, with the meanings of
+    ``steps`` yields ``(sends, recvs)`` per step, ``sends`` of :class:`Outgoing` and
+    ``recvs`` of :class:`Incoming`, with the meanings of
     :class:`Send` and :class:`Recv`; a deadlock report shows the transfers of the step
     the process waits in, as for :class:`Exchange`."""
 

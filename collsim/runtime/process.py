@@ -15,7 +15,7 @@ guards read: the operation, or a :class:`~collsim.runtime.ops.Wait` on a handle 
 message not yet done.
 """
 
-from .ops import ANY, Handle, TagPrefix, Wait
+from .ops import ANY, Handle, Incoming, Outgoing, TagPrefix, Wait
 
 __all__ = ["Process", "PostGroup", "Barrier", "after", "attach_rank", "PENDING", "PATTERNS"]
 
@@ -90,11 +90,12 @@ class PostGroup:
         self.left = 0
 
     def post(self, sends, recvs, patterns, plain=False):
-        """Post ``sends`` ``(dst, payload, tag, label, meta)`` then ``recvs`` ``(src, tag,
-        out, reduce)`` in order; returns how many are pending.  ``patterns``: a receive
-        may name ANY or a TagPrefix (an exchange's may; a schedule's never does).
-        ``plain``: an exchange's own checked entries, ``(dst, payload, tag)`` and ``(src,
-        tag)``, with nothing else to post."""
+        """Post ``sends`` (:class:`~collsim.runtime.ops.Outgoing`) then ``recvs``
+        (:class:`~collsim.runtime.ops.Incoming`) in order; returns how many are pending.
+        ``patterns``: a receive may name ANY or a TagPrefix (an exchange's may; a
+        schedule's never does).  ``plain``: an exchange's own checked entries, ``(dst,
+        payload, tag)`` and ``(src, tag)`` as the program wrote them, with nothing else to
+        post."""
         n = len(sends) + len(recvs)
         self.sends, self.recvs = sends, recvs
         self.state = [PENDING] * n
@@ -104,20 +105,22 @@ class PostGroup:
         slot = 0
         if plain:
             for dst, payload, tag in sends:
-                send(me, dst, tag, (payload, "", None, self, slot))
+                send(me, dst, tag, payload, "", None, self, slot)
                 slot += 1
             for src, tag in recvs:
-                recv(src, me, tag, (None, None, self, slot))
+                recv(src, me, tag, None, None, self, slot)
                 slot += 1
             return n
-        for dst, payload, tag, label, meta in sends:
-            send(me, dst, tag, (payload, label, meta, self, slot))
+        for message in sends:
+            send(me, message.dst, message.tag, message.payload, message.label, message.meta,
+                 self, slot)  # fmt: skip
             slot += 1
-        for src, tag, out, reduce in recvs:
+        for message in recvs:
+            src, tag = message.src, message.tag
             if patterns and (src is ANY or type(tag) in PATTERNS):
-                mail.wild_recv(me, src, tag, (out, reduce, self, slot))
+                mail.wild_recv(me, src, tag, message.out, message.reduce, self, slot)
             else:
-                recv(src, me, tag, (out, reduce, self, slot))
+                recv(src, me, tag, message.out, message.reduce, self, slot)
             slot += 1
         return n
 
@@ -159,11 +162,12 @@ class PostGroup:
     def as_wait(self):
         """A :class:`Wait` on a handle per post still pending, as the deadlock report reads
         it (made only for a report)."""
-        # an entry's peer and tag are its first fields and its third (a send's) or second
-        # (a receive's), in a plain exchange's entries as in every other post
-        whats = [("send to", post[0], post[2]) for post in self.sends]
-        whats += [("recv from", "any" if post[0] is ANY else post[0], post[1])
-                  for post in self.recvs]  # fmt: skip
+        # a plain exchange's entries are the program's own (dst, payload, tag) and (src,
+        # tag): read as the typed messages they stand for
+        sends = [Outgoing(*post) for post in self.sends]
+        recvs = [Incoming(*post) for post in self.recvs]
+        whats = [("send to", m.dst, m.tag) for m in sends]
+        whats += [("recv from", "any" if m.src is ANY else m.src, m.tag) for m in recvs]
         return Wait(tuple(Handle(what) for what, state in zip(whats, self.state)
                           if state is PENDING))  # fmt: skip
 
