@@ -18,8 +18,9 @@ from ..collectives.schedule import ChunkMove, RankRule
 
 __all__ = ["step_moves"]
 
+# the slots' descriptors (a slotted class's attribute is its slot's descriptor)
 _SET_SRC, _SET_DST, _SET_CHUNKS, _SET_REDUCE, _SET_TO, _SET_FROM_INPUT, _SET_COMBINE = (
-    ChunkMove.__dict__[name].__set__
+    getattr(ChunkMove, name).__set__
     for name in ("src", "dst", "chunks", "reduce", "to", "from_input", "combine")
 )
 
