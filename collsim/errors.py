@@ -63,8 +63,18 @@ class WatchdogTimeout(DeadlockError):
     moved and ``timeout`` the watchdog's timeout.
     """
 
-    def __init__(self, message, waiting=None, stuck=None, time=None, trace=None, ranks=None,
-                 culprit=None, last_progress=None, timeout=None):  # fmt: skip
+    def __init__(
+        self,
+        message,
+        waiting=None,
+        stuck=None,
+        time=None,
+        trace=None,
+        ranks=None,
+        culprit=None,
+        last_progress=None,
+        timeout=None,
+    ):
         super().__init__(message, waiting, stuck, time, trace)
         self.ranks = dict(ranks or {})
         self.culprit = culprit
@@ -126,8 +136,9 @@ class UnmatchedMessagesError(CollsimError):
 
     def __init__(self, lines, messages, result=None):
         self.lines, self.messages, self.result = tuple(lines), tuple(messages), result
-        super().__init__("messages left unmatched when the run ended:\n  "
-                         + "\n  ".join(self.lines))  # fmt: skip
+        super().__init__(
+            "messages left unmatched when the run ended:\n  " + "\n  ".join(self.lines)
+        )
 
 
 def shorten(value, width=60):

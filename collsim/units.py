@@ -134,8 +134,10 @@ def parse_size(text):
             )
         number, alone, prefix, unit = match.groups()
         if unit in ("b", "bit", "bits"):
-            raise ConfigError(f"size {text!r} is in bits (b is a bit, B a byte); a buffer size "
-                              f"is in bytes: did you mean {number}{prefix or ''}B?")  # fmt: skip
+            raise ConfigError(
+                f"size {text!r} is in bits (b is a bit, B a byte); a buffer size "
+                f"is in bytes: did you mean {number}{prefix or ''}B?"
+            )
         value = float(number) * (_ALONE[alone.upper()] if alone else _PREFIX[prefix or ""])
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"size {text!r} must be a finite number of bytes >= 0")
@@ -195,9 +197,11 @@ def parse_time(text):
         number, unit = match.groups()
         value = float(number) / _TIME_DIVISORS[unit or ""]
         if unit is None and value != 0:  # a bandwidth needs its unit too ("100" is refused)
-            raise ConfigError(f"time {text!r} has no unit: seconds or microseconds? write "
-                              f"{number}s, {number}ms or {number}us; only 0 may go without "
-                              "one")  # fmt: skip
+            raise ConfigError(
+                f"time {text!r} has no unit: seconds or microseconds? write "
+                f"{number}s, {number}ms or {number}us; only 0 may go without "
+                "one"
+            )
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"time {text!r} must be a finite number of seconds >= 0")
     return value

@@ -16,8 +16,19 @@ from . import exit_status
 __all__ = ["main", "build_parser"]
 
 # the order here is the order ``collsim --help`` lists them in
-COMMAND_MODULES = ("tour", "run", "step", "plan", "viz", "pipeline", "verify", "strategies",
-                   "hardware", "exec", "lesson")  # fmt: skip
+COMMAND_MODULES = (
+    "tour",
+    "run",
+    "step",
+    "plan",
+    "viz",
+    "pipeline",
+    "verify",
+    "strategies",
+    "hardware",
+    "exec",
+    "lesson",
+)
 
 
 def build_parser():
@@ -31,10 +42,14 @@ def build_parser():
             "count every byte and latency step, and check parallel training against one device."
         ),
         epilog="Start with `collsim tour`. Every sub-command has its own --help.\n\n"
-        + exit_status.epilog(exit_status.Meaning("done, and the command's check passed",
-                                                 "a negative verdict (each --help says which)")),
+        + exit_status.epilog(
+            exit_status.Meaning(
+                "done, and the command's check passed",
+                "a negative verdict (each --help says which)",
+            )
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument("--version", action="version", version=f"collsim {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name in COMMAND_MODULES:

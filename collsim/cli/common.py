@@ -54,13 +54,13 @@ MAX_SIMULATED_RANKS = 4096
 MAX_ANALYTICAL_RANKS = 1 << 17  # the closed form still builds the topology graph
 MAX_LATENCY_S = topology.MAX_LATENCY  # Cluster's default max_time guard: a longer hop never arrives
 
-TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2d",
-              "hierarchical")  # fmt: skip
+TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2d", "hierarchical")
 HARDWARE = tuple(PRESETS)  # the hardware presets --topology also takes
 
 
-def add_cluster_arguments(parser, ranks=8, computes=True, rank_flags=("--ranks", "-k"),
-                          rank_help=None):  # fmt: skip
+def add_cluster_arguments(
+    parser, ranks=8, computes=True, rank_flags=("--ranks", "-k"), rank_help=None
+):
     """--ranks, --topology (a generic shape, a hardware preset or a machine file), --nodes,
     --bandwidth, --latency, --model, --protocol, --gpus-per-node, ... and the fault flags;
     ``computes=False`` for a command whose ranks only communicate (no --slow-rank).  A
@@ -68,41 +68,58 @@ def add_cluster_arguments(parser, ranks=8, computes=True, rank_flags=("--ranks",
     ``rank_flags`` and ``rank_help``."""
     g = parser.add_argument_group("cluster")
     g.add_argument(
-        *rank_flags, dest="ranks", type=int, default=None, metavar="K",
+        *rank_flags,
+        dest="ranks",
+        type=int,
+        default=None,
+        metavar="K",
         help=(rank_help or "number of ranks K") + f" (default {ranks}; on a hardware preset: "
-             "--nodes x its GPUs per node)",
-    )  # fmt: skip
+        "--nodes x its GPUs per node)",
+    )
     parser.set_defaults(_default_ranks=ranks)
     g.add_argument(
-        "--topology", default="ring", metavar="NAME|FILE",
-        help="how ranks are wired (default ring: rank i -> i+1): " + ", ".join(TOPOLOGIES)
+        "--topology",
+        default="ring",
+        metavar="NAME|FILE",
+        help="how ranks are wired (default ring: rank i -> i+1): "
+        + ", ".join(TOPOLOGIES)
         + "; 'switch' puts one switch in the middle, so a rank-to-rank path is 2 links. "
         "A real machine: " + ", ".join(HARDWARE) + " (cited NVLink, NVSwitch, PCIe and "
         "InfiniBand rates; --bandwidth and --latency then do not apply), or a machine file "
         "(.toml or .json, see collsim.hardware.files)",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--nodes", type=int, default=None,
+        "--nodes",
+        type=int,
+        default=None,
         help="hardware presets: how many machines (default 1), e.g. --topology dgx-h100 "
-             "--nodes 4 is 32 GPUs on 8 rails",
-    )  # fmt: skip
+        "--nodes 4 is 32 GPUs on 8 rails",
+    )
     g.add_argument(
         "--bandwidth",
         default="100GB/s",
         help="per link and direction, e.g. 100GB/s, 400Gbit/s, inf; a number needs its unit "
         "(default 100GB/s)",
     )
-    g.add_argument("--latency", default="5us",
-                   help="per link, e.g. 5us, 2ms, 0; a number other than 0 needs its unit "
-                        "(default 5us)")  # fmt: skip
-    g.add_argument("--model", default="maxmin", choices=("maxmin", "ideal"),
-                   help="maxmin shares links fairly among flows (congestion); ideal ignores "
-                        "other flows (alpha + n/beta per message) (default maxmin)")  # fmt: skip
     g.add_argument(
-        "--protocol", default=None, metavar="NAME",
+        "--latency",
+        default="5us",
+        help="per link, e.g. 5us, 2ms, 0; a number other than 0 needs its unit (default 5us)",
+    )
+    g.add_argument(
+        "--model",
+        default="maxmin",
+        choices=("maxmin", "ideal"),
+        help="maxmin shares links fairly among flows (congestion); ideal ignores "
+        "other flows (alpha + n/beta per message) (default maxmin)",
+    )
+    g.add_argument(
+        "--protocol",
+        default=None,
+        metavar="NAME",
         help="NCCL's wire protocol (NCCL_PROTO): simple, ll128, ll, or auto (pick by size, as "
-             "NCCL's tuner does). Default: auto on a hardware preset, none elsewhere",
-    )  # fmt: skip
+        "NCCL's tuner does). Default: auto on a hardware preset, none elsewhere",
+    )
     g.add_argument(
         "--gpus-per-node", type=int, default=4, help="hierarchical only: GPUs per node (default 4)"
     )
@@ -136,8 +153,10 @@ def machine_from_args(args):
     known = list(TOPOLOGIES) + list(hardware.PRESETS)
     near = difflib.get_close_matches(str(name), known, n=1)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
-    raise ConfigError(f"--topology {name!r}{hint}: choose one of {', '.join(known)}, or a "
-                      "machine file ending in .toml or .json")  # fmt: skip
+    raise ConfigError(
+        f"--topology {name!r}{hint}: choose one of {', '.join(known)}, or a "
+        "machine file ending in .toml or .json"
+    )
 
 
 def resolve_cluster_args(args):
@@ -151,10 +170,12 @@ def resolve_cluster_args(args):
         flag_value(check_protocol, args.protocol, "--protocol")
     if machine is None:
         if args.nodes is not None:
-            raise ConfigError(f"--nodes {args.nodes}: only hardware presets and machine files "
-                              f"have nodes (e.g. --topology dgx-h100 --nodes {args.nodes}); "
-                              "for a generic two-level network use --topology hierarchical "
-                              "--gpus-per-node")  # fmt: skip
+            raise ConfigError(
+                f"--nodes {args.nodes}: only hardware presets and machine files "
+                f"have nodes (e.g. --topology dgx-h100 --nodes {args.nodes}); "
+                "for a generic two-level network use --topology hierarchical "
+                "--gpus-per-node"
+            )
         if args.ranks is None:
             args.ranks = default
         return None
@@ -165,9 +186,11 @@ def resolve_cluster_args(args):
         check_int(args.ranks, "--ranks", minimum=1)
         nodes = args.nodes if args.nodes is not None else max(1, round(args.ranks / per))
         if args.ranks != nodes * per:
-            raise ConfigError(f"--ranks {args.ranks} on {machine.name} ({per} GPUs per node): "
-                              f"ranks must be --nodes x {per}; nearest valid --ranks "
-                              f"{nodes * per} (--nodes {nodes})")  # fmt: skip
+            raise ConfigError(
+                f"--ranks {args.ranks} on {machine.name} ({per} GPUs per node): "
+                f"ranks must be --nodes x {per}; nearest valid --ranks "
+                f"{nodes * per} (--nodes {nodes})"
+            )
     nodes = args.nodes if args.nodes is not None else 1
     args.nodes, args.ranks = nodes, nodes * per
     return machine
@@ -255,8 +278,9 @@ def build_topology(args, analytical=None):
             )
         link_rate(args.inter_bandwidth, "--inter-bandwidth")
         link_latency(args.inter_latency, "--inter-latency")
-        return topology.hierarchical(k // per, per, bandwidth, args.inter_bandwidth, latency,
-                                     args.inter_latency)  # fmt: skip
+        return topology.hierarchical(
+            k // per, per, bandwidth, args.inter_bandwidth, latency, args.inter_latency
+        )
     return topology.PRESETS[name](k, bandwidth, latency)
 
 
@@ -268,11 +292,18 @@ def cluster_from_args(args, analytical=None, **options):
 
     faults = faults_from_args(args)
     if faults and (analytical if analytical is not None else getattr(args, "analytical", False)):
-        raise ConfigError(f"{faults.all()[0].given} with --analytical: the closed form models "
-                          "no faults; drop --analytical (a simulation, or --count-only, "
-                          "does)")  # fmt: skip
-    return Cluster(build_topology(args, analytical), model=args.model, protocol=args.protocol,
-                   faults=faults, **options)  # fmt: skip
+        raise ConfigError(
+            f"{faults.all()[0].given} with --analytical: the closed form models "
+            "no faults; drop --analytical (a simulation, or --count-only, "
+            "does)"
+        )
+    return Cluster(
+        build_topology(args, analytical),
+        model=args.model,
+        protocol=args.protocol,
+        faults=faults,
+        **options,
+    )
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

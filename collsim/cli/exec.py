@@ -13,15 +13,22 @@ from .exit_status import Meaning
 from .guards import GUARD_FLAGS, add_guard_arguments, guards_from_args
 from .paths import check_output_path
 
-__all__ = ["register", "run_exec", "script_argv", "summary_lines", "unmatched_warning",
-           "INTERRUPTED"]  # fmt: skip
+__all__ = [
+    "register",
+    "run_exec",
+    "script_argv",
+    "summary_lines",
+    "unmatched_warning",
+    "INTERRUPTED",
+]
 
 INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT), as a shell's
 
-EXIT_STATUS = Meaning(ok="the script ran on every rank (a message left unmatched only warns, "
-                         "unless --strict)",
-                      failed="a rank raised (or exited non-zero), the script would hang, or a "
-                             "guard stopped it; 130 Ctrl-C")  # fmt: skip
+EXIT_STATUS = Meaning(
+    ok="the script ran on every rank (a message left unmatched only warns, unless --strict)",
+    failed="a rank raised (or exited non-zero), the script would hang, or a "
+    "guard stopped it; 130 Ctrl-C",
+)
 
 DESCRIPTION = """\
 Run an ordinary mpi4py program, unchanged, on K ranks of a virtual cluster.
@@ -83,16 +90,28 @@ def register(subparsers):
         help="the algorithm MPI collectives run: ring (default, MPICH's choice for large "
         "messages), tree, halving_doubling, naive, direct, or auto",
     )
-    p.add_argument("--trace", metavar="FILE", default=None,
-                   help="write the run's Chrome/Perfetto trace JSON here")  # fmt: skip
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="write the run's Chrome/Perfetto trace JSON here",
+    )
     p.add_argument("script", help="the Python file every rank runs (as __main__)")
-    p.add_argument("args", nargs=argparse.REMAINDER,
-                   help="the script's own arguments (its sys.argv[1:])")  # fmt: skip
-    p.add_argument("--strict", action="store_true",
-                   help="a message no rank received is an error (exit 1); by default it is "
-                        "a warning, as mpirun reports it at MPI_Finalize and exits 0")  # fmt: skip
-    add_cluster_arguments(p, ranks=4, rank_flags=("-n", "-np", "--np", "--ranks", "-k"),
-                          rank_help="number of ranks, as mpirun's -n / -np")  # fmt: skip
+    p.add_argument(
+        "args", nargs=argparse.REMAINDER, help="the script's own arguments (its sys.argv[1:])"
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a message no rank received is an error (exit 1); by default it is "
+        "a warning, as mpirun reports it at MPI_Finalize and exits 0",
+    )
+    add_cluster_arguments(
+        p,
+        ranks=4,
+        rank_flags=("-n", "-np", "--np", "--ranks", "-k"),
+        rank_help="number of ranks, as mpirun's -n / -np",
+    )
     add_guard_arguments(p, max_ops_default=f"{EXEC_OPS_BASE:,} + 4K(K-1)")
     p.set_defaults(func=run_exec)
 
@@ -100,8 +119,9 @@ def register(subparsers):
 def run_exec(args):
     from .. import launch
 
-    check_int(args.ranks, "-n", minimum=1, maximum=launch.MAX_EXEC_RANKS,
-              hint="one thread per rank")  # fmt: skip
+    check_int(
+        args.ranks, "-n", minimum=1, maximum=launch.MAX_EXEC_RANKS, hint="one thread per rank"
+    )
     launch.load_script(args.script)  # a missing file or a syntax error, before anything
     launch.check_algorithm(args.algorithm, flag="--algorithm")
     if args.trace is not None:
@@ -109,8 +129,13 @@ def run_exec(args):
     guards = guards_from_args(args, args.ranks)
     cluster = cluster_from_args(args, guard_flags=GUARD_FLAGS, **guards)
     try:
-        result = launch.exec_script(args.script, argv=script_argv(args), cluster=cluster,
-                                    algorithm=args.algorithm, strict=args.strict)  # fmt: skip
+        result = launch.exec_script(
+            args.script,
+            argv=script_argv(args),
+            cluster=cluster,
+            algorithm=args.algorithm,
+            strict=args.strict,
+        )
     except DeadlockError as exc:  # the report, said of the script (a copy: same fields)
         what = "stalled" if isinstance(exc, WatchdogTimeout) else "would hang forever"
         error = copy.copy(exc)
@@ -118,8 +143,12 @@ def run_exec(args):
         raise error from None
     except KeyboardInterrupt as exc:  # Ctrl-C: where each rank was, as the status says
         sys.stdout.flush()
-        print(f"collsim exec: interrupted (Ctrl-C): {args.script} on {cluster.size} ranks",
-              *getattr(exc, "__notes__", ()), sep="\n", file=sys.stderr)  # fmt: skip
+        print(
+            f"collsim exec: interrupted (Ctrl-C): {args.script} on {cluster.size} ranks",
+            *getattr(exc, "__notes__", ()),
+            sep="\n",
+            file=sys.stderr,
+        )
         return INTERRUPTED
     sys.stdout.flush()
     if result.unmatched:  # what MPI_Finalize warns of; the run itself completed
@@ -171,12 +200,17 @@ def script_argv(args, command_line=None):
 def summary_lines(result, args):
     """The lines printed to stderr after the run: time and bytes sent per rank."""
     sent = result.bytes_sent
-    network = (f"{args.topology}, {args.bandwidth} per link, {args.latency} latency"
-               if args.topology in ("ring", "bidirectional_ring", "fully_connected", "switch",
-                                    "torus2d", "hierarchical") else args.topology)  # fmt: skip
-    lines = [f"# collsim exec: {args.script} on {len(sent)} ranks ({network})",
-             f"# simulated time {units.format_time(result.time)}; bytes sent "
-             f"{units.format_size(sum(sent))} in all"]  # fmt: skip
+    network = (
+        f"{args.topology}, {args.bandwidth} per link, {args.latency} latency"
+        if args.topology
+        in ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2d", "hierarchical")
+        else args.topology
+    )
+    lines = [
+        f"# collsim exec: {args.script} on {len(sent)} ranks ({network})",
+        f"# simulated time {units.format_time(result.time)}; bytes sent "
+        f"{units.format_size(sum(sent))} in all",
+    ]
     per_rank = [f"r{r} {units.format_size(b)}" for r, b in enumerate(sent)]
     for start in range(0, len(per_rank), 8):
         lead = "# bytes sent per rank: " if start == 0 else "#" + " " * 21

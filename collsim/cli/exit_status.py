@@ -48,8 +48,10 @@ def status_of(error):
 
 def epilog(meaning=DEFAULT):
     """The ``exit status:`` paragraph of a command's --help."""
-    text = (f"exit status: 0 {meaning.ok}; 1 {meaning.failed}; 2 refused input (an unknown "
-            "flag or a value collsim refuses, named after 'collsim: error:')")  # fmt: skip
+    text = (
+        f"exit status: 0 {meaning.ok}; 1 {meaning.failed}; 2 refused input (an unknown "
+        "flag or a value collsim refuses, named after 'collsim: error:')"
+    )
     return textwrap.fill(text, 92)
 
 

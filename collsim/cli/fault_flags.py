@@ -26,22 +26,46 @@ def add_fault_arguments(parser, computes=True):
         + " (each flag may repeat; nodes are ranks or switch names)"
     )
     if computes:
-        g.add_argument("--slow-rank", action="append", default=None, metavar="R:F",
-                       help="rank R computes F times slower, e.g. --slow-rank 3:2x (a "
-                            "straggler: its compute takes twice as long)")  # fmt: skip
-    g.add_argument("--slow-link", action="append", default=None, metavar="U-V:F",
-                   help="link U-V (both directions) at F times its bandwidth, e.g. --slow-link "
-                        "2-3:0.25 (a quarter: a ring is then set by that link)")  # fmt: skip
-    g.add_argument("--fail-link", action="append", default=None, metavar="U-V@T",
-                   help="link U-V goes down at simulated time T, e.g. --fail-link 2-3@1ms: "
-                        "traffic reroutes where the topology has another path, else it "
-                        "stalls")  # fmt: skip
-    g.add_argument("--crash-rank", action="append", default=None, metavar="R@T",
-                   help="rank R crashes at time T, e.g. --crash-rank 5@2ms: the run ends with "
-                        "the watchdog's report naming it")  # fmt: skip
-    g.add_argument("--watchdog-timeout", default=None, metavar="T",
-                   help="simulated time without progress before the watchdog stops a stalled "
-                        "run, e.g. --watchdog-timeout 1s (default 10s)")  # fmt: skip
+        g.add_argument(
+            "--slow-rank",
+            action="append",
+            default=None,
+            metavar="R:F",
+            help="rank R computes F times slower, e.g. --slow-rank 3:2x (a "
+            "straggler: its compute takes twice as long)",
+        )
+    g.add_argument(
+        "--slow-link",
+        action="append",
+        default=None,
+        metavar="U-V:F",
+        help="link U-V (both directions) at F times its bandwidth, e.g. --slow-link "
+        "2-3:0.25 (a quarter: a ring is then set by that link)",
+    )
+    g.add_argument(
+        "--fail-link",
+        action="append",
+        default=None,
+        metavar="U-V@T",
+        help="link U-V goes down at simulated time T, e.g. --fail-link 2-3@1ms: "
+        "traffic reroutes where the topology has another path, else it "
+        "stalls",
+    )
+    g.add_argument(
+        "--crash-rank",
+        action="append",
+        default=None,
+        metavar="R@T",
+        help="rank R crashes at time T, e.g. --crash-rank 5@2ms: the run ends with "
+        "the watchdog's report naming it",
+    )
+    g.add_argument(
+        "--watchdog-timeout",
+        default=None,
+        metavar="T",
+        help="simulated time without progress before the watchdog stops a stalled "
+        "run, e.g. --watchdog-timeout 1s (default 10s)",
+    )
     return g
 
 

@@ -59,24 +59,30 @@ def footer_lines(cluster, result):
             if rank in slow
             else ""
         )
-        lines.append(f"# slowest rank: rank {rank}, computing {units.format_time(computes[rank])}"
-                     f" of the {units.format_time(end)} run{why}")  # fmt: skip
+        lines.append(
+            f"# slowest rank: rank {rank}, computing {units.format_time(computes[rank])}"
+            f" of the {units.format_time(end)} run{why}"
+        )
     if busiest is not None and busiest.busy > 0 and busiest.busy >= max(computes):
         u, v = busiest.link
         why = ""
         for record in faults.slow_links:
             if {record.u, record.v} == {u, v}:
                 why = f", at {record.factor:g}x its bandwidth ({_flag(record)})"
-        lines.append(f"# time set by link {u}->{v}: busy {units.format_time(busiest.busy)} of the "
-                     f"{units.format_time(end)} run{why}")  # fmt: skip
+        lines.append(
+            f"# time set by link {u}->{v}: busy {units.format_time(busiest.busy)} of the "
+            f"{units.format_time(end)} run{why}"
+        )
     log = getattr(trace, "faults", None)
     if log is not None and log.reroutes:
         moved = sum(r.remaining for r in log.reroutes)
         detour = dict.fromkeys(link for r in log.reroutes for link in r.new_links)
         shown = ", ".join(f"{a}->{b}" for a, b in list(detour)[:6])
         more = f" and {len(detour) - 6} more" if len(detour) > 6 else ""
-        lines.append(f"# rerouted: {len(log.reroutes)} transfer(s) off failed links, "
-                     f"{units.format_size(round(moved))} over {shown}{more}")  # fmt: skip
+        lines.append(
+            f"# rerouted: {len(log.reroutes)} transfer(s) off failed links, "
+            f"{units.format_size(round(moved))} over {shown}{more}"
+        )
     return lines
 
 

@@ -37,9 +37,11 @@ def link_lines(args):
         f"{_time('--latency', args.latency)}"
     ]
     if args.topology == "hierarchical":
-        lines.append(f"# between nodes of {args.gpus_per_node} GPUs per node: "
-                     f"{_rate('--inter-bandwidth', args.inter_bandwidth)} per NIC; "
-                     f"{_time('--inter-latency', args.inter_latency)}")  # fmt: skip
+        lines.append(
+            f"# between nodes of {args.gpus_per_node} GPUs per node: "
+            f"{_rate('--inter-bandwidth', args.inter_bandwidth)} per NIC; "
+            f"{_time('--inter-latency', args.inter_latency)}"
+        )
     return lines
 
 
@@ -49,14 +51,19 @@ def sizes_line(args, sizes):
         text = "1MiB (the default)" if args.size is None else args.size
         return f"# size: {read_as('--size', text, sizes[0], _bytes)}"
     low = "8 (the default)" if args.min_bytes is None else args.min_bytes
-    high, largest = ("--min-bytes (the default)", sizes[0]) if args.max_bytes is None else (
-        args.max_bytes, units.parse_size(args.max_bytes))  # fmt: skip
+    high, largest = (
+        ("--min-bytes (the default)", sizes[0])
+        if args.max_bytes is None
+        else (args.max_bytes, units.parse_size(args.max_bytes))
+    )
     count = f"{len(sizes)} size" + ("s" if len(sizes) > 1 else "")
     if sizes[-1] != largest:  # the factor steps past --max-bytes: say where it stops
         count += f", the last {_bytes(sizes[-1])}"
-    return (f"# sizes: {read_as('--min-bytes', low, sizes[0], _bytes)} .. "
-            f"{read_as('--max-bytes', high, largest, _bytes)}, times --factor {args.factor}: "
-            f"{count}")  # fmt: skip
+    return (
+        f"# sizes: {read_as('--min-bytes', low, sizes[0], _bytes)} .. "
+        f"{read_as('--max-bytes', high, largest, _bytes)}, times --factor {args.factor}: "
+        f"{count}"
+    )
 
 
 def _bytes(nbytes):

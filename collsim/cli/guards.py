@@ -34,16 +34,29 @@ GUARD_FLAGS = {"max_ops": "--max-ops", "max_time": "--max-time", "max_events": "
 
 def add_guard_arguments(parser, max_ops_default):
     """Add the three guard flags to ``parser`` (``max_ops_default`` says its default)."""
-    g = parser.add_argument_group("runaway guards (each stops the run with a report of what "
-                                  "each rank was doing; 'inf' switches one off)")  # fmt: skip
-    g.add_argument("--max-ops", default=None, metavar="N",
-                   help="operations (calls and messages) the ranks may issue, default "
-                        f"{max_ops_default}: a busy loop of calls stops in seconds")  # fmt: skip
-    g.add_argument("--max-time", default=None, metavar="T",
-                   help="simulated time the run may reach, e.g. 10s or 7200s (default "
-                        "86400s, a day)")  # fmt: skip
-    g.add_argument("--max-events", default=None, metavar="N",
-                   help=f"engine events, a backstop (default {DEFAULT_MAX_EVENTS:,})")  # fmt: skip
+    g = parser.add_argument_group(
+        "runaway guards (each stops the run with a report of what "
+        "each rank was doing; 'inf' switches one off)"
+    )
+    g.add_argument(
+        "--max-ops",
+        default=None,
+        metavar="N",
+        help="operations (calls and messages) the ranks may issue, default "
+        f"{max_ops_default}: a busy loop of calls stops in seconds",
+    )
+    g.add_argument(
+        "--max-time",
+        default=None,
+        metavar="T",
+        help="simulated time the run may reach, e.g. 10s or 7200s (default 86400s, a day)",
+    )
+    g.add_argument(
+        "--max-events",
+        default=None,
+        metavar="N",
+        help=f"engine events, a backstop (default {DEFAULT_MAX_EVENTS:,})",
+    )
     return g
 
 

@@ -10,8 +10,7 @@ from .exit_status import Meaning
 
 __all__ = ["register", "run"]
 
-EXIT_STATUS = Meaning(ok="done",
-                      failed="a machine file could not be read")  # fmt: skip
+EXIT_STATUS = Meaning(ok="done", failed="a machine file could not be read")
 
 DESCRIPTION = """\
 The machines collsim can simulate: the GPUs of a node, how they are wired (NVSwitch or PCIe),
@@ -38,12 +37,19 @@ examples:
 
 
 def register(subparsers):
-    p = subparsers.add_parser("hardware", help="the hardware presets: links, rates, sources",
-                              description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
+    p = subparsers.add_parser(
+        "hardware",
+        help="the hardware presets: links, rates, sources",
+        description=DESCRIPTION,
+        formatter_class=Formatter,
+    )
     p.add_argument(
-        "machine", nargs="?", default=None, metavar="NAME|FILE",
+        "machine",
+        nargs="?",
+        default=None,
+        metavar="NAME|FILE",
         help="a preset (dgx-a100, dgx-h100, pcie-8gpu) or a .toml/.json file",
-    )  # fmt: skip
+    )
     p.add_argument("--nodes", type=int, default=1, help="nodes to build (default 1)")
     p.set_defaults(func=run)
 
@@ -63,8 +69,10 @@ def run(args):
     check_int(args.nodes, "--nodes", minimum=1, maximum=hardware.MAX_NODES)
     graph = hardware.topology(machine, args.nodes)
     print(machine.describe())
-    print(f"# {graph.graph['name']}: {machine.gpus_per_node * args.nodes} GPUs; links by class "
-          "(per direction):")  # fmt: skip
+    print(
+        f"# {graph.graph['name']}: {machine.gpus_per_node * args.nodes} GPUs; links by class "
+        "(per direction):"
+    )
     for line in link_table(graph):
         print(line)
     if machine.sources:
@@ -87,9 +95,13 @@ def link_table(graph):
         between = "-".join(sorted((end(u), end(v))))
         key = (data["link_class"], between, data["line_rate"], data["bandwidth"], data["latency"])
         rows[key] = rows.get(key, 0) + 1
-    lines = [f"  {'class':<7} {'between':<14} {'links':>6} {'line rate':>12} {'effective':>12} "
-             f"{'latency':>9}"]  # fmt: skip
+    lines = [
+        f"  {'class':<7} {'between':<14} {'links':>6} {'line rate':>12} {'effective':>12} "
+        f"{'latency':>9}"
+    ]
     for (cls, between, line, eff, lat), n in sorted(rows.items()):
-        lines.append(f"  {cls:<7} {between:<14} {n:>6} {format_rate(line):>12} "
-                     f"{format_rate(eff):>12} {format_time(lat):>9}")  # fmt: skip
+        lines.append(
+            f"  {cls:<7} {between:<14} {n:>6} {format_rate(line):>12} "
+            f"{format_rate(eff):>12} {format_time(lat):>9}"
+        )
     return lines

@@ -18,8 +18,7 @@ from .exit_status import Meaning
 
 __all__ = ["register", "run", "lessons_dir", "find_lessons", "cells", "numbered_cells", "Cell"]
 
-EXIT_STATUS = Meaning(ok="done",
-                      failed="a cell raised (its traceback is printed)")  # fmt: skip
+EXIT_STATUS = Meaning(ok="done", failed="a cell raised (its traceback is printed)")
 
 DESCRIPTION = """\
 The lessons are percent-format Python files in the repository's lessons/ folder: each
@@ -50,10 +49,17 @@ CELL = re.compile(r"^# %%(.*)$")
 
 
 def register(subparsers):
-    p = subparsers.add_parser("lesson", help="list the lessons or run one (collsim lesson list)",
-                              description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
-    p.add_argument("which", help="'list', 'build' (--lang ja: write the Japanese lessons to "
-                   "open as notebooks), or a lesson number such as 3")  # fmt: skip
+    p = subparsers.add_parser(
+        "lesson",
+        help="list the lessons or run one (collsim lesson list)",
+        description=DESCRIPTION,
+        formatter_class=Formatter,
+    )
+    p.add_argument(
+        "which",
+        help="'list', 'build' (--lang ja: write the Japanese lessons to "
+        "open as notebooks), or a lesson number such as 3",
+    )
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between cells")
     p.add_argument(
         "--lang",
@@ -182,8 +188,10 @@ def summary(path, lang="en"):
     """(title, one line) from the lesson's first markdown cell."""
     for kind, source in cells(lesson_text(path, lang)):
         if kind == "markdown":
-            prose = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in
-                     source.splitlines()]  # fmt: skip
+            prose = [
+                line[2:] if line.startswith("# ") else line.lstrip("#")
+                for line in source.splitlines()
+            ]
             title = re.sub(r"^\d+\.\s*", "", prose[0].lstrip("# ").strip())  # number shown apart
             rest = next((p.strip() for p in prose[1:] if p.strip()), "")
             return title, rest
@@ -257,15 +265,19 @@ def _no_such_lesson(which, number, lessons, folder, english):
     if folder != english and number in find_lessons(english):
         nearest = min(lessons, key=lambda n: (abs(n - number), n)) if lessons else None
         there = f"the nearest Japanese lesson is {nearest}" if nearest else "none exists yet"
-        return (f"no Japanese lesson {which} yet in {folder}: {there} "
-                f"(`collsim lesson list --lang ja`); the English one runs with "
-                f"`collsim lesson {number} --lang en`")  # fmt: skip
+        return (
+            f"no Japanese lesson {which} yet in {folder}: {there} "
+            f"(`collsim lesson list --lang ja`); the English one runs with "
+            f"`collsim lesson {number} --lang en`"
+        )
     if not lessons:
         return f"no lesson {which}: the folder {folder} has no NN_topic.py files"
     nearest = min(lessons, key=lambda n: (abs(n - number), n))
     listing = "collsim lesson list" + (" --lang ja" if folder != english else "")
-    return (f"no lesson {which}: the nearest is {nearest}; choose one of {sorted(lessons)} "
-            f"(see `{listing}`)")  # fmt: skip
+    return (
+        f"no lesson {which}: the nearest is {nearest}; choose one of {sorted(lessons)} "
+        f"(see `{listing}`)"
+    )
 
 
 @contextlib.contextmanager
@@ -294,8 +306,12 @@ def _run_cells(path, args, lang):
     os.environ.setdefault("MPLBACKEND", "Agg")
     for cell in numbered_cells(_read(path)):
         if cell.kind == "markdown":
-            print("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#")
-                            for line in cell.source.splitlines()))  # fmt: skip
+            print(
+                "\n".join(
+                    line[2:] if line.startswith("# ") else line.lstrip("#")
+                    for line in cell.source.splitlines()
+                )
+            )
         else:
             print("\n".join(">>> " + line for line in cell.source.splitlines()))
             _run_cell(cell, path, namespace)

@@ -136,8 +136,9 @@ ELEMENTWISE_RATE = 1e9  # elementwise operations/s; GELU's tanh and powers count
 MAX_WORK_SECONDS = 60.0  # what a check may take; longer looks hung
 
 
-def transformer_seconds(*, layers, params_per_layer, tokens, sequences, heads, seq, hidden,
-                        ffn=None, passes=1):  # fmt: skip
+def transformer_seconds(
+    *, layers, params_per_layer, tokens, sequences, heads, seq, hidden, ffn=None, passes=1
+):
     """Wall seconds of ``passes`` forward + backward passes of numpy, estimated: backward
     is twice the forward; a forward does 2·P·tokens matmul FLOP for the weights and
     4·head_dim per attention score, ~20 elementwise operations per score and

@@ -7,8 +7,9 @@ from .fault_flags import add_fault_arguments
 
 __all__ = ["register", "run", "human_report", "check_args", "estimate_memory", "FORMATS", "LIMITS"]
 
-EXIT_STATUS = Meaning(ok="the pipeline matches one device",
-                      failed="it does not, or a crashed rank stalled it")  # fmt: skip
+EXIT_STATUS = Meaning(
+    ok="the pipeline matches one device", failed="it does not, or a crashed rank stalled it"
+)
 
 FORMATS = ("png", "svg", "pdf")  # what --out accepts, by extension
 # one step runs in seconds within these; past them the table and the picture are unreadable
@@ -102,8 +103,11 @@ def run(args):
     cluster = fault_cluster(args)
     if cluster is not None:  # only with faults: every other output stays as it was
         options["cluster"] = cluster
-    timing = {k: getattr(args, k) for k in ("t_forward", "t_backward", "t_weight", "bandwidth",
-                                            "latency") if getattr(args, k) is not None}  # fmt: skip
+    timing = {
+        k: getattr(args, k)
+        for k in ("t_forward", "t_backward", "t_weight", "bandwidth", "latency")
+        if getattr(args, k) is not None
+    }
     with progress("collsim pipeline: one step", args.progress), explain_time_guard(**timing):
         result = toy_pipeline(
             config,
@@ -143,8 +147,7 @@ def fault_cluster(args):
     faults = faults_from_args(args)
     if not faults:
         return None
-    graph = topology.bidirectional_ring(args.stages, bandwidth=args.bandwidth,
-                                        latency=args.latency)  # fmt: skip
+    graph = topology.bidirectional_ring(args.stages, bandwidth=args.bandwidth, latency=args.latency)
     return Cluster(graph, compute_rate=float("inf"), faults=faults)
 
 
@@ -187,9 +190,11 @@ def check_args(args):
         check_int(getattr(args, flag), f"--{flag.replace('_', '-')}", minimum=1)
     build_schedule(args.schedule, args.stages, args.microbatches, args.virtual)  # names the rule
     times = {}
-    for key, flag, text in (("t_f", "--t-forward", args.t_forward),
-                            ("t_b", "--t-backward", args.t_backward),
-                            ("t_w", "--t-weight", args.t_weight)):  # fmt: skip
+    for key, flag, text in (
+        ("t_f", "--t-forward", args.t_forward),
+        ("t_b", "--t-backward", args.t_backward),
+        ("t_w", "--t-weight", args.t_weight),
+    ):
         if text is None:
             times[key] = times["t_f"]
             continue
@@ -198,20 +203,35 @@ def check_args(args):
     # the step lasts at least (m + p - 1) passes of every kind: past the time guard it stops
     step = (args.microbatches + args.stages - 1) * args.virtual * sum(times.values())
     if step > DEFAULT_MAX_TIME:
-        given = ", ".join(f"{flag} {text}" for flag, text in (("--t-forward", args.t_forward),
-                          ("--t-backward", args.t_backward), ("--t-weight", args.t_weight))
-                          if text is not None)  # fmt: skip
+        given = ", ".join(
+            f"{flag} {text}"
+            for flag, text in (
+                ("--t-forward", args.t_forward),
+                ("--t-backward", args.t_backward),
+                ("--t-weight", args.t_weight),
+            )
+            if text is not None
+        )
         raise ConfigError(
             f"{given}: the step would take at least {format_time(step)} "
             "of simulated time, past the simulation's guard (1 day); real passes take "
             "milliseconds, like --t-forward 1ms"
         )
     layers = args.stages * args.virtual if args.layers is None else args.layers
-    need = estimate_memory(args.stages, args.microbatches, layers, args.micro_batch_size,
-                           args.seq, args.hidden, args.heads)  # fmt: skip
-    sizes = (f"--hidden {args.hidden}, --heads {args.heads}, --layers {layers}, --microbatches "
-             f"{args.microbatches}, --micro-batch-size {args.micro_batch_size}, --seq "
-             f"{args.seq}")  # fmt: skip
+    need = estimate_memory(
+        args.stages,
+        args.microbatches,
+        layers,
+        args.micro_batch_size,
+        args.seq,
+        args.hidden,
+        args.heads,
+    )
+    sizes = (
+        f"--hidden {args.hidden}, --heads {args.heads}, --layers {layers}, --microbatches "
+        f"{args.microbatches}, --micro-batch-size {args.micro_batch_size}, --seq "
+        f"{args.seq}"
+    )
     tokens = args.microbatches * args.micro_batch_size * args.seq
     seconds = transformer_seconds(
         layers=layers,
@@ -224,20 +244,29 @@ def check_args(args):
         passes=2,  # the pipeline and one device
     )
     check_work(seconds, sizes, "the bubble and the schedule do not depend on the model's size")
-    check_fits(need, f"{sizes} (float64 weights and activations)",
-               "the bubble and the schedule do not depend on the model's size: the default "
-               "--hidden 8 shows the same")  # fmt: skip
+    check_fits(
+        need,
+        f"{sizes} (float64 weights and activations)",
+        "the bubble and the schedule do not depend on the model's size: the default "
+        "--hidden 8 shows the same",
+    )
     if args.hidden % args.heads:
         # the nearest divisor of hidden, searched near --heads only (hidden may be huge)
-        near = [h for h in range(max(1, args.heads - 4096), args.heads + 4097)
-                if args.hidden % h == 0] or [1]  # fmt: skip
+        near = [
+            h for h in range(max(1, args.heads - 4096), args.heads + 4097) if args.hidden % h == 0
+        ] or [1]
         nearest = min(near, key=lambda h: (abs(h - args.heads), h))
         raise ConfigError(
             f"--heads {args.heads} does not divide --hidden {args.hidden} "
             f"(head size = hidden / heads); nearest valid --heads {nearest}"
         )
-    config = ParallelConfig(pp=args.stages, microbatches=args.microbatches, vpp=args.virtual,
-                            schedule=args.schedule, **times)  # fmt: skip
+    config = ParallelConfig(
+        pp=args.stages,
+        microbatches=args.microbatches,
+        vpp=args.virtual,
+        schedule=args.schedule,
+        **times,
+    )
     return fmt, config
 
 

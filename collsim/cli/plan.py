@@ -10,8 +10,9 @@ PRESET_NAMES = tuple(PRESETS)
 
 __all__ = ["register", "run", "add_config_arguments", "config_from_args"]
 
-EXIT_STATUS = Meaning(ok="valid (or --search found some)",
-                      failed="invalid (or --search found none)")  # fmt: skip
+EXIT_STATUS = Meaning(
+    ok="valid (or --search found some)", failed="invalid (or --search found none)"
+)
 
 DESCRIPTION = """\
 Check a distributed-training configuration against every rule at once (world = tp·pp·cp·dp,

@@ -27,9 +27,10 @@ from .run_measure import check_size, choice_of, measure
 
 __all__ = ["register", "run", "measure", "sizes_from_args", "numeric_bytes", "JSON_FIELDS"]
 
-EXIT_STATUS = Meaning(ok="every output equals numpy's (or there is no data to check)",
-                      failed="an output differs from numpy's, or the run stalled (the "
-                             "watchdog's report)")  # fmt: skip
+EXIT_STATUS = Meaning(
+    ok="every output equals numpy's (or there is no data to check)",
+    failed="an output differs from numpy's, or the run stalled (the watchdog's report)",
+)
 
 # the --json row, documented once: `collsim run --help` prints this table
 JSON_FIELDS = {
@@ -91,8 +92,12 @@ examples:
 def register(subparsers):
     from ..collectives.formulas import ALGORITHMS
 
-    p = subparsers.add_parser("run", help="run a collective and print nccl-tests style results",
-                              description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
+    p = subparsers.add_parser(
+        "run",
+        help="run a collective and print nccl-tests style results",
+        description=DESCRIPTION,
+        formatter_class=Formatter,
+    )
     p.add_argument(
         "collective", help="one of " + ", ".join(c.replace("_", "-") for c in ALGORITHMS)
     )
@@ -118,9 +123,12 @@ def register(subparsers):
         default=None,
         help="sweep: smallest S, as nccl-tests' -b (8K = 8KiB) (default 8)",
     )
-    p.add_argument("--max-bytes", "-e", default=None,
-                   help="sweep: largest S, as nccl-tests' -e (8G = 8GiB) (default "
-                        "--min-bytes)")  # fmt: skip
+    p.add_argument(
+        "--max-bytes",
+        "-e",
+        default=None,
+        help="sweep: largest S, as nccl-tests' -e (8G = 8GiB) (default --min-bytes)",
+    )
     p.add_argument(
         "--factor",
         "-f",
@@ -199,12 +207,16 @@ def check_args(args):
     canonical_algorithm(name, args.algorithm)
     check_seed(args.seed)
     if args.analytical and args.count_only:
-        raise ConfigError("--analytical and --count-only: give one (the closed form, or a "
-                          "simulation that moves sizes only)")  # fmt: skip
+        raise ConfigError(
+            "--analytical and --count-only: give one (the closed form, or a "
+            "simulation that moves sizes only)"
+        )
     if args.analytical and args.trace is not None:
-        raise ConfigError(f"--trace {args.trace} with --analytical: the closed form simulates "
-                          "nothing, so there is no trace; drop --analytical or use "
-                          "--count-only")  # fmt: skip
+        raise ConfigError(
+            f"--trace {args.trace} with --analytical: the closed form simulates "
+            "nothing, so there is no trace; drop --analytical or use "
+            "--count-only"
+        )
     if args.trace is not None:
         check_output_path(args.trace, "--trace")
     sizes = sizes_from_args(args)
@@ -218,8 +230,10 @@ def check_args(args):
         except ConfigError as exc:
             raise ConfigError(f"{given}: {exc}") from None
     if args.dtype == "bfloat16" and not (args.count_only or args.analytical):
-        raise ConfigError("--dtype bfloat16: numpy has no bfloat16; use --count-only or "
-                          "--analytical (only its 2-byte size matters)")  # fmt: skip
+        raise ConfigError(
+            "--dtype bfloat16: numpy has no bfloat16; use --count-only or "
+            "--analytical (only its 2-byte size matters)"
+        )
     largest = max(sizes)
     if not args.analytical:
         _check_time_guard(cluster, name, largest, args)
@@ -260,9 +274,18 @@ def run(args):
     ):
         for i, size in enumerate(sizes):
             note(f"size {i + 1} of {len(sizes)}, {units.format_size(size)}")
-            row, last = measure(cluster, args.collective, size, args.algorithm, args.dtype,
-                                args.op, args.root, args.seed, args.count_only,
-                                args.analytical)  # fmt: skip
+            row, last = measure(
+                cluster,
+                args.collective,
+                size,
+                args.algorithm,
+                args.dtype,
+                args.op,
+                args.root,
+                args.seed,
+                args.count_only,
+                args.analytical,
+            )
             rows.append(row)
             if not args.json and len(rows) == 1:
                 faults_report.print_header(cluster, args)  # "# faults: ..." lines
@@ -302,8 +325,10 @@ def _changed(choice, shown):
 
 def _size_flags(args):
     """The size flags as the user gave them, for a message."""
-    given = [(flag, getattr(args, flag.lstrip("-").replace("-", "_")))
-             for flag in ("--size", "--min-bytes", "--max-bytes")]  # fmt: skip
+    given = [
+        (flag, getattr(args, flag.lstrip("-").replace("-", "_")))
+        for flag in ("--size", "--min-bytes", "--max-bytes")
+    ]
     return ", ".join(f"{flag} {value}" for flag, value in given if value is not None) or (
         "the default --size 1MiB"
     )

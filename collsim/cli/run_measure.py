@@ -29,14 +29,26 @@ def check_size(name, k, size, dtype):
         unit, whose = itemsize, f"{size} B"
     if size % unit:
         lower = size - size % unit
-        raise ConfigError(f"size {size} B: {whose} is not a whole number of {dtype} elements "
-                          f"({itemsize} B each); nearest valid sizes {lower} B or "
-                          f"{lower + unit} B")  # fmt: skip
+        raise ConfigError(
+            f"size {size} B: {whose} is not a whole number of {dtype} elements "
+            f"({itemsize} B each); nearest valid sizes {lower} B or "
+            f"{lower + unit} B"
+        )
     return (size // k if name == "all_gather" else size) // itemsize
 
 
-def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum", root=0,
-            seed=0, count_only=False, analytical=False):  # fmt: skip
+def measure(
+    cluster,
+    collective,
+    size,
+    algorithm=None,
+    dtype="float32",
+    op="sum",
+    root=0,
+    seed=0,
+    count_only=False,
+    analytical=False,
+):
     """Run once and return (row dict, CollectiveResult), as ``--json`` prints it.
 
     With ``analytical=True`` nothing is simulated: the row holds the closed form and the
@@ -53,22 +65,39 @@ def measure(cluster, collective, size, algorithm=None, dtype="float32", op="sum"
     if dtype == "bfloat16" and not count_only:
         raise ConfigError("numpy has no bfloat16: use --count-only (only its 2-byte size matters)")
     if count_only:
-        out = cluster.collective(name, count=count, dtype=dtype, algorithm=algorithm, op=op,
-                                 root=root)  # fmt: skip
+        out = cluster.collective(
+            name, count=count, dtype=dtype, algorithm=algorithm, op=op, root=root
+        )
         wrong = None
     else:
         buffers = integer_inputs(k, count, dtype, op, seed)
         out = cluster.collective(name, buffers, algorithm=algorithm, op=op, root=root)
         expected = reference(name, buffers, op, root)
-        wrong = sum(0 if (a is None and b is None) else int(np.count_nonzero(a != b))
-                    for a, b in zip(out.outputs, expected))  # fmt: skip
+        wrong = sum(
+            0 if (a is None and b is None) else int(np.count_nonzero(a != b))
+            for a, b in zip(out.outputs, expected)
+        )
     t = out.time
-    return _row(cluster, name, out.algorithm, size, count, dtype, op, out.stats.bytes_sent,
-                out.stats.bytes_received, out.stats.steps, t, wrong, out.protocol), out  # fmt: skip
+    return _row(
+        cluster,
+        name,
+        out.algorithm,
+        size,
+        count,
+        dtype,
+        op,
+        out.stats.bytes_sent,
+        out.stats.bytes_received,
+        out.stats.steps,
+        t,
+        wrong,
+        out.protocol,
+    ), out
 
 
-def _row(cluster, name, algorithm, size, count, dtype, op, sent, received, steps, t, wrong,
-         protocol=None):  # fmt: skip
+def _row(
+    cluster, name, algorithm, size, count, dtype, op, sent, received, steps, t, wrong, protocol=None
+):
     from ..collectives import bus_factor
 
     algbw = size / t / 1e9 if t > 0 else None
@@ -99,8 +128,21 @@ def _analytical_row(cluster, name, size, count, algorithm, dtype, op):
     plan = analytical_plan(cluster, name, size, algorithm)
     cost = plan.cost
     busiest = [int(cost.bytes_per_rank)] * cluster.size
-    return _row(cluster, name, plan.algorithm, size, count, dtype, op, busiest, busiest,
-                cost.steps, cost.time_s, None, plan.protocol)  # fmt: skip
+    return _row(
+        cluster,
+        name,
+        plan.algorithm,
+        size,
+        count,
+        dtype,
+        op,
+        busiest,
+        busiest,
+        cost.steps,
+        cost.time_s,
+        None,
+        plan.protocol,
+    )
 
 
 def choice_of(cluster, collective, size, algorithm, result):

@@ -20,13 +20,17 @@ def header_lines(row, args, sizes):
     the column titles."""
     name = row["collective"].replace("_", "-")
     if _on_hardware(args):
-        lines = [f"# collsim run {name}: {row['ranks']} ranks, algorithm "
-                 f"{args.algorithm or 'auto'}, protocol {args.protocol or 'auto'}, topology "
-                 f"{row['topology']}, the machine's cited link rates, model "
-                 f"{args.model}"]  # fmt: skip
+        lines = [
+            f"# collsim run {name}: {row['ranks']} ranks, algorithm "
+            f"{args.algorithm or 'auto'}, protocol {args.protocol or 'auto'}, topology "
+            f"{row['topology']}, the machine's cited link rates, model "
+            f"{args.model}"
+        ]
     else:
-        lines = [f"# collsim run {name}: {row['ranks']} ranks, algorithm {row['algorithm']}, "
-                 f"topology {row['topology']}, model {args.model}"]  # fmt: skip
+        lines = [
+            f"# collsim run {name}: {row['ranks']} ranks, algorithm {row['algorithm']}, "
+            f"topology {row['topology']}, model {args.model}"
+        ]
     return [
         *lines,
         *link_lines(args),
@@ -55,7 +59,9 @@ def row_line(row):
 
     wrong = "n/a" if row["wrong"] is None else str(row["wrong"])
     op = row["op"] or "none"
-    return (f"{row['size_bytes']:>16} {row['count']:>11} {row['dtype']:>7} {op:>6} "
-            f"{row['steps']:>6} {row['time_s'] * 1e6:>8.2f} {bw(row['algbw_GBps'])} "
-            f"{bw(row['busbw_GBps'])} {max(row['bytes_sent'], default=0):>14} "
-            f"{wrong:>7}")  # fmt: skip
+    return (
+        f"{row['size_bytes']:>16} {row['count']:>11} {row['dtype']:>7} {op:>6} "
+        f"{row['steps']:>6} {row['time_s'] * 1e6:>8.2f} {bw(row['algbw_GBps'])} "
+        f"{bw(row['busbw_GBps'])} {max(row['bytes_sent'], default=0):>14} "
+        f"{wrong:>7}"
+    )

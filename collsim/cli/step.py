@@ -18,9 +18,9 @@ from .limits import check_fits
 
 __all__ = ["register", "run", "MAX_STEP_RANKS"]
 
-EXIT_STATUS = Meaning(ok="done",
-                      failed="the run stalled (a --crash-rank, or a --fail-link with no "
-                             "other path)")  # fmt: skip
+EXIT_STATUS = Meaning(
+    ok="done", failed="the run stalled (a --crash-rank, or a --fail-link with no other path)"
+)
 
 # every step prints one line per rank and per transfer: past 64 ranks nobody reads it
 MAX_STEP_RANKS = 64
@@ -41,15 +41,22 @@ examples:
 
 
 def register(subparsers):
-    p = subparsers.add_parser("step", help="step through a collective in the terminal",
-                              description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
-    p.add_argument("collective", help="all-reduce, reduce-scatter, all-gather, broadcast, "
-                                      "reduce or all-to-all")  # fmt: skip
+    p = subparsers.add_parser(
+        "step",
+        help="step through a collective in the terminal",
+        description=DESCRIPTION,
+        formatter_class=Formatter,
+    )
     p.add_argument(
-        "--algorithm", "-a", default=None,
+        "collective", help="all-reduce, reduce-scatter, all-gather, broadcast, reduce or all-to-all"
+    )
+    p.add_argument(
+        "--algorithm",
+        "-a",
+        default=None,
         help="ring, tree, halving_doubling, naive, ...; for all-reduce also nccl_ring, "
-             "double_tree, hierarchical, nvls; auto (the default on a hardware preset)",
-    )  # fmt: skip
+        "double_tree, hierarchical, nvls; auto (the default on a hardware preset)",
+    )
     p.add_argument(
         "--count", type=int, default=None, help="elements per rank (default: 2 per chunk)"
     )
@@ -65,8 +72,13 @@ def check_args(args):
 
     name = canonical_collective(args.collective)
     canonical_algorithm(name, args.algorithm)
-    k = check_int(args.ranks, "--ranks", minimum=1, maximum=MAX_STEP_RANKS,
-                  hint="each step prints every rank; `collsim run` takes more")  # fmt: skip
+    k = check_int(
+        args.ranks,
+        "--ranks",
+        minimum=1,
+        maximum=MAX_STEP_RANKS,
+        hint="each step prints every rank; `collsim run` takes more",
+    )
     count = 2 * k if args.count is None else check_int(args.count, "--count", minimum=1)
     if name == "all_to_all" and count % k:
         lower = count - count % k
@@ -97,9 +109,11 @@ def run(args):
     if out.choice is not None:  # algorithm auto: what it chose and why
         print(out.choice.info_line())
     protocol = "" if out.protocol is None else f" (protocol {out.protocol})"
-    print(f"{name.replace('_', '-')} with the {out.algorithm} algorithm{protocol} on {k} "
-          f"ranks, {count} float32 elements each, over "
-          f"{cluster.topology.graph.get('name')}")  # fmt: skip
+    print(
+        f"{name.replace('_', '-')} with the {out.algorithm} algorithm{protocol} on {k} "
+        f"ranks, {count} float32 elements each, over "
+        f"{cluster.topology.graph.get('name')}"
+    )
     for line in link_lines(args):  # each link flag as typed and as read
         print(line)
     print(f"{out.schedule.n_chunks} chunk(s) per buffer; {out.stats.steps} steps\n")
@@ -110,6 +124,8 @@ def run(args):
         if i < len(views) - 1:
             pause(args)
     sent = out.stats.bytes_sent
-    print(f"done in {units.format_time(out.time)} of simulated time; bytes sent per rank: "
-          f"{', '.join(f'{b:,}' for b in sent)} B (buffer {buffers[0].nbytes:,} B)")  # fmt: skip
+    print(
+        f"done in {units.format_time(out.time)} of simulated time; bytes sent per rank: "
+        f"{', '.join(f'{b:,}' for b in sent)} B (buffer {buffers[0].nbytes:,} B)"
+    )
     return 0

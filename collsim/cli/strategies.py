@@ -88,7 +88,7 @@ def table_lines(rows, verdicts):
         "Accelerate's ND-parallelism strategies, measured",
         *textwrap.wrap(
             measured.SOURCE, 99, initial_indent="  source:  ", subsequent_indent=" " * 11
-        ),  # fmt: skip
+        ),
         f"  model:   {measured.SHAPE.describe()}",
         f"  cluster: {measured.describe_cluster()}",
         "",
@@ -97,13 +97,16 @@ def table_lines(rows, verdicts):
         + "".join(f"{h:>11}" for h in ("params", "grads", "optimizer", "activ.", "gathered"))
         + f"{'total':>11}",
     ]
-    note = ("(each category's own peak; total is the peak of their sum, FSDP's communication "
-            "buffers included, so it need not equal the sum of the columns)")  # fmt: skip
+    note = (
+        "(each category's own peak; total is the peak of their sum, FSDP's communication "
+        "buffers included, so it need not equal the sum of the columns)"
+    )
     for r in rows:
         head = f"{r.name:<11} {_sizes(r):<8} "
         if r.not_run:
-            out += textwrap.wrap(f"not run: {r.not_run}", 99, initial_indent=head,
-                                 subsequent_indent=" " * len(head))  # fmt: skip
+            out += textwrap.wrap(
+                f"not run: {r.not_run}", 99, initial_indent=head, subsequent_indent=" " * len(head)
+            )
             continue
         mem = r.peak_memory_bytes
         keys = ("params", "grads", "optimizer", "activations", "gathered_params", "total")

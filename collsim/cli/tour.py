@@ -31,8 +31,12 @@ or LANG starting with "ja"); English is the default.
 
 
 def register(subparsers):
-    p = subparsers.add_parser("tour", help="a five-minute tour: start here",
-                              description=DESCRIPTION, formatter_class=Formatter)  # fmt: skip
+    p = subparsers.add_parser(
+        "tour",
+        help="a five-minute tour: start here",
+        description=DESCRIPTION,
+        formatter_class=Formatter,
+    )
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter")
     p.add_argument(
         "--lang",
@@ -74,8 +78,16 @@ def _data_parallel(lang):
     print(tour_text("dp_what", lang))
     print(tour_text("dp_diff", lang, diff=f"{diff:.2g}"))
     formula = 2 * 3 / 4 * params * 8
-    print(tour_text("dp_sent", lang, sent=f"{sent:,}", size=units.format_size(sent),
-                    params=f"{params:,}", formula=f"{formula:,.0f}"))  # fmt: skip
+    print(
+        tour_text(
+            "dp_sent",
+            lang,
+            sent=f"{sent:,}",
+            size=units.format_size(sent),
+            params=f"{params:,}",
+            formula=f"{formula:,.0f}",
+        )
+    )
 
 
 def run(args):
@@ -86,11 +98,19 @@ def run(args):
     print(tour_text("p2p_what", lang))
     print(tour_text("p2p_received", lang, values=result.returns))
     for t in result.trace.transfers:
-        print(tour_text("p2p_transfer", lang, src=t.src, dst=t.dst,
-                        size=units.format_size(t.nbytes), start=units.format_time(t.start),
-                        end=units.format_time(t.end),
-                        path=" -> ".join(str(u) for u, _ in t.links),
-                        last=t.links[-1][1]))  # fmt: skip
+        print(
+            tour_text(
+                "p2p_transfer",
+                lang,
+                src=t.src,
+                dst=t.dst,
+                size=units.format_size(t.nbytes),
+                start=units.format_time(t.start),
+                end=units.format_time(t.end),
+                path=" -> ".join(str(u) for u, _ in t.links),
+                last=t.links[-1][1],
+            )
+        )
     print(tour_text("p2p_time", lang, time=units.format_time(result.time)))
     pause(args)
 
@@ -113,16 +133,20 @@ def run(args):
 
     _title(tour_text("bytes_title", lang))
     size = 64 * 2**20
-    columns = [rjust(tour_text(key, lang), width) for key, width in
-               (("bytes_ring", 16), ("bytes_fraction", 14), ("bytes_naive", 16))]  # fmt: skip
+    columns = [
+        rjust(tour_text(key, lang), width)
+        for key, width in (("bytes_ring", 16), ("bytes_fraction", 14), ("bytes_naive", 16))
+    ]
     print(f"{'K':>5} " + " ".join(columns))
     for k in (2, 4, 8, 16, 64):
         c = Cluster(topology.switch(k, "100GB/s", "5us"))
         ring = c.all_reduce(count=size // 4, dtype="float32", algorithm="ring")
         naive = c.all_reduce(count=size // 4, dtype="float32", algorithm="naive")
         per = ring.stats.bytes_sent[0]
-        print(f"{k:>5} {units.format_size(per):>16} {per / size:>14.3f} "
-              f"{units.format_size(max(naive.stats.bytes_sent)):>16}")  # fmt: skip
+        print(
+            f"{k:>5} {units.format_size(per):>16} {per / size:>14.3f} "
+            f"{units.format_size(max(naive.stats.bytes_sent)):>16}"
+        )
     print(tour_text("bytes_summary", lang))
     pause(args)
 
@@ -133,8 +157,15 @@ def run(args):
     for algorithm in ("ring", "halving_doubling", "tree", "naive"):
         sim = c8.all_reduce(count=size // 4, dtype="float32", algorithm=algorithm)
         form = analytical(c8, "all_reduce", size, algorithm)
-        print(tour_text("time_row", lang, algorithm=algorithm, steps=sim.stats.steps,
-                        sim=units.format_time(sim.time),
-                        form=units.format_time(form.time_s)))  # fmt: skip
+        print(
+            tour_text(
+                "time_row",
+                lang,
+                algorithm=algorithm,
+                steps=sim.stats.steps,
+                sim=units.format_time(sim.time),
+                form=units.format_time(form.time_s),
+            )
+        )
     print(tour_text("next", lang))
     return 0

@@ -9,21 +9,49 @@ from .exit_status import Meaning
 
 __all__ = ["register", "run", "check_args"]
 
-EXIT_STATUS = Meaning(ok="the cluster matches one device",
-                      failed="it does not")  # fmt: skip
+EXIT_STATUS = Meaning(ok="the cluster matches one device", failed="it does not")
 
 # the flags that set how much memory a check needs, named in the refusal
-MODEL_SIZE_FLAGS = ("hidden", "ffn_hidden", "heads", "seq", "layers", "batch", "micro_batch",
-                    "steps", "dp", "tp")  # fmt: skip
+MODEL_SIZE_FLAGS = (
+    "hidden",
+    "ffn_hidden",
+    "heads",
+    "seq",
+    "layers",
+    "batch",
+    "micro_batch",
+    "steps",
+    "dp",
+    "tp",
+)
 # every option of VerifyConfig as the user spells it, for the refusals
-FLAGS = {"dp": "--dp", "tp": "--tp", "cp": "--cp", "pp": "--pp", "sp": "--sp",
-         "dp_replicate": "--dp-replicate", "dp_shard": "--dp-shard",
-         "gpus_per_node": "--gpus-per-node", "stage": "--stage", "optimizer": "--optimizer",
-         "prefetch": "--prefetch", "reshard_after_forward": "--no-reshard-after-forward",
-         "variant": "--variant", "layout": "--layout", "causal": "--causal",
-         "micro_batch": "--micro-batch", "accumulation": "--accumulation", "heads": "--heads",
-         "hidden": "--hidden", "seq": "--seq", "layers": "--layers", "steps": "--steps",
-         "batch": "--batch", "ffn_hidden": "--ffn-hidden", "seed": "--seed"}  # fmt: skip
+FLAGS = {
+    "dp": "--dp",
+    "tp": "--tp",
+    "cp": "--cp",
+    "pp": "--pp",
+    "sp": "--sp",
+    "dp_replicate": "--dp-replicate",
+    "dp_shard": "--dp-shard",
+    "gpus_per_node": "--gpus-per-node",
+    "stage": "--stage",
+    "optimizer": "--optimizer",
+    "prefetch": "--prefetch",
+    "reshard_after_forward": "--no-reshard-after-forward",
+    "variant": "--variant",
+    "layout": "--layout",
+    "causal": "--causal",
+    "micro_batch": "--micro-batch",
+    "accumulation": "--accumulation",
+    "heads": "--heads",
+    "hidden": "--hidden",
+    "seq": "--seq",
+    "layers": "--layers",
+    "steps": "--steps",
+    "batch": "--batch",
+    "ffn_hidden": "--ffn-hidden",
+    "seed": "--seed",
+}
 # the options given as text, so that a refusal can quote them: whole numbers
 WHOLE_NUMBER_FLAGS = ("stage", "cp", "pp", "dp_replicate", "dp_shard", "gpus_per_node")
 
@@ -108,8 +136,11 @@ def register(subparsers):
     )
     parser.add_argument("scheme", choices=schemes, metavar="SCHEME", help=", ".join(schemes))
     par = parser.add_argument_group("parallelism and batch")
-    par.add_argument("--dp", type=int, help="data-parallel degree (default 4 for dp, zero "
-                     "and fsdp; 2 for dp-tp; R·S for hsdp)")  # fmt: skip
+    par.add_argument(
+        "--dp",
+        type=int,
+        help="data-parallel degree (default 4 for dp, zero and fsdp; 2 for dp-tp; R·S for hsdp)",
+    )
     par.add_argument("--tp", type=int, help="tensor-parallel degree (default 4; 2 for dp-tp)")
     par.add_argument("--sp", action="store_true", help="dp-tp: with sequence parallelism")
     par.add_argument("--batch", type=int, help="global batch (default 64 for dp, else 4·dp)")
@@ -127,29 +158,59 @@ def register(subparsers):
     )
     model.add_argument("--seed", type=int, default=0, help="random seed of weights and data, >= 0")
     shard = parser.add_argument_group("zero, fsdp, hsdp: sharding the model state")
-    shard.add_argument("--stage", help="zero: 1 shards the optimizer state, 2 also the "
-                       "gradients, 3 also the parameters (default 1)")  # fmt: skip
-    shard.add_argument("--optimizer", help="adam (default: its 12 B of fp32 state per parameter "
-                       "is what ZeRO shards) or sgd (4 B: master weights)")  # fmt: skip
-    shard.add_argument("--no-reshard-after-forward", dest="reshard_after_forward",
-                       action="store_false", help="fsdp, hsdp: keep each unit's gathered "
-                       "parameters from forward to backward (SHARD_GRAD_OP: one all-gather "
-                       "fewer, more memory; by default freed after each pass)")  # fmt: skip
-    shard.add_argument("--prefetch", default="none", help="fsdp, hsdp: start the next unit's "
-                       "all-gather early: none (default), forward, backward or both")  # fmt: skip
-    shard.add_argument("--dp-replicate", help="hsdp: R replicas of the sharded model, one per "
-                       "node group (default 2)")  # fmt: skip
-    shard.add_argument("--dp-shard", help="hsdp: S ranks each model is sharded over, inside a "
-                       "node (default 2); dp = R·S")  # fmt: skip
-    shard.add_argument("--gpus-per-node", help="hsdp: GPUs per node of the two-level topology "
-                       "(default dp-shard: each shard group one node)")  # fmt: skip
+    shard.add_argument(
+        "--stage",
+        help="zero: 1 shards the optimizer state, 2 also the "
+        "gradients, 3 also the parameters (default 1)",
+    )
+    shard.add_argument(
+        "--optimizer",
+        help="adam (default: its 12 B of fp32 state per parameter "
+        "is what ZeRO shards) or sgd (4 B: master weights)",
+    )
+    shard.add_argument(
+        "--no-reshard-after-forward",
+        dest="reshard_after_forward",
+        action="store_false",
+        help="fsdp, hsdp: keep each unit's gathered "
+        "parameters from forward to backward (SHARD_GRAD_OP: one all-gather "
+        "fewer, more memory; by default freed after each pass)",
+    )
+    shard.add_argument(
+        "--prefetch",
+        default="none",
+        help="fsdp, hsdp: start the next unit's "
+        "all-gather early: none (default), forward, backward or both",
+    )
+    shard.add_argument(
+        "--dp-replicate",
+        help="hsdp: R replicas of the sharded model, one per node group (default 2)",
+    )
+    shard.add_argument(
+        "--dp-shard",
+        help="hsdp: S ranks each model is sharded over, inside a node (default 2); dp = R·S",
+    )
+    shard.add_argument(
+        "--gpus-per-node",
+        help="hsdp: GPUs per node of the two-level topology "
+        "(default dp-shard: each shard group one node)",
+    )
     context = parser.add_argument_group("cp, nd: context parallelism and the N-D mesh")
-    context.add_argument("--cp", help="context-parallel ranks: each holds seq/cp tokens of every "
-                         "sample (default 2 for cp, 1 for nd)")  # fmt: skip
-    context.add_argument("--variant", help="ring (default: K/V blocks round the ring) or "
-                         "all-to-all (DeepSpeed-Ulysses; heads divisible by cp)")  # fmt: skip
-    context.add_argument("--layout", help="balanced (default: rank i holds chunks i and "
-                         "2·cp−1−i, seq divisible by 2·cp) or contiguous (chunk i)")  # fmt: skip
+    context.add_argument(
+        "--cp",
+        help="context-parallel ranks: each holds seq/cp tokens of every "
+        "sample (default 2 for cp, 1 for nd)",
+    )
+    context.add_argument(
+        "--variant",
+        help="ring (default: K/V blocks round the ring) or "
+        "all-to-all (DeepSpeed-Ulysses; heads divisible by cp)",
+    )
+    context.add_argument(
+        "--layout",
+        help="balanced (default: rank i holds chunks i and "
+        "2·cp−1−i, seq divisible by 2·cp) or contiguous (chunk i)",
+    )
     context.add_argument(
         "--causal",
         action=argparse.BooleanOptionalAction,
@@ -216,12 +277,19 @@ def check_args(args):
     compute_rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
     bucket_bytes = flag_value(parse_size, args.bucket_size, "--bucket-size")
     if bucket_bytes < 1:  # the shared ParallelConfig refuses it; 1B already flushes each grad
-        raise ConfigError(f"--bucket-size {args.bucket_size}: a gradient bucket holds at least "
-                          "1 byte; nearest valid --bucket-size 1B")  # fmt: skip
+        raise ConfigError(
+            f"--bucket-size {args.bucket_size}: a gradient bucket holds at least "
+            "1 byte; nearest valid --bucket-size 1B"
+        )
     # each field from the flag of its name, as parsed above where the flag is text
     same = {f.name: getattr(args, f.name) for f in fields(VerifyConfig) if hasattr(args, f.name)}
-    parsed = dict(sequence_parallel=args.sp, lr=lr, bucket_bytes=bucket_bytes,
-                  compute_rate=compute_rate, names=FLAGS)  # fmt: skip
+    parsed = dict(
+        sequence_parallel=args.sp,
+        lr=lr,
+        bucket_bytes=bucket_bytes,
+        compute_rate=compute_rate,
+        names=FLAGS,
+    )
     config = VerifyConfig(**same | whole | parsed)
     _check_resources(args, config.sizes)  # before the rules: some search a size's divisors
     _ = config.resolved  # every rule now, once, before the progress line; verify reads it
@@ -237,27 +305,50 @@ def _check_resources(args, sizes):
     from .limits import check_fits, check_work, transformer_seconds
 
     scheme, batch, ffn = args.scheme, sizes.batch, sizes.ffn_hidden
-    given = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in MODEL_SIZE_FLAGS
-                      if getattr(args, k) is not None)  # fmt: skip
+    given = ", ".join(
+        f"--{k.replace('_', '-')} {getattr(args, k)}"
+        for k in MODEL_SIZE_FLAGS
+        if getattr(args, k) is not None
+    )
     if scheme in CONTEXT_SCHEMES:  # the causal blocks on every rank of the mesh
         world = sizes.world
         n_layers, attention = args.layers, True
         per_layer = 4 * args.hidden**2 + 2 * args.hidden * ffn  # attention and MLP weights
-        need = estimate_memory("dp", dp=world, tp=1, batch=batch, hidden=args.hidden,
-                               heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
-                               steps=args.steps)  # fmt: skip
+        need = estimate_memory(
+            "dp",
+            dp=world,
+            tp=1,
+            batch=batch,
+            hidden=args.hidden,
+            heads=args.heads,
+            seq=args.seq,
+            ffn=ffn,
+            layers=args.layers,
+            steps=args.steps,
+        )
         given = given or "the defaults"
         where = f"batch {batch} on {world} ranks"
         smaller = "the check shows the same with the defaults (--hidden 16, --seq 8)"
     else:
         dp, tp = sizes.dp, sizes.tp
         n_layers, per_layer, attention = model_shape(scheme, args.hidden, ffn, args.layers)
-        need = estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=args.hidden,
-                               heads=args.heads, seq=args.seq, ffn=ffn, layers=args.layers,
-                               steps=args.steps)  # fmt: skip
+        need = estimate_memory(
+            scheme,
+            dp=dp,
+            tp=tp,
+            batch=batch,
+            hidden=args.hidden,
+            heads=args.heads,
+            seq=args.seq,
+            ffn=ffn,
+            layers=args.layers,
+            steps=args.steps,
+        )
         where = f"batch {batch} on dp {dp} × tp {tp}"
-        smaller = (f"the check shows the same with the defaults (--hidden 16: about "
-                   f"{format_size(_default_need(scheme, dp, tp))})")  # fmt: skip
+        smaller = (
+            f"the check shows the same with the defaults (--hidden 16: about "
+            f"{format_size(_default_need(scheme, dp, tp))})"
+        )
     seconds = transformer_seconds(
         layers=n_layers,
         params_per_layer=per_layer,
@@ -270,8 +361,9 @@ def _check_resources(args, sizes):
         passes=2 * args.steps,  # one device and the cluster
     )
     check_work(seconds, given, "the check shows the same at the defaults (--hidden 16, --seq 8)")
-    check_fits(need, f"{given} ({where}; float64 weights, activations and both runs' "
-               "snapshots)", smaller)  # fmt: skip
+    check_fits(
+        need, f"{given} ({where}; float64 weights, activations and both runs' snapshots)", smaller
+    )
 
 
 def learning_rate(lr_text):
@@ -285,8 +377,9 @@ def learning_rate(lr_text):
     except ValueError:
         raise ConfigError(f"--lr {lr_text!r}: not a number; give e.g. --lr 0.1") from None
     if not math.isfinite(lr) or lr <= 0:
-        raise ConfigError(f"--lr {lr_text}: the learning rate must be a finite number > 0, "
-                          "like --lr 0.1")  # fmt: skip
+        raise ConfigError(
+            f"--lr {lr_text}: the learning rate must be a finite number > 0, like --lr 0.1"
+        )
     return lr
 
 
@@ -294,8 +387,9 @@ def _default_need(scheme, dp, tp):
     from ..verify import default_batch, estimate_memory
 
     batch = default_batch(scheme, dp)
-    return estimate_memory(scheme, dp=dp, tp=tp, batch=batch, hidden=16, heads=4, seq=8,
-                           ffn=64, layers=2, steps=3)  # fmt: skip
+    return estimate_memory(
+        scheme, dp=dp, tp=tp, batch=batch, hidden=16, heads=4, seq=8, ffn=64, layers=2, steps=3
+    )
 
 
 def _finite_or_null(value):

@@ -27,8 +27,12 @@ def _collective_arguments(parser, size=True):
         help="ring, tree, halving_doubling (hd), naive, direct (default: the collective's first)",
     )
     if size:
-        parser.add_argument("--size", "-s", default="1MiB",
-                            help="S, e.g. 64MiB, 64MB or 64M (= 64MiB) (default 1MiB)")  # fmt: skip
+        parser.add_argument(
+            "--size",
+            "-s",
+            default="1MiB",
+            help="S, e.g. 64MiB, 64MB or 64M (= 64MiB) (default 1MiB)",
+        )
     dtypes = ("float64", "float32", "float16", "bfloat16", "int32", "int64")
     parser.add_argument("--dtype", "-d", default="float32", choices=dtypes, help="element type")
     add_cluster_arguments(parser, computes=False)  # a collective alone computes nothing
@@ -57,8 +61,10 @@ def _run_collective(args, stalled_ok=False):
         except WatchdogTimeout as stalled:
             if not stalled_ok or stalled.trace is None:
                 raise
-            print(f"collsim viz: the run stalled; drawing it up to the stall\n{stalled}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"collsim viz: the run stalled; drawing it up to the stall\n{stalled}",
+                file=sys.stderr,
+            )
             return cluster.topology, stalled.trace
     return cluster.topology, result
 

@@ -82,8 +82,11 @@ def timeline(args):
     from ..viz.limits import MAX_TIMELINE_PASSES
     from ..viz.timeline import timeline_figure
 
-    for flag, value in (("--stages", args.stages), ("--microbatches", args.microbatches),
-                        ("--virtual", args.virtual)):  # fmt: skip
+    for flag, value in (
+        ("--stages", args.stages),
+        ("--microbatches", args.microbatches),
+        ("--virtual", args.virtual),
+    ):
         check_int(value, flag, minimum=1)
     passes = args.stages * args.microbatches * args.virtual
     if passes > MAX_TIMELINE_PASSES:
@@ -94,8 +97,11 @@ def timeline(args):
             "is in `collsim pipeline`"
         )
     times = {}
-    for flag, text in (("--t-forward", args.t_forward), ("--t-backward", args.t_backward),
-                       ("--t-weight", args.t_weight)):  # fmt: skip
+    for flag, text in (
+        ("--t-forward", args.t_forward),
+        ("--t-backward", args.t_backward),
+        ("--t-weight", args.t_weight),
+    ):
         if text is None:  # t_b and t_w default to t_f
             continue
         times[flag] = flag_value(parse_time, text, flag)
@@ -175,8 +181,13 @@ def scaling(args):
         batch_per_gpu = positive_number(args.batch_per_gpu, "--batch-per-gpu", 1e6, 4)
     cfg = config_from_args(args)
     mp = cfg.tp * cfg.pp * cfg.cp
-    check_int(args.max_gpus, "--max-gpus", minimum=mp, maximum=max(mp, MAX_GPUS),
-              hint=f"the smallest job is one model replica, tp·pp·cp = {mp}")  # fmt: skip
+    check_int(
+        args.max_gpus,
+        "--max-gpus",
+        minimum=mp,
+        maximum=max(mp, MAX_GPUS),
+        hint=f"the smallest job is one model replica, tp·pp·cp = {mp}",
+    )
     top = args.max_gpus if args.weak else min(args.max_gpus, (cfg.global_batch or 1) * mp)
     gpus = [mp * 2**i for i in range(int(math.log2(top // mp)) + 1)]
     return scaling_figure(cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu)
@@ -251,19 +262,30 @@ def memory_timeline(args):
     latency = link_latency(args.latency, "--latency")
     prefetch = args.prefetch if zero == 3 else "none"
     try:
-        config = ParallelConfig(dp=dp, zero=zero, prefetch=prefetch, dp_replicate=replicas,
-                                reshard_after_forward=not args.no_reshard_after_forward,
-                                recompute=args.recompute, t_f=0)  # fmt: skip
+        config = ParallelConfig(
+            dp=dp,
+            zero=zero,
+            prefetch=prefetch,
+            dp_replicate=replicas,
+            reshard_after_forward=not args.no_reshard_after_forward,
+            recompute=args.recompute,
+            t_f=0,
+        )
     except ConfigError as exc:  # name the flag the field came from
-        flags = {"prefetch": "--prefetch", "dp_replicate": "--dp-replicate", "recompute":
-                 "--recompute", "reshard_after_forward": "--no-reshard-after-forward"}  # fmt: skip
+        flags = {
+            "prefetch": "--prefetch",
+            "dp_replicate": "--dp-replicate",
+            "recompute": "--recompute",
+            "reshard_after_forward": "--no-reshard-after-forward",
+        }
         named = next((flag for field, flag in flags.items() if field in str(exc)), "the flags")
         raise ConfigError(f"{named}: {exc}") from None
     model = toy_model(layers, hidden=hidden, heads=2)
     batch = toy_batch(dp, seq=8, hidden=hidden)
     graph = topology.switch(dp, bandwidth=bandwidth, latency=latency)
-    run = train(model, [batch], config, cluster=Cluster(graph, compute_rate=rate),
-                optimizer=Adam(1e-3))  # fmt: skip
+    run = train(
+        model, [batch], config, cluster=Cluster(graph, compute_rate=rate), optimizer=Adam(1e-3)
+    )
     what = {0: "DDP (ZeRO-0)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "FSDP (ZeRO-3)"}[zero]
     extra = f", prefetch {prefetch}" if zero == 3 else ""
     title = f"{what} on {dp} ranks{extra}: memory of rank {', '.join(map(str, ranks))}"

@@ -22,9 +22,19 @@ def direct_all_to_all(k):
     """K-1 steps; each rank sends (K-1)/K of its buffer."""
     steps = []
     for s in range(1, k):
-        steps.append(tuple(
-            ChunkMove(r, (r + s) % k, range((r + s) % k, (r + s) % k + 1), False,
-                      to=range(r, r + 1), from_input=True)
-            for r in range(k)))  # fmt: skip
-    return Schedule("all_to_all", "direct", k, k, tuple(steps),
-                    (("all-to-all", 0, k - 1),), "full", "full")  # fmt: skip
+        steps.append(
+            tuple(
+                ChunkMove(
+                    r,
+                    (r + s) % k,
+                    range((r + s) % k, (r + s) % k + 1),
+                    False,
+                    to=range(r, r + 1),
+                    from_input=True,
+                )
+                for r in range(k)
+            )
+        )
+    return Schedule(
+        "all_to_all", "direct", k, k, tuple(steps), (("all-to-all", 0, k - 1),), "full", "full"
+    )

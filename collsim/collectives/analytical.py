@@ -51,8 +51,9 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
     hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ()) or algorithm == AUTO
     if not hardware and protocol is None:
         if group.size == 1:
-            return AnalyticalPlan(algorithm, None, closed_form(name, algorithm, 1, size, 0.0,
-                                                               float("inf")))  # fmt: skip
+            return AnalyticalPlan(
+                algorithm, None, closed_form(name, algorithm, 1, size, 0.0, float("inf"))
+            )
         alpha, beta = path_alpha_beta(topology, group.ranks[0], group.ranks[1])
         cost = closed_form(name, algorithm, group.size, size, alpha, beta)
         return AnalyticalPlan(algorithm, None, cost)
@@ -65,10 +66,10 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
     chosen, protocol = choice.algorithm, choice.protocol
     fabric = fabric_of(topology, group.ranks)
     if chosen in HARDWARE_ALGORITHMS.get(name, ()) and layout.gpus_per_node is not None:
-        cost = hardware_cost(chosen, layout.n_nodes, layout.gpus_per_node, size, fabric,
-                             protocol)  # fmt: skip
+        cost = hardware_cost(chosen, layout.n_nodes, layout.gpus_per_node, size, fabric, protocol)
     else:
         alpha, beta = fabric.hop(layout.n_nodes > 1, protocol)
-        cost = closed_form(name, "ring" if chosen == "nccl_ring" else chosen, group.size, size,
-                           alpha, beta)  # fmt: skip
+        cost = closed_form(
+            name, "ring" if chosen == "nccl_ring" else chosen, group.size, size, alpha, beta
+        )
     return AnalyticalPlan(chosen, protocol, cost, choice if algorithm == AUTO else None)

@@ -48,13 +48,33 @@ from .records import is_collective
 from .registry import AUTO, PIPELINED, canonical_algorithm, canonical_collective
 from .schedule import contributions
 
-__all__ = ["collective", "run_collective", "analytical", "analytical_plan", "AnalyticalPlan",
-           "CollectiveResult", "StepView", "StepTransfer", "CollectiveStats", "plan_call",
-           "default_algorithm"]  # fmt: skip
+__all__ = [
+    "collective",
+    "run_collective",
+    "analytical",
+    "analytical_plan",
+    "AnalyticalPlan",
+    "CollectiveResult",
+    "StepView",
+    "StepTransfer",
+    "CollectiveStats",
+    "plan_call",
+    "default_algorithm",
+]
 
 
-def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, count=None,
-               dtype=None, protocol=None):  # fmt: skip
+def collective(
+    rank,
+    name,
+    x,
+    group=None,
+    algorithm=None,
+    op="sum",
+    root=0,
+    count=None,
+    dtype=None,
+    protocol=None,
+):
     """This rank's part of collective ``name`` (use with ``yield from`` or ``rank.start``).
 
     ``root`` is a group rank.  Pass ``x=None`` with ``count``/``dtype`` for count-only.
@@ -81,8 +101,9 @@ def collective(rank, name, x, group=None, algorithm=None, op="sum", root=0, coun
     ):
         size = call_size(name, x, count, dtype, group.size)
         with naming_the_algorithm(given):
-            schedule, _, protocol = plan_call(cluster, name, algorithm, protocol, group.ranks,
-                                              root, size)  # fmt: skip
+            schedule, _, protocol = plan_call(
+                cluster, name, algorithm, protocol, group.ranks, root, size
+            )
     else:  # the plain path, as on every generic topology: no hashing of the group
         schedule = shared_schedule(name, algorithm, group.size, root)
     if (count if x is None else getattr(x, "size", None)) == 0:
@@ -147,15 +168,23 @@ class StepView:
             head = "initial state"
         else:
             times = [t[5] for t in self.transfers] + [t[6] for t in self.transfers]
-            when = (f", {units.format_time(min(times))} .. {units.format_time(max(times))}"
-                    if times else "")  # fmt: skip
-            head = (f"{self.phase} {self.phase_step}/{self.phase_steps} "
-                    f"(step {self.number} of {self.n_steps}){when}")  # fmt: skip
+            when = (
+                f", {units.format_time(min(times))} .. {units.format_time(max(times))}"
+                if times
+                else ""
+            )
+            head = (
+                f"{self.phase} {self.phase_step}/{self.phase_steps} "
+                f"(step {self.number} of {self.n_steps}){when}"
+            )
         lines = [head]
         for t in self.transfers:
             chunks = t.chunks
-            which = f"chunk {chunks.start}" if len(chunks) == 1 else \
-                f"chunks {chunks.start}-{chunks.stop - 1}"  # fmt: skip
+            which = (
+                f"chunk {chunks.start}"
+                if len(chunks) == 1
+                else f"chunks {chunks.start}-{chunks.stop - 1}"
+            )
             kind = "reduce" if t.reduce else "copy"
             if t.switch is not None:  # the switch sums (reduce) or copies (multicast) it
                 kind = f"{kind} in {t.switch}"
@@ -246,13 +275,23 @@ class CollectiveResult:
                 t = by_step.get(s, {}).get((m.src, m.dst, m.chunks.start))
                 via = None if m.combine is None else m.combine.switch
                 nbytes, start, end = (t.nbytes, t.start, t.end) if t else (0, 0.0, 0.0)
-                rows.append(StepTransfer(m.src, m.dst, m.chunks, m.reduce, nbytes, start, end,
-                                         via))  # fmt: skip
+                rows.append(StepTransfer(m.src, m.dst, m.chunks, m.reduce, nbytes, start, end, via))
             yield StepView(s, phase, at, of, schedule.n_steps, rows, holdings)
 
 
-def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
-                   algorithm=None, op="sum", root=0, group=None, protocol=None):  # fmt: skip
+def run_collective(
+    cluster,
+    name,
+    buffers=None,
+    *,
+    count=None,
+    dtype="float32",
+    algorithm=None,
+    op="sum",
+    root=0,
+    group=None,
+    protocol=None,
+):
     """Run one collective on ``cluster`` and return a :class:`CollectiveResult`.
 
     ``buffers`` holds one array per group rank (numeric mode).  For count-only mode pass
@@ -301,8 +340,9 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         itemsize = DTYPE_BYTES[dtype]
         size = schedule.buffer_elements(count) * itemsize
         with naming_the_algorithm(given):
-            schedule, choice, protocol = plan_call(cluster, name, algorithm, protocol,
-                                                   group.ranks, root, size)  # fmt: skip
+            schedule, choice, protocol = plan_call(
+                cluster, name, algorithm, protocol, group.ranks, root, size
+            )
     else:
         choice = None
     if count == 0:  # nothing to move: NCCL returns at once from a zero-byte call
@@ -314,8 +354,9 @@ def run_collective(cluster, name, buffers=None, *, count=None, dtype="float32",
         if rank.id not in members:
             return None
         data = buffers[members[rank.id]] if numeric else None
-        return (yield from collective(rank, name, data, group, chosen, op, root, count, dtype,
-                                      protocol))  # fmt: skip
+        return (
+            yield from collective(rank, name, data, group, chosen, op, root, count, dtype, protocol)
+        )
 
     result = _run_fast(cluster, schedule, group, buffers, count, dtype, op, protocol)
     if isinstance(result, str):  # the reason the reference path runs it

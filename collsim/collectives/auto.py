@@ -42,9 +42,14 @@ from .registry import algorithms_for
 __all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES"]
 
 
-NCCL_NAMES = {"all_reduce": "AllReduce", "reduce_scatter": "ReduceScatter",
-              "all_gather": "AllGather", "broadcast": "Broadcast", "reduce": "Reduce",
-              "all_to_all": "AllToAll"}  # fmt: skip
+NCCL_NAMES = {
+    "all_reduce": "AllReduce",
+    "reduce_scatter": "ReduceScatter",
+    "all_gather": "AllGather",
+    "broadcast": "Broadcast",
+    "reduce": "Reduce",
+    "all_to_all": "AllToAll",
+}
 PROTOCOL_ORDER = ("simple", "ll128", "ll")
 # the intra-node hop is the slowest route from a node's first GPU to the next MAX_SCAN - 1
 # (a machine's node has at most 16 GPUs; a generic topology's one "node" may have 100,000)
@@ -85,9 +90,11 @@ class AutoChoice:
                 best.setdefault(c.algorithm, c)
         others = ", ".join(f"{c.label} {units.format_time(c.time_s)}" for c in best.values())
         others = f" ({others})" if others else ""
-        return (f"# NCCL INFO {NCCL_NAMES[self.collective]} {units.format_size(self.size)}: "
-                f"algorithm {self.algorithm}{proto}, predicted "
-                f"{units.format_time(self.time_s)}{others}")  # fmt: skip
+        return (
+            f"# NCCL INFO {NCCL_NAMES[self.collective]} {units.format_size(self.size)}: "
+            f"algorithm {self.algorithm}{proto}, predicted "
+            f"{units.format_time(self.time_s)}{others}"
+        )
 
 
 def _protocols(setting):
@@ -134,15 +141,25 @@ def fabric_of(graph, ranks):
     intra = None
     if len(first) > 1:  # the slowest way from the node's first GPU to another of its GPUs
         hops = [_hop(graph, first[0], other) for other in first[1:MAX_SCAN]]
-        intra = (max(h[0] for h in hops), min(h[1] for h in hops),
-                 max(hops, key=lambda h: (h[0], -h[1]))[2])  # fmt: skip
+        intra = (
+            max(h[0] for h in hops),
+            min(h[1] for h in hops),
+            max(hops, key=lambda h: (h[0], -h[1]))[2],
+        )
     inter = None
     if layout.n_nodes > 1:
         inter = _hop(graph, first[0], ranks[layout.nodes[1][0]])
     intra = intra or inter or (0.0, float("inf"), None)
     inter = inter or intra
-    return Fabric(intra[0], intra[1], inter[0], inter[1], intra[2], inter[2],
-                  1.0 if switch is None else switch.efficiency)  # fmt: skip
+    return Fabric(
+        intra[0],
+        intra[1],
+        inter[0],
+        inter[1],
+        intra[2],
+        inter[2],
+        1.0 if switch is None else switch.efficiency,
+    )
 
 
 def _time(collective, algorithm, layout, size, fabric, protocol):
@@ -167,8 +184,9 @@ def choose(graph, ranks, collective, size, protocol, algorithm="auto"):
         machine = graph.graph.get("machine") is not None
         # a flat topology is one node, where the topology-aware algorithms are the ring
         # and a chain again: weigh them where there are nodes
-        names = algorithms_for(collective, k, layout if machine or layout.n_nodes > 1
-                               else None, switch)  # fmt: skip
+        names = algorithms_for(
+            collective, k, layout if machine or layout.n_nodes > 1 else None, switch
+        )
         nccl = [a for a in names if a in HARDWARE_ALGORITHMS.get(collective, ())]
         if machine and nccl:
             names = tuple(nccl)  # on a real machine, weigh what NCCL would run
@@ -179,8 +197,9 @@ def choose(graph, ranks, collective, size, protocol, algorithm="auto"):
         for proto in _protocols(protocol):
             if name == "nvls" and proto is not None and proto.name != "simple":
                 continue  # NVLS runs with Simple only
-            found.append(Candidate(name, proto, _time(collective, name, layout, size, fabric,
-                                                      proto)))  # fmt: skip
+            found.append(
+                Candidate(name, proto, _time(collective, name, layout, size, fabric, proto))
+            )
     if not found:  # nvls with a forced LL/LL128: run it with Simple, as NCCL would
         from ..hardware.protocols import PROTOCOLS
 

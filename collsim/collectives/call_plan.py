@@ -25,8 +25,15 @@ from .hierarchical import check_equal_nodes
 from .nvls import nvls_switch
 from .registry import AUTO, PIPELINED, build, canonical_algorithm
 
-__all__ = ["plan_call", "default_algorithm", "shared_schedule", "call_protocol",
-           "first_schedule", "naming_the_algorithm", "call_size"]  # fmt: skip
+__all__ = [
+    "plan_call",
+    "default_algorithm",
+    "shared_schedule",
+    "call_protocol",
+    "first_schedule",
+    "naming_the_algorithm",
+    "call_size",
+]
 
 
 # A schedule is a pure function of these values, and a 4,096-rank ring's takes hundreds of
@@ -105,8 +112,14 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size):
     else:
         pieces = None
         if (name, chosen) in PIPELINED:
-            pieces = best_pieces(chosen, layout.n_nodes, layout.gpus_per_node, size,
-                                 fabric_of(topology, ranks), protocol)  # fmt: skip
+            pieces = best_pieces(
+                chosen,
+                layout.n_nodes,
+                layout.gpus_per_node,
+                size,
+                fabric_of(topology, ranks),
+                protocol,
+            )
         schedule = shared_schedule(name, chosen, k, root, layout, switch, pieces)
     return schedule, (choice if algorithm == AUTO else None), protocol
 

@@ -26,8 +26,18 @@ import numpy as np
 
 from ..errors import CollsimError, ConfigError
 
-__all__ = ["check_root", "check_count", "check_dtype", "check_op", "check_buffers", "is_int",
-           "check_power_of_two", "is_power_of_two", "DTYPE_BYTES", "OPS"]  # fmt: skip
+__all__ = [
+    "check_root",
+    "check_count",
+    "check_dtype",
+    "check_op",
+    "check_buffers",
+    "is_int",
+    "check_power_of_two",
+    "is_power_of_two",
+    "DTYPE_BYTES",
+    "OPS",
+]
 
 # bytes per element; bfloat16 only in count-only mode (numpy has no such type)
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
@@ -132,10 +142,14 @@ def check_buffers(name, buffers, group):
     """``buffers`` as a list of arrays, one per group rank, of one shape and dtype."""
     label = name.replace("_", "-")
     if isinstance(buffers, np.ndarray) or not _iterable(buffers):
-        what = f"an array of shape {buffers.shape}" if isinstance(buffers, np.ndarray) else \
-            repr(buffers)  # fmt: skip
-        raise ConfigError(f"{label}: buffers={what}: give a list with one array per rank "
-                          f"({group.size} of them)")  # fmt: skip
+        what = (
+            f"an array of shape {buffers.shape}"
+            if isinstance(buffers, np.ndarray)
+            else repr(buffers)
+        )
+        raise ConfigError(
+            f"{label}: buffers={what}: give a list with one array per rank ({group.size} of them)"
+        )
     arrays = []
     for i, b in enumerate(buffers):
         try:
@@ -143,12 +157,14 @@ def check_buffers(name, buffers, group):
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{label}: buffer {i} ({b!r}) is not an array: {exc}") from None
     if len(arrays) != group.size:
-        raise ConfigError(f"{label} on {group.size} ranks needs {group.size} buffers, "
-                          f"got {len(arrays)}")  # fmt: skip
+        raise ConfigError(
+            f"{label} on {group.size} ranks needs {group.size} buffers, got {len(arrays)}"
+        )
     first = arrays[0]
     if first.dtype.name not in NUMERIC_DTYPES:
-        raise ConfigError(f"{label}: dtype {first.dtype} is not supported: use one of "
-                          f"{', '.join(NUMERIC_DTYPES)}")  # fmt: skip
+        raise ConfigError(
+            f"{label}: dtype {first.dtype} is not supported: use one of {', '.join(NUMERIC_DTYPES)}"
+        )
     for i, b in enumerate(arrays[1:], start=1):
         if b.shape != first.shape or b.dtype != first.dtype:
             raise ConfigError(

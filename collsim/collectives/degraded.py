@@ -30,8 +30,13 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 
-__all__ = ["degraded_ring_all_reduce_time", "link_busy_times", "bottleneck_link", "LinkBusy",
-           "rank_busy_times"]  # fmt: skip
+__all__ = [
+    "degraded_ring_all_reduce_time",
+    "link_busy_times",
+    "bottleneck_link",
+    "LinkBusy",
+    "rank_busy_times",
+]
 
 
 def degraded_ring_all_reduce_time(k, size, alpha, beta, factor=1.0):
@@ -43,11 +48,17 @@ def degraded_ring_all_reduce_time(k, size, alpha, beta, factor=1.0):
     >>> degraded_ring_all_reduce_time(4, 4e9, alpha=0.0, beta=1e9, factor=0.5)
     12.0
     """
-    for name, value in (("k", k), ("size", size), ("alpha", alpha), ("beta", beta),
-                        ("factor", factor)):  # fmt: skip
+    for name, value in (
+        ("k", k),
+        ("size", size),
+        ("alpha", alpha),
+        ("beta", beta),
+        ("factor", factor),
+    ):
         if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ConfigError(f"degraded_ring_all_reduce_time({name}={value!r}): give a "
-                              "number >= 0")  # fmt: skip
+            raise ConfigError(
+                f"degraded_ring_all_reduce_time({name}={value!r}): give a number >= 0"
+            )
     if k < 1 or beta == 0 or factor == 0:
         raise ConfigError(
             f"degraded_ring_all_reduce_time(k={k!r}, beta={beta!r}, factor={factor!r}): "

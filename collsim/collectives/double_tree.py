@@ -42,8 +42,14 @@ from dataclasses import dataclass
 from .hierarchical import check_equal_nodes
 from .schedule import ChunkMove, Schedule
 
-__all__ = ["double_tree_all_reduce", "node_trees", "gpu_trees", "btree_parent",
-           "double_tree_sizes", "TreeSizes"]  # fmt: skip
+__all__ = [
+    "double_tree_all_reduce",
+    "node_trees",
+    "gpu_trees",
+    "btree_parent",
+    "double_tree_sizes",
+    "TreeSizes",
+]
 
 
 def btree_parent(m, r):
@@ -59,11 +65,13 @@ def node_trees(m):
     """Parents of every node in tree 0 and in tree 1 (mirror for even M, shift for odd)."""
     tree0 = tuple(btree_parent(m, r) for r in range(m))
     if m % 2 == 0:
-        tree1 = tuple(None if tree0[m - 1 - r] is None else m - 1 - tree0[m - 1 - r]
-                      for r in range(m))  # fmt: skip
+        tree1 = tuple(
+            None if tree0[m - 1 - r] is None else m - 1 - tree0[m - 1 - r] for r in range(m)
+        )
     else:
-        tree1 = tuple(None if tree0[(r - 1) % m] is None else (tree0[(r - 1) % m] + 1) % m
-                      for r in range(m))  # fmt: skip
+        tree1 = tuple(
+            None if tree0[(r - 1) % m] is None else (tree0[(r - 1) % m] + 1) % m for r in range(m)
+        )
     return tree0, tree1
 
 
@@ -170,8 +178,16 @@ def double_tree_all_reduce(layout, pieces=1):
                     steps[j + height[r]].append(ChunkMove(r, parent[r], piece[j], True))
                 for c in children[r]:  # broadcast: down in step j + H + depth
                     steps[j + root_h + depth[r]].append(ChunkMove(r, c, piece[j], False))
-    phases = (("reduce", 0, big_h), ("reduce + broadcast", big_h, n_steps - big_h),
-              ("broadcast", n_steps - big_h, n_steps)) if k > 1 else ()  # fmt: skip
+    phases = (
+        (
+            ("reduce", 0, big_h),
+            ("reduce + broadcast", big_h, n_steps - big_h),
+            ("broadcast", n_steps - big_h, n_steps),
+        )
+        if k > 1
+        else ()
+    )
     phases = tuple(phase for phase in phases if phase[2] > phase[1])  # P = 1: no overlap
-    return Schedule("all_reduce", "double_tree", k, 2 * p_count,
-                    tuple(tuple(s) for s in steps), phases)  # fmt: skip
+    return Schedule(
+        "all_reduce", "double_tree", k, 2 * p_count, tuple(tuple(s) for s in steps), phases
+    )

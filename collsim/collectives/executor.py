@@ -50,8 +50,13 @@ __all__ = [
     "MAX_ENGINE_RANKS",
 ]
 
-REDUCE_OPS = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
-              "min": np.minimum}  # fmt: skip
+REDUCE_OPS = {
+    "sum": np.add,
+    "avg": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,10 @@ class CollectiveCall:
     def __str__(self):
         root = f", root={self.root}" if self.rooted else ""
         op = f", op={self.op}" if self.reduces else ""
-        return f"{self.name}(algorithm={self.algorithm}, count={self.count}, " \
-               f"dtype={self.dtype}{op}{root})"  # fmt: skip
+        return (
+            f"{self.name}(algorithm={self.algorithm}, count={self.count}, "
+            f"dtype={self.dtype}{op}{root})"
+        )
 
 
 # The engine spends about 10 us and a few hundred bytes on every transfer: a ring
@@ -167,8 +174,9 @@ def _by_rank(step, keys, k, one_each):
     return array("l", accumulate(counts)), moves
 
 
-def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
-                 dtype=None, protocol=None):  # fmt: skip
+def run_schedule(
+    rank, schedule, data, op="sum", group=None, seq=0, count=None, dtype=None, protocol=None
+):
     """Run ``schedule`` as this rank's part of a collective (use with ``yield from``).
 
     ``data`` is the rank's input array, or ``None`` for a count-only run, where
@@ -190,16 +198,25 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{schedule.collective} of {data!r}: not an array: {exc}") from None
         if data.dtype.name not in NUMERIC_DTYPES:
-            raise ConfigError(f"dtype {data.dtype} is not supported: use one of "
-                              f"{', '.join(NUMERIC_DTYPES)}")  # fmt: skip
+            raise ConfigError(
+                f"dtype {data.dtype} is not supported: use one of {', '.join(NUMERIC_DTYPES)}"
+            )
         schedule.spec.check_shape(data.shape, schedule.ranks)
         count, dtype = data.size, data.dtype.name
     else:
         dtype = check_dtype(dtype)
         count = check_count(count, dtype)
     schedule.spec.check_count(count, schedule.ranks)
-    call = CollectiveCall(schedule.collective, schedule.algorithm, int(count), str(dtype), op,
-                          schedule.root, schedule.spec.reduces, schedule.spec.rooted)  # fmt: skip
+    call = CollectiveCall(
+        schedule.collective,
+        schedule.algorithm,
+        int(count),
+        str(dtype),
+        op,
+        schedule.root,
+        schedule.spec.reduces,
+        schedule.spec.rooted,
+    )
     yield Enter(group.ranks, seq, call)
     # the working buffer holds the whole result (all-gather's input is one chunk of it)
     n = schedule.buffer_elements(count)
@@ -210,8 +227,9 @@ def run_schedule(rank, schedule, data, op="sum", group=None, seq=0, count=None,
     plan = _plan(context, schedule)
     if numeric:
         work = _prepare(schedule, data, n, me, bounds)
-        steps = _numeric_steps(plan, me, tags, ranks, bounds, work, data.reshape(-1),
-                               REDUCE_OPS[op])  # fmt: skip
+        steps = _numeric_steps(
+            plan, me, tags, ranks, bounds, work, data.reshape(-1), REDUCE_OPS[op]
+        )
     else:
         steps = _count_only_steps(plan, me, tags, ranks, bounds, DTYPE_BYTES[dtype])
     yield Steps(steps)
@@ -294,8 +312,10 @@ def _step_tags(context, schedule, ranks, dim, seq, protocol=None):
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
     collective, algorithm = schedule.collective, schedule.algorithm
-    tags.extend(CollectiveStep(collective, algorithm, gid, seq, s, dim, protocol)
-                for s in range(len(tags), schedule.n_steps))  # fmt: skip
+    tags.extend(
+        CollectiveStep(collective, algorithm, gid, seq, s, dim, protocol)
+        for s in range(len(tags), schedule.n_steps)
+    )
     return tags
 
 

@@ -60,9 +60,19 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from .checks import check_power_of_two
 
-__all__ = ["Cost", "closed_form", "bus_factor", "ALGORITHMS", "COLLECTIVES", "Fabric",
-           "HardwareCost", "hardware_cost", "best_pieces", "HARDWARE_ALGORITHMS",
-           "MAX_PIECES"]  # fmt: skip
+__all__ = [
+    "Cost",
+    "closed_form",
+    "bus_factor",
+    "ALGORITHMS",
+    "COLLECTIVES",
+    "Fabric",
+    "HardwareCost",
+    "hardware_cost",
+    "best_pieces",
+    "HARDWARE_ALGORITHMS",
+    "MAX_PIECES",
+]
 
 # the algorithms each collective offers, first = default
 ALGORITHMS = {
@@ -187,8 +197,9 @@ class Fabric:
     def hop(self, inter, protocol=None):
         """``(α, β)`` of one hop, with ``protocol``'s latency and efficiency folded in:
         α + the protocol's latency for the hop's link class, β · its efficiency."""
-        alpha, beta = ((self.inter_alpha, self.inter_beta) if inter
-                       else (self.intra_alpha, self.intra_beta))  # fmt: skip
+        alpha, beta = (
+            (self.inter_alpha, self.inter_beta) if inter else (self.intra_alpha, self.intra_beta)
+        )
         if protocol is None:
             return alpha, beta
         return protocol.on_hop(alpha, beta, self.inter_class if inter else self.intra_class)
@@ -254,17 +265,18 @@ def hardware_cost(algorithm, nodes, gpus_per_node, size, fabric, protocol=None, 
     if algorithm == "nccl_ring":
         per_hop = 2 * (k - 1) / k * s  # one channel's S/C over 2(K-1) steps, times C
         if m == 1:
-            return HardwareCost(2 * (k - 1), per_hop, k * per_hop, 0.0,
-                                2 * (k - 1) * (a_in + s / (k * b_in)))  # fmt: skip
+            return HardwareCost(
+                2 * (k - 1), per_hop, k * per_hop, 0.0, 2 * (k - 1) * (a_in + s / (k * b_in))
+            )
         step = max(a_in + (g - 1) * s / (g * k * b_in), a_net + s / (g * k * b_net))
-        return HardwareCost(2 * (k - 1), per_hop, m * (g - 1) * per_hop, m * per_hop,
-                            2 * (k - 1) * step)  # fmt: skip
+        return HardwareCost(
+            2 * (k - 1), per_hop, m * (g - 1) * per_hop, m * per_hop, 2 * (k - 1) * step
+        )
     if algorithm == "hierarchical":
         intra, inter = 2 * (g - 1) / g * s, 2 * (m - 1) / m * s / g
         time = 2 * (g - 1) * (a_in + s / (g * b_in)) if g > 1 else 0.0
         time += 2 * (m - 1) * (a_net + s / (g * m * b_net)) if m > 1 else 0.0
-        return HardwareCost(2 * (g - 1) + 2 * (m - 1), intra + inter, k * intra, k * inter,
-                            time)  # fmt: skip
+        return HardwareCost(2 * (g - 1) + 2 * (m - 1), intra + inter, k * intra, k * inter, time)
     if algorithm in ("double_tree", "nvls"):
         p = best_pieces(algorithm, m, g, s, fabric, protocol) if pieces is None else pieces
         return _pipelined_cost(algorithm, m, g, s, fabric, protocol, p)
@@ -272,8 +284,7 @@ def hardware_cost(algorithm, nodes, gpus_per_node, size, fabric, protocol=None, 
     slow = m > 1
     alpha, beta = fabric.hop(slow, protocol)
     cost = closed_form("all_reduce", algorithm, k, s, alpha, beta)
-    return HardwareCost(cost.steps, cost.bytes_per_rank, float("nan"), float("nan"),
-                        cost.time_s)  # fmt: skip
+    return HardwareCost(cost.steps, cost.bytes_per_rank, float("nan"), float("nan"), cost.time_s)
 
 
 MAX_PIECES = 64  # the most pieces a pipelined schedule is cut into (its moves grow with P)
@@ -294,8 +305,9 @@ def _pipelined_cost(algorithm, m, g, s, fabric, protocol, p):
     t_net = a_net + tree.inter_load * c / b_net
     slowest = max(t_in if g > 1 else 0.0, t_net if m > 1 else 0.0)
     time = 2 * ((g - 1) * t_in + tree.depth * t_net) + (p - 1) * slowest
-    return HardwareCost(p - 1 + 2 * tree.height, max(tree.sent) * s, 2 * m * (g - 1) * s,
-                        2 * (m - 1) * s, time)  # fmt: skip
+    return HardwareCost(
+        p - 1 + 2 * tree.height, max(tree.sent) * s, 2 * m * (g - 1) * s, 2 * (m - 1) * s, time
+    )
 
 
 def best_pieces(algorithm, nodes, gpus_per_node, size, fabric, protocol=None):
@@ -311,6 +323,8 @@ def best_pieces(algorithm, nodes, gpus_per_node, size, fabric, protocol=None):
     if nodes * gpus_per_node == 1:
         return 1
     counts = [2**i for i in range(MAX_PIECES.bit_length()) if 2**i <= MAX_PIECES]
-    times = [_pipelined_cost(algorithm, nodes, gpus_per_node, float(size), fabric, protocol,
-                             p).time_s for p in counts]  # fmt: skip
+    times = [
+        _pipelined_cost(algorithm, nodes, gpus_per_node, float(size), fabric, protocol, p).time_s
+        for p in counts
+    ]
     return counts[times.index(min(times))]

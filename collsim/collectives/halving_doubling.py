@@ -73,8 +73,12 @@ def _doubling_steps(core, owned):
     mask = 1
     while mask < core:
         steps.append(tuple(ChunkMove(r, r ^ mask, owned[r], False) for r in range(core)))
-        owned = [range(min(owned[r].start, owned[r ^ mask].start),
-                       max(owned[r].stop, owned[r ^ mask].stop)) for r in range(core)]  # fmt: skip
+        owned = [
+            range(
+                min(owned[r].start, owned[r ^ mask].start), max(owned[r].stop, owned[r ^ mask].stop)
+            )
+            for r in range(core)
+        ]
         mask *= 2
     return steps
 
@@ -84,8 +88,9 @@ def halving_doubling_reduce_scatter(k):
     check_power_of_two(k, "halving-doubling reduce-scatter")
     steps, _ = _halving_steps(k)
     phases = (("reduce-scatter (halving)", 0, len(steps)),)
-    return Schedule("reduce_scatter", "halving_doubling", k, k, tuple(steps), phases,
-                    "full", "own_chunk")  # fmt: skip
+    return Schedule(
+        "reduce_scatter", "halving_doubling", k, k, tuple(steps), phases, "full", "own_chunk"
+    )
 
 
 def halving_doubling_all_gather(k):
@@ -93,8 +98,9 @@ def halving_doubling_all_gather(k):
     check_power_of_two(k, "halving-doubling all-gather")
     steps = _doubling_steps(k, [range(r, r + 1) for r in range(k)])
     phases = (("all-gather (doubling)", 0, len(steps)),)
-    return Schedule("all_gather", "halving_doubling", k, k, tuple(steps), phases,
-                    "own_chunk", "full")  # fmt: skip
+    return Schedule(
+        "all_gather", "halving_doubling", k, k, tuple(steps), phases, "own_chunk", "full"
+    )
 
 
 def halving_doubling_all_reduce(k):

@@ -66,7 +66,11 @@ def hierarchical_all_reduce(layout):
         ring_phase(rail, pieces, 0, False, inter[m - 1 :])
     steps = tuple(tuple(s) for s in intra_rs + inter + intra_ag)
     a, b, c = g - 1, g - 1 + m - 1, g - 1 + 2 * (m - 1)
-    phases = (("intra-node reduce-scatter", 0, a), ("inter-node reduce-scatter", a, b),
-              ("inter-node all-gather", b, c), ("intra-node all-gather", c, c + g - 1))  # fmt: skip
+    phases = (
+        ("intra-node reduce-scatter", 0, a),
+        ("inter-node reduce-scatter", a, b),
+        ("inter-node all-gather", b, c),
+        ("intra-node all-gather", c, c + g - 1),
+    )
     phases = tuple(p for p in phases if p[2] > p[1])
     return Schedule("all_reduce", "hierarchical", layout.ranks, g * m, steps, phases)

@@ -63,8 +63,11 @@ def nvls_switch(graph, ranks):
             "node's NVSwitch; take a group inside one node, or use 'nccl_ring' or "
             "'double_tree' across nodes"
         )
-    switches = [n for n, data in graph.nodes(data=True)
-                if data.get("role") == "nvswitch" and data.get("node", 0) == nodes[0]]  # fmt: skip
+    switches = [
+        n
+        for n, data in graph.nodes(data=True)
+        if data.get("role") == "nvswitch" and data.get("node", 0) == nodes[0]
+    ]
     reducing = [s for s in switches if graph.nodes[s].get("reduces")]
     if not reducing:
         name = graph.graph.get("name")
@@ -89,13 +92,17 @@ def nvls_all_reduce(k, switch, efficiency=1.0, pieces=16):
         if s < p:
             for c in range(k):
                 group = Combine(switch, ("reduce", c, s), k - 1, efficiency)
-                moves += [ChunkMove(r, c, piece[c][s], True, combine=group)
-                          for r in range(k) if r != c]  # fmt: skip
+                moves += [
+                    ChunkMove(r, c, piece[c][s], True, combine=group) for r in range(k) if r != c
+                ]
         if s >= 1:
             for c in range(k):
                 group = Combine(switch, ("multicast", c, s - 1), k - 1, efficiency)
-                moves += [ChunkMove(c, r, piece[c][s - 1], False, combine=group)
-                          for r in range(k) if r != c]  # fmt: skip
+                moves += [
+                    ChunkMove(c, r, piece[c][s - 1], False, combine=group)
+                    for r in range(k)
+                    if r != c
+                ]
         steps.append(tuple(moves))
     phases = (("in-switch reduce", 0, 1), ("reduce + multicast", 1, p), ("multicast", p, p + 1))
     phases = tuple(phase for phase in phases if phase[2] > phase[1])  # P = 1: no overlap

@@ -59,14 +59,21 @@ class CollectiveStep(NamedTuple):
     def __repr__(self):
         # what a deadlock report and an unmatched-message error print: steps from 1
         dim = "" if self.dim is None else f" ({self.dim})"
-        return (f"CollectiveStep({self.collective} {self.algorithm}, group {self.group}{dim}, "
-                f"call #{self.call}, step {self.number})")  # fmt: skip
+        return (
+            f"CollectiveStep({self.collective} {self.algorithm}, group {self.group}{dim}, "
+            f"call #{self.call}, step {self.number})"
+        )
 
     def to_args(self):
         """The fields as JSON-ready ``args`` for the Chrome/Perfetto export; ``step`` is
         the 1-based number there, as every label prints it."""
-        args = {"collective": self.collective, "algorithm": self.algorithm,
-                "group": self.group, "call": self.call, "step": self.number}  # fmt: skip
+        args = {
+            "collective": self.collective,
+            "algorithm": self.algorithm,
+            "group": self.group,
+            "call": self.call,
+            "step": self.number,
+        }
         if self.dim is not None:
             args["dim"] = self.dim
         if self.protocol is not None:

@@ -49,8 +49,13 @@ def _reduce(arrays, op):
     # wider numpy type, so its average divides Python ints (below)
     wide = np.int64 if integer else np.float64
     total = arrays[0].astype(wide)
-    combine = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
-               "min": np.minimum}[op]  # fmt: skip
+    combine = {
+        "sum": np.add,
+        "avg": np.add,
+        "prod": np.multiply,
+        "max": np.maximum,
+        "min": np.minimum,
+    }[op]
     for x in arrays[1:]:
         combine(total, x, out=total)  # widens x on the fly, a block at a time
     if op == "avg":
@@ -98,8 +103,10 @@ def reference(collective, inputs, op="sum", root=0):
         return _shared(arrays[root].copy(), k)
     if collective == "all_to_all":
         parts = [_split_first_axis(a, k) for a in arrays]  # parts[src][dst]
-        return [np.concatenate([parts[src][dst] for src in range(k)]).reshape(arrays[0].shape)
-                for dst in range(k)]  # fmt: skip
+        return [
+            np.concatenate([parts[src][dst] for src in range(k)]).reshape(arrays[0].shape)
+            for dst in range(k)
+        ]
     total = _reduce(arrays, _op(op))
     if collective == "reduce_scatter":
         return [part.copy() for part in _split_first_axis(total, k)]

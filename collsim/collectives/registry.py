@@ -43,10 +43,22 @@ from .ring import (
 )
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce
 
-__all__ = ["build", "canonical_collective", "canonical_algorithm", "algorithms_for", "BUILDERS",
-           "algorithm_setting", "SETTING_COLLECTIVES", "ALGORITHMS", "POWER_OF_TWO_ONLY",
-           "HARDWARE_BUILDERS", "HARDWARE_ALGORITHMS",
-           "AUTO", "one_node", "PIPELINED"]  # fmt: skip
+__all__ = [
+    "build",
+    "canonical_collective",
+    "canonical_algorithm",
+    "algorithms_for",
+    "BUILDERS",
+    "algorithm_setting",
+    "SETTING_COLLECTIVES",
+    "ALGORITHMS",
+    "POWER_OF_TWO_ONLY",
+    "HARDWARE_BUILDERS",
+    "HARDWARE_ALGORITHMS",
+    "AUTO",
+    "one_node",
+    "PIPELINED",
+]
 
 AUTO = "auto"  # resolved per call to the algorithm (and protocol) the closed forms favour
 
@@ -78,8 +90,9 @@ HARDWARE_BUILDERS = {
 }
 PIPELINED = frozenset({("all_reduce", "double_tree"), ("all_reduce", "nvls")})  # take pieces=
 # pairs whose builder refuses K that is not a power of two (partners r XOR 2^i)
-POWER_OF_TWO_ONLY = frozenset({("reduce_scatter", "halving_doubling"),
-                               ("all_gather", "halving_doubling")})  # fmt: skip
+POWER_OF_TWO_ONLY = frozenset(
+    {("reduce_scatter", "halving_doubling"), ("all_gather", "halving_doubling")}
+)
 _ALGORITHM_ALIASES = {
     "hd": "halving_doubling",
     "rabenseifner": "halving_doubling",
@@ -149,8 +162,11 @@ def algorithms_for(collective, k, layout=None, switch=None):
     """
     collective = canonical_collective(collective)
     power_of_two = is_power_of_two(k)
-    found = tuple(a for a in ALGORITHMS[collective]
-                  if power_of_two or (collective, a) not in POWER_OF_TWO_ONLY)  # fmt: skip
+    found = tuple(
+        a
+        for a in ALGORITHMS[collective]
+        if power_of_two or (collective, a) not in POWER_OF_TWO_ONLY
+    )
     if layout is None:
         return found
     runs = {
@@ -208,8 +224,14 @@ def build(collective, algorithm, k, root=0, layout=None, switch=None, pieces=Non
     return HARDWARE_BUILDERS[(collective, algorithm)](layout, switch, pieces)
 
 
-SETTING_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
-                       "all_to_all")  # fmt: skip
+SETTING_COLLECTIVES = (
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "broadcast",
+    "reduce",
+    "all_to_all",
+)
 
 
 def algorithm_setting(algorithm, who="configure"):
@@ -229,13 +251,17 @@ def algorithm_setting(algorithm, who="configure"):
         for name, value in algorithm.items():
             collective = canonical_collective(name)
             if collective not in SETTING_COLLECTIVES:
-                raise ConfigError(f"{who}(algorithm={{{name!r}: ...}}): choose collectives "
-                                  f"from {', '.join(SETTING_COLLECTIVES)}")  # fmt: skip
+                raise ConfigError(
+                    f"{who}(algorithm={{{name!r}: ...}}): choose collectives "
+                    f"from {', '.join(SETTING_COLLECTIVES)}"
+                )
             chosen[collective] = canonical_algorithm(collective, value)
         return chosen
     if not isinstance(algorithm, str):
-        raise ConfigError(f"{who}(algorithm={algorithm!r}): give a name such as 'ring', "
-                          "a dict {collective: algorithm}, or None")  # fmt: skip
+        raise ConfigError(
+            f"{who}(algorithm={algorithm!r}): give a name such as 'ring', "
+            "a dict {collective: algorithm}, or None"
+        )
     chosen = {}
     for collective in SETTING_COLLECTIVES:
         try:

@@ -24,8 +24,14 @@ Examples
 
 from .schedule import ChunkMove, RankRule, Schedule
 
-__all__ = ["ring_reduce_scatter", "ring_all_gather", "ring_all_reduce", "chain_broadcast",
-           "chain_reduce", "RingStep"]  # fmt: skip
+__all__ = [
+    "ring_reduce_scatter",
+    "ring_all_gather",
+    "ring_all_reduce",
+    "chain_broadcast",
+    "chain_reduce",
+    "RingStep",
+]
 
 
 def _one(c):
@@ -59,14 +65,30 @@ def _ag_steps(k):
 
 def ring_reduce_scatter(k):
     """Rank r ends with chunk r of the reduction after K-1 steps."""
-    return Schedule("reduce_scatter", "ring", k, k, tuple(_rs_steps(k)),
-                    (("reduce-scatter", 0, k - 1),), "full", "own_chunk")  # fmt: skip
+    return Schedule(
+        "reduce_scatter",
+        "ring",
+        k,
+        k,
+        tuple(_rs_steps(k)),
+        (("reduce-scatter", 0, k - 1),),
+        "full",
+        "own_chunk",
+    )
 
 
 def ring_all_gather(k):
     """Rank r starts with chunk r; every rank ends with all K after K-1 steps."""
-    return Schedule("all_gather", "ring", k, k, tuple(_ag_steps(k)),
-                    (("all-gather", 0, k - 1),), "own_chunk", "full")  # fmt: skip
+    return Schedule(
+        "all_gather",
+        "ring",
+        k,
+        k,
+        tuple(_ag_steps(k)),
+        (("all-gather", 0, k - 1),),
+        "own_chunk",
+        "full",
+    )
 
 
 def ring_all_reduce(k):
@@ -97,11 +119,29 @@ def _chain(k, root, toward_root):
 
 def chain_broadcast(k, root=0):
     """Pipelined chain broadcast with K chunks: 2(K-1) steps."""
-    return Schedule("broadcast", "ring", k, k, tuple(_chain(k, root, False)),
-                    (("broadcast", 0, 2 * (k - 1)),), "root", "full", root)  # fmt: skip
+    return Schedule(
+        "broadcast",
+        "ring",
+        k,
+        k,
+        tuple(_chain(k, root, False)),
+        (("broadcast", 0, 2 * (k - 1)),),
+        "root",
+        "full",
+        root,
+    )
 
 
 def chain_reduce(k, root=0):
     """Pipelined chain reduce toward ``root`` with K chunks: 2(K-1) steps."""
-    return Schedule("reduce", "ring", k, k, tuple(_chain(k, root, True)),
-                    (("reduce", 0, 2 * (k - 1)),), "full", "root", root)  # fmt: skip
+    return Schedule(
+        "reduce",
+        "ring",
+        k,
+        k,
+        tuple(_chain(k, root, True)),
+        (("reduce", 0, 2 * (k - 1)),),
+        "full",
+        "root",
+        root,
+    )

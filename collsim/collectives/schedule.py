@@ -31,8 +31,15 @@ from ..errors import ConfigError
 from .checks import is_int
 from .spec import SPECS, CollectiveSpec
 
-__all__ = ["ChunkMove", "Combine", "Schedule", "RankRule", "chunk_bounds", "contributions",
-           "LAYOUTS"]  # fmt: skip
+__all__ = [
+    "ChunkMove",
+    "Combine",
+    "Schedule",
+    "RankRule",
+    "chunk_bounds",
+    "contributions",
+    "LAYOUTS",
+]
 
 LAYOUTS = ("full", "own_chunk", "root")  # see Schedule: what a buffer holds, or answers
 
@@ -87,8 +94,13 @@ class ChunkMove:
         >>> ChunkMove(0, 1, range(2, 4), True).to_args()
         {'group_src': 0, 'group_dst': 1, 'first_chunk': 2, 'last_chunk': 3, 'reduce': True}
         """
-        args = {"group_src": self.src, "group_dst": self.dst, "first_chunk": self.chunks.start,
-                "last_chunk": self.chunks.stop - 1, "reduce": self.reduce}  # fmt: skip
+        args = {
+            "group_src": self.src,
+            "group_dst": self.dst,
+            "first_chunk": self.chunks.start,
+            "last_chunk": self.chunks.stop - 1,
+            "reduce": self.reduce,
+        }
         if self.to is not None:
             args["first_dst_chunk"], args["last_dst_chunk"] = self.to.start, self.to.stop - 1
         if self.from_input:
@@ -99,8 +111,10 @@ class ChunkMove:
 
     def __repr__(self):
         extra = "" if self.to is None else f", dst_chunks={self.to}"
-        return (f"ChunkMove(src={self.src}, dst={self.dst}, chunks={self.chunks}, "
-                f"reduce={self.reduce}{extra})")  # fmt: skip
+        return (
+            f"ChunkMove(src={self.src}, dst={self.dst}, chunks={self.chunks}, "
+            f"reduce={self.reduce}{extra})"
+        )
 
 
 class RankRule(Sequence):
@@ -319,8 +333,9 @@ def contributions(schedule):
         state = [[frozenset([r]) if ch == r else frozenset() for ch in range(c)] for r in range(k)]
     else:  # only the root has data (broadcast)
         root = schedule.root
-        state = [[frozenset([root]) if r == root else frozenset() for _ in range(c)]
-                 for r in range(k)]  # fmt: skip
+        state = [
+            [frozenset([root]) if r == root else frozenset() for _ in range(c)] for r in range(k)
+        ]
     inputs = [list(row) for row in state]
     yield [list(row) for row in state]
     for step in schedule.steps:

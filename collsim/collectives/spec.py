@@ -91,7 +91,7 @@ SPECS = {
             reduces=True,
             output_shape_rule=SPLIT_FIRST_AXIS,
             splits_first_axis=True,
-        ),  # fmt: skip
+        ),
         CollectiveSpec("all_gather", output_shape_rule=CONCAT_FIRST_AXIS),
         CollectiveSpec("broadcast", rooted=True),
         CollectiveSpec("reduce", reduces=True, rooted=True),

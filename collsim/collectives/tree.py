@@ -29,35 +29,66 @@ def _depth(k):
 def _broadcast_steps(k, root):
     steps = []
     for d in range(_depth(k)):
-        moves = [ChunkMove((rel + root) % k, (rel + 2**d + root) % k, WHOLE, False)
-                 for rel in range(2**d) if rel + 2**d < k]  # fmt: skip
+        moves = [
+            ChunkMove((rel + root) % k, (rel + 2**d + root) % k, WHOLE, False)
+            for rel in range(2**d)
+            if rel + 2**d < k
+        ]
         steps.append(tuple(moves))
     return steps
 
 
 def _reduce_steps(k, root):
     # the broadcast tree read backwards, each edge reversed and reducing
-    return [tuple(ChunkMove(m.dst, m.src, WHOLE, True) for m in step)
-            for step in reversed(_broadcast_steps(k, root))]  # fmt: skip
+    return [
+        tuple(ChunkMove(m.dst, m.src, WHOLE, True) for m in step)
+        for step in reversed(_broadcast_steps(k, root))
+    ]
 
 
 def tree_broadcast(k, root=0):
     """Binomial broadcast from ``root``: ⌈log2 K⌉ steps of the whole buffer."""
     n = _depth(k)
-    return Schedule("broadcast", "tree", k, 1, tuple(_broadcast_steps(k, root)),
-                    (("broadcast", 0, n),), "root", "full", root)  # fmt: skip
+    return Schedule(
+        "broadcast",
+        "tree",
+        k,
+        1,
+        tuple(_broadcast_steps(k, root)),
+        (("broadcast", 0, n),),
+        "root",
+        "full",
+        root,
+    )
 
 
 def tree_reduce(k, root=0):
     """Binomial reduce to ``root``: ⌈log2 K⌉ steps of the whole buffer."""
     n = _depth(k)
-    return Schedule("reduce", "tree", k, 1, tuple(_reduce_steps(k, root)),
-                    (("reduce", 0, n),), "full", "root", root)  # fmt: skip
+    return Schedule(
+        "reduce",
+        "tree",
+        k,
+        1,
+        tuple(_reduce_steps(k, root)),
+        (("reduce", 0, n),),
+        "full",
+        "root",
+        root,
+    )
 
 
 def tree_all_reduce(k):
     """Reduce to rank 0, then broadcast from it: 2⌈log2 K⌉ steps."""
     n = _depth(k)
     steps = _reduce_steps(k, 0) + _broadcast_steps(k, 0)
-    return Schedule("all_reduce", "tree", k, 1, tuple(steps),
-                    (("reduce", 0, n), ("broadcast", n, 2 * n)), "full", "full")  # fmt: skip
+    return Schedule(
+        "all_reduce",
+        "tree",
+        k,
+        1,
+        tuple(steps),
+        (("reduce", 0, n), ("broadcast", n, 2 * n)),
+        "full",
+        "full",
+    )

@@ -24,16 +24,21 @@ def check_tensor(tensor, call, name="tensor", writes=True):
     if not isinstance(tensor, np.ndarray):
         text = repr(tensor)
         text = text if len(text) <= 60 else text[:57] + "..."
-        raise ConfigError(f"{call}({name}={text}): a tensor here is a numpy array, not a "
-                          f"{type(tensor).__name__}")  # fmt: skip
+        raise ConfigError(
+            f"{call}({name}={text}): a tensor here is a numpy array, not a {type(tensor).__name__}"
+        )
     if tensor.dtype.name not in NUMERIC_DTYPES:
-        raise ConfigError(f"{call}({name}=<{tensor.dtype} array of shape {tensor.shape}>): "
-                          f"dtype {tensor.dtype} is not one the collectives move; use one "
-                          f"of {', '.join(NUMERIC_DTYPES)}")  # fmt: skip
+        raise ConfigError(
+            f"{call}({name}=<{tensor.dtype} array of shape {tensor.shape}>): "
+            f"dtype {tensor.dtype} is not one the collectives move; use one "
+            f"of {', '.join(NUMERIC_DTYPES)}"
+        )
     if writes and not tensor.flags.writeable:
-        raise ConfigError(f"{call}({name}=<read-only {tensor.dtype} array of shape "
-                          f"{tensor.shape}>): the call writes into it; pass a writeable "
-                          "array, e.g. tensor.copy()")  # fmt: skip
+        raise ConfigError(
+            f"{call}({name}=<read-only {tensor.dtype} array of shape "
+            f"{tensor.shape}>): the call writes into it; pass a writeable "
+            "array, e.g. tensor.copy()"
+        )
     return tensor
 
 

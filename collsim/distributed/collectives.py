@@ -33,14 +33,24 @@ from .reduce_op import ReduceOp, op_name
 from .settings import algorithm_for
 from .work import issue
 
-__all__ = ["all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
-           "broadcast", "reduce", "all_to_all_single", "barrier"]  # fmt: skip
+__all__ = [
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "reduce",
+    "all_to_all_single",
+    "barrier",
+]
 
 
 def _same_kind(call, name, tensor, other_name, other):
     if tensor.dtype != other.dtype:
-        raise ConfigError(f"{call}: {name} is {describe(tensor)} but {other_name} is "
-                          f"{describe(other)}: the dtypes must match")  # fmt: skip
+        raise ConfigError(
+            f"{call}: {name} is {describe(tensor)} but {other_name} is "
+            f"{describe(other)}: the dtypes must match"
+        )
 
 
 def _write(collective, target):
@@ -63,8 +73,9 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     name = op_name(op, call)
     rank, pg = resolve(group, call)
     check_tensor(tensor, call)
-    program = rank.all_reduce(tensor, group=pg.group, op=name,
-                              algorithm=algorithm_for("all_reduce"))  # fmt: skip
+    program = rank.all_reduce(
+        tensor, group=pg.group, op=name, algorithm=algorithm_for("all_reduce")
+    )
     return issue(rank, _write(program, tensor), async_op, [tensor], call)
 
 
@@ -74,19 +85,26 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     rank, pg = resolve(group, call)
     check_tensor(tensor, call, writes=False)
     if not isinstance(tensor_list, list | tuple) or len(tensor_list) != pg.size():
-        got = f"{len(tensor_list)} tensors" if isinstance(tensor_list, list | tuple) else \
-            repr(tensor_list)  # fmt: skip
-        raise ConfigError(f"{call}(tensor_list=...): give a list of {pg.size()} tensors, one "
-                          f"per rank of the group, got {got}")  # fmt: skip
+        got = (
+            f"{len(tensor_list)} tensors"
+            if isinstance(tensor_list, list | tuple)
+            else repr(tensor_list)
+        )
+        raise ConfigError(
+            f"{call}(tensor_list=...): give a list of {pg.size()} tensors, one "
+            f"per rank of the group, got {got}"
+        )
     for i, t in enumerate(tensor_list):
         check_tensor(t, call, f"tensor_list[{i}]")
         if t.shape != tensor.shape or t.dtype != tensor.dtype:
-            raise ConfigError(f"{call}: tensor_list[{i}] is {describe(t)} but tensor is "
-                              f"{describe(tensor)}: every entry must match it")  # fmt: skip
-    program = rank.all_gather(tensor.reshape(-1), group=pg.group,
-                              algorithm=algorithm_for("all_gather"))  # fmt: skip
-    return issue(rank, _write_parts(program, list(tensor_list)), async_op, list(tensor_list),
-                  call)  # fmt: skip
+            raise ConfigError(
+                f"{call}: tensor_list[{i}] is {describe(t)} but tensor is "
+                f"{describe(tensor)}: every entry must match it"
+            )
+    program = rank.all_gather(
+        tensor.reshape(-1), group=pg.group, algorithm=algorithm_for("all_gather")
+    )
+    return issue(rank, _write_parts(program, list(tensor_list)), async_op, list(tensor_list), call)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -104,8 +122,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
             f"elements, but {k} ranks of input_tensor {describe(input_tensor)} make "
             f"{k * input_tensor.size}: use shape {_concat(input_tensor.shape, k)}"
         )
-    program = rank.all_gather(input_tensor.reshape(-1), group=pg.group,
-                              algorithm=algorithm_for("all_gather"))  # fmt: skip
+    program = rank.all_gather(
+        input_tensor.reshape(-1), group=pg.group, algorithm=algorithm_for("all_gather")
+    )
     return issue(rank, _write(program, output_tensor), async_op, [output_tensor], call)
 
 
@@ -131,8 +150,9 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
             f"{_concat(output.shape, k)}{other}"
         )
     # K rows of one block each: the executor cuts the first axis into exactly those blocks
-    program = rank.reduce_scatter(input.reshape(k, -1), group=pg.group, op=name,
-                                  algorithm=algorithm_for("reduce_scatter"))  # fmt: skip
+    program = rank.reduce_scatter(
+        input.reshape(k, -1), group=pg.group, op=name, algorithm=algorithm_for("reduce_scatter")
+    )
     return issue(rank, _write(program, output), async_op, [output], call)
 
 
@@ -142,8 +162,9 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     rank, pg = resolve(group, call)
     src = peer(pg, src, "src", call, group_src, "group_src")
     check_tensor(tensor, call)
-    program = rank.broadcast(tensor, root=pg.group.index(src), group=pg.group,
-                             algorithm=algorithm_for("broadcast"))  # fmt: skip
+    program = rank.broadcast(
+        tensor, root=pg.group.index(src), group=pg.group, algorithm=algorithm_for("broadcast")
+    )
     return issue(rank, _write(program, tensor), async_op, [tensor], call)
 
 
@@ -155,13 +176,15 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     rank, pg = resolve(group, call)
     dst = peer(pg, dst, "dst", call, group_dst, "group_dst")
     check_tensor(tensor, call)
-    program = rank.reduce(tensor, root=pg.group.index(dst), group=pg.group, op=name,
-                          algorithm=algorithm_for("reduce"))  # fmt: skip
+    program = rank.reduce(
+        tensor, root=pg.group.index(dst), group=pg.group, op=name, algorithm=algorithm_for("reduce")
+    )
     return issue(rank, _write(program, tensor), async_op, [tensor], call)
 
 
-def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
-                      group=None, async_op=False):  # fmt: skip
+def all_to_all_single(
+    output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False
+):
     """Block j of rank r's ``input`` (cut along the first axis) becomes block r of rank j's
     ``output``.  Equal blocks (no split sizes, or K equal ones) run collsim's all-to-all;
     uneven ``input_split_sizes`` / ``output_split_sizes`` (rows to and from each rank) run
@@ -173,20 +196,26 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     _same_kind(call, "output", output, "input", input)
     k = pg.size()
     if not _equal_blocks(input, output, (input_split_sizes, output_split_sizes), k):
-        return uneven_all_to_all(rank, pg, output, input, output_split_sizes, input_split_sizes,
-                                 async_op)  # fmt: skip
+        return uneven_all_to_all(
+            rank, pg, output, input, output_split_sizes, input_split_sizes, async_op
+        )
     if input.ndim == 0 or input.shape[0] % k:
         rows = input.shape[0] if input.ndim else None
         near = "" if rows is None else f" (nearest: {rows - rows % k} or {rows - rows % k + k})"
-        raise ConfigError(f"{call}: input {describe(input)} is cut along its first axis into "
-                          f"{k} equal blocks, so its first axis must be a multiple of {k}"
-                          f"{near}, or give input_split_sizes")  # fmt: skip
+        raise ConfigError(
+            f"{call}: input {describe(input)} is cut along its first axis into "
+            f"{k} equal blocks, so its first axis must be a multiple of {k}"
+            f"{near}, or give input_split_sizes"
+        )
     if output.size != input.size:
-        raise ConfigError(f"{call}: output is {describe(output)} but input is "
-                          f"{describe(input)}: with equal blocks both hold {input.size} "
-                          "elements")  # fmt: skip
-    program = rank.all_to_all(input.reshape(k, -1), group=pg.group,
-                              algorithm=algorithm_for("all_to_all"))  # fmt: skip
+        raise ConfigError(
+            f"{call}: output is {describe(output)} but input is "
+            f"{describe(input)}: with equal blocks both hold {input.size} "
+            "elements"
+        )
+    program = rank.all_to_all(
+        input.reshape(k, -1), group=pg.group, algorithm=algorithm_for("all_to_all")
+    )
     return issue(rank, _write(program, output), async_op, [output], call)
 
 
@@ -197,8 +226,7 @@ def _equal_blocks(input, output, split_sizes, k):
     if input.ndim == 0 or input.shape != output.shape or input.shape[0] % k:
         return False
     equal = [input.shape[0] // k] * k
-    return all(s is None or (isinstance(s, list | tuple) and list(s) == equal)
-               for s in split_sizes)  # fmt: skip
+    return all(s is None or (isinstance(s, list | tuple) and list(s) == equal) for s in split_sizes)
 
 
 def barrier(group=None, async_op=False, device_ids=None):

@@ -42,19 +42,25 @@ class DeviceMesh:
 
     def __init__(self, device_type, mesh, *, mesh_dim_names=None, _parent=None):
         if not isinstance(device_type, str) or not device_type:
-            raise ConfigError(f"DeviceMesh(device_type={device_type!r}): give a device type "
-                              "name such as 'cuda' or 'cpu'")  # fmt: skip
+            raise ConfigError(
+                f"DeviceMesh(device_type={device_type!r}): give a device type "
+                "name such as 'cuda' or 'cpu'"
+            )
         try:
             grid = np.asarray(mesh)
         except (ValueError, TypeError):
-            raise ConfigError(f"DeviceMesh(mesh={mesh!r}): give a rectangular array of "
-                              "ranks, e.g. [[0, 1], [2, 3]]") from None  # fmt: skip
+            raise ConfigError(
+                f"DeviceMesh(mesh={mesh!r}): give a rectangular array of "
+                "ranks, e.g. [[0, 1], [2, 3]]"
+            ) from None
         if grid.ndim == 0:
-            raise ConfigError(f"DeviceMesh(mesh={mesh!r}): a mesh has one dimension or more, "
-                              "e.g. [0, 1, 2, 3]")  # fmt: skip
+            raise ConfigError(
+                f"DeviceMesh(mesh={mesh!r}): a mesh has one dimension or more, e.g. [0, 1, 2, 3]"
+            )
         given_names = mesh_dim_names
-        names = tuple(f"dim{i}" for i in range(grid.ndim)) if mesh_dim_names is None else \
-            mesh_dim_names  # fmt: skip
+        names = (
+            tuple(f"dim{i}" for i in range(grid.ndim)) if mesh_dim_names is None else mesh_dim_names
+        )
         if isinstance(names, str):
             raise ConfigError(f"mesh_dim_names={names!r}: give a tuple of names, e.g. ({names!r},)")
         self._grid = RankGrid(grid.shape, names, ranks=grid)  # checks ranks and names
@@ -70,9 +76,11 @@ class DeviceMesh:
         self._me = st.rank.id
         world = st.rank.size
         if self.mesh.max() >= world:
-            raise ConfigError(f"DeviceMesh(mesh={self.mesh.tolist()}): rank "
-                              f"{int(self.mesh.max())} does not exist: the run's ranks are "
-                              f"0..{world - 1}")  # fmt: skip
+            raise ConfigError(
+                f"DeviceMesh(mesh={self.mesh.tolist()}): rank "
+                f"{int(self.mesh.max())} does not exist: the run's ranks are "
+                f"0..{world - 1}"
+            )
         self._groups = {}
         if self._me in self.mesh:
             for name in self._grid.names:
@@ -96,16 +104,22 @@ class DeviceMesh:
         if mesh_dim is None:
             if self.ndim == 1:
                 return names[0]
-            raise ConfigError(f"DeviceMesh.{call}(): this mesh has {self.ndim} dimensions "
-                              f"{self._choices()}: name one")  # fmt: skip
+            raise ConfigError(
+                f"DeviceMesh.{call}(): this mesh has {self.ndim} dimensions "
+                f"{self._choices()}: name one"
+            )
         if is_int(mesh_dim):
             if not -self.ndim <= mesh_dim < self.ndim:
-                raise ConfigError(f"DeviceMesh.{call}({mesh_dim!r}): a {self.ndim}-D mesh "
-                                  f"has dimensions 0..{self.ndim - 1}")  # fmt: skip
+                raise ConfigError(
+                    f"DeviceMesh.{call}({mesh_dim!r}): a {self.ndim}-D mesh "
+                    f"has dimensions 0..{self.ndim - 1}"
+                )
             return names[mesh_dim]
         if self.mesh_dim_names is None or mesh_dim not in self.mesh_dim_names:
-            raise ConfigError(f"DeviceMesh.{call}({mesh_dim!r}): no such dimension; the "
-                              f"mesh has {self._choices()}")  # fmt: skip
+            raise ConfigError(
+                f"DeviceMesh.{call}({mesh_dim!r}): no such dimension; the "
+                f"mesh has {self._choices()}"
+            )
         return mesh_dim
 
     def _choices(self):
@@ -150,8 +164,9 @@ class DeviceMesh:
 
     def _member(self, call):
         if self._me not in self.mesh:
-            raise ConfigError(f"DeviceMesh.{call}(): rank {self._me} is not in this mesh "
-                              f"{self.mesh.tolist()}")  # fmt: skip
+            raise ConfigError(
+                f"DeviceMesh.{call}(): rank {self._me} is not in this mesh {self.mesh.tolist()}"
+            )
 
     # -- slicing -----------------------------------------------------------------------------
 
@@ -160,27 +175,35 @@ class DeviceMesh:
         through this rank."""
         wanted = (names,) if isinstance(names, str) else names
         if self.mesh_dim_names is None:
-            raise ConfigError(f"mesh[{names!r}]: this mesh has no mesh_dim_names to slice "
-                              "by; make it with mesh_dim_names=(...)")  # fmt: skip
+            raise ConfigError(
+                f"mesh[{names!r}]: this mesh has no mesh_dim_names to slice "
+                "by; make it with mesh_dim_names=(...)"
+            )
         if not isinstance(wanted, tuple) or not wanted:
-            raise ConfigError(f"mesh[{names!r}]: give a dimension name or a tuple of them, "
-                              f"from {list(self.mesh_dim_names)}")  # fmt: skip
+            raise ConfigError(
+                f"mesh[{names!r}]: give a dimension name or a tuple of them, "
+                f"from {list(self.mesh_dim_names)}"
+            )
         for n in wanted:
             if n not in self.mesh_dim_names:
-                raise ConfigError(f"mesh[{names!r}]: no dimension {n!r}; the mesh has "
-                                  f"{list(self.mesh_dim_names)}")  # fmt: skip
+                raise ConfigError(
+                    f"mesh[{names!r}]: no dimension {n!r}; the mesh has {list(self.mesh_dim_names)}"
+                )
         axes = [self.mesh_dim_names.index(n) for n in wanted]
         if axes != sorted(set(axes)):
             order = tuple(n for n in self.mesh_dim_names if n in wanted)
-            raise ConfigError(f"mesh[{names!r}]: name the dimensions once each, in the mesh's "
-                              f"order: mesh[{order!r}]")  # fmt: skip
+            raise ConfigError(
+                f"mesh[{names!r}]: name the dimensions once each, in the mesh's "
+                f"order: mesh[{order!r}]"
+            )
         if tuple(wanted) == self.mesh_dim_names:
             return self
         self._member("__getitem__")
         where = self._grid.coords(self._me)
         index = tuple(slice(None) if n in wanted else where[n] for n in self.mesh_dim_names)
-        return DeviceMesh(self.device_type, self.mesh[index], mesh_dim_names=tuple(wanted),
-                          _parent=self)  # fmt: skip
+        return DeviceMesh(
+            self.device_type, self.mesh[index], mesh_dim_names=tuple(wanted), _parent=self
+        )
 
     def __repr__(self):
         names = "" if self.mesh_dim_names is None else f", mesh_dim_names={self.mesh_dim_names}"
@@ -199,13 +222,17 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
         or not shape
         or not all(is_int(s) and s >= 1 for s in shape)
     ):
-        raise ConfigError(f"init_device_mesh(mesh_shape={mesh_shape!r}): give a tuple of "
-                          f"sizes >= 1 whose product is the world size {world}, e.g. "
-                          f"({world},)")  # fmt: skip
+        raise ConfigError(
+            f"init_device_mesh(mesh_shape={mesh_shape!r}): give a tuple of "
+            f"sizes >= 1 whose product is the world size {world}, e.g. "
+            f"({world},)"
+        )
     if math.prod(shape) != world:
-        raise ConfigError(f"init_device_mesh(mesh_shape={mesh_shape!r}): {math.prod(shape)} "
-                          f"ranks, but the world has {world}: the sizes must multiply to "
-                          f"{world}")  # fmt: skip
+        raise ConfigError(
+            f"init_device_mesh(mesh_shape={mesh_shape!r}): {math.prod(shape)} "
+            f"ranks, but the world has {world}: the sizes must multiply to "
+            f"{world}"
+        )
     if mesh_dim_names is not None and (
         isinstance(mesh_dim_names, str) or len(tuple(mesh_dim_names)) != len(shape)
     ):

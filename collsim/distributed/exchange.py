@@ -51,13 +51,16 @@ def _program(rank, sends, recvs, copies):
 def _list_of(tensors, k, like, call, name, writes):
     if not isinstance(tensors, list | tuple) or len(tensors) != k:
         got = f"{len(tensors)} tensors" if isinstance(tensors, list | tuple) else repr(tensors)
-        raise ConfigError(f"{call}({name}=...): give a list of {k} tensors, one per rank of "
-                          f"the group, got {got}")  # fmt: skip
+        raise ConfigError(
+            f"{call}({name}=...): give a list of {k} tensors, one per rank of the group, got {got}"
+        )
     for i, t in enumerate(tensors):
         check_tensor(t, call, f"{name}[{i}]", writes=writes)
         if t.shape != like.shape or t.dtype != like.dtype:
-            raise ConfigError(f"{call}: {name}[{i}] is {t.dtype} {t.shape} but tensor is "
-                              f"{like.dtype} {like.shape}: every entry must match it")  # fmt: skip
+            raise ConfigError(
+                f"{call}: {name}[{i}] is {t.dtype} {t.shape} but tensor is "
+                f"{like.dtype} {like.shape}: every entry must match it"
+            )
     return list(tensors)
 
 
@@ -70,8 +73,10 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     tag = CallTag.on(pg.id, call)
     if rank.id != dst:
         if gather_list is not None:
-            raise ConfigError(f"gather(gather_list=...) on rank {rank.id}: only rank dst={dst} "
-                              "gives a gather_list; pass None here")  # fmt: skip
+            raise ConfigError(
+                f"gather(gather_list=...) on rank {rank.id}: only rank dst={dst} "
+                "gives a gather_list; pass None here"
+            )
         return issue(rank, _program(rank, [(dst, tensor, tag)], [], []), async_op, [], call)
     parts = _list_of(gather_list, pg.size(), tensor, call, "gather_list", writes=True)
     recvs = [(r, tag, parts[i]) for i, r in enumerate(pg.ranks) if r != rank.id]
@@ -88,10 +93,11 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     tag = CallTag.on(pg.id, call)
     if rank.id != src:
         if scatter_list is not None:
-            raise ConfigError(f"scatter(scatter_list=...) on rank {rank.id}: only rank "
-                              f"src={src} gives a scatter_list; pass None here")  # fmt: skip
-        return issue(rank, _program(rank, [], [(src, tag, tensor)], []), async_op, [tensor],
-                      call)  # fmt: skip
+            raise ConfigError(
+                f"scatter(scatter_list=...) on rank {rank.id}: only rank "
+                f"src={src} gives a scatter_list; pass None here"
+            )
+        return issue(rank, _program(rank, [], [(src, tag, tensor)], []), async_op, [tensor], call)
     parts = _list_of(scatter_list, pg.size(), tensor, call, "scatter_list", writes=False)
     sends = [(r, parts[i], tag) for i, r in enumerate(pg.ranks) if r != rank.id]
     own = [(tensor, parts[pg.rank()])]
@@ -109,33 +115,39 @@ def _splits(sizes, rows, k, call, name, tensor):
         return [rows // k] * k
     listed = list(sizes) if isinstance(sizes, list | tuple | np.ndarray) else None
     if listed is None or len(listed) != k or not all(is_int(s) and s >= 0 for s in listed):
-        raise ConfigError(f"{call}({name}={sizes!r}): give {k} row counts (ints >= 0), one "
-                          "per rank of the group")  # fmt: skip
+        raise ConfigError(
+            f"{call}({name}={sizes!r}): give {k} row counts (ints >= 0), one per rank of the group"
+        )
     if sum(listed) != rows:
-        raise ConfigError(f"{call}({name}={listed!r}): they add up to {sum(listed)} rows but "
-                          f"{tensor} has {rows}")  # fmt: skip
+        raise ConfigError(
+            f"{call}({name}={listed!r}): they add up to {sum(listed)} rows but {tensor} has {rows}"
+        )
     return [int(s) for s in listed]
 
 
-def uneven_all_to_all(rank, pg, output, input, output_split_sizes, input_split_sizes,
-                      async_op):  # fmt: skip
+def uneven_all_to_all(rank, pg, output, input, output_split_sizes, input_split_sizes, async_op):
     """``all_to_all_single`` with split sizes: rows ``input_split_sizes[j]`` go to group
     rank j, rows ``output_split_sizes[j]`` come from it (each pair must agree)."""
     call = "all_to_all_single"
     k = pg.size()
     if input.ndim == 0 or output.ndim == 0 or input.shape[1:] != output.shape[1:]:
-        raise ConfigError(f"{call}: input {input.dtype} {input.shape} and output "
-                          f"{output.dtype} {output.shape} are split into rows along the first "
-                          "axis: both need one, and the same shape after it")  # fmt: skip
+        raise ConfigError(
+            f"{call}: input {input.dtype} {input.shape} and output "
+            f"{output.dtype} {output.shape} are split into rows along the first "
+            "axis: both need one, and the same shape after it"
+        )
     send_rows = _splits(input_split_sizes, input.shape[0], k, call, "input_split_sizes", "input")
-    recv_rows = _splits(output_split_sizes, output.shape[0], k, call, "output_split_sizes",
-                        "output")  # fmt: skip
+    recv_rows = _splits(
+        output_split_sizes, output.shape[0], k, call, "output_split_sizes", "output"
+    )
     me = pg.rank()
     if send_rows[me] != recv_rows[me]:
-        raise ConfigError(f"{call}: rank {rank.id} sends itself {send_rows[me]} rows "
-                          f"(input_split_sizes={send_rows}) but expects {recv_rows[me]} "
-                          f"(output_split_sizes={recv_rows}): entry {me} of both must "
-                          "match")  # fmt: skip
+        raise ConfigError(
+            f"{call}: rank {rank.id} sends itself {send_rows[me]} rows "
+            f"(input_split_sizes={send_rows}) but expects {recv_rows[me]} "
+            f"(output_split_sizes={recv_rows}): entry {me} of both must "
+            "match"
+        )
     send_at = [0, *accumulate(send_rows)]
     recv_at = [0, *accumulate(recv_rows)]
     tag = CallTag.on(pg.id, call)
@@ -154,13 +166,16 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     call = "all_to_all"
     rank, pg = resolve(group, call)
     k = pg.size()
-    for name, tensors, writes in (("output_tensor_list", output_tensor_list, True),
-                                  ("input_tensor_list", input_tensor_list, False)):  # fmt: skip
+    for name, tensors, writes in (
+        ("output_tensor_list", output_tensor_list, True),
+        ("input_tensor_list", input_tensor_list, False),
+    ):
         if not isinstance(tensors, list | tuple) or len(tensors) != k:
-            got = f"{len(tensors)} tensors" if isinstance(tensors, list | tuple) else \
-                repr(tensors)  # fmt: skip
-            raise ConfigError(f"{call}({name}=...): give a list of {k} tensors, one per rank "
-                              f"of the group, got {got}")  # fmt: skip
+            got = f"{len(tensors)} tensors" if isinstance(tensors, list | tuple) else repr(tensors)
+            raise ConfigError(
+                f"{call}({name}=...): give a list of {k} tensors, one per rank "
+                f"of the group, got {got}"
+            )
         for i, t in enumerate(tensors):
             check_tensor(t, call, f"{name}[{i}]", writes=writes)
     me = pg.rank()
@@ -168,8 +183,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     sends = [(r, input_tensor_list[j], tag) for j, r in enumerate(pg.ranks) if j != me]
     recvs = [(r, tag, output_tensor_list[j]) for j, r in enumerate(pg.ranks) if j != me]
     own = [(output_tensor_list[me], input_tensor_list[me])]
-    return issue(rank, _program(rank, sends, recvs, own), async_op, list(output_tensor_list),
-                  call)  # fmt: skip
+    return issue(rank, _program(rank, sends, recvs, own), async_op, list(output_tensor_list), call)
 
 
 @dataclass
@@ -190,8 +204,10 @@ def batch_isend_irecv(p2p_op_list):
         raise ConfigError(f"batch_isend_irecv({p2p_op_list!r}): give a non-empty list of P2POp")
     for i, item in enumerate(p2p_op_list):
         if not isinstance(item, P2POp) or item.op not in (isend, irecv):
-            raise ConfigError(f"batch_isend_irecv: entry {i} ({item!r}) must be a P2POp whose "
-                              "op is isend or irecv")  # fmt: skip
+            raise ConfigError(
+                f"batch_isend_irecv: entry {i} ({item!r}) must be a P2POp whose "
+                "op is isend or irecv"
+            )
     works = []
     for item in p2p_op_list:
         if item.op is isend:

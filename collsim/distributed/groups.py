@@ -20,12 +20,24 @@ from ..errors import ConfigError
 from ..runtime.group import Group
 from .process_group import make_group, peer, resolve_any, state
 
-__all__ = ["new_group", "new_subgroups", "new_subgroups_by_enumeration", "get_global_rank",
-           "get_group_rank", "get_process_group_ranks"]  # fmt: skip
+__all__ = [
+    "new_group",
+    "new_subgroups",
+    "new_subgroups_by_enumeration",
+    "get_global_rank",
+    "get_group_rank",
+    "get_process_group_ranks",
+]
 
 
-def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
-              use_local_synchronization=False, group_desc=None):  # fmt: skip
+def new_group(
+    ranks=None,
+    timeout=None,
+    backend=None,
+    pg_options=None,
+    use_local_synchronization=False,
+    group_desc=None,
+):
     """A process group of ``ranks`` (global ranks, sorted as torch sorts them; None: all).
 
     Only its members need to call it here (torch asks every rank to), but each member
@@ -41,35 +53,43 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     return make_group(st, members)
 
 
-def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None,
-                  group_desc=None):  # fmt: skip
+def new_subgroups(
+    group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None
+):
     """``(this rank's subgroup, all subgroups)``: the world cut into consecutive groups of
     ``group_size`` ranks (torch's default, the GPUs of one machine, needs a size here)."""
     size = state("new_subgroups").rank.size
     if not is_int(group_size) or not 0 < group_size <= size or size % group_size:
         fits = [d for d in range(1, size + 1) if size % d == 0]
-        raise ConfigError(f"new_subgroups(group_size={group_size!r}): give a size that "
-                          f"divides the world of {size} ranks: one of {fits}")  # fmt: skip
+        raise ConfigError(
+            f"new_subgroups(group_size={group_size!r}): give a size that "
+            f"divides the world of {size} ranks: one of {fits}"
+        )
     return new_subgroups_by_enumeration(
         [list(range(start, start + group_size)) for start in range(0, size, group_size)]
     )
 
 
-def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None,
-                                 pg_options=None, group_desc=None):  # fmt: skip
+def new_subgroups_by_enumeration(
+    ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None, group_desc=None
+):
     """``(this rank's subgroup or None, all subgroups)`` of the listed disjoint rank lists."""
     st = state("new_subgroups_by_enumeration")
     if not isinstance(ranks_per_subgroup_list, list | tuple) or not ranks_per_subgroup_list:
-        raise ConfigError(f"new_subgroups_by_enumeration({ranks_per_subgroup_list!r}): give "
-                          "a list of rank lists, e.g. [[0, 2], [1, 3]]")  # fmt: skip
+        raise ConfigError(
+            f"new_subgroups_by_enumeration({ranks_per_subgroup_list!r}): give "
+            "a list of rank lists, e.g. [[0, 2], [1, 3]]"
+        )
     seen = set()
     for ranks in ranks_per_subgroup_list:
         members = Group.of(ranks, st.rank.size).ranks
         twice = seen.intersection(members)
         if twice:
-            raise ConfigError(f"new_subgroups_by_enumeration({ranks_per_subgroup_list!r}): "
-                              f"rank {min(twice)} is in two subgroups; they must not "
-                              "overlap")  # fmt: skip
+            raise ConfigError(
+                f"new_subgroups_by_enumeration({ranks_per_subgroup_list!r}): "
+                f"rank {min(twice)} is in two subgroups; they must not "
+                "overlap"
+            )
         seen.update(members)
     groups = [new_group(ranks) for ranks in ranks_per_subgroup_list]
     mine = next((g for g in groups if st.rank.id in g.group), None)

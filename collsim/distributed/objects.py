@@ -54,8 +54,10 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     rank, pg = resolve(group, call)
     src = peer(pg, src, "src", call, group_src, "group_src")
     if not isinstance(object_list, list):
-        raise ConfigError(f"{call}(object_list={object_list!r:.60}): give a list; its entries "
-                          "are replaced in place, as torch does")  # fmt: skip
+        raise ConfigError(
+            f"{call}(object_list={object_list!r:.60}): give a list; its entries "
+            "are replaced in place, as torch does"
+        )
     tag = CallTag.on(pg.id, call)
     if rank.id == src:
         data = _pickled(list(object_list), call)
@@ -78,8 +80,10 @@ def all_gather_object(object_list, obj, group=None):
     call = "all_gather_object"
     rank, pg = resolve(group, call)
     if not isinstance(object_list, list) or len(object_list) != pg.size():
-        raise ConfigError(f"{call}(object_list={object_list!r:.60}): give a list of "
-                          f"{pg.size()} entries, one per rank of the group")  # fmt: skip
+        raise ConfigError(
+            f"{call}(object_list={object_list!r:.60}): give a list of "
+            f"{pg.size()} entries, one per rank of the group"
+        )
     data = _pickled(obj, call)
     tag = CallTag.on(pg.id, call)
     others = [r for r in pg.ranks if r != rank.id]

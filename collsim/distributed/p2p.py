@@ -48,8 +48,9 @@ def _send_args(tensor, dst, group, tag, group_dst, call):
     rank, pg = resolve(group, call)
     dst = peer(pg, dst, "dst", call, group_dst, "group_dst")
     if dst == rank.id:
-        raise ConfigError(f"{call}(dst={dst}): rank {dst} cannot send to itself; "
-                          "choose another rank of the group")  # fmt: skip
+        raise ConfigError(
+            f"{call}(dst={dst}): rank {dst} cannot send to itself; choose another rank of the group"
+        )
     check_tensor(tensor, call, writes=False)
     return rank, dst, _tag(pg, tag, call)
 
@@ -63,8 +64,10 @@ def _recv_args(tensor, src, group, tag, group_src, call):
         return rank, ANY, wire_tag
     src = peer(pg, src, "src", call, group_src, "group_src")
     if src == rank.id:
-        raise ConfigError(f"{call}(src={src}): rank {src} cannot receive from itself; "
-                          "choose another rank of the group, or src=None for any")  # fmt: skip
+        raise ConfigError(
+            f"{call}(src={src}): rank {src} cannot receive from itself; "
+            "choose another rank of the group, or src=None for any"
+        )
     return rank, src, wire_tag
 
 

@@ -29,9 +29,19 @@ from ..errors import ConfigError
 from ..runtime import blocking
 from ..runtime.group import Group
 
-__all__ = ["ProcessGroup", "init_process_group", "destroy_process_group", "is_initialized",
-           "is_available", "get_backend", "get_rank", "get_world_size", "group",
-           "GroupMember", "BACKENDS"]  # fmt: skip
+__all__ = [
+    "ProcessGroup",
+    "init_process_group",
+    "destroy_process_group",
+    "is_initialized",
+    "is_available",
+    "get_backend",
+    "get_rank",
+    "get_world_size",
+    "group",
+    "GroupMember",
+    "BACKENDS",
+]
 
 # every name torch scripts pass; all of them run on the simulator
 BACKENDS = ("collsim", "nccl", "gloo", "mpi", "ucc")
@@ -175,18 +185,25 @@ def peer(pg, value, what, call, group_value=None, group_what=None):
     ``group_what=group_value``), checked to be a rank of ``pg``."""
     if group_value is not None:
         if value is not None:
-            raise ConfigError(f"{call}({what}={value!r}, {group_what}={group_value!r}): "
-                              f"give {what} or {group_what}, not both")  # fmt: skip
+            raise ConfigError(
+                f"{call}({what}={value!r}, {group_what}={group_value!r}): "
+                f"give {what} or {group_what}, not both"
+            )
         if not is_int(group_value) or not 0 <= group_value < pg.size():
-            raise ConfigError(f"{call}({group_what}={group_value!r}): a group rank of "
-                              f"{pg!r} is an int in 0..{pg.size() - 1}")  # fmt: skip
+            raise ConfigError(
+                f"{call}({group_what}={group_value!r}): a group rank of "
+                f"{pg!r} is an int in 0..{pg.size() - 1}"
+            )
         return pg.ranks[group_value]
     if not is_int(value):
-        raise ConfigError(f"{call}({what}={value!r}): {what} is a global rank, an int in "
-                          f"{_listing(pg.ranks)}")  # fmt: skip
+        raise ConfigError(
+            f"{call}({what}={value!r}): {what} is a global rank, an int in {_listing(pg.ranks)}"
+        )
     if value not in pg.group:
-        raise ConfigError(f"{call}({what}={value!r}): rank {value} is not in the group; "
-                          f"its ranks are {_listing(pg.ranks)}")  # fmt: skip
+        raise ConfigError(
+            f"{call}({what}={value!r}): rank {value} is not in the group; "
+            f"its ranks are {_listing(pg.ranks)}"
+        )
     return int(value)
 
 
@@ -204,8 +221,17 @@ def _listlike(value):
 # -- the torch.distributed functions ----------------------------------------------------
 
 
-def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
-                       store=None, group_name="", pg_options=None, device_id=None):  # fmt: skip
+def init_process_group(
+    backend=None,
+    init_method=None,
+    timeout=None,
+    world_size=-1,
+    rank=-1,
+    store=None,
+    group_name="",
+    pg_options=None,
+    device_id=None,
+):
     """Bind the calling rank of the run to its default group (all ranks of the cluster).
 
     Every torch backend name (``"collsim"``, ``"nccl"``, ``"gloo"``, ``"mpi"``, ``"ucc"``,

@@ -91,8 +91,10 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
         else next((s for s, step in enumerate(columns) if not step.race_free), None)
     )
     if racing is not None:
-        return Unbatched(f"step {racing + 1} writes a chunk twice, or a chunk it also sends, "
-                         "so its result depends on the order deliveries arrive in")  # fmt: skip
+        return Unbatched(
+            f"step {racing + 1} writes a chunk twice, or a chunk it also sends, "
+            "so its result depends on the order deliveries arrive in"
+        )
     collecting = gc.isenabled()
     gc.disable()  # as Cluster.run: millions of acyclic arrays and records
     try:
@@ -107,8 +109,10 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
                 nbytes = _compact((last[step.hi - 1] - first[step.lo]) * itemsize)
             timed = timing.step(step, nbytes)
             if timed is None:  # contention: max-min sharing decides these times
-                return Unbatched(f"flows of step {len(steps) + 1} would share a link, which "
-                                 "max-min sharing decides")  # fmt: skip
+                return Unbatched(
+                    f"flows of step {len(steps) + 1} would share a link, which "
+                    "max-min sharing decides"
+                )
             steps.append((nbytes, *timed))
         if timing.time > cluster.max_time:
             return Unbatched("the run would pass the max_time guard")
@@ -161,8 +165,12 @@ class _Routing:
         SPARE_WORK_BYTES are kept, one per group, for the cluster's life."""
         spare = self.spare
         # held by self.spare, by `spare` and by getrefcount's argument: by no answer
-        if (spare is not None and spare.shape == (k, n) and spare.dtype == dtype
-                and sys.getrefcount(spare) == 3):  # fmt: skip
+        if (
+            spare is not None
+            and spare.shape == (k, n)
+            and spare.dtype == dtype
+            and sys.getrefcount(spare) == 3
+        ):
             return spare
         self.spare = None  # a block of another shape, or one still in use, is not kept
         work = np.empty((k, n), dtype=dtype)
@@ -259,8 +267,9 @@ class _Timing:
         layout = self.routing.layout(self.cluster, step)
         if isinstance(nbytes, int) or _constant(nbytes):
             if self.level is not None and layout.alpha0 is not None:
-                return self._uniform_step(step, int(nbytes) if isinstance(nbytes, int)
-                                          else int(nbytes[0]), layout)  # fmt: skip
+                return self._uniform_step(
+                    step, int(nbytes) if isinstance(nbytes, int) else int(nbytes[0]), layout
+                )
             if isinstance(nbytes, int):
                 nbytes = np.full(len(step), nbytes, dtype=np.int64)
         ready = self.ready
@@ -332,8 +341,10 @@ class _Layout:
 
     def __init__(self, routing, cluster, step):
         ranks = routing.ranks
-        found = [routing.route(cluster, s, d) for s, d in zip(ranks[step.src].tolist(),
-                                                             ranks[step.dst].tolist())]  # fmt: skip
+        found = [
+            routing.route(cluster, s, d)
+            for s, d in zip(ranks[step.src].tolist(), ranks[step.dst].tolist())
+        ]
         self.route = np.array([f[0] for f in found], dtype=np.int64)
         self.alpha = np.array([f[1] for f in found], dtype=np.float64)
         self.beta = np.array([f[2] for f in found], dtype=np.float64)
@@ -376,13 +387,13 @@ def _record(schedule, group, columns, steps, timing, protocol):
     routes, ranks = tuple(timing.routes), timing.ranks
     identity = bool(np.array_equal(ranks, np.arange(len(ranks))))
     for s, (step, (nbytes, start, end, layout)) in enumerate(zip(columns, steps)):
-        tag = CollectiveStep(schedule.collective, schedule.algorithm, 0, 0, s, group.dim,
-                             protocol)  # fmt: skip
+        tag = CollectiveStep(schedule.collective, schedule.algorithm, 0, 0, s, group.dim, protocol)
         src, dst = (step.src, step.dst) if identity else (ranks[step.src], ranks[step.dst])
         moves = partial(_moves, schedule, s)
         labels = partial(_labels, schedule, s)
-        trace.add_block(TransferBlock(src, dst, nbytes, start, end, layout.route, routes, tag,
-                                      labels, moves))  # fmt: skip
+        trace.add_block(
+            TransferBlock(src, dst, nbytes, start, end, layout.route, routes, tag, labels, moves)
+        )
     return trace
 
 

@@ -71,11 +71,19 @@ class TransferBlock:
         """The rows as plain tuples, in row order."""
         metas = self.metas() if self.metas is not None else [None] * len(self)
         routes, tag = self.routes, self.tag
-        return [(s, d, tag, n, a, b, routes[r], label, meta) for s, d, n, a, b, r, label, meta
-                in zip(self.src.tolist(), self.dst.tolist(), self.column("nbytes").tolist(),
-                       self.column("start").tolist(), self.column("end").tolist(),
-                       self.route.tolist(),
-                       self.labels(), metas)]  # fmt: skip
+        return [
+            (s, d, tag, n, a, b, routes[r], label, meta)
+            for s, d, n, a, b, r, label, meta in zip(
+                self.src.tolist(),
+                self.dst.tolist(),
+                self.column("nbytes").tolist(),
+                self.column("start").tolist(),
+                self.column("end").tolist(),
+                self.route.tolist(),
+                self.labels(),
+                metas,
+            )
+        ]
 
 
 def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):

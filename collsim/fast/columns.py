@@ -70,8 +70,16 @@ class StepColumns:
             if pick.all():
                 kinds.append((reduce, self.src, self.lo, self.dst, self.to_lo, self.from_input))
             elif pick.any():
-                kinds.append((reduce, self.src[pick], self.lo[pick], self.dst[pick],
-                              self.to_lo[pick], self.from_input[pick]))  # fmt: skip
+                kinds.append(
+                    (
+                        reduce,
+                        self.src[pick],
+                        self.lo[pick],
+                        self.dst[pick],
+                        self.to_lo[pick],
+                        self.from_input[pick],
+                    )
+                )
         return kinds
 
 

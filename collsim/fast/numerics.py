@@ -54,9 +54,16 @@ def _move_indexed(step, work, inputs, size, ufunc):
 def _move_views(step, work, sources, bounds, ufunc):
     """The step move by move, on views: no temporary copies of large chunks."""
     first, last = bounds[:, 0].tolist(), bounds[:, 1].tolist()
-    rows = zip(step.src.tolist(), step.dst.tolist(), step.lo.tolist(), step.hi.tolist(),
-               step.to_lo.tolist(), step.to_hi.tolist(), step.reduce.tolist(),
-               step.from_input.tolist())  # fmt: skip
+    rows = zip(
+        step.src.tolist(),
+        step.dst.tolist(),
+        step.lo.tolist(),
+        step.hi.tolist(),
+        step.to_lo.tolist(),
+        step.to_hi.tolist(),
+        step.reduce.tolist(),
+        step.from_input.tolist(),
+    )
     for src, dst, lo, hi, to_lo, to_hi, reduce, from_input in rows:
         payload = (sources[src] if from_input else work[src])[first[lo] : last[hi - 1]]
         out = work[dst, first[to_lo] : last[to_hi - 1]]

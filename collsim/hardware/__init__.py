@@ -17,6 +17,20 @@ from .machine import InterNode, IntraNode, Machine
 from .presets import PRESETS, preset
 from .protocols import PROTOCOLS, Protocol, check_protocol
 
-__all__ = ["topology", "preset", "load", "loads", "PRESETS", "Machine", "IntraNode",
-           "InterNode", "NodeLayout", "node_layout", "PROTOCOLS", "Protocol", "check_protocol",
-           "MAX_NODES", "FILE_SUFFIXES"]  # fmt: skip
+__all__ = [
+    "topology",
+    "preset",
+    "load",
+    "loads",
+    "PRESETS",
+    "Machine",
+    "IntraNode",
+    "InterNode",
+    "NodeLayout",
+    "node_layout",
+    "PROTOCOLS",
+    "Protocol",
+    "check_protocol",
+    "MAX_NODES",
+    "FILE_SUFFIXES",
+]

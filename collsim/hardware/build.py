@@ -43,8 +43,13 @@ def topology(machine, nodes=1):
             "cannot reach each other; nearest valid: nodes 1"
         )
     name = machine.name if nodes == 1 else f"{machine.name}x{nodes}"
-    g = nx.DiGraph(name=name, routing="shortest", machine=machine, nodes=nodes,
-                   gpus_per_node=machine.gpus_per_node)  # fmt: skip
+    g = nx.DiGraph(
+        name=name,
+        routing="shortest",
+        machine=machine,
+        nodes=nodes,
+        gpus_per_node=machine.gpus_per_node,
+    )
     per = machine.gpus_per_node
     for n in range(nodes):
         for local in range(per):
@@ -61,8 +66,14 @@ def topology(machine, nodes=1):
 
 def _link(g, u, v, line_rate, efficiency, latency, link_class):
     for a, b in ((u, v), (v, u)):
-        g.add_edge(a, b, bandwidth=line_rate * efficiency, line_rate=line_rate,
-                   latency=latency, link_class=link_class)  # fmt: skip
+        g.add_edge(
+            a,
+            b,
+            bandwidth=line_rate * efficiency,
+            line_rate=line_rate,
+            latency=latency,
+            link_class=link_class,
+        )
 
 
 def _nvswitch_node(g, machine, n):
@@ -80,16 +91,31 @@ def _pcie_node(g, machine, n):
     for c in range(cpus):
         g.add_node(f"cpu{n}.{c}", kind="switch", role="cpu", node=n)
     for c in range(cpus - 1):  # sockets in a chain (two sockets: one UPI link)
-        _link(g, f"cpu{n}.{c}", f"cpu{n}.{c + 1}", i.cpu_link_rate, i.cpu_link_efficiency,
-              i.latency, "cpu")  # fmt: skip
+        _link(
+            g,
+            f"cpu{n}.{c}",
+            f"cpu{n}.{c + 1}",
+            i.cpu_link_rate,
+            i.cpu_link_efficiency,
+            i.latency,
+            "cpu",
+        )
     for s in range(switches):
         sw = f"pcie{n}.{s}"
         g.add_node(sw, kind="switch", role="pcie", node=n)
-        _link(g, sw, f"cpu{n}.{s // i.switches_per_cpu}", i.link_rate, i.efficiency, i.latency,
-              "pcie")  # fmt: skip
+        _link(
+            g, sw, f"cpu{n}.{s // i.switches_per_cpu}", i.link_rate, i.efficiency, i.latency, "pcie"
+        )
     for local in range(per):
-        _link(g, n * per + local, f"pcie{n}.{local // i.gpus_per_switch}", i.link_rate,
-              i.efficiency, i.latency, "pcie")  # fmt: skip
+        _link(
+            g,
+            n * per + local,
+            f"pcie{n}.{local // i.gpus_per_switch}",
+            i.link_rate,
+            i.efficiency,
+            i.latency,
+            "pcie",
+        )
 
 
 def _nic_host(machine, n, j):
@@ -116,5 +142,6 @@ def _network(g, machine, nodes):
             # a non-blocking spine: each leaf's uplink carries every node's NIC at once
             _link(g, leaf, "spine", net.nic_rate * nodes, net.efficiency, net.latency, "net")
         for n in range(nodes):
-            _link(g, _nic_host(machine, n, j), leaf, net.nic_rate, net.efficiency,
-                  net.latency, "net")  # fmt: skip
+            _link(
+                g, _nic_host(machine, n, j), leaf, net.nic_rate, net.efficiency, net.latency, "net"
+            )

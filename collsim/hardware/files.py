@@ -88,8 +88,9 @@ def _machine(data, where):
     required = ("name", "gpu", "gpus_per_node", "compute_rate", "intra")
     missing = [k for k in required if k not in values]
     if missing:
-        raise ConfigError(f"{where}: missing {', '.join(missing)} (or start from a preset: "
-                          "base = \"dgx-a100\")")  # fmt: skip
+        raise ConfigError(
+            f'{where}: missing {", ".join(missing)} (or start from a preset: base = "dgx-a100")'
+        )
     values.setdefault("inter", InterNode())
     return Machine(**values)
 
@@ -125,5 +126,7 @@ def _known(table, names, where, section):
         if key not in names:
             near = difflib.get_close_matches(key, sorted(names), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ConfigError(f"{where}: {section}unknown field {key!r}{hint}: fields are "
-                              f"{', '.join(sorted(names))}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: {section}unknown field {key!r}{hint}: fields are "
+                f"{', '.join(sorted(names))}"
+            )

@@ -94,21 +94,29 @@ class Machine:
     def describe(self):
         """A few lines a person reads: the fabric, its rates and where they come from."""
         i, n = self.intra, self.inter
-        lines = [f"{self.name}: {self.gpus_per_node} x {self.gpu}, "
-                 f"{self.compute_rate / 1e12:g} TFLOP/s each"]  # fmt: skip
+        lines = [
+            f"{self.name}: {self.gpus_per_node} x {self.gpu}, "
+            f"{self.compute_rate / 1e12:g} TFLOP/s each"
+        ]
         if i.kind == "nvswitch":
-            lines.append(f"  NVSwitch: {i.links} NVLinks x {i.link_rate / 1e9:g} GB/s = "
-                         f"{i.per_gpu_rate / 1e9:g} GB/s per GPU per direction, "
-                         f"{i.effective_rate / 1e9:.1f} GB/s effective"
-                         + (", in-switch reduction (NVLS)" if i.reduces else ""))  # fmt: skip
+            lines.append(
+                f"  NVSwitch: {i.links} NVLinks x {i.link_rate / 1e9:g} GB/s = "
+                f"{i.per_gpu_rate / 1e9:g} GB/s per GPU per direction, "
+                f"{i.effective_rate / 1e9:.1f} GB/s effective"
+                + (", in-switch reduction (NVLS)" if i.reduces else "")
+            )
         else:
-            lines.append(f"  PCIe: {i.link_rate / 1e9:g} GB/s per x16 slot per direction "
-                         f"({i.link_rate * i.efficiency / 1e9:g} GB/s effective), "
-                         f"{i.gpus_per_switch} GPUs per switch")  # fmt: skip
+            lines.append(
+                f"  PCIe: {i.link_rate / 1e9:g} GB/s per x16 slot per direction "
+                f"({i.link_rate * i.efficiency / 1e9:g} GB/s effective), "
+                f"{i.gpus_per_switch} GPUs per switch"
+            )
         if n.nics:
-            lines.append(f"  network: {n.nics} NICs x {n.nic_rate * 8 / 1e9:g} Gbit/s "
-                         f"({n.effective_rate / 1e9:.1f} GB/s effective each), "
-                         f"{n.fabric} fabric")  # fmt: skip
+            lines.append(
+                f"  network: {n.nics} NICs x {n.nic_rate * 8 / 1e9:g} Gbit/s "
+                f"({n.effective_rate / 1e9:.1f} GB/s effective each), "
+                f"{n.fabric} fabric"
+            )
         return "\n".join(lines)
 
 
@@ -131,8 +139,10 @@ def _check(machine):
         _whole(i.gpus_per_switch, f"{who}: intra.gpus_per_switch", 1, machine.gpus_per_node)
         _whole(i.switches_per_cpu, f"{who}: intra.switches_per_cpu", 1, 64)
         if machine.gpus_per_node % i.gpus_per_switch:
-            raise ConfigError(f"{who}: gpus_per_node {machine.gpus_per_node} is not a multiple "
-                              f"of intra.gpus_per_switch {i.gpus_per_switch}")  # fmt: skip
+            raise ConfigError(
+                f"{who}: gpus_per_node {machine.gpus_per_node} is not a multiple "
+                f"of intra.gpus_per_switch {i.gpus_per_switch}"
+            )
         if i.reduces:
             raise ConfigError(f"{who}: intra.reduces: only an NVSwitch reduces in the switch")
     _nonnegative(i.latency, f"{who}: intra.latency")
@@ -141,8 +151,9 @@ def _check(machine):
         _positive(n.nic_rate, f"{who}: inter.nic_rate")
         _fraction(n.efficiency, f"{who}: inter.efficiency")
         if n.fabric not in FABRICS:
-            raise ConfigError(f"{who}: inter.fabric {n.fabric!r}: choose one of "
-                              f"{', '.join(FABRICS)}")  # fmt: skip
+            raise ConfigError(
+                f"{who}: inter.fabric {n.fabric!r}: choose one of {', '.join(FABRICS)}"
+            )
     _nonnegative(n.latency, f"{who}: inter.latency")
 
 
@@ -163,5 +174,6 @@ def _nonnegative(value, what):
 
 def _fraction(value, what):
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-        raise ConfigError(f"{what} must be a fraction in (0, 1] (effective / line rate), "
-                          f"got {value!r}")  # fmt: skip
+        raise ConfigError(
+            f"{what} must be a fraction in (0, 1] (effective / line rate), got {value!r}"
+        )

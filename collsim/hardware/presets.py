@@ -124,6 +124,8 @@ def preset(name):
     if key not in PRESETS:
         near = difflib.get_close_matches(key, PRESETS, n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ConfigError(f"unknown machine {name!r}{hint}: choose one of {', '.join(PRESETS)}, "
-                          "or give a machine file (.toml or .json)")  # fmt: skip
+        raise ConfigError(
+            f"unknown machine {name!r}{hint}: choose one of {', '.join(PRESETS)}, "
+            "or give a machine file (.toml or .json)"
+        )
     return PRESETS[key]

@@ -30,8 +30,14 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 
-__all__ = ["Protocol", "PROTOCOLS", "check_protocol", "LINK_CLASSES", "slowest_class",
-           "message_alpha_beta"]  # fmt: skip
+__all__ = [
+    "Protocol",
+    "PROTOCOLS",
+    "check_protocol",
+    "LINK_CLASSES",
+    "slowest_class",
+    "message_alpha_beta",
+]
 
 # the link classes of a hardware topology's edges (edge attribute ``link_class``), fastest
 # first: a path is as slow as its slowest class
@@ -71,8 +77,12 @@ class Protocol:
 
 def _us(nvlink, pcie, net):
     # NCCL models the cpu (inter-socket) hop as a PCI one
-    return (("nvlink", nvlink * 1e-6), ("pcie", pcie * 1e-6), ("cpu", pcie * 1e-6),
-            ("net", net * 1e-6))  # fmt: skip
+    return (
+        ("nvlink", nvlink * 1e-6),
+        ("pcie", pcie * 1e-6),
+        ("cpu", pcie * 1e-6),
+        ("net", net * 1e-6),
+    )
 
 
 PROTOCOLS = {

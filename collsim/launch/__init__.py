@@ -43,8 +43,19 @@ from .hook import mpi4py_as_collsim
 from .output import JOB_ID, TaggedWriter
 from .script import PerRankMain, load_script
 
-__all__ = ["exec", "exec_script", "ExecResult", "RankError", "TaggedWriter", "mpi4py_as_collsim",
-           "check_algorithm", "check_trace", "load_script", "MAX_EXEC_RANKS", "JOB_ID"]  # fmt: skip
+__all__ = [
+    "exec",
+    "exec_script",
+    "ExecResult",
+    "RankError",
+    "TaggedWriter",
+    "mpi4py_as_collsim",
+    "check_algorithm",
+    "check_trace",
+    "load_script",
+    "MAX_EXEC_RANKS",
+    "JOB_ID",
+]
 
 MAX_EXEC_RANKS = MAX_THREADS  # one thread per rank (the blocking core's limit)
 _ACTIVE = threading.Lock()  # one run at a time: sys.stdout and sys.modules are global
@@ -82,8 +93,19 @@ class ExecResult:
 # -- the runs ----------------------------------------------------------------------------
 
 
-def exec(main, n=None, topology=None, algorithm=None, protocol=None, trace=None, args=(),
-         kwargs=None, cluster=None, echo=True, strict=False):  # fmt: skip
+def exec(
+    main,
+    n=None,
+    topology=None,
+    algorithm=None,
+    protocol=None,
+    trace=None,
+    args=(),
+    kwargs=None,
+    cluster=None,
+    echo=True,
+    strict=False,
+):
     """Run ``main(*args, **kwargs)`` on ``n`` ranks, each in its own thread, and return an
     :class:`ExecResult` (the RunResult, each rank's return value, its output).
 
@@ -124,8 +146,18 @@ def exec(main, n=None, topology=None, algorithm=None, protocol=None, trace=None,
     return _launch(cluster, lambda: main(*args, **kwargs), algorithm, trace_path, echo, strict)
 
 
-def exec_script(path, n=None, argv=(), topology=None, algorithm=None, protocol=None,
-                trace=None, cluster=None, echo=True, strict=False):  # fmt: skip
+def exec_script(
+    path,
+    n=None,
+    argv=(),
+    topology=None,
+    algorithm=None,
+    protocol=None,
+    trace=None,
+    cluster=None,
+    echo=True,
+    strict=False,
+):
     """Run the Python file ``path`` unmodified on ``n`` ranks, as ``mpirun -n n python path
     *argv`` would: each rank runs its code as ``__main__`` with ``sys.argv = [path, *argv]``
     and the script's folder first on ``sys.path``.  The other parameters are :func:`exec`'s.
@@ -168,15 +200,19 @@ def _cluster(n, topology, protocol, cluster):
         if not isinstance(cluster, Cluster):
             raise ConfigError(f"cluster={cluster!r}: give a collsim.Cluster")
         if topology is not None or protocol is not None:
-            raise ConfigError("cluster= with topology= or protocol=: the cluster has its "
-                              "own; give one or the other")  # fmt: skip
+            raise ConfigError(
+                "cluster= with topology= or protocol=: the cluster has its "
+                "own; give one or the other"
+            )
         size = cluster.size
     elif topology is None or isinstance(topology, str):
         name = "ring" if topology is None else topology
         shapes = ("ring", "bidirectional_ring", "fully_connected", "switch")
         if name not in shapes:
-            raise ConfigError(f"topology={name!r}: choose one of {', '.join(shapes)}, or "
-                              "pass a graph from collsim.topology or collsim.hardware")  # fmt: skip
+            raise ConfigError(
+                f"topology={name!r}: choose one of {', '.join(shapes)}, or "
+                "pass a graph from collsim.topology or collsim.hardware"
+            )
         if n is None:
             raise ConfigError("collsim.exec: give n=, the number of ranks (mpirun -n), e.g. n=4")
         _check_n(n)
@@ -186,8 +222,7 @@ def _cluster(n, topology, protocol, cluster):
         cluster = Cluster(topology, protocol=protocol)
         size = cluster.size
     if n is not None and n != size:
-        raise ConfigError(f"n={n} on a cluster of {size} ranks: give n={size} or another "
-                          "cluster")  # fmt: skip
+        raise ConfigError(f"n={n} on a cluster of {size} ranks: give n={size} or another cluster")
     _check_n(size)
     return cluster
 
@@ -195,8 +230,10 @@ def _cluster(n, topology, protocol, cluster):
 def _check_n(n):
     if n < 1 or n > MAX_EXEC_RANKS:
         nearest = min(max(n, 1), MAX_EXEC_RANKS)
-        raise ConfigError(f"n={n}: ranks must be 1 to {MAX_EXEC_RANKS:,} (one thread each); "
-                          f"nearest valid n={nearest}")  # fmt: skip
+        raise ConfigError(
+            f"n={n}: ranks must be 1 to {MAX_EXEC_RANKS:,} (one thread each); "
+            f"nearest valid n={nearest}"
+        )
 
 
 def check_trace(trace, flag=None):
@@ -214,8 +251,11 @@ def check_trace(trace, flag=None):
         raise ConfigError(f"{given}: is not a regular file (a device?); give a file name")
     folder = path.parent
     if not folder.is_dir():
-        what = "is a file, not a folder" if folder.exists() or _under_a_file(folder) else (
-            "does not exist; create it first")  # fmt: skip
+        what = (
+            "is a file, not a folder"
+            if folder.exists() or _under_a_file(folder)
+            else ("does not exist; create it first")
+        )
         raise ConfigError(f"{given}: folder {folder} {what}")
     if not os.access(folder, os.W_OK):
         raise ConfigError(f"{given}: folder {folder} is not writable")
@@ -277,8 +317,14 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict):
             run.trace.to_chrome(trace_path)
         except OSError as exc:
             raise ConfigError(f"trace {trace_path}: cannot write it ({exc.strerror})") from None
-    return ExecResult(run, list(run.returns), [out.text(r) for r in range(size)],
-                      [err.text(r) for r in range(size)], unmatched, report)  # fmt: skip
+    return ExecResult(
+        run,
+        list(run.returns),
+        [out.text(r) for r in range(size)],
+        [err.text(r) for r in range(size)],
+        unmatched,
+        report,
+    )
 
 
 def _run_to_finalize(cluster, rank_main, strict):

@@ -37,9 +37,14 @@ def rank_error(exc, err):
     rank = exc.rank
     others = "\n".join(getattr(exc, "__notes__", []) or [])
     if isinstance(exc, RankExit):
-        return RankError(f"rank {rank} called sys.exit({exc.status!r}); the run stopped there"
-                         + (f"\n{others}" if others else ""), rank=rank, error=exc,
-                         others=others, status=exc.status)  # fmt: skip
+        return RankError(
+            f"rank {rank} called sys.exit({exc.status!r}); the run stopped there"
+            + (f"\n{others}" if others else ""),
+            rank=rank,
+            error=exc,
+            others=others,
+            status=exc.status,
+        )
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _ours(f.filename)]
     last = frames[-1] if frames else None
     where = f"{last.filename}:{last.lineno}, in {last.name}" if last else "(no frame of yours)"
@@ -50,8 +55,9 @@ def rank_error(exc, err):
             err.target.write(f"{err.tag(rank)}{line}\n")
         err.flush()
     code = f": {last.line}" if last is not None and last.line else ""
-    message = (f"rank {rank} raised {type(exc).__name__}: {exc}\n  at {where}{code}"
-               + (f"\n{others}" if others else ""))  # fmt: skip
+    message = f"rank {rank} raised {type(exc).__name__}: {exc}\n  at {where}{code}" + (
+        f"\n{others}" if others else ""
+    )
     return RankError(message, rank=rank, error=exc, where=where, others=others)
 
 

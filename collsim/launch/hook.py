@@ -15,8 +15,9 @@ def _mpi4py_package():
     package.__path__ = []  # a package, so `import mpi4py.MPI` looks in sys.modules
     package.__version__ = "collsim"
     # mpi4py.rc: the options scripts set before `from mpi4py import MPI`; read by nobody
-    package.rc = types.SimpleNamespace(initialize=True, finalize=True, thread_level="multiple",
-                                       threads=True)  # fmt: skip
+    package.rc = types.SimpleNamespace(
+        initialize=True, finalize=True, thread_level="multiple", threads=True
+    )
     package.get_config = dict
     return package
 
@@ -58,8 +59,11 @@ class _OnlyMPI:
     @staticmethod
     def find_spec(name, path=None, target=None):
         if _is_mpi4py(name) and name not in sys.modules:
-            raise ModuleNotFoundError(f"No module named {name!r}: under collsim, mpi4py has "
-                                      "only mpi4py.MPI (collsim.mpi)", name=name)  # fmt: skip
+            raise ModuleNotFoundError(
+                f"No module named {name!r}: under collsim, mpi4py has "
+                "only mpi4py.MPI (collsim.mpi)",
+                name=name,
+            )
         return None
 
 

@@ -51,30 +51,38 @@ _SUPPORTED = "DOUBLE, FLOAT, FLOAT16_T, INT (INT32_T) and LONG (INT64_T)"
 def _movable(buffer, call):
     """Refuse a datatype collsim's collectives do not move, before anything moves."""
     if buffer.data.dtype.name not in NUMERIC_DTYPES:
-        raise mpi_error(ERR_TYPE, f"{call}: {buffer.datatype!r} buffers: collsim's collectives "
-                        f"move {_SUPPORTED}; send other types with the lowercase call "
-                        f"({call.lower()}), which takes any object")  # fmt: skip
+        raise mpi_error(
+            ERR_TYPE,
+            f"{call}: {buffer.datatype!r} buffers: collsim's collectives "
+            f"move {_SUPPORTED}; send other types with the lowercase call "
+            f"({call.lower()}), which takes any object",
+        )
     return buffer
 
 
 def _same(send, recv, call, send_count=None, recv_count=None):
     """mpi4py's own checks: matching datatypes and counts."""
     if send.data.dtype != recv.data.dtype:
-        raise value_error(f"{call}: mismatch in send and receive MPI datatypes "
-                          f"({send.datatype!r} and {recv.datatype!r})")  # fmt: skip
+        raise value_error(
+            f"{call}: mismatch in send and receive MPI datatypes "
+            f"({send.datatype!r} and {recv.datatype!r})"
+        )
     send_count = send.count if send_count is None else send_count
     recv_count = recv.count if recv_count is None else recv_count
     if send_count != recv_count:
-        raise value_error(f"{call}: mismatch in send count {send_count} and receive count "
-                          f"{recv_count}")  # fmt: skip
+        raise value_error(
+            f"{call}: mismatch in send count {send_count} and receive count {recv_count}"
+        )
 
 
 def _block(buffer, size, call):
     if buffer.count % size:
-        raise value_error(f"{call}: a buffer of {buffer.count} elements holds one block per "
-                          f"rank, so its count must be a multiple of {size} (nearest: "
-                          f"{buffer.count - buffer.count % size} or "
-                          f"{buffer.count - buffer.count % size + size})")  # fmt: skip
+        raise value_error(
+            f"{call}: a buffer of {buffer.count} elements holds one block per "
+            f"rank, so its count must be a multiple of {size} (nearest: "
+            f"{buffer.count - buffer.count % size} or "
+            f"{buffer.count - buffer.count % size + size})"
+        )
     return buffer.count // size
 
 
@@ -85,8 +93,9 @@ class BufferCollectives:
         """Block while collsim's collective ``name`` runs on this communicator's ranks."""
         algorithm = run_state(rank).settings.algorithm_for(name)
         collective = getattr(rank, name)
-        return blocking.call(collective(x, group=self._members(rank), algorithm=algorithm,
-                                        **kwargs))  # fmt: skip
+        return blocking.call(
+            collective(x, group=self._members(rank), algorithm=algorithm, **kwargs)
+        )
 
     def _recv_buffer(self, spec, call, arg="recvbuf"):
         if spec is None or spec is IN_PLACE:
@@ -117,8 +126,11 @@ class BufferCollectives:
             x = self._input(sendbuf, recv, "Reduce")
         else:
             if sendbuf is IN_PLACE:
-                raise mpi_error(ERR_ARG, f"Reduce(sendbuf=MPI.IN_PLACE) on rank {me}: only the "
-                                f"root ({root}) may reduce in place")  # fmt: skip
+                raise mpi_error(
+                    ERR_ARG,
+                    f"Reduce(sendbuf=MPI.IN_PLACE) on rank {me}: only the "
+                    f"root ({root}) may reduce in place",
+                )
             x = _movable(buffer_of(sendbuf, "Reduce(sendbuf=...)"), "Reduce").data
         result = self._run(rank, "reduce", x, op=name, root=root)
         if me == root:
@@ -144,8 +156,9 @@ class BufferCollectives:
             n = _block(recv, size, "Reduce_scatter_block")
             x = recv.data.copy()
         else:
-            send = _movable(buffer_of(sendbuf, "Reduce_scatter_block(sendbuf=...)"),
-                            "Reduce_scatter_block")  # fmt: skip
+            send = _movable(
+                buffer_of(sendbuf, "Reduce_scatter_block(sendbuf=...)"), "Reduce_scatter_block"
+            )
             _same(send, recv, "Reduce_scatter_block", send.count, recv.count * size)
             n, x = recv.count, send.data
         recv.data[:n] = self._run(rank, "reduce_scatter", x, op=name)
@@ -218,5 +231,7 @@ def _part(buffer, r, n):
 
 def _exactly(value, n, who):
     if value.size != n:
-        raise value_error(f"{who} sent {value.size} elements where {n} were expected: every "
-                          "rank of a Gather or Scatter moves the same count")  # fmt: skip
+        raise value_error(
+            f"{who} sent {value.size} elements where {n} were expected: every "
+            "rank of a Gather or Scatter moves the same count"
+        )

@@ -72,8 +72,11 @@ class Comm(ObjectCollectives, BufferCollectives):
         """``(rank, my rank here, size)`` of the calling rank; refuses a dead handle."""
         if self._ranks == _NULL or self._freed:
             state = "MPI.COMM_NULL" if self._ranks == _NULL else f"{self._name}, freed,"
-            raise mpi_error(ERR_COMM, f"{call} on {state}: a communicator cannot be used "
-                            "after Free (or when Split gave COMM_NULL)")  # fmt: skip
+            raise mpi_error(
+                ERR_COMM,
+                f"{call} on {state}: a communicator cannot be used "
+                "after Free (or when Split gave COMM_NULL)",
+            )
         rank = blocking.current_rank()
         if self._ranks == _WORLD:
             return rank, rank.id, rank.size
@@ -81,9 +84,12 @@ class Comm(ObjectCollectives, BufferCollectives):
             return rank, 0, 1
         me = self._index.get(rank.id)
         if me is None:
-            raise mpi_error(ERR_COMM, f"{call}: cluster rank {rank.id} is not in {self._name} "
-                            f"(ranks {list(self._ranks)}): use the communicator its own "
-                            "Split returned")  # fmt: skip
+            raise mpi_error(
+                ERR_COMM,
+                f"{call}: cluster rank {rank.id} is not in {self._name} "
+                f"(ranks {list(self._ranks)}): use the communicator its own "
+                "Split returned",
+            )
         return rank, me, len(self._ranks)
 
     def _global(self, rank, r):
@@ -140,22 +146,27 @@ class Comm(ObjectCollectives, BufferCollectives):
         if receive and is_int(value) and value == ANY_SOURCE:
             return ANY_SOURCE
         extra = ", MPI.ANY_SOURCE" if receive else ""
-        raise mpi_error(ERR_RANK, f"{call}({arg}={value!r}): the ranks of this {size}-rank "
-                        f"communicator are 0..{size - 1}{extra} or MPI.PROC_NULL")  # fmt: skip
+        raise mpi_error(
+            ERR_RANK,
+            f"{call}({arg}={value!r}): the ranks of this {size}-rank "
+            f"communicator are 0..{size - 1}{extra} or MPI.PROC_NULL",
+        )
 
     def _tag(self, value, call, arg, receive=False):
         if is_int(value) and (0 <= value <= MAX_TAG or (receive and value == ANY_TAG)):
             return int(value)
         extra = " or MPI.ANY_TAG" if receive else ""
-        raise mpi_error(ERR_TAG, f"{call}({arg}={value!r}): a tag is an int in 0..{MAX_TAG} "
-                        f"(the attribute MPI.TAG_UB){extra}")  # fmt: skip
+        raise mpi_error(
+            ERR_TAG,
+            f"{call}({arg}={value!r}): a tag is an int in 0..{MAX_TAG} "
+            f"(the attribute MPI.TAG_UB){extra}",
+        )
 
     def Get_attr(self, keyval):
         """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag)."""
         if keyval == TAG_UB:
             return MAX_TAG
-        raise mpi_error(ERR_ARG, f"Get_attr({keyval!r}): the attribute collsim has is "
-                        "MPI.TAG_UB")  # fmt: skip
+        raise mpi_error(ERR_ARG, f"Get_attr({keyval!r}): the attribute collsim has is MPI.TAG_UB")
 
     # -- point to point: the shared paths -------------------------------------------------
 
@@ -208,12 +219,24 @@ class Comm(ObjectCollectives, BufferCollectives):
 
     def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, _call="irecv", _wait=False):
         # buf (mpi4py's preallocated pickle buffer) changes nothing here
-        return self._receive(_call, source, tag,
-                             lambda value, fields: None if value is None else
-                             unpickle(value, _call), _wait)  # fmt: skip
+        return self._receive(
+            _call,
+            source,
+            tag,
+            lambda value, fields: None if value is None else unpickle(value, _call),
+            _wait,
+        )
 
-    def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
-                 recvtag=ANY_TAG, status=None):  # fmt: skip
+    def sendrecv(
+        self,
+        sendobj,
+        dest,
+        sendtag=0,
+        recvbuf=None,
+        source=ANY_SOURCE,
+        recvtag=ANY_TAG,
+        status=None,
+    ):
         sent = self._send("sendrecv", pickled(sendobj, "sendrecv"), dest, sendtag, wait=False)
         got = self.irecv(recvbuf, source, recvtag, _call="sendrecv")
         Request.waitall([sent, got])
@@ -239,8 +262,16 @@ class Comm(ObjectCollectives, BufferCollectives):
 
         return self._receive(_call, source, tag, finish, _wait)
 
-    def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
-                 recvtag=ANY_TAG, status=None):  # fmt: skip
+    def Sendrecv(
+        self,
+        sendbuf,
+        dest,
+        sendtag=0,
+        recvbuf=None,
+        source=ANY_SOURCE,
+        recvtag=ANY_TAG,
+        status=None,
+    ):
         if recvbuf is None:
             raise mpi_error(ERR_ARG, "Sendrecv(recvbuf=None): give the buffer to receive into")
         data = buffer_of(sendbuf, "Sendrecv(sendbuf=...)").data
@@ -263,15 +294,20 @@ class Comm(ObjectCollectives, BufferCollectives):
         ``color=MPI.UNDEFINED`` gives ``MPI.COMM_NULL``.  Collective (an allgather)."""
         rank, me, _ = self._me("Split")
         if not is_int(color) or (color < 0 and color != UNDEFINED):
-            raise mpi_error(ERR_ARG, f"Split(color={color!r}): a color is an int >= 0 or "
-                            "MPI.UNDEFINED")  # fmt: skip
+            raise mpi_error(
+                ERR_ARG, f"Split(color={color!r}): a color is an int >= 0 or MPI.UNDEFINED"
+            )
         if not is_int(key):
             raise mpi_error(ERR_ARG, f"Split(key={key!r}): a key is an int")
         everyone = self.allgather((int(color), int(key)))
         chosen = sorted((k, r) for r, (c, k) in enumerate(everyone) if c == color)
         members = self._members(rank)
-        comm = self._derived(rank, ("split", int(color)), tuple(members[r] for _, r in chosen),
-                             f"{self._name}.Split({color})")  # fmt: skip
+        comm = self._derived(
+            rank,
+            ("split", int(color)),
+            tuple(members[r] for _, r in chosen),
+            f"{self._name}.Split({color})",
+        )
         return COMM_NULL if color == UNDEFINED else comm
 
     def Dup(self, info=None):
@@ -283,8 +319,9 @@ class Comm(ObjectCollectives, BufferCollectives):
 
     def Free(self):
         if self._ranks in (_WORLD, _SELF):
-            raise mpi_error(ERR_COMM, f"Free() of {self._name}: a predefined communicator "
-                            "cannot be freed")  # fmt: skip
+            raise mpi_error(
+                ERR_COMM, f"Free() of {self._name}: a predefined communicator cannot be freed"
+            )
         self._me("Free")
         self._freed = True
 

@@ -61,17 +61,39 @@ class Datatype:
 # the first name of each numpy dtype is the one inferred from an array of it, as mpi4py
 # infers MPI.DOUBLE from float64 and MPI.INT from int32
 _TABLE = [
-    ("DOUBLE", "float64"), ("FLOAT", "float32"), ("INT", "int32"), ("LONG", "int64"),
-    ("SHORT", "int16"), ("SIGNED_CHAR", "int8"), ("UNSIGNED_CHAR", "uint8"),
-    ("UNSIGNED_SHORT", "uint16"), ("UNSIGNED", "uint32"), ("UNSIGNED_LONG", "uint64"),
-    ("C_BOOL", "bool"), ("FLOAT16_T", "float16"), ("C_FLOAT_COMPLEX", "complex64"),
-    ("C_DOUBLE_COMPLEX", "complex128"), ("BYTE", "uint8"), ("CHAR", "int8"),
-    ("LONG_LONG", "int64"), ("UNSIGNED_LONG_LONG", "uint64"), ("UNSIGNED_INT", "uint32"),
-    ("INT8_T", "int8"), ("INT16_T", "int16"), ("INT32_T", "int32"), ("INT64_T", "int64"),
-    ("UINT8_T", "uint8"), ("UINT16_T", "uint16"), ("UINT32_T", "uint32"),
-    ("UINT64_T", "uint64"), ("FLOAT32_T", "float32"), ("FLOAT64_T", "float64"),
-    ("BOOL", "bool"), ("DOUBLE_COMPLEX", "complex128"), ("COMPLEX", "complex64"),
-]  # fmt: skip
+    ("DOUBLE", "float64"),
+    ("FLOAT", "float32"),
+    ("INT", "int32"),
+    ("LONG", "int64"),
+    ("SHORT", "int16"),
+    ("SIGNED_CHAR", "int8"),
+    ("UNSIGNED_CHAR", "uint8"),
+    ("UNSIGNED_SHORT", "uint16"),
+    ("UNSIGNED", "uint32"),
+    ("UNSIGNED_LONG", "uint64"),
+    ("C_BOOL", "bool"),
+    ("FLOAT16_T", "float16"),
+    ("C_FLOAT_COMPLEX", "complex64"),
+    ("C_DOUBLE_COMPLEX", "complex128"),
+    ("BYTE", "uint8"),
+    ("CHAR", "int8"),
+    ("LONG_LONG", "int64"),
+    ("UNSIGNED_LONG_LONG", "uint64"),
+    ("UNSIGNED_INT", "uint32"),
+    ("INT8_T", "int8"),
+    ("INT16_T", "int16"),
+    ("INT32_T", "int32"),
+    ("INT64_T", "int64"),
+    ("UINT8_T", "uint8"),
+    ("UINT16_T", "uint16"),
+    ("UINT32_T", "uint32"),
+    ("UINT64_T", "uint64"),
+    ("FLOAT32_T", "float32"),
+    ("FLOAT64_T", "float64"),
+    ("BOOL", "bool"),
+    ("DOUBLE_COMPLEX", "complex128"),
+    ("COMPLEX", "complex64"),
+]
 DATATYPES = {name: Datatype(f"MPI_{name}", dtype) for name, dtype in _TABLE}
 _BY_DTYPE = {}
 for _dt in DATATYPES.values():
@@ -123,8 +145,10 @@ def buffer_of(spec, what, writable=False, blocks=1):
     if datatype is None:
         datatype = datatype_of(array.dtype)
         if datatype is None:
-            raise value_error(f"{what}: no MPI datatype for a {array.dtype} array: use "
-                              f"one of {', '.join(sorted(_BY_DTYPE))}")  # fmt: skip
+            raise value_error(
+                f"{what}: no MPI datatype for a {array.dtype} array: use "
+                f"one of {', '.join(sorted(_BY_DTYPE))}"
+            )
     flat = array.reshape(-1)
     if datatype is BYTE or datatype.numpy == "uint8":
         flat = flat.view(np.uint8)

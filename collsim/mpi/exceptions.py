@@ -22,9 +22,25 @@ import builtins
 
 from ..errors import ConfigError
 
-__all__ = ["Exception", "mpi_error", "value_error", "ERROR_NAMES", "SUCCESS", "ERR_BUFFER",
-           "ERR_COUNT", "ERR_TYPE", "ERR_TAG", "ERR_COMM", "ERR_RANK", "ERR_REQUEST",
-           "ERR_ROOT", "ERR_OP", "ERR_ARG", "ERR_TRUNCATE", "ERR_OTHER"]  # fmt: skip
+__all__ = [
+    "Exception",
+    "mpi_error",
+    "value_error",
+    "ERROR_NAMES",
+    "SUCCESS",
+    "ERR_BUFFER",
+    "ERR_COUNT",
+    "ERR_TYPE",
+    "ERR_TAG",
+    "ERR_COMM",
+    "ERR_RANK",
+    "ERR_REQUEST",
+    "ERR_ROOT",
+    "ERR_OP",
+    "ERR_ARG",
+    "ERR_TRUNCATE",
+    "ERR_OTHER",
+]
 
 # MPICH's numbers for the classes (mpi.h); programs compare them with the names only
 SUCCESS = 0

@@ -79,8 +79,11 @@ def pickled(obj, call="send"):
 def unpickle(value, call="recv"):
     """The object a lowercase send pickled into ``value``."""
     if not isinstance(value, np.ndarray) or value.dtype != np.uint8:
-        what = f"a {value.dtype} buffer of {value.size} elements" \
-            if isinstance(value, np.ndarray) else repr(value)  # fmt: skip
+        what = (
+            f"a {value.dtype} buffer of {value.size} elements"
+            if isinstance(value, np.ndarray)
+            else repr(value)
+        )
         raise mpi_error(
             ERR_TYPE,
             f"{call} received {what}, sent with an uppercase call (Send, Isend): receive "

@@ -78,16 +78,21 @@ class ObjectCollectives:
         if not sends and not recvs:
             return []
         members = self._members(rank)
-        return blocking.call(rank.exchange(
-            sends=[(members[dst], payload, tag) for dst, payload in sends],
-            recvs=[(members[src], tag) for src in recvs],
-        ))  # fmt: skip
+        return blocking.call(
+            rank.exchange(
+                sends=[(members[dst], payload, tag) for dst, payload in sends],
+                recvs=[(members[src], tag) for src in recvs],
+            )
+        )
 
     def _root(self, root, size, call):
         if is_int(root) and 0 <= root < size:
             return int(root)
-        raise mpi_error(ERR_ROOT, f"{call}(root={root!r}): the root is a rank of this "
-                        f"{size}-rank communicator, 0..{size - 1}")  # fmt: skip
+        raise mpi_error(
+            ERR_ROOT,
+            f"{call}(root={root!r}): the root is a rank of this "
+            f"{size}-rank communicator, 0..{size - 1}",
+        )
 
     def _run_moves(self, rank, me, tag, schedule, held):
         """Run ``schedule``'s chunk moves on pickles: ``held[c]`` is this rank's pickle of
@@ -127,8 +132,9 @@ class ObjectCollectives:
         try:
             items = list(sendobj)
         except TypeError:
-            raise value_error(f"{call}: {sendobj!r} is not a sequence: give {size} items, one "
-                              "per rank") from None  # fmt: skip
+            raise value_error(
+                f"{call}: {sendobj!r} is not a sequence: give {size} items, one per rank"
+            ) from None
         if len(items) != size:
             raise value_error(f"{call}: expecting {size} items, got {len(items)}: one per rank")
         return items
@@ -186,8 +192,9 @@ class ObjectCollectives:
                 value = None
                 break
             if me + mask < size:  # the lower ranks' value first: op(x0..., x(me+mask)...)
-                value = function(value, unpickle(self._round(rank, tag, recvs=[me + mask])[0],
-                                                 call))  # fmt: skip
+                value = function(
+                    value, unpickle(self._round(rank, tag, recvs=[me + mask])[0], call)
+                )
             mask <<= 1
         if root != 0 and me == 0:
             self._round(rank, tag, sends=[(root, pickled(value, call))])
@@ -213,8 +220,9 @@ class ObjectCollectives:
         tag = self._collective_tag(rank, "barrier")
         distance = 1
         while distance < size:
-            self._round(rank, tag, sends=[((me + distance) % size, _EMPTY)],
-                        recvs=[(me - distance) % size])  # fmt: skip
+            self._round(
+                rank, tag, sends=[((me + distance) % size, _EMPTY)], recvs=[(me - distance) % size]
+            )
             distance *= 2
 
     def Barrier(self):

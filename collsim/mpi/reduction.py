@@ -22,8 +22,22 @@ import numpy as np
 
 from .exceptions import ERR_OP, mpi_error
 
-__all__ = ["Op", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
-           "OPS", "object_op", "collsim_op"]  # fmt: skip
+__all__ = [
+    "Op",
+    "SUM",
+    "PROD",
+    "MAX",
+    "MIN",
+    "LAND",
+    "LOR",
+    "LXOR",
+    "BAND",
+    "BOR",
+    "BXOR",
+    "OPS",
+    "object_op",
+    "collsim_op",
+]
 
 
 def _max(x, y):
@@ -72,8 +86,11 @@ def object_op(op, call):
     """``op`` as a two-argument function for the lowercase ``call`` (an Op or a callable)."""
     if isinstance(op, Op) or callable(op):
         return op
-    raise mpi_error(ERR_OP, f"{call}(op={op!r}): an op is MPI.SUM, MPI.PROD, MPI.MAX, MPI.MIN "
-                    "(or another MPI.Op), or a function of two arguments")  # fmt: skip
+    raise mpi_error(
+        ERR_OP,
+        f"{call}(op={op!r}): an op is MPI.SUM, MPI.PROD, MPI.MAX, MPI.MIN "
+        "(or another MPI.Op), or a function of two arguments",
+    )
 
 
 def collsim_op(op, call):

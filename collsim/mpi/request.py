@@ -151,8 +151,9 @@ class Request:
         if statuses is not None:
             while len(statuses) < len(requests):
                 statuses.append(Status())
-        return [r._conclude(None if statuses is None else statuses[i])
-                for i, r in enumerate(requests)]  # fmt: skip
+        return [
+            r._conclude(None if statuses is None else statuses[i]) for i, r in enumerate(requests)
+        ]
 
     @classmethod
     def Waitall(cls, requests, statuses=None):
@@ -184,6 +185,9 @@ def _requests(requests, call):
     requests = list(requests)
     bad = [r for r in requests if not isinstance(r, Request)]
     if bad:
-        raise mpi_error(ERR_REQUEST, f"Request.{call}: {bad[0]!r} is not a request (give the "
-                        "requests isend, irecv, Isend and Irecv return)")  # fmt: skip
+        raise mpi_error(
+            ERR_REQUEST,
+            f"Request.{call}: {bad[0]!r} is not a request (give the "
+            "requests isend, irecv, Isend and Irecv return)",
+        )
     return requests

@@ -35,8 +35,14 @@ from ..errors import CollsimError, ConfigError, SimulationLimitError
 
 _push = heapq.heappush  # a new instant joins the heap of pending times
 
-__all__ = ["Engine", "FINISH", "START", "SimulationLimitError", "DEFAULT_MAX_TIME",
-           "DEFAULT_MAX_EVENTS"]  # fmt: skip
+__all__ = [
+    "Engine",
+    "FINISH",
+    "START",
+    "SimulationLimitError",
+    "DEFAULT_MAX_TIME",
+    "DEFAULT_MAX_EVENTS",
+]
 
 # A day of simulated time: no training step or collective simulated here lasts that long.
 DEFAULT_MAX_TIME = 86_400.0

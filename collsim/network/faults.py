@@ -73,15 +73,19 @@ class LinkFaults:
     def fail_link(self, u, v):
         """Take both directions of link ``u``-``v`` down now: reroute or stall every flow
         that crosses it; later routes go around it."""
-        dead = [link for link in ((u, v), (v, u))
-                if link in self.capacity and link not in self.failed]  # fmt: skip
+        dead = [
+            link for link in ((u, v), (v, u)) if link in self.capacity and link not in self.failed
+        ]
         if not dead:
             return
         self.failed.update(dead)
         self._faulty = self._special = True
         self._degraded = None
-        self.routes = {key: found for key, found in self.routes.items()
-                        if not any(link in self.failed for link in found[0])}  # fmt: skip
+        self.routes = {
+            key: found
+            for key, found in self.routes.items()
+            if not any(link in self.failed for link in found[0])
+        }
         self.routes_from = {}
         for (src, dst), found in self.routes.items():
             self.routes_from.setdefault(src, {})[dst] = found
@@ -144,16 +148,16 @@ class LinkFaults:
         flow.legs = (flow.legs or []) + [(old, moved)]
         flow.links, flow.beta, flow.rate = links, beta, 0.0
         flow.on_shares(shares)
-        self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old,
-                                     links))  # fmt: skip
+        self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old, links))
         self.engine.at(self.engine.now + alpha, START, self._begin, flow)
 
     def _stall(self, flow, link=None, rank=None):
         flow.version += 1
         flow.rate = 0.0
         src, dst = _endpoints(flow.links)
-        self.stalled.append(Stall(src, dst, self.engine.now, flow.nbytes, flow.remaining,
-                                  flow.links, link, rank))  # fmt: skip
+        self.stalled.append(
+            Stall(src, dst, self.engine.now, flow.nbytes, flow.remaining, flow.links, link, rank)
+        )
 
     def _detour(self, src, dst):
         """The links of the next path from ``src`` to ``dst`` avoiding failed links, or

@@ -48,11 +48,19 @@ class Flow:
     arrival delivers the message itself, so that a message in flight is one object."""
 
     __slots__ = (
-        "links", "beta", "nbytes", "remaining", "rate", "last", "version", "on_done", "arg",
+        "links",
+        "beta",
+        "nbytes",
+        "remaining",
+        "rate",
+        "last",
+        "version",
+        "on_done",
+        "arg",
         "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
         "shares",  # the active table of each of its links (Network.active[link]), or None
         "share",  # ... the one link's, when it has one (most flows)
-    )  # fmt: skip
+    )
 
     def __init__(self, links, nbytes, on_done, arg, beta=None, shares=()):
         self.links = links
@@ -299,8 +307,9 @@ class Network(LinkFaults):
         version = flow.version = flow.version + 1
         remaining, engine = flow.remaining, self.engine
         delay = remaining / flow.rate if remaining > 0 else 0.0
-        engine.at(engine.now + delay, FINISH, self._finish,
-                  flow if version == 1 else (flow, version))  # fmt: skip
+        engine.at(
+            engine.now + delay, FINISH, self._finish, flow if version == 1 else (flow, version)
+        )
 
     def _reshare(self, seed_links):
         """Recompute max-min rates of the flows connected to ``seed_links``."""

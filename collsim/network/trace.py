@@ -33,8 +33,7 @@ from .memory import CATEGORIES, replay
 
 __all__ = ["Trace", "Stats", "Transfer", "Compute"]
 
-Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label meta",
-                      defaults=(None,))  # fmt: skip
+Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label meta", defaults=(None,))
 Transfer.__doc__ = """One message: ``start`` when both sides were posted (rendezvous), ``end``
 when its last byte arrived; ``links`` the directed links it crossed; ``label`` what it
 was, for display only (e.g. ``"all_reduce step 2 chunk 5"``: steps count from 1).
@@ -209,8 +208,10 @@ class Trace:
 
     def __repr__(self):
         n, m = self.transfer_count, len(self.computes)
-        parts = [f"{n:,} transfer{'' if n == 1 else 's'}",
-                 f"{m:,} compute span{'' if m == 1 else 's'}"]  # fmt: skip
+        parts = [
+            f"{n:,} transfer{'' if n == 1 else 's'}",
+            f"{m:,} compute span{'' if m == 1 else 's'}",
+        ]
         raw, blocks = list(self._records()), self._blocks
         if n:
             sent = sum(r[3] for r in raw) + sum(b.bytes_sent() for b in blocks)
@@ -254,8 +255,9 @@ class Trace:
             for link in links:
                 link_bytes[link] = link_bytes.get(link, 0) + total
         if self._blocks:
-            type(self._blocks[0]).count_into(self._blocks, n_ranks, sent, received, messages,
-                                             link_bytes)  # fmt: skip
+            type(self._blocks[0]).count_into(
+                self._blocks, n_ranks, sent, received, messages, link_bytes
+            )
         if self.faults is not None and self.faults.reroutes:
             _split_rerouted(link_bytes, self.faults.reroutes)
         busy = [0.0] * n_ranks
@@ -354,15 +356,27 @@ def _moved_before(last, reroutes):
 
 def _span(name, pid, tid, start, end, args):
     # Chrome trace times are microseconds
-    return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": start * 1e6,
-            "dur": (end - start) * 1e6, "args": args}  # fmt: skip
+    return {
+        "ph": "X",
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": start * 1e6,
+        "dur": (end - start) * 1e6,
+        "args": args,
+    }
 
 
 def _counter(rank, time, held):
     # a counter's args are its series: Perfetto draws one track each, chrome://tracing
     # stacks them; every category is written so that each series starts at its value
-    return {"ph": "C", "name": "memory (bytes)", "pid": rank, "ts": time * 1e6,
-            "args": {c: held[c] for c in CATEGORIES}}  # fmt: skip
+    return {
+        "ph": "C",
+        "name": "memory (bytes)",
+        "pid": rank,
+        "ts": time * 1e6,
+        "args": {c: held[c] for c in CATEGORIES},
+    }
 
 
 def _record_args(record):

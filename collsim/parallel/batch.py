@@ -48,8 +48,12 @@ global_batch = micro_batch · dp · accumulation (Megatron-LM); with global batc
 rank takes 16 samples per step, so micro batch × accumulation must be 16: micro batch 1 \
 (accumulation 16), 2 (8), 4 (4), 8 (2), 16 (1)
     """
-    given = (("global batch", global_batch), ("dp", dp), ("micro batch", micro_batch),
-             ("accumulation", accumulation))  # fmt: skip
+    given = (
+        ("global batch", global_batch),
+        ("dp", dp),
+        ("micro batch", micro_batch),
+        ("accumulation", accumulation),
+    )
     for name, value in given:
         bad_type = isinstance(value, bool) or not isinstance(value, int | np.integer)
         if value is not None and (bad_type or value < 1):
@@ -68,12 +72,16 @@ rank takes 16 samples per step, so micro batch × accumulation must be 16: micro
         name, other, known = ("micro batch", "accumulation", accumulation)
         if accumulation is None:
             name, other, known = ("accumulation", "micro batch", micro_batch)
-        head = (f"global batch {global_batch} with dp {dp} and {other} {known} needs "
-                f"{name} {global_batch}/({dp}·{known}) = {global_batch / (dp * known):.4g}, "
-                "not a whole number")  # fmt: skip
+        head = (
+            f"global batch {global_batch} with dp {dp} and {other} {known} needs "
+            f"{name} {global_batch}/({dp}·{known}) = {global_batch / (dp * known):.4g}, "
+            "not a whole number"
+        )
     else:
-        head = (f"global batch {global_batch} != micro batch {micro_batch} × dp {dp} × "
-                f"accumulation {accumulation} = {micro_batch * dp * accumulation}")  # fmt: skip
+        head = (
+            f"global batch {global_batch} != micro batch {micro_batch} × dp {dp} × "
+            f"accumulation {accumulation} = {micro_batch * dp * accumulation}"
+        )
     message = f"{head}: global_batch = micro_batch · dp · accumulation (Megatron-LM); "
     if rest:
         fits = [d for d in _divisors(global_batch) if max_dp is None or d <= max_dp]

@@ -106,9 +106,12 @@ class ParallelConfig:
         self._check_sharding()
         self._check_context()
         if self.recompute not in RECOMPUTE:
-            hint = (" (selective recomputes only attention's softmax and dropout, Korthikanti "
-                    "et al. 2022; the planner estimates it, the trainer runs none or full)"
-                    if self.recompute == "selective" else "")  # fmt: skip
+            hint = (
+                " (selective recomputes only attention's softmax and dropout, Korthikanti "
+                "et al. 2022; the planner estimates it, the trainer runs none or full)"
+                if self.recompute == "selective"
+                else ""
+            )
             raise ConfigError(
                 f"recompute={self.recompute!r} is not one of {', '.join(RECOMPUTE)}{hint}"
             )
@@ -179,8 +182,10 @@ class ParallelConfig:
             )
         if self.prefetch not in PREFETCH:
             raise ConfigError(f"prefetch={self.prefetch!r} is not one of {', '.join(PREFETCH)}")
-        fsdp_only = {"reshard_after_forward": not self.reshard_after_forward,
-                     "prefetch": self.prefetch != "none"}  # fmt: skip
+        fsdp_only = {
+            "reshard_after_forward": not self.reshard_after_forward,
+            "prefetch": self.prefetch != "none",
+        }
         for name, set_ in fsdp_only.items():
             if set_ and self.zero != 3:
                 raise ConfigError(

@@ -94,9 +94,24 @@ class _RankSetup:
     cp_rank: int = 0  # its place in the context-parallel group (0 without cp)
 
 
-def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer=None,
-          in_layout=None, out_layout=None, keep_io=True, check=None, rtol=1e-10, atol=1e-10,
-          bandwidth="inf", latency=0, state_dict=None):  # fmt: skip
+def train(
+    model,
+    batches,
+    config=None,
+    *,
+    cluster=None,
+    loss=mse_loss,
+    optimizer=None,
+    in_layout=None,
+    out_layout=None,
+    keep_io=True,
+    check=None,
+    rtol=1e-10,
+    atol=1e-10,
+    bandwidth="inf",
+    latency=0,
+    state_dict=None,
+):
     """Train ``model`` for one optimizer step per ``(x, target)`` of ``batches`` on the mesh.
 
     Parameters
@@ -163,12 +178,20 @@ def train(model, batches, config=None, *, cluster=None, loss=mse_loss, optimizer
     n_layers = setups[0].n_layers
     ranges = split_layers(n_layers, config.pp, config.vpp)
     seconds = chunk_seconds(ranges, n_layers, *config.pass_times)
-    plan = _Plan(config, sched, seconds, pipeline_messages(sched), loss, in_layout, out_layout,
-                 keep_io, state_dict)  # fmt: skip
+    plan = _Plan(
+        config,
+        sched,
+        seconds,
+        pipeline_messages(sched),
+        loss,
+        in_layout,
+        out_layout,
+        keep_io,
+        state_dict,
+    )
     reference = reference_steps(model, batches, loss, optimizer) if check else None
     run = cluster.run(_program, setups, batches, plan)
-    return assemble_run(config, mesh, sched, run, setups, len(batches), plan, reference, rtol,
-                        atol)  # fmt: skip
+    return assemble_run(config, mesh, sched, run, setups, len(batches), plan, reference, rtol, atol)
 
 
 def _check_batches(batches):
@@ -211,12 +234,26 @@ def _rank_setup(mesh, r, model, sequential, config, optimizer):
         ranges = split_layers(n_layers, config.pp, config.vpp)[stage]
         if config.cp > 1:  # attention across the cp group, the rest on the rank's tokens
             cp_group = mesh.group("cp", r)
-            chunks = [[(str(i), _context_layer(model[i], cp_group, cp_rank, tp_group, tp_rank,
-                                               str(i), config))
-                       for i in span] for span in ranges]  # fmt: skip
+            chunks = [
+                [
+                    (
+                        str(i),
+                        _context_layer(
+                            model[i], cp_group, cp_rank, tp_group, tp_rank, str(i), config
+                        ),
+                    )
+                    for i in span
+                ]
+                for span in ranges
+            ]
         else:
-            chunks = [[(str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp))
-                       for i in span] for span in ranges]  # fmt: skip
+            chunks = [
+                [
+                    (str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp))
+                    for i in span
+                ]
+                for span in ranges
+            ]
     else:
         units = list(model(tp_group, tp_rank))
         n_layers = len(units)
@@ -226,9 +263,18 @@ def _rank_setup(mesh, r, model, sequential, config, optimizer):
     if config.zero == 3:  # ZeRO-3 / FSDP: every unit keeps 1/dp_shard of its parameters
         # the shard group spans dp_shard x cp, as Accelerate and Megatron form it
         shard_group, replica_group = hsdp_groups(dp_group, config.dp_shard * config.cp, r)
-        chunks = [[(p, ShardedUnit(u, shard_group, r, p or "unit", replica_group,
-                                   config.reshard_after_forward)) for p, u in units]
-                  for units in chunks]  # fmt: skip
+        chunks = [
+            [
+                (
+                    p,
+                    ShardedUnit(
+                        u, shard_group, r, p or "unit", replica_group, config.reshard_after_forward
+                    ),
+                )
+                for p, u in units
+            ]
+            for units in chunks
+        ]
     return _RankSetup(
         stage=stage,
         replica=where["dp"],
@@ -249,11 +295,20 @@ def _context_layer(layer, group, cp_rank, tp_group, tp_rank, name, config):
     works token by token, so runs as it is."""
     if isinstance(layer, TransformerBlock):
         if tp_group.size > 1:
-            return tensor_context_block(layer, tp_group, tp_rank, group, cp_rank,
-                                        config.cp_variant, config.cp_layout, name,
-                                        config.sp)  # fmt: skip
-        return ContextParallelBlock.from_full(layer, group, cp_rank, config.cp_variant,
-                                              config.cp_layout, name)  # fmt: skip
+            return tensor_context_block(
+                layer,
+                tp_group,
+                tp_rank,
+                group,
+                cp_rank,
+                config.cp_variant,
+                config.cp_layout,
+                name,
+                config.sp,
+            )
+        return ContextParallelBlock.from_full(
+            layer, group, cp_rank, config.cp_variant, config.cp_layout, name
+        )
     if isinstance(layer, MultiHeadAttention):
         raise ConfigError(
             f"layer {name} is a bare MultiHeadAttention: under context parallelism collsim "

@@ -125,22 +125,24 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
                 tokens = []
                 for row in replica:
                     outcomes = [rec[int(r)].outcome for r in row]
-                    parts = [np.concatenate([getattr(o, field)[mb]
-                                             for mb in sorted(getattr(o, field))])
-                             for o in outcomes]  # fmt: skip
+                    parts = [
+                        np.concatenate([getattr(o, field)[mb] for mb in sorted(getattr(o, field))])
+                        for o in outcomes
+                    ]
                     tokens.append(assemble(parts, layout))
-                rows.append(tokens[0] if cp == 1 else
-                            gather_sequence(tokens, config.cp_layout))  # fmt: skip
+                rows.append(tokens[0] if cp == 1 else gather_sequence(tokens, config.cp_layout))
             return np.concatenate(rows, axis=0) * scale
 
         replica0 = [int(r) for s in range(pp) for r in grid[s, 0, :]]
-        steps.append(MeshStep(
-            loss=float(np.mean([o.loss for o in last])),  # every rank holds as many tokens
-            output=whole(pp - 1, "outputs", plan.out_layout) if keep else None,
-            input_grad=whole(0, "input_grads", plan.in_layout, 1 / (dp * cp)) if keep else None,
-            grads=_gather(grid, [rec[r].grads for r in range(mesh.size)], axes, replica0),
-            params=_gather(grid, [rec[r].params for r in range(mesh.size)], axes, replica0),
-        ))  # fmt: skip
+        steps.append(
+            MeshStep(
+                loss=float(np.mean([o.loss for o in last])),  # every rank holds as many tokens
+                output=whole(pp - 1, "outputs", plan.out_layout) if keep else None,
+                input_grad=whole(0, "input_grads", plan.in_layout, 1 / (dp * cp)) if keep else None,
+                grads=_gather(grid, [rec[r].grads for r in range(mesh.size)], axes, replica0),
+                params=_gather(grid, [rec[r].params for r in range(mesh.size)], axes, replica0),
+            )
+        )
     final = [wholes[r][-1].params for r in range(mesh.size)]
     replicated = [k for k, a in axes.items() if a is None]
     result = MeshRun(
@@ -159,8 +161,10 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
     )
     if reference is not None:
         stepped = setups[0].optimizer is not None
-        checks = [compare(step.grads, step.params if stepped else None, ref, rtol, atol)
-                  for step, ref in zip(steps, reference)]  # fmt: skip
+        checks = [
+            compare(step.grads, step.params if stepped else None, ref, rtol, atol)
+            for step, ref in zip(steps, reference)
+        ]
         result.match = all(ok for ok, _ in checks)
         result.max_error = max(error for _, error in checks)
     return result

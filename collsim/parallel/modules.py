@@ -131,8 +131,7 @@ class LayerPass:
 
     def __post_init__(self):
         if self.kind not in LAYER_PASS_KINDS:
-            guess = difflib.get_close_matches(str(self.kind), list(LAYER_PASS_KINDS), n=1,
-                                              cutoff=0)  # fmt: skip
+            guess = difflib.get_close_matches(str(self.kind), list(LAYER_PASS_KINDS), n=1, cutoff=0)
             raise ConfigError(
                 f"LayerPass kind {self.kind!r} is not one of {', '.join(LAYER_PASS_KINDS)}; "
                 f"nearest valid choice: {guess[0]!r}"

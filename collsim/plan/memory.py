@@ -61,9 +61,18 @@ __all__ = [
 
 
 def activation_bytes_per_layer(
-    seq, micro, hidden, heads, tp=1, sp=False, recompute="none", elem=2, kv_heads=None,
-    ffn_hidden=None, gated_mlp=False,
-):  # fmt: skip
+    seq,
+    micro,
+    hidden,
+    heads,
+    tp=1,
+    sp=False,
+    recompute="none",
+    elem=2,
+    kv_heads=None,
+    ffn_hidden=None,
+    gated_mlp=False,
+):
     """Bytes one transformer layer keeps for the backward pass of one micro-batch.
 
     ``kv_heads`` (default ``heads``) and ``ffn_hidden`` (default 4·hidden) and a gated MLP
@@ -152,9 +161,18 @@ def _activations(cfg, d):
     b, h, t, e = d.micro_batch, cfg.hidden, cfg.tp, d.elem
     sp_div = t if cfg.sp else 1
     per_layer = activation_bytes_per_layer(
-        s, b, h, cfg.heads, t, cfg.sp, cfg.recompute, e, cfg.kv_groups, d.ffn_hidden,
+        s,
+        b,
+        h,
+        cfg.heads,
+        t,
+        cfg.sp,
+        cfg.recompute,
+        e,
+        cfg.kv_groups,
+        d.ffn_hidden,
         cfg.gated_mlp,
-    )  # fmt: skip
+    )
     m = max(d.accumulation, 1)
     first = in_flight_microbatches(d.schedule, cfg.pp, m, cfg.vpp)
     last = in_flight_microbatches(d.schedule, cfg.pp, m, cfg.vpp, stage=cfg.pp - 1)

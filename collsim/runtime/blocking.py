@@ -84,8 +84,9 @@ class _RankThread:
         self.where = None  # the user's line of the current blocking call
         self.running = False  # the rank's code holds the baton (the engine waits for it)
         self.stopped = False  # the run ended without this rank: every later call raises
-        self.thread = threading.Thread(target=self._body, name=f"collsim rank {rank.id}",
-                                       daemon=True)  # fmt: skip
+        self.thread = threading.Thread(
+            target=self._body, name=f"collsim rank {rank.id}", daemon=True
+        )
 
     # -- in the rank's thread -------------------------------------------------------------
 
@@ -318,9 +319,13 @@ def _note_others(exc, threads, size):
         if rt is not None and rt.running:  # interrupted (Ctrl-C) while its code ran
             kind = "running"
         where = rt.where if rt is not None else None
-        state = {"call": f"blocked at {where}", "return": "finished", "raise": "raised too",
-                 "aborted": "stopped", "running": f"running at {rt and rt.running_at()}",
-                 }.get(kind, kind)  # fmt: skip
+        state = {
+            "call": f"blocked at {where}",
+            "return": "finished",
+            "raise": "raised too",
+            "aborted": "stopped",
+            "running": f"running at {rt and rt.running_at()}",
+        }.get(kind, kind)
         lines.append(f"  rank {r}: {state}")
     if lines:
         others = "the other ranks" if failed is not None else "the ranks"

@@ -180,8 +180,7 @@ class Cluster(CollectiveCalls):
         found = self._routes.get((src, dst))
         if found is None:
             links = tuple(topo.route(self.topology, src, dst))
-            found = self._routes[(src, dst)] = (links, *topo.links_alpha_beta(self.topology,
-                                                                              links))  # fmt: skip
+            found = self._routes[(src, dst)] = (links, *topo.links_alpha_beta(self.topology, links))
         return found
 
     def __repr__(self):

@@ -22,8 +22,14 @@ from ..units import format_size, format_time
 from .ops import Recv, Send, Wait
 from .waiting import Pending, describe, finished_ranks, waited_items
 
-__all__ = ["deadlock_report", "describe", "watchdog_report", "RankReport", "ProcessWaits",
-           "Culprit"]  # fmt: skip
+__all__ = [
+    "deadlock_report",
+    "describe",
+    "watchdog_report",
+    "RankReport",
+    "ProcessWaits",
+    "Culprit",
+]
 
 
 def _waits(proc, pending=None, finished=None):
@@ -166,8 +172,9 @@ class RankReport:
             if not w.items:
                 lines.append(f"      {NEVER_STARTED}")
                 continue
-            lines.append(f"      {verb} " + ("for:" if w.collective is None
-                                              else f"in {w.collective}, for:"))  # fmt: skip
+            lines.append(
+                f"      {verb} " + ("for:" if w.collective is None else f"in {w.collective}, for:")
+            )
             lines += [f"        {item}" for item in w.items]
         return "\n".join(lines)
 
@@ -204,9 +211,13 @@ def watchdog_report(execution, blocked):
         waits.setdefault(proc.rank.id, []).append(what)
     ranks = {}
     for r in range(execution.cluster.size):
-        ranks[r] = RankReport(r, _call(execution.entered.get(r)),
-                              _call(execution.completed.get(r)), tuple(waits.get(r, ())),
-                              execution._crashed.get(r))  # fmt: skip
+        ranks[r] = RankReport(
+            r,
+            _call(execution.entered.get(r)),
+            _call(execution.completed.get(r)),
+            tuple(waits.get(r, ())),
+            execution._crashed.get(r),
+        )
     culprit = _culprit(execution, network, faults)
     lines = [
         f"watchdog timeout at t={format_time(deadline)}: no progress for "
@@ -225,10 +236,20 @@ def watchdog_report(execution, blocked):
             lines.append(f"  ... and {len(stalls) - 8} more")
     for (group, seq, name), (_joined, missing) in base.stuck.items():
         if missing:
-            lines.append(f"collective {name} #{seq} on group {list(group)}: ranks {missing} "
-                         "never joined it")  # fmt: skip
-    return WatchdogTimeout("\n".join(lines), base.waiting, base.stuck, deadline, None, ranks,
-                           culprit, last, faults.watchdog_timeout)  # fmt: skip
+            lines.append(
+                f"collective {name} #{seq} on group {list(group)}: ranks {missing} never joined it"
+            )
+    return WatchdogTimeout(
+        "\n".join(lines),
+        base.waiting,
+        base.stuck,
+        deadline,
+        None,
+        ranks,
+        culprit,
+        last,
+        faults.watchdog_timeout,
+    )
 
 
 def _call(entry):
@@ -237,11 +258,16 @@ def _call(entry):
 
 
 def _stall(stall):
-    why = (f"rank {stall.rank} crashed" if stall.rank is not None
-           else f"link {_link(stall.link)} is down and there is no other path")  # fmt: skip
+    why = (
+        f"rank {stall.rank} crashed"
+        if stall.rank is not None
+        else f"link {_link(stall.link)} is down and there is no other path"
+    )
     ends = f"rank {stall.src} -> rank {stall.dst}" if stall.src is not None else "a combined flow"
-    return (f"{ends}: {format_size(round(stall.remaining))} of {format_size(round(stall.nbytes))} "
-            f"left since t={format_time(stall.time)} ({why})")  # fmt: skip
+    return (
+        f"{ends}: {format_size(round(stall.remaining))} of {format_size(round(stall.nbytes))} "
+        f"left since t={format_time(stall.time)} ({why})"
+    )
 
 
 def _link(link):
@@ -252,25 +278,39 @@ def _culprit(execution, network, faults):
     """The crashed rank; else the failed link a flow stalled on; else the slowest rank."""
     if execution._crashed:
         rank, at = min(execution._crashed.items(), key=lambda kv: (kv[1], kv[0]))
-        return Culprit("crashed rank", rank=rank, time=at,
-                       reason=f"rank {rank} crashed at t={format_time(at)}; every rank "
-                              f"waiting on it stopped")  # fmt: skip
+        return Culprit(
+            "crashed rank",
+            rank=rank,
+            time=at,
+            reason=f"rank {rank} crashed at t={format_time(at)}; every rank waiting on it stopped",
+        )
     for stall in network.stalled:
         if stall.link is not None:
-            at = next((r.at for r in faults.fail_links
-                       if {r.u, r.v} == set(stall.link)), stall.time)  # fmt: skip
+            at = next(
+                (r.at for r in faults.fail_links if {r.u, r.v} == set(stall.link)), stall.time
+            )
             src, dst = stall.src, stall.dst
-            path = (f"the topology has no other path from rank {src} to rank {dst}"
-                    if src is not None
-                    else "a switch-combined transfer over it cannot be rerouted")  # fmt: skip
-            return Culprit("failed link", link=stall.link, time=at,
-                           reason=f"link {_link(stall.link)} went down at t={format_time(at)} "
-                                  f"and {path}")  # fmt: skip
+            path = (
+                f"the topology has no other path from rank {src} to rank {dst}"
+                if src is not None
+                else "a switch-combined transfer over it cannot be rerouted"
+            )
+            return Culprit(
+                "failed link",
+                link=stall.link,
+                time=at,
+                reason=f"link {_link(stall.link)} went down at t={format_time(at)} and {path}",
+            )
     if faults.slow_ranks:
         slow = max(faults.slow_ranks, key=lambda r: (r.factor, -r.rank))
-        return Culprit("slow rank", rank=slow.rank,
-                       reason=f"rank {slow.rank} is the slowest (compute {slow.factor:g}x as "
-                              "long); no fault stopped a transfer, so the programs themselves "
-                              "wait on each other")  # fmt: skip
-    return Culprit("program", reason="no fault stopped a transfer: the ranks' programs wait "
-                                     "on each other (a deadlock)")  # fmt: skip
+        return Culprit(
+            "slow rank",
+            rank=slow.rank,
+            reason=f"rank {slow.rank} is the slowest (compute {slow.factor:g}x as "
+            "long); no fault stopped a transfer, so the programs themselves "
+            "wait on each other",
+        )
+    return Culprit(
+        "program",
+        reason="no fault stopped a transfer: the ranks' programs wait on each other (a deadlock)",
+    )

@@ -291,9 +291,15 @@ class Execution:
             dispatch[kind] = _recording(sample, handler)
 
     def _runaway(self, ended):
-        return runaway_error("max_ops", self.cluster.max_ops, self.engine.now, self._sample,
-                             ended=ended, default=default_max_ops(self.cluster.size),
-                             flags=self.cluster.guard_flags)  # fmt: skip
+        return runaway_error(
+            "max_ops",
+            self.cluster.max_ops,
+            self.engine.now,
+            self._sample,
+            ended=ended,
+            default=default_max_ops(self.cluster.size),
+            flags=self.cluster.guard_flags,
+        )
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -333,8 +339,11 @@ class Execution:
         # its compute stream stops too: a span it was running ends now, queued ones never ran
         computes = self.trace.computes
         if any(c.rank == rank and c.end > now for c in computes):
-            computes[:] = [c._replace(end=now) if c.rank == rank and c.end > now else c
-                           for c in computes if not (c.rank == rank and c.start > now)]  # fmt: skip
+            computes[:] = [
+                c._replace(end=now) if c.rank == rank and c.end > now else c
+                for c in computes
+                if not (c.rank == rank and c.start > now)
+            ]
 
     def run(self):
         """Run the engine until no event is left, then :meth:`finish`; a tripped guard
@@ -345,9 +354,14 @@ class Execution:
             if exc.guard not in ("max_time", "max_events"):
                 raise  # max_ops: its report is complete
             default = {"max_time": DEFAULT_MAX_TIME, "max_events": DEFAULT_MAX_EVENTS}
-            raise runaway_error(exc.guard, exc.limit, exc.time, processes=self.processes,
-                                default=default[exc.guard],
-                                flags=self.cluster.guard_flags) from None  # fmt: skip
+            raise runaway_error(
+                exc.guard,
+                exc.limit,
+                exc.time,
+                processes=self.processes,
+                default=default[exc.guard],
+                flags=self.cluster.guard_flags,
+            ) from None
         self.finish()
 
     def release(self):
@@ -378,8 +392,9 @@ class Execution:
             made = unyielded.forgotten_by_rank(self.processes)
         if blocked:
             notes = unyielded.forgotten_lines(made)
-            raise deadlock_report(blocked, self.engine.now, self.collective_calls, notes,
-                                  self.processes, self.mail)  # fmt: skip
+            raise deadlock_report(
+                blocked, self.engine.now, self.collective_calls, notes, self.processes, self.mail
+            )
         if made:  # a rank whose background task outlived its program left them
             raise unyielded.first_unyielded_error(made, self.processes, self.engine.now)
         if self._sample is not None:  # it ended within the sample: still past the guard

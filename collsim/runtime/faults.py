@@ -110,8 +110,12 @@ class Faults:
     watchdog_timeout: float = DEFAULT_WATCHDOG_TIMEOUT
 
     def __post_init__(self):
-        kinds = (("slow_ranks", SlowRank), ("slow_links", SlowLink),
-                 ("fail_links", FailLink), ("crash_ranks", CrashRank))  # fmt: skip
+        kinds = (
+            ("slow_ranks", SlowRank),
+            ("slow_links", SlowLink),
+            ("fail_links", FailLink),
+            ("crash_ranks", CrashRank),
+        )
         for name, kind in kinds:
             records = getattr(self, name)
             if not isinstance(records, tuple | list):
@@ -149,8 +153,7 @@ class Faults:
         return self.slow_ranks + self.slow_links + self.fail_links + self.crash_ranks
 
     @classmethod
-    def parse(cls, slow_rank=None, slow_link=None, fail_link=None, crash_rank=None,
-              watchdog=None):  # fmt: skip
+    def parse(cls, slow_rank=None, slow_link=None, fail_link=None, crash_rank=None, watchdog=None):
         """Read the command-line strings: ``slow_rank=["3:2x"]`` (rank:factor, ``x``
         optional), ``slow_link=["2-3:0.25"]`` (u-v:factor), ``fail_link=["2-3@1ms"]``
         (u-v@time), ``crash_rank=["5@2ms"]`` (rank@time), ``watchdog="10s"``.  Nodes are
@@ -216,8 +219,12 @@ def _texts(values, flag):
     return [(flag, text) for text in values]
 
 
-_EXAMPLE = {"--slow-rank": "3:2x", "--slow-link": "2-3:0.25", "--fail-link": "2-3@1ms",
-            "--crash-rank": "5@2ms"}  # fmt: skip
+_EXAMPLE = {
+    "--slow-rank": "3:2x",
+    "--slow-link": "2-3:0.25",
+    "--fail-link": "2-3@1ms",
+    "--crash-rank": "5@2ms",
+}
 
 
 def _split(flag, text, sep, what):
@@ -363,8 +370,9 @@ def _check_link(graph, record):
         if node not in graph:
             switches = sorted(str(n) for n, d in graph.nodes(data=True) if d.get("kind") != "rank")
             ranks = sum(1 for _, d in graph.nodes(data=True) if d.get("kind") == "rank")
-            names = f"ranks 0..{ranks - 1}" + (f", switches {', '.join(switches[:12])}"
-                                                if switches else "")  # fmt: skip
+            names = f"ranks 0..{ranks - 1}" + (
+                f", switches {', '.join(switches[:12])}" if switches else ""
+            )
             raise ConfigError(
                 f"{shown}: node {node!r} is not in topology {graph.graph.get('name')} ({names})"
             )

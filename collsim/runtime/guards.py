@@ -157,8 +157,9 @@ def _what(op):
     return describe(op)
 
 
-def runaway_error(guard, limit, now, sample=None, processes=(), ended=False, default=None,
-                  flags=None):  # fmt: skip
+def runaway_error(
+    guard, limit, now, sample=None, processes=(), ended=False, default=None, flags=None
+):
     """The :class:`SimulationLimitError` for a tripped guard.
 
     ``sample`` (an :class:`OpSample`) says what the ranks yielded after ``max_ops``

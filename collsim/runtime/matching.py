@@ -152,8 +152,11 @@ class Mailboxes:
         their mailboxes opened (sends, receives, then wildcard receives)."""
         left = [(key, "send") for key in self.sends]
         left += [(key, "recv") for key in self.recvs]
-        left += [((wild.src, dst, wild.tag), "recv") for dst, waiting in self.wild.items()
-                 for wild in waiting]  # fmt: skip
+        left += [
+            ((wild.src, dst, wild.tag), "recv")
+            for dst, waiting in self.wild.items()
+            for wild in waiting
+        ]
         return left
 
     # -- transfers ------------------------------------------------------------------------
@@ -238,8 +241,22 @@ class Transfer(Flow):
     switch-combined group is one too, delivered when the group's one flow arrives, with
     the links only it used."""
 
-    __slots__ = ("mail", "src", "dst", "tag", "start", "payload", "label", "meta", "sender",
-                 "send_slot", "out", "reduce", "receiver", "recv_slot")  # fmt: skip
+    __slots__ = (
+        "mail",
+        "src",
+        "dst",
+        "tag",
+        "start",
+        "payload",
+        "label",
+        "meta",
+        "sender",
+        "send_slot",
+        "out",
+        "reduce",
+        "receiver",
+        "recv_slot",
+    )
 
     def __init__(self, mail):
         self.mail = mail
@@ -286,8 +303,19 @@ class Transfer(Flow):
         mail = self.mail
         # the path it ends on: its route's, or its detour's once rerouted (the bytes each
         # path carried are the network's Reroute records, trace.faults.reroutes)
-        mail.record((self.src, self.dst, self.tag, payload.nbytes, self.start,
-                     mail.engine.now, self.links, self.label, self.meta))  # fmt: skip
+        mail.record(
+            (
+                self.src,
+                self.dst,
+                self.tag,
+                payload.nbytes,
+                self.start,
+                mail.engine.now,
+                self.links,
+                self.label,
+                self.meta,
+            )
+        )
         left = mail.pack_left - 1
         if left:
             mail.pack_left = left

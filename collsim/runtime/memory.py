@@ -95,8 +95,10 @@ class MemoryBlock:
 
     def __repr__(self):
         state = ", freed" if self.freed else ""
-        return (f"MemoryBlock(rank {self.rank}, {self.category} {self.name!r}, "
-                f"{format_size(self.nbytes)}{state})")  # fmt: skip
+        return (
+            f"MemoryBlock(rank {self.rank}, {self.category} {self.name!r}, "
+            f"{format_size(self.nbytes)}{state})"
+        )
 
 
 class MemoryTracker:

@@ -13,8 +13,21 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["CountOnly", "Handle", "Send", "Recv", "Wait", "Compute", "Exchange", "Start",
-           "ANY", "TagPrefix", "Received", "Outgoing", "Incoming"]  # fmt: skip
+__all__ = [
+    "CountOnly",
+    "Handle",
+    "Send",
+    "Recv",
+    "Wait",
+    "Compute",
+    "Exchange",
+    "Start",
+    "ANY",
+    "TagPrefix",
+    "Received",
+    "Outgoing",
+    "Incoming",
+]
 
 
 class _Any:
@@ -202,8 +215,9 @@ class Exchange:
     @property
     def sends(self):
         if self.plain:
-            return [Send(dst, payload, tag, False, "", None)
-                    for dst, payload, tag in self.send_posts]  # fmt: skip
+            return [
+                Send(dst, payload, tag, False, "", None) for dst, payload, tag in self.send_posts
+            ]
         return [Send(m.dst, m.payload, m.tag, False, m.label, m.meta) for m in self.send_posts]
 
     @property

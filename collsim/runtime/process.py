@@ -38,8 +38,17 @@ PENDING = _Pending()
 class Process:
     """A generator being run for one rank: its main program or a background task."""
 
-    __slots__ = ("gen", "rank", "name", "waiting", "handle", "collective", "source", "posts",
-                 "ended")  # fmt: skip
+    __slots__ = (
+        "gen",
+        "rank",
+        "name",
+        "waiting",
+        "handle",
+        "collective",
+        "source",
+        "posts",
+        "ended",
+    )
 
     def __init__(self, gen, rank, name):
         self.gen = gen
@@ -112,8 +121,16 @@ class PostGroup:
                 slot += 1
             return n
         for message in sends:
-            send(me, message.dst, message.tag, message.payload, message.label, message.meta,
-                 self, slot)  # fmt: skip
+            send(
+                me,
+                message.dst,
+                message.tag,
+                message.payload,
+                message.label,
+                message.meta,
+                self,
+                slot,
+            )
             slot += 1
         for message in recvs:
             src, tag = message.src, message.tag
@@ -168,8 +185,9 @@ class PostGroup:
         recvs = [Incoming(*post) for post in self.recvs]
         whats = [("send to", m.dst, m.tag) for m in sends]
         whats += [("recv from", "any" if m.src is ANY else m.src, m.tag) for m in recvs]
-        return Wait(tuple(Handle(what) for what, state in zip(whats, self.state)
-                          if state is PENDING))  # fmt: skip
+        return Wait(
+            tuple(Handle(what) for what, state in zip(whats, self.state) if state is PENDING)
+        )
 
 
 class Barrier:

@@ -77,16 +77,30 @@ class Rank:
         ``tag`` matches the send with its receive; ``label`` is for display; ``meta``, a
         typed record of what the transfer belongs to, is kept on the trace's transfer
         (``trace.transfers[i].meta``) and in its Chrome export ``args``."""
-        return self._made(Send(self._peer(dst, "send to"), self._payload(array, dst),
-                               self._tag(tag), True, _label(label), meta))  # fmt: skip
+        return self._made(
+            Send(
+                self._peer(dst, "send to"),
+                self._payload(array, dst),
+                self._tag(tag),
+                True,
+                _label(label),
+                meta,
+            )
+        )
 
     def isend(self, dst, array, tag=0, label="", meta=None):
         """Like :meth:`send` but resumes at once with a handle to :meth:`wait` on."""
         return self._made(self._isend(dst, array, tag, label, meta))
 
     def _isend(self, dst, array, tag=0, label="", meta=None):
-        return Send(self._peer(dst, "send to"), self._payload(array, dst), self._tag(tag),
-                    False, _label(label), meta)  # fmt: skip
+        return Send(
+            self._peer(dst, "send to"),
+            self._payload(array, dst),
+            self._tag(tag),
+            False,
+            _label(label),
+            meta,
+        )
 
     def recv(self, src, tag=0, out=None, reduce=None, status=False):
         """Receive from rank ``src``; resumes with a copy of the array that was sent.
@@ -97,16 +111,30 @@ class Rank:
         :class:`~collsim.runtime.ops.TagPrefix`; ``status=True`` resumes with a
         :class:`~collsim.runtime.ops.Received` (value, source, tag, bytes).
         """
-        return self._made(Recv(self._source(src), self._recv_tag(tag),
-                               self._out(out, reduce), reduce, True, bool(status)))  # fmt: skip
+        return self._made(
+            Recv(
+                self._source(src),
+                self._recv_tag(tag),
+                self._out(out, reduce),
+                reduce,
+                True,
+                bool(status),
+            )
+        )
 
     def irecv(self, src, tag=0, out=None, reduce=None, status=False):
         """Like :meth:`recv` but resumes at once with a handle to :meth:`wait` on."""
         return self._made(self._irecv(src, tag, out, reduce, status))
 
     def _irecv(self, src, tag=0, out=None, reduce=None, status=False):
-        return Recv(self._source(src), self._recv_tag(tag), self._out(out, reduce), reduce,
-                    False, bool(status))  # fmt: skip
+        return Recv(
+            self._source(src),
+            self._recv_tag(tag),
+            self._out(out, reduce),
+            reduce,
+            False,
+            bool(status),
+        )
 
     def wait(self, *handles):
         """Resume when every handle is done: with its value, or a list of values."""
@@ -134,14 +162,24 @@ class Rank:
         size = self.size
         # the rules of _plain_send and _plain_recv, written out for every entry
         for entry in sends:
-            if not (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is int
-                    and 0 <= entry[0] < size and type(entry[2]) is int
-                    and type(entry[1]) in _PAYLOADS):  # fmt: skip
+            if not (
+                type(entry) is tuple
+                and len(entry) == 3
+                and type(entry[0]) is int
+                and 0 <= entry[0] < size
+                and type(entry[2]) is int
+                and type(entry[1]) in _PAYLOADS
+            ):
                 break
         else:
             for entry in recvs:
-                if not (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int
-                        and 0 <= entry[0] < size and type(entry[1]) is int):  # fmt: skip
+                if not (
+                    type(entry) is tuple
+                    and len(entry) == 2
+                    and type(entry[0]) is int
+                    and 0 <= entry[0] < size
+                    and type(entry[1]) is int
+                ):
                     break
             else:
                 op = Exchange(sends, recvs, patterns=False, plain=True)
@@ -216,8 +254,7 @@ class Rank:
         ``"comm_buffers"``); it is charged ``bytes_per_element`` bytes an element, by
         default its declared training precision (:data:`~collsim.runtime.memory.PRECISION`:
         2 for bf16, 4 for the fp32 optimizer state).  ``name`` is for display."""
-        return self._memory().alloc(self.id, self.now, category, name, elements,
-                                    bytes_per_element)  # fmt: skip
+        return self._memory().alloc(self.id, self.now, category, name, elements, bytes_per_element)
 
     def free(self, block):
         """Release a block :meth:`alloc` returned, at ``rank.now`` (once: a second free
@@ -360,16 +397,26 @@ def _label(label):
 def _plain_send(entry, size):
     """Whether an exchange's send entry is ``(dst, payload, tag)`` with an int peer in
     range, an array or a size, and an int tag: posted as it is, without isend's checks."""
-    return (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is int
-            and 0 <= entry[0] < size and type(entry[2]) is int
-            and type(entry[1]) in _PAYLOADS)  # fmt: skip
+    return (
+        type(entry) is tuple
+        and len(entry) == 3
+        and type(entry[0]) is int
+        and 0 <= entry[0] < size
+        and type(entry[2]) is int
+        and type(entry[1]) in _PAYLOADS
+    )
 
 
 def _plain_recv(entry, size):
     """Whether an exchange's receive entry is ``(src, tag)`` with an int peer in range and
     an int tag: posted as it is, without irecv's checks."""
-    return (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int
-            and 0 <= entry[0] < size and type(entry[1]) is int)  # fmt: skip
+    return (
+        type(entry) is tuple
+        and len(entry) == 2
+        and type(entry[0]) is int
+        and 0 <= entry[0] < size
+        and type(entry[1]) is int
+    )
 
 
 def _entry(entry, where, form, least, most):

@@ -37,12 +37,23 @@ from .memory import MemoryBlock
 from .ops import ANY, Compute, Exchange, Recv, Send, Start, Wait
 from .process import attach_rank
 
-__all__ = ["Made", "settle", "forget_program", "forgotten", "check_ended", "forgotten_by_rank",
-           "first_unyielded_error", "unyielded_error", "not_an_operation",
-           "forgotten_lines"]  # fmt: skip
+__all__ = [
+    "Made",
+    "settle",
+    "forget_program",
+    "forgotten",
+    "check_ended",
+    "forgotten_by_rank",
+    "first_unyielded_error",
+    "unyielded_error",
+    "not_an_operation",
+    "forgotten_lines",
+]
 
-_RULE = ("an operation runs only when the rank program yields it, and a collective when "
-         "the program runs it with `yield from`")  # fmt: skip
+_RULE = (
+    "an operation runs only when the rank program yields it, and a collective when "
+    "the program runs it with `yield from`"
+)
 
 
 class Made(NamedTuple):
@@ -79,8 +90,9 @@ def check_ended(proc, made, returned, processes, now):
     empty: raise the error, once no other process of the rank can still yield them (else
     the end of the run checks again)."""
     rank = proc.rank
-    if not forgotten(made) or any(p.rank is rank and p is not proc and not p.handle.done
-                                  for p in processes):  # fmt: skip
+    if not forgotten(made) or any(
+        p.rank is rank and p is not proc and not p.handle.done for p in processes
+    ):
         return
     error = unyielded_error(rank.id, list(made), now, returned)
     attach_rank(error, proc, now)
@@ -133,9 +145,11 @@ def _call_and_fix(entry):
     if isinstance(entry, Compute):
         call = f"rank.compute(seconds={entry.seconds:g})"
         return call, f"yield {call}"
-    simple = {Wait: ("rank.wait(...)", "y = yield "),
-              Exchange: ("rank.exchange(...)", "got = yield "),
-              Start: ("rank.start(...)", "h = yield ")}  # fmt: skip
+    simple = {
+        Wait: ("rank.wait(...)", "y = yield "),
+        Exchange: ("rank.exchange(...)", "got = yield "),
+        Start: ("rank.start(...)", "h = yield "),
+    }
     call, head = simple.get(type(entry), (repr(entry), "yield "))
     return call, head + call
 
@@ -147,11 +161,15 @@ def unyielded_error(rank_id, made, now, returned, plain=False):
     n = len(made)
     ops, them, they = ("operation", "it", "it") if n == 1 else (f"{n} operations", "them", "they")
     if plain:
-        head = (f"rank {rank_id}'s program is a plain function (it has no `yield`), so the "
-                f"{ops} it made never ran; make it a generator that yields {them}:")  # fmt: skip
+        head = (
+            f"rank {rank_id}'s program is a plain function (it has no `yield`), so the "
+            f"{ops} it made never ran; make it a generator that yields {them}:"
+        )
     else:
-        head = (f"rank {rank_id} ended at t={now:.6g} s without yielding the {ops} it made, "
-                f"so {they} never ran:")  # fmt: skip
+        head = (
+            f"rank {rank_id} ended at t={now:.6g} s without yielding the {ops} it made, "
+            f"so {they} never ran:"
+        )
     lines = [head]
     for entry in made:
         call, fix = _call_and_fix(entry)
@@ -171,8 +189,9 @@ def forgotten_lines(made_by_rank):
     for rank_id, made in sorted(made_by_rank.items()):
         for entry in made:
             call, fix = _call_and_fix(entry)
-            lines.append(f"rank {rank_id} made {call} and never yielded it, so it never ran: "
-                         f"write `{fix}`")  # fmt: skip
+            lines.append(
+                f"rank {rank_id} made {call} and never yielded it, so it never ran: write `{fix}`"
+            )
     return lines
 
 
@@ -187,8 +206,10 @@ def not_an_operation(rank_id, op, made):
         )
     hint = ""
     if isinstance(op, MemoryBlock):  # rank.alloc is called, never yielded
-        hint = ("; rank.alloc, rank.free and rank.allocated take no simulated time: call "
-                "them without yield")  # fmt: skip
+        hint = (
+            "; rank.alloc, rank.free and rank.allocated take no simulated time: call "
+            "them without yield"
+        )
     elif inspect.isgenerator(op):
         hint = "; a generator (a collective or a program of your own) runs with `yield from`"
     return CollsimError(

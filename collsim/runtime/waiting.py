@@ -31,8 +31,17 @@ from ..units import format_time
 from .ops import ANY, Exchange, Recv, Send, Wait
 from .process import PATTERNS
 
-__all__ = ["tag_text", "TagMismatch", "Pending", "FinishedRank", "finished_ranks",
-           "describe", "waited_items", "group_messages", "unmatched_error"]  # fmt: skip
+__all__ = [
+    "tag_text",
+    "TagMismatch",
+    "Pending",
+    "FinishedRank",
+    "finished_ranks",
+    "describe",
+    "waited_items",
+    "group_messages",
+    "unmatched_error",
+]
 
 
 def tag_text(tag):
@@ -67,8 +76,10 @@ class TagMismatch:
     awaited: object
 
     def __str__(self):
-        return (f"rank {self.src} sent {tag_text(self.sent)} to rank {self.dst}, which waits "
-                f"for {tag_text(self.awaited)}")  # fmt: skip
+        return (
+            f"rank {self.src} sent {tag_text(self.sent)} to rank {self.dst}, which waits "
+            f"for {tag_text(self.awaited)}"
+        )
 
 
 class Pending:
@@ -83,13 +94,19 @@ class Pending:
 
     def sent_instead(self, src, dst, awaited):
         """The mismatches of a receive by ``dst`` from ``src`` waiting for ``awaited``."""
-        return [TagMismatch(s, d, t, awaited) for s, d, t in self.sends
-                if d == dst and (src is ANY or s == src) and not _matches(awaited, t)]  # fmt: skip
+        return [
+            TagMismatch(s, d, t, awaited)
+            for s, d, t in self.sends
+            if d == dst and (src is ANY or s == src) and not _matches(awaited, t)
+        ]
 
     def awaited_instead(self, src, dst, sent):
         """The mismatches of a send from ``src`` to ``dst`` with tag ``sent``."""
-        return [TagMismatch(src, d, sent, t) for s, d, t in self.recvs
-                if d == dst and (s is ANY or s == src) and not _matches(t, sent)]  # fmt: skip
+        return [
+            TagMismatch(src, d, sent, t)
+            for s, d, t in self.recvs
+            if d == dst and (s is ANY or s == src) and not _matches(t, sent)
+        ]
 
     def mismatches(self):
         """Every pending send whose receiver waits for it with another tag."""
@@ -153,8 +170,10 @@ def describe(op, me=None, pending=None, finished=None):
         if wrong:
             m = wrong[0]
             pending.named.add(m)
-            return head + (f"rank {m.dst} waits for {tag_text(m.awaited)} from rank {me}, "
-                           f"which sent {tag_text(op.tag)}")  # fmt: skip
+            return head + (
+                f"rank {m.dst} waits for {tag_text(m.awaited)} from rank {me}, "
+                f"which sent {tag_text(op.tag)}"
+            )
         return head + _never(op.dst, "never posted the recv", finished)
     if isinstance(op, Recv):
         head = f"recv from rank {op.src} ({tag_text(op.tag)}): "
@@ -211,8 +230,10 @@ def group_messages(whats):
             text = f"{verb} rank {peer} {tag_text(about[1])}"
         else:
             numbers = sorted(set(steps))
-            text = (f"{verb} rank {peer}: {about[0]} call #{about[1]}, "
-                    f"step{'s' if len(numbers) > 1 else ''} {_ranges(numbers)}")  # fmt: skip
+            text = (
+                f"{verb} rank {peer}: {about[0]} call #{about[1]}, "
+                f"step{'s' if len(numbers) > 1 else ''} {_ranges(numbers)}"
+            )
             steps = steps if len(steps) > len(numbers) else [None]
         items.append(text if len(steps) == 1 else f"{text} (x{len(steps)})")
     return items
@@ -240,10 +261,14 @@ def unmatched_error(pending):
         if (src, dst, tag, kind) in paired:
             continue
         if kind == "send":
-            lines.append(f"rank {src} sent to rank {dst} with {tag_text(tag)}, "
-                         f"but rank {dst} never posted a matching recv")  # fmt: skip
+            lines.append(
+                f"rank {src} sent to rank {dst} with {tag_text(tag)}, "
+                f"but rank {dst} never posted a matching recv"
+            )
         else:
-            lines.append(f"rank {dst} posted a recv from rank {src} with {tag_text(tag)}, "
-                         f"but rank {src} never sent it")  # fmt: skip
+            lines.append(
+                f"rank {dst} posted a recv from rank {src} with {tag_text(tag)}, "
+                f"but rank {src} never sent it"
+            )
     messages = [UnmatchedMessage(kind, *key) for key, kind in pending.unmatched]
     return UnmatchedMessagesError(lines, messages)

@@ -111,9 +111,14 @@ def _slot(frame):
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return AnswerSlot(None, None, None)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-             and getattr(n.func, "attr", getattr(n.func, "id", None)) in CHECKS
-             and n.lineno <= lineno <= n.end_lineno and len(n.args) >= 2]  # fmt: skip
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and getattr(n.func, "attr", getattr(n.func, "id", None)) in CHECKS
+        and n.lineno <= lineno <= n.end_lineno
+        and len(n.args) >= 2
+    ]
     if not calls:
         return AnswerSlot(None, None, None)
     call = min(calls, key=lambda n: n.end_lineno - n.lineno)
@@ -121,8 +126,13 @@ def _slot(frame):
     if not names:
         return AnswerSlot(None, None, None)
     name = names[-1]  # adapt(answer) or answer: the innermost name is the slot
-    slots = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.lineno <= call.lineno
-             and any(getattr(t, "id", None) == name for t in n.targets)]  # fmt: skip
+    slots = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and n.lineno <= call.lineno
+        and any(getattr(t, "id", None) == name for t in n.targets)
+    ]
     line = max((n.lineno for n in slots), default=None)
     text = linecache.getline(filename, line) if line else ""
     hint = text.split("#", 1)[1].strip() if "#" in text else ""
@@ -241,15 +251,24 @@ def check_function(exercise, function, reference, cases, compare=None, unit="", 
         try:
             got = function(*args)
         except Exception as exc:  # the student's code: report, don't crash the lesson
-            raised = message("case_raised", lang, case=i + 1, args=short_args(args),
-                             error=type(exc).__name__, text=exc)  # fmt: skip
+            raised = message(
+                "case_raised",
+                lang,
+                case=i + 1,
+                args=short_args(args),
+                error=type(exc).__name__,
+                text=exc,
+            )
             return _fail(exercise, raised, lang)
         differs = describe_difference(got, want, unit=unit, lang=lang)
         same = compare(got, want) if compare else not differs
         if not same:
             how = differs or message("got_expected", lang, got=short(got), want=short(want))
-            return _fail(exercise, message("case_differs", lang, case=i + 1,
-                                           args=short_args(args), how=how), lang)  # fmt: skip
+            return _fail(
+                exercise,
+                message("case_differs", lang, case=i + 1, args=short_args(args), how=how),
+                lang,
+            )
     return _correct(exercise, message("all_cases_agree", lang, count=len(cases)), lang)
 
 
@@ -273,10 +292,14 @@ def check_rank(exercise, answer, expected, ranks, why, about=None):
     if int(answer) == int(expected):
         return _correct(exercise, message("rank_is", lang, rank=int(expected), why=why), lang)
     state = (about or {}).get(int(answer))
-    said = (message("named_rank_state", lang, rank=int(answer), state=state) if state
-            else message("named_rank", lang, rank=int(answer)))  # fmt: skip
-    return _fail(exercise, message("rank_wrong", lang, said=said, rank=int(expected), why=why),
-                 lang)  # fmt: skip
+    said = (
+        message("named_rank_state", lang, rank=int(answer), state=state)
+        if state
+        else message("named_rank", lang, rank=int(answer))
+    )
+    return _fail(
+        exercise, message("rank_wrong", lang, said=said, rank=int(expected), why=why), lang
+    )
 
 
 def show(fig, name):

@@ -34,13 +34,22 @@ __all__ = [
 # ---- numbers and their units --------------------------------------------------------------
 
 _BYTES, _SECONDS, _RATE = ("B", "bytes", "byte"), ("s", "seconds"), ("B/s",)
-_PARSERS = {**dict.fromkeys(_BYTES, parse_size), **dict.fromkeys(_SECONDS, parse_time),
-            **dict.fromkeys(_RATE, parse_rate)}  # fmt: skip
+_PARSERS = {
+    **dict.fromkeys(_BYTES, parse_size),
+    **dict.fromkeys(_SECONDS, parse_time),
+    **dict.fromkeys(_RATE, parse_rate),
+}
 
 
 def unit_name(unit, lang="en"):
-    names = {"B": "unit_bytes", "s": "unit_seconds", "B/s": "unit_rate", "x": "unit_ratio",
-             "fraction": "unit_fraction", "": "unit_number"}  # fmt: skip
+    names = {
+        "B": "unit_bytes",
+        "s": "unit_seconds",
+        "B/s": "unit_rate",
+        "x": "unit_ratio",
+        "fraction": "unit_fraction",
+        "": "unit_number",
+    }
     return message(names.get(unit, "unit_other"), lang, unit=unit)
 
 
@@ -95,9 +104,11 @@ def _factors(ranks, lang="en"):
     def say(key, **fields):
         return message(key, lang, **fields)
 
-    out = [(-1.0, say("sign_what"), say("sign_question")),
-           (2.0, say("twice_what"), say("twice_question")),
-           (0.5, say("half_what"), say("half_question"))]  # fmt: skip
+    out = [
+        (-1.0, say("sign_what"), say("sign_question")),
+        (2.0, say("twice_what"), say("twice_question")),
+        (0.5, say("half_what"), say("half_question")),
+    ]
     if ranks and ranks > 2:
         k = ranks
         n = dict(k=k, k_minus_1=k - 1, two_k_minus_2=2 * (k - 1))
@@ -111,17 +122,28 @@ def _factors(ranks, lang="en"):
             (2 * (k - 1) / k, say("ring_what", **n), say("ring_question")),
             (k / (2 * (k - 1)), say("one_over_ring_what", **n), say("one_over_ring_question")),
         ]
-    out += [(8.0, say("eight_what"), say("bits_question")),
-            (1 / 8, say("eighth_what"), say("bits_question"))]  # fmt: skip
+    out += [
+        (8.0, say("eight_what"), say("bits_question")),
+        (1 / 8, say("eighth_what"), say("bits_question")),
+    ]
     for n, prefix in ((1, "k/m"), (2, "M/u"), (3, "G/n")):
         hint = say("prefix_question", prefix=prefix)
-        out += [(1000.0**n, say("times_what", factor=f"{1000**n:,}"), hint),
-                (1000.0**-n, say("fraction_what", factor=f"{1000**n:,}"), hint)]  # fmt: skip
+        out += [
+            (1000.0**n, say("times_what", factor=f"{1000**n:,}"), hint),
+            (1000.0**-n, say("fraction_what", factor=f"{1000**n:,}"), hint),
+        ]
     for n, (binary, decimal) in enumerate((("KiB", "KB"), ("MiB", "MB"), ("GiB", "GB")), 1):
-        hint = say("binary_question", binary=binary, decimal=decimal,
-                   binary_bytes=f"{1024**n:,}", decimal_bytes=f"{1000**n:,}")  # fmt: skip
-        out += [(1.024**n, say("binary_times_what", n=n), hint),
-                (1.024**-n, say("binary_fraction_what", n=n), hint)]  # fmt: skip
+        hint = say(
+            "binary_question",
+            binary=binary,
+            decimal=decimal,
+            binary_bytes=f"{1024**n:,}",
+            decimal_bytes=f"{1000**n:,}",
+        )
+        out += [
+            (1.024**n, say("binary_times_what", n=n), hint),
+            (1.024**-n, say("binary_fraction_what", n=n), hint),
+        ]
     return out
 
 
@@ -163,8 +185,10 @@ def short(value, limit=120):
 
 def short_args(args):
     """Case arguments with every array shown by its shape, not its contents."""
-    parts = [f"array{np.shape(a)} {np.asarray(a).dtype}" if isinstance(a, np.ndarray)
-             else short(a, 40) for a in args]  # fmt: skip
+    parts = [
+        f"array{np.shape(a)} {np.asarray(a).dtype}" if isinstance(a, np.ndarray) else short(a, 40)
+        for a in args
+    ]
     return "(" + ", ".join(parts) + ")"
 
 
@@ -184,8 +208,12 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
 
     if isinstance(want, list | tuple):
         if not isinstance(got, list | tuple):
-            return say("got_kind_expected_list", kind=type(got).__name__, got=short(got, 60),
-                       count=len(want))  # fmt: skip
+            return say(
+                "got_kind_expected_list",
+                kind=type(got).__name__,
+                got=short(got, 60),
+                count=len(want),
+            )
         if len(got) != len(want):
             return say("got_items", got=len(got), want=len(want))
         item = say("item")
@@ -220,8 +248,15 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
     if not wrong.any():
         return None
     where = np.argwhere(wrong)
-    first = "; ".join(say("element", index=", ".join(map(str, i)), got=f"{g[tuple(i)]:.6g}",
-                          want=f"{w[tuple(i)]:.6g}") for i in where[:3])  # fmt: skip
+    first = "; ".join(
+        say(
+            "element",
+            index=", ".join(map(str, i)),
+            got=f"{g[tuple(i)]:.6g}",
+            want=f"{w[tuple(i)]:.6g}",
+        )
+        for i in where[:3]
+    )
     gap = float(np.max(np.abs(g.astype(float) - w.astype(float))[wrong]))
     text = say("elements_differ", count=len(where), size=w.size, first=first, gap=f"{gap:.3g}")
     nonzero = w != 0

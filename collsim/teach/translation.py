@@ -178,17 +178,23 @@ def _units(text):
         raise ConfigError(f"the lesson's code does not tokenize ({exc})") from None
     units, alone = [], set()  # alone: rows whose only token is a comment
     for before, token in zip([None, *tokens], tokens):
-        if token.type == tokenize.COMMENT and (before is None or before.end[0] < token.start[0]
-                                               or before.type == tokenize.NL):  # fmt: skip
+        if token.type == tokenize.COMMENT and (
+            before is None or before.end[0] < token.start[0] or before.type == tokenize.NL
+        ):
             alone.add(token.start[0])
     for token in tokens:
         if token.type == tokenize.STRING:
             units.append(_Unit(token.string, token.start, token.end, False))
         elif token.type == tokenize.COMMENT:
             last = units[-1] if units else None
-            joins = (last is not None and last.comment and token.start[0] in alone
-                     and last.end[0] == token.start[0] - 1 and last.end[0] in alone
-                     and last.start[1] == token.start[1])  # fmt: skip
+            joins = (
+                last is not None
+                and last.comment
+                and token.start[0] in alone
+                and last.end[0] == token.start[0] - 1
+                and last.end[0] in alone
+                and last.start[1] == token.start[1]
+            )
             if joins:  # one comment written over several lines is translated as one
                 units[-1] = _Unit(f"{last.key}\n{token.string}", last.start, token.end, True)
             else:
@@ -206,8 +212,10 @@ def _apply(text, edits):
     line_starts = [0]
     for line in text.splitlines(keepends=True):
         line_starts.append(line_starts[-1] + len(line))
-    spans = sorted(((_offset(line_starts, a), _offset(line_starts, b), new)
-                    for a, b, new in edits), reverse=True)  # fmt: skip
+    spans = sorted(
+        ((_offset(line_starts, a), _offset(line_starts, b), new) for a, b, new in edits),
+        reverse=True,
+    )
     for start, end, new in spans:
         text = text[:start] + new + text[end:]
     return text

@@ -210,8 +210,7 @@ def hierarchical(
     nodes = _whole(nodes, "hierarchical(nodes, gpus_per_node): nodes")
     gpus_per_node = _whole(gpus_per_node, "hierarchical: gpus_per_node")
     k = _whole(nodes * gpus_per_node, f"hierarchical({nodes}, {gpus_per_node}): ranks")
-    bw_in, lat_in = _links(f"hierarchical({nodes}x{gpus_per_node})", k, intra, intra_latency,
-                           4 * k)  # fmt: skip
+    bw_in, lat_in = _links(f"hierarchical({nodes}x{gpus_per_node})", k, intra, intra_latency, 4 * k)
     bw_out, lat_out = link_bandwidth(inter), link_latency(inter_latency)
     g = _new(f"hierarchical({nodes}x{gpus_per_node})", routing="hierarchical")
     _add_ranks(g, k)

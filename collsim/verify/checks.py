@@ -23,8 +23,15 @@ from ..parallel.config import PREFETCH
 from ..parallel.tensor import check_tp
 from .problems import BYTES, SCHEMES, SHARDING, has_attention, model_shape
 
-__all__ = ["LIMITS", "OPTIMIZERS", "Sharding", "check_arguments", "check_sharding",
-           "check_verify_sizes", "estimate_memory"]  # fmt: skip
+__all__ = [
+    "LIMITS",
+    "OPTIMIZERS",
+    "Sharding",
+    "check_arguments",
+    "check_sharding",
+    "check_verify_sizes",
+    "estimate_memory",
+]
 
 OPTIMIZERS = ("adam", "sgd")  # the sharding schemes' optimizers (Adam: its state is the point)
 STAGES = (1, 2, 3)  # what ``verify zero`` runs; stage 0 is ``verify dp``
@@ -69,8 +76,14 @@ def check_arguments(scheme, *, dp, tp, lr, hidden, heads, ffn, seq, sequence_par
     if attention and hidden % heads:
         raise ConfigError(f"heads={heads} must divide hidden={hidden} (head_dim = hidden/heads)")
     # Megatron-LM's rule: tp divides hidden and ffn hidden (and heads, and with SP the sequence)
-    check_tp(tp, hidden=hidden, heads=heads if attention else None, ffn_hidden=ffn, seq=seq,
-             sequence_parallel=sequence_parallel or scheme == "sp")  # fmt: skip
+    check_tp(
+        tp,
+        hidden=hidden,
+        heads=heads if attention else None,
+        ffn_hidden=ffn,
+        seq=seq,
+        sequence_parallel=sequence_parallel or scheme == "sp",
+    )
 
 
 def _shown(names, key, value):
@@ -98,13 +111,25 @@ def _choice(value, key, choices, names):
     near = difflib.get_close_matches(str(value), texts, n=1, cutoff=0.0)
     what = names.get(key, key)
     sep = " " if what.startswith("-") else "="
-    raise ConfigError(f"{_shown(names, key, value)}: not one of {', '.join(texts)}; nearest "
-                      f"valid {what}{sep}{near[0]}")  # fmt: skip
+    raise ConfigError(
+        f"{_shown(names, key, value)}: not one of {', '.join(texts)}; nearest "
+        f"valid {what}{sep}{near[0]}"
+    )
 
 
-def check_sharding(scheme, *, dp, stage=None, dp_replicate=None, dp_shard=None,
-                   prefetch="none", reshard_after_forward=True, gpus_per_node=None,
-                   optimizer=None, names=None):  # fmt: skip
+def check_sharding(
+    scheme,
+    *,
+    dp,
+    stage=None,
+    dp_replicate=None,
+    dp_shard=None,
+    prefetch="none",
+    reshard_after_forward=True,
+    gpus_per_node=None,
+    optimizer=None,
+    names=None,
+):
     """Refuse sharding options ``scheme`` cannot run; returns the resolved :class:`Sharding`
     (None for a scheme that does not shard).
 
@@ -125,22 +150,33 @@ def check_sharding(scheme, *, dp, stage=None, dp_replicate=None, dp_shard=None,
 and 3 (+ parameters); nearest valid --stage 3
     """
     names = names or {}
-    given = {"stage": stage is not None, "dp_replicate": dp_replicate is not None,
-             "dp_shard": dp_shard is not None, "gpus_per_node": gpus_per_node is not None,
-             "optimizer": optimizer is not None, "prefetch": prefetch != "none",
-             "reshard_after_forward": reshard_after_forward is not True}  # fmt: skip
-    where = {"stage": ("zero",), "dp_replicate": ("hsdp",), "dp_shard": ("hsdp",),
-             "gpus_per_node": ("hsdp",), "optimizer": SHARDING, "prefetch": ("fsdp", "hsdp"),
-             "reshard_after_forward": ("fsdp", "hsdp")}  # fmt: skip
+    given = {
+        "stage": stage is not None,
+        "dp_replicate": dp_replicate is not None,
+        "dp_shard": dp_shard is not None,
+        "gpus_per_node": gpus_per_node is not None,
+        "optimizer": optimizer is not None,
+        "prefetch": prefetch != "none",
+        "reshard_after_forward": reshard_after_forward is not True,
+    }
+    where = {
+        "stage": ("zero",),
+        "dp_replicate": ("hsdp",),
+        "dp_shard": ("hsdp",),
+        "gpus_per_node": ("hsdp",),
+        "optimizer": SHARDING,
+        "prefetch": ("fsdp", "hsdp"),
+        "reshard_after_forward": ("fsdp", "hsdp"),
+    }
     for key, set_ in given.items():
         if set_ and scheme not in where[key]:
             what = names.get(key, key)
-            raise ConfigError(f"{what} applies to {' and '.join(where[key])}, not to scheme "
-                              f"{scheme!r}")  # fmt: skip
+            raise ConfigError(
+                f"{what} applies to {' and '.join(where[key])}, not to scheme {scheme!r}"
+            )
     if scheme not in SHARDING:
         return None
-    optimizer = _choice("adam" if optimizer is None else optimizer, "optimizer", OPTIMIZERS,
-                        names)  # fmt: skip
+    optimizer = _choice("adam" if optimizer is None else optimizer, "optimizer", OPTIMIZERS, names)
     _choice(prefetch, "prefetch", PREFETCH, names)
     if not isinstance(reshard_after_forward, bool):
         raise ConfigError(f"reshard_after_forward={reshard_after_forward!r}: True or False")
@@ -178,9 +214,11 @@ and 3 (+ parameters); nearest valid --stage 3
     g = _whole(shard if gpus_per_node is None else gpus_per_node, "gpus_per_node", names)
     if dp % g:
         near = max(d for d in range(1, min(g, dp) + 1) if dp % d == 0)
-        raise ConfigError(f"{_shown(names, 'gpus_per_node', g)}: the {dp} ranks fill whole "
-                          f"nodes, so it must divide {dp}; nearest valid "
-                          f"{names.get('gpus_per_node', 'gpus_per_node')} {near}")  # fmt: skip
+        raise ConfigError(
+            f"{_shown(names, 'gpus_per_node', g)}: the {dp} ranks fill whole "
+            f"nodes, so it must divide {dp}; nearest valid "
+            f"{names.get('gpus_per_node', 'gpus_per_node')} {near}"
+        )
     return Sharding(stage, dp, replicate, shard, g, optimizer)
 
 

@@ -46,8 +46,11 @@ def compare_steps(cluster_steps, oracle_steps):
         for key in COMPARED:
             a, r = _diff(mine[key], ref[key])
             row[f"max_abs_diff_{key}"] = a
-            runs = [who for who, values in (("cluster", mine[key]), ("one device", ref[key]))
-                    if _nonfinite(values)]  # fmt: skip
+            runs = [
+                who
+                for who, values in (("cluster", mine[key]), ("one device", ref[key]))
+                if _nonfinite(values)
+            ]
             if runs:  # max() would skip a nan: say so, and never call it a match
                 nonfinite.append(f"step {s + 1} {key} ({' and '.join(runs)})")
                 worst_abs = worst_rel = math.nan

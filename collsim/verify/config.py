@@ -57,8 +57,19 @@ __all__ = ["VerifyConfig", "Sizes", "Resolved", "verify_config", "ALL_SCHEMES"]
 ALL_SCHEMES = SCHEMES + CONTEXT_SCHEMES
 
 # whole numbers >= 1 of every scheme (None: the scheme's default, where it has one)
-SIZES = ("dp", "tp", "batch", "micro_batch", "accumulation", "hidden", "heads", "ffn_hidden",
-         "seq", "layers", "steps")  # fmt: skip
+SIZES = (
+    "dp",
+    "tp",
+    "batch",
+    "micro_batch",
+    "accumulation",
+    "hidden",
+    "heads",
+    "ffn_hidden",
+    "seq",
+    "layers",
+    "steps",
+)
 MAX_SEED = 2**128 - 1  # numpy's seeds: whole numbers in [0, 2**128)
 
 # the options only cp and nd take, and the ones they refuse (they train with Adam, one
@@ -121,8 +132,10 @@ class VerifyConfig:
         estimate the time and memory of the run before any rule that searches for choices."""
         if self.scheme not in ALL_SCHEMES:
             near = difflib.get_close_matches(str(self.scheme), ALL_SCHEMES, n=1, cutoff=0)[0]
-            raise ConfigError(f"unknown scheme {self.scheme!r}: choose one of "
-                              f"{', '.join(ALL_SCHEMES)}; nearest valid {near!r}")  # fmt: skip
+            raise ConfigError(
+                f"unknown scheme {self.scheme!r}: choose one of "
+                f"{', '.join(ALL_SCHEMES)}; nearest valid {near!r}"
+            )
         if self.scheme in CONTEXT_SCHEMES:
             _refuse_training_options(self)
             _check_numbers(self)
@@ -227,13 +240,21 @@ def _training_sizes(c):
     defaults and the limits."""
     for key in CONTEXT_ONLY:
         if getattr(c, key) is not None:
-            raise ConfigError(f"{flag_name(c.names, key)} applies to schemes cp and nd, not to "
-                              f"{c.scheme!r}")  # fmt: skip
-    sharding = check_sharding(c.scheme, dp=c.dp, stage=c.stage, dp_replicate=c.dp_replicate,
-                              dp_shard=c.dp_shard, prefetch=c.prefetch,
-                              reshard_after_forward=c.reshard_after_forward,
-                              gpus_per_node=c.gpus_per_node, optimizer=c.optimizer,
-                              names=c.names)  # fmt: skip
+            raise ConfigError(
+                f"{flag_name(c.names, key)} applies to schemes cp and nd, not to {c.scheme!r}"
+            )
+    sharding = check_sharding(
+        c.scheme,
+        dp=c.dp,
+        stage=c.stage,
+        dp_replicate=c.dp_replicate,
+        dp_shard=c.dp_shard,
+        prefetch=c.prefetch,
+        reshard_after_forward=c.reshard_after_forward,
+        gpus_per_node=c.gpus_per_node,
+        optimizer=c.optimizer,
+        names=c.names,
+    )
     optimizer = sharding.optimizer if sharding else "sgd"
     dp = (sharding.dp if sharding else c.dp) or default_dp(c.scheme)
     tp = c.tp or default_tp(c.scheme)
@@ -253,9 +274,17 @@ def _training_sizes(c):
 def _resolve_training(c, sizes):
     """dp, tp, sp, dp-tp and the sharding schemes: the model's splits, the batch's."""
     dp, tp, sharding = sizes.dp, sizes.tp, sizes.sharding
-    check_arguments(c.scheme, dp=dp, tp=tp, lr=sizes.lr, hidden=c.hidden, heads=c.heads,
-                    ffn=sizes.ffn_hidden, seq=c.seq,
-                    sequence_parallel=c.sequence_parallel)  # fmt: skip
+    check_arguments(
+        c.scheme,
+        dp=dp,
+        tp=tp,
+        lr=sizes.lr,
+        hidden=c.hidden,
+        heads=c.heads,
+        ffn=sizes.ffn_hidden,
+        seq=c.seq,
+        sequence_parallel=c.sequence_parallel,
+    )
     sp = c.sequence_parallel or c.scheme == "sp"
     parallel = ParallelConfig(
         dp=dp,
@@ -265,11 +294,15 @@ def _resolve_training(c, sizes):
         bucket_bytes=bucket_bytes(c.bucket_bytes),
     )
     if sharding is not None:
-        parallel = parallel.replace(zero=sharding.stage, dp_replicate=sharding.dp_replicate,
-                                    prefetch=c.prefetch,
-                                    reshard_after_forward=c.reshard_after_forward)  # fmt: skip
-    micro, accumulation = resolve_batch(sizes.batch, dp, c.micro_batch, c.accumulation,
-                                        max_dp=LIMITS["ranks"] // tp)  # fmt: skip
+        parallel = parallel.replace(
+            zero=sharding.stage,
+            dp_replicate=sharding.dp_replicate,
+            prefetch=c.prefetch,
+            reshard_after_forward=c.reshard_after_forward,
+        )
+    micro, accumulation = resolve_batch(
+        sizes.batch, dp, c.micro_batch, c.accumulation, max_dp=LIMITS["ranks"] // tp
+    )
     return Resolved(
         parallel=parallel.replace(microbatches=accumulation),  # pp = 1: gradient accumulation
         dp=dp,
@@ -290,20 +323,31 @@ def _refuse_training_options(c):
     """cp and nd train with Adam, one micro-batch per pipeline stage, ZeRO-3 by the mesh."""
     for key in NOT_CONTEXT:
         if getattr(c, key) is not None:
-            raise ConfigError(f"{flag_name(c.names, key)} does not apply to scheme {c.scheme!r} "
-                              "(cp and nd train with Adam, one micro-batch per pipeline "
-                              "stage)")  # fmt: skip
+            raise ConfigError(
+                f"{flag_name(c.names, key)} does not apply to scheme {c.scheme!r} "
+                "(cp and nd train with Adam, one micro-batch per pipeline "
+                "stage)"
+            )
     if c.prefetch != "none" or not c.reshard_after_forward:
         key = "prefetch" if c.prefetch != "none" else "reshard_after_forward"
-        raise ConfigError(f"{flag_name(c.names, key)} applies to fsdp and hsdp, not to scheme "
-                          f"{c.scheme!r}")  # fmt: skip
+        raise ConfigError(
+            f"{flag_name(c.names, key)} applies to fsdp and hsdp, not to scheme {c.scheme!r}"
+        )
 
 
 def _context_sizes(c):
     """cp and nd: Accelerate's sizes, the defaults and the limits."""
     names = c.names
-    mesh = resolve_mesh(c.scheme, cp=c.cp, dp=c.dp, dp_replicate=c.dp_replicate,
-                        dp_shard=c.dp_shard, tp=c.tp, pp=c.pp, names=names)  # fmt: skip
+    mesh = resolve_mesh(
+        c.scheme,
+        cp=c.cp,
+        dp=c.dp,
+        dp_replicate=c.dp_replicate,
+        dp_shard=c.dp_shard,
+        tp=c.tp,
+        pp=c.pp,
+        names=names,
+    )
     dp = mesh["dp_replicate"] * mesh["dp_shard"]
     check_verify_sizes(dp=dp, tp=1, layers=c.layers, steps=c.steps, names=names)
     return Sizes(
@@ -329,24 +373,48 @@ def _resolve_context(c, sizes):
         raise ConfigError(f"causal={causal!r}: True or False")
     sp = c.sequence_parallel
     if sp and mesh["tp"] == 1:
-        raise ConfigError(f"{flag_name(names, 'sp')} (sequence parallelism) splits inside tp: it "
-                          f"needs {flag_name(names, 'tp')} >= 2, got {mesh['tp']}")  # fmt: skip
+        raise ConfigError(
+            f"{flag_name(names, 'sp')} (sequence parallelism) splits inside tp: it "
+            f"needs {flag_name(names, 'tp')} >= 2, got {mesh['tp']}"
+        )
     ffn, dp_total = sizes.ffn_hidden, sizes.dp
-    check_model(mesh, variant=variant, layout=layout, hidden=c.hidden, heads=c.heads, ffn=ffn,
-                seq=c.seq, layers=c.layers, sp=sp, names=names)  # fmt: skip
-    check_arguments("dp", dp=dp_total, tp=1, lr=sizes.lr, hidden=c.hidden, heads=c.heads,
-                    ffn=ffn, seq=c.seq, sequence_parallel=False)  # fmt: skip
+    check_model(
+        mesh,
+        variant=variant,
+        layout=layout,
+        hidden=c.hidden,
+        heads=c.heads,
+        ffn=ffn,
+        seq=c.seq,
+        layers=c.layers,
+        sp=sp,
+        names=names,
+    )
+    check_arguments(
+        "dp",
+        dp=dp_total,
+        tp=1,
+        lr=sizes.lr,
+        hidden=c.hidden,
+        heads=c.heads,
+        ffn=ffn,
+        seq=c.seq,
+        sequence_parallel=False,
+    )
     m = mesh["pp"]  # micro-batches: one per stage fills the pipeline, 1 without one
-    parallel = parallel_config(mesh, variant=variant, layout=layout, microbatches=m,
-                               names=names).replace(sp=sp)  # fmt: skip
+    parallel = parallel_config(
+        mesh, variant=variant, layout=layout, microbatches=m, names=names
+    ).replace(sp=sp)
     world = sizes.world
     given_nodes = c.gpus_per_node is not None
     nodes = whole(c.gpus_per_node, "gpus_per_node", names) if given_nodes else world
     if world % nodes:
         near = max(d for d in range(1, min(nodes, world) + 1) if world % d == 0)
-        raise ConfigError(f"{as_given(names, 'gpus_per_node', nodes)}: the {world} ranks fill "
-                          f"whole nodes, so it must divide {world}; nearest valid "
-                          f"{flag_name(names, 'gpus_per_node')} {near}")  # fmt: skip
+        raise ConfigError(
+            f"{as_given(names, 'gpus_per_node', nodes)}: the {world} ranks fill "
+            f"whole nodes, so it must divide {world}; nearest valid "
+            f"{flag_name(names, 'gpus_per_node')} {near}"
+        )
     batch = sizes.batch
     rows, _ = resolve_batch(batch, dp_total, None, m, max_dp=LIMITS["ranks"] * dp_total // world)
     return Resolved(

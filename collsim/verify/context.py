@@ -143,8 +143,9 @@ def _attention_flops(trace, config, block, rows, seq, n_ranks):
         where = mesh.coords(r)
         heads = block.attn  # a tp rank attends for its share of the heads
         if config.tp > 1:
-            heads = ParallelAttention.from_full(block.attn, Group(list(range(config.tp))),
-                                                where["tp"]).shard  # fmt: skip
+            heads = ParallelAttention.from_full(
+                block.attn, Group(list(range(config.tp))), where["tp"]
+            ).shard
         module = cls(heads, group, where["cp"], config.cp_layout)
         per_pass = module.attention_flops((rows, seq // cp, block.attn.d_model))
         out.append(float(sum(n * per_pass.get(kind, 0) for kind, n in counts[r].items())))
@@ -156,15 +157,24 @@ def _formula_cp_bytes(config, *, rows, seq, hidden, layers, steps):
     :func:`~collsim.parallel.context.formulas.context_parallel_bytes`."""
     if config.cp == 1:
         return [0] * config.world_size, {"forward": 0, "backward": 0}
-    sizes = dict(batch=rows, seq=seq, hidden=hidden, cp=config.cp, bytes_per_element=BYTES,
-                 tp=config.tp)  # fmt: skip
-    per_layer = {p: context_parallel_bytes(config.cp_variant, passes=(p,), **sizes)
-                 for p in CP_PASSES}  # fmt: skip
+    sizes = dict(
+        batch=rows, seq=seq, hidden=hidden, cp=config.cp, bytes_per_element=BYTES, tp=config.tp
+    )
+    per_layer = {
+        p: context_parallel_bytes(config.cp_variant, passes=(p,), **sizes) for p in CP_PASSES
+    }
     stages = [sum(len(span) for span in spans) for spans in split_layers(layers, config.pp)]
     mesh = config.mesh()
-    per_rank = [context_parallel_bytes(config.cp_variant, layers=stages[mesh.coords(r)["pp"]],
-                                       microbatches=config.microbatches, steps=steps, **sizes)
-                for r in range(config.world_size)]  # fmt: skip
+    per_rank = [
+        context_parallel_bytes(
+            config.cp_variant,
+            layers=stages[mesh.coords(r)["pp"]],
+            microbatches=config.microbatches,
+            steps=steps,
+            **sizes,
+        )
+        for r in range(config.world_size)
+    ]
     return per_rank, per_layer
 
 
@@ -181,35 +191,58 @@ def verify_context(config, /, **options):
     """
     given = verify_config(config, options)
     if given.scheme not in CONTEXT_SCHEMES:
-        raise ConfigError(f"unknown scheme {given.scheme!r}: choose one of "
-                          f"{', '.join(CONTEXT_SCHEMES)} (or call verify)")  # fmt: skip
+        raise ConfigError(
+            f"unknown scheme {given.scheme!r}: choose one of "
+            f"{', '.join(CONTEXT_SCHEMES)} (or call verify)"
+        )
     resolved = given.resolved
     config, sizes = resolved.parallel, resolved.mesh
     variant, layout, causal = resolved.variant, resolved.layout, resolved.causal
     sp = resolved.sequence_parallel
     hidden, heads, seq, layers = given.hidden, given.heads, given.seq, given.layers
     steps = given.steps
-    ffn, batch, rows, m, lr = (resolved.ffn_hidden, resolved.batch, resolved.micro_batch,
-                               resolved.accumulation, resolved.lr)  # fmt: skip
+    ffn, batch, rows, m, lr = (
+        resolved.ffn_hidden,
+        resolved.batch,
+        resolved.micro_batch,
+        resolved.accumulation,
+        resolved.lr,
+    )
     world, dp_total = config.world_size, resolved.dp
     gpus_per_node = resolved.gpus_per_node
     nodes = world if gpus_per_node is None else gpus_per_node
     rng = np.random.default_rng(given.seed)
-    problem = _problem(rng, hidden=hidden, heads=heads, ffn=ffn, layers=layers, causal=causal,
-                       tp=sizes["tp"], sp=sp)  # fmt: skip
+    problem = _problem(
+        rng,
+        hidden=hidden,
+        heads=heads,
+        ffn=ffn,
+        layers=layers,
+        causal=causal,
+        tp=sizes["tp"],
+        sp=sp,
+    )
     batches = make_batches("dp", rng, batch=batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps)
     optimizer = Adam(lr=lr)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
-        run = train_on_cluster(problem, config, batches, optimizer, bandwidth=given.bandwidth,
-                     latency=given.latency, compute_rate=given.compute_rate,
-                     gpus_per_node=gpus_per_node)  # fmt: skip
+        run = train_on_cluster(
+            problem,
+            config,
+            batches,
+            optimizer,
+            bandwidth=given.bandwidth,
+            latency=given.latency,
+            compute_rate=given.compute_rate,
+            gpus_per_node=gpus_per_node,
+        )
     found = compare_steps(run.steps, oracle)
 
     collective = CP_COLLECTIVE[variant] if config.cp > 1 else None
     measured = list(run.bytes_by_group.get(("cp", collective), [0] * world))
-    formula, per_layer = _formula_cp_bytes(config, rows=rows, seq=seq, hidden=hidden,
-                                           layers=layers, steps=steps)  # fmt: skip
+    formula, per_layer = _formula_cp_bytes(
+        config, rows=rows, seq=seq, hidden=hidden, layers=layers, steps=steps
+    )
     peaks = memory_peaks(run.trace, world)
     top = busiest(peaks)
     findings = ContextFindings(
@@ -225,23 +258,43 @@ def verify_context(config, /, **options):
         formula_cp_bytes_per_layer=per_layer,
         attention_flops_per_rank=_attention_flops(
             run.trace, config, problem.model[0], rows, seq, world
-        ),  # fmt: skip
+        ),
         peak=top.to_dict(),
         peak_rank=top.rank,
         peak_per_rank=[p.to_dict() for p in peaks],
         bytes_by_link_class=bytes_by_link_class(run.trace, nodes),
     )
-    shown = {"dp": dp_total, "tp": sizes["tp"], "cp": config.cp, "pp": config.pp,
-             "dp_replicate": sizes["dp_replicate"], "dp_shard": sizes["dp_shard"],
-             "cp_variant": variant, "cp_layout": layout, "causal": causal, "batch": batch,
-             "micro_batch": rows, "accumulation": m, "hidden": hidden, "heads": heads,
-             "ffn_hidden": ffn, "seq": seq, "layers": layers, "steps": steps,
-             "seed": given.seed, "lr": lr, "sequence_parallel": sp, "optimizer": "Adam",
-             "mesh_zero": config.zero, "gpus_per_node": nodes, "bandwidth": given.bandwidth,
-             "latency": given.latency, "compute_rate": given.compute_rate,
-             "topology": "switch" if gpus_per_node is None else "hierarchical"}  # fmt: skip
+    shown = {
+        "dp": dp_total,
+        "tp": sizes["tp"],
+        "cp": config.cp,
+        "pp": config.pp,
+        "dp_replicate": sizes["dp_replicate"],
+        "dp_shard": sizes["dp_shard"],
+        "cp_variant": variant,
+        "cp_layout": layout,
+        "causal": causal,
+        "batch": batch,
+        "micro_batch": rows,
+        "accumulation": m,
+        "hidden": hidden,
+        "heads": heads,
+        "ffn_hidden": ffn,
+        "seq": seq,
+        "layers": layers,
+        "steps": steps,
+        "seed": given.seed,
+        "lr": lr,
+        "sequence_parallel": sp,
+        "optimizer": "Adam",
+        "mesh_zero": config.zero,
+        "gpus_per_node": nodes,
+        "bandwidth": given.bandwidth,
+        "latency": given.latency,
+        "compute_rate": given.compute_rate,
+        "topology": "switch" if gpus_per_node is None else "hierarchical",
+    }
     formula_by_group = {}
     if collective is not None and len(set(formula)) == 1:
         formula_by_group[("cp", collective)] = formula[0]
-    return report_of(given.scheme, shown, problem, found, run, formula_by_group,
-                     context=findings)  # fmt: skip
+    return report_of(given.scheme, shown, problem, found, run, formula_by_group, context=findings)

@@ -22,8 +22,17 @@ from ..parallel.context.ulysses import check_heads
 from ..parallel.tensor import check_tp
 from .checks import LIMITS
 
-__all__ = ["CONTEXT_SCHEMES", "PIPELINE_T_F", "resolve_mesh", "parallel_config", "check_model",
-           "whole", "choice", "flag_name", "as_given"]  # fmt: skip
+__all__ = [
+    "CONTEXT_SCHEMES",
+    "PIPELINE_T_F",
+    "resolve_mesh",
+    "parallel_config",
+    "check_model",
+    "whole",
+    "choice",
+    "flag_name",
+    "as_given",
+]
 
 CONTEXT_SCHEMES = ("cp", "nd")  # context parallel; Accelerate's N-D mesh (+ pp)
 PIPELINE_T_F = 1e-9  # s: a pipeline needs passes that take time; 1 ns adds nothing visible
@@ -44,21 +53,25 @@ def whole(value, key, names):
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         what = flag_name(names, key)
         example = f"{what} 2" if what.startswith("-") else f"{what}=2"
-        raise ConfigError(f"{as_given(names, key, value)}: must be a whole number >= 1, like "
-                          f"{example}")  # fmt: skip
+        raise ConfigError(
+            f"{as_given(names, key, value)}: must be a whole number >= 1, like {example}"
+        )
     return int(value)
 
 
 def choice(value, key, choices, names):
     if value not in choices:
         guess = difflib.get_close_matches(str(value), choices, n=1, cutoff=0)[0]
-        raise ConfigError(f"{as_given(names, key, value)}: not one of {', '.join(choices)}; "
-                          f"nearest valid choice {guess!r}")  # fmt: skip
+        raise ConfigError(
+            f"{as_given(names, key, value)}: not one of {', '.join(choices)}; "
+            f"nearest valid choice {guess!r}"
+        )
     return value
 
 
-def resolve_mesh(scheme, *, cp=None, dp=None, dp_replicate=None, dp_shard=None, tp=None,
-                 pp=None, names=None):  # fmt: skip
+def resolve_mesh(
+    scheme, *, cp=None, dp=None, dp_replicate=None, dp_shard=None, tp=None, pp=None, names=None
+):
     """Accelerate's sizes ``{"dp_replicate", "dp_shard", "cp", "tp", "pp"}`` of ``scheme``.
 
     ``cp``: ``dp`` plain replicas (default 1) of a ``cp`` group (default 2); the other
@@ -76,13 +89,24 @@ def resolve_mesh(scheme, *, cp=None, dp=None, dp_replicate=None, dp_shard=None, 
     if scheme not in CONTEXT_SCHEMES:
         raise ConfigError(f"unknown scheme {scheme!r}: choose one of {', '.join(CONTEXT_SCHEMES)}")
     if scheme == "cp":
-        for key, value in (("dp_replicate", dp_replicate), ("dp_shard", dp_shard), ("tp", tp),
-                           ("pp", pp)):  # fmt: skip
+        for key, value in (
+            ("dp_replicate", dp_replicate),
+            ("dp_shard", dp_shard),
+            ("tp", tp),
+            ("pp", pp),
+        ):
             if value is not None:
-                raise ConfigError(f"{as_given(names, key, value)}: applies to scheme 'nd', not "
-                                  "to 'cp' (give verify nd --cp C --tp T)")  # fmt: skip
-        sizes = {"dp_replicate": 1 if dp is None else dp, "dp_shard": 1,
-                 "cp": 2 if cp is None else cp, "tp": 1, "pp": 1}  # fmt: skip
+                raise ConfigError(
+                    f"{as_given(names, key, value)}: applies to scheme 'nd', not "
+                    "to 'cp' (give verify nd --cp C --tp T)"
+                )
+        sizes = {
+            "dp_replicate": 1 if dp is None else dp,
+            "dp_shard": 1,
+            "cp": 2 if cp is None else cp,
+            "tp": 1,
+            "pp": 1,
+        }
         keys = {"dp_replicate": "dp"}
     else:
         if dp is not None:
@@ -98,9 +122,11 @@ def resolve_mesh(scheme, *, cp=None, dp=None, dp_replicate=None, dp_shard=None, 
     world = int(np.prod(list(sizes.values())))
     if world > LIMITS["ranks"]:
         shown = " × ".join(as_given(names, keys.get(k, k), v) for k, v in sizes.items() if v > 1)
-        raise ConfigError(f"{shown} = {world} ranks: more than the {LIMITS['ranks']} a "
-                          "verification runs in seconds; choose a mesh of at most "
-                          f"{LIMITS['ranks']} ranks")  # fmt: skip
+        raise ConfigError(
+            f"{shown} = {world} ranks: more than the {LIMITS['ranks']} a "
+            "verification runs in seconds; choose a mesh of at most "
+            f"{LIMITS['ranks']} ranks"
+        )
     return sizes
 
 
@@ -112,10 +138,20 @@ def parallel_config(sizes, *, variant, layout, microbatches, names=None):
     zero = 3 if sizes["dp_shard"] > 1 else 0
     pp = sizes["pp"]
     try:
-        return ParallelConfig(dp=dp, tp=sizes["tp"], pp=pp, cp=sizes["cp"], cp_variant=variant,
-                              cp_layout=layout, zero=zero, dp_replicate=sizes["dp_replicate"],
-                              microbatches=microbatches, t_f=PIPELINE_T_F if pp > 1 else 0.0,
-                              t_b=0.0, t_w=0.0)  # fmt: skip
+        return ParallelConfig(
+            dp=dp,
+            tp=sizes["tp"],
+            pp=pp,
+            cp=sizes["cp"],
+            cp_variant=variant,
+            cp_layout=layout,
+            zero=zero,
+            dp_replicate=sizes["dp_replicate"],
+            microbatches=microbatches,
+            t_f=PIPELINE_T_F if pp > 1 else 0.0,
+            t_b=0.0,
+            t_w=0.0,
+        )
     except ConfigError as exc:
         flags = " ".join(as_given(names, k, v) for k, v in sizes.items() if v > 1) or "this mesh"
         raise ConfigError(f"{flags}: a combination the mesh trainer refuses: {exc}") from None
@@ -145,9 +181,10 @@ def check_model(sizes, *, variant, layout, hidden, heads, ffn, seq, layers, sp, 
                 "nearest valid seq:", f"nearest valid {flag_name(names, 'seq')}"
             )
             raise ConfigError(f"{as_given(names, 'seq', seq)}: {text}") from None
-    check_tp(sizes["tp"], hidden=hidden, heads=heads, ffn_hidden=ffn, seq=seq,
-             sequence_parallel=sp)  # fmt: skip
+    check_tp(sizes["tp"], hidden=hidden, heads=heads, ffn_hidden=ffn, seq=seq, sequence_parallel=sp)
     if layers < sizes["pp"]:
-        raise ConfigError(f"{as_given(names, 'pp', sizes['pp'])} needs a layer per stage: "
-                          f"{as_given(names, 'layers', layers)} is fewer; nearest valid "
-                          f"{flag_name(names, 'layers')} {sizes['pp']}")  # fmt: skip
+        raise ConfigError(
+            f"{as_given(names, 'pp', sizes['pp'])} needs a layer per stage: "
+            f"{as_given(names, 'layers', layers)} is fewer; nearest valid "
+            f"{flag_name(names, 'layers')} {sizes['pp']}"
+        )

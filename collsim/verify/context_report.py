@@ -60,13 +60,17 @@ def context_cluster_line(c, rate):
     mesh = " × ".join(f"{k} {n}" for k, n in zip(MESH_KEYS, sizes, strict=True))
     where = f"one switch ({c['bandwidth']}, {c['latency']} per link)"
     if c["topology"] == "hierarchical":
-        where = (f"{ranks // c['gpus_per_node']} node(s) of {c['gpus_per_node']} GPU(s) "
-                 f"({c['bandwidth']}, {c['latency']} inside a node, 50GB/s, 5us NICs between "
-                 "nodes)")  # fmt: skip
+        where = (
+            f"{ranks // c['gpus_per_node']} node(s) of {c['gpus_per_node']} GPU(s) "
+            f"({c['bandwidth']}, {c['latency']} inside a node, 50GB/s, 5us NICs between "
+            "nodes)"
+        )
     lines = [f"  {mesh} = {ranks} ranks on {where}, {rate} per rank"]
-    sync = ("ZeRO-3 (FSDP) over the shard group dp_shard × cp, as Accelerate and Megatron form "
-            "it" if c["mesh_zero"] == 3 else "plain data parallel: gradients all-reduced over "
-            "dp × cp")  # fmt: skip
+    sync = (
+        "ZeRO-3 (FSDP) over the shard group dp_shard × cp, as Accelerate and Megatron form it"
+        if c["mesh_zero"] == 3
+        else "plain data parallel: gradients all-reduced over dp × cp"
+    )
     if c["cp"] > 1:
         mask = "causal" if c["causal"] else "not causal"
         lines.append(f"  cp: {_VARIANTS[c['cp_variant']]}, {_LAYOUTS[c['cp_layout']]}, {mask}")
@@ -81,17 +85,23 @@ def context_lines(f, c):
         lines += _bytes_lines(f, c) + _flops_lines(f, c)
     lines += _memory_lines(f)
     links = f.bytes_by_link_class
-    lines += ["", f"  bytes by link class, summed over ranks (nodes of {f.gpus_per_node} GPU(s)):"
-              f" intra-node {_size(links['intra_node'])}, inter-node "
-              f"{_size(links['inter_node'])}"]  # fmt: skip
+    lines += [
+        "",
+        f"  bytes by link class, summed over ranks (nodes of {f.gpus_per_node} GPU(s)):"
+        f" intra-node {_size(links['intra_node'])}, inter-node "
+        f"{_size(links['inter_node'])}",
+    ]
     return lines
 
 
 def _bytes_lines(f, c):
     forward, backward = _CLOSED[f.variant]
     per = f.formula_cp_bytes_per_layer
-    lines = ["", f"  context-parallel bytes sent per rank ({f.cp_collective}), whole run, next to "
-             "the closed form (b = 8 B: the float64 arrays compared)"]  # fmt: skip
+    lines = [
+        "",
+        f"  context-parallel bytes sent per rank ({f.cp_collective}), whole run, next to "
+        "the closed form (b = 8 B: the float64 arrays compared)",
+    ]
     for r, (got, want) in enumerate(zip(f.cp_bytes_per_rank, f.formula_cp_bytes, strict=True)):
         verdict = "equal" if got == want else "DIFFERENT"
         lines.append(f"    rank {r:<3} {_size(got):<24} formula {_size(want)}: {verdict}")
@@ -115,31 +125,46 @@ def _flops_lines(f, c):
     flops = f.attention_flops_per_rank
     mean = sum(flops) / len(flops)
     cp = c["cp"]
-    lines = ["", "  attention FLOPs per rank, whole run (QKᵀ, softmax, PV and their backward; "
-             "projections excluded)"]  # fmt: skip
+    lines = [
+        "",
+        "  attention FLOPs per rank, whole run (QKᵀ, softmax, PV and their backward; "
+        "projections excluded)",
+    ]
     for r, n in enumerate(flops):
         ratio = n / mean if mean else 1.0
         lines.append(f"    rank {r:<3} {format_flop_count(n):<14} {ratio:.4f} × the mean")
     measured = f"    max/mean {f.flops_max_over_mean:.4f}, min/mean {min(flops) / mean:.4f}"
     if f.variant == "all-to-all":
-        lines.append(f"{measured} (expected 1: the dense kernel scores all S² keys on every "
-                     f"rank's heads); mean {format_flop_count(mean)}")  # fmt: skip
+        lines.append(
+            f"{measured} (expected 1: the dense kernel scores all S² keys on every "
+            f"rank's heads); mean {format_flop_count(mean)}"
+        )
         return lines
     exact = causal_balance(c["seq"], cp, f.layout, f.causal)
     lines.append(f"{measured}; mean {format_flop_count(mean)}")
     what = "the pairs a causal mask keeps, diagonal included" if f.causal else "every pair"
-    lines.append(f"    expected, counting {what}: max/mean {exact.max_over_mean:.4f}, min/mean "
-                 f"{exact.min_over_mean:.4f}")  # fmt: skip
+    lines.append(
+        f"    expected, counting {what}: max/mean {exact.max_over_mean:.4f}, min/mean "
+        f"{exact.min_over_mean:.4f}"
+    )
     if f.causal and f.layout == "contiguous":
-        lines.append(f"    as the tiles grow: (2·cp−1)/cp = {exact.max_limit:.4g} and 1/(2·cp) = "
-                     f"{exact.min_limit:.4g}, the large-sequence limit")  # fmt: skip
+        lines.append(
+            f"    as the tiles grow: (2·cp−1)/cp = {exact.max_limit:.4g} and 1/(2·cp) = "
+            f"{exact.min_limit:.4g}, the large-sequence limit"
+        )
     return lines
 
 
 def _memory_lines(f):
     p = f.peak
-    parts = ", ".join(f"{k.replace('_', ' ')} {format_size(p[k])}" for k in
-                      ("params", "grads", "optimizer", "gathered_params", "activations",
-                       "comm_buffers") if k in p)  # fmt: skip
-    return ["", f"  peak memory of the busiest rank (rank {f.peak_rank}): {_size(p['total'])} "
-            "(peak of the sum; at the declared training precisions)", f"    {parts}"]  # fmt: skip
+    parts = ", ".join(
+        f"{k.replace('_', ' ')} {format_size(p[k])}"
+        for k in ("params", "grads", "optimizer", "gathered_params", "activations", "comm_buffers")
+        if k in p
+    )
+    return [
+        "",
+        f"  peak memory of the busiest rank (rank {f.peak_rank}): {_size(p['total'])} "
+        "(peak of the sum; at the declared training precisions)",
+        f"    {parts}",
+    ]

@@ -44,8 +44,21 @@ def _sent(collective, ranks, size):
     return cost.bytes_per_rank
 
 
-def expected_bytes(scheme, *, dp, tp, micro_batch, accumulation, steps, seq, hidden, ffn,
-                   layers, local_params, sp=False):  # fmt: skip
+def expected_bytes(
+    scheme,
+    *,
+    dp,
+    tp,
+    micro_batch,
+    accumulation,
+    steps,
+    seq,
+    hidden,
+    ffn,
+    layers,
+    local_params,
+    sp=False,
+):
     """Bytes each rank should send over the run, by the closed forms; keys as
     :attr:`MeshRun.bytes_by_group`.  ``local_params`` is P of one rank's shard.
 
@@ -136,8 +149,9 @@ def gathered_units(n_units, reshard_after_forward=True, prefetch="none"):
     return min(n_units, 1 if prefetch == "none" else 2)
 
 
-def sharded_bytes(*, stage, dp_shard, dp_replicate=1, params, steps, accumulation=1,
-                  reshard_after_forward=True):  # fmt: skip
+def sharded_bytes(
+    *, stage, dp_shard, dp_replicate=1, params, steps, accumulation=1, reshard_after_forward=True
+):
     """Bytes each rank should send over the run, by collective, for ``params`` (Ψ)
     float64 parameters sharded over ``dp_shard`` ranks (and, for HSDP, replicated over
     ``dp_replicate`` groups): every figure a count of calls times
@@ -161,11 +175,15 @@ def sharded_bytes(*, stage, dp_shard, dp_replicate=1, params, steps, accumulatio
         return {"all_reduce": steps * _sent("all_reduce", dp_shard, size)}
     if stage in (1, 2):
         scatters = micro if stage == 2 else steps
-        return {"reduce_scatter": scatters * _sent("reduce_scatter", dp_shard, size),
-                "all_gather": steps * _sent("all_gather", dp_shard, size)}  # fmt: skip
+        return {
+            "reduce_scatter": scatters * _sent("reduce_scatter", dp_shard, size),
+            "all_gather": steps * _sent("all_gather", dp_shard, size),
+        }
     gathers = 2 if reshard_after_forward else 1
-    out = {"all_gather": micro * gathers * _sent("all_gather", dp_shard, size),
-           "reduce_scatter": micro * _sent("reduce_scatter", dp_shard, size)}  # fmt: skip
+    out = {
+        "all_gather": micro * gathers * _sent("all_gather", dp_shard, size),
+        "reduce_scatter": micro * _sent("reduce_scatter", dp_shard, size),
+    }
     if dp_replicate > 1:
         out["all_reduce"] = micro * _sent("all_reduce", dp_replicate, size / dp_shard)
     return out
@@ -179,7 +197,12 @@ def hsdp_inter_node_bytes(*, dp_shard, dp_replicate, params, steps, accumulation
     >>> hsdp_inter_node_bytes(dp_shard=2, dp_replicate=2, params=6560, steps=1)
     104960.0
     """
-    per_rank = sharded_bytes(stage=3, dp_shard=dp_shard, dp_replicate=dp_replicate,
-                             params=params, steps=steps,
-                             accumulation=accumulation).get("all_reduce", 0.0)  # fmt: skip
+    per_rank = sharded_bytes(
+        stage=3,
+        dp_shard=dp_shard,
+        dp_replicate=dp_replicate,
+        params=params,
+        steps=steps,
+        accumulation=accumulation,
+    ).get("all_reduce", 0.0)
     return dp_replicate * dp_shard * per_rank

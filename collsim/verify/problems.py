@@ -101,18 +101,45 @@ def build_problem(scheme, rng, *, dp, tp, hidden, heads, ffn, layers, sp):
     """The :class:`Problem` of ``scheme``: its model drawn from ``rng`` and its sharding."""
     if scheme == "dp" or scheme in SHARDING:  # sharding happens in the trainer's dp group
         model = Sequential(*(TransformerBlock.init(hidden, heads, rng, ffn) for _ in range(layers)))
-        return Problem(model, lambda g, j: units_of(copy.deepcopy(model)), "full", "full", dp, 1,
-                       f"{layers} transformer block(s)")  # fmt: skip
+        return Problem(
+            model,
+            lambda g, j: units_of(copy.deepcopy(model)),
+            "full",
+            "full",
+            dp,
+            1,
+            f"{layers} transformer block(s)",
+        )
     tp_layers = {
-        "tp-column": (lambda: Linear.init(hidden, ffn, rng), ColumnParallelLinear,
-                      {"gather_output": True}, "full", f"Linear {hidden} -> {ffn}"),
-        "tp-row": (lambda: Linear.init(ffn, hidden, rng), RowParallelLinear, {}, "last",
-                   f"Linear {ffn} -> {hidden}"),
-        "tp-mlp": (lambda: MLP.init(hidden, rng, hidden=ffn), ParallelMLP, {}, "full",
-                   f"MLP {hidden} -> {ffn} -> {hidden}"),
-        "tp-attention": (lambda: MultiHeadAttention.init(hidden, heads, rng), ParallelAttention,
-                         {}, "full", f"attention, hidden {hidden}, {heads} heads"),
-    }  # fmt: skip
+        "tp-column": (
+            lambda: Linear.init(hidden, ffn, rng),
+            ColumnParallelLinear,
+            {"gather_output": True},
+            "full",
+            f"Linear {hidden} -> {ffn}",
+        ),
+        "tp-row": (
+            lambda: Linear.init(ffn, hidden, rng),
+            RowParallelLinear,
+            {},
+            "last",
+            f"Linear {ffn} -> {hidden}",
+        ),
+        "tp-mlp": (
+            lambda: MLP.init(hidden, rng, hidden=ffn),
+            ParallelMLP,
+            {},
+            "full",
+            f"MLP {hidden} -> {ffn} -> {hidden}",
+        ),
+        "tp-attention": (
+            lambda: MultiHeadAttention.init(hidden, heads, rng),
+            ParallelAttention,
+            {},
+            "full",
+            f"attention, hidden {hidden}, {heads} heads",
+        ),
+    }
     if scheme in tp_layers:
         init, cls, options, in_layout, what = tp_layers[scheme]
         model = init()
@@ -125,8 +152,10 @@ def build_problem(scheme, rng, *, dp, tp, hidden, heads, ffn, layers, sp):
     blocks = [TransformerBlock.init(hidden, heads, rng, ffn) for _ in range(layers)]
 
     def tp_blocks(g, j):
-        return [(str(i), ParallelTransformerBlock.from_full(b, g, j, sp, name=f"block{i}"))
-                for i, b in enumerate(blocks)]  # fmt: skip
+        return [
+            (str(i), ParallelTransformerBlock.from_full(b, g, j, sp, name=f"block{i}"))
+            for i, b in enumerate(blocks)
+        ]
 
     layout = "seq" if sp else "full"
     what = f"{layers} transformer block(s), {'sequence' if sp else 'tensor'} parallel"
@@ -144,8 +173,13 @@ def make_batches(scheme, rng, *, batch, seq, hidden, ffn, steps):
     """
     in_features = ffn if scheme == "tp-row" else hidden
     out_features = ffn if scheme == "tp-column" else hidden
-    return [(rng.uniform(-1, 1, (batch, seq, in_features)),
-             rng.uniform(-1, 1, (batch, seq, out_features))) for _ in range(steps)]  # fmt: skip
+    return [
+        (
+            rng.uniform(-1, 1, (batch, seq, in_features)),
+            rng.uniform(-1, 1, (batch, seq, out_features)),
+        )
+        for _ in range(steps)
+    ]
 
 
 def model_shape(scheme, hidden, ffn, layers):

@@ -82,19 +82,27 @@ def verify(config, /, **options):
     accumulation = resolved.accumulation
     hidden, seq, layers = given.hidden, given.seq, given.layers
     rng = np.random.default_rng(given.seed)
-    problem = build_problem(scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=given.heads,
-                            ffn=ffn, layers=layers, sp=sp)  # fmt: skip
-    batches = make_batches(scheme, rng, batch=resolved.batch, seq=seq, hidden=hidden, ffn=ffn,
-                           steps=steps)  # fmt: skip
+    problem = build_problem(
+        scheme, rng, dp=dp, tp=tp, hidden=hidden, heads=given.heads, ffn=ffn, layers=layers, sp=sp
+    )
+    batches = make_batches(
+        scheme, rng, batch=resolved.batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps
+    )
     adam = resolved.optimizer == "adam"
     optimizer = Adam(lr=resolved.lr) if adam else SGD(lr=resolved.lr)
     # a diverging run (a huge lr) overflows: the report names the non-finite values instead
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         oracle = single_device(problem.model, batches, optimizer)
-        run = train_on_cluster(problem, parallel, batches, optimizer,
-                               bandwidth=given.bandwidth, latency=given.latency,
-                               compute_rate=given.compute_rate,
-                               gpus_per_node=resolved.gpus_per_node)  # fmt: skip
+        run = train_on_cluster(
+            problem,
+            parallel,
+            batches,
+            optimizer,
+            bandwidth=given.bandwidth,
+            latency=given.latency,
+            compute_rate=given.compute_rate,
+            gpus_per_node=resolved.gpus_per_node,
+        )
     found = compare_steps(run.steps, oracle)
 
     findings = None
@@ -118,24 +126,53 @@ def verify(config, /, **options):
         )
         # the closed forms by collective, on the dimension it ran along
         dims = {name: dim for dim, name in run.bytes_by_group}
-        formula = {(dims.get(name, "dp"), name): value
-                   for name, value in findings.formula_bytes.items()}  # fmt: skip
+        formula = {
+            (dims.get(name, "dp"), name): value for name, value in findings.formula_bytes.items()
+        }
     else:
-        formula = expected_bytes(scheme, dp=dp, tp=tp, micro_batch=micro,
-                                 accumulation=accumulation, steps=steps, seq=seq, hidden=hidden,
-                                 ffn=ffn, layers=layers,
-                                 local_params=_local_params(problem, parallel), sp=sp)  # fmt: skip
-    shown = {"dp": dp, "tp": tp, "batch": resolved.batch, "micro_batch": micro,
-             "accumulation": accumulation, "hidden": hidden, "heads": given.heads,
-             "ffn_hidden": ffn, "seq": seq, "layers": layers, "steps": steps,
-             "seed": given.seed, "lr": resolved.lr, "sequence_parallel": sp,
-             "bucket_bytes": parallel.bucket_bytes, "bandwidth": given.bandwidth,
-             "latency": given.latency, "compute_rate": given.compute_rate}  # fmt: skip
+        formula = expected_bytes(
+            scheme,
+            dp=dp,
+            tp=tp,
+            micro_batch=micro,
+            accumulation=accumulation,
+            steps=steps,
+            seq=seq,
+            hidden=hidden,
+            ffn=ffn,
+            layers=layers,
+            local_params=_local_params(problem, parallel),
+            sp=sp,
+        )
+    shown = {
+        "dp": dp,
+        "tp": tp,
+        "batch": resolved.batch,
+        "micro_batch": micro,
+        "accumulation": accumulation,
+        "hidden": hidden,
+        "heads": given.heads,
+        "ffn_hidden": ffn,
+        "seq": seq,
+        "layers": layers,
+        "steps": steps,
+        "seed": given.seed,
+        "lr": resolved.lr,
+        "sequence_parallel": sp,
+        "bucket_bytes": parallel.bucket_bytes,
+        "bandwidth": given.bandwidth,
+        "latency": given.latency,
+        "compute_rate": given.compute_rate,
+    }
     if resolved.sharded:
-        shown |= {"optimizer": "Adam" if adam else "SGD", "zero": parallel.zero,
-                  "dp_replicate": parallel.dp_replicate, "dp_shard": parallel.dp_shard,
-                  "gpus_per_node": node_gpus,
-                  "reshard_after_forward": parallel.reshard_after_forward,
-                  "prefetch": parallel.prefetch,
-                  "topology": "hierarchical" if resolved.gpus_per_node else "switch"}  # fmt: skip
+        shown |= {
+            "optimizer": "Adam" if adam else "SGD",
+            "zero": parallel.zero,
+            "dp_replicate": parallel.dp_replicate,
+            "dp_shard": parallel.dp_shard,
+            "gpus_per_node": node_gpus,
+            "reshard_after_forward": parallel.reshard_after_forward,
+            "prefetch": parallel.prefetch,
+            "topology": "hierarchical" if resolved.gpus_per_node else "switch",
+        }
     return report_of(scheme, shown, problem, found, run, formula, sharding=findings)

@@ -34,8 +34,7 @@ from .expected import (
     sharded_bytes,
 )
 
-__all__ = ["ShardingFindings", "measure_sharding", "padded_params", "sharding_lines",
-           "MODEL_STATE"]  # fmt: skip
+__all__ = ["ShardingFindings", "measure_sharding", "padded_params", "sharding_lines", "MODEL_STATE"]
 
 MODEL_STATE = ("params", "grads", "optimizer")  # the ZeRO paper's model states
 GATHERED_BYTES = 2  # a gathered unit is bf16, like the parameters
@@ -89,7 +88,7 @@ class ShardingFindings:
                 "optimizer": f.optimizer,
                 "total": f.total,
                 "formula": f.text,
-            },  # fmt: skip
+            },
             "formula_gathered_params": self.formula_gathered,
             "formula_bytes_by_collective": dict(self.formula_bytes),
             "formula_inter_node_bytes": self.formula_inter_node,
@@ -114,22 +113,45 @@ def padded_params(unit_params, stage, shards):
     return -(-sum(unit_params) // shards) * shards
 
 
-def measure_sharding(trace, *, n_ranks, stage, dp_shard, dp_replicate, gpus_per_node,
-                     unit_params, optimizer_bytes, optimizer_name, steps, accumulation,
-                     reshard_after_forward, prefetch):  # fmt: skip
+def measure_sharding(
+    trace,
+    *,
+    n_ranks,
+    stage,
+    dp_shard,
+    dp_replicate,
+    gpus_per_node,
+    unit_params,
+    optimizer_bytes,
+    optimizer_name,
+    steps,
+    accumulation,
+    reshard_after_forward,
+    prefetch,
+):
     """The :class:`ShardingFindings` of a run's ``trace`` on ``n_ranks`` ranks."""
     peaks = memory_peaks(trace, n_ranks)
     top = busiest(peaks)
     params = sum(unit_params)
     moved = padded_params(unit_params, stage, dp_shard)
-    formula_bytes = sharded_bytes(stage=stage, dp_shard=dp_shard, dp_replicate=dp_replicate,
-                                  params=moved, steps=steps, accumulation=accumulation,
-                                  reshard_after_forward=reshard_after_forward)  # fmt: skip
+    formula_bytes = sharded_bytes(
+        stage=stage,
+        dp_shard=dp_shard,
+        dp_replicate=dp_replicate,
+        params=moved,
+        steps=steps,
+        accumulation=accumulation,
+        reshard_after_forward=reshard_after_forward,
+    )
     inter = None
     if dp_replicate > 1 and gpus_per_node == dp_shard:
-        inter = hsdp_inter_node_bytes(dp_shard=dp_shard, dp_replicate=dp_replicate,
-                                      params=moved, steps=steps,
-                                      accumulation=accumulation)  # fmt: skip
+        inter = hsdp_inter_node_bytes(
+            dp_shard=dp_shard,
+            dp_replicate=dp_replicate,
+            params=moved,
+            steps=steps,
+            accumulation=accumulation,
+        )
     elif n_ranks <= gpus_per_node:  # one node: nothing crosses
         inter = 0
     return ShardingFindings(
@@ -205,32 +227,45 @@ def _memory_lines(s):
     ]
     padded = padded_params(s.unit_params, s.stage, s.dp_shard)
     if padded != s.params:
-        lines.append(f"  (Ψ is not a multiple of N: the shards hold {padded:,} elements, "
-                     "zero-padded as FSDP pads, so the formula is not exact)")  # fmt: skip
+        lines.append(
+            f"  (Ψ is not a multiple of N: the shards hold {padded:,} elements, "
+            "zero-padded as FSDP pads, so the formula is not exact)"
+        )
     for category in MODEL_STATE:
         name, how = _PARTS[category]
         how = how[s.stage].replace("k", str(k))
-        lines.append(f"    {name:<20} {_size(s.peak[category]):<24} formula {how:<6} "
-                     f"{_size(shown[category])}")  # fmt: skip
+        lines.append(
+            f"    {name:<20} {_size(s.peak[category]):<24} formula {how:<6} "
+            f"{_size(shown[category])}"
+        )
     verdict = "equal" if s.model_state == f.total else "DIFFERENT"
-    lines.append(f"    {'model state':<20} {_size(s.model_state):<24} formula {f.text} = "
-                 f"{_size(f.total)}: {verdict}")  # fmt: skip
+    lines.append(
+        f"    {'model state':<20} {_size(s.model_state):<24} formula {f.text} = "
+        f"{_size(f.total)}: {verdict}"
+    )
     if s.stage == 3:
         units = "unit" if s.gathered_units == 1 else "units"
-        lines.append(f"    {'gathered parameters':<20} {_size(s.peak['gathered_params']):<24} "
-                     f"formula {s.gathered_units} {units} held × 2 B × Ψ_unit = "
-                     f"{_size(s.formula_gathered)}")  # fmt: skip
+        lines.append(
+            f"    {'gathered parameters':<20} {_size(s.peak['gathered_params']):<24} "
+            f"formula {s.gathered_units} {units} held × 2 B × Ψ_unit = "
+            f"{_size(s.formula_gathered)}"
+        )
     for category in ("activations", "comm_buffers"):
         lines.append(f"    {category.replace('_', ' '):<20} {_size(s.peak[category])}")
-    lines.append(f"    {'total (peak of sum)':<20} {_size(s.peak['total']):<24} unsharded "
-                 f"model state: {4 + k}Ψ = {_size((4 + k) * s.params)}")  # fmt: skip
+    lines.append(
+        f"    {'total (peak of sum)':<20} {_size(s.peak['total']):<24} unsharded "
+        f"model state: {4 + k}Ψ = {_size((4 + k) * s.params)}"
+    )
     return lines
 
 
 def _bytes_lines(s, bytes_by_collective, bytes_sent):
     n = len(bytes_sent)
-    lines = ["", "  bytes sent per rank, whole run (mean over ranks; formula, b = 8 B: the "
-             "float64 arrays compared)"]  # fmt: skip
+    lines = [
+        "",
+        "  bytes sent per rank, whole run (mean over ranks; formula, b = 8 B: the "
+        "float64 arrays compared)",
+    ]
     for name in sorted(set(bytes_by_collective) | set(s.formula_bytes)):
         measured = sum(bytes_by_collective.get(name, [0] * n)) / n
         formula = s.formula_bytes.get(name)
@@ -242,11 +277,14 @@ def _bytes_lines(s, bytes_by_collective, bytes_sent):
         total = sum(s.formula_bytes.values())
         lines.append(f"    formula total {_size(total)}: {_TOTALS[s.stage]}")
     links = s.bytes_by_link_class
-    lines += [f"  bytes by link class, summed over ranks (nodes of {s.gpus_per_node} GPU(s)):",
-              f"    intra-node {_size(links['intra_node'])}, inter-node "
-              f"{_size(links['inter_node'])}"]  # fmt: skip
+    lines += [
+        f"  bytes by link class, summed over ranks (nodes of {s.gpus_per_node} GPU(s)):",
+        f"    intra-node {_size(links['intra_node'])}, inter-node {_size(links['inter_node'])}",
+    ]
     if s.formula_inter_node is not None and s.dp_replicate > 1:
         verdict = "equal" if links["inter_node"] == s.formula_inter_node else "DIFFERENT"
-        lines.append(f"    inter-node formula: the replica all-reduce alone, 2(R-1)·Ψ·b per "
-                     f"step = {_size(s.formula_inter_node)}: {verdict}")  # fmt: skip
+        lines.append(
+            f"    inter-node formula: the replica all-reduce alone, 2(R-1)·Ψ·b per "
+            f"step = {_size(s.formula_inter_node)}: {verdict}"
+        )
     return lines

@@ -26,9 +26,24 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import CollsimError
 
-__all__ = ["Shape", "Strategy", "StrategyRow", "Claim", "STRATEGIES", "SHAPE", "SOURCE",
-           "NODES", "GPUS_PER_NODE", "INTRA_NODE", "INTER_NODE", "COMPUTE_RATE",
-           "describe_cluster", "strategy_table", "run_strategy", "claims"]  # fmt: skip
+__all__ = [
+    "Shape",
+    "Strategy",
+    "StrategyRow",
+    "Claim",
+    "STRATEGIES",
+    "SHAPE",
+    "SOURCE",
+    "NODES",
+    "GPUS_PER_NODE",
+    "INTRA_NODE",
+    "INTER_NODE",
+    "COMPUTE_RATE",
+    "describe_cluster",
+    "strategy_table",
+    "run_strategy",
+    "claims",
+]
 
 SOURCE = (
     'Hugging Face, "Accelerate ND-Parallel: A guide to Efficient Multi-GPU Training" '
@@ -37,8 +52,15 @@ SOURCE = (
 NODES, GPUS_PER_NODE = 2, 4
 INTRA_NODE, INTER_NODE = "900GB/s", "50GB/s"  # NVSwitch-class links; one 400 Gbit/s NIC a GPU
 COMPUTE_RATE = "1GFLOP/s"  # slow enough that the toy model's compute can hide communication
-MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "gathered_params", "comm_buffers",
-               "total")  # fmt: skip
+MEMORY_KEYS = (
+    "params",
+    "grads",
+    "optimizer",
+    "activations",
+    "gathered_params",
+    "comm_buffers",
+    "total",
+)
 
 
 @dataclass(frozen=True)
@@ -86,8 +108,12 @@ class Strategy:
 
     @property
     def sizes(self):
-        return {"dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "cp": self.cp,
-                "tp": self.tp}  # fmt: skip
+        return {
+            "dp_replicate": self.dp_replicate,
+            "dp_shard": self.dp_shard,
+            "cp": self.cp,
+            "tp": self.tp,
+        }
 
     @property
     def config(self):
@@ -181,11 +207,14 @@ def run_strategy(strategy, shape=SHAPE):
     from ..parallel.runs.pipeline import toy_batch, toy_model
     from ..runtime import Cluster
 
-    base = dict(name=strategy.name, sizes=strategy.sizes, config=strategy.config,
-                what=strategy.what)  # fmt: skip
+    base = dict(
+        name=strategy.name, sizes=strategy.sizes, config=strategy.config, what=strategy.what
+    )
     model = toy_model(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, seed=0)
-    batches = [toy_batch(shape.batch, seq=shape.seq, hidden=shape.hidden, seed=1 + s)
-               for s in range(shape.steps)]  # fmt: skip
+    batches = [
+        toy_batch(shape.batch, seq=shape.seq, hidden=shape.hidden, seed=1 + s)
+        for s in range(shape.steps)
+    ]
     cluster = Cluster(
         topology.hierarchical(NODES, GPUS_PER_NODE, INTRA_NODE, INTER_NODE),
         compute_rate=COMPUTE_RATE,
@@ -277,10 +306,12 @@ def claims(rows):
         h, f = by["HSDP"], by["FSDP"]
         fewer = h["inter_node_bytes"] < f["inter_node_bytes"]
         more = mem("HSDP", "total") > mem("FSDP", "total")
-        ev = (f"inter-node bytes per rank HSDP {size(h['inter_node_bytes'])} vs FSDP "
-              f"{size(f['inter_node_bytes'])} ({h['inter_node_messages']} vs "
-              f"{f['inter_node_messages']} inter-node messages); peak memory HSDP "
-              f"{size(mem('HSDP', 'total'))} vs FSDP {size(mem('FSDP', 'total'))}")  # fmt: skip
+        ev = (
+            f"inter-node bytes per rank HSDP {size(h['inter_node_bytes'])} vs FSDP "
+            f"{size(f['inter_node_bytes'])} ({h['inter_node_messages']} vs "
+            f"{f['inter_node_messages']} inter-node messages); peak memory HSDP "
+            f"{size(mem('HSDP', 'total'))} vs FSDP {size(mem('FSDP', 'total'))}"
+        )
         out.append(Claim(text, _verdict(fewer and more), ev))
     else:
         out.append(Claim(text, "not measured", "needs the FSDP and HSDP rows"))
@@ -307,8 +338,10 @@ def claims(rows):
     pairs = [(c, b) for c, b in (("CP", "DP"), ("FSDP+CP", "FSDP")) if need(c, b)]
     if pairs:
         ok = all(mem(c, "activations") < mem(b, "activations") for c, b in pairs)
-        ev = "; ".join(f"activations {c} {size(mem(c, 'activations'))} vs {b} "
-                       f"{size(mem(b, 'activations'))}" for c, b in pairs)  # fmt: skip
+        ev = "; ".join(
+            f"activations {c} {size(mem(c, 'activations'))} vs {b} {size(mem(b, 'activations'))}"
+            for c, b in pairs
+        )
         out.append(Claim(text, _verdict(ok), ev))
     else:
         out.append(Claim(text, "not measured", "needs the CP and DP rows"))

@@ -33,8 +33,9 @@ def single_device(model, batches, optimizer, loss_fn=mse_loss):
         dx, grads = model.backward(ctx, dy)
         optimizer.step(model.params, grads)
         params = {k: v.copy() for k, v in model.params.items()}
-        steps.append({"loss": float(loss), "output": y, "input_grad": dx, "grads": grads,
-                      "params": params})  # fmt: skip
+        steps.append(
+            {"loss": float(loss), "output": y, "input_grad": dx, "grads": grads, "params": params}
+        )
     return steps
 
 
@@ -59,13 +60,22 @@ class ClusterRun:
     def of(cls, trained):
         """From the mesh trainer's :class:`~collsim.parallel.mesh.MeshRun`."""
         steps = [{k: getattr(step, k) for k in STEP_FIELDS} for step in trained.steps]
-        return cls(steps, list(trained.run.stats.bytes_sent), trained.bytes_by_group,
-                   trained.time, trained.overlap, trained.buckets, trained.dp_replica_diff,
-                   trained.tp_replica_diff, trained.trace)  # fmt: skip
+        return cls(
+            steps,
+            list(trained.run.stats.bytes_sent),
+            trained.bytes_by_group,
+            trained.time,
+            trained.overlap,
+            trained.buckets,
+            trained.dp_replica_diff,
+            trained.tp_replica_diff,
+            trained.trace,
+        )
 
 
-def train_on_cluster(problem, config, batches, optimizer, *, bandwidth, latency, compute_rate,
-                     gpus_per_node=None):  # fmt: skip
+def train_on_cluster(
+    problem, config, batches, optimizer, *, bandwidth, latency, compute_rate, gpus_per_node=None
+):
     """Train ``problem``'s rank modules as ``config`` lays them out, on one switch (or, given
     ``gpus_per_node``, on :func:`~collsim.topology.hierarchical` nodes: ``bandwidth`` and
     ``latency`` inside a node, the topology's 50GB/s and 5us NICs between nodes): the one
@@ -74,13 +84,21 @@ def train_on_cluster(problem, config, batches, optimizer, *, bandwidth, latency,
     if gpus_per_node is None:
         graph = topo.switch(ranks, bandwidth, latency)
     else:
-        graph = topo.hierarchical(ranks // gpus_per_node, gpus_per_node, intra=bandwidth,
-                                  intra_latency=latency)  # fmt: skip
+        graph = topo.hierarchical(
+            ranks // gpus_per_node, gpus_per_node, intra=bandwidth, intra_latency=latency
+        )
     cluster = Cluster(graph, compute_rate=compute_rate)
     # verify compares with its own oracle: no second one-device run inside the trainer
-    trained = train(problem.make_units, batches, config, cluster=cluster, optimizer=optimizer,
-                    in_layout=problem.in_layout, out_layout=problem.out_layout,
-                    check=False)  # fmt: skip
+    trained = train(
+        problem.make_units,
+        batches,
+        config,
+        cluster=cluster,
+        optimizer=optimizer,
+        in_layout=problem.in_layout,
+        out_layout=problem.out_layout,
+        check=False,
+    )
     return ClusterRun.of(trained)
 
 

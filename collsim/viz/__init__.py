@@ -38,5 +38,19 @@ named), and :mod:`collsim.viz.ink` picks text colours that contrast with their f
 The modules import matplotlib when they are imported; ``import collsim.viz`` alone does not.
 """
 
-__all__ = ["memory", "memory_timeline", "ring", "traffic", "utilization", "timeline", "sweep",
-           "scaling", "strategies", "calibration", "faults", "output", "limits", "ink"]  # fmt: skip
+__all__ = [
+    "memory",
+    "memory_timeline",
+    "ring",
+    "traffic",
+    "utilization",
+    "timeline",
+    "sweep",
+    "scaling",
+    "strategies",
+    "calibration",
+    "faults",
+    "output",
+    "limits",
+    "ink",
+]

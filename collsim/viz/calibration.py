@@ -39,9 +39,20 @@ from ..topology import route
 from ..units import format_size
 from .sweep import size_axis
 
-__all__ = ["Published", "PUBLISHED", "CurveSpec", "CURVES", "Curve", "measure_curve",
-           "latency_floor", "calibration_sizes", "calibration_figure", "published_for",
-           "SMALL_MAX", "NCCL_RING_FLOOR"]  # fmt: skip
+__all__ = [
+    "Published",
+    "PUBLISHED",
+    "CurveSpec",
+    "CURVES",
+    "Curve",
+    "measure_curve",
+    "latency_floor",
+    "calibration_sizes",
+    "calibration_figure",
+    "published_for",
+    "SMALL_MAX",
+    "NCCL_RING_FLOOR",
+]
 
 GiB = 2**30
 SMALL_MAX = 64 * 2**10  # the latency panel shows sizes up to 64 KiB
@@ -75,27 +86,55 @@ class Published:
 
 
 PUBLISHED = (
-    Published("dgx-a100", 1, None, 230.0, 8 * GiB, "Sylvain Jeaugey (NVIDIA, NCCL)",
-              "github.com/NVIDIA/nccl-tests/issues/149",
-              "8 x A100-SXM4 on NVSwitch: 12 NVLinks x ~20 GB/s = 240 GB/s effective, "
-              "~230 GB/s after other GPU limits; run to 8G to reach it",
-              "8 x A100-SXM4, NVSwitch, up to 8 GiB"),
-    Published("dgx-h100", 1, "nccl_ring", 370.0, 8 * GiB, "Sylvain Jeaugey (NVIDIA, NCCL)",
-              "github.com/NVIDIA/nccl-tests/issues/212",
-              "8 x H100: 450 GB/s NVLink line rate less ~20 % protocol overhead; the busbw "
-              "of NCCL_ALGO=RING and of every collective but all-reduce",
-              "8 x H100, NCCL_ALGO=RING (or any collective but all-reduce)"),
-    Published("dgx-h100", 1, "nvls", 480.0, 8 * GiB, "Sylvain Jeaugey (NVIDIA, NCCL)",
-              "github.com/NVIDIA/nccl-tests/issues/212",
-              "8 x H100, all-reduce with NVLink SHARP (NVLS, NCCL's default there): peak "
-              "~480 GB/s busbw (algbw ~275 GB/s), past 256 MiB",
-              "8 x H100, all-reduce with NVLink SHARP (NVLS)"),
-    Published("dgx-a100", 2, None, 192.0, 8 * GiB, "AddyLaddy (NVIDIA, NCCL)",
-              "github.com/NVIDIA/nccl/issues/812",
-              "2 x DGX A100, 8 x 200 Gbit/s HDR InfiniBand per node: 192 GB/s all-reduce "
-              "busbw (8 NICs x 24 GB/s)",
-              "2 x DGX A100, 8 x HDR 200 Gbit/s NICs per node"),
-)  # fmt: skip
+    Published(
+        "dgx-a100",
+        1,
+        None,
+        230.0,
+        8 * GiB,
+        "Sylvain Jeaugey (NVIDIA, NCCL)",
+        "github.com/NVIDIA/nccl-tests/issues/149",
+        "8 x A100-SXM4 on NVSwitch: 12 NVLinks x ~20 GB/s = 240 GB/s effective, "
+        "~230 GB/s after other GPU limits; run to 8G to reach it",
+        "8 x A100-SXM4, NVSwitch, up to 8 GiB",
+    ),
+    Published(
+        "dgx-h100",
+        1,
+        "nccl_ring",
+        370.0,
+        8 * GiB,
+        "Sylvain Jeaugey (NVIDIA, NCCL)",
+        "github.com/NVIDIA/nccl-tests/issues/212",
+        "8 x H100: 450 GB/s NVLink line rate less ~20 % protocol overhead; the busbw "
+        "of NCCL_ALGO=RING and of every collective but all-reduce",
+        "8 x H100, NCCL_ALGO=RING (or any collective but all-reduce)",
+    ),
+    Published(
+        "dgx-h100",
+        1,
+        "nvls",
+        480.0,
+        8 * GiB,
+        "Sylvain Jeaugey (NVIDIA, NCCL)",
+        "github.com/NVIDIA/nccl-tests/issues/212",
+        "8 x H100, all-reduce with NVLink SHARP (NVLS, NCCL's default there): peak "
+        "~480 GB/s busbw (algbw ~275 GB/s), past 256 MiB",
+        "8 x H100, all-reduce with NVLink SHARP (NVLS)",
+    ),
+    Published(
+        "dgx-a100",
+        2,
+        None,
+        192.0,
+        8 * GiB,
+        "AddyLaddy (NVIDIA, NCCL)",
+        "github.com/NVIDIA/nccl/issues/812",
+        "2 x DGX A100, 8 x 200 Gbit/s HDR InfiniBand per node: 192 GB/s all-reduce "
+        "busbw (8 NICs x 24 GB/s)",
+        "2 x DGX A100, 8 x HDR 200 Gbit/s NICs per node",
+    ),
+)
 
 # NCCL's own prediction of the smallest one-node ring all-reduce (src/graph/tuning.cc:
 # baseLat[Ring][LL] + 2(K-1) · hwLat[NVLink][Ring][LL], K = 8), drawn as the cross
@@ -145,8 +184,7 @@ class Curve:
     def busbw_GBps(self):
         """busbw = S/t · 2(K-1)/K in GB/s at each size (``nan`` where t is 0)."""
         factor = bus_factor("all_reduce", self.ranks)
-        return [s / t * factor / 1e9 if t > 0 else math.nan
-                for s, t in zip(self.sizes, self.times)]  # fmt: skip
+        return [s / t * factor / 1e9 if t > 0 else math.nan for s, t in zip(self.sizes, self.times)]
 
     def label(self):
         """``"dgx-a100 x2, 16 GPUs, auto: nccl_ring"``: preset, GPUs, what ran at the
@@ -215,8 +253,9 @@ def measure_curve(spec, sizes=None, dtype="float32", note=None):
     for i, size in enumerate(sizes):
         if note is not None:
             note(f"{spec.key}: size {i + 1} of {len(sizes)} ({format_size(size)})")
-        out = cluster.collective("all_reduce", count=size // itemsize, dtype=dtype,
-                                 algorithm=spec.algorithm)  # fmt: skip
+        out = cluster.collective(
+            "all_reduce", count=size // itemsize, dtype=dtype, algorithm=spec.algorithm
+        )
         times.append(out.time)
         chosen.append(_chosen(out))
         steps.append(out.stats.steps)
@@ -242,35 +281,77 @@ def _draw_bandwidth(ax, curves, published):
     for n, curve in enumerate(curves):
         colour, marker = _style(n)
         busbw = curve.busbw_GBps
-        ax.plot(curve.sizes, busbw, color=colour, marker=marker, ms=4, lw=2,
-                label=curve.label())  # fmt: skip
+        ax.plot(curve.sizes, busbw, color=colour, marker=marker, ms=4, lw=2, label=curve.label())
         top = max([top] + [b for b in busbw if b == b])
         for p in published_for(curve, published):
-            ax.plot([p.size], [p.busbw_GBps], marker="*", ms=19, color=colour, mec="black",
-                    mew=1.0, ls="none", zorder=5)  # fmt: skip
-            ax.annotate(f"[{numbers[id(p)]}]", xy=(p.size, p.busbw_GBps), xytext=(11, 0),
-                        textcoords="offset points", va="center", fontsize=10,
-                        color=colour, fontweight="bold")  # fmt: skip
+            ax.plot(
+                [p.size],
+                [p.busbw_GBps],
+                marker="*",
+                ms=19,
+                color=colour,
+                mec="black",
+                mew=1.0,
+                ls="none",
+                zorder=5,
+            )
+            ax.annotate(
+                f"[{numbers[id(p)]}]",
+                xy=(p.size, p.busbw_GBps),
+                xytext=(11, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=10,
+                color=colour,
+                fontweight="bold",
+            )
             mine = busbw[max(i for i, s in enumerate(curve.sizes) if s <= p.size)]
-            rows.append((numbers[id(p)], colour, f"[{numbers[id(p)]}] ~{p.busbw_GBps:g} → "
-                         f"{mine:.0f}  ({mine / p.busbw_GBps:.2f}x)  {p.key}"))  # fmt: skip
+            rows.append(
+                (
+                    numbers[id(p)],
+                    colour,
+                    f"[{numbers[id(p)]}] ~{p.busbw_GBps:g} → "
+                    f"{mine:.0f}  ({mine / p.busbw_GBps:.2f}x)  {p.key}",
+                )
+            )
             top = max(top, p.busbw_GBps)
-    ax.plot([], [], marker="*", ms=14, color="white", mec="black", ls="none",
-            label="published by NVIDIA's NCCL team [n]: sources below")  # fmt: skip
+    ax.plot(
+        [],
+        [],
+        marker="*",
+        ms=14,
+        color="white",
+        mec="black",
+        ls="none",
+        label="published by NVIDIA's NCCL team [n]: sources below",
+    )
     size_axis(ax, sizes, 3 if len(sizes) > 12 else 1)
     ax.set_xlim(sizes[0] / 2, sizes[-1] * 8)  # room for the stars' numbers
     ax.set_ylim(0, top * 1.15)
     ax.set_ylabel("bus bandwidth (GB/s)", fontsize=12)
-    ax.set_title("large messages: busbw = S/t · 2(K-1)/K meets the published figures",
-                 fontsize=12)  # fmt: skip
+    ax.set_title("large messages: busbw = S/t · 2(K-1)/K meets the published figures", fontsize=12)
     ax.legend(fontsize=10, loc="upper left")
     # the comparison sits where no curve is: small sizes, below the legend
     for row, (_, colour, text) in enumerate(sorted(rows)):
-        ax.text(0.02, 0.42 - 0.06 * row, text, transform=ax.transAxes, fontsize=10,
-                color=colour, fontweight="bold", family="monospace")  # fmt: skip
+        ax.text(
+            0.02,
+            0.42 - 0.06 * row,
+            text,
+            transform=ax.transAxes,
+            fontsize=10,
+            color=colour,
+            fontweight="bold",
+            family="monospace",
+        )
     if rows:
-        ax.text(0.02, 0.42 + 0.06, "published → collsim, GB/s at 8 GiB:",
-                transform=ax.transAxes, fontsize=10, color="#333333")  # fmt: skip
+        ax.text(
+            0.02,
+            0.42 + 0.06,
+            "published → collsim, GB/s at 8 GiB:",
+            transform=ax.transAxes,
+            fontsize=10,
+            color="#333333",
+        )
 
 
 def _draw_floor(ax, curves, small_max):
@@ -287,8 +368,9 @@ def _draw_floor(ax, curves, small_max):
         ax.plot(*zip(*small), color=colour, marker=marker, ms=4, lw=2)
         floor = curve.floors[0] * 1e6
         ax.axhline(floor, color=colour, ls=":", lw=1.5)
-        group = groups.setdefault(round(floor, 2), {"colour": colour, "keys": [],
-                                                    "steps": curve.steps[0]})  # fmt: skip
+        group = groups.setdefault(
+            round(floor, 2), {"colour": colour, "keys": [], "steps": curve.steps[0]}
+        )
         ran = curve.chosen[0]
         if curve.spec.algorithm is None:
             ran = f"auto: {ran}"
@@ -298,23 +380,38 @@ def _draw_floor(ax, curves, small_max):
         top = max([top] + [t for _, t in small])
     for floor, group in groups.items():
         per_step = floor / group["steps"] if group["steps"] else 0.0
-        ax.annotate(f"{group['steps']} steps × {per_step:.2f} µs = {floor:.1f} µs\n"
-                    + ", ".join(group["keys"]), xy=(0.02, floor),
-                    xycoords=("axes fraction", "data"), xytext=(0, 4),
-                    textcoords="offset points", va="bottom", fontsize=9,
-                    color=group["colour"], fontweight="bold",
-                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
-                          "alpha": 0.8})  # fmt: skip
+        ax.annotate(
+            f"{group['steps']} steps × {per_step:.2f} µs = {floor:.1f} µs\n"
+            + ", ".join(group["keys"]),
+            xy=(0.02, floor),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 4),
+            textcoords="offset points",
+            va="bottom",
+            fontsize=9,
+            color=group["colour"],
+            fontweight="bold",
+            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
     model, what = NCCL_RING_FLOOR
     ax.plot([sizes[0]], [model * 1e6], marker="X", ms=11, color="black", ls="none", zorder=5)
-    ax.annotate(f"NCCL's own model: {model * 1e6:.1f} µs ({what})", xy=(sizes[0], model * 1e6),
-                xytext=(10, -6), textcoords="offset points", va="top", fontsize=9)  # fmt: skip
+    ax.annotate(
+        f"NCCL's own model: {model * 1e6:.1f} µs ({what})",
+        xy=(sizes[0], model * 1e6),
+        xytext=(10, -6),
+        textcoords="offset points",
+        va="top",
+        fontsize=9,
+    )
     size_axis(ax, sizes, 3 if len(sizes) > 8 else 1)
     ax.set_xlim(sizes[0] / 1.5, sizes[-1] * 1.5)
     ax.set_ylim(0, max(top, model * 1e6) * 1.2)
     ax.set_ylabel("time (µs)", fontsize=12)
-    ax.set_title("small messages: the time is the latency floor\n"
-                 "(dotted: the steps' latencies summed, steps · α)", fontsize=12)  # fmt: skip
+    ax.set_title(
+        "small messages: the time is the latency floor\n"
+        "(dotted: the steps' latencies summed, steps · α)",
+        fontsize=12,
+    )
 
 
 def calibration_figure(curves, published=PUBLISHED, small_max=SMALL_MAX):
@@ -326,13 +423,19 @@ def calibration_figure(curves, published=PUBLISHED, small_max=SMALL_MAX):
     ax_bw, ax_t = fig.subplots(1, 2, width_ratios=(1.5, 1))
     _draw_bandwidth(ax_bw, curves, published)
     _draw_floor(ax_t, curves, small_max)
-    fig.suptitle("All-reduce on collsim's hardware presets against NVIDIA's published "
-                 "nccl-tests figures (count-only simulation, float32)",
-                 fontsize=14, fontweight="bold")  # fmt: skip
-    lines = [f"[{n}] ~{p.busbw_GBps:g} GB/s {p.key}: {p.who}, {p.source}: {p.short}"
-             for n, p in enumerate(published, 1)]  # fmt: skip
+    fig.suptitle(
+        "All-reduce on collsim's hardware presets against NVIDIA's published "
+        "nccl-tests figures (count-only simulation, float32)",
+        fontsize=14,
+        fontweight="bold",
+    )
+    lines = [
+        f"[{n}] ~{p.busbw_GBps:g} GB/s {p.key}: {p.who}, {p.source}: {p.short}"
+        for n, p in enumerate(published, 1)
+    ]
     lines.append(f"The cross: {NCCL_RING_FLOOR_SOURCE}")
     # a supxlabel, so that the constrained layout makes room for it under the axes
-    fig.supxlabel("\n".join(lines), x=0.01, ha="left", fontsize=8.5, color="#333333",
-                  linespacing=1.35)  # fmt: skip
+    fig.supxlabel(
+        "\n".join(lines), x=0.01, ha="left", fontsize=8.5, color="#333333", linespacing=1.35
+    )
     return fig

@@ -56,11 +56,25 @@ def mark_faults(ax, links, log, divisor, end):
         for link in ((record.u, record.v), (record.v, record.u)):
             if link in rows:
                 colour(rows[link], SLOW)
-                ax.text(1.0, rows[link], f"x{record.factor:g} ", transform=ax.get_yaxis_transform(),
-                        ha="right", va="center", fontsize=9, color=SLOW, fontweight="bold",
-                        zorder=5)  # fmt: skip
-        handles.append(Patch(color=SLOW, label=f"slow link {_name(record.u)}-{_name(record.v)}: "
-                                               f"x{record.factor:g} bandwidth"))  # fmt: skip
+                ax.text(
+                    1.0,
+                    rows[link],
+                    f"x{record.factor:g} ",
+                    transform=ax.get_yaxis_transform(),
+                    ha="right",
+                    va="center",
+                    fontsize=9,
+                    color=SLOW,
+                    fontweight="bold",
+                    zorder=5,
+                )
+        handles.append(
+            Patch(
+                color=SLOW,
+                label=f"slow link {_name(record.u)}-{_name(record.v)}: "
+                f"x{record.factor:g} bandwidth",
+            )
+        )
     for record in faults.fail_links:
         at = record.at / divisor
         for link in ((record.u, record.v), (record.v, record.u)):
@@ -68,23 +82,46 @@ def mark_faults(ax, links, log, divisor, end):
                 row = rows[link]
                 colour(row, FAILED)
                 width = max(end / divisor - at, 0.0)
-                ax.broken_barh([(at, width)], (row - 0.5, 1.0), facecolor=FAILED, alpha=0.15,
-                               zorder=3, gid=f"failed {link[0]}-{link[1]}")  # fmt: skip
+                ax.broken_barh(
+                    [(at, width)],
+                    (row - 0.5, 1.0),
+                    facecolor=FAILED,
+                    alpha=0.15,
+                    zorder=3,
+                    gid=f"failed {link[0]}-{link[1]}",
+                )
                 ax.plot([at], [row], marker="X", color=FAILED, markersize=11, zorder=6)
-        handles.append(Line2D([], [], color=FAILED, marker="X", linestyle="none", markersize=9,
-                              label=f"link {_name(record.u)}-{_name(record.v)} down at "
-                                    f"t={format_time(record.at)}"))  # fmt: skip
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=FAILED,
+                marker="X",
+                linestyle="none",
+                markersize=9,
+                label=f"link {_name(record.u)}-{_name(record.v)} down at "
+                f"t={format_time(record.at)}",
+            )
+        )
     for rank, at in sorted(log.crashed.items()):
         x = at / divisor
         ax.axvline(x, color=CRASHED, lw=1.4, ls="--", zorder=6)
         for link, row in rows.items():
             if rank in link:
                 colour(row, CRASHED)
-                ax.broken_barh([(x, max(end / divisor - x, 0.0))], (row - 0.5, 1.0),
-                               facecolor=CRASHED, alpha=0.18, zorder=3,
-                               gid=f"crashed {rank}")  # fmt: skip
-        handles.append(Line2D([], [], color=CRASHED, ls="--",
-                              label=f"rank {rank} crashed at t={format_time(at)}"))  # fmt: skip
+                ax.broken_barh(
+                    [(x, max(end / divisor - x, 0.0))],
+                    (row - 0.5, 1.0),
+                    facecolor=CRASHED,
+                    alpha=0.18,
+                    zorder=3,
+                    gid=f"crashed {rank}",
+                )
+        handles.append(
+            Line2D(
+                [], [], color=CRASHED, ls="--", label=f"rank {rank} crashed at t={format_time(at)}"
+            )
+        )
     for record in faults.slow_ranks:
         label = f"slow rank {record.rank}: compute x{record.factor:g} (no row: links only)"
         handles.append(Patch(color="none", label=label))

@@ -158,8 +158,15 @@ def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
                 mid = (inner + outer) / 2
                 # above the cell even when the cell is raised to show its outline
                 where = (x0 + ux * mid, y0 + uy * mid)
-                ax.text(*where, str(count), fontsize=digits, color=ink_on(fill), zorder=5,
-                        gid=f"count r{r} c{c}", **CENTRE)  # fmt: skip
+                ax.text(
+                    *where,
+                    str(count),
+                    fontsize=digits,
+                    color=ink_on(fill),
+                    zorder=5,
+                    gid=f"count r{r} c{c}",
+                    **CENTRE,
+                )
     return cmap, norm
 
 

@@ -39,8 +39,7 @@ LINK_PARTS = (
 KIB = 2**10
 
 
-def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measured",
-                      subtitle=""):  # fmt: skip
+def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measured", subtitle=""):
     """Two panels of the measured ``rows`` (dicts with the ``StrategyRow`` keys); a Figure."""
     rows = [dict(r) for r in rows]
     fig = Figure(figsize=(14, 6.4), layout="constrained")
@@ -52,8 +51,16 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
     bottom = [0.0] * len(rows)
     for key, label, colour in MEMORY_PARTS:
         heights = [_kib(r, "peak_memory_bytes", key) for r in rows]
-        mem_ax.bar(x, heights, 0.65, bottom=bottom, label=label, color=colour,
-                   edgecolor="white", linewidth=0.6)  # fmt: skip
+        mem_ax.bar(
+            x,
+            heights,
+            0.65,
+            bottom=bottom,
+            label=label,
+            color=colour,
+            edgecolor="white",
+            linewidth=0.6,
+        )
         bottom = [b + h for b, h in zip(bottom, heights)]
     totals = [_kib(r, "peak_memory_bytes", "total") for r in rows]
     mem_top = max([*bottom, *totals, 1.0])
@@ -62,8 +69,15 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
             continue
         mem_ax.plot([i - 0.36, i + 0.36], [total, total], color="black", linewidth=1.6)
         top = max(total, bottom[i])
-        mem_ax.annotate(f"{total:.3g}", (i, top), xytext=(0, 3), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)  # fmt: skip
+        mem_ax.annotate(
+            f"{total:.3g}",
+            (i, top),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     mem_ax.plot([], [], color="black", linewidth=1.6, label="peak of the sum (total)")
     mem_ax.set_ylabel("peak memory of the busiest rank (KiB)")
     mem_ax.set_title("memory by category", loc="left", fontsize=11)
@@ -76,8 +90,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
         heights = [_kib(r, key) for r in rows]
         offset = (j - 0.5) * width
         bars = link_ax.bar([i + offset for i in x], heights, width, label=label, color=colour)
-        link_ax.bar_label(bars, [f"{h:.3g}" if h else "" for h in heights], fontsize=7,
-                          padding=2)  # fmt: skip
+        link_ax.bar_label(bars, [f"{h:.3g}" if h else "" for h in heights], fontsize=7, padding=2)
     link_ax.set_ylabel("bytes sent per rank (KiB)")
     link_ax.set_title("communication by link class", loc="left", fontsize=11)
     link_ax.set_ylim(0, link_top * 1.15)
@@ -90,16 +103,30 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
         ax.set_axisbelow(True)
         for i, r in enumerate(rows):
             if r.get("not_run"):
-                ax.text(i, top * 0.04, "not run\n(see below)", ha="center", va="bottom",
-                        fontsize=8, color="#C44E52", rotation=90)  # fmt: skip
+                ax.text(
+                    i,
+                    top * 0.04,
+                    "not run\n(see below)",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                    color="#C44E52",
+                    rotation=90,
+                )
     notes = [f"{r['name']} not run: {r['not_run']}" for r in rows if r.get("not_run")]
     notes.append(
         "sizes under each name: dp_replicate x dp_shard x cp x tp (Accelerate's names); "
         "each bar stacks every category's own peak, which need not come at the same "
         "moment: the black line is the peak of their sum"
     )
-    fig.text(0.01, 0.0, "\n".join(textwrap.fill(n, 160) for n in notes), fontsize=8,
-             va="bottom", ha="left")  # fmt: skip
+    fig.text(
+        0.01,
+        0.0,
+        "\n".join(textwrap.fill(n, 160) for n in notes),
+        fontsize=8,
+        va="bottom",
+        ha="left",
+    )
     fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
     lines = [title] + textwrap.wrap(subtitle, 120)
     fig.suptitle("\n".join(lines), fontweight="bold", x=0.01, ha="left", fontsize=11)

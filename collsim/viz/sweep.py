@@ -40,8 +40,15 @@ from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
 
-__all__ = ["sweep", "sweep_figure", "size_axis", "Sweep", "MODES", "ALGORITHM_COLOURS",
-           "ALGORITHM_STYLES"]  # fmt: skip
+__all__ = [
+    "sweep",
+    "sweep_figure",
+    "size_axis",
+    "Sweep",
+    "MODES",
+    "ALGORITHM_COLOURS",
+    "ALGORITHM_STYLES",
+]
 
 MODES = ("count-only", "analytical")
 ALGORITHM_COLOURS = {

@@ -132,8 +132,7 @@ def _hardware_layout(g, ranks):
         pos[r] = (n * (per + 1) * 0.5 + local * 0.5, 0.0)
     xs = [pos[r][0] for r in ranks]
     middle = (min(xs) + max(xs)) / 2
-    levels = {"nvswitch": 1.0, "pcie": 0.8, "cpu": 1.6, "rail": -1.0, "fabric": -1.0,
-              "spine": -2.0}  # fmt: skip
+    levels = {"nvswitch": 1.0, "pcie": 0.8, "cpu": 1.6, "rail": -1.0, "fabric": -1.0, "spine": -2.0}
     for node, role in g.nodes(data="role"):
         if role is None:
             continue

@@ -162,8 +162,10 @@ def _protocol_note(trace):
     if not lossy:
         return ""
     parts = ", ".join(f"{p.name} {p.efficiency:.0%}" for p in lossy)
-    return (f"\ncolours count payload: protocol {parts} of its wire bytes are data, so a link "
-            "it keeps busy shows that much")  # fmt: skip
+    return (
+        f"\ncolours count payload: protocol {parts} of its wire bytes are data, so a link "
+        "it keeps busy shows that much"
+    )
 
 
 def utilization_figure(topology, source, bins=200, only_used=True, title=None):
@@ -252,6 +254,11 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
             stalled = f"; STALLED: no progress after t={format_time(edges[-1])}, the watchdog "
             ax.set_title(note + stalled + "stopped the run", fontsize=10, pad=18 if ends else 6)
     if keys:
-        fig.legend(handles=keys, loc="outside lower left", fontsize=10, frameon=False,
-                   ncol=min(len(keys), 3))  # fmt: skip
+        fig.legend(
+            handles=keys,
+            loc="outside lower left",
+            fontsize=10,
+            frameon=False,
+            ncol=min(len(keys), 3),
+        )
     return fig

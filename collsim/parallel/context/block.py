@@ -43,10 +43,13 @@ class ContextParallelBlock(RankBlock):
 
     @classmethod
     def from_full(cls, block, group, cp_rank, variant="ring", layout="balanced", name="block"):
-        attn = _attention(variant).from_full(block.attn, group, cp_rank, layout=layout,
-                                             name=f"{name}.attn")  # fmt: skip
-        local = {part: Local(copy.deepcopy(getattr(block, part)), name=f"{name}.{part}")
-                 for part in ("ln1", "ln2", "mlp")}  # fmt: skip
+        attn = _attention(variant).from_full(
+            block.attn, group, cp_rank, layout=layout, name=f"{name}.attn"
+        )
+        local = {
+            part: Local(copy.deepcopy(getattr(block, part)), name=f"{name}.{part}")
+            for part in ("ln1", "ln2", "mlp")
+        }
         return cls(local["ln1"], attn, local["ln2"], local["mlp"], name)
 
     def __repr__(self):

@@ -108,8 +108,13 @@ def ring_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="forw
     >>> ring_attention_bytes(2, 16, 8, 2, 8), ring_attention_bytes(2, 16, 8, 2, 8, "backward")
     (2048, 6144)
     """
-    for name, value in (("batch", batch), ("seq", seq), ("d_model", d_model), ("cp", cp),
-                        ("bytes_per_element", bytes_per_element)):  # fmt: skip
+    for name, value in (
+        ("batch", batch),
+        ("seq", seq),
+        ("d_model", d_model),
+        ("cp", cp),
+        ("bytes_per_element", bytes_per_element),
+    ):
         _check_positive_int(name, value)
     _check_pass(pass_)
     check_sequence(seq, cp, "contiguous")
@@ -160,8 +165,13 @@ def ulysses_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="f
     >>> ulysses_attention_bytes(2, 8, 8, 1, 8, "backward")
     0.0
     """
-    sizes = {"batch": batch, "seq": seq, "d_model": d_model, "cp": cp,
-             "bytes_per_element": bytes_per_element}  # fmt: skip
+    sizes = {
+        "batch": batch,
+        "seq": seq,
+        "d_model": d_model,
+        "cp": cp,
+        "bytes_per_element": bytes_per_element,
+    }
     for name, value in sizes.items():
         _check_positive_int(name, value)
     _check_pass(pass_)
@@ -181,8 +191,20 @@ def ulysses_attention_bytes(batch, seq, d_model, cp, bytes_per_element, pass_="f
     return all_to_all(share) + all_to_all(3 * share)  # output gradient; dq, dk, dv back
 
 
-def context_parallel_bytes(variant, *, batch, seq, hidden, cp, bytes_per_element, tp=1,
-                           layers=1, microbatches=1, steps=1, passes=CP_PASSES):  # fmt: skip
+def context_parallel_bytes(
+    variant,
+    *,
+    batch,
+    seq,
+    hidden,
+    cp,
+    bytes_per_element,
+    tp=1,
+    layers=1,
+    microbatches=1,
+    steps=1,
+    passes=CP_PASSES,
+):
     """Bytes one rank sends along cp in a run: the ``passes`` (forward and backward) of
     ``layers`` transformer layers, ``microbatches`` of ``batch`` samples each, ``steps`` times.
 
@@ -200,11 +222,21 @@ def context_parallel_bytes(variant, *, batch, seq, hidden, cp, bytes_per_element
     closed = {"ring": ring_attention_bytes, "all-to-all": ulysses_attention_bytes}
     if variant not in closed:
         guess = difflib.get_close_matches(str(variant), list(closed), n=1, cutoff=0)[0]
-        raise ConfigError(f"variant={variant!r} is not one of {', '.join(closed)}; nearest "
-                          f"valid choice: {guess!r}")  # fmt: skip
-    sizes = {"batch": batch, "seq": seq, "hidden": hidden, "cp": cp,
-             "bytes_per_element": bytes_per_element, "tp": tp, "layers": layers,
-             "microbatches": microbatches, "steps": steps}  # fmt: skip
+        raise ConfigError(
+            f"variant={variant!r} is not one of {', '.join(closed)}; nearest "
+            f"valid choice: {guess!r}"
+        )
+    sizes = {
+        "batch": batch,
+        "seq": seq,
+        "hidden": hidden,
+        "cp": cp,
+        "bytes_per_element": bytes_per_element,
+        "tp": tp,
+        "layers": layers,
+        "microbatches": microbatches,
+        "steps": steps,
+    }
     for name, value in sizes.items():  # before any arithmetic on them
         _check_positive_int(name, value)
     for pass_ in passes:
@@ -212,10 +244,13 @@ def context_parallel_bytes(variant, *, batch, seq, hidden, cp, bytes_per_element
     if cp == 1:
         return 0
     if hidden % tp:
-        raise ConfigError(f"hidden={hidden} is not divisible by tp={tp}: each tp rank holds "
-                          "hidden/tp of the attention's width")  # fmt: skip
-    per_layer = sum(closed[variant](batch, seq, hidden // tp, cp, bytes_per_element, pass_=p)
-                    for p in passes)  # fmt: skip
+        raise ConfigError(
+            f"hidden={hidden} is not divisible by tp={tp}: each tp rank holds "
+            "hidden/tp of the attention's width"
+        )
+    per_layer = sum(
+        closed[variant](batch, seq, hidden // tp, cp, bytes_per_element, pass_=p) for p in passes
+    )
     return int(per_layer) * layers * microbatches * steps
 
 
@@ -260,8 +295,9 @@ def causal_balance(seq, cp, layout, causal=True):
     mean = sum(pairs) / cp
     uneven = causal and layout == "contiguous"
     limit = contiguous_imbalance_limit(cp) if uneven else 1.0
-    return CausalBalance(max(pairs) / mean, min(pairs) / mean, limit,
-                         1 / (2 * cp) if uneven else 1.0)  # fmt: skip
+    return CausalBalance(
+        max(pairs) / mean, min(pairs) / mean, limit, 1 / (2 * cp) if uneven else 1.0
+    )
 
 
 def contiguous_imbalance_limit(cp):
@@ -275,8 +311,9 @@ def contiguous_imbalance_limit(cp):
     return (2 * cp - 1) / cp
 
 
-def causal_attention_flops(seq, cp, layout, batch=1, heads=1, head_dim=1, pass_="forward",
-                           causal=True):  # fmt: skip
+def causal_attention_flops(
+    seq, cp, layout, batch=1, heads=1, head_dim=1, pass_="forward", causal=True
+):
     """Attention FLOPs of each rank of the cp group (a list, group order) in ``pass_``:
     ``u·``:func:`causal_pairs` with ``u = B·H·score_flops(head_dim, pass_)``.
 

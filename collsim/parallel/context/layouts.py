@@ -82,8 +82,11 @@ contiguous, balanced; nearest valid choice: 'balanced'
     if seq % chunks:
         below, above = seq // chunks * chunks, (seq // chunks + 1) * chunks
         nearest = f"{below} or {above}" if below else f"{above}"
-        rule = ("2·cp = {} (2·cp equal chunks, two per rank)" if layout == "balanced"
-                else "cp = {} (one equal chunk per rank)").format(chunks)  # fmt: skip
+        rule = (
+            "2·cp = {} (2·cp equal chunks, two per rank)"
+            if layout == "balanced"
+            else "cp = {} (one equal chunk per rank)"
+        ).format(chunks)
         raise ConfigError(
             f"seq={seq} cannot be split over cp={cp} with the {layout} layout: it must be "
             f"divisible by {rule}; nearest valid seq: {nearest}"

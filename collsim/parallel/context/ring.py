@@ -242,8 +242,7 @@ class RingAttention:
         y = a._merge(o)  # (B, T, H*hd)
         yield layer_compute(rank, "forward", self.name, self._projection_flops(B, T))
         out = y @ a.wo if a.bo is None else y @ a.wo + a.bo  # (B, T, D)
-        ctx = {"x": x, "q": q, "k": k, "v": v, "o": o, "lse": m + np.log(total), "y": y,
-               "seq": seq}  # fmt: skip
+        ctx = {"x": x, "q": q, "k": k, "v": v, "o": o, "lse": m + np.log(total), "y": y, "seq": seq}
         return out, ctx
 
     def _pass_kv(self, rank, kv, phase, step, ring):
@@ -281,8 +280,7 @@ class RingAttention:
             if step < self.cp - 1:
                 handles = yield from self._pass_kv(rank, kv, "backward", step, ring)
             if step > 0:  # the block's dK/dV so far, from the ranks it visited before
-                dkv_in = yield rank.irecv(prev, tag=RingMessage("dkv", "backward", self.name,
-                                                                  step))  # fmt: skip
+                dkv_in = yield rank.irecv(prev, tag=RingMessage("dkv", "backward", self.name, step))
             owner = self._owner(step)
             flops = self._block_flops(B, seq, owner, "backward")
             yield self._step_compute(rank, "backward_input", step, flops)

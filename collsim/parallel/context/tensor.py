@@ -30,12 +30,22 @@ class TensorContextAttention:
         self.partial_grad_names = tp_attn.partial_grad_names  # "bo" under SP
 
     @classmethod
-    def from_full(cls, attn, tp_group, tp_rank, cp_group, cp_rank, variant="ring",
-                  layout="balanced", name="attn", sequence_parallel=False):  # fmt: skip
-        tp_attn = ParallelAttention.from_full(attn, tp_group, tp_rank, sequence_parallel,
-                                              name=name)  # fmt: skip
-        cp_attn = _attention(variant).from_full(tp_attn.shard, cp_group, cp_rank, layout=layout,
-                                                name=name)  # fmt: skip
+    def from_full(
+        cls,
+        attn,
+        tp_group,
+        tp_rank,
+        cp_group,
+        cp_rank,
+        variant="ring",
+        layout="balanced",
+        name="attn",
+        sequence_parallel=False,
+    ):
+        tp_attn = ParallelAttention.from_full(attn, tp_group, tp_rank, sequence_parallel, name=name)
+        cp_attn = _attention(variant).from_full(
+            tp_attn.shard, cp_group, cp_rank, layout=layout, name=name
+        )
         return cls(tp_attn, cp_attn)
 
     def __repr__(self):
@@ -84,16 +94,24 @@ class TensorContextBlock(ContextParallelBlock):
         mlp.fc2.sync_partial_grads = False  # summed here, with the rest, at once
 
     def sum_partial(self, rank, grads):
-        return (yield from sync_partial_grads(rank, grads, self.partial_grad_names,
-                                              self.tp_group))  # fmt: skip
+        return (yield from sync_partial_grads(rank, grads, self.partial_grad_names, self.tp_group))
 
 
-def tensor_context_block(block, tp_group, tp_rank, cp_group, cp_rank, variant, layout, name,
-                         sequence_parallel=False):  # fmt: skip
+def tensor_context_block(
+    block, tp_group, tp_rank, cp_group, cp_rank, variant, layout, name, sequence_parallel=False
+):
     """The block of one (cp rank, tp rank): a :class:`TensorContextBlock`."""
     local = ContextParallelBlock.from_full(block, cp_group, cp_rank, variant, layout, name)
-    attn = TensorContextAttention.from_full(block.attn, tp_group, tp_rank, cp_group, cp_rank,
-                                            variant, layout, f"{name}.attn",
-                                            sequence_parallel)  # fmt: skip
+    attn = TensorContextAttention.from_full(
+        block.attn,
+        tp_group,
+        tp_rank,
+        cp_group,
+        cp_rank,
+        variant,
+        layout,
+        f"{name}.attn",
+        sequence_parallel,
+    )
     mlp = ParallelMLP.from_full(block.mlp, tp_group, tp_rank, sequence_parallel, seq_axis=1)
     return TensorContextBlock(local.ln1, attn, local.ln2, mlp, tp_group, sequence_parallel, name)

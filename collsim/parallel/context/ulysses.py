@@ -139,10 +139,17 @@ class UlyssesAttention:
         check_heads(attn.n_heads, group.size)
         copies = {k: v.copy() for k, v in attn.params.items()}
         replica = MultiHeadAttention(
-            copies["wq"], copies["wk"], copies["wv"], copies["wo"], n_heads=attn.n_heads,
-            bq=copies.get("bq"), bk=copies.get("bk"), bv=copies.get("bv"),
-            bo=copies.get("bo"), causal=attn.causal,
-        )  # fmt: skip
+            copies["wq"],
+            copies["wk"],
+            copies["wv"],
+            copies["wo"],
+            n_heads=attn.n_heads,
+            bq=copies.get("bq"),
+            bk=copies.get("bk"),
+            bv=copies.get("bv"),
+            bo=copies.get("bo"),
+            causal=attn.causal,
+        )
         return cls(replica, group, cp_rank, layout, name)
 
     def __repr__(self):
@@ -239,8 +246,9 @@ class UlyssesAttention:
         proj = (flops["forward"] - attention["forward"]) // 4
         a = self.attn
         yield layer_compute(rank, "forward", f"{self.name}.qkv", 3 * proj)
-        local = [x @ w if b is None else x @ w + b
-                 for w, b in ((a.wq, a.bq), (a.wk, a.bk), (a.wv, a.bv))]  # fmt: skip
+        local = [
+            x @ w if b is None else x @ w + b for w, b in ((a.wq, a.bq), (a.wk, a.bk), (a.wv, a.bv))
+        ]
         q, k, v = yield from self._to_heads(rank, np.stack(local))  # (B, H/cp, S, hd) each
         seq = q.shape[2]
         yield layer_compute(rank, "forward", f"{self.name}.core", attention["forward"])
@@ -253,8 +261,17 @@ class UlyssesAttention:
         (y,) = yield from self._to_tokens(rank, (att @ v)[None])  # (B, S/cp, H·hd)
         yield layer_compute(rank, "forward", f"{self.name}.out", proj)
         out = y @ a.wo if a.bo is None else y @ a.wo + a.bo  # (B, S/cp, D)
-        ctx = {"x": x, "q": q, "k": k, "v": v, "att": att, "y": y, "flops": flops,
-               "attention_flops": attention, "proj_flops": proj}  # fmt: skip
+        ctx = {
+            "x": x,
+            "q": q,
+            "k": k,
+            "v": v,
+            "att": att,
+            "y": y,
+            "flops": flops,
+            "attention_flops": attention,
+            "proj_flops": proj,
+        }
         return out, ctx
 
     def backward_input(self, rank, ctx, dy):

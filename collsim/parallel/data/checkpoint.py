@@ -60,13 +60,18 @@ def save_state(rank, sync, optimizer, group, kind):
     elements = sum(a.size for tensors in shards.values() for a in tensors.values())
     if kind == "sharded":
         block = rank.alloc("comm_buffers", _NAMES[kind], elements, bytes_per_element=4)
-        saved = SavedState(kind, rank.id, False, {k: {n: a.copy() for n, a in t.items()}
-                                                  for k, t in shards.items()})  # fmt: skip
+        saved = SavedState(
+            kind,
+            rank.id,
+            False,
+            {k: {n: a.copy() for n, a in t.items()} for k, t in shards.items()},
+        )
         rank.free(block)  # written out
         return saved
     keeper = group.index(rank.id) == 0
-    block = rank.alloc("comm_buffers", _NAMES[kind], elements * group.size if keeper else 0,
-                       bytes_per_element=4)  # fmt: skip
+    block = rank.alloc(
+        "comm_buffers", _NAMES[kind], elements * group.size if keeper else 0, bytes_per_element=4
+    )
     tensors = {}
     for key, parts in shards.items():
         tensors[key] = {}

@@ -137,8 +137,7 @@ class ZeroChunkSync:
     state is per shard, under the name ``key`` (one per model chunk).
     """
 
-    def __init__(self, rank, group, params, stage, optimizer, key="shard",
-                 reduce="reduce_scatter"):  # fmt: skip
+    def __init__(self, rank, group, params, stage, optimizer, key="shard", reduce="reduce_scatter"):
         self.rank, self.group, self.stage, self.key = rank, group, stage, key
         self.reduce_with = reduce  # stage 1: "reduce_scatter" or "all_reduce" of the gradients
         self.params = params
@@ -216,8 +215,7 @@ class ShardedUnit:
         micro-batch, more memory: PyTorch's SHARD_GRAD_OP).
     """
 
-    def __init__(self, unit, group, rank_id, name, replica_group=None,
-                 reshard_after_forward=True):  # fmt: skip
+    def __init__(self, unit, group, rank_id, name, replica_group=None, reshard_after_forward=True):
         self.unit, self.group, self.name = unit, group, name
         self.replica_group = replica_group
         self.reshard_after_forward = reshard_after_forward

@@ -96,11 +96,21 @@ class ZeroSync:
         for units in me.chunks:
             chunk_params = {}
             for prefix, unit in units:
-                chunk_params |= {f"{prefix}.{k}" if prefix else k: v
-                                 for k, v in unit.params.items()}  # fmt: skip
+                chunk_params |= {
+                    f"{prefix}.{k}" if prefix else k: v for k, v in unit.params.items()
+                }
             key = f"shard {len(self.syncs)}"  # the optimizer's state name for this chunk
-            self.syncs.append(ZeroChunkSync(rank, me.dp_group, chunk_params, config.zero,
-                                            me.optimizer, key, config.zero1_gradients))  # fmt: skip
+            self.syncs.append(
+                ZeroChunkSync(
+                    rank,
+                    me.dp_group,
+                    chunk_params,
+                    config.zero,
+                    me.optimizer,
+                    key,
+                    config.zero1_gradients,
+                )
+            )
         n = _elements(params)
         shard = sum(s.layout.shard_size for s in self.syncs)
         rank.alloc("params", "parameters", n)

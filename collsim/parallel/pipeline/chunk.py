@@ -63,8 +63,7 @@ class ModelChunk:
         at once and keeps only its shard).
     """
 
-    def __init__(self, rank, units, on_final=None, on_pass=None, prefetch="none",
-                 recompute=False):  # fmt: skip
+    def __init__(self, rank, units, on_final=None, on_pass=None, prefetch="none", recompute=False):
         self.rank, self.units = rank, list(units)
         self.on_final, self.on_pass = on_final, on_pass
         self.prefetch = prefetch  # FSDP: "none", "forward", "backward" or "both"
@@ -142,8 +141,9 @@ class ModelChunk:
 
     def backward_weight(self, ctx, final=False):
         """Weight gradients from what :meth:`backward_input` kept, last unit first."""
-        pairs = zip(reversed(self.units), reversed(ctx["units"]), ctx.pop("dys"),
-                    reversed(ctx["blocks"]))  # fmt: skip
+        pairs = zip(
+            reversed(self.units), reversed(ctx["units"]), ctx.pop("dys"), reversed(ctx["blocks"])
+        )
         for (prefix, unit), unit_ctx, unit_dy, block in pairs:
             grads = yield from unit.backward_weight(self.rank, unit_ctx, unit_dy)
             self._drop(unit_ctx)

@@ -72,9 +72,17 @@ class DataParallelRun:
         return self.result.time
 
 
-def train_data_parallel(cluster, model, batches, dp=None, micro_batch=None, accumulation=None,
-                        loss_fn=mse_loss, optimizer=None,
-                        bucket_bytes=DEFAULT_BUCKET_BYTES):  # fmt: skip
+def train_data_parallel(
+    cluster,
+    model,
+    batches,
+    dp=None,
+    micro_batch=None,
+    accumulation=None,
+    loss_fn=mse_loss,
+    optimizer=None,
+    bucket_bytes=DEFAULT_BUCKET_BYTES,
+):
     """Train ``model`` data-parallel on every rank of ``cluster``, one step per batch.
 
     Every rank trains its own copy of ``model`` (the model passed in is not changed) with
@@ -96,19 +104,28 @@ def train_data_parallel(cluster, model, batches, dp=None, micro_batch=None, accu
     micro, accum = resolve_batch(global_batch, dp, micro_batch, accumulation)
     optimizer = SGD(lr=0.1) if optimizer is None else optimizer
     units_of(model)  # refuses what cannot be trained, before anything runs
-    config = ParallelConfig(dp=dp, microbatches=accum, t_f=0,
-                            bucket_bytes=_units.parse_size(bucket_bytes))  # fmt: skip
-    run = train(lambda group, tp_rank: units_of(copy.deepcopy(model)), list(batches), config,
-                cluster=cluster, loss=loss_fn, optimizer=optimizer)  # fmt: skip
+    config = ParallelConfig(
+        dp=dp, microbatches=accum, t_f=0, bucket_bytes=_units.parse_size(bucket_bytes)
+    )
+    run = train(
+        lambda group, tp_rank: units_of(copy.deepcopy(model)),
+        list(batches),
+        config,
+        cluster=cluster,
+        loss=loss_fn,
+        optimizer=optimizer,
+    )
     returns = run.run.returns
     steps = []
     for s, step in enumerate(run.steps):
-        steps.append({
-            "loss": step.loss,
-            "output": step.output,
-            "grads": step.grads,
-            "rank_grads": [returns[r][s].shards.grads for r in range(dp)],
-        })  # fmt: skip
+        steps.append(
+            {
+                "loss": step.loss,
+                "output": step.output,
+                "grads": step.grads,
+                "rank_grads": [returns[r][s].shards.grads for r in range(dp)],
+            }
+        )
     return DataParallelRun(
         dp=dp,
         micro_batch=micro,

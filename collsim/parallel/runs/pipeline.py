@@ -139,8 +139,9 @@ def run_pipeline(
         cluster whose size is not ``p``.
     """
     p, m, v = schedule.stages, schedule.microbatches, schedule.virtual
-    config = ParallelConfig(pp=p, microbatches=m, vpp=v, schedule=schedule, t_f=t_f, t_b=t_b,
-                            t_w=t_w)  # fmt: skip
+    config = ParallelConfig(
+        pp=p, microbatches=m, vpp=v, schedule=schedule, t_f=t_f, t_b=t_b, t_w=t_w
+    )
     check_times(*config.pass_times)  # a bubble needs passes that take time, even at p = 1
     if not isinstance(model, Sequential):
         raise ConfigError(
@@ -155,8 +156,18 @@ def run_pipeline(
             f"the cluster has {cluster.size} ranks but the schedule has p={p} stages; "
             f"give a cluster of exactly {p} ranks (stage s runs on rank s)"
         )
-    run = train(model, [(x, target)], config, cluster=cluster, loss=loss, optimizer=optimizer,
-                keep_io=False, check=check, rtol=rtol, atol=atol)  # fmt: skip
+    run = train(
+        model,
+        [(x, target)],
+        config,
+        cluster=cluster,
+        loss=loss,
+        optimizer=optimizer,
+        keep_io=False,
+        check=check,
+        rtol=rtol,
+        atol=atol,
+    )
     if optimizer is not None:  # the documented effect: the stages stepped the model's arrays
         for name, array in model.params.items():
             array[...] = run.params[name]
@@ -209,8 +220,9 @@ def pipeline_step(
     >>> pipeline_step("zb-h1", stages=4, microbatches=8).formula_bubble_fraction()  # 3/27
     0.1111...
     """
-    config = ParallelConfig(pp=stages, microbatches=microbatches, vpp=virtual, schedule=name,
-                            t_f=t_f, t_b=t_b, t_w=t_w)  # fmt: skip
+    config = ParallelConfig(
+        pp=stages, microbatches=microbatches, vpp=virtual, schedule=name, t_f=t_f, t_b=t_b, t_w=t_w
+    )
     return toy_pipeline(config, layers, micro_batch_size, seq, hidden, heads, **options)
 
 

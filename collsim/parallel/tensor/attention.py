@@ -82,8 +82,16 @@ class ParallelAttention:
         Input and output split along the sequence (axis 1); see the module docstring.
     """
 
-    def __init__(self, shard, bo, group, tp_rank, sequence_parallel=False, name="attn",
-                 sync_partial_grads=True):  # fmt: skip
+    def __init__(
+        self,
+        shard,
+        bo,
+        group,
+        tp_rank,
+        sequence_parallel=False,
+        name="attn",
+        sync_partial_grads=True,
+    ):
         if shard.bo is not None:
             raise ConfigError("a head-split attention shard has no bo: pass it separately")
         self.shard, self.group, self.tp_rank = shard, group, tp_rank
@@ -107,10 +115,17 @@ class ParallelAttention:
             return None if b is None else b[cols]
 
         shard = MultiHeadAttention(
-            attn.wq[:, cols], attn.wk[:, cols], attn.wv[:, cols], attn.wo[cols, :],
-            n_heads=heads.stop - heads.start, bq=cut(attn.bq), bk=cut(attn.bk),
-            bv=cut(attn.bv), bo=None, causal=attn.causal,
-        )  # fmt: skip
+            attn.wq[:, cols],
+            attn.wk[:, cols],
+            attn.wv[:, cols],
+            attn.wo[cols, :],
+            n_heads=heads.stop - heads.start,
+            bq=cut(attn.bq),
+            bk=cut(attn.bk),
+            bv=cut(attn.bv),
+            bo=None,
+            causal=attn.causal,
+        )
         return cls(shard, attn.bo, group, tp_rank, sequence_parallel, **options)
 
     def __repr__(self):
@@ -170,8 +185,12 @@ class ParallelTransformerBlock(RankBlock):
 
     @classmethod
     def from_full(cls, block, group, tp_rank, sequence_parallel=False, name="block"):
-        check_tp(group.size, hidden=block.attn.d_model, heads=block.attn.n_heads,
-                 ffn_hidden=block.mlp.fc1.out_features)  # fmt: skip
+        check_tp(
+            group.size,
+            hidden=block.attn.d_model,
+            heads=block.attn.n_heads,
+            ffn_hidden=block.mlp.fc1.out_features,
+        )
         sp = {"sequence_parallel": sequence_parallel}
         attn = ParallelAttention.from_full(block.attn, group, tp_rank, name=f"{name}.attn", **sp)
         mlp = ParallelMLP.from_full(block.mlp, group, tp_rank, seq_axis=1, **sp)

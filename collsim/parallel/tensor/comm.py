@@ -254,6 +254,5 @@ def reduced_output_weight_grads(module, rank, ctx, dy, bias_name, bias):
     if bias is not None:
         grads[bias_name] = np.reshape(dy, (-1, bias.shape[0])).sum(axis=0)
     if module.sync_partial_grads:
-        grads = yield from sync_partial_grads(rank, grads, module.partial_grad_names,
-                                              module.group)  # fmt: skip
+        grads = yield from sync_partial_grads(rank, grads, module.partial_grad_names, module.group)
     return grads

@@ -108,11 +108,21 @@ class ColumnParallelLinear:
         reduce-scattered.  Not with ``gather_output``.
     """
 
-    def __init__(self, shard, group, tp_rank, gather_output=False, sequence_parallel=False,
-                 seq_axis=-2, name="column"):  # fmt: skip
+    def __init__(
+        self,
+        shard,
+        group,
+        tp_rank,
+        gather_output=False,
+        sequence_parallel=False,
+        seq_axis=-2,
+        name="column",
+    ):
         if gather_output and sequence_parallel:
-            raise ConfigError("a column-parallel layer cannot gather its output under sequence "
-                              "parallelism: the next layer must be row-parallel")  # fmt: skip
+            raise ConfigError(
+                "a column-parallel layer cannot gather its output under sequence "
+                "parallelism: the next layer must be row-parallel"
+            )
         self.shard, self.group, self.tp_rank = shard, group, tp_rank
         self.gather_output = bool(gather_output)
         self.fg = FG(group, sequence_parallel, seq_axis)
@@ -187,12 +197,23 @@ class RowParallelLinear:
         sums all such gradients at once).
     """
 
-    def __init__(self, shard, bias, group, tp_rank, input_is_parallel=True,
-                 sequence_parallel=False, seq_axis=-2, name="row",
-                 sync_partial_grads=True):  # fmt: skip
+    def __init__(
+        self,
+        shard,
+        bias,
+        group,
+        tp_rank,
+        input_is_parallel=True,
+        sequence_parallel=False,
+        seq_axis=-2,
+        name="row",
+        sync_partial_grads=True,
+    ):
         if sequence_parallel and not input_is_parallel:
-            raise ConfigError("sequence parallelism needs input_is_parallel=True for a "
-                              "row-parallel layer, as in Megatron")  # fmt: skip
+            raise ConfigError(
+                "sequence parallelism needs input_is_parallel=True for a "
+                "row-parallel layer, as in Megatron"
+            )
         if shard.bias is not None:
             raise ConfigError("a row-parallel shard has no bias: pass the bias separately")
         self.shard, self.group, self.tp_rank = shard, group, tp_rank
@@ -266,8 +287,9 @@ class ParallelMLP:
         self.partial_grad_names = tuple(f"fc2.{n}" for n in fc2.partial_grad_names)
 
     @classmethod
-    def from_full(cls, mlp, group, tp_rank, sequence_parallel=False, seq_axis=-2,
-                  sync_partial_grads=True):  # fmt: skip
+    def from_full(
+        cls, mlp, group, tp_rank, sequence_parallel=False, seq_axis=-2, sync_partial_grads=True
+    ):
         _shard(mlp.fc1.out_features, group, tp_rank, "ffn_hidden")
         sp = {"sequence_parallel": sequence_parallel, "seq_axis": seq_axis}
         fc1 = ColumnParallelLinear.from_full(mlp.fc1, group, tp_rank, name="fc1", **sp)

@@ -78,9 +78,16 @@ def element_bytes(precision):
 
 
 def count_params(
-    layers, hidden, ffn_hidden, vocab, seq, heads=None, kv_heads=None, gated_mlp=False,
+    layers,
+    hidden,
+    ffn_hidden,
+    vocab,
+    seq,
+    heads=None,
+    kv_heads=None,
+    gated_mlp=False,
     architecture="gpt",
-):  # fmt: skip
+):
     """Parameters of a decoder-only transformer.
 
     Per layer: attention Q and output projections 2h², K and V projections 2h·k (k = h·g/a
@@ -124,7 +131,7 @@ def derive(cfg):
                 cfg.kv_groups,
                 cfg.gated_mlp,
                 cfg.architecture,
-            )  # fmt: skip
+            )
         )
     params = cfg.params if cfg.params is not None else shape_params
 

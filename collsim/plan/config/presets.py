@@ -86,8 +86,9 @@ _LLAMA3 = "Dubey et al. 2024, Table 3; Hugging Face config.json of meta-llama/Ll
 
 
 def _gpt3(name, n, layers, hidden, heads):
-    return ModelShape(name, n, layers, hidden, heads, heads, 4 * hidden, 50257, 2048, False,
-                      "gpt", _GPT3)  # fmt: skip
+    return ModelShape(
+        name, n, layers, hidden, heads, heads, 4 * hidden, 50257, 2048, False, "gpt", _GPT3
+    )
 
 
 def _llama(name, n, layers, hidden, heads, kv, ffn, vocab, seq, source):

@@ -51,10 +51,27 @@ POSITIVE_INTS = (
 # Upper bounds on every count, so that every search over divisors and suggestions finishes
 # in seconds (the largest published job is tens of thousands of GPUs, 126 layers, 2^17 tokens)
 _GPUS = 2**20
-MAXIMA = dict(world_size=_GPUS, tp=_GPUS, pp=_GPUS, dp=_GPUS, cp=_GPUS, dp_replicate=_GPUS,
-              dp_shard=_GPUS, gpus_per_node=1024, vpp=1024, layers=2**14, hidden=2**20,
-              ffn_hidden=2**22, heads=2**16, kv_heads=2**16, vocab=2**24, seq=2**24,
-              global_batch=2**24, micro_batch=2**24, accumulation=2**24)  # fmt: skip
+MAXIMA = dict(
+    world_size=_GPUS,
+    tp=_GPUS,
+    pp=_GPUS,
+    dp=_GPUS,
+    cp=_GPUS,
+    dp_replicate=_GPUS,
+    dp_shard=_GPUS,
+    gpus_per_node=1024,
+    vpp=1024,
+    layers=2**14,
+    hidden=2**20,
+    ffn_hidden=2**22,
+    heads=2**16,
+    kv_heads=2**16,
+    vocab=2**24,
+    seq=2**24,
+    global_batch=2**24,
+    micro_batch=2**24,
+    accumulation=2**24,
+)
 MAX_PARAMS = 1e15  # thousands of times GPT-3 175B: far past any model
 
 _COUNT_RE = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([KkMBbGTt]?)$")

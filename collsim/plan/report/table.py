@@ -21,8 +21,23 @@ from .text import format_count
 
 __all__ = ["search_table", "search_rows", "model_name"]
 
-_COLUMNS = ("#", "tp", "pp", "dp", "micro", "accum", "ZeRO", "recompute", "memory/GPU",
-            "activ.", "compute", "TP comm", "comm", "step", "eff.")  # fmt: skip
+_COLUMNS = (
+    "#",
+    "tp",
+    "pp",
+    "dp",
+    "micro",
+    "accum",
+    "ZeRO",
+    "recompute",
+    "memory/GPU",
+    "activ.",
+    "compute",
+    "TP comm",
+    "comm",
+    "step",
+    "eff.",
+)
 _WIDTHS = (4, 4, 4, 5, 6, 6, 5, 10, 11, 10, 10, 10, 10, 10, 6)
 
 
@@ -43,12 +58,21 @@ def search_rows(candidates):
     for i, k in enumerate(candidates, 1):
         c = k.config
         cells = (
-            c.tp, c.pp, k.dp, c.micro_batch, k.accumulation, c.zero, c.recompute,
-            format_size(k.memory_total), format_size(k.activation_bytes),
-            format_time(k.compute_time_s), format_time(k.tp_communication_time_s),
-            format_time(k.communication_time_s), format_time(k.step_time_s),
+            c.tp,
+            c.pp,
+            k.dp,
+            c.micro_batch,
+            k.accumulation,
+            c.zero,
+            c.recompute,
+            format_size(k.memory_total),
+            format_size(k.activation_bytes),
+            format_time(k.compute_time_s),
+            format_time(k.tp_communication_time_s),
+            format_time(k.communication_time_s),
+            format_time(k.step_time_s),
             f"{k.efficiency:.0%}",
-        )  # fmt: skip
+        )
         cells = tuple(str(x) for x in cells)
         if cells in seen:
             merged += 1
