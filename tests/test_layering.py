@@ -30,10 +30,11 @@ Where the top-level modules sit (top first)::
     errors       collsim/errors.py -- the bottom: every layer may raise a collsim error
 
 Inside ``collsim/parallel/`` the same rule holds between its parts (``PARALLEL_LAYERS``, top
-first): ``runs/`` (one scheme alone through the trainer) over ``mesh`` and ``mesh_run`` (the
-one trainer) over ``config`` over ``context/`` over the concepts ``data/``, ``pipeline/`` and
-``tensor/`` over the shared pieces (``batch``, ``block``, ``modules``, ``accounting``,
-``oracle``). So ``pipeline/`` and ``data/`` sit below the trainer that runs them.
+first): ``runs/`` (one scheme alone through the trainer) over ``mesh``, ``mesh_run`` and
+``mesh_setup`` (the one trainer) over ``config`` over ``context/`` over the concepts
+``data/``, ``pipeline/`` and ``tensor/`` over the shared pieces (``batch``, ``block``,
+``modules``, ``accounting``, ``oracle``). So ``pipeline/`` and ``data/`` sit below the
+trainer that runs them.
 
 An import of a package (``from collsim import Cluster``) counts as an import of that package's
 ``__init__``; ``from collsim import units`` counts as an import of ``collsim.units``.
@@ -259,7 +260,7 @@ ALL_EDGES = [edge for module in MODULES for edge in imports_of(module)]
 # The parts of collsim/parallel/, top first; a part may import its own row and the rows after it.
 PARALLEL_LAYERS = (
     ("runs",),  # one scheme alone: train_data_parallel, run_pipeline (call the trainer)
-    ("mesh", "mesh_run"),  # the one N-D trainer and what it returns
+    ("mesh", "mesh_run", "mesh_setup"),  # the one N-D trainer, what it returns, what a rank holds
     ("config",),  # ParallelConfig: names every dimension's options
     ("context",),  # context parallelism wraps tensor-parallel attention
     ("data", "pipeline", "tensor"),  # one concept a folder

@@ -102,7 +102,7 @@ def test_groups_are_the_ones_accelerates_device_mesh_forms(replicate, shard, cp)
     )
     # FSDP's shard group spans dp_shard x cp ("dp_shard_cp"), HSDP's replicas dp_replicate
     from collsim.parallel.data.sharded import hsdp_groups
-    from collsim.parallel.mesh import _replica_group
+    from collsim.parallel.mesh_setup import _replica_group
 
     for rank in range(dp * cp):
         r, s, c = (int(v[0]) for v in np.nonzero(accel == rank))

@@ -19,6 +19,8 @@
 The global batch is split evenly over the ``dp`` replicas, then into ``microbatches``; the
 loss is the mean over the whole batch, so gradients gathered from the shards equal one
 device's, which :class:`MeshRun` checks when the model is a `Sequential`.
+What each rank holds (its groups and its shard of the model) is built by
+:func:`~collsim.parallel.mesh_setup.rank_setup`.
 
 Examples
 --------
@@ -35,7 +37,6 @@ Examples
 [('dp', 'all_reduce'), ('pp', 'send'), ('tp', 'all_gather'), ('tp', 'all_reduce')]
 """
 
-import copy
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -44,54 +45,22 @@ import numpy as np
 
 from .. import topology
 from ..errors import ConfigError
-from ..nn import MLP, MultiHeadAttention, Sequential, TransformerBlock, mse_loss
+from ..nn import Sequential, mse_loss
 from ..runtime import Cluster
-from ..runtime.group import Group
 from .batch import shard_rows, split_batch
 from .config import ParallelConfig
-from .context.block import ContextParallelBlock
 from .context.layouts import check_sequence, shard_sequence
-from .context.tensor import tensor_context_block
 from .data.checkpoint import check_state_dict, save_state
-from .data.sharded import ShardedUnit, hsdp_groups
 from .data.sync import gradient_sync
 from .mesh_run import MeshRun, MeshStep, RankStep, assemble_run
-from .modules import Local
+from .mesh_setup import rank_setup, shard_layer
 from .oracle import reference_steps
 from .pipeline.chunk import ModelChunk
 from .pipeline.schedules import Schedule, build_schedule, split_layers
 from .pipeline.stage import StageJob, chunk_seconds, pipeline_messages, stage_program
-from .tensor import LAYOUTS, ParallelMLP, ParallelTransformerBlock, local_part
+from .tensor import LAYOUTS, local_part
 
 __all__ = ["train", "MeshRun", "MeshStep", "shard_layer"]
-
-
-def shard_layer(layer, group, tp_rank, name, sequence_parallel=False):
-    """The rank module holding TP rank ``tp_rank``'s part of ``layer`` (a copy).
-
-    TransformerBlock and MLP are split (tensor parallel); any other layer is replicated.
-    """
-    if group.size > 1 and isinstance(layer, TransformerBlock):
-        return ParallelTransformerBlock.from_full(layer, group, tp_rank, sequence_parallel, name)
-    if group.size > 1 and isinstance(layer, MLP):
-        return ParallelMLP.from_full(layer, group, tp_rank, sequence_parallel=sequence_parallel)
-    return Local(copy.deepcopy(layer), name=name)  # a copy: replicas must not share arrays
-
-
-@dataclass
-class _RankSetup:
-    """What one rank holds: its coordinates, groups, model chunks and optimizer."""
-
-    stage: int
-    replica: int
-    tp_rank: int
-    pp_ranks: tuple
-    dp_group: object
-    tp_group: object
-    chunks: list  # per model chunk: [(prefix, rank module), ...]
-    optimizer: object
-    n_layers: int  # layers (units) of the whole model
-    cp_rank: int = 0  # its place in the context-parallel group (0 without cp)
 
 
 def train(
@@ -174,7 +143,7 @@ def train(
             check_sequence(np.shape(x)[1] if np.ndim(x) > 1 else 0, config.cp, config.cp_layout)
         for array in (x, target):
             split_batch(split_batch(array, config.dp)[0], config.microbatches)
-    setups = [_rank_setup(mesh, r, model, sequential, config, optimizer) for r in range(mesh.size)]
+    setups = [rank_setup(mesh, r, model, sequential, config, optimizer) for r in range(mesh.size)]
     n_layers = setups[0].n_layers
     ranges = split_layers(n_layers, config.pp, config.vpp)
     seconds = chunk_seconds(ranges, n_layers, *config.pass_times)
@@ -222,107 +191,6 @@ def _cluster(cluster, mesh, config, bandwidth, latency):
             f"give a cluster of exactly {mesh.size} ranks"
         )
     return cluster
-
-
-def _rank_setup(mesh, r, model, sequential, config, optimizer):
-    """Rank ``r``'s coordinates, groups and shard of its stage's layers."""
-    where = mesh.coords(r)
-    stage, tp_group = where["pp"], mesh.group("tp", r)
-    tp_rank, cp_rank = where["tp"], where.get("cp", 0)
-    if sequential:
-        n_layers = len(model)
-        ranges = split_layers(n_layers, config.pp, config.vpp)[stage]
-        if config.cp > 1:  # attention across the cp group, the rest on the rank's tokens
-            cp_group = mesh.group("cp", r)
-            chunks = [
-                [
-                    (
-                        str(i),
-                        _context_layer(
-                            model[i], cp_group, cp_rank, tp_group, tp_rank, str(i), config
-                        ),
-                    )
-                    for i in span
-                ]
-                for span in ranges
-            ]
-        else:
-            chunks = [
-                [
-                    (str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp))
-                    for i in span
-                ]
-                for span in ranges
-            ]
-    else:
-        units = list(model(tp_group, tp_rank))
-        n_layers = len(units)
-        ranges = split_layers(len(units), config.pp, config.vpp)[stage]
-        chunks = [[units[i] for i in span] for span in ranges]
-    dp_group = mesh.group("dp", r) if config.cp == 1 else _replica_group(mesh, r)
-    if config.zero == 3:  # ZeRO-3 / FSDP: every unit keeps 1/dp_shard of its parameters
-        # the shard group spans dp_shard x cp, as Accelerate and Megatron form it
-        shard_group, replica_group = hsdp_groups(dp_group, config.dp_shard * config.cp, r)
-        chunks = [
-            [
-                (
-                    p,
-                    ShardedUnit(
-                        u, shard_group, r, p or "unit", replica_group, config.reshard_after_forward
-                    ),
-                )
-                for p, u in units
-            ]
-            for units in chunks
-        ]
-    return _RankSetup(
-        stage=stage,
-        replica=where["dp"],
-        tp_rank=tp_rank,
-        pp_ranks=mesh.group("pp", r).ranks,
-        dp_group=dp_group,
-        tp_group=tp_group,
-        chunks=chunks,
-        optimizer=copy.deepcopy(optimizer),
-        n_layers=n_layers,
-        cp_rank=cp_rank,
-    )
-
-
-def _context_layer(layer, group, cp_rank, tp_group, tp_rank, name, config):
-    """A layer on one rank of a context-parallel group: a transformer block with its
-    attention across the group (and its heads and MLP split over tp); any other layer
-    works token by token, so runs as it is."""
-    if isinstance(layer, TransformerBlock):
-        if tp_group.size > 1:
-            return tensor_context_block(
-                layer,
-                tp_group,
-                tp_rank,
-                group,
-                cp_rank,
-                config.cp_variant,
-                config.cp_layout,
-                name,
-                config.sp,
-            )
-        return ContextParallelBlock.from_full(
-            layer, group, cp_rank, config.cp_variant, config.cp_layout, name
-        )
-    if isinstance(layer, MultiHeadAttention):
-        raise ConfigError(
-            f"layer {name} is a bare MultiHeadAttention: under context parallelism collsim "
-            "runs attention inside transformer blocks; wrap it in a TransformerBlock"
-        )
-    return Local(copy.deepcopy(layer), name=name)
-
-
-def _replica_group(mesh, r):
-    """The ranks holding the same parameters under context parallelism: every dp and cp
-    coordinate of ``r``'s stage and tp rank (gradients are averaged over all of them)."""
-    where = mesh.coords(r)
-    grid = mesh.grid[where["pp"], :, :, where["tp"]]  # (dp, cp)
-    return Group([int(x) for x in grid.ravel()], dim="dp_cp")
 
 
 @dataclass(frozen=True)
