@@ -1,16 +1,23 @@
-"""Flags and checks shared by the commands that build a cluster (run, step, viz, tour).
+"""Flags shared by the commands that build a cluster (run, step, viz, tour, exec).
 
-Every check here runs before the expensive work and raises a
+The cluster flags (--ranks, --topology, --nodes, --bandwidth, ...) read into a
+:class:`~collsim.runtime.Cluster`, the help formatter every command uses, and two pieces of
+argparse plumbing: a negative value kept with its flag, the time guard reworded to name the
+flags behind it.  Every check runs before the expensive work and raises a
 :class:`~collsim.errors.ConfigError` that names the flag, the value as the user gave it,
-the rule and the nearest valid choice.  The other shared checks have their own modules:
+the rule and the nearest valid choice.  The checks of one flag's value are in
+:mod:`.flag_checks` (re-exported here); the other shared checks have their own modules:
 :mod:`.paths` (files to write or read), :mod:`.limits` (sweep sizes, memory, numpy work)
 :mod:`.console` (pausing and progress only for a person) and :mod:`.fault_flags` (what
 goes wrong in a run).
 
 Examples
 --------
->>> check_int(4, "--ranks", minimum=1)
-4
+>>> parser = argparse.ArgumentParser()
+>>> _ = add_cluster_arguments(parser)
+>>> args = parser.parse_args(["--ranks", "4", "--topology", "switch"])
+>>> machine_from_args(args) is None, args.bandwidth
+(True, '100GB/s')
 """
 
 import argparse
@@ -19,11 +26,22 @@ import difflib
 import math
 import re
 
-from .. import topology, units
+from .. import topology
 from ..errors import ConfigError
 from ..hardware.build import MAX_NODES
 from ..hardware.presets import PRESETS
 from .fault_flags import add_fault_arguments, faults_from_args
+from .flag_checks import (
+    MAX_ANALYTICAL_RANKS,
+    MAX_LATENCY_S,
+    MAX_SIMULATED_RANKS,
+    check_int,
+    check_ranks,
+    check_seed,
+    flag_value,
+    link_latency,
+    link_rate,
+)
 
 __all__ = [
     "flag_value",
@@ -45,14 +63,6 @@ __all__ = [
     "link_rate",
     "link_latency",
 ]
-
-# a simulation moves every chunk: a ring all-reduce on K ranks is 2K(K-1) transfers, 33
-# million at K = 4096, about 2 s where its steps batch (collsim/fast/); a run
-# whose flows share links goes through the engine one transfer at a time, which refuses
-# more than 8.4 million (a ring all-reduce on 2,048 ranks) before it starts
-MAX_SIMULATED_RANKS = 4096
-MAX_ANALYTICAL_RANKS = 1 << 17  # the closed form still builds the topology graph
-MAX_LATENCY_S = topology.MAX_LATENCY  # Cluster's default max_time guard: a longer hop never arrives
 
 TOPOLOGIES = ("ring", "bidirectional_ring", "fully_connected", "switch", "torus2d", "hierarchical")
 HARDWARE = tuple(PRESETS)  # the hardware presets --topology also takes
@@ -196,61 +206,6 @@ def resolve_cluster_args(args):
     return machine
 
 
-def flag_value(parse, text, flag):
-    """``parse(text)``; a refusal is reworded to name the flag and the value as typed.
-
-    >>> flag_value(units.parse_size, "2KiB", "--size")
-    2048
-    """
-    try:
-        return parse(text)
-    except ConfigError as exc:
-        raise ConfigError(f"{flag} {text!r}: {exc}") from None
-
-
-def link_rate(text, flag):
-    """Bytes/s of a bandwidth flag; the error names the flag and the value."""
-    return flag_value(units.parse_rate, text, flag)
-
-
-def link_latency(text, flag):
-    """Seconds of a latency flag, at most :data:`MAX_LATENCY_S`; the error names the flag.
-
-    >>> link_latency("-1us", "--latency")
-    Traceback (most recent call last):
-    ...
-    collsim.errors.ConfigError: --latency '-1us': time '-1us' must be a finite number of ...
-    """
-    seconds = flag_value(units.parse_time, text, flag)
-    if seconds > MAX_LATENCY_S:
-        raise ConfigError(
-            f"{flag} {text!r}: {units.format_time(seconds)} per link is longer than the "
-            "simulation's time guard (1 day, 86,400 s), so no message "
-            "would ever arrive; real links take 1-10 us"
-        )
-    return seconds
-
-
-def check_ranks(k, analytical=False, flag="--ranks"):
-    """Refuse a rank count below 1 or above the limit of the mode (simulated or closed form)."""
-    check_int(k, flag, minimum=1)
-    limit = MAX_ANALYTICAL_RANKS if analytical else MAX_SIMULATED_RANKS
-    if k > limit:
-        hint = (
-            "the closed form needs only the first two ranks' path; use a smaller --ranks"
-            if analytical
-            else "a simulation moves every chunk (a ring all-reduce is 2K(K-1) transfers); "
-            "use --analytical for the closed form at any size up to "
-            f"{MAX_ANALYTICAL_RANKS:,} ranks"
-        )
-        mode = "the closed form (--analytical)" if analytical else "a simulation"
-        raise ConfigError(
-            f"{flag} {k}: more than the {limit:,} ranks {mode} takes "
-            f"(nearest valid {flag} {limit}); {hint}"
-        )
-    return k
-
-
 def build_topology(args, analytical=None):
     machine = resolve_cluster_args(args)
     k, name = args.ranks, args.topology
@@ -323,33 +278,6 @@ class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsH
         ):
             return text
         return super()._get_help_string(action)
-
-
-def check_int(value, flag, minimum=None, maximum=None, hint=None):
-    """``value`` as an int within [minimum, maximum]; the error names the flag and value.
-
-    >>> check_int(0, "--hidden", minimum=1)
-    Traceback (most recent call last):
-    ...
-    collsim.errors.ConfigError: --hidden 0: must be >= 1; nearest valid --hidden 1
-    """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{flag} {value!r}: must be a whole number")
-    if minimum is not None and value < minimum:
-        nearest = minimum
-        rule = f"must be >= {minimum}"
-    elif maximum is not None and value > maximum:
-        nearest = maximum
-        rule = f"must be <= {maximum:,}"
-    else:
-        return value
-    message = f"{flag} {value}: {rule}; nearest valid {flag} {nearest}"
-    raise ConfigError(message + (f" ({hint})" if hint else ""))
-
-
-def check_seed(seed, flag="--seed"):
-    """A random seed: a whole number >= 0 (numpy's rule), below 2**128."""
-    return check_int(seed, flag, minimum=0, maximum=2**128 - 1)
 
 
 @contextlib.contextmanager
