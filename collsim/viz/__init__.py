@@ -20,7 +20,8 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
   pass, idle shaded, bubble fraction in the title (from the pipeline run's trace).
 * :func:`collsim.viz.calibration.calibration_figure`: busbw against size on the hardware
   presets next to the figures NVIDIA's NCCL team published, and the small-message latency
-  floor (``benchmarks/calibration.py`` draws ``docs/calibration.png`` with it).
+  floor (``benchmarks/calibration.py`` draws ``docs/calibration.png`` with it); the
+  published figures, with their sources, are in :mod:`collsim.viz.nccl_published`.
 * :mod:`collsim.viz.faults`: the marks the utilization and timeline figures add under
   faults (a slow or failed link, a crashed rank, a straggler's stage).
 * :func:`collsim.viz.sweep.sweep_figure`: time and busbw against message size per

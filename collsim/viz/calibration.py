@@ -2,12 +2,13 @@
 
 The NCCL maintainers have published what ``all_reduce_perf`` (nccl-tests) reaches on the
 machines of :mod:`collsim.hardware`; :data:`PUBLISHED` holds those figures with who said
-them and where.  :func:`measure_curve` runs collsim's count-only all-reduce over a range
-of sizes on one preset (the same schedules and network as with data, sizes only, so a
-sweep to 8 GiB takes seconds), and :func:`calibration_figure` draws the curves with the
-published points on them: bus bandwidth against size (the large-message end, where the
-figures were measured) and time at small sizes, where every curve sits on its latency
-floor, the sum of its steps' latencies (:func:`latency_floor`).
+them and where (:mod:`collsim.viz.nccl_published`).  :func:`measure_curve` runs collsim's
+count-only all-reduce over a range of sizes on one preset (the same schedules and network
+as with data, sizes only, so a sweep to 8 GiB takes seconds), and
+:func:`calibration_figure` draws the curves with the published points on them: bus
+bandwidth against size (the large-message end, where the figures were measured) and time
+at small sizes, where every curve sits on its latency floor, the sum of its steps'
+latencies (:func:`latency_floor`).
 
 ``benchmarks/calibration.py`` prints the table and writes ``docs/calibration.png``;
 ``tests/test_calibration.py`` holds each preset to within 10 % of its figure.
@@ -37,6 +38,14 @@ from ..errors import ConfigError
 from ..runtime.cluster import Cluster
 from ..topology import route
 from ..units import format_size
+from .nccl_published import (
+    NCCL_RING_FLOOR,
+    NCCL_RING_FLOOR_SOURCE,
+    PUBLISHED,
+    GiB,
+    Published,
+    curve_key,
+)
 from .sweep import size_axis
 
 __all__ = [
@@ -54,95 +63,7 @@ __all__ = [
     "NCCL_RING_FLOOR",
 ]
 
-GiB = 2**30
 SMALL_MAX = 64 * 2**10  # the latency panel shows sizes up to 64 KiB
-
-
-def _key(preset, nodes, algorithm):
-    name = preset if nodes == 1 else f"{preset}x{nodes}"
-    return name if algorithm is None else f"{name}/{algorithm}"
-
-
-@dataclass(frozen=True)
-class Published:
-    """One figure NVIDIA's NCCL team published: all-reduce busbw on ``nodes`` x ``preset``
-    with ``algorithm`` (collsim's name of what NCCL ran; ``None``: NCCL's own choice,
-    collsim's default), read at ``size`` bytes."""
-
-    preset: str
-    nodes: int
-    algorithm: str | None
-    busbw_GBps: float  # GB/s (1e9 B/s), as nccl-tests prints it
-    size: int  # bytes: nccl-tests' largest size in the run the figure comes from
-    who: str
-    source: str  # where it was said
-    setup: str  # what was measured
-    short: str  # the setup in a few words, for the picture's footnote
-
-    @property
-    def key(self):
-        """``"dgx-h100/nvls"``, ``"dgx-a100x2"``: the curve it belongs to."""
-        return _key(self.preset, self.nodes, self.algorithm)
-
-
-PUBLISHED = (
-    Published(
-        "dgx-a100",
-        1,
-        None,
-        230.0,
-        8 * GiB,
-        "Sylvain Jeaugey (NVIDIA, NCCL)",
-        "github.com/NVIDIA/nccl-tests/issues/149",
-        "8 x A100-SXM4 on NVSwitch: 12 NVLinks x ~20 GB/s = 240 GB/s effective, "
-        "~230 GB/s after other GPU limits; run to 8G to reach it",
-        "8 x A100-SXM4, NVSwitch, up to 8 GiB",
-    ),
-    Published(
-        "dgx-h100",
-        1,
-        "nccl_ring",
-        370.0,
-        8 * GiB,
-        "Sylvain Jeaugey (NVIDIA, NCCL)",
-        "github.com/NVIDIA/nccl-tests/issues/212",
-        "8 x H100: 450 GB/s NVLink line rate less ~20 % protocol overhead; the busbw "
-        "of NCCL_ALGO=RING and of every collective but all-reduce",
-        "8 x H100, NCCL_ALGO=RING (or any collective but all-reduce)",
-    ),
-    Published(
-        "dgx-h100",
-        1,
-        "nvls",
-        480.0,
-        8 * GiB,
-        "Sylvain Jeaugey (NVIDIA, NCCL)",
-        "github.com/NVIDIA/nccl-tests/issues/212",
-        "8 x H100, all-reduce with NVLink SHARP (NVLS, NCCL's default there): peak "
-        "~480 GB/s busbw (algbw ~275 GB/s), past 256 MiB",
-        "8 x H100, all-reduce with NVLink SHARP (NVLS)",
-    ),
-    Published(
-        "dgx-a100",
-        2,
-        None,
-        192.0,
-        8 * GiB,
-        "AddyLaddy (NVIDIA, NCCL)",
-        "github.com/NVIDIA/nccl/issues/812",
-        "2 x DGX A100, 8 x 200 Gbit/s HDR InfiniBand per node: 192 GB/s all-reduce "
-        "busbw (8 NICs x 24 GB/s)",
-        "2 x DGX A100, 8 x HDR 200 Gbit/s NICs per node",
-    ),
-)
-
-# NCCL's own prediction of the smallest one-node ring all-reduce (src/graph/tuning.cc:
-# baseLat[Ring][LL] + 2(K-1) · hwLat[NVLink][Ring][LL], K = 8), drawn as the cross
-NCCL_RING_FLOOR = (6.6e-6 + 2 * 7 * 0.6e-6, "ring, LL, 8 NVLink GPUs")
-NCCL_RING_FLOOR_SOURCE = (
-    "NCCL's tuner model, github.com/NVIDIA/nccl src/graph/tuning.cc: baseLat 6.6 µs + "
-    "2(K-1) · hwLat 0.6 µs (Ring, LL, NVLink) for K = 8 = 15.0 µs"
-)
 
 
 @dataclass(frozen=True)
@@ -157,7 +78,7 @@ class CurveSpec:
     @property
     def key(self):
         """``"dgx-h100/nvls"``, ``"dgx-a100x2"``, as :attr:`Published.key`."""
-        return _key(self.preset, self.nodes, self.algorithm)
+        return curve_key(self.preset, self.nodes, self.algorithm)
 
 
 # the four lines of docs/calibration.png, one per published figure
