@@ -9,7 +9,7 @@ import collsim
 from collsim import topology
 from collsim.collectives.api import run_collective
 from collsim.collectives.registry import BUILDERS
-from collsim.fast import batched as batched_module
+from collsim.fast import routing as routing_module
 
 K = 8
 
@@ -73,7 +73,7 @@ def _ring_sum(buffers):
 
 
 def test_only_blocks_up_to_the_limit_are_kept(monkeypatch):
-    monkeypatch.setattr(batched_module, "SPARE_WORK_BYTES", 1 << 10)
+    monkeypatch.setattr(routing_module, "SPARE_WORK_BYTES", 1 << 10)
     cluster = collsim.Cluster(topology.ring(K))
     small, large = _inputs("all_reduce", 16, 3), _inputs("all_reduce", 1 << 10, 4)
     first = cluster.all_reduce(small).outputs

@@ -8,7 +8,8 @@ batch instead of one engine event, one handle and one trace record at a time:
   their previous step (``max`` of two ready times, as rendezvous matching gives), pays its
   route's α (plus the protocol's latency) and moves its bytes at the route's narrowest
   rate β.  That is the engine's own arithmetic for a flow alone on its links, done on
-  arrays, so every start and end time is the same float;
+  arrays, so every start and end time is the same float (the routes, α and β, worked out
+  once per group, are :mod:`collsim.fast.routing`'s);
 * **contention** -- the arithmetic above is exact only while no two flows share a link at
   the same time.  Each step checks that no link carries two of its flows and that no flow
   begins on a link before the previous step's flow there has ended; where one would, the
@@ -38,7 +39,6 @@ Examples
 """
 
 import gc
-import sys
 from dataclasses import dataclass
 from functools import partial
 
@@ -48,18 +48,16 @@ from ..collectives import executor  # step_labels read through the module: one w
 from ..collectives.executor import DTYPE_BYTES, REDUCE_OPS
 from ..collectives.records import CollectiveStep
 from ..collectives.schedule import chunk_bounds
-from ..hardware.protocols import slowest_class
 from ..network.trace import Trace
 from ..runtime.cluster import RunResult
 from .blocks import TransferBlock
 from .columns import schedule_columns
 from .moves import step_moves
 from .numerics import move_data
+from .routing import Routing
 
 __all__ = ["run_batched", "Unbatched"]
 
-# the largest working block a group keeps for its next call (see _Routing.work)
-SPARE_WORK_BYTES = 512 << 20
 # Steps of up to this many transfers keep their columns as they are (compacting them
 # would cost more than it saves)
 _SMALL_BLOCK = 64
@@ -138,87 +136,6 @@ class Unbatched:
     reason: str
 
 
-class _Routing:
-    """What the runs of one group with one protocol on one cluster share: every route's
-    links, α and β, and the :class:`_Layout` of each set of senders and receivers, kept
-    for the cluster's life (a training loop calls the same collective thousands of
-    times).  The cluster holds it (``cluster.caches.fast["routings"]``); it does not hold the
-    cluster, which each call passes in, so that a dropped cluster is freed at once by
-    reference counting, with its working block."""
-
-    def __init__(self, ranks, protocol):
-        self.ranks, self.protocol = ranks, protocol
-        self.routes, self.route_ids = [], {}  # links of each route; (src, dst) -> id
-        self.links = {}  # directed link -> id
-        # (id(src), id(dst)) -> (src, dst, layout): the arrays are held, so their ids stay
-        # theirs; and by value, (src bytes, dst bytes) -> layout
-        self.by_identity, self.by_value = {}, {}
-        self.spare = None  # the last numeric call's working block (see work)
-
-    def work(self, k, n, dtype):
-        """A ``(k, n)`` block for a numeric call's working buffers: the last call's when
-        nothing else holds it any more (its answers, which are views of its rows, were
-        all dropped), else a new one.  A training loop calls the same all-reduce again
-        and again; fresh memory for each call costs a page fault per 4 KiB written, which
-        made a 32 MiB call three times the additions and copies it does (PyTorch's caching
-        allocator keeps its blocks for the same reason).  Only blocks up to
-        SPARE_WORK_BYTES are kept, one per group, for the cluster's life."""
-        spare = self.spare
-        # held by self.spare, by `spare` and by getrefcount's argument: by no answer
-        if (
-            spare is not None
-            and spare.shape == (k, n)
-            and spare.dtype == dtype
-            and sys.getrefcount(spare) == 3
-        ):
-            return spare
-        self.spare = None  # a block of another shape, or one still in use, is not kept
-        work = np.empty((k, n), dtype=dtype)
-        if work.nbytes <= SPARE_WORK_BYTES:
-            self.spare = work
-        return work
-
-    @classmethod
-    def of(cls, cluster, ranks, protocol):
-        kept = cluster.caches.fast.setdefault("routings", {})  # (ranks, protocol) -> _Routing
-        key = (ranks.tobytes(), protocol)
-        routing = kept.get(key)
-        if routing is None:
-            if len(kept) >= _KEEP_ROUTINGS:
-                kept.pop(next(iter(kept)))  # the oldest
-            routing = kept[key] = cls(ranks, protocol)
-        return routing
-
-    def layout(self, cluster, step):
-        # by identity first (a ring's steps share their arrays), by value when that misses
-        found = self.by_identity.get((id(step.src), id(step.dst)))
-        if found is not None and found[0] is step.src and found[1] is step.dst:
-            return found[2]
-        key = (step.src.tobytes(), step.dst.tobytes())
-        layout = self.by_value.get(key)
-        if layout is None:
-            layout = self.by_value[key] = _Layout(self, cluster, step)
-        self.by_identity[(id(step.src), id(step.dst))] = (step.src, step.dst, layout)
-        return layout
-
-    def route(self, cluster, src, dst):
-        """``(id, α, β, link ids)`` of the route between ranks ``src``, ``dst`` of ``cluster``."""
-        found = self.route_ids.get((src, dst))
-        if found is None:
-            links, alpha, beta = cluster.route(src, dst)
-            if self.protocol is not None:  # its latency on the path's slowest link class
-                edges = cluster.topology.edges
-                alpha = alpha + self.protocol.latency_for(
-                    slowest_class([edges[link].get("link_class") for link in links])
-                )
-            ids = [self.links.setdefault(link, len(self.links)) for link in links]
-            found = self.route_ids[(src, dst)] = (len(self.routes), alpha, beta, ids)
-            self.routes.append(links)
-        return found
-
-
-# the routings a cluster keeps (one per group and protocol), the oldest dropped first
-_KEEP_ROUTINGS = 64
 # the schedules whose columns a cluster keeps, the oldest dropped first
 _KEEP_COLUMNS = 16
 
@@ -241,7 +158,7 @@ class _Timing:
 
     def __init__(self, cluster, ranks, protocol):
         self.cluster = cluster  # for the routes of steps not seen before
-        self.routing = _Routing.of(cluster, ranks, protocol)
+        self.routing = Routing.of(cluster, ranks, protocol)
         self.maxmin = cluster.model == "maxmin"
         self.ranks, self.protocol = ranks, protocol
         self.ready = np.zeros(len(ranks))  # when each group rank posts its next step
@@ -335,34 +252,6 @@ class _Timing:
         return start, end, layout  # one start and one end for every row of the block
 
 
-class _Layout:
-    """What every step with the same senders and receivers shares: routes, α, β, and the
-    links each move crosses (``flat``, with ``owner`` the move of each entry)."""
-
-    def __init__(self, routing, cluster, step):
-        ranks = routing.ranks
-        found = [
-            routing.route(cluster, s, d)
-            for s, d in zip(ranks[step.src].tolist(), ranks[step.dst].tolist())
-        ]
-        self.route = np.array([f[0] for f in found], dtype=np.int64)
-        self.alpha = np.array([f[1] for f in found], dtype=np.float64)
-        self.beta = np.array([f[2] for f in found], dtype=np.float64)
-        self.has_links = np.array([bool(f[3]) for f in found], dtype=bool)
-        self.flat = np.array([i for f in found for i in f[3]], dtype=np.int64)
-        self.owner = np.repeat(np.arange(len(found)), [len(f[3]) for f in found])
-        self.unique = len(np.unique(self.flat)) == len(self.flat)
-        self.unique_ends = _distinct(step.src) and _distinct(step.dst)
-        # one α and one β for every move, each crossing links: the uniform steps' scalars
-        alphas, betas = set(self.alpha.tolist()), set(self.beta.tolist())
-        same = len(alphas) == 1 and len(betas) == 1 and bool(self.has_links.all())
-        self.alpha0 = alphas.pop() if same else None
-        self.beta0 = betas.pop() if same else None
-        # the step's ranks are all the group's, each once: readiness stays one instant
-        k = len(ranks)
-        self.covers = self.unique_ends and len(np.union1d(step.src, step.dst)) == k
-
-
 def _constant(values):
     """Whether ``values`` holds one value (a broadcast does, without a look)."""
     return len(values) > 0 and (values.strides[0] == 0 or values.min() == values.max())
@@ -374,10 +263,6 @@ def _compact(values):
     if len(values) > _SMALL_BLOCK and values.min() == values.max():
         return np.broadcast_to(values[:1].copy(), values.shape)  # not a view: frees values
     return values
-
-
-def _distinct(values):
-    return len(np.unique(values)) == len(values)
 
 
 def _record(schedule, group, columns, steps, timing, protocol):

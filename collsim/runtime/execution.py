@@ -2,13 +2,14 @@
 faults, and the checks at the end (a deadlock report, unmatched messages).
 
 Matching sends with receives and moving their data is :mod:`collsim.runtime.matching`'s;
-what a blocked process waits on is :mod:`collsim.runtime.process`'s.
+what a blocked process waits on is :mod:`collsim.runtime.process`'s; the faults a run is
+given act through :mod:`collsim.runtime.fault_injection`.
 """
 
 from collections import Counter
 
 from ..errors import CollectiveMismatchError, CollsimError, SimulationLimitError
-from ..network import FINISH, START, Engine, Network
+from ..network import FINISH, Engine, Network
 from ..network.trace import Trace
 from . import unyielded
 from .diagnosis import deadlock_report, watchdog_report
@@ -66,8 +67,10 @@ class Execution:
         self._slow = {}
         self._crashed = {}
         self.last_progress = 0.0
-        if self.faults:
-            self._install_faults(self.faults)
+        if self.faults:  # applied by runtime/fault_injection.py, loaded only for them
+            from .fault_injection import install_faults
+
+            install_faults(self, self.faults)
         # the collectives' per-run state (sequence numbers, tags, plans): a
         # collectives.context.CollectiveContext, made by the run's first collective (the
         # runtime does not import the collectives, which sit above it)
@@ -300,50 +303,6 @@ class Execution:
             default=default_max_ops(self.cluster.size),
             flags=self.cluster.guard_flags,
         )
-
-    # -- faults ---------------------------------------------------------------------------
-
-    def _install_faults(self, faults):
-        """Degrade links and ranks now; take links down and crash ranks at their times
-        (at t=0: before any program starts)."""
-        network = self.network
-        self._slow = {r.rank: r.factor for r in faults.slow_ranks}
-        for record in faults.slow_links:
-            network.scale_link(record.u, record.v, record.factor)
-        if faults.fail_links or faults.crash_ranks:
-            network.tracking = True
-        timed = [(r.at, self._fail, r) for r in faults.fail_links]
-        timed += [(r.at, self._crash, r) for r in faults.crash_ranks]
-        for at, apply, record in timed:
-            if at == 0:
-                apply(record)
-            else:  # START: flows that end at that instant still arrive, new ones see it
-                self.engine.at(at, START, self._when_running, (apply, record))
-
-    def _when_running(self, fault):
-        """Apply a timed fault, unless every process has ended: then it changes nothing
-        and must not move the clock, since the run ended at its last progress."""
-        if all(p.handle.done for p in self.processes):
-            self.engine.now = self.last_progress
-            return
-        apply, record = fault
-        apply(record)
-
-    def _fail(self, record):
-        self.network.fail_link(record.u, record.v)
-
-    def _crash(self, record):
-        now, rank = self.engine.now, record.rank
-        self._crashed[rank] = now
-        self.network.crash_rank(rank)
-        # its compute stream stops too: a span it was running ends now, queued ones never ran
-        computes = self.trace.computes
-        if any(c.rank == rank and c.end > now for c in computes):
-            computes[:] = [
-                c._replace(end=now) if c.rank == rank and c.end > now else c
-                for c in computes
-                if not (c.rank == rank and c.start > now)
-            ]
 
     def run(self):
         """Run the engine until no event is left, then :meth:`finish`; a tripped guard

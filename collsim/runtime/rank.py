@@ -1,4 +1,5 @@
-"""What a rank program sees: its id, the world size, and the operations it can yield.
+"""What a rank program sees: its id, the world size, and the operations it can yield (the
+checks of their arguments are :mod:`collsim.runtime.rank_checks`'s).
 
 Examples
 --------
@@ -17,15 +18,11 @@ import inspect
 import math
 import numbers
 
-import numpy as np
-
-from ..errors import ConfigError, shorten
+from ..errors import ConfigError
 from ..units import parse_time
 from .memory import MemoryTracker
 from .ops import (
-    ANY,
     Compute,
-    CountOnly,
     Exchange,
     Handle,
     Incoming,
@@ -33,16 +30,22 @@ from .ops import (
     Recv,
     Send,
     Start,
-    TagPrefix,
     Wait,
-    is_payload,
+)
+from .rank_checks import (
+    PAYLOADS,
+    RankChecks,
+    check_label,
+    exchange_entry,
+    plain_recv,
+    plain_send,
 )
 from .unyielded import Made
 
 __all__ = ["Rank"]
 
 
-class Rank:
+class Rank(RankChecks):
     """One virtual GPU inside a run.  Its methods build operations to ``yield``."""
 
     # a rank program reads id and size at every step; the layers above key weak tables by rank
@@ -83,7 +86,7 @@ class Rank:
                 self._payload(array, dst),
                 self._tag(tag),
                 True,
-                _label(label),
+                check_label(label),
                 meta,
             )
         )
@@ -98,7 +101,7 @@ class Rank:
             self._payload(array, dst),
             self._tag(tag),
             False,
-            _label(label),
+            check_label(label),
             meta,
         )
 
@@ -160,7 +163,7 @@ class Rank:
         if type(recvs) is not list and type(recvs) is not tuple:
             recvs = list(recvs)
         size = self.size
-        # the rules of _plain_send and _plain_recv, written out for every entry
+        # the rules of plain_send and plain_recv, written out for every entry
         for entry in sends:
             if not (
                 type(entry) is tuple
@@ -168,7 +171,7 @@ class Rank:
                 and type(entry[0]) is int
                 and 0 <= entry[0] < size
                 and type(entry[2]) is int
-                and type(entry[1]) in _PAYLOADS
+                and type(entry[1]) in PAYLOADS
             ):
                 break
         else:
@@ -188,16 +191,16 @@ class Rank:
         send_posts, recv_posts = [], []
         patterns = False  # whether a receive may name ANY or a TagPrefix (matched by a scan)
         for entry in sends:
-            if _plain_send(entry, size):
+            if plain_send(entry, size):
                 send_posts.append(Outgoing(*entry))
                 continue
-            op = self._isend(*_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
+            op = self._isend(*exchange_entry(entry, "sends", "(dst, array[, tag])", 2, 3))
             send_posts.append(Outgoing(op.dst, op.payload, op.tag, op.label, op.meta))
         for entry in recvs:
-            if _plain_recv(entry, size):
+            if plain_recv(entry, size):
                 recv_posts.append(Incoming(*entry))
                 continue
-            op = self._irecv(*_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
+            op = self._irecv(*exchange_entry(entry, "recvs", "(src[, tag[, out[, reduce]]])", 1, 4))
             recv_posts.append(Incoming(op.src, op.tag, op.out, op.reduce))
             patterns = True
         return self._made(Exchange(send_posts, recv_posts, patterns))
@@ -229,7 +232,7 @@ class Rank:
                 seconds = parse_time(seconds)
             except ConfigError as exc:
                 raise ConfigError(f"compute(seconds={seconds!r}): {exc}") from None
-        return self._made(Compute(float(seconds), _label(label), meta))
+        return self._made(Compute(float(seconds), check_label(label), meta))
 
     def start(self, program, name="background"):
         """Run a generator (e.g. ``rank.all_reduce(...)``) in the background on this rank's
@@ -240,7 +243,7 @@ class Rank:
                 f"rank.start({program!r}): give a generator, such as rank.all_reduce(x) or "
                 "my_task(rank) where my_task yields operations"
             )
-        return self._made(Start(program, _label(name)))
+        return self._made(Start(program, check_label(name)))
 
     # -- memory (called, not yielded: registering an array takes no simulated time) --------
 
@@ -318,109 +321,3 @@ class Rank:
         """``op``, noted as made and not yet yielded (runtime/unyielded.py)."""
         self._unyielded.append(op)
         return op
-
-    # -- checks ---------------------------------------------------------------------------
-
-    def _peer(self, peer, verb):
-        if type(peer) is int and 0 <= peer < self.size:
-            return peer
-        whole = isinstance(peer, int | np.integer) and not isinstance(peer, bool | np.bool_)
-        if not whole or not 0 <= peer < self.size:
-            kind = "" if whole else f" (a {type(peer).__name__}, not an int)"
-            raise ConfigError(
-                f"rank {self.id} cannot {verb} rank {peer!r}{kind}: ranks are 0..{self.size - 1}"
-            )
-        return int(peer)
-
-    def _source(self, src):
-        return src if src is ANY else self._peer(src, "recv from")
-
-    def _recv_tag(self, tag):
-        return tag if tag is ANY or isinstance(tag, TagPrefix) else self._tag(tag)
-
-    def _tag(self, tag):
-        if type(tag) is int:
-            return tag
-        try:
-            hash(tag)
-        except TypeError:
-            raise ConfigError(
-                f"rank {self.id}: tag {tag!r} cannot be a message tag: tags are matched as "
-                "dictionary keys, so use an int, a string or a tuple of them"
-            ) from None
-        return tag
-
-    def _out(self, out, reduce):
-        if reduce is not None and not (isinstance(reduce, np.ufunc) and reduce.nin == 2):
-            raise ConfigError(
-                f"rank {self.id}: recv(reduce={reduce!r}) must be a binary numpy ufunc such "
-                "as np.add or np.maximum"
-            )
-        if out is None or isinstance(out, CountOnly):
-            if reduce is not None and out is None:
-                raise ConfigError(
-                    f"rank {self.id}: recv(reduce={reduce.__name__}) reduces into a buffer: "
-                    "pass out= as well"
-                )
-            return None
-        if not isinstance(out, np.ndarray):
-            raise ConfigError(
-                f"rank {self.id}: recv(out={out!r}) must be a numpy array, "
-                f"not a {type(out).__name__}"
-            )
-        if not out.flags.writeable:
-            raise ConfigError(
-                f"rank {self.id}: recv(out=...) got a read-only array (shape {out.shape}, "
-                f"{out.dtype}): pass a writeable one, e.g. out.copy()"
-            )
-        return out
-
-    def _payload(self, array, dst):
-        if not is_payload(array):
-            raise ConfigError(
-                f"rank {self.id} tried to send {shorten(array)} (a {type(array).__name__}) to "
-                f"rank {dst}: "
-                "only numpy arrays (or CountOnly sizes) travel over the network"
-            )
-        return array
-
-
-_PAYLOADS = (CountOnly, np.ndarray)  # what travels, exactly (subclasses take the checks)
-
-
-def _label(label):
-    if not isinstance(label, str):
-        raise ConfigError(f"a label or name must be a string, got {label!r}")
-    return label
-
-
-def _plain_send(entry, size):
-    """Whether an exchange's send entry is ``(dst, payload, tag)`` with an int peer in
-    range, an array or a size, and an int tag: posted as it is, without isend's checks."""
-    return (
-        type(entry) is tuple
-        and len(entry) == 3
-        and type(entry[0]) is int
-        and 0 <= entry[0] < size
-        and type(entry[2]) is int
-        and type(entry[1]) in _PAYLOADS
-    )
-
-
-def _plain_recv(entry, size):
-    """Whether an exchange's receive entry is ``(src, tag)`` with an int peer in range and
-    an int tag: posted as it is, without irecv's checks."""
-    return (
-        type(entry) is tuple
-        and len(entry) == 2
-        and type(entry[0]) is int
-        and 0 <= entry[0] < size
-        and type(entry[1]) is int
-    )
-
-
-def _entry(entry, where, form, least, most):
-    """One ``exchange()`` entry as a tuple, checked for its length."""
-    if not isinstance(entry, tuple | list) or not least <= len(entry) <= most:
-        raise ConfigError(f"exchange({where}=...): each entry is {form}, got {entry!r}")
-    return entry
