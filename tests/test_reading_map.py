@@ -17,7 +17,7 @@ import collsim
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(collsim.__file__).resolve().parent
 
-# the lines of every file the call runs (5,963 today, 7,061 before the checks a plain ring does
+# the lines of every file the call runs (5,970 today, 7,061 before the checks a plain ring does
 # not need were taken off it and the network's faults got their own module); lower it when the
 # path gets shorter (the aim, issue 26: 8 files and 1,500 lines)
 LINE_BUDGET = 6_000
