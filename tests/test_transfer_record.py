@@ -140,9 +140,9 @@ _PEERS = st.sampled_from([0, 1, 3, 4, -1, True, 2.0, "1"])  # in range, out of r
 def test_an_exchange_is_plain_exactly_when_every_entry_passes_the_named_checks(
     sends, recvs, as_list
 ):
-    # rank.exchange inlines _plain_send and _plain_recv in its fast check: the two must
+    # rank.exchange inlines plain_send and plain_recv in its fast check: the two must
     # agree, and a plain entry is posted as the general path would post it
-    from collsim.runtime.rank import _plain_recv, _plain_send
+    from collsim.runtime.rank_checks import plain_recv, plain_send
 
     payloads = {"size": CountOnly(8), "array": np.zeros(2), "list": [1.0]}
     send_entries = [(d, payloads[p], t) for d, p, t in sends]
@@ -151,8 +151,8 @@ def test_an_exchange_is_plain_exactly_when_every_entry_passes_the_named_checks(
     entries = (send_entries, recv_entries) if as_list else (tuple(send_entries),
                                                              tuple(recv_entries))  # fmt: skip
     op = _exchange_made_on_rank_0(entries)
-    plain = all(_plain_send(e, 4) for e in send_entries) and all(
-        _plain_recv(e, 4) for e in recv_entries
+    plain = all(plain_send(e, 4) for e in send_entries) and all(
+        plain_recv(e, 4) for e in recv_entries
     )
     if op == "refused":
         assert not plain
@@ -162,10 +162,10 @@ def test_an_exchange_is_plain_exactly_when_every_entry_passes_the_named_checks(
         assert list(op.send_posts) == send_entries and list(op.recv_posts) == recv_entries
     else:
         for entry, post in zip(send_entries, op.send_posts, strict=True):
-            if _plain_send(entry, 4):
+            if plain_send(entry, 4):
                 assert post == (*entry, "", None)
         for entry, post in zip(recv_entries, op.recv_posts, strict=True):
-            if _plain_recv(entry, 4):
+            if plain_recv(entry, 4):
                 assert post == (*entry, None, None)
 
 
@@ -193,13 +193,13 @@ _PLAIN_RECVS = [(3, 0), (1, 7)]
     ids=lambda v: repr(v)[:24],
 )
 def test_each_field_the_fast_check_reads_decides_plainness(odd_send, odd_recv):
-    from collsim.runtime.rank import _plain_recv, _plain_send
+    from collsim.runtime.rank_checks import plain_recv, plain_send
 
     sends = _PLAIN_SENDS + ([odd_send] if odd_send else [])
     recvs = _PLAIN_RECVS + ([odd_recv] if odd_recv else [])
 
     op = _exchange_made_on_rank_0((sends, recvs))
-    named = all(_plain_send(e, 4) for e in sends) and all(_plain_recv(e, 4) for e in recvs)
+    named = all(plain_send(e, 4) for e in sends) and all(plain_recv(e, 4) for e in recvs)
     assert named == (odd_send is None and odd_recv is None)
     if named:
         assert op != "refused" and op.plain
