@@ -40,6 +40,8 @@ TABLES = {
                           "| numpy prealloc |"),
     "bench_inputs": (["--quick"],
                      "| K | N | dtype | numpy integers() | collsim integer_inputs | ratio |"),
+    "bench_stops": (["--quick"],
+                    "| program | ranks | stopped by | measured | seconds | / baseline |"),
     "bench_lifetime": (["--quick"],
                        "| clusters | K | per rank | alive, collector off "
                        "| alive after gc.collect() | resident growth |"),

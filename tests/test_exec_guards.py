@@ -1,12 +1,12 @@
-"""`collsim exec`'s runaway guards from the command line: a busy program stops within 10 s
-by default, with a message naming the flag that raises the guard (the library keeps naming
+"""`collsim exec`'s runaway guards from the command line: a busy program stops by default,
+at a count of operations (how soon in seconds is benchmarks/bench_stops.py's figure), with a
+message naming the flag that raises the guard (the library keeps naming
 the Cluster keyword); the flags are checked before the run.  And -n is one option with
 mpirun's spellings (-n, -np, --np) and --ranks, with one help text."""
 
 import math
 import subprocess
 import sys
-import time
 
 import pytest
 from fuzzkit import run_cli
@@ -40,17 +40,14 @@ def _write(tmp_path, text, name="script.py"):
     return path
 
 
-def test_a_busy_program_stops_within_10_s_naming_the_flag(tmp_path):
+def test_a_busy_program_stops_by_default_naming_the_flag(tmp_path):
     script = _write(tmp_path, BUSY_SENDS)
-    started = time.monotonic()
-    try:
+    try:  # a bound on a hang only; the seconds it takes are bench_stops.py's figure
         proc = subprocess.run([sys.executable, "-m", "collsim", "exec", "-n", "2", str(script)],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail("the busy program ran for 2 minutes")
-    seconds = time.monotonic() - started  # from the start: interpreter and imports included
     assert proc.returncode == 1, proc.stderr
-    assert seconds < 10, f"the guard stopped it after {seconds:.1f} s"
     assert "more than --max-ops 50008 operations" in proc.stderr
     assert "rank 0: 10,000 x send to rank 1" in proc.stderr
     assert "--max-ops 100016, or --max-ops inf" in proc.stderr

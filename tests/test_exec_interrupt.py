@@ -1,5 +1,6 @@
-"""Ctrl-C stops `collsim exec` within a second, whatever the ranks do (a busy loop, a long
-sleep), prints where each rank was and exits 130, as a shell reports SIGINT."""
+"""Ctrl-C stops `collsim exec` whatever the ranks do (a busy loop, a long sleep), prints
+where each rank was and exits 130, as a shell reports SIGINT.  How soon (well within a second)
+is benchmarks/bench_stops.py's figure; here a 30 s limit only tells a hang from a stop."""
 
 import re
 import signal
@@ -39,7 +40,7 @@ def _default_sigint():
 
 def _interrupt(tmp_path, text, ready):
     """Start the script under `collsim exec -n 3`, wait for the line ``ready`` (the run is
-    under way), send SIGINT; returns (status, seconds from the signal to the end, stderr)."""
+    under way), send SIGINT; returns (status, stderr)."""
     script = tmp_path / "script.py"
     script.write_text(text, encoding="utf-8")
     # a child started from a background job inherits SIGINT ignored, and then Python does
@@ -51,13 +52,12 @@ def _interrupt(tmp_path, text, ready):
         line = proc.stdout.readline()
         assert ready in line, line + proc.stderr.read()
         time.sleep(0.3)  # past its print, into the loop or the sleep (on a loaded machine too)
-        sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         try:
             _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             pytest.fail("Ctrl-C did not stop collsim exec within 30 s")
-        return proc.returncode, time.monotonic() - sent, err
+        return proc.returncode, err
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -65,9 +65,8 @@ def _interrupt(tmp_path, text, ready):
 
 
 def test_ctrl_c_stops_a_busy_rank_and_says_where_each_rank_was(tmp_path):
-    status, seconds, err = _interrupt(tmp_path, SPINS, "spinning")
+    status, err = _interrupt(tmp_path, SPINS, "spinning")
     assert status == 130, err
-    assert seconds < 2, f"took {seconds:.1f} s"
     assert "interrupted (Ctrl-C)" in err
     assert re.search(r"rank 0: running at script.py:[678] in <module>", err)  # at the loop
     assert "rank 1: blocked at script.py:9 in <module>" in err  # its recv from rank 0
@@ -75,7 +74,6 @@ def test_ctrl_c_stops_a_busy_rank_and_says_where_each_rank_was(tmp_path):
 
 
 def test_ctrl_c_does_not_wait_for_a_rank_in_a_long_sleep(tmp_path):
-    status, seconds, err = _interrupt(tmp_path, SLEEPS, "sleeping")
+    status, err = _interrupt(tmp_path, SLEEPS, "sleeping")
     assert status == 130, err
-    assert seconds < 2, f"took {seconds:.1f} s"
     assert re.search(r"rank 1: running at script.py:[78] in <module>", err)  # at the sleep
