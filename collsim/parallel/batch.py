@@ -15,11 +15,30 @@ import numpy as np
 
 from ..errors import ConfigError, nearest_first
 
-__all__ = ["resolve_batch", "shard_rows", "split_batch"]
+__all__ = ["divisors", "resolve_batch", "shard_rows", "split_batch"]
 
 
-def _divisors(n):
-    return [d for d in range(1, n + 1) if n % d == 0]
+def divisors(n):
+    """Positive divisors of ``n`` in ascending order: every degree or size that splits
+    ``n`` evenly.  Built from ``n``'s prime factors, so a width like 2**62 takes a
+    moment, not a search of every number below it.
+
+    >>> divisors(98), divisors(1), len(divisors(2**62))
+    ([1, 2, 7, 14, 49, 98], [1], 63)
+    """
+    exponents = {}  # prime -> its power in n
+    rest, p = n, 2
+    while p * p <= rest:
+        while rest % p == 0:
+            exponents[p] = exponents.get(p, 0) + 1
+            rest //= p
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        exponents[rest] = exponents.get(rest, 0) + 1
+    found = [1]
+    for prime, power in exponents.items():
+        found = [d * prime**i for d in found for i in range(power + 1)]
+    return sorted(found)
 
 
 def resolve_batch(global_batch, dp, micro_batch=None, accumulation=None, max_dp=None):
@@ -84,7 +103,7 @@ rank takes 16 samples per step, so micro batch × accumulation must be 16: micro
         )
     message = f"{head}: global_batch = micro_batch · dp · accumulation (Megatron-LM); "
     if rest:
-        fits = [d for d in _divisors(global_batch) if max_dp is None or d <= max_dp]
+        fits = [d for d in divisors(global_batch) if max_dp is None or d <= max_dp]
         message += (
             f"dp {dp} does not divide global batch {global_batch} "
             f"(dp values that do: {', '.join(map(str, nearest_first(dp, fits)))})"
@@ -92,7 +111,7 @@ rank takes 16 samples per step, so micro batch × accumulation must be 16: micro
     else:
         choices = ", ".join(
             f"{m} ({per_rank // m})" if i else f"{m} (accumulation {per_rank // m})"
-            for i, m in enumerate(_divisors(per_rank))
+            for i, m in enumerate(divisors(per_rank))
         )
         message += (
             f"with global batch {global_batch} and dp {dp} each rank takes {per_rank} samples "

@@ -36,6 +36,7 @@ import math
 import numpy as np
 
 from ...errors import ConfigError, nearest_first
+from ..batch import divisors
 from ..modules import layer_compute
 
 __all__ = [
@@ -50,10 +51,6 @@ __all__ = [
 
 
 # ---- the rules -----------------------------------------------------------------------
-
-
-def _divisors(n):
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def check_tp(tp, *, hidden=None, heads=None, ffn_hidden=None, seq=None, sequence_parallel=False):
@@ -92,7 +89,7 @@ and heads=4, nearest first: 2, 4, 1
     raise ConfigError(
         f"tensor parallel degree tp={tp} must divide {shown}: {what}; "
         f"tp values that divide {every}, nearest first: "
-        + ", ".join(map(str, nearest_first(tp, _divisors(common))))
+        + ", ".join(map(str, nearest_first(tp, divisors(common))))
     )
 
 
@@ -103,7 +100,7 @@ def _shard(n, group, tp_rank, what):
         raise ConfigError(
             f"tensor parallel degree tp={t} must divide {what}={n} ({n}/{t} = {n / t:.4g}): "
             f"each TP rank holds 1/tp of it; tp values that divide {n}, nearest first: "
-            + ", ".join(map(str, nearest_first(t, _divisors(n))))
+            + ", ".join(map(str, nearest_first(t, divisors(n))))
         )
     if not 0 <= tp_rank < t:
         raise ConfigError(f"tp_rank {tp_rank} is outside the TP group of {t} ranks")

@@ -36,6 +36,8 @@ Examples
 import math
 from dataclasses import dataclass, field
 
+from ...parallel.batch import divisors
+
 __all__ = [
     "Derived",
     "derive",
@@ -215,12 +217,6 @@ def pipeline_schedule(schedule, vpp):
     if schedule == "interleaved" and vpp > 1:
         return "interleaved", vpp
     return ("gpipe" if schedule == "gpipe" else "1f1b"), 1
-
-
-def divisors(n):
-    """Positive divisors of ``n`` in ascending order."""
-    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
-    return sorted(set(small + [n // i for i in small]))
 
 
 def tp_choices(cfg, d, limit=None):
