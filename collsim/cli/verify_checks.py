@@ -116,41 +116,31 @@ def _check_resources(args, sizes):
         world = sizes.world
         n_layers, attention = args.layers, True
         per_layer = 4 * args.hidden**2 + 2 * args.hidden * ffn  # attention and MLP weights
-        need = estimate_memory(
-            "dp",
-            dp=world,
-            tp=1,
-            batch=batch,
-            hidden=args.hidden,
-            heads=args.heads,
-            seq=args.seq,
-            ffn=ffn,
-            layers=args.layers,
-            steps=args.steps,
-        )
+        estimated, dp, tp = "dp", world, 1  # as data parallel on every rank
         given = given or "the defaults"
         where = f"batch {batch} on {world} ranks"
         smaller = "the check shows the same with the defaults (--hidden 16, --seq 8)"
     else:
         dp, tp = sizes.dp, sizes.tp
         n_layers, per_layer, attention = model_shape(scheme, args.hidden, ffn, args.layers)
-        need = estimate_memory(
-            scheme,
-            dp=dp,
-            tp=tp,
-            batch=batch,
-            hidden=args.hidden,
-            heads=args.heads,
-            seq=args.seq,
-            ffn=ffn,
-            layers=args.layers,
-            steps=args.steps,
-        )
+        estimated = scheme
         where = f"batch {batch} on dp {dp} × tp {tp}"
         smaller = (
             f"the check shows the same with the defaults (--hidden 16: about "
             f"{format_size(_default_need(scheme, dp, tp))})"
         )
+    need = estimate_memory(
+        estimated,
+        dp=dp,
+        tp=tp,
+        batch=batch,
+        hidden=args.hidden,
+        heads=args.heads,
+        seq=args.seq,
+        ffn=ffn,
+        layers=args.layers,
+        steps=args.steps,
+    )
     seconds = transformer_seconds(
         layers=n_layers,
         params_per_layer=per_layer,
