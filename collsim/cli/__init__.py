@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "verify",
     "strategies",
     "hardware",
+    "tune",
     "exec",
     "lesson",
 )
