@@ -13,6 +13,7 @@ from collsim.cli import main
 from collsim.collectives.nccl_filters import parse_nccl_list
 from collsim.collectives.nccl_model import graph_of, predict, tune_table
 from collsim.errors import ConfigError
+from collsim.units import parse_size
 
 H100, A100, PCIE = (hardware.preset(n) for n in ("dgx-h100", "dgx-a100", "pcie-8gpu"))
 
@@ -202,10 +203,13 @@ class Output:
     def __init__(self, text):
         self.text = text
 
+    def rows(self):
+        """``[(size, NCCL's choice)]``, one per size row."""
+        return re.findall(r"^\s+([\d.]+ [KMG]?i?B)\s+(\S+)", self.text, flags=re.M)
+
     def choices(self):
         """The 'NCCL chooses' column of every size row."""
-        rows = re.findall(r"^\s+[\d.]+ [KMG]?i?B\s+(\S+)", self.text, flags=re.M)
-        return " ".join(rows)
+        return " ".join(choice for _, choice in self.rows())
 
 
 def run_tune(*argv):
@@ -216,3 +220,59 @@ def run_tune(*argv):
     with contextlib.redirect_stdout(buffer):
         assert main(["tune", *argv]) == 0
     return Output(buffer.getvalue())
+
+
+def test_a_tuner_file_forcing_tree_below_64_kib_changes_the_choice_there_only(tmp_path):
+    rules = tmp_path / "rules.csv"
+    rules.write_text(
+        "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks\n"
+        "allreduce,0,65535,tree,simple,-1,-1,-1\n"
+        "allgather,0,65535,tree,simple,-1,-1,-1\n"  # no tree for all-gather: never applies
+    )
+    sweep = ["--topology", "dgx-h100", "-b", "8", "-e", "8G", "-f", "2"]
+    plain = run_tune("all-reduce", *sweep).rows()
+    ruled = run_tune("all-reduce", *sweep, "--tuner-config", str(rules)).rows()
+    assert len(plain) == len(ruled) == 31
+    for (size, before), (_, after) in zip(plain, ruled):
+        if parse_size(size) < 64 * 1024:
+            assert after == "tree/simple" != before
+        else:
+            assert after == before
+    gathers = run_tune("all-gather", *sweep, "--tuner-config", str(rules)).rows()
+    assert gathers == run_tune("all-gather", *sweep).rows()
+
+
+def test_tuner_rules_match_nodes_and_ranks_and_the_first_match_wins(tmp_path, monkeypatch):
+    rules = tmp_path / "rules.csv"
+    rules.write_text(
+        "allreduce,0,1000,ring,ll128,-1,4,-1\n"  # 4 nodes only
+        "allreduce,0,1000,ring,simple,-1,-1,16\n"  # 16 ranks only
+        "allreduce,0,1000,ring,ll,-1,-1,-1\n"
+    )
+    monkeypatch.setenv("NCCL_TUNER_CONFIG_FILE", str(rules))
+    on = {
+        n: run_tune("all-reduce", "--topology", "dgx-a100", "--nodes", n, "--size", "8").rows()[0][
+            1
+        ]
+        for n in ("1", "2", "4")
+    }
+    assert on == {"1": "ring/ll", "2": "ring/simple", "4": "ring/ll128"}
+
+
+@pytest.mark.parametrize(
+    "line, names",
+    [
+        ("allreduce,0,10,tree", "4 fields"),
+        ("allreduse,0,10,tree,simple,-1,-1,-1", "did you mean 'allreduce'"),
+        ("allreduce,0,10,tre,simple,-1,-1,-1", "did you mean 'tree'"),
+        ("allreduce,0,10,tree,LL12,-1,-1,-1", "did you mean 'll128'"),
+        ("allreduce,10,0,tree,simple,-1,-1,-1", "min_bytes 10 .. max_bytes 0"),
+        ("allreduce,0,1k,tree,simple,-1,-1,-1", "max_bytes '1k'"),
+    ],
+)
+def test_a_bad_tuner_line_is_refused_naming_file_and_line(tmp_path, capsys, line, names):
+    rules = tmp_path / "rules.csv"
+    rules.write_text(f"# header\n{line}\n")
+    assert main(["tune", "all-reduce", "--tuner-config", str(rules)]) == 2
+    err = capsys.readouterr().err
+    assert names in err and f"{rules}:2" in err

@@ -27,7 +27,9 @@ cluster and marks the fastest: where it differs from NCCL's choice, the reason i
 model's fixed constants against the simulated links.
 
 NCCL_ALGO and NCCL_PROTO (or --algo/--proto) filter the pairs as NCCL does: a list,
-'^' for all but, and per-collective entries: "ring,tree;allreduce:tree".
+'^' for all but, and per-collective entries: "ring,tree;allreduce:tree".  A tuner file
+(--tuner-config, or NCCL_TUNER_CONFIG_FILE as NCCL's example tuner plugin reads it)
+overrides the model where a rule matches: its first matching line names the pair.
 
 examples:
   collsim tune all-reduce --topology dgx-h100 --size 1MiB
@@ -35,6 +37,8 @@ examples:
   collsim tune all-gather --topology dgx-h100 --nodes 64 --gpus-per-node 1 --size 64KiB
   collsim tune all-reduce --topology dgx-h100 --nodes 2 --size 64MiB --simulate
   NCCL_PROTO=^LL collsim tune all-reduce --topology dgx-a100 --size 4KiB
+  collsim tune all-reduce --nodes 2 -b 8 -e 1M --tuner-config rules.csv
+      # rules.csv:  allreduce,0,65535,ring,simple,-1,-1,-1
 """
 
 # NCCL's algorithm -> the collsim algorithm that runs it on a hardware preset
@@ -89,6 +93,14 @@ def register(subparsers):
         help="as NCCL_PROTO, e.g. '^LL128' (default: $NCCL_PROTO, else all)",
     )
     p.add_argument(
+        "--tuner-config",
+        default=None,
+        metavar="CSV",
+        help="rules of NCCL's example tuner plugin, one a line: collective,min_bytes,"
+        "max_bytes,algorithm,protocol,channels,nNodes,nRanks (default: "
+        "$NCCL_TUNER_CONFIG_FILE, else none)",
+    )
+    p.add_argument(
         "--collnet",
         action="store_true",
         help="in-network reduction is on (NCCL_COLLNET_ENABLE=1 on an InfiniBand SHARP fabric)",
@@ -125,12 +137,13 @@ def run(args):
     check_int(per, "--gpus-per-node", minimum=1, maximum=machine.gpus_per_node)
     algorithms, protocols = _filters(args, collective)
     sizes = _sizes(args)
+    rules = _rules(args)
     graph = graph_of(machine, args.nodes, per, args.collnet)
     table = tune_table(graph, collective, algorithms, protocols)
     for line in _header(machine, graph, collective) + _table_lines(table):
         print(line)
     simulate = _simulator(machine, graph, collective) if args.simulate else None
-    for line in _choices(graph, collective, sizes, algorithms, protocols, simulate):
+    for line in _choices(graph, collective, sizes, (algorithms, protocols, rules), simulate):
         print(line)
     return 0
 
@@ -191,20 +204,31 @@ def _table_lines(table):
     return lines + off + ["#   (NVLS, NVLS-Tree, CollNet and PAT run with Simple only)"]
 
 
-def _choices(graph, collective, sizes, algorithms, protocols, simulate):
+def _rules(args):
+    from ..collectives.nccl_tuner_file import read_rules
+
+    path = args.tuner_config or os.environ.get("NCCL_TUNER_CONFIG_FILE")
+    return read_rules(path) if path else ()
+
+
+def _choices(graph, collective, sizes, limits, simulate):
     from ..collectives.nccl_model import predict
     from ..units import format_size, format_time
+
+    algorithms, protocols, rules = limits
 
     head = f"{'size':>10}  {'NCCL chooses':<18}{'predicted':>12}"
     if simulate:
         head += f"  {'simulated fastest':<20}{'simulated':>12}"
     lines = [head]
     for nbytes in sizes:
-        _, winner = predict(graph, collective, nbytes, algorithms, protocols)
+        _, winner = predict(graph, collective, nbytes, algorithms, protocols, rules)
         row = (
             f"{format_size(nbytes):>10}  {winner.entry.label:<18}"
             f"{format_time(winner.time_us * 1e-6):>12}"
         )
+        if winner.rule is not None:
+            row += f"  (tuner rule {winner.rule.where})"
         if simulate:
             label, seconds = simulate(nbytes, algorithms, protocols)
             row += f"  {label:<20}{format_time(seconds):>12}"

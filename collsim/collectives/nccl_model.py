@@ -107,6 +107,7 @@ class Prediction:
 
     entry: ModelEntry
     time_us: float | None
+    rule: object = None  # the tuner file's rule that chose it (nccl_tuner_file.TunerRule)
 
 
 def graph_of(machine, nodes=1, gpus_per_node=None, collnet=False):
@@ -165,9 +166,12 @@ def tune_table(graph, collective, algorithms=None, protocols=None):
     ]
 
 
-def predict(graph, collective, nbytes, algorithms=None, protocols=None):
+def predict(graph, collective, nbytes, algorithms=None, protocols=None, rules=()):
     """``(predictions, winner)``: NCCL's time for every pair at ``nbytes`` and the pair
-    with the least time (ties go to NCCL's order)."""
+    with the least time (ties go to NCCL's order) -- or, when a tuner file's ``rules``
+    name an enabled pair for this call, that pair (its ``rule`` says which line)."""
+    from .nccl_tuner_file import matching_rule
+
     predictions = [
         Prediction(e, _time_us(graph, e, nbytes))
         for e in tune_table(graph, collective, algorithms, protocols)
@@ -175,6 +179,11 @@ def predict(graph, collective, nbytes, algorithms=None, protocols=None):
     timed = [p for p in predictions if p.time_us is not None]
     if not timed:
         raise ConfigError(f"every {collective} algorithm/protocol is disabled: enable one")
+    enabled = {(p.entry.algorithm, p.entry.protocol): p for p in timed}
+    rule = matching_rule(rules, collective, nbytes, graph.nodes, graph.ranks, enabled)
+    if rule is not None:
+        chosen = enabled[(rule.algorithm, rule.protocol)]
+        return predictions, Prediction(chosen.entry, chosen.time_us, rule)
     return predictions, min(timed, key=lambda p: p.time_us)
 
 
