@@ -29,7 +29,7 @@ N = 840  # elements: divisible by every K here and by halving-doubling's 2^m cor
 
 
 def test_every_pair_is_listed():
-    assert len(PAIRS) == 13
+    assert len(PAIRS) == 15
 
 
 def roots(collective, k):
@@ -221,6 +221,10 @@ def expected_counts(collective, algorithm, k, size, root):
     if (collective, algorithm) in (("reduce_scatter", "ring"), ("all_gather", "ring"),
                                    ("all_to_all", "direct")):  # fmt: skip
         return k - 1, k * (k - 1), ring
+    if algorithm == "pat":  # partners 1, 2, 4, ...: n = min(d, K - d) chunks, of which a
+        # range wrapping past chunk K - 1 is two messages (n - 1 ranks' ranges wrap)
+        counts = [min(2**i, k - 2**i) for i in range(depth)]
+        return depth, sum(k + n - 1 for n in counts), ring
     if (collective, algorithm) in POWER_OF_TWO_ONLY:  # log2 K steps, S/2 + S/4 + ... + S/K
         depth = int(math.log2(k))
         return depth, k * depth, [sum(size >> (i + 1) for i in range(depth))] * k

@@ -327,7 +327,9 @@ def test_viz_modules_return_figures_and_never_use_pyplot():
 
 
 @pytest.mark.parametrize("collective", ["reduce-scatter", "all-gather"])
-@pytest.mark.parametrize("ranks, drawn", [(6, {"ring"}), (8, {"ring", "halving_doubling"})])
+@pytest.mark.parametrize(
+    "ranks, drawn", [(6, {"ring", "pat"}), (8, {"ring", "halving_doubling", "pat"})]
+)
 def test_default_sweep_draws_every_algorithm_that_runs_on_that_many_ranks(
     collective, ranks, drawn, tmp_path
 ):

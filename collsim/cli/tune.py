@@ -44,8 +44,8 @@ examples:
 # NCCL's algorithm -> the collsim algorithm that runs it on a hardware preset
 SIMULATED = {
     "all_reduce": {"ring": "nccl_ring", "tree": "double_tree", "nvls": "nvls"},
-    "all_gather": {"ring": "ring"},
-    "reduce_scatter": {"ring": "ring"},
+    "all_gather": {"ring": "ring", "pat": "pat"},
+    "reduce_scatter": {"ring": "ring", "pat": "pat"},
     "broadcast": {"ring": "ring"},
     "reduce": {"ring": "ring"},
 }

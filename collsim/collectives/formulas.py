@@ -77,8 +77,8 @@ __all__ = [
 # the algorithms each collective offers, first = default
 ALGORITHMS = {
     "all_reduce": ("ring", "tree", "halving_doubling", "naive"),
-    "reduce_scatter": ("ring", "halving_doubling"),
-    "all_gather": ("ring", "halving_doubling"),
+    "reduce_scatter": ("ring", "halving_doubling", "pat"),
+    "all_gather": ("ring", "halving_doubling", "pat"),
     "broadcast": ("tree", "ring"),
     "reduce": ("tree", "ring"),
     "all_to_all": ("direct",),
@@ -131,6 +131,9 @@ def closed_form(collective, algorithm, ranks, size, alpha, beta):
         # recursive halving / doubling: log2 K steps moving S/2, S/4, ... S/K in all
         name = f"halving-doubling {collective.replace('_', '-')}"
         depth = int(math.log2(check_power_of_two(k, name)))
+        return Cost(depth, (k - 1) / k * s, depth * alpha + (k - 1) / k * s / beta)
+    if algorithm == "pat":  # partners 1, 2, 4, ... away: log steps, the ring's bytes
+        depth = _log2_ceil(k)
         return Cost(depth, (k - 1) / k * s, depth * alpha + (k - 1) / k * s / beta)
     if algorithm == "naive":
         return Cost(2, (k - 1) * s, 2 * (alpha + (k - 1) * s / beta))
