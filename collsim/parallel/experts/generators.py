@@ -42,7 +42,9 @@ def check_routing(kind):
     """``kind`` if it is a routing generator's name, else a ConfigError naming the nearest."""
     if kind not in ROUTINGS:
         near = difflib.get_close_matches(str(kind), ROUTINGS, n=1, cutoff=0)[0]
-        raise ConfigError(f"routing {kind!r} is not one of {', '.join(ROUTINGS)}; nearest {near!r}")
+        raise ConfigError(
+            f"routing={kind!r} is not one of {', '.join(ROUTINGS)}; nearest valid {near!r}"
+        )
     return kind
 
 

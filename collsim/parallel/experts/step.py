@@ -35,6 +35,7 @@ from ...nn.losses import mse_loss
 from ...runtime.cluster import Cluster
 from ...runtime.group import Group
 from ...topology import switch
+from ..modules import LayerPass
 from .layer import ExpertParallelMoE
 from .sync import sync_grads
 
@@ -70,7 +71,8 @@ class RankLoad:
     dispatch_received: int  # bytes
     combine_sent: int  # bytes, forward combine (outputs back)
     combine_received: int  # bytes
-    finished: float  # s: when the rank finished its forward and backward
+    expert_compute: float  # s: its experts' compute, forward and backward
+    finished: float  # s: when it finished forward and backward (before the gradient sync)
     peak_memory: int  # bytes of activations it held at once (bf16, as registered)
 
 
@@ -124,11 +126,12 @@ def expert_parallel_step(
         y, ctx = yield from layer.forward(rank, xs[rank.id], priors[rank.id])
         loss, dy = mse_loss(y, targets[rank.id])
         dx, grads = yield from layer.backward(rank, ctx, dy)
+        finished = rank.now  # before the gradient reduction, which waits for every rank
         grads = yield from sync(rank, layer, grads)
         routing = ctx["routing"]
         return _RankOutcome(
             y, dx, grads, float(loss) + ctx["aux_loss"], routing.counts(1)[0], routing.dropped,
-            int(ctx["layout"].expert_rows.sum()), rank.now,
+            int(ctx["layout"].expert_rows.sum()), finished,
         )  # fmt: skip
 
     cluster = Cluster(switch(ep, bandwidth, latency), compute_rate=compute_rate)
@@ -163,9 +166,14 @@ def _load(r, out, trace, ep):
         moved.get(("dispatch", "received"), 0),
         moved.get(("combine", "sent"), 0),
         moved.get(("combine", "received"), 0),
+        sum(c.end - c.start for c in trace.computes if c.rank == r and _expert_span(c)),
         out.finished,
         memory_peaks(trace, ep)[r].total,
     )
+
+
+def _expert_span(compute):
+    return isinstance(compute.meta, LayerPass) and compute.meta.layer.endswith(".experts")
 
 
 def dense_step(moe, x, target, ep, prior=None):

@@ -1,0 +1,140 @@
+"""What ``collsim verify moe`` found, as a record and as the printed report.
+
+>>> from collsim.verify.moe import MoESizes, verify_moe
+>>> report = verify_moe(MoESizes.of(ep=2, experts=4, batch=2, seq=2, hidden=4))
+>>> print(str(report).splitlines()[0])
+MATCH: expert parallelism (ep=2) equals the dense MoE layer (max relative difference ...)
+"""
+
+from dataclasses import dataclass
+
+from ..units import format_size, format_time
+
+__all__ = ["MoEReport"]
+
+
+@dataclass(frozen=True)
+class MoEReport:
+    """One moe check: the comparison, each rank's load and the closed forms."""
+
+    sizes: object  # MoESizes
+    max_rel_diff: float  # over output, input gradient, router and expert gradients, loss
+    tolerance: float
+    loads: tuple  # RankLoad per rank, read from the run
+    dispatch: object  # RaggedBytes by closed form, from the routing that happened
+    combine: object  # RaggedBytes
+    counts_bytes: int  # bytes a rank sends in the all-to-all of per-expert counts
+    allgather_bytes: int  # bytes a rank would send in Megatron's all-gather dispatcher
+    capacity: int | None  # slots per expert per rank; None when dropless
+    time: float  # s: the step's simulated time
+
+    @property
+    def numerics_match(self):
+        return self.max_rel_diff <= self.tolerance
+
+    @property
+    def bytes_match(self):
+        """Every rank's dispatch and combine bytes equal the closed form."""
+        return all(
+            (load.dispatch_sent, load.dispatch_received, load.combine_sent, load.combine_received)
+            == (
+                self.dispatch.sent[load.rank],
+                self.dispatch.received[load.rank],
+                self.combine.sent[load.rank],
+                self.combine.received[load.rank],
+            )
+            for load in self.loads
+        )
+
+    @property
+    def match(self):
+        return self.numerics_match and self.bytes_match
+
+    @property
+    def straggler(self):
+        """The rank whose experts computed longest (the lowest such rank)."""
+        return max(self.loads, key=lambda load: (load.expert_compute, -load.rank))
+
+    def to_dict(self):
+        s, r = self.sizes, self.sizes.router
+        return {
+            "scheme": "moe",
+            "match": self.match,
+            "max_rel_diff": self.max_rel_diff,
+            "tolerance": self.tolerance,
+            "bytes_match_closed_form": self.bytes_match,
+            "ep": s.ep,
+            "experts": r.experts,
+            "top_k": r.top_k,
+            "tokens": s.tokens,
+            "routing": s.routing,
+            "capacity_factor": r.capacity_factor,
+            "capacity_per_expert_per_rank": self.capacity,
+            "drop_policy": r.drop_policy,
+            "time_s": self.time,
+            "counts_bytes_per_rank": self.counts_bytes,
+            "allgather_dispatch_bytes_per_rank": self.allgather_bytes,
+            "ranks": [
+                {
+                    "rank": load.rank,
+                    "tokens_received": load.rows_received,
+                    "dropped": load.dropped,
+                    "dispatch_sent_bytes": load.dispatch_sent,
+                    "dispatch_received_bytes": load.dispatch_received,
+                    "combine_sent_bytes": load.combine_sent,
+                    "combine_received_bytes": load.combine_received,
+                    "expert_compute_s": load.expert_compute,
+                    "finished_s": load.finished,
+                    "peak_activation_bytes": load.peak_memory,
+                }
+                for load in self.loads
+            ],
+        }
+
+    def __str__(self):
+        s, r = self.sizes, self.sizes.router
+        verdict = "MATCH" if self.match else "MISMATCH"
+        lines = [
+            f"{verdict}: expert parallelism (ep={s.ep}) equals the dense MoE layer "
+            f"(max relative difference {self.max_rel_diff:.2e}, tolerance {self.tolerance:.0e}; "
+            "output, input gradient, router and expert gradients)"
+            if self.numerics_match
+            else f"{verdict}: expert parallelism (ep={s.ep}) differs from the dense MoE layer "
+            f"by {self.max_rel_diff:.2e} (relative; tolerance {self.tolerance:.0e})",
+            f"  {r.experts} experts ({r.experts // s.ep} a rank), top-{r.top_k} {r.score}, "
+            f"routing {s.routing}, {s.tokens} tokens ({s.tokens // s.ep} a rank) of hidden "
+            f"{s.hidden}, expert ffn {s.ffn_hidden}",
+            "  capacity: dropless"
+            if self.capacity is None
+            else f"  capacity: {self.capacity} tokens per expert per rank "
+            f"(ceil(T·k/E·cf), cf {r.capacity_factor}), drop policy {r.drop_policy}"
+            + (", padded to capacity" if r.pad_to_capacity else ""),
+            "",
+            "  rank  tokens in  dropped  dispatch sent / recv    combine sent / recv   "
+            "   experts   finished   peak act.",
+        ]
+        for load in self.loads:
+            lines.append(
+                f"  {load.rank:>4}  {load.rows_received:>9}  {load.dropped:>7}  "
+                f"{format_size(load.dispatch_sent):>10} / {format_size(load.dispatch_received):<10}"
+                f"  {format_size(load.combine_sent):>9} / {format_size(load.combine_received):<10}"
+                f"  {format_time(load.expert_compute):>9}  {format_time(load.finished):>9}"
+                f"  {format_size(load.peak_memory):>9}"
+            )
+        received = [load.rows_received for load in self.loads]
+        mean = sum(received) / len(received)
+        slow = self.straggler
+        lines += [
+            "",
+            f"  bytes of dispatch and combine equal the closed form d·b·Σ_(j≠r) N[r][j] for "
+            f"this routing: {'yes' if self.bytes_match else 'NO'}",
+            f"  before them, the all-to-all of per-expert counts: {format_size(self.counts_bytes)}"
+            " a rank",
+            f"  Megatron's all-gather dispatcher would send {format_size(self.allgather_bytes)} "
+            "a rank to dispatch (and again to combine), whatever the routing",
+            f"  load: max {max(received)} / mean {mean:.3g} tokens a rank "
+            f"({max(received) / mean if mean else 0:.2f}x); rank {slow.rank}'s experts "
+            f"computed longest ({format_time(slow.expert_compute)}) and every rank waits "
+            f"for it in the combine: step {format_time(self.time)} simulated",
+        ]
+        return "\n".join(lines)
