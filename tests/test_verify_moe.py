@@ -91,6 +91,7 @@ def test_a_broken_reduction_is_a_mismatch(monkeypatch, capsys):
         (["--capacity-factor", "inf"], ["--capacity-factor inf"]),
         (["--ep", "0"], ["--ep 0", "--ep 2"]),
         (["--tp", "2"], ["--tp 2", "does not apply to scheme 'moe'"]),
+        (["--seed", "-1"], ["--seed -1", "nearest valid --seed 0"]),
         (["--hidden", "4096", "--seq", "4096"], ["--hidden 4096", "FLOPs"]),
     ],
 )

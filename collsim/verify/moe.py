@@ -33,6 +33,7 @@ from ..parallel.experts.step import dense_step, expert_parallel_step, max_rel_di
 from ..units import parse_rate, parse_time
 from .context_checks import as_given, whole
 from .moe_report import MoEReport
+from .resolve import check_numbers
 
 __all__ = [
     "MOE_SCHEMES",
@@ -108,6 +109,7 @@ def moe_sizes(c):
                 f"{as_given(names, key, getattr(c, key))} does not apply to scheme 'moe' "
                 "(one MoE layer over an ep group, one forward and backward)"
             )
+    check_numbers(c)  # the sizes, the seed and the switches have the right kind of value
     ep = whole(4 if c.ep is None else c.ep, "ep", names)
     experts = whole(8 if c.experts is None else c.experts, "experts", names)
     if ep > MAX_EP or experts > MAX_EXPERTS:
