@@ -39,14 +39,17 @@ def cases(draw, eps=(1, 2, 4, 8)):
         "tokens": ep * draw(st.integers(1, 4)),
         "routing": draw(st.sampled_from(ROUTINGS)),
         "seed": draw(st.integers(0, 2**16)),
+        "hidden": draw(st.integers(1, 5)),
+        "ffn": draw(st.integers(1, 6)),
     }
 
 
 def problem(case):
     rng = np.random.default_rng(case["seed"])
     config, T = case["config"], case["tokens"]
-    moe = MoE.init(4, 6, config, rng)
-    x, target = rng.normal(size=(T, 4)), rng.normal(size=(T, 4))
+    d, f = case.get("hidden", 4), case.get("ffn", 6)
+    moe = MoE.init(d, f, config, rng)
+    x, target = rng.normal(size=(T, d)), rng.normal(size=(T, d))
     prior = routing_prior(case["routing"], T, config.experts, config.top_k, case["ep"], rng)
     return moe, x, target, prior
 
@@ -121,7 +124,7 @@ def test_bytes_and_exchange_are_the_routings_closed_form(case):
     moe, x, target, prior = problem(case)
     ep = case["ep"]
     run = expert_parallel_step(moe, x, target, ep, prior)
-    row_bytes = 4 * 8  # d = 4, float64
+    row_bytes = case["hidden"] * 8  # float64 rows
     out = dispatch_bytes(run.expert_counts, ep, row_bytes)
     back = combine_bytes(run.expert_counts, ep, row_bytes)
     for load in run.loads:
@@ -141,3 +144,28 @@ def test_bytes_and_exchange_are_the_routings_closed_form(case):
     dropped = sum(load.dropped for load in run.loads)
     padding = kept - (case["tokens"] * moe.config.top_k - dropped)
     assert padding >= 0 and (padding == 0 or moe.config.pad_to_capacity)
+
+
+def test_same_inputs_same_trace():
+    case = {"config": RouterConfig(8, 2, capacity_factor=1.0), "ep": 4, "tokens": 16,
+            "routing": "zipf", "seed": 5}  # fmt: skip
+    runs = [expert_parallel_step(*problem(case)[:3], 4, problem(case)[3]) for _ in range(2)]
+    first, second = (
+        [(t.src, t.dst, t.tag, t.nbytes, t.start, t.end, t.meta) for t in run.trace.transfers]
+        + [(c.rank, c.start, c.end, c.meta) for c in run.trace.computes]
+        for run in runs
+    )
+    assert first == second and len(first) > 0
+    np.testing.assert_array_equal(runs[0].result.dx, runs[1].result.dx)
+
+
+def test_the_rank_module_follows_the_protocol():
+    from collsim.parallel.experts import ExpertParallelMoE
+    from collsim.parallel.modules import RankModule
+    from collsim.runtime.group import Group
+
+    moe = MoE.init(4, 6, RouterConfig(4, 2), np.random.default_rng(0))
+    layer = ExpertParallelMoE.from_full(moe, Group([0, 1]), 1)
+    assert isinstance(layer, RankModule)
+    np.testing.assert_array_equal(layer.params["w_up"], moe.experts.w_up[2:])
+    assert layer.shard_axes == {"router": None, "w_gate": 0, "w_up": 0, "w_down": 0}
