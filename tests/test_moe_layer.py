@@ -146,3 +146,24 @@ def test_router_config_refusals_name_the_value(options, words):
         RouterConfig(**options)
     for word in words:
         assert word in str(info.value)
+
+
+def test_the_bias_update_evens_a_skewed_router_out():
+    # every token's logits favour expert 0 by 1.5; DeepSeek-V3's bias, moved by the sign
+    # of each expert's load error, steers the choice back towards balance
+    rng = np.random.default_rng(0)
+    config = RouterConfig(4, 1, score="sigmoid")
+    logits = rng.normal(0, 0.5, size=(256, 4)) + np.array([1.5, 0.0, 0.0, 0.0])
+    bias = np.zeros(4)
+
+    def loads(bias):
+        return route(logits, config, expert_bias=bias).tokens_per_expert[0]
+
+    before = loads(bias)  # [247, 3, 2, 4]
+    for _ in range(100):
+        bias = updated_expert_bias(bias, loads(bias), rate=0.01)
+    after = loads(bias)  # [51, 63, 71, 71]
+    assert before.max() / before.mean() > 3 and after.max() / after.mean() < 1.3
+    biased = route(logits, config, expert_bias=bias)  # the gates stay the unbiased scores
+    chosen = np.take_along_axis(biased.scores, biased.selected, axis=-1)
+    np.testing.assert_array_equal(biased.gates, chosen / chosen.sum(axis=-1, keepdims=True))
