@@ -40,6 +40,7 @@ def cases(draw, eps=(1, 2, 4, 8)):
         "routing": draw(st.sampled_from(ROUTINGS)),
         "seed": draw(st.integers(0, 2**16)),
         "hidden": draw(st.integers(1, 5)),
+        "dispatcher": draw(st.sampled_from(["alltoall", "allgather"])),
         "ffn": draw(st.integers(1, 6)),
     }
 
@@ -56,7 +57,8 @@ def problem(case):
 
 def ep_error(case, **options):
     moe, x, target, prior = problem(case)
-    run = expert_parallel_step(moe, x, target, case["ep"], prior, **options)
+    dispatcher = case.get("dispatcher", "alltoall")
+    run = expert_parallel_step(moe, x, target, case["ep"], prior, dispatcher=dispatcher, **options)
     return max_rel_diff(run.result, dense_step(moe, x, target, case["ep"], prior))
 
 
@@ -144,6 +146,12 @@ def test_bytes_and_exchange_are_the_routings_closed_form(case):
     dropped = sum(load.dropped for load in run.loads)
     padding = kept - (case["tokens"] * moe.config.top_k - dropped)
     assert padding >= 0 and (padding == 0 or moe.config.pad_to_capacity)
+    # the all-gather dispatcher moves every token and its routing maps, whatever the routing
+    gathered = expert_parallel_step(moe, x, target, ep, prior, dispatcher="allgather")
+    per_rank, width = case["tokens"] // ep, case["hidden"] + 2 * moe.config.experts
+    for load in gathered.loads:
+        assert load.dispatch_sent == load.dispatch_received == (ep - 1) * per_rank * width * 8
+        assert load.combine_sent == load.combine_received == (ep - 1) * per_rank * row_bytes
 
 
 def test_same_inputs_same_trace():

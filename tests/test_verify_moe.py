@@ -39,7 +39,18 @@ def test_json_report_counts_every_token_and_byte(capsys):
         r["combine_received_bytes"] for r in ranks
     )
     assert report["counts_bytes_per_rank"] == 3 * 2 * 8  # (ep-1)·E/ep int64 counts
-    assert report["allgather_dispatch_bytes_per_rank"] == 3 * 16 * 16 * 8  # (ep-1)·T·d·b
+    # the all-gather dispatcher: (ep-1)·T·(d + 2E)·b, the tokens and their routing maps
+    assert report["other_dispatcher_dispatch_bytes"] == 3 * 16 * (16 + 2 * 8) * 8
+
+
+def test_the_allgather_dispatcher_moves_every_token(capsys):
+    status, report = run_json("--dispatcher", "allgather", "--routing", "adversarial",
+                              capsys=capsys)  # fmt: skip
+    assert status == 0 and report["match"] and report["dispatcher"] == "allgather"
+    for rank in report["ranks"]:  # whatever the routing: every rank's 16 tokens to 3 others
+        assert rank["dispatch_sent_bytes"] == 3 * 16 * (16 + 2 * 8) * 8
+        assert rank["combine_sent_bytes"] == 3 * 16 * 16 * 8
+    assert [r["tokens_received"] for r in report["ranks"]] == [128, 0, 0, 0]
 
 
 def test_adversarial_routing_leaves_ranks_without_tokens(capsys):
@@ -87,6 +98,10 @@ def test_a_broken_reduction_is_a_mismatch(monkeypatch, capsys):
         (["--routing", "zipff"], ["--routing 'zipff'", "nearest valid 'zipf'"]),
         (["--drop-policy", "prob"], ["--drop-policy 'prob'", "nearest valid 'probs'"]),
         (["--router-score", "tanh"], ["'tanh'", "softmax, sigmoid"]),
+        (
+            ["--dispatcher", "all-gather"],
+            ["--dispatcher 'all-gather'", "nearest valid 'allgather'"],
+        ),
         (["--capacity-factor", "0"], ["--capacity-factor 0.0", "> 0"]),
         (["--capacity-factor", "inf"], ["--capacity-factor inf"]),
         (["--ep", "0"], ["--ep 0", "--ep 2"]),

@@ -220,6 +220,11 @@ def register(subparsers):
         "expert), adversarial (all to rank 0)",
     )
     moe.add_argument("--router-score", help="softmax (default; Mixtral) or sigmoid (DeepSeek-V3)")
+    moe.add_argument(
+        "--dispatcher",
+        help="alltoall (default: counts, then only the rows whose expert is elsewhere) or "
+        "allgather (Megatron-Core's: every token to every rank, outputs reduce-scattered)",
+    )
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--bandwidth", default="100GB/s", help="per link (default 100GB/s)")
     cluster.add_argument("--latency", default="5us", help="per link (default 5us)")

@@ -57,6 +57,7 @@ FLAGS = {
     "pad_to_capacity": "--pad-to-capacity",
     "routing": "--routing",
     "router_score": "--router-score",
+    "dispatcher": "--dispatcher",
 }
 # the options given as text, so that a refusal can quote them: whole numbers
 WHOLE_NUMBER_FLAGS = ("stage", "cp", "pp", "dp_replicate", "dp_shard", "gpus_per_node")

@@ -31,13 +31,12 @@ Examples
 5
 """
 
-import difflib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_choice
 
 __all__ = [
     "RouterConfig",
@@ -78,8 +77,8 @@ class RouterConfig:
                 f"top_k={self.top_k} is more than experts={self.experts}: a token chooses k "
                 f"distinct experts; nearest valid top_k={self.experts}"
             )
-        _choice(self.score, SCORE_FUNCTIONS, "score")
-        _choice(self.drop_policy, DROP_POLICIES, "drop_policy")
+        check_choice(self.score, "score", SCORE_FUNCTIONS)
+        check_choice(self.drop_policy, "drop_policy", DROP_POLICIES)
         _positive_int(self.groups, "groups")
         _positive_int(self.topk_groups, "topk_groups")
         if self.groups > 1:
@@ -284,14 +283,6 @@ def updated_expert_bias(bias, tokens_per_expert, rate):
 def _positive_int(value, what):
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ConfigError(f"{what}={value!r} must be a whole number >= 1, like {what}=2")
-
-
-def _choice(value, choices, what):
-    if value not in choices:
-        near = difflib.get_close_matches(str(value), choices, n=1, cutoff=0)[0]
-        raise ConfigError(
-            f"{what}={value!r} is not one of {', '.join(choices)}; nearest valid {near!r}"
-        )
 
 
 def _nearest_divisor(n, near):

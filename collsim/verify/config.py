@@ -96,6 +96,7 @@ class VerifyConfig:
     pad_to_capacity: bool = False  # fill every expert's slots to capacity
     routing: str | None = None  # uniform (default), zipf, lognormal, hot, adversarial
     router_score: str | None = None  # "softmax" (default) or "sigmoid"
+    dispatcher: str | None = None  # "alltoall" (default) or "allgather" (Megatron-Core's)
     # the cluster
     bucket_bytes: int | str = DEFAULT_BUCKET_BYTES  # DP gradient bucket: bytes, or "25MiB"
     bandwidth: str | float = "100GB/s"  # per link (inside a node)

@@ -23,12 +23,13 @@ from ..errors import ConfigError, nearest_first
 from ..nn import MoE, RouterConfig
 from ..nn.routing import expert_capacity
 from ..parallel.experts.formulas import (
-    allgather_dispatch_bytes,
+    allgather_bytes,
     combine_bytes,
     counts_bytes,
     dispatch_bytes,
 )
 from ..parallel.experts.generators import check_routing, routing_prior
+from ..parallel.experts.layer import check_dispatcher
 from ..parallel.experts.step import dense_step, expert_parallel_step, max_rel_diff
 from ..units import parse_rate, parse_time
 from .context_checks import as_given, whole
@@ -68,7 +69,8 @@ NOT_MOE = (
     "causal",
     "lr",
 )
-MOE_ONLY = ("ep", "experts", "top_k", "capacity_factor", "drop_policy", "routing", "router_score")
+MOE_ONLY = ("ep", "experts", "top_k", "capacity_factor", "drop_policy", "routing", "router_score",
+            "dispatcher")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class MoESizes:
     bandwidth: float = 100e9  # bytes/s per link
     latency: float = 5e-6  # s per link
     compute_rate: float = 100e12  # FLOP/s per rank
+    dispatcher: str = "alltoall"  # or "allgather" (Megatron-Core's two token dispatchers)
 
     @classmethod
     def of(cls, ep=4, experts=8, top_k=2, batch=None, seq=8, hidden=16, ffn_hidden=None, **rest):
@@ -153,6 +156,7 @@ def moe_sizes(c):
             pad_to_capacity=bool(c.pad_to_capacity),
         )
         routing = check_routing(c.routing or "uniform")
+        dispatcher = check_dispatcher(c.dispatcher or "alltoall")
     except ConfigError as exc:
         raise ConfigError(_as_flags(str(exc), names)) from None
     tokens = batch * seq
@@ -166,7 +170,7 @@ def moe_sizes(c):
         )
     return MoESizes(
         ep, router, tokens, hidden, ffn, routing, c.seed, parse_rate(c.bandwidth),
-        parse_time(c.latency), float(c.compute_rate),
+        parse_time(c.latency), float(c.compute_rate), dispatcher,
     )  # fmt: skip
 
 
@@ -200,19 +204,24 @@ def verify_moe(sizes):
     prior = routing_prior(sizes.routing, sizes.tokens, router.experts, router.top_k, sizes.ep, rng)
     run = expert_parallel_step(
         moe, x, target, sizes.ep, prior, bandwidth=sizes.bandwidth, latency=sizes.latency,
-        compute_rate=sizes.compute_rate,
+        compute_rate=sizes.compute_rate, dispatcher=sizes.dispatcher,
     )  # fmt: skip
     oracle = dense_step(moe, x, target, sizes.ep, prior)
     row_bytes = sizes.hidden * 8  # float64 rows
+    per_rank = sizes.tokens // sizes.ep
+    routed = (dispatch_bytes(run.expert_counts, sizes.ep, row_bytes),
+              combine_bytes(run.expert_counts, sizes.ep, row_bytes))  # fmt: skip
+    gathered = allgather_bytes(per_rank, sizes.ep, row_bytes, router.experts)
+    ran, other = (gathered, routed) if sizes.dispatcher == "allgather" else (routed, gathered)
     return MoEReport(
         sizes=sizes,
         max_rel_diff=max_rel_diff(run.result, oracle),
         tolerance=MOE_TOLERANCE,
         loads=run.loads,
-        dispatch=dispatch_bytes(run.expert_counts, sizes.ep, row_bytes),
-        combine=combine_bytes(run.expert_counts, sizes.ep, row_bytes),
-        counts_bytes=counts_bytes(router.experts, sizes.ep),
-        allgather_bytes=allgather_dispatch_bytes(sizes.tokens // sizes.ep, sizes.ep, row_bytes),
+        dispatch=ran[0],
+        combine=ran[1],
+        counts_bytes=counts_bytes(router.experts, sizes.ep) if ran is routed else 0,
+        other_bytes=max(other[0].sent),
         capacity=_capacity(sizes),
         time=run.time,
     )

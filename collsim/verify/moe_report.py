@@ -12,6 +12,17 @@ from ..units import format_size, format_time
 
 __all__ = ["MoEReport"]
 
+FORMS = {
+    "alltoall": "a rank sends d·b·Σ_(j≠r) N[r][j], N[r][j] its rows for rank j's experts",
+    "allgather": "(ep−1)·T·(d + 2E)·b out, (ep−1)·T·d·b back, whatever the routing",
+}
+OTHER = {
+    "alltoall": "  before them, the all-to-all of per-expert counts: {counts} a rank; Megatron's "
+    "all-gather dispatcher would send {other} a rank to dispatch, whatever the routing",
+    "allgather": "  the all-to-all dispatcher would send at most {other} a rank to dispatch this "
+    "routing (only the rows whose expert is elsewhere)",
+}
+
 
 @dataclass(frozen=True)
 class MoEReport:
@@ -21,10 +32,10 @@ class MoEReport:
     max_rel_diff: float  # over output, input gradient, router and expert gradients, loss
     tolerance: float
     loads: tuple  # RankLoad per rank, read from the run
-    dispatch: object  # RaggedBytes by closed form, from the routing that happened
+    dispatch: object  # RaggedBytes by the dispatcher's closed form (the routing that happened)
     combine: object  # RaggedBytes
-    counts_bytes: int  # bytes a rank sends in the all-to-all of per-expert counts
-    allgather_bytes: int  # bytes a rank would send in Megatron's all-gather dispatcher
+    counts_bytes: int  # bytes a rank sends in the all-to-all of per-expert counts (alltoall)
+    other_bytes: int  # bytes the busiest rank would send to dispatch with the other dispatcher
     capacity: int | None  # slots per expert per rank; None when dropless
     time: float  # s: the step's simulated time
 
@@ -73,7 +84,8 @@ class MoEReport:
             "drop_policy": r.drop_policy,
             "time_s": self.time,
             "counts_bytes_per_rank": self.counts_bytes,
-            "allgather_dispatch_bytes_per_rank": self.allgather_bytes,
+            "dispatcher": s.dispatcher,
+            "other_dispatcher_dispatch_bytes": self.other_bytes,
             "ranks": [
                 {
                     "rank": load.rank,
@@ -126,12 +138,11 @@ class MoEReport:
         slow = self.straggler
         lines += [
             "",
-            f"  bytes of dispatch and combine equal the closed form d·b·Σ_(j≠r) N[r][j] for "
-            f"this routing: {'yes' if self.bytes_match else 'NO'}",
-            f"  before them, the all-to-all of per-expert counts: {format_size(self.counts_bytes)}"
-            " a rank",
-            f"  Megatron's all-gather dispatcher would send {format_size(self.allgather_bytes)} "
-            "a rank to dispatch (and again to combine), whatever the routing",
+            f"  bytes of dispatch and combine equal the {s.dispatcher} dispatcher's closed form "
+            f"({FORMS[s.dispatcher]}) for this routing: {'yes' if self.bytes_match else 'NO'}",
+            OTHER[s.dispatcher].format(
+                counts=format_size(self.counts_bytes), other=format_size(self.other_bytes)
+            ),
             f"  load: max {max(received)} / mean {mean:.3g} tokens a rank "
             f"({max(received) / mean if mean else 0:.2f}x); rank {slow.rank}'s experts "
             f"computed longest ({format_time(slow.expert_compute)}) and every rank waits "

@@ -14,11 +14,12 @@ kept choices, plus padding when padding to capacity).  Rank j holds experts
 * the backward pass sends the outputs' gradients the way the tokens went and the inputs'
   gradients the way the outputs came back: dispatch and combine again.
 
-Megatron-Core's **all-gather dispatcher**, for comparison, all-gathers every rank's T
-tokens over the group and reduce-scatters the outputs: a ring moves ``(ep−1)·T·d·b`` a
-rank each way, whatever the routing; the all-to-all moves only the rows whose expert is
-elsewhere, ``(ep−1)/ep·k·T·d·b`` a rank when routing is uniform and nothing drops.
-(Its all-gather of the routing map and probabilities, E values a token, is left out.)
+Megatron-Core's **all-gather dispatcher** (:mod:`.allgather`), for comparison, all-gathers
+every rank's T tokens over the group with their routing (which expert each slot goes to,
+and its gate: 2E values a token) and reduce-scatters the outputs: a ring moves
+``(ep−1)·T·(d + 2E)·b`` a rank out and ``(ep−1)·T·d·b`` back, whatever the routing; the
+all-to-all moves only the rows whose expert is elsewhere, ``(ep−1)/ep·k·T·d·b`` a rank on
+average when routing is uniform and nothing drops.
 
 Examples
 --------
@@ -30,7 +31,7 @@ RaggedBytes(sent=(32, 0), received=(0, 32))
 
 import numpy as np
 
-from ...collectives.formulas import all_to_allv_bytes
+from ...collectives.formulas import RaggedBytes, all_to_allv_bytes
 
 __all__ = [
     "rank_counts",
@@ -38,9 +39,10 @@ __all__ = [
     "combine_bytes",
     "counts_bytes",
     "allgather_dispatch_bytes",
+    "allgather_bytes",
 ]
 
-COUNT_BYTES = 8  # int64 counts
+COUNT_BYTES = 8  # int64 counts; the all-gather dispatcher's maps are float64, 8 B too
 
 
 def rank_counts(expert_counts, ep):
@@ -68,3 +70,17 @@ def allgather_dispatch_bytes(tokens, ep, row_bytes):
     """Bytes a rank sends in the all-gather dispatcher's ring all-gather of its ``tokens``
     rows (and again in the reduce-scatter that combines)."""
     return (ep - 1) * tokens * row_bytes
+
+
+def allgather_bytes(tokens, ep, row_bytes, experts):
+    """``(dispatch, combine)`` of the all-gather dispatcher as collsim runs it, per rank
+    (every rank sends what it receives): the ring all-gathers of the ``tokens`` rows and of
+    the routing maps (which slots go to which expert, and their gates: 2E float64 a token),
+    then the ring reduce-scatter of the outputs.
+
+    >>> allgather_bytes(tokens=4, ep=2, row_bytes=16, experts=2)
+    (RaggedBytes(sent=(192, 192), received=(192, 192)), RaggedBytes(sent=(64, 64), received=(64, 64)))
+    """  # noqa: E501
+    out = allgather_dispatch_bytes(tokens, ep, row_bytes + 2 * experts * COUNT_BYTES)
+    back = allgather_dispatch_bytes(tokens, ep, row_bytes)
+    return RaggedBytes((out,) * ep, (out,) * ep), RaggedBytes((back,) * ep, (back,) * ep)

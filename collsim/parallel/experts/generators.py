@@ -25,11 +25,9 @@ Examples
 [0, 1]
 """
 
-import difflib
-
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import check_choice
 
 __all__ = ["ROUTINGS", "PRIOR_STRENGTH", "expert_popularity", "routing_prior"]
 
@@ -40,12 +38,7 @@ ZIPF_EXPONENT = 1.2
 
 def check_routing(kind):
     """``kind`` if it is a routing generator's name, else a ConfigError naming the nearest."""
-    if kind not in ROUTINGS:
-        near = difflib.get_close_matches(str(kind), ROUTINGS, n=1, cutoff=0)[0]
-        raise ConfigError(
-            f"routing={kind!r} is not one of {', '.join(ROUTINGS)}; nearest valid {near!r}"
-        )
-    return kind
+    return check_choice(kind, "routing", ROUTINGS)
 
 
 def expert_popularity(kind, experts, top_k, ep, rng):

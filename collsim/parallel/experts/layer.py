@@ -31,25 +31,40 @@ True
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, check_choice
 from ...nn.module import FLOP_KEYS
 from ...nn.moe import MoE, SwiGLUExperts, router_logit_grad, scatter_rows
 from ...nn.moe import combine as weighted_sum
 from ...nn.routing import aux_loss, route
 from ..modules import layer_compute
+from .allgather import allgather_backward_input, allgather_forward
 from .dispatch import combine, dispatch, dispatch_again, expert_slice
 
-__all__ = ["ExpertParallelMoE"]
+__all__ = ["ExpertParallelMoE", "DISPATCHERS", "check_dispatcher"]
+
+# Megatron-Core's --moe-token-dispatcher-type: all-to-all (counts, then tokens with uneven
+# splits) or all-gather (every rank's tokens to every rank, outputs reduce-scattered back)
+DISPATCHERS = ("alltoall", "allgather")
+
+
+def check_dispatcher(dispatcher):
+    """``dispatcher`` if it is one of :data:`DISPATCHERS`, else a ConfigError naming it."""
+    return check_choice(dispatcher, "dispatcher", DISPATCHERS)
 
 
 class ExpertParallelMoE:
     """This rank's part of an MoE layer over the ep group ``group``.
 
     ``router`` (d, E) is whole; ``experts`` holds this rank's ``E/ep`` experts;
-    ``expert_bias`` (E,) is whole (every rank chooses among all experts).
+    ``expert_bias`` (E,) is whole (every rank chooses among all experts); ``dispatcher``
+    is ``"alltoall"`` (:mod:`.dispatch`) or ``"allgather"`` (:mod:`.allgather`).
     """
 
-    def __init__(self, router, experts, config, group, ep_rank, expert_bias=None, name="moe"):
+    def __init__(
+        self, router, experts, config, group, ep_rank, expert_bias=None, name="moe",
+        dispatcher="alltoall",
+    ):  # fmt: skip
+        self.dispatcher = check_dispatcher(dispatcher)
         self.router = np.array(router, dtype=np.float64)
         self.experts, self.config, self.group, self.name = experts, config, group, name
         if not 0 <= ep_rank < group.size:
@@ -61,14 +76,16 @@ class ExpertParallelMoE:
         self.shard_axes = {"router": None, "w_gate": 0, "w_up": 0, "w_down": 0}
 
     @classmethod
-    def from_full(cls, moe, group, rank_id, name="moe"):
+    def from_full(cls, moe, group, rank_id, name="moe", dispatcher="alltoall"):
         """This rank's module of ``moe`` (a :class:`collsim.nn.MoE`), weights copied."""
         if not isinstance(moe, MoE):
             raise ConfigError(f"ExpertParallelMoE runs a collsim.nn.MoE, got {type(moe).__name__}")
         ep_rank = group.index(rank_id)
         mine = expert_slice(moe.config.experts, group.size, ep_rank)
         experts = SwiGLUExperts(*(w[mine] for w in moe.experts.params.values()))
-        return cls(moe.router, experts, moe.config, group, ep_rank, moe.expert_bias, name)
+        return cls(
+            moe.router, experts, moe.config, group, ep_rank, moe.expert_bias, name, dispatcher
+        )
 
     @property
     def params(self):
@@ -81,26 +98,41 @@ class ExpertParallelMoE:
         yield layer_compute(rank, "forward", f"{self.name}.router", 2 * T * d * self.config.experts)
         logits = x @ self.router
         routing = route(logits if prior is None else logits + prior, self.config, self.expert_bias)
+        ctx = {"x": x, "routing": routing}
+        ctx["aux_loss"], ctx["aux_grad"] = aux_loss(routing, self.config)
+        if self.dispatcher == "allgather":
+            partial, ctx["allgather"] = yield from allgather_forward(self, rank, x, routing)
+            ctx["per_expert"] = ctx["allgather"]["per_expert"]
+            gathered = ctx["allgather"]["rows"] * d  # every rank's tokens, kept for backward
+            ctx["held"] = self._hold(rank, ctx["per_expert"], gathered)
+            return x + partial, ctx
         counts = np.bincount(routing.slot_expert, minlength=self.config.experts)
         rows, layout = yield from dispatch(rank, self.group, x[routing.slot_token], counts)
-        per_expert = layout.expert_rows
-        # what the experts keep for backward: the rows, and a, b, silu(a)·b of width f
+        ctx["layout"], ctx["per_expert"] = layout, layout.expert_rows
+        ctx["held"] = self._hold(rank, layout.expert_rows, rows.size)
+        yield layer_compute(
+            rank, "forward", f"{self.name}.experts", self._flops(ctx["per_expert"])[0]
+        )
+        out_sorted, ctx["saved"] = self.experts.forward(rows, layout.expert_rows)
+        ctx["out"] = yield from combine(rank, self.group, out_sorted, layout)
+        return weighted_sum(x, routing.slot_token, routing.slot_gate, ctx["out"]), ctx
+
+    def _hold(self, rank, per_expert, token_elements):
+        """Register what the experts keep for backward: the token rows they were given, and
+        a, b and silu(a)·b (width f) of each row they computed."""
         f = self.experts.w_gate.shape[2]
-        held = rank.alloc("activations", f"{self.name}.dispatched", rows.size + 3 * len(rows) * f)
-        yield layer_compute(rank, "forward", f"{self.name}.experts", self._flops(per_expert)[0])
-        out_sorted, saved = self.experts.forward(rows, per_expert)
-        out = yield from combine(rank, self.group, out_sorted, layout)
-        y = weighted_sum(x, routing.slot_token, routing.slot_gate, out)
-        ctx = {"x": x, "routing": routing, "layout": layout, "out": out, "saved": saved}
-        ctx["held"] = held
-        ctx["aux_loss"], ctx["aux_grad"] = aux_loss(routing, self.config)
-        return y, ctx
+        elements = token_elements + 3 * int(np.sum(per_expert)) * f
+        return rank.alloc("activations", f"{self.name}.dispatched", elements)
 
     def _flops(self, per_expert):
         each = [self.experts.flops(int(n)) for n in per_expert]
         return [sum(f[key] for f in each) for key in FLOP_KEYS]  # forward, B, W
 
     def backward_input(self, rank, ctx, dy):
+        if self.dispatcher == "allgather":
+            dx = yield from allgather_backward_input(self, rank, ctx, dy)
+            rank.free(ctx.pop("held"))
+            return dx
         routing, layout = ctx["routing"], ctx["layout"]
         dout = routing.slot_gate[:, None] * dy[routing.slot_token]
         got = yield from dispatch_again(rank, self.group, dout, layout, "dispatch-grad")
@@ -119,7 +151,7 @@ class ExpertParallelMoE:
         if "expert_grads" not in ctx:
             raise ConfigError("ExpertParallelMoE.backward_weight comes after backward_input")
         T, d = ctx["x"].shape
-        flops = self._flops(ctx["layout"].expert_rows)[2] + 2 * T * d * self.config.experts
+        flops = self._flops(ctx["per_expert"])[2] + 2 * T * d * self.config.experts
         yield layer_compute(rank, "backward_weight", self.name, flops)
         return {"router": ctx["x"].T @ ctx["dlogits"], **ctx.pop("expert_grads")}
 

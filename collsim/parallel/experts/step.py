@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...collectives.all_to_allv import RaggedTransfer
+from ...collectives.records import CollectiveStep
 from ...errors import ConfigError
 from ...network.memory import memory_peaks
 from ...nn.losses import mse_loss
@@ -97,6 +98,7 @@ class _RankOutcome:
     dropped: int
     rows_received: int
     finished: float
+    forward_end: float  # s: when its forward pass ended
 
 
 def _blocks(x, ep, what):
@@ -115,15 +117,18 @@ def expert_parallel_step(
     bandwidth="100GB/s",
     latency="5us",
     compute_rate=100e12,
+    dispatcher="alltoall",
 ):
-    """Run one step of ``moe`` with expert parallelism over ``ep`` ranks of a switch."""
+    """Run one step of ``moe`` with expert parallelism over ``ep`` ranks of a switch, its
+    tokens sent by ``dispatcher`` (``"alltoall"`` or ``"allgather"``)."""
     xs, targets = _blocks(x, ep, "tokens"), _blocks(target, ep, "targets")
     priors = [None] * ep if prior is None else _blocks(prior, ep, "prior")
     group = Group(range(ep))
 
     def program(rank):
-        layer = ExpertParallelMoE.from_full(moe, group, rank.id)
+        layer = ExpertParallelMoE.from_full(moe, group, rank.id, dispatcher=dispatcher)
         y, ctx = yield from layer.forward(rank, xs[rank.id], priors[rank.id])
+        forward_end = rank.now
         loss, dy = mse_loss(y, targets[rank.id])
         dx, grads = yield from layer.backward(rank, ctx, dy)
         finished = rank.now  # before the gradient reduction, which waits for every rank
@@ -131,7 +136,7 @@ def expert_parallel_step(
         routing = ctx["routing"]
         return _RankOutcome(
             y, dx, grads, float(loss) + ctx["aux_loss"], routing.counts(1)[0], routing.dropped,
-            int(ctx["layout"].expert_rows.sum()), finished,
+            int(np.sum(ctx["per_expert"])), finished, forward_end,
         )  # fmt: skip
 
     cluster = Cluster(switch(ep, bandwidth, latency), compute_rate=compute_rate)
@@ -147,25 +152,40 @@ def expert_parallel_step(
         float(np.mean([o.loss for o in outs])),
     )
     counts = np.array([o.expert_counts for o in outs])
-    loads = tuple(_load(r, outs[r], run.trace, ep) for r in range(ep))
+    phases = _forward_bytes(run.trace, [o.forward_end for o in outs])
+    loads = tuple(_load(r, outs[r], run.trace, ep, phases) for r in range(ep))
     return ExpertParallelStep(result, loads, counts, run.time, run.trace)
 
 
-def _load(r, out, trace, ep):
-    moved = {}  # (call, "sent" | "received") -> bytes of rank r
+def _forward_bytes(trace, forward_end):
+    """``{(phase, "sent" | "received", rank): bytes}`` of the forward pass's dispatch and
+    combine, read from the trace: the all-to-all dispatcher's transfers carry their call in
+    a :class:`RaggedTransfer` record; the all-gather dispatcher's are collectives (their tag a
+    :class:`CollectiveStep`) that started before the sender's forward pass ended: its
+    all-gathers dispatch, its reduce-scatter combines."""
+    moved = {}
     for t in trace.transfers:
-        if isinstance(t.meta, RaggedTransfer) and r in (t.src, t.dst):
-            key = (t.meta.call, "sent" if t.src == r else "received")
-            moved[key] = moved.get(key, 0) + t.nbytes
+        if isinstance(t.meta, RaggedTransfer):
+            phase = t.meta.call
+        elif isinstance(t.tag, CollectiveStep) and t.start < forward_end[t.src]:
+            phase = {"all_gather": "dispatch", "reduce_scatter": "combine"}.get(t.tag.collective)
+        else:
+            continue
+        for side, rank in (("sent", t.src), ("received", t.dst)):
+            moved[phase, side, rank] = moved.get((phase, side, rank), 0) + t.nbytes
+    return moved
+
+
+def _load(r, out, trace, ep, moved):
     return RankLoad(
         r,
         int(out.expert_counts.sum()),
         out.rows_received,
         out.dropped,
-        moved.get(("dispatch", "sent"), 0),
-        moved.get(("dispatch", "received"), 0),
-        moved.get(("combine", "sent"), 0),
-        moved.get(("combine", "received"), 0),
+        moved.get(("dispatch", "sent", r), 0),
+        moved.get(("dispatch", "received", r), 0),
+        moved.get(("combine", "sent", r), 0),
+        moved.get(("combine", "received", r), 0),
         sum(c.end - c.start for c in trace.computes if c.rank == r and _expert_span(c)),
         out.finished,
         memory_peaks(trace, ep)[r].total,
