@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 
 from collsim.collectives.all_to_allv import RaggedTransfer
 from collsim.nn import MoE, RouterConfig
-from collsim.parallel.experts.formulas import combine_bytes, dispatch_bytes, rank_counts
+from collsim.parallel.experts.formulas import (
+    combine_bytes,
+    dispatch_bytes,
+    hierarchical_bytes,
+    rank_counts,
+)
 from collsim.parallel.experts.generators import ROUTINGS, routing_prior
 from collsim.parallel.experts.step import dense_step, expert_parallel_step, max_rel_diff
 from collsim.parallel.experts.sync import EXPERT_KEYS
@@ -40,7 +45,8 @@ def cases(draw, eps=(1, 2, 4, 8)):
         "routing": draw(st.sampled_from(ROUTINGS)),
         "seed": draw(st.integers(0, 2**16)),
         "hidden": draw(st.integers(1, 5)),
-        "dispatcher": draw(st.sampled_from(["alltoall", "allgather"])),
+        "dispatcher": draw(st.sampled_from(["alltoall", "allgather", "hierarchical"])),
+        "gpus_per_node": draw(st.sampled_from([g for g in (1, 2, 4, 8) if ep % g == 0])),
         "ffn": draw(st.integers(1, 6)),
     }
 
@@ -57,8 +63,9 @@ def problem(case):
 
 def ep_error(case, **options):
     moe, x, target, prior = problem(case)
-    dispatcher = case.get("dispatcher", "alltoall")
-    run = expert_parallel_step(moe, x, target, case["ep"], prior, dispatcher=dispatcher, **options)
+    dispatcher, nodes = case.get("dispatcher", "alltoall"), case.get("gpus_per_node")
+    run = expert_parallel_step(moe, x, target, case["ep"], prior, dispatcher=dispatcher,
+                               gpus_per_node=nodes, **options)  # fmt: skip
     return max_rel_diff(run.result, dense_step(moe, x, target, case["ep"], prior))
 
 
@@ -121,7 +128,7 @@ def test_the_doubled_gradient_is_exactly_ep_times():
 
 
 @settings(max_examples=10)
-@given(cases(eps=(2, 3, 4)))
+@given(cases(eps=(2, 3, 4, 6)))
 def test_bytes_and_exchange_are_the_routings_closed_form(case):
     moe, x, target, prior = problem(case)
     ep = case["ep"]
@@ -146,6 +153,17 @@ def test_bytes_and_exchange_are_the_routings_closed_form(case):
     dropped = sum(load.dropped for load in run.loads)
     padding = kept - (case["tokens"] * moe.config.top_k - dropped)
     assert padding >= 0 and (padding == 0 or moe.config.pad_to_capacity)
+    # the hierarchical dispatcher: once a token and node across, once a slot inside it
+    G = case["gpus_per_node"]
+    two = expert_parallel_step(moe, x, target, ep, prior, dispatcher="hierarchical",
+                               gpus_per_node=G)  # fmt: skip
+    out, back = hierarchical_bytes(
+        two.expert_counts, two.node_tokens, ep, G, row_bytes, moe.config.experts
+    )
+    for load in two.loads:
+        r = load.rank
+        assert (load.dispatch_sent, load.dispatch_received) == (out.sent[r], out.received[r])
+        assert (load.combine_sent, load.combine_received) == (back.sent[r], back.received[r])
     # the all-gather dispatcher moves every token and its routing maps, whatever the routing
     gathered = expert_parallel_step(moe, x, target, ep, prior, dispatcher="allgather")
     per_rank, width = case["tokens"] // ep, case["hidden"] + 2 * moe.config.experts
@@ -177,3 +195,16 @@ def test_the_rank_module_follows_the_protocol():
     assert isinstance(layer, RankModule)
     np.testing.assert_array_equal(layer.params["w_up"], moe.experts.w_up[2:])
     assert layer.shard_axes == {"router": None, "w_gate": 0, "w_up": 0, "w_down": 0}
+
+
+def test_hierarchical_dispatch_crosses_nodes_once_a_token():
+    # top-4 of 8 experts on 2 nodes of 2 GPUs: a token's 4 experts span at most 2 nodes, so
+    # the flat all-to-all sends up to 4 rows across where the two-level one sends 1 (wider)
+    case = {"config": RouterConfig(8, 4), "ep": 4, "tokens": 32, "routing": "uniform",
+            "seed": 2, "hidden": 64}  # fmt: skip
+    moe, x, target, prior = problem(case)
+    flat = expert_parallel_step(moe, x, target, 4, prior, gpus_per_node=2)
+    two = expert_parallel_step(moe, x, target, 4, prior, gpus_per_node=2, dispatcher="hierarchical")
+    crossed = [sum(load.inter_node_sent for load in run.loads) for run in (flat, two)]
+    assert crossed[1] < 0.7 * crossed[0]
+    assert max_rel_diff(two.result, dense_step(moe, x, target, 4, prior)) < TOLERANCE

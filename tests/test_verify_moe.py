@@ -72,6 +72,16 @@ def test_dropped_tokens_are_counted(capsys):
     assert dropped > 0 and received + dropped == 64  # top-1: each token kept or dropped
 
 
+@pytest.mark.parametrize("dispatcher", ["alltoall", "allgather", "hierarchical"])
+def test_two_nodes(dispatcher, capsys):
+    status = main(["verify", "moe", "--ep", "8", "--experts", "16", "--top-k", "4",
+                   "--gpus-per-node", "4", "--dispatcher", dispatcher])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0 and out.startswith("MATCH"), out
+    assert f"2 node(s) of 4 GPUs, {dispatcher} dispatcher" in out
+    assert f"equal the {dispatcher} dispatcher's closed form" in out and ": yes" in out
+
+
 def test_closed_form_by_hand():
     # rank 0 sends 3 rows to its own expert 0 and 1 row to rank 1's expert 2: 1 row of 8 B
     assert dispatch_bytes([[3, 0, 1, 0], [0, 2, 0, 0]], ep=2, row_bytes=8).sent == (8, 16)

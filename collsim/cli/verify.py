@@ -170,7 +170,8 @@ def register(subparsers):
     shard.add_argument(
         "--gpus-per-node",
         help="hsdp: GPUs per node of the two-level topology "
-        "(default dp-shard: each shard group one node)",
+        "(default dp-shard: each shard group one node); moe: the ep ranks as nodes of this "
+        "many GPUs, else one switch",
     )
     context = parser.add_argument_group("cp, nd: context parallelism and the N-D mesh")
     context.add_argument(
@@ -222,8 +223,10 @@ def register(subparsers):
     moe.add_argument("--router-score", help="softmax (default; Mixtral) or sigmoid (DeepSeek-V3)")
     moe.add_argument(
         "--dispatcher",
-        help="alltoall (default: counts, then only the rows whose expert is elsewhere) or "
-        "allgather (Megatron-Core's: every token to every rank, outputs reduce-scattered)",
+        help="alltoall (default: counts, then only the rows whose expert is elsewhere), "
+        "allgather (Megatron-Core's: every token to every rank, outputs reduce-scattered) or "
+        "hierarchical (DeepEP's two levels: a token crosses to each node once, then NVLink; "
+        "with --gpus-per-node)",
     )
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--bandwidth", default="100GB/s", help="per link (default 100GB/s)")

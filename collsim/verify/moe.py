@@ -27,6 +27,7 @@ from ..parallel.experts.formulas import (
     combine_bytes,
     counts_bytes,
     dispatch_bytes,
+    hierarchical_bytes,
 )
 from ..parallel.experts.generators import check_routing, routing_prior
 from ..parallel.experts.layer import check_dispatcher
@@ -63,7 +64,6 @@ NOT_MOE = (
     "accumulation",
     "dp_replicate",
     "dp_shard",
-    "gpus_per_node",
     "variant",
     "layout",
     "causal",
@@ -87,7 +87,8 @@ class MoESizes:
     bandwidth: float = 100e9  # bytes/s per link
     latency: float = 5e-6  # s per link
     compute_rate: float = 100e12  # FLOP/s per rank
-    dispatcher: str = "alltoall"  # or "allgather" (Megatron-Core's two token dispatchers)
+    dispatcher: str = "alltoall"  # "allgather" (Megatron-Core's other) or "hierarchical"
+    gpus_per_node: int | None = None  # None: one switch; else nodes of a two-level topology
 
     @classmethod
     def of(cls, ep=4, experts=8, top_k=2, batch=None, seq=8, hidden=16, ffn_hidden=None, **rest):
@@ -157,6 +158,7 @@ def moe_sizes(c):
         )
         routing = check_routing(c.routing or "uniform")
         dispatcher = check_dispatcher(c.dispatcher or "alltoall")
+        gpus_per_node = _node_size(c.gpus_per_node, ep, names)
     except ConfigError as exc:
         raise ConfigError(_as_flags(str(exc), names)) from None
     tokens = batch * seq
@@ -170,7 +172,7 @@ def moe_sizes(c):
         )
     return MoESizes(
         ep, router, tokens, hidden, ffn, routing, c.seed, parse_rate(c.bandwidth),
-        parse_time(c.latency), float(c.compute_rate), dispatcher,
+        parse_time(c.latency), float(c.compute_rate), dispatcher, gpus_per_node,
     )  # fmt: skip
 
 
@@ -183,6 +185,21 @@ def refuse_moe_options(c):
         raise ConfigError(
             f"{as_given(c.names, key, getattr(c, key))} applies to scheme moe, not to {c.scheme!r}"
         )
+
+
+def _node_size(gpus_per_node, ep, names):
+    """None for one switch, else a node size that divides ep (the ranks fill whole nodes)."""
+    if gpus_per_node is None:
+        return None
+    size = whole(gpus_per_node, "gpus_per_node", names)
+    if ep % size:
+        valid = nearest_first(size, [g for g in range(1, ep + 1) if ep % g == 0])
+        raise ConfigError(
+            f"{as_given(names, 'gpus_per_node', size)} does not divide "
+            f"{as_given(names, 'ep', ep)}: the ep ranks fill whole nodes; nearest valid "
+            f"{as_given(names, 'gpus_per_node', valid[0])}"
+        )
+    return size
 
 
 def _as_flags(message, names):
@@ -205,6 +222,7 @@ def verify_moe(sizes):
     run = expert_parallel_step(
         moe, x, target, sizes.ep, prior, bandwidth=sizes.bandwidth, latency=sizes.latency,
         compute_rate=sizes.compute_rate, dispatcher=sizes.dispatcher,
+        gpus_per_node=sizes.gpus_per_node,
     )  # fmt: skip
     oracle = dense_step(moe, x, target, sizes.ep, prior)
     row_bytes = sizes.hidden * 8  # float64 rows
@@ -213,6 +231,11 @@ def verify_moe(sizes):
               combine_bytes(run.expert_counts, sizes.ep, row_bytes))  # fmt: skip
     gathered = allgather_bytes(per_rank, sizes.ep, row_bytes, router.experts)
     ran, other = (gathered, routed) if sizes.dispatcher == "allgather" else (routed, gathered)
+    if sizes.dispatcher == "hierarchical":
+        ran, other = hierarchical_bytes(
+            run.expert_counts, run.node_tokens, sizes.ep, sizes.gpus_per_node or sizes.ep,
+            row_bytes, router.experts,
+        ), routed  # fmt: skip
     return MoEReport(
         sizes=sizes,
         max_rel_diff=max_rel_diff(run.result, oracle),
@@ -221,6 +244,7 @@ def verify_moe(sizes):
         dispatch=ran[0],
         combine=ran[1],
         counts_bytes=counts_bytes(router.experts, sizes.ep) if ran is routed else 0,
+        inter_node=[load.inter_node_sent for load in run.loads],
         other_bytes=max(other[0].sent),
         capacity=_capacity(sizes),
         time=run.time,

@@ -15,12 +15,15 @@ __all__ = ["MoEReport"]
 FORMS = {
     "alltoall": "a rank sends d·b·Σ_(j≠r) N[r][j], N[r][j] its rows for rank j's experts",
     "allgather": "(ep−1)·T·(d + 2E)·b out, (ep−1)·T·d·b back, whatever the routing",
+    "hierarchical": "(d+2E)·b a token and other node across, d·b a slot inside the node",
 }
 OTHER = {
     "alltoall": "  before them, the all-to-all of per-expert counts: {counts} a rank; Megatron's "
     "all-gather dispatcher would send {other} a rank to dispatch, whatever the routing",
     "allgather": "  the all-to-all dispatcher would send at most {other} a rank to dispatch this "
     "routing (only the rows whose expert is elsewhere)",
+    "hierarchical": "  the flat all-to-all dispatcher would send at most {other} a rank to "
+    "dispatch this routing (one row a slot, straight to the expert's GPU)",
 }
 
 
@@ -36,6 +39,7 @@ class MoEReport:
     combine: object  # RaggedBytes
     counts_bytes: int  # bytes a rank sends in the all-to-all of per-expert counts (alltoall)
     other_bytes: int  # bytes the busiest rank would send to dispatch with the other dispatcher
+    inter_node: list  # bytes each rank sent to other nodes (forward dispatch + combine)
     capacity: int | None  # slots per expert per rank; None when dropless
     time: float  # s: the step's simulated time
 
@@ -85,6 +89,7 @@ class MoEReport:
             "time_s": self.time,
             "counts_bytes_per_rank": self.counts_bytes,
             "dispatcher": s.dispatcher,
+            "gpus_per_node": s.gpus_per_node,
             "other_dispatcher_dispatch_bytes": self.other_bytes,
             "ranks": [
                 {
@@ -95,6 +100,7 @@ class MoEReport:
                     "dispatch_received_bytes": load.dispatch_received,
                     "combine_sent_bytes": load.combine_sent,
                     "combine_received_bytes": load.combine_received,
+                    "inter_node_sent_bytes": load.inter_node_sent,
                     "expert_compute_s": load.expert_compute,
                     "finished_s": load.finished,
                     "peak_activation_bytes": load.peak_memory,
@@ -122,6 +128,8 @@ class MoEReport:
             f"(ceil(T·k/E·cf), cf {r.capacity_factor}), drop policy {r.drop_policy}"
             + (", padded to capacity" if r.pad_to_capacity else ""),
             "",
+            f"  {s.ep // (s.gpus_per_node or s.ep)} node(s) of {s.gpus_per_node or s.ep} GPUs, "
+            f"{s.dispatcher} dispatcher",
             "  rank  tokens in  dropped  dispatch sent / recv    combine sent / recv   "
             "   experts   finished   peak act.",
         ]
@@ -143,6 +151,8 @@ class MoEReport:
             OTHER[s.dispatcher].format(
                 counts=format_size(self.counts_bytes), other=format_size(self.other_bytes)
             ),
+            f"  across nodes in the forward pass: {format_size(sum(self.inter_node))} in all, "
+            f"at most {format_size(max(self.inter_node))} from one rank",
             f"  load: max {max(received)} / mean {mean:.3g} tokens a rank "
             f"({max(received) / mean if mean else 0:.2f}x); rank {slow.rank}'s experts "
             f"computed longest ({format_time(slow.expert_compute)}) and every rank waits "

@@ -36,7 +36,14 @@ import numpy as np
 from ...collectives.all_to_allv import direct_all_to_allv, run_all_to_allv
 from ...errors import ConfigError
 
-__all__ = ["DispatchLayout", "dispatch", "dispatch_again", "combine", "expert_slice"]
+__all__ = [
+    "DispatchLayout",
+    "dispatch",
+    "dispatch_again",
+    "combine",
+    "expert_slice",
+    "known_counts",
+]
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ def expert_slice(experts, ep, ep_rank):
     return slice(ep_rank * per, (ep_rank + 1) * per)
 
 
-def _known_counts(ep, g, rows_to, rows_in):
+def known_counts(ep, g, rows_to, rows_in):
     """The (ep, ep) table of rows sent between ranks as rank g knows it: its row (what it
     sends) and its column (what it receives); the moves it takes part in read no more."""
     table = np.zeros((ep, ep), dtype=np.int64)
@@ -83,7 +90,7 @@ def dispatch(rank, group, rows, expert_counts, call="dispatch"):
     rows_from = yield from rank.all_to_all(np.ascontiguousarray(by_rank), group=group)
     rows_from = np.asarray(rows_from, dtype=np.int64).reshape(ep, per)
     rows_to, rows_in = by_rank.sum(axis=1), rows_from.sum(axis=1)
-    known = _known_counts(ep, g, rows_to, rows_in)
+    known = known_counts(ep, g, rows_to, rows_in)
     out_schedule, back_schedule = direct_all_to_allv(known), direct_all_to_allv(known.T)
     got = yield from run_all_to_allv(rank, out_schedule, rows, group, call)
     starts = np.concatenate([[0], np.cumsum(rows_from.ravel())])[:-1].reshape(ep, per)

@@ -21,6 +21,13 @@ and its gate: 2E values a token) and reduce-scatters the outputs: a ring moves
 all-to-all moves only the rows whose expert is elsewhere, ``(ep−1)/ep·k·T·d·b`` a rank on
 average when routing is uniform and nothing drops.
 
+The **hierarchical** dispatcher (:mod:`.hierarchical`, G GPUs a node): ``U[r][m]``, the
+tokens of rank r with at least one slot on node m, cross the network once each, to rank
+(m, l) of r's local index l, as rows of ``d + 2E`` values; that forwarder sends each slot's
+row to the GPU of node m holding its expert.  So rank r = (n, l) sends
+``(d+2E)·b·Σ_{m≠n} U[r][m]`` across nodes and ``d·b·Σ_{s: local index l} Σ_{j on node n,
+j≠r} N[s][j]`` inside its node; the combine sends ``d·b`` rows back the same ways.
+
 Examples
 --------
 >>> dispatch_bytes([[3, 1, 0, 2], [0, 0, 4, 4]], ep=2, row_bytes=16)
@@ -40,6 +47,7 @@ __all__ = [
     "counts_bytes",
     "allgather_dispatch_bytes",
     "allgather_bytes",
+    "hierarchical_bytes",
 ]
 
 COUNT_BYTES = 8  # int64 counts; the all-gather dispatcher's maps are float64, 8 B too
@@ -84,3 +92,36 @@ def allgather_bytes(tokens, ep, row_bytes, experts):
     out = allgather_dispatch_bytes(tokens, ep, row_bytes + 2 * experts * COUNT_BYTES)
     back = allgather_dispatch_bytes(tokens, ep, row_bytes)
     return RaggedBytes((out,) * ep, (out,) * ep), RaggedBytes((back,) * ep, (back,) * ep)
+
+
+def hierarchical_bytes(expert_counts, node_tokens, ep, gpus_per_node, row_bytes, experts):
+    """``(dispatch, combine)`` of the hierarchical dispatcher per rank, inter-node and
+    intra-node bytes together, from ``expert_counts`` (ep, E) and ``node_tokens`` (ep,
+    nodes), the distinct tokens each rank sends to each node.
+
+    >>> out, back = hierarchical_bytes([[2, 0, 1, 0], [0, 0, 0, 0]], [[1, 1], [0, 0]],
+    ...                                ep=2, gpus_per_node=1, row_bytes=16, experts=4)
+    >>> out.sent, back.sent  # rank 0: one token to node 1 as 16 + 2·4·8 B; 16 B back
+    ((80, 0), (0, 16))
+    """
+    G, N = gpus_per_node, rank_counts(expert_counts, ep)  # N[s][j]: slots s -> rank j
+    wide = row_bytes + 2 * experts * COUNT_BYTES
+    out_sent, out_recv = [0] * ep, [0] * ep
+    back_sent, back_recv = [0] * ep, [0] * ep
+    for r in range(ep):
+        n, l = divmod(r, G)
+        for m, tokens in enumerate(node_tokens[r]):
+            if m != n:  # across nodes, to (m, l), and back
+                out_sent[r] += wide * tokens
+                out_recv[m * G + l] += wide * tokens
+                back_sent[m * G + l] += row_bytes * tokens
+                back_recv[r] += row_bytes * tokens
+        for j in range(n * G, (n + 1) * G):  # forwarded inside node n: r -> j
+            if j != r:
+                slots = sum(N[s][j] for s in range(l, ep, G))  # every source on r's rail
+                out_sent[r] += row_bytes * slots
+                out_recv[j] += row_bytes * slots
+                back_sent[j] += row_bytes * slots
+                back_recv[r] += row_bytes * slots
+    return (RaggedBytes(tuple(out_sent), tuple(out_recv)),
+            RaggedBytes(tuple(back_sent), tuple(back_recv)))  # fmt: skip

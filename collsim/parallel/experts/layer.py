@@ -39,12 +39,13 @@ from ...nn.routing import aux_loss, route
 from ..modules import layer_compute
 from .allgather import allgather_backward_input, allgather_forward
 from .dispatch import combine, dispatch, dispatch_again, expert_slice
+from .hierarchical import check_nodes, hierarchical_backward_input, hierarchical_forward
 
 __all__ = ["ExpertParallelMoE", "DISPATCHERS", "check_dispatcher"]
 
 # Megatron-Core's --moe-token-dispatcher-type: all-to-all (counts, then tokens with uneven
 # splits) or all-gather (every rank's tokens to every rank, outputs reduce-scattered back)
-DISPATCHERS = ("alltoall", "allgather")
+DISPATCHERS = ("alltoall", "allgather", "hierarchical")  # the last: DeepEP's two levels
 
 
 def check_dispatcher(dispatcher):
@@ -62,7 +63,7 @@ class ExpertParallelMoE:
 
     def __init__(
         self, router, experts, config, group, ep_rank, expert_bias=None, name="moe",
-        dispatcher="alltoall",
+        dispatcher="alltoall", gpus_per_node=None,
     ):  # fmt: skip
         self.dispatcher = check_dispatcher(dispatcher)
         self.router = np.array(router, dtype=np.float64)
@@ -71,12 +72,14 @@ class ExpertParallelMoE:
             raise ConfigError(f"ep_rank={ep_rank} is not a position in the ep group {group}")
         self.ep_rank, self.ep = ep_rank, group.size
         self.local = expert_slice(config.experts, self.ep, ep_rank)
+        self.gpus_per_node = self.ep if gpus_per_node is None else int(gpus_per_node)
+        check_nodes(self.ep, self.gpus_per_node, config.experts)
         E = config.experts
         self.expert_bias = np.zeros(E) if expert_bias is None else np.array(expert_bias, float)
         self.shard_axes = {"router": None, "w_gate": 0, "w_up": 0, "w_down": 0}
 
     @classmethod
-    def from_full(cls, moe, group, rank_id, name="moe", dispatcher="alltoall"):
+    def from_full(cls, moe, group, rank_id, name="moe", dispatcher="alltoall", gpus_per_node=None):
         """This rank's module of ``moe`` (a :class:`collsim.nn.MoE`), weights copied."""
         if not isinstance(moe, MoE):
             raise ConfigError(f"ExpertParallelMoE runs a collsim.nn.MoE, got {type(moe).__name__}")
@@ -84,8 +87,9 @@ class ExpertParallelMoE:
         mine = expert_slice(moe.config.experts, group.size, ep_rank)
         experts = SwiGLUExperts(*(w[mine] for w in moe.experts.params.values()))
         return cls(
-            moe.router, experts, moe.config, group, ep_rank, moe.expert_bias, name, dispatcher
-        )
+            moe.router, experts, moe.config, group, ep_rank, moe.expert_bias, name, dispatcher,
+            gpus_per_node,
+        )  # fmt: skip
 
     @property
     def params(self):
@@ -105,6 +109,12 @@ class ExpertParallelMoE:
             ctx["per_expert"] = ctx["allgather"]["per_expert"]
             gathered = ctx["allgather"]["rows"] * d  # every rank's tokens, kept for backward
             ctx["held"] = self._hold(rank, ctx["per_expert"], gathered)
+            return x + partial, ctx
+        if self.dispatcher == "hierarchical":
+            partial, ctx["hierarchical"] = yield from hierarchical_forward(self, rank, x, routing)
+            ctx["per_expert"] = ctx["hierarchical"]["layout"].expert_rows
+            rows = int(np.sum(ctx["per_expert"])) * d + ctx["hierarchical"]["arrived"] * d
+            ctx["held"] = self._hold(rank, ctx["per_expert"], rows)
             return x + partial, ctx
         counts = np.bincount(routing.slot_expert, minlength=self.config.experts)
         rows, layout = yield from dispatch(rank, self.group, x[routing.slot_token], counts)
@@ -129,8 +139,11 @@ class ExpertParallelMoE:
         return [sum(f[key] for f in each) for key in FLOP_KEYS]  # forward, B, W
 
     def backward_input(self, rank, ctx, dy):
-        if self.dispatcher == "allgather":
-            dx = yield from allgather_backward_input(self, rank, ctx, dy)
+        if self.dispatcher != "alltoall":
+            other = {"allgather": allgather_backward_input}.get(
+                self.dispatcher, hierarchical_backward_input
+            )
+            dx = yield from other(self, rank, ctx, dy)
             rank.free(ctx.pop("held"))
             return dx
         routing, layout = ctx["routing"], ctx["layout"]

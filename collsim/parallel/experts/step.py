@@ -35,8 +35,9 @@ from ...network.memory import memory_peaks
 from ...nn.losses import mse_loss
 from ...runtime.cluster import Cluster
 from ...runtime.group import Group
-from ...topology import switch
+from ...topology import hierarchical, switch
 from ..modules import LayerPass
+from .hierarchical import check_nodes
 from .layer import ExpertParallelMoE
 from .sync import sync_grads
 
@@ -72,6 +73,7 @@ class RankLoad:
     dispatch_received: int  # bytes
     combine_sent: int  # bytes, forward combine (outputs back)
     combine_received: int  # bytes
+    inter_node_sent: int  # bytes of its forward dispatch and combine sent to another node
     expert_compute: float  # s: its experts' compute, forward and backward
     finished: float  # s: when it finished forward and backward (before the gradient sync)
     peak_memory: int  # bytes of activations it held at once (bf16, as registered)
@@ -84,6 +86,7 @@ class ExpertParallelStep:
     result: MoEGrads
     loads: tuple  # RankLoad per rank
     expert_counts: np.ndarray  # (ep, E) rows each source rank sent to each expert
+    node_tokens: np.ndarray  # (ep, nodes) distinct tokens each rank sent to each node
     time: float  # s: the step's simulated time, the slowest rank's
     trace: object
 
@@ -99,6 +102,7 @@ class _RankOutcome:
     rows_received: int
     finished: float
     forward_end: float  # s: when its forward pass ended
+    node_tokens: np.ndarray  # (nodes,) its distinct tokens with a slot on each node
 
 
 def _blocks(x, ep, what):
@@ -118,15 +122,22 @@ def expert_parallel_step(
     latency="5us",
     compute_rate=100e12,
     dispatcher="alltoall",
+    gpus_per_node=None,
+    inter_bandwidth="50GB/s",
+    inter_latency="5us",
 ):
-    """Run one step of ``moe`` with expert parallelism over ``ep`` ranks of a switch, its
-    tokens sent by ``dispatcher`` (``"alltoall"`` or ``"allgather"``)."""
+    """Run one step of ``moe`` with expert parallelism over ``ep`` ranks, its tokens sent by
+    ``dispatcher`` (``"alltoall"``, ``"allgather"`` or ``"hierarchical"``).  The ranks are
+    one switch, or with ``gpus_per_node`` nodes of a two-level topology (``bandwidth`` and
+    ``latency`` inside a node, ``inter_bandwidth`` and ``inter_latency`` per NIC)."""
     xs, targets = _blocks(x, ep, "tokens"), _blocks(target, ep, "targets")
     priors = [None] * ep if prior is None else _blocks(prior, ep, "prior")
     group = Group(range(ep))
 
     def program(rank):
-        layer = ExpertParallelMoE.from_full(moe, group, rank.id, dispatcher=dispatcher)
+        layer = ExpertParallelMoE.from_full(
+            moe, group, rank.id, dispatcher=dispatcher, gpus_per_node=gpus_per_node
+        )
         y, ctx = yield from layer.forward(rank, xs[rank.id], priors[rank.id])
         forward_end = rank.now
         loss, dy = mse_loss(y, targets[rank.id])
@@ -137,9 +148,16 @@ def expert_parallel_step(
         return _RankOutcome(
             y, dx, grads, float(loss) + ctx["aux_loss"], routing.counts(1)[0], routing.dropped,
             int(np.sum(ctx["per_expert"])), finished, forward_end,
+            _node_tokens(routing, moe.config.experts, ep // layer.gpus_per_node),
         )  # fmt: skip
 
-    cluster = Cluster(switch(ep, bandwidth, latency), compute_rate=compute_rate)
+    G = ep if gpus_per_node is None else gpus_per_node
+    check_nodes(ep, G, moe.config.experts)
+    if G == ep:
+        topology = switch(ep, bandwidth, latency)
+    else:
+        topology = hierarchical(ep // G, G, bandwidth, inter_bandwidth, latency, inter_latency)
+    cluster = Cluster(topology, compute_rate=compute_rate)
     run = cluster.run(program)
     outs = run.returns
     grads = {"router": outs[0].grads["router"]}
@@ -152,12 +170,25 @@ def expert_parallel_step(
         float(np.mean([o.loss for o in outs])),
     )
     counts = np.array([o.expert_counts for o in outs])
-    phases = _forward_bytes(run.trace, [o.forward_end for o in outs])
+    phases = _forward_bytes(run.trace, [o.forward_end for o in outs], [r // G for r in range(ep)])
     loads = tuple(_load(r, outs[r], run.trace, ep, phases) for r in range(ep))
-    return ExpertParallelStep(result, loads, counts, run.time, run.trace)
+    node_tokens = np.array([o.node_tokens for o in outs])
+    return ExpertParallelStep(result, loads, counts, node_tokens, run.time, run.trace)
 
 
-def _forward_bytes(trace, forward_end):
+# the forward pass's exchanges by the name each dispatcher gives them
+FORWARD_CALLS = {"dispatch": "dispatch", "dispatch-inter": "dispatch",
+                 "dispatch-intra": "dispatch", "combine": "combine",
+                 "combine-intra": "combine", "combine-inter": "combine"}  # fmt: skip
+
+
+def _node_tokens(routing, experts, nodes):
+    """(nodes,) distinct tokens of this rank with a slot on each node."""
+    on = routing.slot_expert // (experts // nodes)
+    return np.array([len(np.unique(routing.slot_token[on == m])) for m in range(nodes)])
+
+
+def _forward_bytes(trace, forward_end, node_of):
     """``{(phase, "sent" | "received", rank): bytes}`` of the forward pass's dispatch and
     combine, read from the trace: the all-to-all dispatcher's transfers carry their call in
     a :class:`RaggedTransfer` record; the all-gather dispatcher's are collectives (their tag a
@@ -166,13 +197,17 @@ def _forward_bytes(trace, forward_end):
     moved = {}
     for t in trace.transfers:
         if isinstance(t.meta, RaggedTransfer):
-            phase = t.meta.call
+            phase = FORWARD_CALLS.get(t.meta.call)
         elif isinstance(t.tag, CollectiveStep) and t.start < forward_end[t.src]:
             phase = {"all_gather": "dispatch", "reduce_scatter": "combine"}.get(t.tag.collective)
         else:
             continue
+        if phase is None:
+            continue
         for side, rank in (("sent", t.src), ("received", t.dst)):
             moved[phase, side, rank] = moved.get((phase, side, rank), 0) + t.nbytes
+        if node_of[t.src] != node_of[t.dst]:
+            moved["inter", "sent", t.src] = moved.get(("inter", "sent", t.src), 0) + t.nbytes
     return moved
 
 
@@ -186,6 +221,7 @@ def _load(r, out, trace, ep, moved):
         moved.get(("dispatch", "received", r), 0),
         moved.get(("combine", "sent", r), 0),
         moved.get(("combine", "received", r), 0),
+        moved.get(("inter", "sent", r), 0),
         sum(c.end - c.start for c in trace.computes if c.rank == r and _expert_span(c)),
         out.finished,
         memory_peaks(trace, ep)[r].total,
