@@ -32,7 +32,7 @@ Where the top-level modules sit (top first)::
 Inside ``collsim/parallel/`` the same rule holds between its parts (``PARALLEL_LAYERS``, top
 first): ``runs/`` (one scheme alone through the trainer) over ``mesh``, ``mesh_run`` and
 ``mesh_setup`` (the one trainer) over ``config`` over ``context/`` over the concepts
-``data/``, ``pipeline/`` and ``tensor/`` over the shared pieces (``batch``, ``block``,
+``data/``, ``experts/``, ``pipeline/`` and ``tensor/`` over the shared pieces (``batch``, ``block``,
 ``modules``, ``accounting``, ``oracle``). So ``pipeline/`` and ``data/`` sit below the
 trainer that runs them.
 
@@ -263,7 +263,7 @@ PARALLEL_LAYERS = (
     ("mesh", "mesh_run", "mesh_setup"),  # the one N-D trainer, what it returns, what a rank holds
     ("config",),  # ParallelConfig: names every dimension's options
     ("context",),  # context parallelism wraps tensor-parallel attention
-    ("data", "pipeline", "tensor"),  # one concept a folder
+    ("data", "experts", "pipeline", "tensor"),  # one concept a folder
     ("accounting", "batch", "block", "modules", "oracle"),  # shared by every concept
 )
 PARALLEL_RANK = {part: row for row, parts in enumerate(PARALLEL_LAYERS) for part in parts}

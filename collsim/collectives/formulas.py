@@ -27,6 +27,7 @@ broadcast tree              ⌈log2 K⌉            ⌈log2 K⌉·S (root)      
 reduce tree                 ⌈log2 K⌉            S (root receives K'·S)  ⌈log2 K⌉(α + S/β)
 broadcast / reduce ring     2(K-1)              S                       2(K-1)(α + S/(Kβ))
 all-to-all direct           K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
+all-to-allv direct          K-1, empty skipped  b·Σ_{d≠r} n[r][d]       read from the run
 ==========================  ==================  ======================  =========================
 
 K' = ⌈log2 K⌉.  "Bytes sent per rank" is what the busiest sender sends (the reduce
@@ -72,6 +73,8 @@ __all__ = [
     "best_pieces",
     "HARDWARE_ALGORITHMS",
     "MAX_PIECES",
+    "RaggedBytes",
+    "all_to_allv_bytes",
 ]
 
 # the algorithms each collective offers, first = default
@@ -331,3 +334,26 @@ def best_pieces(algorithm, nodes, gpus_per_node, size, fabric, protocol=None):
         for p in counts
     ]
     return counts[times.index(min(times))]
+
+
+@dataclass(frozen=True)
+class RaggedBytes:
+    """Bytes an all-to-allv moves, per rank: ``sent[r]`` and ``received[r]``."""
+
+    sent: tuple
+    received: tuple
+
+
+def all_to_allv_bytes(counts, row_bytes):
+    """Closed form of an all-to-allv whose rank r sends ``counts[r][d]`` rows of
+    ``row_bytes`` bytes to rank d: rank r sends ``b·Σ_{d≠r} n[r][d]`` and receives
+    ``b·Σ_{s≠r} n[s][r]`` (its own block stays home).  With every count equal to n it is
+    the all-to-all's (K-1)/K·S, S = K·n·b.
+
+    >>> all_to_allv_bytes([[1, 2], [3, 0]], row_bytes=8)
+    RaggedBytes(sent=(16, 24), received=(24, 16))
+    """
+    k = len(counts)
+    sent = tuple(row_bytes * sum(counts[r][d] for d in range(k) if d != r) for r in range(k))
+    received = tuple(row_bytes * sum(counts[s][r] for s in range(k) if s != r) for r in range(k))
+    return RaggedBytes(sent, received)

@@ -16,6 +16,8 @@ module                 contents
 ``layers``             Linear, ReLU, GELU, LayerNorm, softmax
 ``attention``          MultiHeadAttention (split by heads for tensor parallel)
 ``blocks``             Sequential, MLP, TransformerBlock
+``routing``            RouterConfig, route: top-k, capacity, drops, aux loss
+``moe``                MoE (router + SwiGLU experts), the expert-parallel oracle
 ``losses``             mse_loss, cross_entropy_loss
 ``optim``              SGD, Adam
 =====================  ====================================================
@@ -44,7 +46,9 @@ from .blocks import MLP, Sequential, TransformerBlock
 from .layers import GELU, LayerNorm, Linear, ReLU, softmax
 from .losses import cross_entropy_loss, mse_loss
 from .module import Composite, Module, ctx_nbytes
+from .moe import MoE, SwiGLUExperts
 from .optim import SGD, Adam
+from .routing import RouterConfig, route
 
 __all__ = [
     "Module",
@@ -59,6 +63,10 @@ __all__ = [
     "Sequential",
     "MLP",
     "TransformerBlock",
+    "MoE",
+    "SwiGLUExperts",
+    "RouterConfig",
+    "route",
     "mse_loss",
     "cross_entropy_loss",
     "SGD",
