@@ -161,24 +161,29 @@ class Decoder:
         """Logits (..., vocab) of the final hidden states ``h`` (..., D)."""
         return self.head.forward(self.ln_f.forward(h)[0])[0]
 
-    def step(self, tokens, cache):
-        """Logits (B, T, vocab) of ``tokens`` (B, T) following the ``cache``'s tokens."""
+    def hidden_states(self, tokens, cache):
+        """The last block's output (B, T, D) for ``tokens`` (B, T) after the cache's tokens."""
         x = self.embed(tokens, cache[0].length)
         for block, layer_cache in zip(self.blocks, cache, strict=True):
             x = self.layer_step(block, x, layer_cache)
-        return self.logits(x)
+        return x
+
+    def step(self, tokens, cache):
+        """Logits (B, T, vocab) of ``tokens`` (B, T) following the ``cache``'s tokens."""
+        return self.logits(self.hidden_states(tokens, cache))
 
     def generate(self, prompt, new_tokens):
         """Prefill ``prompt`` (B, T), then decode ``new_tokens`` greedily: a :class:`Generation`."""
         prompt = check_prompt(prompt, self.config, new_tokens)
         cache = self.new_cache(prompt.shape[0], prompt.shape[1] + new_tokens)
-        step_logits = self.step(prompt, cache)[:, -1]  # prefill: (B, vocab) at the last token
+        # only the last position's logits pick a token: (B, vocab)
+        step_logits = self.logits(self.hidden_states(prompt, cache)[:, -1])  # prefill
         tokens, logits = [], []
         for _ in range(new_tokens):
             tokens.append(greedy_token(step_logits))  # (B,)
             logits.append(step_logits)
             if len(tokens) < new_tokens:  # decode: one token each step
-                step_logits = self.step(tokens[-1][:, None], cache)[:, -1]
+                step_logits = self.logits(self.hidden_states(tokens[-1][:, None], cache)[:, -1])
         return Generation(np.stack(tokens, axis=1), np.stack(logits, axis=1))
 
     def full_logits(self, tokens):
