@@ -117,7 +117,10 @@ def test_a_split_that_does_not_divide_the_model_is_refused(config, split, messag
 
 def test_a_cluster_of_the_wrong_size_is_refused():
     model = Decoder.init(DecoderConfig(hidden=16, heads=2, layers=2))
-    with pytest.raises(ConfigError, match="tp=2 x pp=2 needs 4 ranks, but the cluster has 2"):
+    with pytest.raises(
+        ConfigError,
+        match="tp=2 x pp=2 needs 4 ranks, but the cluster has 2: give a cluster of at least 4",
+    ):
         generate_on_cluster(
             model,
             np.array([[1]]),

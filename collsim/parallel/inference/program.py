@@ -86,6 +86,8 @@ def decode_program(all_weights, split, prompt, new_tokens):
     """The rank program: ``all_weights[r]`` is rank r's :class:`RankWeights`."""
 
     def program(rank):
+        if rank.id >= len(all_weights):  # a rank of the cluster that does not serve
+            return None
         weights = all_weights[rank.id]
         group = split.grid.group("tp", rank.id)
         first, last = weights.stage == 0, weights.stage == split.pp - 1

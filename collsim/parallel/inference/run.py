@@ -91,18 +91,20 @@ def all_reduce_calls(trace, message_bytes):
 
 
 def generate_on_cluster(model, prompt, new_tokens, split, cluster):
-    """Greedy generation of ``new_tokens`` after ``prompt`` with ``split`` on ``cluster``."""
+    """Greedy generation of ``new_tokens`` after ``prompt`` with ``split`` on ``cluster``:
+    ranks ``0 .. tp·pp-1`` serve; any further ranks of the cluster stay idle."""
     if not isinstance(split, InferenceSplit):
         raise ConfigError(f"split must be an InferenceSplit, got {split!r}")
     split.check(model.config)
     prompt = check_prompt(prompt, model.config, new_tokens)
-    if cluster.size != split.world_size:
+    if cluster.size < split.world_size:
         raise ConfigError(
             f"tp={split.tp} x pp={split.pp} needs {split.world_size} ranks, but the cluster "
-            f"has {cluster.size}: give a cluster of {split.world_size} ranks"
+            f"has {cluster.size}: give a cluster of at least {split.world_size} ranks"
         )
     weights = [RankWeights.from_model(model, split, r) for r in range(split.world_size)]
     result = cluster.run(decode_program(weights, split, prompt, new_tokens))
+    result.returns[split.world_size :] = []  # the idle ranks returned nothing
     last = result.returns[(split.pp - 1) * split.tp]
     return InferenceRun(
         last.tokens,
