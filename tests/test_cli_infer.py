@@ -63,6 +63,12 @@ def test_one_shot_on_a_dgx_h100_makes_decode_latency_bound_and_faster(capsys):
         (["--preset", "dgx-h200"], "dgx-h200", "did you mean 'dgx-h100'"),
         (["-a", "two_shoot"], "two_shoot", "did you mean 'two_shot'"),
         (["--latency", "-1us"], "-1us", "--latency"),
+        # 8.3 million messages: refused before the run, not stopped by a guard after it
+        (
+            ["--tp", "64", "--pp", "1", "--heads", "64", "--hidden", "128", "--new-tokens", "64"],
+            "--tp 64",
+            "more than the 60 s a run may take",
+        ),  # fmt: skip
     ],
 )
 def test_bad_input_exits_2_naming_the_value_the_rule_and_the_nearest_choice(flags, bad, words):
@@ -75,3 +81,33 @@ def test_crossovers_print_the_models_table(capsys):
     out = capsys.readouterr().out
     assert "| dgx-h100 | 8 | 34.49 KiB | 5.388 MiB (nvls) |" in out
     assert "α = 500 ns, β = 370.8 GB/s" in out
+
+
+def test_the_same_run_twice_gives_the_same_trace_byte_for_byte():
+    import collsim
+    from collsim.parallel.inference import InferenceSplit, generate_on_cluster
+
+    model = Decoder.init(DecoderConfig(vocab=32, hidden=16, heads=4, layers=2))
+    runs = [
+        generate_on_cluster(
+            model,
+            np.array([[1, 2, 3]]),
+            3,
+            InferenceSplit(tp=2, pp=2, algorithm="one_shot"),
+            collsim.Cluster(collsim.hardware.topology("dgx-h100")),  # 4 of its 8 GPUs serve
+        )
+        for _ in range(2)
+    ]
+    first, second = (run.result.trace for run in runs)
+    assert repr(first.transfers) == repr(second.transfers) and len(first.transfers) > 0
+    assert repr(first.computes) == repr(second.computes)
+    assert runs[0].token_times == runs[1].token_times
+
+
+def test_every_example_in_the_help_runs():
+    from collsim.cli.infer import EPILOG
+
+    for line in EPILOG.splitlines():
+        if "collsim infer" in line:
+            argv = line[line.index("collsim infer") :].split()[1:]
+            assert run_cli(argv).status == 0, line

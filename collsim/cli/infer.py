@@ -47,7 +47,7 @@ custom all-reduce uses one-shot and two-shot for these small messages)."""
 EPILOG = """\
 examples:
   collsim infer --tp 2 --pp 2 --layers 4 --hidden 64 --heads 4 --prompt-len 8 --new-tokens 8
-  on a DGX H100, one-shot all-reduce:   collsim infer --tp 8 --preset dgx-h100 -a one_shot
+  on a DGX H100, one-shot all-reduce:   collsim infer --tp 8 --heads 8 --preset dgx-h100 -a one_shot
   the model's crossover sizes:          collsim infer --crossovers --preset dgx-a100
   the figures as data:                  ... --json"""
 
@@ -88,7 +88,9 @@ def register(subparsers):
         "GPU FLOP rate; default: a generic switch of tp x pp ranks",
     )
     net.add_argument("--bandwidth", default="100GB/s", help="generic switch: per link")
-    net.add_argument("--latency", default="5us", help="generic switch: per link")
+    net.add_argument(
+        "--latency", default="5us", help="generic switch: per link (a rank-to-rank path is 2)"
+    )
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the figures as JSON")
     out.add_argument(
@@ -111,6 +113,56 @@ def _check_sizes(args):
             f"--tp {args.tp} x --pp {args.pp} = {world} ranks: at most {LIMITS['--tp']} "
             "ranks a run (the simulation holds every rank's weights in this process)"
         )
+    from .limits import check_fits, check_work, transformer_seconds
+
+    tokens = args.batch * (args.prompt_len + args.new_tokens)
+    sizes = (
+        f"--layers {args.layers} --hidden {args.hidden} --tp {args.tp} --batch {args.batch} "
+        f"--prompt-len {args.prompt_len} --new-tokens {args.new_tokens}"
+    )
+    check_fits(estimate_memory(args), f"the weights and KV caches of {sizes}", "use smaller sizes")
+    numpy = transformer_seconds(
+        layers=args.layers,
+        params_per_layer=12 * args.hidden**2,
+        tokens=2 * tokens,  # one device, then the cluster
+        sequences=0,
+        heads=args.heads,
+        seq=0,
+        hidden=args.hidden,
+    )
+    seconds = numpy + engine_seconds(args)
+    check_work(seconds, sizes, "use fewer --new-tokens or --layers, or a smaller --tp")
+
+
+# measured on a shared 2-core machine: a collective call in a rank program costs about 2 ms
+# of Python, a message about 50 us, times the flows that share its link under max-min
+# (one-shot, two-shot and naive send to every peer at once); within 2x of the runs
+CALL_SECONDS, MESSAGE_SECONDS = 2e-3, 50e-6
+EVERY_PEER_AT_ONCE = ("one_shot", "two_shot", "naive")
+
+
+def messages(args):
+    """All-reduce calls and messages of the run, at most (a ring's 2·tp(tp-1) a call)."""
+    calls = 2 * args.layers * args.new_tokens  # two a layer a step, over the stages
+    return calls, calls * 2 * args.tp * (args.tp - 1)
+
+
+def engine_seconds(args):
+    """Wall seconds the engine takes for the run's messages, estimated."""
+    calls, sent = messages(args)
+    every_peer = str(args.algorithm or "").replace("-", "_") in EVERY_PEER_AT_ONCE
+    sharing = max(args.tp - 1, 1) if every_peer else 1
+    return calls * CALL_SECONDS + sent * MESSAGE_SECONDS * sharing
+
+
+def estimate_memory(args):
+    """Bytes, about: the layers' float64 weights (12·hidden² each) twice (one device's and
+    the ranks' shards), the embeddings and head, and the KV caches of both runs."""
+    length = args.prompt_len + args.new_tokens
+    weights = 2 * args.layers * 12 * args.hidden**2
+    tables = (2 * args.vocab + length) * args.hidden
+    caches = 2 * 2 * args.layers * args.batch * length * args.hidden
+    return 8 * (weights + tables + caches)
 
 
 def _machine(args):
@@ -125,13 +177,18 @@ def _machine(args):
 def _cluster(args, machine, world):
     from .. import hardware, topology
     from ..runtime import Cluster
+    from ..runtime.guards import default_max_ops
     from .flag_checks import link_latency, link_rate
 
+    # the runaway guard, raised by what this run is known to make: each message is a
+    # send and a receive, each call and compute span a few operations more
+    calls, sent = messages(args)
+    ops = default_max_ops(world) + 2 * sent + 8 * calls * world
     if machine is None:
         link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
-        return Cluster(topology.switch(world, args.bandwidth, args.latency))
+        return Cluster(topology.switch(world, args.bandwidth, args.latency), max_ops=ops)
     nodes = -(-world // machine.gpus_per_node)
-    return Cluster(hardware.topology(machine, nodes))
+    return Cluster(hardware.topology(machine, nodes), max_ops=ops)
 
 
 def run(args):
