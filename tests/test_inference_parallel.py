@@ -60,7 +60,9 @@ def test_parallel_decoding_generates_what_one_device_generates(case):
     assert all(b > a for a, b in zip(run.token_times, run.token_times[1:], strict=False))
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling", "naive"])
+@pytest.mark.parametrize(
+    "algorithm", ["ring", "tree", "halving_doubling", "naive", "one_shot", "two_shot"]
+)
 def test_every_all_reduce_algorithm_gives_the_same_tokens(algorithm):
     model = Decoder.init(DecoderConfig(vocab=48, hidden=32, heads=4, layers=2))
     prompt = np.array([[4, 8, 15, 16, 23, 42]])
