@@ -91,6 +91,10 @@ def decode_program(all_weights, split, prompt, new_tokens):
         weights = all_weights[rank.id]
         group = split.grid.group("tp", rank.id)
         first, last = weights.stage == 0, weights.stage == split.pp - 1
+        # the same TP rank on the previous, next, first and last stage (picotron's names)
+        pp_prev_rank, pp_next_rank = rank.id - split.tp, rank.id + split.tp
+        first_stage_rank = weights.tp_rank
+        last_stage_rank = (split.pp - 1) * split.tp + weights.tp_rank
         cache = weights.new_cache(prompt.shape[0], prompt.shape[1] + new_tokens)
         ids, position = prompt, 0
         tokens, logits, times = [], [], []
@@ -98,7 +102,7 @@ def decode_program(all_weights, split, prompt, new_tokens):
             if first:
                 x = weights.embeddings.lookup(ids, position)  # (B, T, hidden)
             else:
-                x = yield rank.recv(rank.id - split.tp, tag=ACTIVATIONS)
+                x = yield rank.recv(pp_prev_rank, tag=ACTIVATIONS)
             for layer, layer_cache, layer_id in zip(
                 weights.layers, cache, weights.layer_ids, strict=True
             ):
@@ -108,7 +112,7 @@ def decode_program(all_weights, split, prompt, new_tokens):
             position += x.shape[1]
             if not last:
                 handoff = StageHandoff(step, "activations")
-                yield rank.send(rank.id + split.tp, x, ACTIVATIONS, "activations", handoff)
+                yield rank.send(pp_next_rank, x, ACTIVATIONS, "activations", handoff)
             else:
                 final = weights.ln_f.forward(x[:, -1])[0]  # (B, hidden): the last token
                 flops = weights.ln_f.flops(final.shape)["forward"]
@@ -121,20 +125,15 @@ def decode_program(all_weights, split, prompt, new_tokens):
                 break
             if split.pp > 1 and last:
                 handoff = StageHandoff(step, "token")
-                yield rank.send(rank.id % split.tp, tokens[-1], TOKENS, "token", handoff)
+                yield rank.send(first_stage_rank, tokens[-1], TOKENS, "token", handoff)
             if first:
-                fed = tokens[-1] if last else (yield rank.recv(rank.id + _last(split), TOKENS))
+                fed = tokens[-1] if last else (yield rank.recv(last_stage_rank, TOKENS))
                 ids = fed[:, None]  # (B, 1): the next step decodes one token
         return RankOutput(
             _stack(tokens), _stack(logits), tuple(times), sum(c.nbytes for c in cache)
         )
 
     return program
-
-
-def _last(split):
-    """The rank offset from a first-stage rank to its counterpart on the last stage."""
-    return (split.pp - 1) * split.tp
 
 
 def _stack(rows):
