@@ -60,6 +60,7 @@ def test_one_shot_on_a_dgx_h100_makes_decode_latency_bound_and_faster(capsys):
         (["--heads", "5"], "heads=5", "the nearest valid heads is 4"),
         (["--new-tokens", "0"], "--new-tokens 0", "nearest valid --new-tokens 1"),
         (["--tp", "16", "--pp", "8", "--heads", "16", "--layers", "8"], "128 ranks", "at most 64"),
+        (["--cp", "3"], "cp=3", "nearest first: 2, 4, 1, 8"),
         (["--preset", "dgx-h200"], "dgx-h200", "did you mean 'dgx-h100'"),
         (["-a", "two_shoot"], "two_shoot", "did you mean 'two_shot'"),
         (["--latency", "-1us"], "-1us", "--latency"),
@@ -111,3 +112,13 @@ def test_every_example_in_the_help_runs():
         if "collsim infer" in line:
             argv = line[line.index("collsim infer") :].split()[1:]
             assert run_cli(argv).status == 0, line
+
+
+def test_context_parallel_reports_its_groups_collectives(capsys):
+    argv = ["infer", "--tp", "2", "--cp", "4", "--layers", "4", "--prompt-len", "64"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # 2 CP groups (one a TP rank): K and V gathered in each of 4 layers at the prefill, the
+    # softmax's max and sums in each layer of the 7 decode steps, the token every step
+    assert "context parallel (the CP groups): 16 all-gathers, 112 all-reduces, 16 broadcasts" in out
+    assert "MATCH" in out

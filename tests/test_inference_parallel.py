@@ -1,10 +1,11 @@
-"""Tensor- and pipeline-parallel greedy decoding on the cluster equals one device.
+"""Tensor-, context- and pipeline-parallel greedy decoding on the cluster equals one device.
 
 The oracle is ``collsim.nn.Decoder.generate`` (itself checked against recomputing the
 whole sequence in tests/test_nn_decoder.py).  Tokens must be equal; logits bit for bit
-without tensor parallelism (a pipeline stage runs the same numpy in the same order) and to
-rounding with it (the all-reduce sums tp partial products where one device does one
-matmul: the order of a floating-point sum differs, nothing else).
+with pipeline parallelism alone (a stage runs the same numpy in the same order) and to
+rounding with tp or cp (the all-reduce sums tp partial products where one device does one
+matmul, and cp splits the softmax's sums over the keys: the order of a floating-point sum
+differs, nothing else).
 """
 
 import numpy as np
@@ -28,7 +29,8 @@ def run_on_switch(model, prompt, new_tokens, split):
 @st.composite
 def inference_cases(draw):
     tp = draw(st.sampled_from([1, 2, 4, 8]))
-    pp = draw(st.sampled_from([p for p in (1, 2, 4) if tp * p <= 8]))
+    cp = draw(st.sampled_from([c for c in (1, 2, 4) if tp * c <= 8]))
+    pp = draw(st.sampled_from([p for p in (1, 2, 4) if tp * cp * p <= 8]))
     heads = tp * draw(st.integers(1, 2))
     config = DecoderConfig(
         vocab=draw(st.integers(2, 40)),
@@ -38,9 +40,9 @@ def inference_cases(draw):
         max_len=32,
         seed=draw(st.integers(0, 2**16)),
     )
-    batch, prompt_len = draw(st.integers(1, 3)), draw(st.integers(1, 10))
+    batch, prompt_len = draw(st.integers(1, 3)), cp * draw(st.integers(1, 10 // cp))
     prompt = np.random.default_rng(config.seed).integers(0, config.vocab, (batch, prompt_len))
-    return config, InferenceSplit(tp=tp, pp=pp), prompt, draw(st.integers(1, 5))
+    return config, InferenceSplit(tp=tp, pp=pp, cp=cp), prompt, draw(st.integers(1, 5))
 
 
 @given(inference_cases())
@@ -50,11 +52,11 @@ def test_parallel_decoding_generates_what_one_device_generates(case):
     expected = model.generate(prompt, new_tokens)
     run = run_on_switch(model, prompt, new_tokens, split)
     assert np.array_equal(run.tokens, expected.tokens)
-    if split.tp == 1:
+    if split.tp == split.cp == 1:
         assert run.logits.tobytes() == expected.logits.tobytes()
     else:
         np.testing.assert_allclose(run.logits, expected.logits, rtol=RTOL, atol=ATOL)
-    last_stage = run.outputs[(split.pp - 1) * split.tp :]
+    last_stage = run.outputs[(split.pp - 1) * split.cp * split.tp :]
     assert all(np.array_equal(out.tokens, run.tokens) for out in last_stage)
     assert len(run.token_times) == new_tokens
     assert all(b > a for a, b in zip(run.token_times, run.token_times[1:], strict=False))
@@ -130,3 +132,30 @@ def test_a_cluster_of_the_wrong_size_is_refused():
             InferenceSplit(tp=2, pp=2),
             collsim.Cluster(collsim.topology.switch(2)),
         )
+
+
+def test_context_parallel_splits_the_prompt_and_its_cache_and_combines_the_softmax():
+    config = DecoderConfig(vocab=64, hidden=32, heads=4, layers=2)
+    model, prompt, new_tokens = Decoder.init(config), np.arange(16).reshape(2, 8), 4
+    run = run_on_switch(model, prompt, new_tokens, InferenceSplit(tp=2, cp=2))
+    assert np.array_equal(run.tokens, model.generate(prompt, new_tokens).tokens)
+    # ranks (cp, tp): 0, 1 prefill tokens 0..3, ranks 2, 3 tokens 4..7 and keep the new ones
+    width = 2 * 2 * 2 * (32 // 2) * 8  # K and V, 2 layers, B = 2, this rank's heads, float64
+    assert [out.cache_bytes for out in run.outputs] == [4 * width] * 2 + [(4 + 4) * width] * 2
+    cp_calls = {}
+    for t in run.result.trace.transfers:
+        if getattr(t.tag, "dim", None) == "cp":
+            cp_calls.setdefault(t.tag.collective, set()).add((t.tag.group, t.tag.call))
+    # prefill: keys and values all-gathered, 2 a layer; decode: max, then sum, 2 a layer
+    # a step; each of the 2 CP groups (one a TP rank)
+    assert len(cp_calls["all_gather"]) == 2 * 2 * 2
+    assert len(cp_calls["all_reduce"]) == 2 * 2 * 2 * (new_tokens - 1)
+    assert len(cp_calls["broadcast"]) == 2 * new_tokens  # the token from the last CP rank
+
+
+def test_a_prompt_that_cp_does_not_split_is_refused():
+    model = Decoder.init(DecoderConfig(hidden=16, heads=2, layers=2))
+    with pytest.raises(
+        ConfigError, match=r"cp=4 must divide the prompt's 6 tokens.*first: 3, 2, 6, 1"
+    ):
+        run_on_switch(model, np.ones((1, 6), dtype=int), 2, InferenceSplit(cp=4))

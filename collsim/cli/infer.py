@@ -16,6 +16,7 @@ EXIT_STATUS = Meaning(
 LIMITS = {
     "--tp": 64,
     "--pp": 64,
+    "--cp": 64,
     "--layers": 64,
     "--hidden": 1024,
     "--heads": 256,
@@ -37,7 +38,10 @@ of the KV cache) and 1/tp of the MLP (Megatron-LM's column/row split), so every 
 its attention and its MLP with an all-reduce over the TP group: two a layer a token, of
 batch x hidden x 8 bytes when decoding, tiny messages whose time is mostly latency.
 Pipeline stages hold layers/pp consecutive layers and pass (batch, tokens, hidden)
-activations forward; the last stage sends the chosen token back to the first.
+activations forward; the last stage sends the chosen token back to the first.  Context
+parallelism splits the prompt: each CP rank prefills prompt/cp tokens (all-gathering the
+keys and values) and keeps their KV cache; a decode step combines the softmax over the CP
+group with two all-reduces a layer (the largest score, then the sums).
 
 Prints the tokens, MATCH or MISMATCH against one device, each collective's bytes and the
 simulated time of the prefill and of each decode step.  --crossovers prints, instead, the
@@ -47,6 +51,7 @@ custom all-reduce uses one-shot and two-shot for these small messages)."""
 EPILOG = """\
 examples:
   collsim infer --tp 2 --pp 2 --layers 4 --hidden 64 --heads 4 --prompt-len 8 --new-tokens 8
+  a long prompt split over 4 ranks:     collsim infer --tp 2 --cp 4 --prompt-len 64
   on a DGX H100, one-shot all-reduce:   collsim infer --tp 8 --heads 8 --preset dgx-h100 -a one_shot
   the model's crossover sizes:          collsim infer --crossovers --preset dgx-a100
   the figures as data:                  ... --json"""
@@ -63,6 +68,13 @@ def register(subparsers):
     split = parser.add_argument_group("parallelism")
     split.add_argument("--tp", type=int, default=2, help="tensor-parallel degree (divides heads)")
     split.add_argument("--pp", type=int, default=1, help="pipeline stages (divides layers)")
+    split.add_argument(
+        "--cp",
+        type=int,
+        default=1,
+        help="context-parallel degree (divides the prompt): each CP rank prefills and caches "
+        "prompt/cp tokens; decode combines the softmax over the CP group",
+    )
     split.add_argument(
         "--algorithm",
         "-a",
@@ -107,17 +119,19 @@ def _check_sizes(args):
     for flag, limit in LIMITS.items():
         check_int(getattr(args, flag[2:].replace("-", "_")), flag, minimum=1, maximum=limit)
     check_seed(args.seed)
-    world = args.tp * args.pp
+    world = args.tp * args.cp * args.pp
     if world > LIMITS["--tp"]:
         raise ConfigError(
-            f"--tp {args.tp} x --pp {args.pp} = {world} ranks: at most {LIMITS['--tp']} "
+            f"--tp {args.tp} x --cp {args.cp} x --pp {args.pp} = {world} ranks: at most "
+            f"{LIMITS['--tp']} "
             "ranks a run (the simulation holds every rank's weights in this process)"
         )
     from .limits import check_fits, check_work, transformer_seconds
 
     tokens = args.batch * (args.prompt_len + args.new_tokens)
     sizes = (
-        f"--layers {args.layers} --hidden {args.hidden} --tp {args.tp} --batch {args.batch} "
+        f"--layers {args.layers} --hidden {args.hidden} --tp {args.tp} --cp {args.cp} "
+        f"--batch {args.batch} "
         f"--prompt-len {args.prompt_len} --new-tokens {args.new_tokens}"
     )
     check_fits(estimate_memory(args), f"the weights and KV caches of {sizes}", "use smaller sizes")
@@ -144,7 +158,9 @@ EVERY_PEER_AT_ONCE = ("one_shot", "two_shot", "naive")
 def messages(args):
     """All-reduce calls and messages of the run, at most (a ring's 2·tp(tp-1) a call)."""
     calls = 2 * args.layers * args.new_tokens  # two a layer a step, over the stages
-    return calls, calls * 2 * args.tp * (args.tp - 1)
+    tp_sent = 2 * args.tp * (args.tp - 1) * args.cp  # in each CP rank's TP group
+    cp_sent = 2 * args.cp * (args.cp - 1) * args.tp  # the softmax's, in each CP group
+    return calls * (1 + (args.cp > 1)), calls * (tp_sent + cp_sent)
 
 
 def engine_seconds(args):
@@ -213,11 +229,12 @@ def run(args):
     config = DecoderConfig(
         args.vocab, args.hidden, args.heads, args.layers, max_len=length, seed=args.seed
     )
-    split = InferenceSplit(args.tp, args.pp, algorithm)
+    split = InferenceSplit(args.tp, args.pp, algorithm, args.cp)
     try:
         split.check(config)
+        split.check_prompt(args.prompt_len)
     except ConfigError as exc:
-        raise ConfigError(f"--tp {args.tp} --pp {args.pp}: {exc}") from None
+        raise ConfigError(f"--tp {args.tp} --cp {args.cp} --pp {args.pp}: {exc}") from None
     cluster = _cluster(args, machine, split.world_size)
     model = Decoder.init(config)
     prompt = np.random.default_rng(args.seed).integers(0, args.vocab, (args.batch, args.prompt_len))

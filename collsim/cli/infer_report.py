@@ -50,10 +50,21 @@ def collective_rows(result):
     return rows
 
 
+def cp_collectives(result):
+    """``{collective: calls}`` of the CP groups (all-gathers at the prefill, all-reduces and
+    token broadcasts after), counted from the trace's tags."""
+    calls = {}
+    for t in result.result.trace.transfers:
+        if getattr(t.tag, "dim", None) == "cp":
+            calls.setdefault(t.tag.collective, set()).add((t.tag.group, t.tag.call))
+    return {name: len(found) for name, found in sorted(calls.items())}
+
+
 def _figures(args, machine, split, prompt, expected, result, match):
     steps = result.decode_step_seconds
     return {
         "tp": split.tp,
+        "cp": split.cp,
         "pp": split.pp,
         "ranks": split.world_size,
         "machine": machine.name if machine is not None else f"switch({split.world_size})",
@@ -66,6 +77,7 @@ def _figures(args, machine, split, prompt, expected, result, match):
         "decode_step_s": list(steps),
         "kv_cache_bytes_per_rank": max(out.cache_bytes for out in result.outputs),
         "all_reduces": [row._asdict() for row in collective_rows(result)],
+        "cp_collectives": cp_collectives(result),
     }
 
 
@@ -76,7 +88,8 @@ def json_report(args, machine, split, prompt, expected, result, match):
 def human_report(args, machine, split, prompt, expected, result, match):
     f = _figures(args, machine, split, prompt, expected, result, match)
     lines = [
-        f"# collsim infer: tp={split.tp} x pp={split.pp} = {split.world_size} ranks on "
+        f"# collsim infer: tp={split.tp} x cp={split.cp} x pp={split.pp} = {split.world_size} "
+        "ranks on "
         f"{f['machine']}",
         f"# model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads "
         f"({args.heads // split.tp} a rank), vocab {args.vocab}, float64; batch {args.batch}, "
@@ -104,6 +117,11 @@ def human_report(args, machine, split, prompt, expected, result, match):
             )
     else:
         lines.append("all-reduces: none (tp=1)")
+    if f["cp_collectives"]:
+        counted = ", ".join(
+            f"{n} {name.replace('_', '-')}s" for name, n in f["cp_collectives"].items()
+        )
+        lines.append(f"context parallel (the CP groups): {counted}")
     steps = f["decode_step_s"]
     lines.append(
         f"prefill ({args.prompt_len} tokens, to the first token): {format_time(f['prefill_s'])}"
@@ -115,7 +133,8 @@ def human_report(args, machine, split, prompt, expected, result, match):
         )
     lines.append(
         f"KV cache: {format_size(f['kv_cache_bytes_per_rank'])} per rank "
-        f"(heads split over tp={split.tp}, layers over pp={split.pp})"
+        f"(heads split over tp={split.tp}, the prompt over cp={split.cp}, layers over "
+        f"pp={split.pp})"
     )
     lines.append(
         "compute is charged by FLOPs at the GPU's rate; decode's HBM-bandwidth bound is not "

@@ -1,10 +1,12 @@
-"""Inference on the cluster: tensor- and pipeline-parallel greedy decoding with a KV cache.
+"""Inference on the cluster: tensor-, context- and pipeline-parallel greedy decoding with a
+KV cache.
 
 ==================  ===============================================================
 module              contents
 ==================  ===============================================================
-``config``          InferenceSplit: tp, pp, the all-reduce algorithm, their rules
+``config``          InferenceSplit: tp, cp, pp, the all-reduce algorithm, their rules
 ``shard``           RankWeights: what one rank holds, cut from the full Decoder
+``context``         attention with the prompt and its KV cache split by tokens over cp
 ``program``         the rank program: prefill, then one token a step
 ``run``             generate_on_cluster, InferenceRun and the all-reduces it made
 ==================  ===============================================================

@@ -1,9 +1,12 @@
-"""How an inference run is split: tensor- and pipeline-parallel degrees and the all-reduce.
+"""How an inference run is split: tensor-, context- and pipeline-parallel degrees and the
+all-reduce.
 
-The ranks form a ``(pp, tp)`` grid with tp innermost (Megatron's order: a TP group sits on
-one NVLink island), so global rank ``stage · tp + tp_rank``.  The rules are Megatron-LM's:
-tp divides the heads, the hidden width and the MLP's inner width (each TP rank holds
-``1/tp`` of each); pp divides the layers (each stage holds ``layers/pp`` consecutive ones).
+The ranks form a ``(pp, cp, tp)`` grid with tp innermost (Megatron's order: a TP group sits
+on one NVLink island), so global rank ``(stage · cp + cp_rank) · tp + tp_rank``.  The rules
+are Megatron-LM's: tp divides the heads, the hidden width and the MLP's inner width (each
+TP rank holds ``1/tp`` of each); pp divides the layers (each stage holds ``layers/pp``
+consecutive ones); cp divides the prompt (each CP rank prefills ``prompt/cp`` consecutive
+tokens and keeps their keys and values).
 
 Examples
 --------
@@ -36,21 +39,33 @@ class InferenceSplit:
     tp: int = 1  # tensor-parallel degree: heads and MLP columns split over tp ranks
     pp: int = 1  # pipeline stages: layers split into pp consecutive runs
     algorithm: str | None = None  # all-reduce algorithm (None: the cluster's default)
+    cp: int = 1  # context-parallel degree: the prompt (and its KV cache) split by tokens
 
     def __post_init__(self):
-        for name in ("tp", "pp"):
+        for name in ("tp", "pp", "cp"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name}={value!r} must be a positive integer")
 
     @property
     def world_size(self):
-        return self.tp * self.pp
+        return self.tp * self.cp * self.pp
 
     @property
     def grid(self):
-        """The ``(pp, tp)`` rank grid, tp varying fastest."""
-        return RankGrid((self.pp, self.tp), ("pp", "tp"))
+        """The ``(pp, cp, tp)`` rank grid, tp varying fastest."""
+        return RankGrid((self.pp, self.cp, self.tp), ("pp", "cp", "tp"))
+
+    def check_prompt(self, prompt_len):
+        """Refuse a prompt that cp does not split into equal runs of tokens."""
+        if prompt_len % self.cp:
+            choices = nearest_first(self.cp, divisors(prompt_len))
+            raise ConfigError(
+                f"context parallel degree cp={self.cp} must divide the prompt's {prompt_len} "
+                f"tokens: each CP rank prefills prompt/cp of them; cp values that divide "
+                f"{prompt_len}, nearest first: {', '.join(map(str, choices))}"
+            )
+        return prompt_len // self.cp
 
     def check(self, model_config):
         """Raise a ConfigError naming every size this split does not divide; return self."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...nn import GELU, greedy_token
 from ...nn.kv_cache import cached_attention, cached_attention_flops
+from .context import decode_attention, prefill_attention
 
 __all__ = ["DecodePass", "StageHandoff", "RankOutput", "decode_program"]
 
@@ -49,7 +50,7 @@ class RankOutput(NamedTuple):
     """What one rank's program returns."""
 
     tokens: object  # (B, new_tokens) int64 ids on the last stage, else None
-    logits: object  # (B, new_tokens, vocab) on the last stage, else None
+    logits: object  # (B, new_tokens, vocab) on the last stage's last CP rank, else None
     token_times: tuple  # simulated seconds when each token was known (last stage)
     cache_bytes: int  # bytes of this rank's KV cache (its heads, its layers)
 
@@ -64,39 +65,86 @@ def _all_reduce(rank, partial, group, algorithm):
     return (yield from rank.all_reduce(partial, group=group, algorithm=algorithm))
 
 
-def _layer(rank, layer, x, cache, group, algorithm, step, layer_id):
-    """One block on this rank's share: two partial sums, two all-reduces."""
-    batch, new, _ = x.shape
+class Groups(NamedTuple):
+    """The groups one rank communicates in, and whether it keeps the generated tokens'
+    keys and values (the last CP rank does)."""
+
+    tp: object  # collsim.runtime.group.Group of its TP ranks
+    cp: object  # ... of its CP ranks
+    cp_rank: int
+    keeps: bool
+
+
+def _attention(rank, layer, a, cache, groups, algorithm, step):
+    """This rank's heads over the tokens ``a``: with the whole cache here, or split by CP."""
+    batch, new, _ = a.shape
+    if groups.cp.size == 1:
+        flops = cached_attention_flops(layer.attn, batch, new, cache.length)
+        return cached_attention(layer.attn, a, cache), flops
+    if step == 1:  # prefill: every query against the whole prompt's keys
+        out = yield from prefill_attention(rank, layer.attn, a, cache, groups.cp, groups.cp_rank)
+        return out, cached_attention_flops(layer.attn, batch, new, groups.cp.size * new - new)
+    out = yield from decode_attention(
+        rank, layer.attn, a, cache, groups.cp, groups.keeps, algorithm
+    )
+    return out, cached_attention_flops(layer.attn, batch, new, cache.length - new)
+
+
+def _layer(rank, layer, x, cache, groups, algorithm, step, layer_id):
+    """One block on this rank's share: two partial sums, two TP all-reduces."""
     a = layer.ln1.forward(x)[0]
-    flops = layer.ln1.flops(x.shape)["forward"]
-    flops += cached_attention_flops(layer.attn, batch, new, cache.length)
-    partial = cached_attention(layer.attn, a, cache)  # (B, T, hidden), this rank's heads
+    partial, flops = yield from _attention(rank, layer, a, cache, groups, algorithm, step)
+    flops += layer.ln1.flops(x.shape)["forward"]
     yield _compute(rank, flops, DecodePass(step, layer_id, "attention"))
-    h = x + ((yield from _all_reduce(rank, partial, group, algorithm)) + layer.attn_bias)
+    h = x + ((yield from _all_reduce(rank, partial, groups.tp, algorithm)) + layer.attn_bias)
     b = layer.ln2.forward(h)[0]
     inner = layer.fc1.forward(b)[0]  # (B, T, ffn/tp)
     partial = layer.fc2.forward(_gelu(inner))[0]  # (B, T, hidden), a partial sum
     flops = layer.ln2.flops(x.shape)["forward"] + layer.fc1.flops(b.shape)["forward"]
     flops += _GELU.flops(inner.shape)["forward"] + layer.fc2.flops(inner.shape)["forward"]
     yield _compute(rank, flops, DecodePass(step, layer_id, "mlp"))
-    return h + ((yield from _all_reduce(rank, partial, group, algorithm)) + layer.mlp_bias)
+    return h + ((yield from _all_reduce(rank, partial, groups.tp, algorithm)) + layer.mlp_bias)
+
+
+def _pick_token(rank, weights, x, groups, step):
+    """On the last stage: the logits of the last token and the greedy choice, made on the
+    CP rank that holds the last position and broadcast to the others (a generator of
+    ``(token, logits or None)``)."""
+    batch = x.shape[0]
+    logits = None
+    if groups.keeps:
+        final = weights.ln_f.forward(x[:, -1])[0]  # (B, hidden): the last token
+        flops = weights.ln_f.flops(final.shape)["forward"]
+        flops += weights.head.flops(final.shape)["forward"]
+        yield _compute(rank, flops, DecodePass(step, None, "head"))
+        logits = weights.head.forward(final)[0]  # (B, vocab)
+    token = greedy_token(logits) if groups.keeps else np.zeros(batch, dtype=np.int64)
+    if groups.cp.size > 1:
+        token = yield from rank.broadcast(token, root=groups.cp.size - 1, group=groups.cp)
+    return token, logits
 
 
 def decode_program(all_weights, split, prompt, new_tokens):
     """The rank program: ``all_weights[r]`` is rank r's :class:`RankWeights`."""
+    stage_size = split.cp * split.tp  # ranks of one pipeline stage
+    run = split.check_prompt(prompt.shape[1])  # prompt tokens a CP rank prefills
 
     def program(rank):
         if rank.id >= len(all_weights):  # a rank of the cluster that does not serve
             return None
         weights = all_weights[rank.id]
-        group = split.grid.group("tp", rank.id)
+        keeps = weights.cp_rank == split.cp - 1
+        groups = Groups(
+            split.grid.group("tp", rank.id), split.grid.group("cp", rank.id), weights.cp_rank, keeps
+        )
         first, last = weights.stage == 0, weights.stage == split.pp - 1
-        # the same TP rank on the previous, next, first and last stage (picotron's names)
-        pp_prev_rank, pp_next_rank = rank.id - split.tp, rank.id + split.tp
-        first_stage_rank = weights.tp_rank
-        last_stage_rank = (split.pp - 1) * split.tp + weights.tp_rank
-        cache = weights.new_cache(prompt.shape[0], prompt.shape[1] + new_tokens)
-        ids, position = prompt, 0
+        # the same TP and CP rank on the previous, next, first and last stage (picotron's names)
+        pp_prev_rank, pp_next_rank = rank.id - stage_size, rank.id + stage_size
+        first_stage_rank = rank.id % stage_size
+        last_stage_rank = (split.pp - 1) * stage_size + first_stage_rank
+        cache = weights.new_cache(prompt.shape[0], run + (new_tokens if keeps else 0))
+        position = weights.cp_rank * run  # of this rank's first token
+        ids = prompt[:, position : position + run]
         tokens, logits, times = [], [], []
         for step in range(1, new_tokens + 1):
             if first:
@@ -107,19 +155,17 @@ def decode_program(all_weights, split, prompt, new_tokens):
                 weights.layers, cache, weights.layer_ids, strict=True
             ):
                 x = yield from _layer(
-                    rank, layer, x, layer_cache, group, split.algorithm, step, layer_id
+                    rank, layer, x, layer_cache, groups, split.algorithm, step, layer_id
                 )
-            position += x.shape[1]
+            position = prompt.shape[1] + step - 1  # of the next token
             if not last:
                 handoff = StageHandoff(step, "activations")
                 yield rank.send(pp_next_rank, x, ACTIVATIONS, "activations", handoff)
             else:
-                final = weights.ln_f.forward(x[:, -1])[0]  # (B, hidden): the last token
-                flops = weights.ln_f.flops(final.shape)["forward"]
-                flops += weights.head.flops(final.shape)["forward"]
-                yield _compute(rank, flops, DecodePass(step, None, "head"))
-                logits.append(weights.head.forward(final)[0])  # (B, vocab)
-                tokens.append(greedy_token(logits[-1]))
+                token, step_logits = yield from _pick_token(rank, weights, x, groups, step)
+                tokens.append(token)
+                if step_logits is not None:
+                    logits.append(step_logits)
                 times.append(rank.now)
             if step == new_tokens:
                 break

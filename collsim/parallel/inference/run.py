@@ -62,11 +62,11 @@ class InferenceRun(NamedTuple):
 
 
 def all_reduce_calls(trace, message_bytes):
-    """The all-reduces of a run's trace; ``message_bytes[call]`` is the buffer size of a
-    group's call number ``call`` (every stage's TP group makes the same sequence)."""
+    """The TP groups' all-reduces of a run's trace; ``message_bytes[call]`` is the buffer
+    size of a group's call number ``call`` (every TP group makes the same sequence)."""
     calls = {}
     for t in trace.transfers:
-        if not is_collective(t.tag) or t.tag.collective != "all_reduce":
+        if not is_collective(t.tag) or (t.tag.collective, t.tag.dim) != ("all_reduce", "tp"):
             continue
         key = (t.tag.group, t.tag.call)
         entry = calls.setdefault(key, {"alg": t.tag.algorithm, "steps": set(), "recv": {}})
@@ -97,6 +97,7 @@ def generate_on_cluster(model, prompt, new_tokens, split, cluster):
         raise ConfigError(f"split must be an InferenceSplit, got {split!r}")
     split.check(model.config)
     prompt = check_prompt(prompt, model.config, new_tokens)
+    split.check_prompt(prompt.shape[1])
     if cluster.size < split.world_size:
         raise ConfigError(
             f"tp={split.tp} x pp={split.pp} needs {split.world_size} ranks, but the cluster "
@@ -105,7 +106,8 @@ def generate_on_cluster(model, prompt, new_tokens, split, cluster):
     weights = [RankWeights.from_model(model, split, r) for r in range(split.world_size)]
     result = cluster.run(decode_program(weights, split, prompt, new_tokens))
     result.returns[split.world_size :] = []  # the idle ranks returned nothing
-    last = result.returns[(split.pp - 1) * split.tp]
+    # the last stage's last CP rank holds the logits (its TP rank 0 reports them)
+    last = result.returns[split.world_size - split.tp]
     return InferenceRun(
         last.tokens,
         last.logits,
@@ -117,9 +119,9 @@ def generate_on_cluster(model, prompt, new_tokens, split, cluster):
 
 
 def _message_bytes(model, split, prompt, new_tokens):
-    """Bytes of each call of a stage's TP group, in order: it reduces (B, T, hidden) twice
-    a layer, T the prompt's length at the prefill and 1 after (float64)."""
+    """Bytes of each call of a TP group, in order: it reduces (B, T, hidden) twice a layer,
+    T its CP rank's run of the prompt at the prefill and 1 after (float64)."""
     batch, prompt_len = prompt.shape
     per_step = 2 * len(model.blocks) // split.pp
-    lengths = [prompt_len] + [1] * (new_tokens - 1)
+    lengths = [prompt_len // split.cp] + [1] * (new_tokens - 1)
     return [batch * t * model.config.hidden * 8 for t in lengths for _ in range(per_step)]

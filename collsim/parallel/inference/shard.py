@@ -67,7 +67,8 @@ class RankWeights(NamedTuple):
     """Everything one rank holds: its stage's layers (its TP share) and the ends it owns."""
 
     stage: int  # pipeline stage, 0 .. pp-1
-    tp_rank: int  # position in the stage's TP group, 0 .. tp-1
+    cp_rank: int  # which run of the prompt's tokens it prefills, 0 .. cp-1
+    tp_rank: int  # position in its TP group, 0 .. tp-1
     layer_ids: range  # the full model's indices of this stage's layers
     layers: tuple  # ShardedLayer per layer of the stage
     embeddings: Embeddings | None  # on the first stage only
@@ -77,7 +78,7 @@ class RankWeights(NamedTuple):
     @classmethod
     def from_model(cls, model, split, rank_id):
         coords = split.grid.coords(rank_id)
-        stage, tp_rank = coords["pp"], coords["tp"]
+        stage, cp_rank, tp_rank = coords["pp"], coords["cp"], coords["tp"]
         group = split.grid.group("tp", rank_id)
         layer_ids = split.stage_layers(stage, len(model.blocks))
         layers = tuple(ShardedLayer.from_block(model.blocks[i], group, tp_rank) for i in layer_ids)
@@ -85,6 +86,7 @@ class RankWeights(NamedTuple):
         embeddings = Embeddings(model.token_table, model.position_table) if first else None
         return cls(
             stage,
+            cp_rank,
             tp_rank,
             layer_ids,
             layers,
@@ -94,7 +96,9 @@ class RankWeights(NamedTuple):
         )
 
     def new_cache(self, batch, capacity):
-        """A :class:`~collsim.nn.LayerKV` per layer of the stage, with this rank's heads."""
+        """A :class:`~collsim.nn.LayerKV` per layer of the stage, with this rank's heads,
+        for ``capacity`` tokens (its run of the prompt, and the generated ones if it keeps
+        them)."""
         return [
             LayerKV(batch, layer.attn.n_heads, layer.attn.head_dim, capacity)
             for layer in self.layers
