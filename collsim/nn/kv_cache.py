@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import ConfigError
 from .layers import SOFTMAX_FLOPS, softmax
 
-__all__ = ["LayerKV", "cached_attention", "cached_attention_flops"]
+__all__ = ["LayerKV", "cached_attention", "cached_attention_flops", "qkv_heads", "heads_output"]
 
 
 class LayerKV:
@@ -76,6 +76,18 @@ class LayerKV:
         return self.keys[:, :, :stop], self.values[:, :, :stop]
 
 
+def qkv_heads(attn, x):
+    """Queries, keys and values of ``x`` (B, T, D), each ``(B, H, T, head_dim)``."""
+    pairs = ((attn.wq, attn.bq), (attn.wk, attn.bk), (attn.wv, attn.bv))
+    return tuple(attn._project(x, w, b) for w, b in pairs)
+
+
+def heads_output(attn, y):
+    """The output projection of the heads' results ``y`` (B, H, T, head_dim): (B, T, D)
+    (no ``bo``: on a head shard, the partial sum the tensor-parallel all-reduce completes)."""
+    return attn._merge(y) @ attn.wo
+
+
 def cached_attention(attn, x, cache):
     """Attention of the new tokens ``x`` (B, T_new, D) over the cache and themselves.
 
@@ -91,16 +103,14 @@ def cached_attention(attn, x, cache):
             f"{(batch, attn.n_heads, attn.head_dim)}"
         )
     past = cache.length
-    q = attn._project(x, attn.wq, attn.bq)  # (B, H, T_new, hd)
-    keys, values = cache.extend(
-        attn._project(x, attn.wk, attn.bk), attn._project(x, attn.wv, attn.bv)
-    )  # (B, H, past + T_new, hd)
+    q, k, v = qkv_heads(attn, x)  # (B, H, T_new, hd) each
+    keys, values = cache.extend(k, v)  # (B, H, past + T_new, hd)
     scores = (q @ keys.swapaxes(-1, -2)) / math.sqrt(attn.head_dim)  # (B, H, T_new, S)
     if attn.causal:
         # query i sits at position past + i and may not see a key after it
         future = np.arange(past + new)[None, :] > (past + np.arange(new))[:, None]
         scores = np.where(future, -np.inf, scores)
-    out = attn._merge(softmax(scores, axis=-1) @ values) @ attn.wo  # (B, T_new, D)
+    out = heads_output(attn, softmax(scores, axis=-1) @ values)  # (B, T_new, D)
     return out if attn.bo is None else out + attn.bo
 
 

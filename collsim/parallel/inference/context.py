@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from ...nn.kv_cache import heads_output, qkv_heads
 from ...nn.layers import softmax
 from ..tensor.comm import all_gather_along
 
@@ -29,22 +30,21 @@ __all__ = ["prefill_attention", "decode_attention"]
 def prefill_attention(rank, attn, x, cache, cp_group, cp_rank):
     """This CP rank's run of the prompt ``x`` (B, L, D) attending over the whole prompt."""
     run = x.shape[1]
-    q = attn._project(x, attn.wq, attn.bq)  # (B, H, L, hd)
-    k, v = cache.extend(attn._project(x, attn.wk, attn.bk), attn._project(x, attn.wv, attn.bv))
+    q, k, v = qkv_heads(attn, x)  # (B, H, L, hd) each
+    cache.extend(k, v)  # this rank's run of the prompt stays here
     keys = yield from all_gather_along(rank, k, cp_group, 2)  # (B, H, cp·L, hd)
     values = yield from all_gather_along(rank, v, cp_group, 2)
     scores = (q @ keys.swapaxes(-1, -2)) / math.sqrt(attn.head_dim)  # (B, H, L, cp·L)
     positions = cp_rank * run + np.arange(run)  # of this rank's queries
     future = np.arange(keys.shape[2])[None, :] > positions[:, None]
     scores = np.where(future, -np.inf, scores)
-    return attn._merge(softmax(scores, axis=-1) @ values) @ attn.wo  # (B, L, D)
+    return heads_output(attn, softmax(scores, axis=-1) @ values)  # (B, L, D)
 
 
 def decode_attention(rank, attn, x, cache, cp_group, keeps, algorithm):
     """The new token ``x`` (B, 1, D), on every CP rank, attending over every rank's keys;
     the rank that ``keeps`` the generated tokens appends its keys and values."""
-    q = attn._project(x, attn.wq, attn.bq)  # (B, H, 1, hd)
-    k, v = attn._project(x, attn.wk, attn.bk), attn._project(x, attn.wv, attn.bv)
+    q, k, v = qkv_heads(attn, x)  # (B, H, 1, hd) each
     if keeps:
         keys, values = cache.extend(k, v)  # (B, H, S_c, hd)
     else:
@@ -56,4 +56,4 @@ def decode_attention(rank, attn, x, cache, cp_group, keeps, algorithm):
     partial = np.concatenate([weights @ values, weights.sum(axis=-1, keepdims=True)], axis=-1)
     total = yield from rank.all_reduce(partial, group=cp_group, algorithm=algorithm)
     out = total[..., :-1] / total[..., -1:]  # (B, H, 1, hd): softmax-weighted values
-    return attn._merge(out) @ attn.wo  # (B, 1, D)
+    return heads_output(attn, out)  # (B, 1, D)
