@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "plan",
     "viz",
     "pipeline",
+    "infer",
     "verify",
     "strategies",
     "hardware",

@@ -34,6 +34,7 @@ from .hierarchical import hierarchical_all_reduce
 from .naive import naive_all_reduce
 from .nccl_ring import nccl_ring_all_reduce
 from .nvls import nvls_all_reduce
+from .one_shot import one_shot_all_reduce
 from .pat import pat_all_gather, pat_reduce_scatter
 from .ring import (
     chain_broadcast,
@@ -43,6 +44,7 @@ from .ring import (
     ring_reduce_scatter,
 )
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce
+from .two_shot import two_shot_all_reduce
 
 __all__ = [
     "build",
@@ -68,6 +70,8 @@ BUILDERS = {
     ("all_reduce", "tree"): lambda k, root: tree_all_reduce(k),
     ("all_reduce", "halving_doubling"): lambda k, root: halving_doubling_all_reduce(k),
     ("all_reduce", "naive"): lambda k, root: naive_all_reduce(k, root),
+    ("all_reduce", "one_shot"): lambda k, root: one_shot_all_reduce(k),
+    ("all_reduce", "two_shot"): lambda k, root: two_shot_all_reduce(k),
     ("reduce_scatter", "ring"): lambda k, root: ring_reduce_scatter(k),
     ("reduce_scatter", "halving_doubling"): lambda k, root: halving_doubling_reduce_scatter(k),
     ("all_gather", "ring"): lambda k, root: ring_all_gather(k),
@@ -114,6 +118,8 @@ _ALGORITHM_ALIASES = {
     "2d": "hierarchical",
     "nvlink_sharp": "nvls",
     "sharp": "nvls",
+    "oneshot": "one_shot",  # vLLM's and NCCL's spellings
+    "twoshot": "two_shot",
 }
 
 
@@ -162,7 +168,7 @@ def algorithms_for(collective, k, layout=None, switch=None):
     (('ring', 'pat'), ('ring', 'halving_doubling', 'pat'))
     >>> from collsim.hardware.layout import NodeLayout
     >>> algorithms_for("all_reduce", 3, NodeLayout(((0, 1), (2,))))
-    ('ring', 'tree', 'halving_doubling', 'naive', 'nccl_ring')
+    ('ring', 'tree', 'halving_doubling', 'naive', 'one_shot', 'two_shot', 'nccl_ring')
     """
     collective = canonical_collective(collective)
     power_of_two = is_power_of_two(k)

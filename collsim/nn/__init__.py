@@ -20,6 +20,8 @@ module                 contents
 ``moe``                MoE (router + SwiGLU experts), the expert-parallel oracle
 ``losses``             mse_loss, cross_entropy_loss
 ``optim``              SGD, Adam
+``kv_cache``           LayerKV, cached_attention: attention over a KV cache
+``decoder``            Decoder, DecoderConfig: greedy generation, the inference oracle
 =====================  ====================================================
 
 Examples
@@ -43,6 +45,8 @@ True
 
 from .attention import MultiHeadAttention
 from .blocks import MLP, Sequential, TransformerBlock
+from .decoder import Decoder, DecoderConfig, Generation, greedy_token
+from .kv_cache import LayerKV, cached_attention
 from .layers import GELU, LayerNorm, Linear, ReLU, softmax
 from .losses import cross_entropy_loss, mse_loss
 from .module import Composite, Module, ctx_nbytes
@@ -71,4 +75,10 @@ __all__ = [
     "cross_entropy_loss",
     "SGD",
     "Adam",
+    "LayerKV",
+    "cached_attention",
+    "Decoder",
+    "DecoderConfig",
+    "Generation",
+    "greedy_token",
 ]
