@@ -32,9 +32,9 @@ Where the top-level modules sit (top first)::
 Inside ``collsim/parallel/`` the same rule holds between its parts (``PARALLEL_LAYERS``, top
 first): ``runs/`` (one scheme alone through the trainer) over ``mesh``, ``mesh_run`` and
 ``mesh_setup`` (the one trainer) over ``config`` over ``inference/`` over ``context/`` over
-the concepts ``data/``, ``experts/``, ``pipeline/`` and ``tensor/`` over the shared pieces (``batch``, ``block``,
-``modules``, ``accounting``, ``oracle``). So ``pipeline/`` and ``data/`` sit below the
-trainer that runs them.
+the concepts ``data/``, ``experts/``, ``pipeline/`` and ``tensor/`` over the shared pieces
+(``batch``, ``block``, ``modules``, ``accounting``, ``oracle``). So ``pipeline/`` and
+``data/`` sit below the trainer that runs them.
 
 An import of a package (``from collsim import Cluster``) counts as an import of that package's
 ``__init__``; ``from collsim import units`` counts as an import of ``collsim.units``.

@@ -41,6 +41,7 @@ TIMELINE = (
     "--latency 0 --bandwidth inf --out timeline.png"
 )
 NCCL_INFO = "collsim run all-reduce --topology dgx-a100 --nodes 2 --size 8MiB --count-only"
+CLOSED_FORM = NCCL_INFO + " --choice closed-form"
 CALIBRATION = "python benchmarks/calibration.py"
 
 
@@ -55,9 +56,13 @@ QUOTES = [
     Quote(TIMELINE, rf"compute bubble shows \({NUMBER} % measured", rf"bubble {NUMBER}% \("),
     Quote(TIMELINE, rf"the closed form's {NUMBER} %", rf"= {NUMBER}%\)"),
     Quote(PIPELINE, rf"--virtual 2` measures {NUMBER} %", rf"idle per stage, {NUMBER}% of"),
-    Quote(NCCL_INFO, rf"ll128, predicted {NUMBER} us", rf"ll128, predicted {NUMBER} us"),
-    Quote(NCCL_INFO, rf"\(nccl_ring/ll128 {NUMBER} us", rf"\(nccl_ring/ll128 {NUMBER} us"),
-    Quote(NCCL_INFO, rf"double_tree/ll128 {NUMBER} us\)", rf"double_tree/ll128 {NUMBER} us\)"),
+    Quote(
+        NCCL_INFO, rf"ll128, by NCCL's model {NUMBER} us", rf"ll128, by NCCL's model {NUMBER} us"
+    ),
+    Quote(NCCL_INFO, rf"\(nccl_ring/ll128 {NUMBER} us\)`", rf"\(nccl_ring/ll128 {NUMBER} us\)"),
+    Quote(CLOSED_FORM, rf"ll128, predicted {NUMBER} us", rf"ll128, predicted {NUMBER} us"),
+    Quote(CLOSED_FORM, rf"us \(nccl_ring/ll128 {NUMBER} us,", rf"\(nccl_ring/ll128 {NUMBER} us,"),
+    Quote(CLOSED_FORM, rf"double_tree/ll128 {NUMBER} us\)", rf"double_tree/ll128 {NUMBER} us\)"),
     _calibration("dgx-a100", "auto (nccl_ring, simple)", 230),
     _calibration("dgx-h100", "nccl_ring", 370),
     _calibration("dgx-h100", "nvls", 480),

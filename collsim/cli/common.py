@@ -131,6 +131,15 @@ def add_cluster_arguments(
         "NCCL's tuner does). Default: auto on a hardware preset, none elsewhere",
     )
     g.add_argument(
+        "--choice",
+        default="nccl",
+        metavar="WHO",
+        help="who decides --algorithm auto on a hardware preset: nccl (NCCL's own cost "
+        "model, as NCCL decides; see `collsim tune`), closed-form (collsim's closed forms "
+        "on the preset's links) or simulated (run every candidate, take the fastest); "
+        "default nccl",
+    )
+    g.add_argument(
         "--gpus-per-node", type=int, default=4, help="hierarchical only: GPUs per node (default 4)"
     )
     g.add_argument(
@@ -174,6 +183,10 @@ def resolve_cluster_args(args):
     and ``--protocol``, before any command reads them; returns the Machine or ``None``."""
     machine = machine_from_args(args)
     default = getattr(args, "_default_ranks", 8)
+    if getattr(args, "choice", None) is not None:
+        from ..runtime.cluster import choice_setting
+
+        args.choice = flag_value(choice_setting, args.choice, "--choice")
     if args.protocol is not None and str(args.protocol).strip().lower() != "auto":
         from ..hardware import check_protocol
 
@@ -254,6 +267,7 @@ def cluster_from_args(args, analytical=None, **options):
         )
     return Cluster(
         build_topology(args, analytical),
+        choice=getattr(args, "choice", "nccl"),
         model=args.model,
         protocol=args.protocol,
         faults=faults,
