@@ -41,14 +41,6 @@ examples:
       # rules.csv:  allreduce,0,65535,ring,simple,-1,-1,-1
 """
 
-# NCCL's algorithm -> the collsim algorithm that runs it on a hardware preset
-SIMULATED = {
-    "all_reduce": {"ring": "nccl_ring", "tree": "double_tree", "nvls": "nvls"},
-    "all_gather": {"ring": "ring", "pat": "pat"},
-    "reduce_scatter": {"ring": "ring", "pat": "pat"},
-    "broadcast": {"ring": "ring"},
-    "reduce": {"ring": "ring"},
-}
 NCCL_NAMES = {
     "all_reduce": "AllReduce",
     "all_gather": "AllGather",
@@ -242,6 +234,7 @@ def _simulator(machine, graph, collective):
     """A function ``(nbytes, algorithms, protocols) -> (label, seconds)``: the fastest pair
     of those collsim simulates, each run count-only on the virtual cluster."""
     from .. import hardware
+    from ..collectives.nccl_choice import COUNTERPARTS
     from ..collectives.nccl_model import tune_table
     from ..collectives.nccl_tables import PROTOCOLS
     from ..runtime import Cluster
@@ -252,7 +245,7 @@ def _simulator(machine, graph, collective):
             f"or give {machine.gpus_per_node}"
         )
     cluster = Cluster(hardware.topology(machine, graph.nodes))
-    runs = SIMULATED[collective]
+    runs = COUNTERPARTS[collective]
     k = graph.ranks
 
     def fastest(nbytes, algorithms, protocols):
