@@ -53,11 +53,18 @@ def _destroyed_with_the_world():
 # name -> (what every rank runs after init_process_group, text the error must contain)
 BAD_CALLS = {
     "tensor is a list": (lambda: dist.all_reduce([1.0, 2.0]), "[1.0, 2.0]"),
-    "dtype int8": (lambda: dist.all_reduce(np.zeros(2, np.int8)), "int8"),
+    "dtype complex64": (lambda: dist.all_reduce(np.zeros(2, np.complex64)), "complex64"),
     "dtype complex": (lambda: dist.broadcast(np.zeros(2, complex), src=0), "complex128"),
     "read-only tensor": (_read_only, "read-only"),
     "op is a string": (lambda: dist.all_reduce(np.zeros(2), op="sum"), "op='sum'"),
-    "op BAND": (lambda: dist.all_reduce(np.zeros(2), op=dist.ReduceOp.BAND), "ReduceOp.BAND"),
+    "op BAND of floats": (
+        lambda: dist.all_reduce(np.zeros(2), op=dist.ReduceOp.BAND),
+        "ReduceOp.BAND",
+    ),
+    "op PREMUL_SUM": (
+        lambda: dist.all_reduce(np.zeros(2), op=dist.ReduceOp.PREMUL_SUM),
+        "ReduceOp.PREMUL_SUM",
+    ),
     "reduce op MAX?": (lambda: dist.reduce(np.zeros(2), dst=0, op=max), "op=<built-in"),
     "all_gather list of 3": (lambda: dist.all_gather([np.zeros(2)] * 3, np.zeros(2)),
                              "got 3 tensors"),

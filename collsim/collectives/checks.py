@@ -31,6 +31,7 @@ __all__ = [
     "check_count",
     "check_dtype",
     "check_op",
+    "check_op_dtype",
     "check_buffers",
     "is_int",
     "check_power_of_two",
@@ -40,9 +41,22 @@ __all__ = [
 ]
 
 # bytes per element; bfloat16 only in count-only mode (numpy has no such type)
-DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+DTYPE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
 NUMERIC_DTYPES = tuple(d for d in DTYPE_BYTES if d != "bfloat16")
-OPS = ("sum", "avg", "prod", "max", "min")  # torch.distributed.ReduceOp names, lower case
+# torch.distributed.ReduceOp names, lower case
+OPS = ("sum", "avg", "prod", "max", "min", "band", "bor", "bxor")
+BITWISE_OPS = ("band", "bor", "bxor")  # integers and bool only, as torch and MPI define them
 
 
 def is_int(value):
@@ -123,6 +137,28 @@ def check_op(op):
     if name not in OPS:
         raise ConfigError(f"unknown reduce op {op!r}: choose one of {', '.join(OPS)}")
     return name
+
+
+def check_op_dtype(op, dtype):
+    """Refuse a reduction the dtype has no meaning for: a bitwise op of floats (torch:
+    "Cannot use ReduceOp.BAND with non-integral dtype") or the average of bools.
+
+    >>> check_op_dtype("bxor", "float32")
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: op='bxor' with dtype float32: bitwise ops reduce integers \
+and bools only; use an int dtype (int32, uint8, ...) or op='max'
+    """
+    if op in BITWISE_OPS and not (dtype == "bool" or np.issubdtype(np.dtype(dtype), np.integer)):
+        raise ConfigError(
+            f"op={op!r} with dtype {dtype}: bitwise ops reduce integers and bools only; "
+            "use an int dtype (int32, uint8, ...) or op='max'"
+        )
+    if op == "avg" and dtype == "bool":
+        raise ConfigError(
+            "op='avg' with dtype bool: the average of bools is not a bool; use op='sum' "
+            "(any) or op='prod' (all), or an int dtype"
+        )
 
 
 def check_dtype(dtype):

@@ -31,7 +31,15 @@ import numpy as np
 from ..errors import ConfigError
 from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
-from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
+from .checks import (
+    DTYPE_BYTES,
+    NUMERIC_DTYPES,
+    check_count,
+    check_dtype,
+    check_op,
+    check_op_dtype,
+    check_root,
+)
 from .context import context_of
 from .records import CollectiveStep
 from .reference import reference
@@ -56,6 +64,9 @@ REDUCE_OPS = {
     "prod": np.multiply,
     "max": np.maximum,
     "min": np.minimum,
+    "band": np.bitwise_and,
+    "bor": np.bitwise_or,
+    "bxor": np.bitwise_xor,
 }
 
 
@@ -207,6 +218,8 @@ def run_schedule(
         dtype = check_dtype(dtype)
         count = check_count(count, dtype)
     schedule.spec.check_count(count, schedule.ranks)
+    if schedule.spec.reduces:
+        check_op_dtype(op, str(dtype))
     call = CollectiveCall(
         schedule.collective,
         schedule.algorithm,

@@ -207,6 +207,12 @@ def peer(pg, value, what, call, group_value=None, group_what=None):
     return int(value)
 
 
+def default_root(value, group_value):
+    """Global rank 0 where a call names neither ``src``/``dst`` nor its group form, as
+    torch 2.13's ``gather``, ``scatter`` and the object calls default; else ``value``."""
+    return 0 if value is None and group_value is None else value
+
+
 def _listing(ranks):
     k = len(ranks)
     if ranks == tuple(range(k)):
