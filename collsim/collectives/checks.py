@@ -38,6 +38,7 @@ __all__ = [
     "is_power_of_two",
     "DTYPE_BYTES",
     "OPS",
+    "REDUCE_OPS",
 ]
 
 # bytes per element; bfloat16 only in count-only mode (numpy has no such type)
@@ -57,6 +58,17 @@ NUMERIC_DTYPES = tuple(d for d in DTYPE_BYTES if d != "bfloat16")
 # torch.distributed.ReduceOp names, lower case
 OPS = ("sum", "avg", "prod", "max", "min", "band", "bor", "bxor")
 BITWISE_OPS = ("band", "bor", "bxor")  # integers and bool only, as torch and MPI define them
+# each op's numpy ufunc ("avg" sums, and the result is divided once at the end)
+REDUCE_OPS = {
+    "sum": np.add,
+    "avg": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "band": np.bitwise_and,
+    "bor": np.bitwise_or,
+    "bxor": np.bitwise_xor,
+}
 
 
 def is_int(value):

@@ -34,6 +34,7 @@ from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
 from .checks import (
     DTYPE_BYTES,
     NUMERIC_DTYPES,
+    REDUCE_OPS,
     check_count,
     check_dtype,
     check_op,
@@ -57,17 +58,6 @@ __all__ = [
     "MAX_ENGINE_TRANSFERS",
     "MAX_ENGINE_RANKS",
 ]
-
-REDUCE_OPS = {
-    "sum": np.add,
-    "avg": np.add,
-    "prod": np.multiply,
-    "max": np.maximum,
-    "min": np.minimum,
-    "band": np.bitwise_and,
-    "bor": np.bitwise_or,
-    "bxor": np.bitwise_xor,
-}
 
 
 @dataclass(frozen=True)
