@@ -282,7 +282,11 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict, torch_run):
     threads = {}  # thread id -> rank id, filled as each rank starts
 
     def rank_of():
-        return threads.get(threading.get_ident())
+        found = threads.get(threading.get_ident())
+        if found is None:  # a thread a rank started prints as that rank
+            with contextlib.suppress(ConfigError):
+                found = blocking.current_rank().id
+        return found
 
     out = TaggedWriter("stdout", sys.stdout, rank_of, size, echo, muted=blocking.stopped)
     err = TaggedWriter("stderr", sys.stderr, rank_of, size, echo, muted=blocking.stopped)
