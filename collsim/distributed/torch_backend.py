@@ -60,24 +60,25 @@ class CollsimWork(dist.distributed_c10d.Work):
     """torch's ``Work`` for a collsim operation: ``wait()`` blocks the rank in simulated
     time until it is done."""
 
-    def __init__(self, work, group=None):
+    def __init__(self, works, group=None):
         super().__init__()
-        self._work = work  # collsim.distributed's Work
+        self._works = works  # collsim.distributed's Works: one, or a coalesced call's
         self._group = group  # for _source_rank: a global rank -> this group's rank
 
     def wait(self, timeout=None):
-        self._work.wait()
+        for work in self._works:
+            work.wait()
         return True
 
     def is_completed(self):
-        return self._work.is_completed()
+        return all(work.is_completed() for work in self._works)
 
     def is_success(self):
-        return self._work.is_success()
+        return all(work.is_success() for work in self._works)
 
     def _source_rank(self):
         """The group rank an ``irecv`` from any source got its message from."""
-        return self._group.group.index(self._work._source_rank())
+        return self._group.group.index(self._works[0]._source_rank())
 
     def get_future(self):
         raise NotImplementedError(
@@ -104,8 +105,8 @@ class CollsimProcessGroup(dist.ProcessGroup):
     def __repr__(self):
         return f"CollsimProcessGroup(rank={self.rank()}, ranks={list(self._group.ranks)})"
 
-    def _done(self, work):
-        return CollsimWork(work, self._group)
+    def _done(self, *works):
+        return CollsimWork(works, self._group)
 
     # -- collectives ----------------------------------------------------------------------
 
@@ -128,6 +129,35 @@ class CollsimProcessGroup(dist.ProcessGroup):
         out, inp = as_array(output, "all_gather_into_tensor"), as_array(input, "all_gather")
         return self._done(
             collectives.all_gather_into_tensor(out, inp, group=self._group, async_op=True)
+        )
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        """What ``all_gather_into_tensor`` calls inside ``_coalescing_manager`` become:
+        one all-gather each, issued together, one Work for them all."""
+        call = "all_gather_into_tensor"
+        return self._done(
+            *(
+                collectives.all_gather_into_tensor(
+                    as_array(out, call), as_array(inp, call), group=self._group, async_op=True
+                )
+                for out, inp in zip(outputs, inputs, strict=True)
+            )
+        )
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        """``reduce_scatter_tensor`` inside ``_coalescing_manager``: one each, one Work."""
+        call = "reduce_scatter_tensor"
+        return self._done(
+            *(
+                collectives.reduce_scatter_tensor(
+                    as_array(out, call),
+                    as_array(inp, call),
+                    op=_op(opts),
+                    group=self._group,
+                    async_op=True,
+                )
+                for out, inp in zip(outputs, inputs, strict=True)
+            )
         )
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -217,13 +247,7 @@ class CollsimProcessGroup(dist.ProcessGroup):
         )
 
 
-def _not_run(name):
-    def refuse(self, *args, **kwargs):
-        raise NotImplementedError(f"{name} is not supported by the collsim backend")
-
-    refuse.__name__ = name
-    return refuse
-
-
-for _name in ("all_gather_single_coalesced", "reduce_scatter_single_coalesced", "alltoall_base"):
-    setattr(CollsimProcessGroup, _name, _not_run(_name))
+# the names older torch releases call these methods by (2.13 calls the ones above)
+CollsimProcessGroup._allgather_base = CollsimProcessGroup.all_gather_single
+CollsimProcessGroup._reduce_scatter_base = CollsimProcessGroup.reduce_scatter_single
+CollsimProcessGroup.alltoall_base = CollsimProcessGroup.all_to_all_single

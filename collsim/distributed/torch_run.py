@@ -123,6 +123,10 @@ def _init_on_collsim(original):
     return init_process_group
 
 
+def _no_registry(isolated):
+    """A torch without the registry of group names has nothing to isolate."""
+
+
 @contextlib.contextmanager
 def torch_on_collsim():
     """Within the block, torch.distributed code run by the ranks of a blocking run runs on
@@ -137,13 +141,14 @@ def torch_on_collsim():
     # collectives and the device mesh read) one per thread, since every rank names its
     # groups "0", "1", ...; and autograd's device threads off, which would run a rank's
     # backward outside the baton
-    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    isolate = getattr(torch._C._distributed_c10d, "_set_thread_isolation_mode", _no_registry)
+    isolate(True)
     multithreading = torch.autograd.set_multithreading_enabled(False)
     try:
         yield
     finally:
         multithreading.__exit__(None, None, None)
-        torch._C._distributed_c10d._set_thread_isolation_mode(False)
+        isolate(False)
         dist.init_process_group = saved_init
         c10d._world = saved_world
         sys.excepthook = saved_hook

@@ -54,9 +54,30 @@ got = torch.zeros(2, dtype=torch.int64)
 pieces = [torch.tensor([i, -i]) for i in range(k)] if rank == 1 else None
 dist.scatter(got, pieces, src=1)
 show("scatter", got.tolist())
+out = torch.zeros(1, dtype=torch.int64)
+dist.reduce_scatter(out, [torch.tensor([10 * i + rank]) for i in range(k)])
+show("reduce_scatter", out.tolist())
+pair = [torch.tensor([rank, 1]), torch.tensor([2 * rank])]
+dist.all_reduce_coalesced(pair, op=dist.ReduceOp.SUM)
+show("all_reduce_coalesced", [t.tolist() for t in pair])
+mean = torch.tensor([float(rank), 2.0])
+dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+show("all_reduce AVG", mean.tolist())
+outs = [torch.zeros(k, dtype=torch.int64) for _ in range(2)]
+with dist._coalescing_manager(async_ops=False):  # how FSDP issues its gathers: coalesced
+    for i, o in enumerate(outs):
+        dist.all_gather_into_tensor(o, torch.tensor([rank + 10 * i]))
+show("coalesced all_gather_into_tensor", [o.tolist() for o in outs])
 a2a = torch.zeros(k, dtype=torch.int64)
 dist.all_to_all_single(a2a, torch.arange(k) + 100 * rank)
 show("all_to_all_single", a2a.tolist())
+uneven = torch.zeros(k * (rank + 1), dtype=torch.int64)  # rank r gets r + 1 rows from each
+sizes = list(range(1, k + 1))  # rank r sends j + 1 rows to rank j
+dist.all_to_all_single(uneven, torch.arange(sum(sizes)) + 100 * rank, [rank + 1] * k, sizes)
+show("all_to_all_single uneven", uneven.tolist())
+lists = [torch.zeros(1, dtype=torch.int64) for _ in range(k)]
+dist.all_to_all(lists, [torch.tensor([100 * rank + i]) for i in range(k)])
+show("all_to_all", [t.tolist() for t in lists])
 
 # point-to-point around the ring, blocking and not
 right, left = (rank + 1) % k, (rank - 1) % k
@@ -73,6 +94,14 @@ reqs = [dist.isend(torch.tensor([rank * 2.0]), dst=right), dist.irecv(inbox, src
 for req in reqs:
     req.wait()
 show("isend/irecv", inbox.tolist())
+inbox = torch.zeros(1)
+ops = [
+    dist.P2POp(dist.isend, torch.tensor([rank * 3.0]), right),
+    dist.P2POp(dist.irecv, inbox, left),
+]
+for req in dist.batch_isend_irecv(ops):
+    req.wait()
+show("batch_isend_irecv", inbox.tolist())
 if rank == 0:
     senders = sorted(dist.recv(torch.zeros(1)) for _ in range(k - 1))
     show("recv from any", senders)
@@ -104,6 +133,12 @@ show("device mesh dp", t.tolist())
 objects = [None] * k
 dist.all_gather_object(objects, {"rank": rank, "name": f"r{rank}"})
 show("all_gather_object", objects)
+everyone = [None] * k if rank == 0 else None
+dist.gather_object((rank, "hello"), everyone, dst=0)
+show("gather_object", everyone)
+mine = [None]
+dist.scatter_object_list(mine, [{"shard": i} for i in range(k)] if rank == 0 else None, src=0)
+show("scatter_object_list", mine)
 config = [{"lr": 0.5}, "sgd"] if rank == 0 else [None, None]
 dist.broadcast_object_list(config, src=0)
 show("broadcast_object_list", config)
