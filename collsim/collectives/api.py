@@ -38,15 +38,7 @@ from .call_plan import (
     plan_call,
     shared_schedule,
 )
-from .checks import (
-    check_buffers,
-    check_count,
-    check_dtype,
-    check_op,
-    check_op_dtype,
-    check_root,
-    is_int,
-)
+from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
 from .context import context_of
 from .executor import DTYPE_BYTES, check_engine_budget, run_schedule
 from .formulas import HARDWARE_ALGORITHMS
@@ -174,7 +166,7 @@ def run_collective(
         count = check_count(count, dtype)
     schedule.spec.check_count(count, group.size)
     if schedule.spec.reduces:
-        check_op_dtype(op, dtype)
+        check_op(op, dtype)  # a bitwise op of floats means nothing
     if algorithm == AUTO or protocol is not None or (name, algorithm) in PIPELINED:
         # the size is known now: choose (auto), cut the pipeline, pick the protocol
         itemsize = DTYPE_BYTES[dtype]

@@ -31,44 +31,21 @@ __all__ = [
     "check_count",
     "check_dtype",
     "check_op",
-    "check_op_dtype",
     "check_buffers",
     "is_int",
     "check_power_of_two",
     "is_power_of_two",
     "DTYPE_BYTES",
     "OPS",
-    "REDUCE_OPS",
 ]
 
 # bytes per element; bfloat16 only in count-only mode (numpy has no such type)
-DTYPE_BYTES = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+DTYPE_BYTES |= {"int16": 2, "int8": 1, "uint8": 1, "bool": 1}  # torch's small types
 NUMERIC_DTYPES = tuple(d for d in DTYPE_BYTES if d != "bfloat16")
 # torch.distributed.ReduceOp names, lower case
 OPS = ("sum", "avg", "prod", "max", "min", "band", "bor", "bxor")
 BITWISE_OPS = ("band", "bor", "bxor")  # integers and bool only, as torch and MPI define them
-# each op's numpy ufunc ("avg" sums, and the result is divided once at the end)
-REDUCE_OPS = {
-    "sum": np.add,
-    "avg": np.add,
-    "prod": np.multiply,
-    "max": np.maximum,
-    "min": np.minimum,
-    "band": np.bitwise_and,
-    "bor": np.bitwise_or,
-    "bxor": np.bitwise_xor,
-}
 
 
 def is_int(value):
@@ -142,35 +119,33 @@ def _size_hint(text, dtype):
     return f", not a size: {units.format_size(nbytes)} of {name} is count={int(nbytes) // itemsize}"
 
 
-def check_op(op):
+def check_op(op, dtype=None):
     """The op's name: ``"sum"``, ``"SUM"`` or anything whose ``.name`` is one
-    (``torch.distributed.ReduceOp.SUM``)."""
-    name = str(getattr(op, "name", op)).lower()
-    if name not in OPS:
-        raise ConfigError(f"unknown reduce op {op!r}: choose one of {', '.join(OPS)}")
-    return name
+    (``torch.distributed.ReduceOp.SUM``); with ``dtype``, refused where it means nothing
+    there: a bitwise op of floats (torch refuses it too) or the average of bools.
 
-
-def check_op_dtype(op, dtype):
-    """Refuse a reduction the dtype has no meaning for: a bitwise op of floats (torch:
-    "Cannot use ReduceOp.BAND with non-integral dtype") or the average of bools.
-
-    >>> check_op_dtype("bxor", "float32")
+    >>> check_op("bxor", "float32")
     Traceback (most recent call last):
     ...
     collsim.errors.ConfigError: op='bxor' with dtype float32: bitwise ops reduce integers \
 and bools only; use an int dtype (int32, uint8, ...) or op='max'
     """
-    if op in BITWISE_OPS and not (dtype == "bool" or np.issubdtype(np.dtype(dtype), np.integer)):
+    name = str(getattr(op, "name", op)).lower()
+    if name not in OPS:
+        raise ConfigError(f"unknown reduce op {op!r}: choose one of {', '.join(OPS)}")
+    if dtype is None:
+        return name
+    if name in BITWISE_OPS and not str(dtype).startswith(("int", "uint", "bool")):
         raise ConfigError(
-            f"op={op!r} with dtype {dtype}: bitwise ops reduce integers and bools only; "
+            f"op={name!r} with dtype {dtype}: bitwise ops reduce integers and bools only; "
             "use an int dtype (int32, uint8, ...) or op='max'"
         )
-    if op == "avg" and dtype == "bool":
+    if name == "avg" and dtype == "bool":
         raise ConfigError(
             "op='avg' with dtype bool: the average of bools is not a bool; use op='sum' "
             "(any) or op='prod' (all), or an int dtype"
         )
+    return name
 
 
 def check_dtype(dtype):

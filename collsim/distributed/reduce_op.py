@@ -18,7 +18,7 @@ ReduceOp.BOR or ReduceOp.BXOR
 
 from enum import Enum
 
-from ..collectives.checks import check_op_dtype
+from ..collectives.checks import check_op
 from ..errors import ConfigError
 from .checks import TensorMismatchError
 
@@ -72,7 +72,7 @@ def check_reducible(op, tensor, call):
     """Refuse ``op`` on ``tensor``'s dtype where it means nothing (a bitwise op of floats,
     the average of bools) with torch's exception, a RuntimeError, naming both."""
     try:
-        check_op_dtype(op_name(op, call), tensor.dtype.name)
+        check_op(op_name(op, call), tensor.dtype.name)
     except ConfigError as exc:
         rule = str(exc).split(": ", 1)[1]
         raise TensorMismatchError(f"{call}(op={op}) of a {tensor.dtype} tensor: {rule}") from None
