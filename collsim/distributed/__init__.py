@@ -27,6 +27,8 @@ module                      contents
 ``reduce_op``               ReduceOp
 ``settings``                configure(algorithm=...): what a launcher chose
 ``checks``                  the checks of tensors every call makes first
+``torch_backend``           the ``"collsim"`` torch.distributed backend (needs torch)
+``torch_run``               what ``collsim exec`` sets up for torch scripts (needs torch)
 ==========================  =================================================
 
 Examples

@@ -144,8 +144,9 @@ def exec(
     kwargs = {} if kwargs is None else dict(kwargs)
     cluster = _cluster(n, topology, protocol, cluster)
     trace_path = check_trace(trace)
+    torch_run = torch_setting(getattr(main, "__code__", None), main)
     return _launch(
-        cluster, lambda: main(*args, **kwargs), algorithm, trace_path, echo, strict, torch_setting()
+        cluster, lambda: main(*args, **kwargs), algorithm, trace_path, echo, strict, torch_run
     )
 
 

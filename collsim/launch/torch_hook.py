@@ -12,6 +12,7 @@ False
 import contextlib
 import dis
 import importlib.util
+import os
 import sys
 
 from ..errors import ConfigError
@@ -29,14 +30,16 @@ def imports_torch(code):
     return any(imports_torch(c) for c in code.co_consts if hasattr(c, "co_code"))
 
 
-def torch_setting(code=None, script=None):
-    """The ``with`` block a run needs for torch: torch.distributed on collsim if the script
-    (``code``) imports torch or torch is imported already; else nothing.  A script that
-    imports torch where it is not installed is refused now, naming it."""
+def torch_setting(code=None, what=None):
+    """The ``with`` block a run needs for torch: torch.distributed on collsim if ``code``
+    (a script's, or the function's) imports torch or torch is imported already; else
+    nothing.  Code that imports torch where it is not installed is refused now, naming
+    ``what`` (the script's path, or the function)."""
     wanted = code is not None and imports_torch(code)
     if wanted and not _installed("torch"):
+        name = f"script {what}" if isinstance(what, str | os.PathLike) else repr(what)
         raise ConfigError(
-            f"script {script}: imports torch, which is not installed; install it with "
+            f"{name}: imports torch, which is not installed; install it with "
             f"{INSTALL_TORCH} (its torch.distributed calls then run on collsim's backend)"
         )
     if wanted or "torch.distributed" in sys.modules:
