@@ -15,7 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch", reason="pip install 'collsim[torch]'")
 dist = pytest.importorskip("torch.distributed", reason="pip install 'collsim[torch]'")
@@ -147,3 +150,32 @@ def test_torch_is_as_it_was_after_a_run():
     collsim.exec(main, n=2, echo=False)
     assert (dist.distributed_c10d._world, dist.init_process_group, sys.excepthook) == before
     assert not dist.is_initialized()  # the main thread never joined a group
+
+
+@given(
+    k=st.integers(1, 5),
+    rows=st.integers(0, 3),
+    dtype=st.sampled_from(["int64", "int32", "uint8", "float64"]),
+    seed=st.integers(0, 99),
+)
+def test_torch_collectives_equal_numpy_for_any_world(k, rows, dtype, seed):
+    rng = np.random.default_rng(seed)
+    xs = [rng.integers(0, 50, (k * rows, 2)).astype(dtype) for _ in range(k)]
+
+    def main():
+        dist.init_process_group()
+        r = dist.get_rank()
+        summed = torch.from_numpy(xs[r].copy())
+        dist.all_reduce(summed)
+        gathered = torch.zeros((k * k * rows, 2), dtype=summed.dtype)
+        dist.all_gather_into_tensor(gathered, torch.from_numpy(xs[r]))
+        scattered = torch.zeros((rows, 2), dtype=summed.dtype)
+        dist.reduce_scatter_tensor(scattered, torch.from_numpy(xs[r].copy()))
+        dist.destroy_process_group()
+        return summed.numpy(), gathered.numpy(), scattered.numpy()
+
+    total = np.add.reduce(np.stack(xs), axis=0, dtype=np.dtype(dtype))  # wraps as uint8 does
+    for r, (summed, gathered, scattered) in enumerate(collsim.exec(main, n=k, echo=False).returns):
+        np.testing.assert_array_equal(summed, total)
+        np.testing.assert_array_equal(gathered, np.concatenate(xs))
+        np.testing.assert_array_equal(scattered, total[r * rows : (r + 1) * rows])
