@@ -179,3 +179,15 @@ def test_torch_collectives_equal_numpy_for_any_world(k, rows, dtype, seed):
         np.testing.assert_array_equal(summed, total)
         np.testing.assert_array_equal(gathered, np.concatenate(xs))
         np.testing.assert_array_equal(scattered, total[r * rows : (r + 1) * rows])
+
+
+def test_a_torch_program_that_would_hang_names_the_scripts_lines(capsys, tmp_path):
+    script = tmp_path / "both_send.py"
+    script.write_text(
+        "import torch\nimport torch.distributed as dist\ndist.init_process_group()\n"
+        "dist.send(torch.ones(2), dst=1 - dist.get_rank())\n"
+    )
+    status, _, err = under_collsim(capsys, "-n", 2, script)
+    assert status == 1  # gloo hangs here for ever
+    assert "would hang forever" in err
+    assert err.count("called at both_send.py:4 in <module>") == 2  # the script's, not torch's

@@ -218,12 +218,21 @@ def _callsite():
 
 def _user_frame(frame):
     """``"ring.py:12 in main"`` of ``frame`` or the first frame it was called from that is
-    outside collsim (None if there is none)."""
-    while frame is not None and frame.f_code.co_filename.startswith(_HERE):
+    outside collsim and torch (None if there is none)."""
+    libraries = (_HERE, *_torch_folder())
+    while frame is not None and frame.f_code.co_filename.startswith(libraries):
         frame = frame.f_back
     if frame is None:
         return None
     return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+def _torch_folder():
+    """torch's folder where torch is imported: a torch.distributed call's line is the
+    script's that made it, not torch's inside it (torch is never imported here)."""
+    torch = sys.modules.get("torch")
+    found = getattr(torch, "__file__", None)
+    return (str(Path(found).parent),) if found else ()
 
 
 def _current():
