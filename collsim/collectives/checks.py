@@ -43,9 +43,8 @@ __all__ = [
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
 DTYPE_BYTES |= {"int16": 2, "int8": 1, "uint8": 1, "bool": 1}  # torch's small types
 NUMERIC_DTYPES = tuple(d for d in DTYPE_BYTES if d != "bfloat16")
-# torch.distributed.ReduceOp names, lower case
-OPS = ("sum", "avg", "prod", "max", "min", "band", "bor", "bxor")
-BITWISE_OPS = ("band", "bor", "bxor")  # integers and bool only, as torch and MPI define them
+BITWISE_OPS = ("band", "bor", "bxor")  # of integers and bools only, as torch and MPI define them
+OPS = ("sum", "avg", "prod", "max", "min", *BITWISE_OPS)  # torch's ReduceOp names, lower case
 
 
 def is_int(value):
@@ -121,30 +120,15 @@ def _size_hint(text, dtype):
 
 def check_op(op, dtype=None):
     """The op's name: ``"sum"``, ``"SUM"`` or anything whose ``.name`` is one
-    (``torch.distributed.ReduceOp.SUM``); with ``dtype``, refused where it means nothing
-    there: a bitwise op of floats (torch refuses it too) or the average of bools.
-
-    >>> check_op("bxor", "float32")
-    Traceback (most recent call last):
-    ...
-    collsim.errors.ConfigError: op='bxor' with dtype float32: bitwise ops reduce integers \
-and bools only; use an int dtype (int32, uint8, ...) or op='max'
-    """
+    (``torch.distributed.ReduceOp.SUM``); with ``dtype``, refused where it means nothing:
+    a bitwise op of floats (torch refuses it too) or the average of bools."""
     name = str(getattr(op, "name", op)).lower()
     if name not in OPS:
         raise ConfigError(f"unknown reduce op {op!r}: choose one of {', '.join(OPS)}")
-    if dtype is None:
-        return name
-    if name in BITWISE_OPS and not str(dtype).startswith(("int", "uint", "bool")):
-        raise ConfigError(
-            f"op={name!r} with dtype {dtype}: bitwise ops reduce integers and bools only; "
-            "use an int dtype (int32, uint8, ...) or op='max'"
-        )
-    if name == "avg" and dtype == "bool":
-        raise ConfigError(
-            "op='avg' with dtype bool: the average of bools is not a bool; use op='sum' "
-            "(any) or op='prod' (all), or an int dtype"
-        )
+    bitwise = name in BITWISE_OPS and not str(dtype).startswith(("int", "uint", "bool"))
+    if dtype is not None and (bitwise or (name == "avg" and dtype == "bool")):
+        rule = "bitwise ops reduce integers and bools" if bitwise else "no average of bools"
+        raise ConfigError(f"op={name!r} with dtype {dtype}: {rule}; use op='max' or an int dtype")
     return name
 
 
