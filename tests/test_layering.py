@@ -70,6 +70,7 @@ LAYERS = (
     "network",
     "hardware",
     "topology",
+    "course",
     "units",
     "errors",
 )

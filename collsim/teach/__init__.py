@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..course.progress import record_check
 from .feedback import (
     as_number,
     describe_difference,
@@ -184,9 +185,18 @@ def _resolve(exercise, answer, what, lang, adapt=None):
     return None, False
 
 
+def _record(exercise, correct):
+    """Count the try in the student's progress (in their own copy only, never the solutions'),
+    so that `collsim lesson list` shows what is done."""
+    if not solutions_mode():
+        frame = _caller()
+        record_check(exercise, correct, frame.f_code.co_filename if frame else None)
+
+
 def _fail(exercise, text, lang):
     text = message("not_yet", lang, exercise=exercise, message=text)
     print(text)
+    _record(exercise, False)
     if solutions_mode():
         raise LessonCheckError(text)
     return False
@@ -194,6 +204,7 @@ def _fail(exercise, text, lang):
 
 def _correct(exercise, detail, lang):
     print(message("correct", lang, exercise=exercise, detail=detail))
+    _record(exercise, True)
     return True
 
 
