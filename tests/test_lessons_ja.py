@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from collsim.cli.lesson import CELL, cells, find_lessons
-from collsim.teach.translation import (
+from collsim.course.translation import (
     read_translation,
     translate_code,
     translate_lesson,
     unused_strings,
 )
-from collsim.teach.working_copy import translation_path, working_copy
+from collsim.course.working_copy import translation_path, working_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"

@@ -20,7 +20,7 @@ import pytest
 
 from collsim.cli import main
 from collsim.cli.lesson import lesson_text
-from collsim.teach.working_copy import working_copy
+from collsim.course.working_copy import working_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 

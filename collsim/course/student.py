@@ -30,7 +30,7 @@ from .language import JAPANESE_FOLDER
 
 __all__ = ["DEFAULT_FOLDER", "MARKER", "Copied", "find_student_folder", "init_folder"]
 
-MARKER = ".collsim-lessons"  # JSON: which collsim made the copy, in which languages
+MARKER = ".collsim-lessons"  # JSON: the copy's format and its languages
 DEFAULT_FOLDER = "collsim-lessons"
 ENVIRONMENT = "COLLSIM_LESSONS"
 
@@ -92,14 +92,12 @@ def init_folder(folder, lang="en", source=None):
 def _write_marker(folder, lang):
     marker = folder / MARKER
     languages = set(read_marker(folder).get("languages", [])) | {lang}
-    from .. import __version__  # the package's own metadata, a light import
-
-    text = json.dumps({"collsim": __version__, "languages": sorted(languages)}, indent=1)
+    text = json.dumps({"format": 1, "languages": sorted(languages)}, indent=1)
     marker.write_text(text + "\n", encoding="utf-8")
 
 
 def read_marker(folder):
-    """The marker's record (``{"collsim": "0.1.0", "languages": ["en"]}``), {} if unreadable."""
+    """The marker's record (``{"format": 1, "languages": ["en"]}``), {} if unreadable."""
     try:
         data = json.loads((Path(folder) / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -318,22 +318,39 @@ def show(fig, name):
 
     Pictures go to ``$COLLSIM_LESSON_OUT`` (default ``./collsim-lesson-pictures``).
     """
-    try:  # inside Jupyter the figure displays itself
-        from IPython import get_ipython
+    if _in_kernel():
+        # as PNG bytes, not display(fig): a Figure shows as an image only under the inline
+        # backend, and MPLBACKEND=Agg (set by `collsim lesson`, CI, a terminal) turns it
+        # into the text "<Figure size 1020x850 with 2 Axes>"; this needs no setup cell
+        import io
 
-        if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
-            from IPython.display import display
+        from IPython.display import Image, display
 
-            display(fig)
-            return None
-    except ImportError:
-        pass
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=100)
+        _close(fig)
+        display(Image(data=png.getvalue(), format="png"))
+        return None
     folder = Path(os.environ.get("COLLSIM_LESSON_OUT", "collsim-lesson-pictures"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     fig.savefig(path, dpi=100)
+    _close(fig)
+    print(message("picture_saved", _language(), path=path))
+    return path
+
+
+def _in_kernel():
+    """True inside a Jupyter kernel (IPython's kernel app), where a picture is displayed."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in shell.config
+
+
+def _close(fig):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    print(message("picture_saved", _language(), path=path))
-    return path
