@@ -20,7 +20,8 @@ INSTALL = "pip install 'collsim[notebook]'"
 
 
 def draws(path):
-    """How many pictures the lesson shows (its ``teach.show(...)`` calls)."""
+    """How many places in the lesson show a picture (``teach.show(...)``; one inside a loop
+    shows several)."""
     return len(re.findall(r"^\s*teach\.show\(", path.read_text(encoding="utf-8"), re.M))
 
 
@@ -84,7 +85,8 @@ def test_every_lesson_runs_as_a_notebook_and_shows_its_pictures(copy, number, la
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     as_text = [o for o in outputs if "<Figure size" in str(o.get("data", {}).get("text/plain"))]
-    assert len(images) == draws(LESSONS[number]) and not as_text
+    assert draws(LESSONS[number]) >= 1  # every lesson draws
+    assert len(images) >= draws(LESSONS[number]) and not as_text
     said = "".join(o.get("text", "") for o in outputs)
     assert ("not_yet" not in said) and ("Traceback" not in said)
     if lang == "ja":  # the feedback speaks the notebook's language (its folder is ja/)

@@ -83,14 +83,14 @@ def test_no_text_says_torch_distributed_code_runs_unchanged(name):
 
 
 def test_a_program_that_imports_torch_distributed_does_not_run_as_the_readme_says(tmp_path):
-    # the README says so today; when torch programs run, this test and that sentence change
+    # docs/commands.md says so today; when torch programs run, this test and that sentence change
     script = tmp_path / "uses_torch.py"
     script.write_text("import torch.distributed as dist\ndist.init_process_group()\n")
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         status = main(["exec", "-n", "2", str(script)])
     assert status != 0
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "commands.md").read_text(encoding="utf-8").split())
     assert "imports `torch.distributed` itself does not run" in readme
 
 

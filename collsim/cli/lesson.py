@@ -113,10 +113,15 @@ def lessons_dir(override=None):
         raise ConfigError(f"--dir {shown!r}: not a usable path ({exc})") from None
     if override and exists and not is_dir:
         raise ConfigError(f"--dir {shown}: is not a folder; give the folder of lesson files")
-    if not is_dir:
+    if override and not exists:
         raise ConfigError(
-            f"no lessons folder at {shown}: reinstall collsim (`pip install collsim`, which "
-            "ships the lessons), or pass --dir"
+            f"--dir {shown}: no such folder; give a folder of lesson files NN_topic.py, such "
+            "as your copy made by `collsim lesson init`"
+        )
+    if not is_dir:  # an installed collsim without its package data
+        raise ConfigError(
+            f"no lessons folder at {shown}: reinstall collsim (`pip install .` from the "
+            "repository ships the lessons), or pass --dir"
         )
     return folder
 

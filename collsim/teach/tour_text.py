@@ -93,10 +93,11 @@ TOUR = {
         "  {algorithm:>17}: {steps:>2} ステップ、シミュレーション {sim:>10}、閉形式 {form:>10}",
     ),
     "next": (
-        "\nnext: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
-        "collsim plan --help",
-        "\n次は: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
-        "collsim plan --help | collsim lesson list --lang ja",
+        "\nmore: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
+        "collsim plan --help\nnext: collsim lesson init, then collsim lesson 1",
+        "\nほかに: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
+        "collsim plan --help\n"
+        "次は: collsim lesson init --lang ja、続けて collsim lesson 1 --lang ja",
     ),
 }
 
