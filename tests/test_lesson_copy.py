@@ -196,3 +196,18 @@ def test_a_built_wheel_carries_the_lessons_and_runs_lesson_1_outside_the_checkou
         [sys.executable, "-c", "import collsim.course.catalog as c; print(c.course_lessons())"],
         cwd=student, env=env, capture_output=True, text=True, timeout=60,
     ).stdout  # fmt: skip
+
+
+def test_progress_is_kept_in_the_copy_found_from_the_working_folder(home):
+    from collsim.course.progress import attempts, passed, record_try
+
+    record_try(4, "4.2", correct=False)  # no copy yet: nothing recorded, nothing written
+    assert attempts(4, "4.2") == 0 and not list(home.rglob(PROGRESS_FILE))
+    main(["lesson", "init"])
+    record_try(4, "4.2", correct=False)
+    record_try(4, "4.2", correct=True)
+    record_try(4, "4.2", correct=False)  # passed once is passed
+    assert attempts(4, "4.2") == 3
+    assert passed(home / "collsim-lessons") == {"4.2"}
+    (home / "collsim-lessons" / PROGRESS_FILE).write_text("{not json", encoding="utf-8")
+    assert attempts(4, "4.2") == 0  # a file broken by hand counts as no progress, no crash

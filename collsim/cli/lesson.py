@@ -255,6 +255,10 @@ def _shown(path):
 
 
 def _init(args, lang):
+    if args.folder is not None and not str(args.folder).strip():
+        raise ConfigError(
+            f"lesson init {args.folder!r}: give a folder's name (without one: ./{DEFAULT_FOLDER})"
+        )
     folder = Path(args.folder if args.folder is not None else DEFAULT_FOLDER).expanduser()
     copied = init_folder(folder, lang, source=lessons_dir(args.dir) if args.dir else None)
     kept = INIT_KEPT[lang].format(count=len(copied.kept)) if copied.kept else ""

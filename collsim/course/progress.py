@@ -39,8 +39,28 @@ def read_progress(folder):
     return data if isinstance(data, dict) else {}
 
 
-def record_try(lesson, exercise, correct, folder):
-    """Count one try at ``exercise`` of ``lesson``; a correct one marks it passed for good."""
+def _student_folder(folder):
+    """``folder``, else the student's copy found from the working folder (None if none)."""
+    if folder is not None:
+        return folder
+    from ..errors import ConfigError
+    from .student import find_student_folder
+
+    try:
+        return find_student_folder()
+    except ConfigError:  # a COLLSIM_LESSONS typo is reported by the command, not here
+        return None
+
+
+def record_try(lesson, exercise, correct, folder=None):
+    """Count one try at ``exercise`` of ``lesson``; a correct one marks it passed for good.
+
+    ``folder`` is the student's copy (default: the one found from the working folder);
+    without one nothing is recorded.
+    """
+    folder = _student_folder(folder)
+    if folder is None:
+        return
     progress = read_progress(folder)
     entry = progress.setdefault(str(lesson), {}).setdefault(str(exercise), {})
     if not isinstance(entry, dict):  # hand-edited into something else: start it again
@@ -54,8 +74,12 @@ def record_try(lesson, exercise, correct, folder):
         pass
 
 
-def attempts(lesson, exercise, folder):
-    """How many times ``exercise`` of ``lesson`` was tried in ``folder``."""
+def attempts(lesson, exercise, folder=None):
+    """How many times ``exercise`` of ``lesson`` was tried in ``folder`` (default: the
+    student's copy found from the working folder; 0 without one)."""
+    folder = _student_folder(folder)
+    if folder is None:
+        return 0
     entry = read_progress(folder).get(str(lesson), {}).get(str(exercise), {})
     return int(entry.get("tries", 0)) if isinstance(entry, dict) else 0
 

@@ -67,7 +67,10 @@ def init_folder(folder, lang="en", source=None):
     (default: the ones collsim ships); Japanese lessons are built from it and its ``ja/``.
     """
     folder = Path(folder)
-    _refuse_foreign(folder)
+    try:
+        _refuse_foreign(folder)
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte, a folder we cannot read
+        raise ConfigError(f"lesson init {folder}: not a usable folder ({exc})") from None
     source = Path(source) if source else course_lessons()
     lessons = find_lessons(source, lang)
     if not lessons:
