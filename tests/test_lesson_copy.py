@@ -211,3 +211,16 @@ def test_progress_is_kept_in_the_copy_found_from_the_working_folder(home):
     assert passed(home / "collsim-lessons") == {"4.2"}
     (home / "collsim-lessons" / PROGRESS_FILE).write_text("{not json", encoding="utf-8")
     assert attempts(4, "4.2") == 0  # a file broken by hand counts as no progress, no crash
+
+
+def test_the_solutions_fill_a_students_copy_too(home, capsys, monkeypatch):
+    # the copy holds no solutions/ folder; COLLSIM_SOLUTIONS=1 reads collsim's own
+    main(["lesson", "init", "--lang", "ja"])
+    main(["lesson", "init"])
+    monkeypatch.setenv("COLLSIM_SOLUTIONS", "1")
+    capsys.readouterr()
+    assert main(["lesson", "1", "--exercise", "2", "--no-pause"]) == 0
+    assert "Correct! 1.2" in capsys.readouterr().out
+    assert main(["lesson", "1", "--exercise", "1", "--no-pause", "--lang", "ja"]) == 0
+    assert "1.1" in capsys.readouterr().out
+    assert not list(home.rglob(PROGRESS_FILE))  # the solutions' answers are not the student's

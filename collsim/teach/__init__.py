@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..course.catalog import course_lessons
 from ..course.progress import record_check
 from .feedback import (
     as_number,
@@ -154,10 +155,13 @@ def _language():
 
 
 def _solution(slot, exercise, lang):
-    """The value named ``slot.name`` in ``solutions/<lesson>.py`` next to the lesson."""
+    """The value named ``slot.name`` in ``solutions/<lesson>.py`` next to the lesson (or in
+    collsim's own lessons, for a student's copy)."""
     if slot.path is None or slot.name is None:
         raise LessonCheckError(message("no_slot", lang, exercise=exercise))
     path = Path(slot.path).resolve().parent / "solutions" / Path(slot.path).name
+    if not path.exists():  # a student's copy holds no answers: the course's own solutions
+        path = course_lessons() / "solutions" / Path(slot.path).name
     if not path.exists():
         raise LessonCheckError(message("no_solutions_file", lang, path=path, exercise=exercise))
     spec = importlib.util.spec_from_file_location(f"_solutions_{path.stem}", path)
