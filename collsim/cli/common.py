@@ -1,9 +1,9 @@
 """Flags shared by the commands that build a cluster (run, step, viz, tour, exec).
 
 The cluster flags (--ranks, --topology, --nodes, --bandwidth, ...) read into a
-:class:`~collsim.runtime.Cluster`, the help formatter every command uses, and two pieces of
-argparse plumbing: a negative value kept with its flag, the time guard reworded to name the
-flags behind it.  Every check runs before the expensive work and raises a
+:class:`~collsim.runtime.Cluster`, the help formatter every command uses and a negative value
+kept with its flag (both from :mod:`.parsing`, which loads nothing heavy), and the time guard
+reworded to name the flags behind it.  Every check runs before the expensive work and raises a
 :class:`~collsim.errors.ConfigError` that names the flag, the value as the user gave it,
 the rule and the nearest valid choice.  The checks of one flag's value are in
 :mod:`.flag_checks` (re-exported here); the other shared checks have their own modules:
@@ -13,6 +13,7 @@ goes wrong in a run).
 
 Examples
 --------
+>>> import argparse
 >>> parser = argparse.ArgumentParser()
 >>> _ = add_cluster_arguments(parser)
 >>> args = parser.parse_args(["--ranks", "4", "--topology", "switch"])
