@@ -139,7 +139,7 @@ def test_list_shows_the_exercises_passed(home, capsys):
     assert "Correct! 1.1" in capsys.readouterr().out
     main(["lesson", "list"])
     out = capsys.readouterr().out
-    assert re.search(r"^ 1  Why one device is not enough +1/4$", out, re.M)
+    assert re.search(r"^ 1  Why one device is not enough +1/4  1\.1$", out, re.M)
     assert re.search(r"^ 4  Ring all-reduce, step by step +0/3$", out, re.M)
 
 

@@ -279,12 +279,14 @@ def _list(lessons, lang):
     for number, path in lessons.files.items():
         title, line = summary(path) if lessons.student else summary(path, lang)
         names = lesson_exercises(path)
-        rows.append((number, title, line, f"{sum(n in done for n in names)}/{len(names)}"))
+        passed_here = [n for n in names if n in done]
+        rows.append((number, title, line, f"{len(passed_here)}/{len(names)}", passed_here))
     lesson, exercises = HEADINGS[lang]
     width = max([display_width(lesson), *(display_width(row[1]) for row in rows)])
     print(f"{'':>2}  {ljust(lesson, width)}  {exercises}")
-    for number, title, line, count in rows:  # padded by display width: kanji take two columns
-        print(f"{number:>2}  {ljust(title, width)}  {rjust(count, display_width(exercises))}")
+    for number, title, line, count, names in rows:  # padded by display width: kanji take two
+        shown = f"{ljust(title, width)}  {rjust(count, display_width(exercises))}"
+        print(f"{number:>2}  {shown}  {' '.join(names)}".rstrip())
         print(f"    {line}")
     missing = sorted(set(lessons.english) - set(lessons.files))
     if missing:
