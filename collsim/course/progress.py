@@ -1,12 +1,13 @@
-"""The student's progress: how often each exercise was tried and whether it passed.
+"""The student's progress: how often each exercise was tried and whether it was solved.
 
 The file is ``.collsim-progress.json`` in the student's own folder of lessons (made by
-``collsim lesson init``; :mod:`collsim.course.student`), keyed by lesson, then exercise::
+``collsim lesson init``; :mod:`collsim.course.student`), keyed by lesson, then exercise, in
+the same layout as the hint ladder's progress file (``collsim.teach``)::
 
-    {"4": {"4.2": {"tries": 3, "passed": true}}}
+    {"version": 1, "lessons": {"4": {"4.2": {"tries": 3, "wrong": 2, "solved": true}}}}
 
-A lesson run anywhere else (the course's own copy, the tests) records nothing: progress
-belongs to a student's copy.  ``collsim lesson list`` reads it to show what is done.
+A lesson run anywhere else (the course's own copy, the tests) records nothing here: this
+is the progress of a student's copy.  ``collsim lesson list`` reads it to show what is done.
 
 Examples
 --------
@@ -24,19 +25,22 @@ from pathlib import Path
 __all__ = ["PROGRESS_FILE", "attempts", "passed", "read_progress", "record_check", "record_try"]
 
 PROGRESS_FILE = ".collsim-progress.json"
+VERSION = 1
 
 
 def read_progress(folder):
-    """``{lesson: {exercise: {"tries": n, "passed": bool}}}`` from ``folder`` ({} if none).
+    """``{lesson: {exercise: {"tries": n, "wrong": n, "solved": bool}}}`` from ``folder``.
 
-    A file the student broke by hand reads as no progress rather than stopping the lesson.
+    A missing file, or one the student broke by hand, reads as no progress ({}) rather than
+    stopping the lesson.
     """
     path = Path(folder) / PROGRESS_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    lessons = data.get("lessons") if isinstance(data, dict) else None
+    return lessons if isinstance(lessons, dict) else {}
 
 
 def _student_folder(folder):
@@ -52,8 +56,19 @@ def _student_folder(folder):
         return None
 
 
+def _entry(lessons, lesson, exercise):
+    """The record of ``exercise`` in ``lessons`` (made empty if missing or malformed)."""
+    exercises = lessons.get(str(lesson))
+    if not isinstance(exercises, dict):
+        exercises = lessons[str(lesson)] = {}
+    entry = exercises.get(str(exercise))
+    if not isinstance(entry, dict):
+        entry = exercises[str(exercise)] = {}
+    return entry
+
+
 def record_try(lesson, exercise, correct, folder=None):
-    """Count one try at ``exercise`` of ``lesson``; a correct one marks it passed for good.
+    """Count one try at ``exercise`` of ``lesson``; a correct one marks it solved for good.
 
     ``folder`` is the student's copy (default: the one found from the working folder);
     without one nothing is recorded.
@@ -61,15 +76,14 @@ def record_try(lesson, exercise, correct, folder=None):
     folder = _student_folder(folder)
     if folder is None:
         return
-    progress = read_progress(folder)
-    entry = progress.setdefault(str(lesson), {}).setdefault(str(exercise), {})
-    if not isinstance(entry, dict):  # hand-edited into something else: start it again
-        entry = progress[str(lesson)][str(exercise)] = {}
+    lessons = read_progress(folder)
+    entry = _entry(lessons, lesson, exercise)
     entry["tries"] = int(entry.get("tries", 0)) + 1
-    entry["passed"] = bool(entry.get("passed")) or bool(correct)
-    text = json.dumps(progress, indent=1, sort_keys=True) + "\n"
+    entry["wrong"] = int(entry.get("wrong", 0)) + (not correct)
+    entry["solved"] = bool(entry.get("solved")) or bool(correct)
+    text = json.dumps({"version": VERSION, "lessons": lessons}, indent=1, sort_keys=True)
     try:
-        (Path(folder) / PROGRESS_FILE).write_text(text, encoding="utf-8")
+        (Path(folder) / PROGRESS_FILE).write_text(text + "\n", encoding="utf-8")
     except OSError:  # a read-only folder: the lesson still runs, only the count is lost
         pass
 
@@ -80,7 +94,8 @@ def attempts(lesson, exercise, folder=None):
     folder = _student_folder(folder)
     if folder is None:
         return 0
-    entry = read_progress(folder).get(str(lesson), {}).get(str(exercise), {})
+    entry = read_progress(folder).get(str(lesson), {})
+    entry = entry.get(str(exercise), {}) if isinstance(entry, dict) else {}
     return int(entry.get("tries", 0)) if isinstance(entry, dict) else 0
 
 
@@ -91,7 +106,7 @@ def passed(folder):
         for lesson in read_progress(folder).values()
         if isinstance(lesson, dict)
         for name, entry in lesson.items()
-        if isinstance(entry, dict) and entry.get("passed")
+        if isinstance(entry, dict) and entry.get("solved")
     }
 
 
