@@ -224,3 +224,17 @@ def test_the_solutions_fill_a_students_copy_too(home, capsys, monkeypatch):
     assert main(["lesson", "1", "--exercise", "1", "--no-pause", "--lang", "ja"]) == 0
     assert "1.1" in capsys.readouterr().out
     assert not list(home.rglob(PROGRESS_FILE))  # the solutions' answers are not the student's
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["list", "--exercise", "2"], "lesson list --exercise"),
+        (["init", "--notebook"], "lesson init --notebook"),
+        (["4", "--exercise", "2", "--notebook"], "--exercise 2 with --notebook"),
+    ],
+)
+def test_flags_that_need_one_lesson_are_refused_elsewhere(home, capsys, argv, named):
+    assert main(["lesson", *argv]) == 2
+    assert named in capsys.readouterr().err
+    assert not (home / "collsim-lessons").exists()  # refused before any work

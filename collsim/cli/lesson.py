@@ -226,6 +226,15 @@ def run(args):
             f"lesson {which} {args.folder}: only `lesson init` takes a folder; the lessons "
             "are found in your copy (COLLSIM_LESSONS, or the folder you run in)"
         )
+    number_flags = [flag for flag, given in (("--exercise", args.exercise is not None),
+                                             ("--notebook", args.notebook)) if given]  # fmt: skip
+    if number_flags and not which.isdigit():
+        raise ConfigError(f"lesson {which} {number_flags[0]}: give a lesson number, such as 4")
+    if len(number_flags) == 2:
+        raise ConfigError(
+            f"--exercise {args.exercise} with --notebook: a notebook holds the whole lesson; "
+            "run the cells up to that exercise in Jupyter, or drop --notebook"
+        )
     lang = language_of(args)
     if which == "init":
         return _init(args, lang)
