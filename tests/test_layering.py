@@ -31,8 +31,8 @@ Where the top-level modules sit (top first)::
 
 Inside ``collsim/parallel/`` the same rule holds between its parts (``PARALLEL_LAYERS``, top
 first): ``runs/`` (one scheme alone through the trainer) over ``mesh``, ``mesh_run`` and
-``mesh_setup`` (the one trainer) over ``config`` over ``context/`` over the concepts
-``data/``, ``pipeline/`` and ``tensor/`` over the shared pieces (``batch``, ``block``,
+``mesh_setup`` (the one trainer) over ``config`` over ``inference/`` over ``context/`` over
+the concepts ``data/``, ``experts/``, ``pipeline/`` and ``tensor/`` over the shared pieces (``batch``, ``block``,
 ``modules``, ``accounting``, ``oracle``). So ``pipeline/`` and ``data/`` sit below the
 trainer that runs them.
 
@@ -263,8 +263,9 @@ PARALLEL_LAYERS = (
     ("runs",),  # one scheme alone: train_data_parallel, run_pipeline (call the trainer)
     ("mesh", "mesh_run", "mesh_setup"),  # the one N-D trainer, what it returns, what a rank holds
     ("config",),  # ParallelConfig: names every dimension's options
+    ("inference",),  # serving: tensor- and pipeline-parallel decoding over tensor/'s split
     ("context",),  # context parallelism wraps tensor-parallel attention
-    ("data", "pipeline", "tensor"),  # one concept a folder
+    ("data", "experts", "pipeline", "tensor"),  # one concept a folder
     ("accounting", "batch", "block", "modules", "oracle"),  # shared by every concept
 )
 PARALLEL_RANK = {part: row for row, parts in enumerate(PARALLEL_LAYERS) for part in parts}

@@ -25,9 +25,11 @@ COMMAND_MODULES = (
     "plan",
     "viz",
     "pipeline",
+    "infer",
     "verify",
     "strategies",
     "hardware",
+    "tune",
     "exec",
     "lesson",
 )

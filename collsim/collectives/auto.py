@@ -190,6 +190,8 @@ def choose(graph, ranks, collective, size, protocol, algorithm="auto"):
         nccl = [a for a in names if a in HARDWARE_ALGORITHMS.get(collective, ())]
         if machine and nccl:
             names = tuple(nccl)  # on a real machine, weigh what NCCL would run
+        if not (layout.n_nodes > 1 and layout.gpus_per_node == 1):
+            names = tuple(a for a in names if a != "pat")  # NCCL: one GPU per node only
     else:
         names = (algorithm,)
     found = []

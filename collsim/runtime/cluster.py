@@ -237,9 +237,12 @@ class Cluster(CollectiveCalls):
                 gc.enable()
 
     def _result(self, execution, procs):
+        # the run ends when its last rank does: the engine's clock may have run on to a
+        # flow's finish scheduled before a re-share sped the flow up (stale, and ignored)
+        ends = [proc.ended for proc in execution.processes if proc.ended is not None]
         return RunResult(
             returns=[p.handle.value for p in procs],
-            time=execution.engine.now,
+            time=max(ends, default=execution.engine.now),
             trace=execution.trace,
             events=execution.engine.events,
             ranks=self.size,
