@@ -70,6 +70,7 @@ LAYERS = (
     "network",
     "hardware",
     "topology",
+    "course",
     "units",
     "errors",
 )
@@ -489,8 +490,9 @@ def describe_cycle(cycle: list[str], edges: list[Import]) -> str:
 
 
 def test_readme_layer_table_matches_the_folders_and_the_layer_order():
-    """README's "How it is built" names every layer, in this file's order, with its folder."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/architecture.md's "How it is built" names every layer, in this file's order, with
+    its folder."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("## How it is built", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`collsim" in line]
     named, folders = [], []

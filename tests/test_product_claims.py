@@ -22,7 +22,7 @@ import pytest
 
 from collsim.cli import main
 from collsim.cli.lesson import lesson_text
-from collsim.teach.working_copy import working_copy
+from collsim.course.working_copy import working_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +96,7 @@ def test_a_program_that_imports_torch_distributed_runs_as_the_readme_says(tmp_pa
         assert status == 2 and "pip install 'collsim[torch]'" in err.getvalue()
     else:
         assert status == 0, err.getvalue()
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "commands.md").read_text(encoding="utf-8").split())
     assert "imports `torch.distributed` itself runs unchanged on collsim's torch backend" in readme
 
 

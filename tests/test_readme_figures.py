@@ -32,7 +32,7 @@ class Quote(NamedTuple):
     command: str  # as the README prints it (whitespace aside)
     readme: str  # regex over the README's text; group 1 is the figure as quoted
     output: str  # regex over the command's output; group 1 is the same figure as printed
-    readme_file: str = "README.md"
+    readme_file: str = "docs/commands.md"  # where the README's commands and pictures moved
 
 
 PIPELINE = "collsim pipeline --stages 4 --microbatches 8 --schedule interleaved --virtual 2"
@@ -86,7 +86,7 @@ FORMULAS = [  # a formula quoted beside a command, compared as text
 
 
 @functools.cache
-def readme(name="README.md"):
+def readme(name="docs/commands.md"):
     """The README's text with every run of whitespace one space, as a reader sees it."""
     return " ".join((ROOT / name).read_text(encoding="utf-8").split())
 
@@ -164,7 +164,7 @@ def _strategies_rows(text):
 
 
 def test_the_strategies_table_is_what_collsim_strategies_prints():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert "`collsim strategies` runs every strategy" in text
     quoted = _strategies_rows(text)
     assert len(quoted) == 9, quoted

@@ -1,9 +1,9 @@
 """Flags shared by the commands that build a cluster (run, step, viz, tour, exec).
 
 The cluster flags (--ranks, --topology, --nodes, --bandwidth, ...) read into a
-:class:`~collsim.runtime.Cluster`, the help formatter every command uses, and two pieces of
-argparse plumbing: a negative value kept with its flag, the time guard reworded to name the
-flags behind it.  Every check runs before the expensive work and raises a
+:class:`~collsim.runtime.Cluster`, the help formatter every command uses and a negative value
+kept with its flag (both from :mod:`.parsing`, which loads nothing heavy), and the time guard
+reworded to name the flags behind it.  Every check runs before the expensive work and raises a
 :class:`~collsim.errors.ConfigError` that names the flag, the value as the user gave it,
 the rule and the nearest valid choice.  The checks of one flag's value are in
 :mod:`.flag_checks` (re-exported here); the other shared checks have their own modules:
@@ -13,6 +13,7 @@ goes wrong in a run).
 
 Examples
 --------
+>>> import argparse
 >>> parser = argparse.ArgumentParser()
 >>> _ = add_cluster_arguments(parser)
 >>> args = parser.parse_args(["--ranks", "4", "--topology", "switch"])
@@ -20,11 +21,9 @@ Examples
 (True, '100GB/s')
 """
 
-import argparse
 import contextlib
 import difflib
 import math
-import re
 
 from .. import topology
 from ..errors import ConfigError
@@ -42,6 +41,7 @@ from .flag_checks import (
     link_latency,
     link_rate,
 )
+from .parsing import Formatter, join_negative_values
 
 __all__ = [
     "flag_value",
@@ -275,25 +275,6 @@ def cluster_from_args(args, analytical=None, **options):
     )
 
 
-class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keep the description's line breaks (they carry examples); show each default once.
-
-    A help text that already names its default ("(default 8)") is left alone, and so are
-    flags without a meaningful default (None, or False for a switch).
-    """
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if (
-            "default" in text.lower()
-            or action.default is None
-            or action.default is False
-            or action.default is argparse.SUPPRESS
-        ):
-            return text
-        return super()._get_help_string(action)
-
-
 @contextlib.contextmanager
 def explain_time_guard(**flags):
     """Turn the simulation's time guard into an error that names the flags behind it.
@@ -314,37 +295,3 @@ def explain_time_guard(**flags):
             f"time) with {given}: a link, a size or a compute rate is far from "
             "real hardware (links 10-900 GB/s and 1-10 us, GPUs 10-1000 TFLOP/s)"
         ) from None
-
-
-# an option followed by a value that starts with "-" and a digit, ".", "inf" or "nan":
-# argparse takes "-1us" for an unknown option and says only "expected one argument"
-_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
-
-
-def join_negative_values(argv):
-    """Write ``--latency -1us`` as ``--latency=-1us`` so argparse passes the value on and
-    the command can reject it by name.
-
-    >>> join_negative_values(["run", "--latency", "-1us", "-k", "-3", "--json"])
-    ['run', '--latency=-1us', '-k=-3', '--json']
-    """
-    out, i = [], 0
-    while i < len(argv):
-        token = argv[i]
-        if token == "--":
-            return out + list(argv[i:])
-        nxt = argv[i + 1] if i + 1 < len(argv) else None
-        if (
-            token.startswith("-")
-            and len(token) > 1
-            and not _NEGATIVE_VALUE.match(token)
-            and "=" not in token
-            and nxt is not None
-            and _NEGATIVE_VALUE.match(nxt)
-        ):
-            out.append(f"{token}={nxt}")
-            i += 2
-            continue
-        out.append(token)
-        i += 1
-    return out
