@@ -89,22 +89,19 @@ def _ring_arguments(parser):
         help="which step to draw, counted from 1 as the title counts it ('step 3 of 14'); "
         "0 is the state before the first step (default 3, or the last if there are fewer)",
     )
-    parser.add_argument(
-        "--fps", default="1", help="frames per second of a .gif or .html animation (default 1)"
-    )
 
 
-def _animate_ring(args, path):
+def _ring_movie(args):
     from ..viz.limits import MAX_FPS
-    from ..viz.ring import ring_animation
+    from ..viz.ring import ring_movie
 
     _check_ranks(args, "ring")
-    fps = positive_number(args.fps, "--fps", MAX_FPS, 1)
+    positive_number(args.fps, "--fps", MAX_FPS, 1)
     if args.step is not None:
         check_int(args.step, "--step", minimum=0)
     _, result = _run_collective(args)
     _ring_step(args, result)  # an animation shows every step, but a wrong --step is wrong
-    return ring_animation(result, path, fps=fps)
+    return ring_movie(result)
 
 
 def _ring_step(args, result):
@@ -136,7 +133,7 @@ def _ring_step(args, result):
     ),
     arguments=_ring_arguments,
     example="all-reduce --ranks 8 --step 3 --out ring.png    (or --out ring.gif, ring.html)",
-    animate=_animate_ring,
+    movie=_ring_movie,
 )
 def ring(args):
     from ..viz.limits import MAX_FPS

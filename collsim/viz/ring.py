@@ -43,17 +43,24 @@ from matplotlib.patheffects import Normal, Stroke
 
 from ..errors import ConfigError
 from ..units import format_size, format_time
+from .animation import ANIMATIONS, MIN_FRAME_WIDTH, Animation, write_animation
 from .ink import ink_on
 from .limits import MAX_FPS, check_rate, check_ring_ranks
-from .output import standalone_html
 
-__all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame", "ANIMATIONS"]
+__all__ = [
+    "ring_figure",
+    "ring_animation",
+    "ring_movie",
+    "ring_frames",
+    "chunk_label",
+    "Frame",
+    "ANIMATIONS",
+    "MIN_FRAME_WIDTH",
+]
 
 REDUCE_COLOUR = "#C44E52"  # the receiver adds the chunk in
 COPY_COLOUR = "#4C72B0"  # the receiver copies it over its own
 CELL_CMAP = "YlGn"
-ANIMATIONS = (".gif", ".html")  # what ring_animation writes, by the path's suffix
-MIN_FRAME_WIDTH = 1200  # pixels: an animation frame stays sharp on a projected slide
 NODE = 0.13  # radius of a rank's disc, in data units
 STRIP = 1.2  # the longest buffer strip
 CENTRE = {"ha": "center", "va": "center"}
@@ -326,37 +333,33 @@ def ring_figure(result, step=1):
     return fig
 
 
+def ring_movie(result):
+    """The step-through as an :class:`~collsim.viz.animation.Animation`: the initial
+    state, then one frame per step, each frame's title its caption."""
+    check_ring_ranks(result.schedule.ranks)
+    frames = ring_frames(result)
+    fig = _figure(result.schedule.ranks)
+
+    def show(index):
+        fig.clear()
+        _draw(fig, result, frames[index])
+
+    title = f"{result.algorithm} {result.collective} on {result.group.size} ranks, step by step"
+    captions = tuple(f.title if f.step == 0 else f"step {f.step}: {f.title}" for f in frames)
+    return Animation(fig, captions, show, title.replace("_", "-"))
+
+
 def ring_animation(result, path, fps=1.0, dpi=None):
     """Write the step-through as an animation: the initial state, then one frame per step
     (2(K-1)+1 frames for a ring all-reduce).  Returns the number of frames.
 
     The suffix of ``path`` picks the format: ``.gif``, or ``.html`` for a self-contained
-    page with play, pause and step buttons and a slider (matplotlib's ``HTMLWriter``,
-    frames embedded as PNG), which opens in any browser.  ``dpi`` defaults to what
-    makes a frame at least 1,200 pixels wide.  The file is the same bytes every run.
+    lecture page (:mod:`collsim.viz.lecture_page`: play, pause and step buttons, a slider,
+    ←/→, PageUp/PageDown and space to step, each step's caption as text, fitted to the
+    window), which opens in any browser.  ``dpi`` defaults to what makes a frame at least
+    1,200 pixels wide.  The file is the same bytes every run.
     """
-    from matplotlib.animation import HTMLWriter, PillowWriter
-
-    suffix = Path(path).suffix.lower()
-    if suffix not in ANIMATIONS:
+    if Path(path).suffix.lower() not in ANIMATIONS:
         raise ConfigError(f"animation {str(path)!r}: end the file name in .gif or .html")
-    check_ring_ranks(result.schedule.ranks)
-    fps = check_rate(fps, "fps", MAX_FPS)
-    frames = ring_frames(result)
-    fig = _figure(result.schedule.ranks)
-    if dpi is None:
-        dpi = math.ceil(MIN_FRAME_WIDTH / fig.get_figwidth())
-    if suffix == ".gif":
-        writer = PillowWriter(fps=fps)
-    else:  # no size cap: a capped writer drops the last frames silently
-        writer = HTMLWriter(fps=fps, embed_frames=True, default_mode="once", embed_limit=2048)
-    with writer.saving(fig, str(path), dpi):
-        for frame in frames:
-            fig.clear()
-            _draw(fig, result, frame)
-            writer.grab_frame()
-    if suffix == ".html":
-        page = Path(path).read_text(encoding="utf-8")
-        title = f"{result.algorithm} {result.collective} on {result.group.size} ranks, step by step"
-        Path(path).write_text(standalone_html(page, title.replace("_", "-")), encoding="utf-8")
-    return len(frames)
+    check_rate(fps, "fps", MAX_FPS)
+    return write_animation(ring_movie(result), path, fps=fps, dpi=dpi)
