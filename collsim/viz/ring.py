@@ -32,19 +32,14 @@ import operator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from matplotlib import colormaps
-from matplotlib.cm import ScalarMappable
-from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Circle, FancyArrowPatch, Polygon
-from matplotlib.patheffects import Normal, Stroke
+from matplotlib.patches import Circle, FancyArrowPatch
 
 from ..errors import ConfigError
 from ..units import format_size, format_time
 from .animation import ANIMATIONS, MIN_FRAME_WIDTH, Animation, write_animation
-from .ink import ink_on
+from .cells import Strip, cell_style, draw_cell_key, draw_strip
 from .limits import MAX_FPS, check_rate, check_ring_ranks
 
 __all__ = [
@@ -137,44 +132,19 @@ def _cell_geometry(k, n_chunks):
     return gap, depth, width
 
 
-def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
-    cmap, norm = _cell_colours(k)
+def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written, cells):
+    colour_of, key = cell_style(k, cells)
     gap, depth, width = _cell_geometry(k, n_chunks)
-    numbers = depth >= 0.12 and width >= 0.12
+    numbers = depth >= 0.12 and width >= 0.12 and cells == "count"  # stripes carry no count
     digits = 9 if depth >= 0.15 else 8  # points
     for r in range(k):
-        ux, uy = math.cos(angles[r]), math.sin(angles[r])
-        tx, ty = -uy, ux
+        along = (math.cos(angles[r]), math.sin(angles[r]))
         x0, y0 = positions[r]
-        for c in range(n_chunks):
-            inner, outer = gap + c * depth, gap + (c + 1) * depth
-            corners = [
-                (x0 + ux * d + tx * w / 2, y0 + uy * d + ty * w / 2)
-                for d, w in ((inner, width), (inner, -width), (outer, -width), (outer, width))
-            ]
-            count = len(frame.holdings[r][c])
-            is_new = (r, c) in written
-            edge, lw = (written[(r, c)], 2.2) if is_new else ("#888888", 0.5)
-            fill = cmap(norm(count))
-            look = {"facecolor": fill, "edgecolor": edge, "lw": lw}
-            cell = Polygon(corners, zorder=3 + is_new, gid=f"cell r{r} c{c}", **look)
-            if is_new:  # a white halo keeps the outline visible on dark cells
-                cell.set_path_effects([Stroke(linewidth=lw + 2.5, foreground="white"), Normal()])
-            ax.add_patch(cell)
-            if numbers:
-                mid = (inner + outer) / 2
-                # above the cell even when the cell is raised to show its outline
-                where = (x0 + ux * mid, y0 + uy * mid)
-                ax.text(
-                    *where,
-                    str(count),
-                    fontsize=digits,
-                    color=ink_on(fill),
-                    zorder=5,
-                    gid=f"count r{r} c{c}",
-                    **CENTRE,
-                )
-    return cmap, norm
+        strip = Strip((x0 + along[0] * gap, y0 + along[1] * gap), along, depth, width)
+        mine = {c: colour for (rank, c), colour in written.items() if rank == r}
+        holdings = frame.holdings[r]
+        draw_strip(ax, strip, holdings, colour_of, mine, r, numbers=digits if numbers else None)
+    return key
 
 
 def _bezier_point(p0, p2, rad, t):
@@ -226,7 +196,7 @@ def _draw_moves(ax, frame, n_chunks, positions, discs, fontsize):
         ax.text(x, y, label, fontsize=fontsize, color=colour, gid=gid, zorder=7, **LABEL)
 
 
-def _subtitle(result, frame):
+def frame_subtitle(result, frame):
     name = f"{result.algorithm.replace('_', '-')} {result.collective.replace('_', '-')}"
     head = f"{name} of {format_size(result.size_bytes)} on {result.group.size} ranks"
     if not frame.moves:
@@ -240,7 +210,7 @@ def _subtitle(result, frame):
     return f"{head}  ·  {each} per arrow  ·  t = {format_time(start)} → {format_time(end)}"
 
 
-def _draw(fig, result, frame):
+def _draw(fig, result, frame, cells="count"):
     """Draw ``frame`` of ``result`` into the empty Figure ``fig``."""
     schedule = result.schedule
     k, n_chunks = schedule.ranks, schedule.n_chunks
@@ -257,18 +227,16 @@ def _draw(fig, result, frame):
     for move, _, _, _ in frame.moves:
         for c in move.dst_chunks:
             written[(move.dst, c)] = REDUCE_COLOUR if move.reduce else COPY_COLOUR
-    cmap, norm = _draw_buffers(ax, frame, k, n_chunks, positions, angles, written)
+    key = _draw_buffers(ax, frame, k, n_chunks, positions, angles, written, cells)
     _draw_moves(ax, frame, n_chunks, positions, discs, fontsize)
     gap, depth, _ = _cell_geometry(k, n_chunks)
     reach = _radius(k) + gap + n_chunks * depth + 0.05
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
     fig.suptitle(frame.title, x=0.42, y=0.975, fontsize=18, fontweight="bold")
-    fig.text(0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize=11)
+    fig.text(0.42, 0.915, frame_subtitle(result, frame), ha="center", va="top", fontsize=11)
 
-    cax = fig.add_axes((0.84, 0.3, 0.025, 0.5))
-    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, ticks=_ticks(k))
-    bar.set_label("contributions in the chunk (ranks)", fontsize=10)
+    draw_cell_key(fig, key, (0.84, 0.3, 0.025, 0.5))
     handles = [
         Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
         Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
@@ -281,25 +249,12 @@ def _draw(fig, result, frame):
     return ax
 
 
-def _cell_colours(k):
-    """White for a chunk that holds nothing yet, then greens darkening up to all K ranks."""
-    greens = colormaps[CELL_CMAP](np.linspace(0.2, 1.0, k))
-    cmap = ListedColormap(np.vstack([[1, 1, 1, 1], greens]))
-    return cmap, BoundaryNorm(np.arange(-0.5, k + 1.5), cmap.N)
-
-
-def _ticks(k):
-    step = 1 if k <= 8 else max(1, k // 8)
-    ticks = list(range(0, k + 1, step))
-    return ticks if ticks[-1] == k else [*ticks, k]
-
-
 def _figure(k):
     size = 8.5 if k <= 8 else 10
     return Figure(figsize=(size * 1.2, size), dpi=100)
 
 
-def _step_number(result, step):
+def step_number(result, step):
     """``step`` as an int in 0..n_steps, or a ConfigError naming the valid range."""
     n_steps = result.schedule.n_steps
     where = f"this {result.algorithm} {result.collective} of {n_steps} steps"
@@ -313,7 +268,7 @@ def _step_number(result, step):
     return number
 
 
-def ring_figure(result, step=1):
+def ring_figure(result, step=1, cells="count"):
     """One step of a collective as a Figure.
 
     Parameters
@@ -324,25 +279,30 @@ def ring_figure(result, step=1):
     step : int
         The step to draw, counted from 1 as the title counts it ("step 3 of 6");
         ``0`` draws the state before the first step.
+    cells : {"count", "sources"}
+        Colour each buffer cell by how many ranks contributed, or stripe it with the
+        colour of each rank that did (:mod:`collsim.viz.cells`).
     """
     check_ring_ranks(result.schedule.ranks)
-    number = _step_number(result, step)
+    cell_style(result.schedule.ranks, cells)  # a wrong name, before any drawing
+    number = step_number(result, step)
     frame = ring_frames(result)[number]
     fig = _figure(result.schedule.ranks)
-    _draw(fig, result, frame)
+    _draw(fig, result, frame, cells)
     return fig
 
 
-def ring_movie(result):
+def ring_movie(result, cells="count"):
     """The step-through as an :class:`~collsim.viz.animation.Animation`: the initial
     state, then one frame per step, each frame's title its caption."""
     check_ring_ranks(result.schedule.ranks)
+    cell_style(result.schedule.ranks, cells)
     frames = ring_frames(result)
     fig = _figure(result.schedule.ranks)
 
     def show(index):
         fig.clear()
-        _draw(fig, result, frames[index])
+        _draw(fig, result, frames[index], cells)
 
     title = f"{result.algorithm} {result.collective} on {result.group.size} ranks, step by step"
     captions = tuple(f.title if f.step == 0 else f"step {f.step}: {f.title}" for f in frames)
