@@ -10,7 +10,7 @@ the same, byte for byte, each run (:mod:`collsim.viz.output`).
 import argparse
 import textwrap
 
-from . import viz_collectives, viz_strategies, viz_training  # noqa: F401  (registers kinds)
+from . import viz_collectives, viz_compare, viz_strategies, viz_training  # noqa: F401  (kinds)
 from .paths import check_output_path
 from .viz_kinds import ANIMATED, FORMATS, KINDS
 

@@ -35,6 +35,7 @@ __all__ = ["Animation", "write_animation", "write_frames", "playhead", "ANIMATIO
 
 ANIMATIONS = (".gif", ".html")  # what write_animation writes, by the path's suffix
 MIN_FRAME_WIDTH = 1200  # pixels: an animation frame stays sharp on a projected slide
+SLIDE_WIDTH = 1920  # pixels: a --frames PNG fills a 1920×1080 slide without scaling up
 PLAYHEAD_FRAMES = 24  # frames of a playhead sweep (plus the end)
 FUTURE_SHADE = {"color": "#808080", "alpha": 0.35, "lw": 0, "zorder": 20}
 
@@ -52,10 +53,10 @@ class Animation:
         return len(self.captions)
 
 
-def _dpi(animation, dpi):
-    """``dpi``, or what makes a frame at least MIN_FRAME_WIDTH pixels wide."""
+def _dpi(animation, dpi, width=MIN_FRAME_WIDTH):
+    """``dpi``, or what makes a frame at least ``width`` pixels wide."""
     if dpi is None:
-        return math.ceil(MIN_FRAME_WIDTH / animation.figure.get_figwidth())
+        return math.ceil(width / animation.figure.get_figwidth())
     return dpi
 
 
@@ -86,7 +87,8 @@ def write_animation(animation, path, fps=1.0, dpi=None):
 
 def write_frames(animation, folder, dpi=None):
     """Write every frame of ``animation`` as ``folder/frame-NNN.png`` (numbered from 0, the
-    first frame); returns the paths.  ``folder`` is made if missing."""
+    first frame), at least 1,920 pixels wide unless ``dpi`` says; returns the paths.
+    ``folder`` is made if missing."""
     from .output import save_figure
 
     folder = Path(folder)
@@ -96,7 +98,7 @@ def write_frames(animation, folder, dpi=None):
     for index in range(len(animation)):
         animation.show(index)
         path = folder / f"frame-{index:0{digits}d}.png"
-        save_figure(animation.figure, path, "png", dpi=_dpi(animation, dpi))
+        save_figure(animation.figure, path, "png", dpi=_dpi(animation, dpi, SLIDE_WIDTH))
         paths.append(path)
     return paths
 

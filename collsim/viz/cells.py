@@ -100,7 +100,9 @@ def draw_strip(ax, strip, holdings, colour_of, written, rank, numbers=None):
                 left = -half + strip.width * j / len(fills)
                 right = -half + strip.width * (j + 1) / len(fills)
                 corners = _corners(strip, inner, outer, left, right)
-                ax.add_patch(Polygon(corners, facecolor=fill, lw=0, zorder=3, gid=f"fill r{rank}"))
+                ax.add_patch(
+                    Polygon(corners, facecolor=fill, lw=0, zorder=3, gid=f"fill r{rank} c{i}")
+                )
         is_new = i in written
         edge, lw = (written[i], 2.2) if is_new else ("#888888", 0.5)
         cell = Polygon(

@@ -210,11 +210,11 @@ def frame_subtitle(result, frame):
     return f"{head}  ·  {each} per arrow  ·  t = {format_time(start)} → {format_time(end)}"
 
 
-def _draw(fig, result, frame, cells="count"):
-    """Draw ``frame`` of ``result`` into the empty Figure ``fig``."""
+def draw_circle(ax, result, frame, cells="count"):
+    """Draw ``frame`` of ``result`` on the circle of ranks into ``ax``; returns the cell
+    colour key (for :func:`~collsim.viz.cells.draw_cell_key`)."""
     schedule = result.schedule
     k, n_chunks = schedule.ranks, schedule.n_chunks
-    ax = fig.add_axes((0.02, 0.02, 0.8, 0.86))
     ax.set_aspect("equal")
     ax.axis("off")
     positions, angles = _positions(k)
@@ -233,20 +233,35 @@ def _draw(fig, result, frame, cells="count"):
     reach = _radius(k) + gap + n_chunks * depth + 0.05
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
+    return key
+
+
+def _draw(fig, result, frame, cells="count"):
+    """Draw ``frame`` of ``result`` into the empty Figure ``fig``."""
+    ax = fig.add_axes((0.02, 0.02, 0.8, 0.86))
+    key = draw_circle(ax, result, frame, cells)
     fig.suptitle(frame.title, x=0.42, y=0.975, fontsize=18, fontweight="bold")
     fig.text(0.42, 0.915, frame_subtitle(result, frame), ha="center", va="top", fontsize=11)
 
     draw_cell_key(fig, key, (0.84, 0.3, 0.025, 0.5))
-    handles = [
-        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
-        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
-    ]
     fig.legend(
-        handles=handles, loc="lower right", fontsize=9, frameon=False, bbox_to_anchor=(0.995, 0.03)
+        handles=move_handles(),
+        loc="lower right",
+        fontsize=9,
+        frameon=False,
+        bbox_to_anchor=(0.995, 0.03),
     )
     note = "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now"
     fig.text(0.84, 0.22, note, fontsize=8, va="top")
     return ax
+
+
+def move_handles():
+    """Legend entries of the two kinds of arrow (the receiver adds, or copies)."""
+    return [
+        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
+        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
+    ]
 
 
 def _figure(k):

@@ -45,6 +45,7 @@ from .ring import (
     REDUCE_COLOUR,
     chunk_label,
     frame_subtitle,
+    move_handles,
     ring_frames,
     step_number,
 )
@@ -56,7 +57,7 @@ from .shape_layouts import (
     tree_placement,
 )
 
-__all__ = ["SHAPES", "shape_figure", "shape_movie", "lanes_shown"]
+__all__ = ["SHAPES", "shape_figure", "shape_movie", "lanes_shown", "draw_shape", "check_shape"]
 
 SHAPES = {  # algorithm -> how it is drawn; any other algorithm is drawn on the ring's circle
     "tree": "tree",
@@ -232,28 +233,34 @@ def _draw_lane(ax, result, frame, lane, place, cells):
     return key
 
 
-def _draw(fig, result, frame, lanes, layout, cells):
-    width = 0.8 / len(lanes)
+def draw_shape(fig, rect, result, frame, lanes, layout, cells):
+    """Draw ``frame`` of ``result`` in its shape into ``rect`` (figure fraction), one axes
+    a lane side by side; returns the cell colour key."""
+    left, bottom, width, height = rect
+    width /= len(lanes)
     for i, lane in enumerate(lanes):
-        ax = fig.add_axes((0.02 + i * width, 0.04, width - 0.01, 0.8))
+        ax = fig.add_axes((left + i * width, bottom, width - 0.01, height))
         key = _draw_lane(ax, result, frame, lane, _placement(result, lane, layout), cells)
         if len(lanes) > 1 or result.schedule.lanes:
             first, last = lane.chunks.start, lane.chunks.stop - 1
             held = f"chunk {first}" if first == last else f"chunks {first}-{last}"
             ax.set_title(f"{lane.name} ({held})")
+    return key
+
+
+def _draw(fig, result, frame, lanes, layout, cells):
+    key = draw_shape(fig, (0.02, 0.04, 0.8, 0.8), result, frame, lanes, layout, cells)
     fig.suptitle(frame.title, x=0.42, y=0.975, fontsize="xx-large", fontweight="bold")
     fig.text(0.42, 0.915, frame_subtitle(result, frame), ha="center", va="top")
     draw_cell_key(fig, key, (0.86, 0.35, 0.02, 0.45))
-    handles = [
-        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
-        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
-    ]
+    handles = move_handles()
     if result.schedule.algorithm == "nvls":
         handles.append(Line2D([], [], color=MIXED_COLOUR, lw=2, marker=">", label="both"))
     fig.legend(handles=handles, loc="lower right", frameon=False, bbox_to_anchor=(0.995, 0.03))
 
 
-def _check(result, channel, cells):
+def check_shape(result, channel=None, cells="count"):
+    """The lanes to draw of ``result``, after refusing what a shaped drawing cannot show."""
     schedule = result.schedule
     if schedule.algorithm not in SHAPES:
         raise ConfigError(
@@ -277,7 +284,7 @@ def shape_figure(result, step=1, channel=None, layout=None, cells="count"):
     nccl_ring or the double tree; ``layout`` is the group's
     :class:`~collsim.hardware.layout.NodeLayout` (hierarchical, nccl_ring; default one
     node); ``cells`` is "count" or "sources" (:mod:`collsim.viz.cells`)."""
-    lanes = _check(result, channel, cells)
+    lanes = check_shape(result, channel, cells)
     frame = ring_frames(result)[step_number(result, step)]
     fig = _figure()
     _draw(fig, result, frame, lanes, layout, cells)
@@ -287,7 +294,7 @@ def shape_figure(result, step=1, channel=None, layout=None, cells="count"):
 def shape_movie(result, channel=None, layout=None, cells="count"):
     """Every step of ``result`` in its algorithm's shape, as an
     :class:`~collsim.viz.animation.Animation` (the initial state, then a frame a step)."""
-    lanes = _check(result, channel, cells)
+    lanes = check_shape(result, channel, cells)
     frames = ring_frames(result)
     fig = _figure()
 
