@@ -105,3 +105,49 @@ def test_frames_is_refused_before_the_run_when_it_names_a_file(tmp_path, capsys)
     blocker.write_text("x")
     assert main(["viz", "ring", "--frames", str(blocker)]) == 2
     assert f"--frames {blocker}: is a file" in capsys.readouterr().err
+
+
+TIMED = {  # the kinds that change over time besides the step-throughs: a playhead sweeps them
+    "utilization": ["all-reduce", "--ranks", "4", "--size", "1KiB", "--bins", "20"],
+    "timeline": ["--stages", "2", "--microbatches", "2"],
+    "memory-timeline": ["--dp", "2", "--layers", "1", "--hidden", "4"],
+}
+
+
+@pytest.mark.parametrize("kind", list(TIMED))
+def test_every_kind_that_changes_over_time_has_a_page_a_gif_and_frames(kind, tmp_path, capsys):
+    argv = ["viz", kind, *TIMED[kind]]
+    assert main([*argv, "--out", str(tmp_path / "a.html")]) == 0
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert '"PageDown": "next_frame"' in page and "height: 100vh" in page
+    captions = re.findall(r'"t = [^"]* of [^"]*"', page)
+    assert len(captions) == 25 and captions[0].startswith('"t = 0 s of')  # 24 steps + start
+    assert main([*argv, "--out", str(tmp_path / "a.gif")]) == 0
+    from PIL import Image
+
+    with Image.open(tmp_path / "a.gif") as gif:
+        assert gif.n_frames == 25
+    assert main([*argv, "--frames", str(tmp_path / "f")]) == 0
+    frames = sorted((tmp_path / "f").iterdir())
+    assert len(frames) == 25 and frames[0].read_bytes() != frames[-1].read_bytes()
+    assert "wrote 25 frames" in capsys.readouterr().out
+
+
+def test_the_playhead_moves_across_the_time_axis_and_greys_what_is_to_come():
+    from matplotlib.figure import Figure
+
+    from collsim.viz.animation import playhead
+
+    fig = Figure()
+    ax = fig.subplots()
+    ax.set_xlim(0, 10)  # 10 ms of a run from 0 to 10 ms, as the axis shows it
+    movie = playhead(fig, [ax], 0.0, 10e-3, frames=4, title="t")
+    places = []
+    for index in range(len(movie)):
+        movie.show(index)
+        line = next(artist for artist in ax.lines if artist.get_gid() == "playhead")
+        shade = next(p for p in ax.patches if p.get_gid() == "not yet")
+        places.append(line.get_xdata()[0])
+        assert shade.get_x() == places[-1] and shade.get_x() + shade.get_width() == 10
+    assert places == [0, 2.5, 5, 7.5, 10] and ax.get_xlim() == (0, 10)
+    assert movie.captions[2] == "t = 5 ms of 10 ms"

@@ -224,6 +224,13 @@ def _utilization_arguments(parser):
     parser.add_argument("--all-links", action="store_true", help="also rows for unused links")
 
 
+def _utilization_movie(args):
+    from ..viz.animation import playhead
+
+    fig, (start, end) = _utilization(args)
+    return playhead(fig, fig.axes[:1], start, end, title="link utilization over time")
+
+
 @kind(
     "utilization",
     help="links x time heat map of bandwidth used, latency hatched, from the trace",
@@ -233,13 +240,21 @@ def _utilization_arguments(parser):
         "path's latency (drawn hatched grey: the link is held, no bytes flow), then its bytes "
         "flow (coloured).  Congestion shows as a dark band at 100 %: the naive root's link on "
         "a switch, the NICs a ring crosses between machines; a latency-bound run is mostly "
-        "hatching.  Up to 64 ranks."
+        "hatching.  Up to 64 ranks.  --out x.html or x.gif (or --frames DIR) sweeps a "
+        "playhead across the run, what has not happened yet greyed."
     ),
     arguments=_utilization_arguments,
     example="all-reduce --algorithm naive --topology switch --out utilization.png",
+    movie=_utilization_movie,
 )
 def utilization(args):
+    return _utilization(args)[0]
+
+
+def _utilization(args):
+    """The figure and the run's span in seconds (what its time axis shows)."""
     from ..viz.limits import MAX_BINS, check_count
+    from ..viz.utilization import utilization as link_shares
     from ..viz.utilization import utilization_figure
 
     try:
@@ -249,7 +264,9 @@ def utilization(args):
     bins = check_count(bins, "--bins", 1, MAX_BINS, shown=args.bins)
     _check_ranks(args, "utilization")
     topology, result = _run_collective(args, stalled_ok=True)
-    return utilization_figure(topology, result, bins=bins, only_used=not args.all_links)
+    fig = utilization_figure(topology, result, bins=bins, only_used=not args.all_links)
+    edges = link_shares(topology, getattr(result, "trace", result), 1)[0]  # the figure's axis
+    return fig, (edges[0], edges[-1])
 
 
 def _sweep_arguments(parser):
