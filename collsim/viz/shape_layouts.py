@@ -88,11 +88,15 @@ def tree_placement(moves, k, n_cells=1):
         children[up].append(child)
     roots = [r for r in range(k) if r not in parent]
     positions, next_leaf = {}, [0.0]
+    # a deep, narrow tree (the double tree's chains through a node's GPUs) spreads its
+    # leaves wider, so the drawing fills a panel instead of a thin column
+    leaves = sum(1 for r in range(k) if not children[r])
+    spacing = max(1.0, 0.6 * _height(parent) * LEVEL / max(1, leaves - 1))
 
     def place(r, depth):
         if not children[r]:
             x = next_leaf[0]
-            next_leaf[0] += 1.0
+            next_leaf[0] += spacing
         else:
             xs = [place(c, depth + 1) for c in children[r]]
             x = (xs[0] + xs[-1]) / 2
@@ -108,6 +112,17 @@ def tree_placement(moves, k, n_cells=1):
     }
     edges = sorted({tuple(sorted((c, p))) for c, p in parent.items()})
     return Placement(positions, strips, edges=edges, bend=0.0, n_cells=n_cells)
+
+
+def _height(parent):
+    """The tree's depth in levels: the longest way from a rank up to its root."""
+    deepest = 0
+    for r in parent:
+        depth, up = 0, r
+        while up in parent and depth <= len(parent):  # a cycle cannot loop forever
+            up, depth = parent[up], depth + 1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def row_placement(moves, k, n_cells):

@@ -212,7 +212,8 @@ def _draw_lane(ax, result, frame, lane, place, cells):
         discs[r] = ax.add_patch(
             Circle((x, y), NODE, fc="#F2F2F2", ec="#333333", lw=1.2, zorder=8, gid=f"rank {r}")
         )
-        ax.text(x, y, f"r{r}", fontweight="bold", zorder=9, ha="center", va="center")
+        size = "medium" if k <= 8 else "small"  # two digits stay inside the disc
+        ax.text(x, y, f"r{r}", fontweight="bold", fontsize=size, zorder=9, ha="center", va="center")
     moves = [m for m, _, _, _ in frame.moves if _in_lane(m, lane)]
     colour_of, key = cell_style(k, cells)
     written = {}
