@@ -25,11 +25,10 @@ def _check_flows(events):
         finish = finishes[flow_id]
         assert (start["tid"], finish["tid"], finish["bp"]) == (1, 2, "e")
         assert start["cat"] == finish["cat"] and start["name"] == finish["name"]
-        for end in (start, finish):
+        for end in (start, finish):  # the span it binds to: equal cat, pid, tid and ts
             assert any(
-                s["pid"] == end["pid"]
-                and s["tid"] == end["tid"]
-                and s["ts"] <= end["ts"] <= s["ts"] + s["dur"]
+                (s.get("cat"), s["pid"], s["tid"], s["ts"])
+                == (end["cat"], end["pid"], end["tid"], end["ts"])
                 for s in spans
             ), end
     return len(starts)

@@ -26,6 +26,7 @@ from .memory import CATEGORIES, replay
 __all__ = ["ChromePart", "chrome_json", "write_chrome", "STREAMS", "RUN_PIDS"]
 
 STREAMS = ((0, "compute"), (1, "comm: send"), (2, "comm: recv"))  # thread id, name
+FLOW_CAT = "transfer"  # the category of a transfer's spans and of its flow
 RUN_PIDS = 100_000  # process ids a run takes in a file of several: run i's rank r is i·this + r
 
 
@@ -83,12 +84,15 @@ def _transfer_events(t, pid_base, flow_id):
         args |= _record_args(t.meta)
     name = t.label or "transfer"
     src, dst = pid_base + t.src, pid_base + t.dst
-    # both ends sit at the transfer's start, inside both spans: "bp": "e" binds the finish
-    # to the span around it (the receive), not to the receive thread's next span
-    flow = {"cat": "transfer", "name": "send -> recv", "id": flow_id, "ts": t.start * 1e6}
+    # both ends sit at the transfer's start, where both spans begin, with the spans' cat:
+    # Chrome's DevTools binds a flow end to the event of equal cat, pid, tid and ts, and
+    # Perfetto to the span around it ("bp": "e": the receive, not the thread's next span)
+    flow = {"cat": FLOW_CAT, "name": "send -> recv", "id": flow_id, "ts": t.start * 1e6}
+    send = _span(f"{name} -> r{t.dst}", src, 1, t.start, t.end, args)
+    receive = _span(f"{name} <- r{t.src}", dst, 2, t.start, t.end, args)
     return [
-        _span(f"{name} -> r{t.dst}", src, 1, t.start, t.end, args),
-        _span(f"{name} <- r{t.src}", dst, 2, t.start, t.end, args),
+        {**send, "cat": FLOW_CAT},
+        {**receive, "cat": FLOW_CAT},
         {**flow, "ph": "s", "pid": src, "tid": 1},
         {**flow, "ph": "f", "bp": "e", "pid": dst, "tid": 2},
     ]
