@@ -61,9 +61,9 @@ def _dpi(animation, dpi, width=MIN_FRAME_WIDTH):
 
 
 def write_animation(animation, path, fps=1.0, dpi=None):
-    """Write ``animation`` to ``path``: ``.gif``, or ``.html`` for the lecture page (play,
-    pause, step buttons, slider, keys, captions; frames embedded as PNG).  Returns the
-    number of frames."""
+    """Write ``animation`` to ``path``: ``.gif`` (frames 1,200 pixels wide), or ``.html``
+    for the lecture page (play, pause, step buttons, slider, keys, captions; frames
+    embedded as PNG, 1,920 pixels wide).  Returns the number of frames."""
     from matplotlib.animation import HTMLWriter, PillowWriter
 
     suffix = Path(path).suffix.lower()
@@ -74,7 +74,9 @@ def write_animation(animation, path, fps=1.0, dpi=None):
         writer = PillowWriter(fps=fps)
     else:  # no size cap: a capped writer drops the last frames silently
         writer = HTMLWriter(fps=fps, embed_frames=True, default_mode="once", embed_limit=2048)
-    with writer.saving(animation.figure, str(path), _dpi(animation, dpi)):
+    # a page is shown full screen on a projector: frames as wide as a 1920-pixel slide
+    width = MIN_FRAME_WIDTH if suffix == ".gif" else SLIDE_WIDTH
+    with writer.saving(animation.figure, str(path), _dpi(animation, dpi, width)):
         for index in range(len(animation)):
             animation.show(index)
             writer.grab_frame()
