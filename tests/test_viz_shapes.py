@@ -141,22 +141,53 @@ def test_nvls_goes_through_the_switch_that_reduces_and_multicasts():
     ]
 
 
+def _label_boxes(fig):
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    texts = [t for t in fig.axes[0].texts if (t.get_gid() or "").startswith("label")]
+    return [t.get_window_extent(renderer) for t in texts]
+
+
+def _overlapping(boxes):
+    return [
+        (i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes) if i < j and a.overlaps(b)
+    ]
+
+
 @pytest.mark.parametrize("k", [4, 8, 16])
 def test_halving_doubling_labels_never_sit_on_each_other(k):
+    # on the ring's circle 1-4 label pairs of each step overlapped at K = 8
     result = run(T.switch(k), "halving_doubling")
     for number in range(1, result.schedule.n_steps + 1):
-        fig = shape_figure(result, step=number)
-        renderer = FigureCanvasAgg(fig).get_renderer()
-        fig.draw(renderer)
-        boxes = [
-            t.get_window_extent(renderer)
-            for t in fig.axes[0].texts
-            if (t.get_gid() or "").startswith("label")
-        ]
+        boxes = _label_boxes(shape_figure(result, step=number))
         assert len(boxes) == len(result.schedule.steps[number - 1])
-        for i, a in enumerate(boxes):
-            for b in boxes[i + 1 :]:
-                assert not a.overlaps(b), (k, number)
+        assert not _overlapping(boxes), (k, number)
+
+
+@pytest.mark.parametrize("count", [2**18, 2**20])  # 2 steps; 3 with a mixed middle step
+def test_nvls_labels_never_sit_on_each_other(count):
+    # on the ring's circle: 56 or 112 arrows, 39-237 overlapping label pairs a step
+    result = run(machine_topology(preset("dgx-h100"), 1), "nvls", count=count)
+    for number in range(1, result.schedule.n_steps + 1):
+        boxes = _label_boxes(shape_figure(result, step=number))
+        assert len(boxes) == 16  # one leg up and one down per GPU
+        assert not _overlapping(boxes), number
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["viz", "ring", "--algorithm", "nvls", "--topology", "dgx-h100"],
+        ["viz", "compare", "ring", "tree", "--topology", "switch", "--ranks", "4"],
+    ],
+    ids=["nvls", "compare"],
+)
+def test_shaped_pages_and_gifs_are_the_same_bytes_every_run(argv, tmp_path):
+    for suffix in (".html", ".gif"):
+        paths = [tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"]
+        for path in paths:
+            assert main([*argv, "--out", str(path)]) == 0
+        assert paths[0].read_bytes() == paths[1].read_bytes()
 
 
 def test_every_shape_animates_one_frame_a_step():

@@ -155,11 +155,11 @@ def _radial_strips(ranks, points, angles, n_cells, length):
 
 def switch_placement(k, switch, n_cells):
     """Ranks on a circle around the switch ``switch`` (its name), buffers outward."""
-    radius = max(2.0, 0.35 * k)  # room between the legs to and from the switch
+    radius = max(2.0, 0.4 * k)  # room between the legs to and from the switch
     points, angles = _circle(k, radius)
     positions = dict(enumerate(points))
     strips = _radial_strips(range(k), points, angles, n_cells, 1.0)
-    return Placement(positions, strips, hub=(switch, (0.0, 0.0)), bend=0.2, n_cells=n_cells)
+    return Placement(positions, strips, hub=(switch, (0.0, 0.0)), bend=0.3, n_cells=n_cells)
 
 
 def node_placement(nodes, n_cells, edges=()):

@@ -174,7 +174,7 @@ def _draw_switch_legs(ax, moves, place, discs, n_chunks):
         # rank, where the legs of neighbouring ranks are furthest apart
         ends = (discs[rank], None) if way == "up" else (None, discs[rank])
         p0, p2 = (place.positions[rank], hub) if way == "up" else (hub, place.positions[rank])
-        at = 0.25 if way == "up" else 0.5  # apart along the legs too: vertical legs
+        at = 0.2 if way == "up" else 0.5  # apart along the legs too: vertical legs
         label = _leg_label(way, group, n_chunks)
         _arrow(ax, p0, p2, colour, place.bend, f"{way} {rank}", label, ends, at, "small")
     ax.add_patch(
