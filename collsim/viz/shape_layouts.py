@@ -10,8 +10,9 @@ halving-doubling's distances are those of its moves.
   leftward below), each rank's buffer a column under the arcs;
 * :func:`switch_placement`: ranks on a circle around the NVSwitch that reduces and
   multicasts;
-* :func:`node_placement`: each node a box with its GPUs on a small circle, nodes side by
-  side, so a ring's hops inside a node and between nodes read apart.
+* :func:`node_placement`: each node a box with its GPUs in a column, nodes side by side,
+  GPU j of every node on one row, so a ring's hops inside a node run down a column and
+  its hops between nodes (one rail each) straight across.
 
 >>> from collsim.collectives.tree import tree_broadcast
 >>> moves = [m for step in tree_broadcast(4, 0).steps for m in step]
@@ -38,6 +39,7 @@ __all__ = [
 
 NODE = 0.2  # radius of a rank's disc, data units
 LEVEL = 1.5  # distance between a tree's levels
+ROW = 1.0  # distance between a node's GPUs in its column
 ARC = 0.2  # an arc's height per rank of distance (halving-doubling)
 
 
@@ -53,6 +55,11 @@ class Placement:
     bend: float = 0.0  # arc3 curvature of a move's arrow
     n_cells: int = 1  # cells in each strip
     reach: tuple = ()  # further points the drawing reaches (the tops of arcs)
+    curve: object = None  # curve(p0, p2) -> arc3 curvature of a move, instead of ``bend``
+
+    def bend_of(self, p0, p2):
+        """The arc3 curvature of an arrow from p0 to p2."""
+        return self.bend if self.curve is None else self.curve(p0, p2)
 
     def extent(self, margin=0.45):
         """(x0, x1, y0, y1) around everything placed."""
@@ -162,17 +169,43 @@ def switch_placement(k, switch, n_cells):
     return Placement(positions, strips, hub=(switch, (0.0, 0.0)), bend=0.3, n_cells=n_cells)
 
 
+def _column_curve(p0, p2):
+    """arc3 curvature of a move between GPUs laid out in node columns: straight between
+    neighbouring rows, a wide bow to the left for a ring's wrap-around inside a node (so
+    it clears the rows between), a slight bow between nodes (a pair sent both ways at
+    once then runs on two sides)."""
+    (x0, y0), (x2, y2) = p0, p2
+    if abs(x2 - x0) > 1e-9:
+        return 0.08
+    if abs(y2 - y0) <= ROW + 1e-9:
+        return 0.0
+    return -0.35 if y2 > y0 else 0.35  # arc3 bows right of travel for rad > 0
+
+
 def node_placement(nodes, n_cells, edges=()):
-    """Each node of ``nodes`` (tuples of group ranks) a box with its GPUs on a circle."""
+    """Each node of ``nodes`` (tuples of group ranks) a box with its GPUs in a column, in
+    local order, nodes side by side: GPU j of every node on one row, so the hops between
+    nodes (one rail, one local index) run straight across and a ring inside a node runs
+    down its column."""
     g = max(len(n) for n in nodes)
-    radius = max(0.55, 0.17 * g)
-    length = 0.9
-    side = 2 * (radius + NODE + 0.08 + length) + 0.3
+    length = min(0.9, 0.12 * n_cells)
     positions, strips, boxes = {}, {}, []
+    width = NODE + 0.1 + length + 0.9  # the wrap-around's bow on the left, the strip right
     for n, ranks in enumerate(nodes):
-        centre = (n * (side + 0.8), 0.0)
-        points, angles = _circle(len(ranks), radius, centre)
-        positions.update(zip(ranks, points))
-        strips.update(_radial_strips(ranks, points, angles, n_cells, length))
-        boxes.append((f"node {n}", centre[0] - side / 2, -side / 2, side, side))
-    return Placement(positions, strips, edges=list(edges), boxes=boxes, bend=0.2, n_cells=n_cells)
+        x = n * (width + 1.6)
+        for j, r in enumerate(ranks):
+            y = -j * ROW
+            positions[r] = (x, y)
+            # under the row's centre line, so arrows leaving the GPU sideways pass above it
+            origin = (x + NODE + 0.05, y - 0.3)
+            strips[r] = Strip(origin, (1.0, 0.0), length / n_cells, 0.16)
+        top, bottom = 0.55, -(g - 1) * ROW - 0.55
+        boxes.append((f"node {n}", x - 0.75, bottom, width, top - bottom))
+    return Placement(
+        positions,
+        strips,
+        edges=list(edges),
+        boxes=boxes,
+        n_cells=n_cells,
+        curve=_column_curve,
+    )

@@ -134,10 +134,10 @@ def _draw_moves(ax, moves, place, discs, n_chunks):
     for m in moves:
         colour = REDUCE_COLOUR if m.reduce else COPY_COLOUR
         label = chunk_label(m.chunks, n_chunks)
-        rad = place.bend
+        p0, p2 = place.positions[m.src], place.positions[m.dst]
+        rad = place.bend_of(p0, p2)
         if rad == 0.0 and (m.dst, m.src) in pairs:  # both ways at once: two curves apart
             rad = 0.25
-        p0, p2 = place.positions[m.src], place.positions[m.dst]
         gid = f"move {m.src}->{m.dst} {label}"
         _arrow(ax, p0, p2, colour, rad, gid, label, (discs[m.src], discs[m.dst]))
 
