@@ -16,8 +16,21 @@ from .viz_kinds import kind
 def _compare_arguments(parser):
     from .common import add_cluster_arguments
 
-    parser.add_argument("first", metavar="A", help="an algorithm: ring, tree, hd, nccl_ring, ...")
-    parser.add_argument("second", metavar="B", help="the algorithm to set beside it")
+    parser.add_argument(
+        "first",
+        metavar="A",
+        nargs="?",
+        default="ring",
+        help="an algorithm: ring (default), tree, hd, nccl_ring, ...",
+    )
+    parser.add_argument(
+        "second",
+        metavar="B",
+        nargs="?",
+        default="tree",
+        help="the algorithm to set beside it (default tree: many short steps against few "
+        "long ones)",
+    )
     parser.add_argument(
         "--collective",
         "-c",
