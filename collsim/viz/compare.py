@@ -117,7 +117,10 @@ def _draw(fig, results, frames, number, layouts, cells):
         fontweight="bold",
     )
     draw_cell_key(fig, keys[0], (0.87, 0.4, 0.02, 0.45))
-    fig.legend(handles=move_handles(), loc="lower right", frameon=False, bbox_to_anchor=(1, 0.0))
+    # over the colour key, clear of the clock's axis below the panels
+    fig.legend(
+        handles=move_handles(), loc="lower right", frameon=False, bbox_to_anchor=(0.995, 0.86)
+    )
 
 
 def _figure():
