@@ -25,9 +25,9 @@ PLAN_LIMITS = {
 
 def _check(args):
     from ..nn import DecoderConfig
-    from ..parallel.inference import InferenceSplit
     from ..units import parse_size
     from .flag_checks import check_int, flag_value
+    from .infer import checked_split
 
     for flag, limit in PLAN_LIMITS.items():
         check_int(getattr(args, flag[2:].replace("-", "_")), flag, minimum=1, maximum=limit)
@@ -36,12 +36,7 @@ def _check(args):
         raise ConfigError(f"--gpu-memory {args.gpu_memory!r}: must be > 0 bytes (e.g. 80GB)")
     tokens = args.prompt_len + args.new_tokens
     config = DecoderConfig(args.vocab, args.hidden, args.heads, args.layers, max_len=tokens)
-    split = InferenceSplit(args.tp, args.pp, None, args.cp)
-    try:
-        split.check(config)
-        split.check_prompt(args.prompt_len)
-    except ConfigError as exc:
-        raise ConfigError(f"--tp {args.tp} --cp {args.cp} --pp {args.pp}: {exc}") from None
+    checked_split(args, config, None)
     return config, memory, tokens
 
 
@@ -66,9 +61,10 @@ def run_plan(args, machine):
         prompt=args.prompt_len // args.cp,
     )
     if args.json:
+        from .infer_report import cost_figures
+
         figures = plan._asdict()
-        figures["prefill"] = plan.prefill._asdict() | {"seconds": plan.prefill.seconds}
-        figures["decode"] = plan.decode._asdict() | {"seconds": plan.decode.seconds}
+        figures["prefill"], figures["decode"] = map(cost_figures, (plan.prefill, plan.decode))
         print(json.dumps(figures, indent=2))
     else:
         print(_human(args, machine, roofline, plan, tokens))

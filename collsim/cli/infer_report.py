@@ -8,7 +8,14 @@ import numpy as np
 
 from ..units import format_size, format_time
 
-__all__ = ["matches", "human_report", "json_report", "crossover_table", "CollectiveRow"]
+__all__ = [
+    "matches",
+    "human_report",
+    "json_report",
+    "crossover_table",
+    "CollectiveRow",
+    "cost_figures",
+]
 
 
 class CollectiveRow(NamedTuple):
@@ -97,13 +104,14 @@ def _figures(args, machine, split, prompt, expected, result, match, roofline):
         "all_reduces": [row._asdict() for row in collective_rows(result)],
         "cp_collectives": cp_collectives(result),
         "roofline": roofline._asdict() | {"critical_batch": roofline.critical_batch},
-        "prefill_roofline": _cost(first),
-        "decode_step_roofline": _cost(step) if step is not None else None,
+        "prefill_roofline": cost_figures(first),
+        "decode_step_roofline": cost_figures(step) if step is not None else None,
         "metrics": metrics.as_vllm(),
     }
 
 
-def _cost(cost):
+def cost_figures(cost):
+    """A SpanCost as JSON figures, with its time and its side of the roofline."""
     return cost._asdict() | {"seconds": cost.seconds, "bound": cost.bound}
 
 
