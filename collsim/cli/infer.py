@@ -340,6 +340,8 @@ def run(args):
     config = DecoderConfig(
         args.vocab, args.hidden, args.heads, args.layers, max_len=length, seed=args.seed
     )
+    from .infer_serve import checked_split
+
     split = checked_split(args, config, algorithm)
     cluster = _cluster(args, machine, split.world_size)
     from .infer_serve import roofline_of
@@ -355,20 +357,6 @@ def run(args):
     report = json_report if args.json else human_report
     print(report(args, machine, split, prompt, expected, result, match, roofline))
     return 0 if match else 1
-
-
-def checked_split(args, config, algorithm):
-    """The InferenceSplit of --tp, --pp and --cp, refused by its flags if it does not
-    divide the model or the prompt."""
-    from ..parallel.inference import InferenceSplit
-
-    split = InferenceSplit(args.tp, args.pp, algorithm, args.cp)
-    try:
-        split.check(config)
-        split.check_prompt(args.prompt_len)
-    except ConfigError as exc:
-        raise ConfigError(f"--tp {args.tp} --cp {args.cp} --pp {args.pp}: {exc}") from None
-    return split
 
 
 def _print_crossovers(args):

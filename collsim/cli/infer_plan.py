@@ -27,7 +27,7 @@ def _check(args):
     from ..nn import DecoderConfig
     from ..units import parse_size
     from .flag_checks import check_int, flag_value
-    from .infer import checked_split
+    from .infer_serve import checked_split
 
     for flag, limit in PLAN_LIMITS.items():
         check_int(getattr(args, flag[2:].replace("-", "_")), flag, minimum=1, maximum=limit)

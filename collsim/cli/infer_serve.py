@@ -6,7 +6,7 @@ import json
 from ..errors import ConfigError
 from ..units import format_size, format_time
 
-__all__ = ["DTYPES", "parse_disaggregate", "roofline_of", "run_serving"]
+__all__ = ["DTYPES", "parse_disaggregate", "roofline_of", "checked_split", "run_serving"]
 
 DTYPES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}  # bytes a weight or cached value
 MAX_REQUESTS = 256
@@ -57,6 +57,20 @@ def roofline_of(args, machine, cluster_rate):
     if not 0 < hbm < float("inf"):
         raise ConfigError(f"--hbm {args.hbm!r}: an HBM bandwidth > 0 (e.g. '2TB/s')")
     return Roofline(cluster_rate, hbm, DTYPES[args.dtype])
+
+
+def checked_split(args, config, algorithm):
+    """The InferenceSplit of --tp, --pp and --cp, refused by its flags if it does not
+    divide the model or the prompt."""
+    from ..parallel.inference import InferenceSplit
+
+    split = InferenceSplit(args.tp, args.pp, algorithm, args.cp)
+    try:
+        split.check(config)
+        split.check_prompt(args.prompt_len)
+    except ConfigError as exc:
+        raise ConfigError(f"--tp {args.tp} --cp {args.cp} --pp {args.pp}: {exc}") from None
+    return split
 
 
 def check_serving(args):
