@@ -72,12 +72,10 @@ examples:
   on a DGX H100, one-shot all-reduce:   collsim infer --tp 8 --heads 8 --preset dgx-h100 -a one_shot
   the model's crossover sizes:          collsim infer --crossovers --preset dgx-a100
   the figures as data:                  ... --json
-  prefill and decode pools against colocation (docs/inference.md's workload):
-    collsim infer --requests 24 --prompt-len 256 --new-tokens 16 --hidden 128 --heads 4 \\
-      --layers 2 --batch 4 --bandwidth 10TB/s --latency 0.25us --disaggregate 1:3
-  KV cache per GPU of a 7B shape:       collsim infer --plan --layers 32 --hidden 4096 --heads 32 \\
-                                          --vocab 32000 --tp 2 --batch 16 --prompt-len 4000 \\
-                                          --preset dgx-h100"""
+  prefill and decode pools vs colocated: collsim infer --requests 8 --disaggregate 1:3 --batch 2
+  (docs/inference.md states a larger workload, with the link it needs and why)
+  KV cache per GPU of a 7B shape:       collsim infer --plan --layers 32 --hidden 4096 --heads 32
+"""
 
 
 def register(subparsers):
