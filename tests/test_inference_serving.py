@@ -177,3 +177,16 @@ def test_disaggregation_removes_the_prefill_stalls_from_tpot():
     split = serve(model, requests, Deployment(1, 3, 2), fast_switch(4), roofline)
     assert split.metrics.tpot.mean < colocated.metrics.tpot.mean
     assert colocated.matches(model) and split.matches(model)
+
+
+def test_a_machine_file_gives_its_hbm_bandwidth_or_is_refused_on_the_roofline():
+    machine = hardware.loads('base = "dgx-a100"\nhbm_bandwidth = "1.6TB/s"\n')
+    assert Roofline.of_machine(machine).hbm_bandwidth == 1.6e12
+    with pytest.raises(collsim.errors.ConfigError, match="hbm_bandwidth"):
+        hardware.loads('base = "dgx-a100"\nhbm_bandwidth = "-1TB/s"\n')
+    bare = hardware.loads(
+        'name = "mine"\ngpu = "X"\ngpus_per_node = 2\ncompute_rate = "100TFLOP/s"\n'
+        '[intra]\nkind = "nvswitch"\nlink_rate = "25GB/s"\n'
+    )
+    with pytest.raises(collsim.errors.ConfigError, match="gives no hbm_bandwidth.*preset"):
+        Roofline.of_machine(bare)
