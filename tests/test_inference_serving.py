@@ -19,6 +19,7 @@ from collsim.parallel.inference.roofline import (
     decode_step,
     kv_cache_elements,
     prefill,
+    weight_elements,
 )
 from collsim.parallel.inference.serving import Deployment, ServingPass, serve, workload
 
@@ -190,3 +191,44 @@ def test_a_machine_file_gives_its_hbm_bandwidth_or_is_refused_on_the_roofline():
     )
     with pytest.raises(collsim.errors.ConfigError, match="gives no hbm_bandwidth.*preset"):
         Roofline.of_machine(bare)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    hidden_per_head=st.sampled_from([2, 4]),
+    heads=st.sampled_from([2, 4]),
+    layers=st.sampled_from([2, 4]),
+    tp=st.sampled_from([1, 2]),
+    pp=st.sampled_from([1, 2]),
+    batch=st.integers(1, 3),
+    tokens=st.integers(1, 9),
+)
+def test_the_formulas_count_the_arrays_a_rank_holds(
+    hidden_per_head, heads, layers, tp, pp, batch, tokens
+):
+    """weight_elements and kv_cache_elements against the arrays of the last stage's rank
+    (layers/pp blocks of its TP share, the final LayerNorm and the head)."""
+    from collsim.parallel.inference.program import elements
+    from collsim.parallel.inference.shard import RankWeights
+
+    config = DecoderConfig(16, hidden_per_head * heads, heads, layers, max_len=16)
+    model, split = Decoder.init(config), InferenceSplit(tp=tp, pp=pp)
+    weights = RankWeights.from_model(model, split, split.world_size - 1)
+    held = sum(elements(*layer) for layer in weights.layers)
+    held += elements(weights.ln_f, weights.head)
+    shape = ServedShape.of(config)
+    assert weight_elements(shape, tp, pp) == held
+    cache = weights.new_cache(batch, tokens)
+    cached = sum(c.keys.size + c.values.size for c in cache)
+    assert kv_cache_elements(shape, batch, tokens, tp, pp) == cached
+
+
+def test_a_serving_run_is_the_same_twice():
+    model = small(max_len=20)
+    requests = workload(5, 6, 4, 32, seed=4)
+
+    def once():
+        run = serve(model, requests, Deployment(1, 2, 2), fast_switch(3), Roofline(1e12, 1e9))
+        return run.times, [(t.src, t.dst, t.start, t.end) for t in run.result.trace.transfers]
+
+    assert once() == once()
