@@ -156,14 +156,18 @@ def decode_step(shape, roofline, batch, context, tp=1):
     """One decode step's :class:`SpanCost` on one GPU of a TP group: ``batch`` new tokens
     each attending over ``context`` cached ones (the new one included).  Pipeline stages
     run one after another for one token, so the step's time does not depend on pp."""
-    return decode_batch(shape, roofline, [context] * batch, tp)
+    return _decode(shape, roofline, batch, batch * context, tp)
 
 
 def decode_batch(shape, roofline, contexts, tp=1):
     """A continuous batch's decode step: one new token for each sequence, sequence i
     attending over ``contexts[i]`` tokens; the weights are read once for all of them."""
+    return _decode(shape, roofline, len(contexts), sum(contexts), tp)
+
+
+def _decode(shape, roofline, batch, keys, tp):
+    """``batch`` new tokens attending over ``keys`` cached positions in all."""
     d, f, layers = shape.hidden, shape.ffn_hidden, shape.layers
-    batch, keys = len(contexts), sum(contexts)
     matmuls = 2 * batch * (4 * d * d + 2 * d * f) // tp  # 2 FLOP a weight a token
     attention = 4 * keys * d // tp  # QK^T and AV over each sequence's context
     flops = layers * (matmuls + attention) + 2 * batch * d * shape.vocab

@@ -253,8 +253,9 @@ def serve(model, requests, deployment, cluster, roofline):
     roofline.check()
     if deployment.gpus > cluster.size:
         raise ConfigError(
-            f"the deployment needs {deployment.gpus} GPUs but the cluster has {cluster.size}: "
-            f"give a cluster of at least {deployment.gpus} ranks"
+            f"the deployment's prefill={deployment.prefill} + decode={deployment.decode} = "
+            f"{deployment.gpus} GPUs, but the cluster has {cluster.size}: give a cluster of "
+            f"at least {deployment.gpus} ranks, or at most {cluster.size} GPUs"
         )
     requests = tuple(requests)
     for r in requests:
