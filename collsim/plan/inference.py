@@ -17,7 +17,7 @@ A Llama-2-7B shape (32 layers, hidden 4096, 32 heads, MLP 11008; two matrices, a
 >>> plan = plan_inference(shape, Roofline(989e12, 3.35e12, 2), batch=16, tokens=4096,
 ...                       gpu_memory=80e9)
 >>> round(plan.kv_cache_bytes / 2**30), plan.fits, plan.max_batch  # GiB per GPU
-(32, True, 21)
+(32, True, 32)
 """
 
 from typing import NamedTuple
