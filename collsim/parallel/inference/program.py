@@ -65,20 +65,22 @@ class Charge:
 
     def __init__(self, roofline):
         self.roofline = roofline
-        self.steps = {}  # step -> [flops, bytes read]
+        self.steps = {}  # step -> the SpanCost of each of its spans
 
     def span(self, rank, flops, elements_read, meta):
         """The compute operation of one span, to yield."""
         if self.roofline is None:
             return rank.compute(flops=flops, label=meta.label, meta=meta)
         cost = self.roofline.cost_of(flops, elements_read)
-        total = self.steps.setdefault(meta.step, [0, 0])
-        total[0] += cost.flops
-        total[1] += cost.bytes_read
+        self.steps.setdefault(meta.step, []).append(cost)
         return rank.compute(seconds=cost.seconds, label=meta.label, meta=meta)
 
     def costs(self):
-        return tuple(self.roofline.cost(*self.steps[s]) for s in sorted(self.steps))
+        """Each step's spans as one SpanCost: their FLOPs and bytes summed."""
+        return tuple(
+            self.roofline.cost(sum(c.flops for c in spans), sum(c.bytes_read for c in spans))
+            for _, spans in sorted(self.steps.items())
+        )
 
 
 def elements(*parts):

@@ -88,7 +88,11 @@ class ServingPass(NamedTuple):
     @property
     def label(self):
         ids = ",".join(map(str, self.requests))
-        return f"{self.phase} r{ids}" if len(self.requests) < 6 else f"{self.phase} x{len(ids)}"
+        return (
+            f"{self.phase} r{ids}"
+            if len(self.requests) < 6
+            else f"{self.phase} x{len(self.requests)}"
+        )
 
 
 class KVTransfer(NamedTuple):
@@ -222,25 +226,36 @@ def _prefill_pool(rank, model, mine, deployment, roofline, decode_rank):
     return done
 
 
+class _Arriving(NamedTuple):
+    """A request a decode GPU expects: the receives of its KV cache and first token."""
+
+    request: Request
+    kv: object  # Handle of the KV cache's receive
+    token: object  # Handle of the first token's receive
+
+    @property
+    def arrived(self):
+        return self.kv.done and self.token.done
+
+
 def _decode_pool(rank, model, mine, deployment, roofline, prefill_rank):
     pending = deque()
     for request in mine:
         kv = yield rank.irecv(prefill_rank(request), _kv_tag(request))
         token = yield rank.irecv(prefill_rank(request), _kv_tag(request) + 1)
-        pending.append((request, kv, token))
+        pending.append(_Arriving(request, kv, token))
     running, done = [], []
     while pending or running:
-        for entry in [e for e in pending if e[1].done and e[2].done]:  # arrived, in order
+        for arriving in [a for a in pending if a.arrived]:  # the earliest requests first
             if len(running) == deployment.batch:
                 break
-            request, kv, token = entry
-            pending.remove(entry)
-            active = _Active(request, _unpack(model, request, kv.value), token.value, None)
+            pending.remove(arriving)
+            cache = _unpack(model, arriving.request, arriving.kv.value)
+            active = _Active(arriving.request, cache, arriving.token.value, None)
             active.times = []  # the first token's time is the prefill GPU's
             running.append(active)
         if not running:
-            request, kv, token = pending[0]
-            yield rank.wait(kv, token)
+            yield rank.wait(pending[0].kv, pending[0].token)
             continue
         yield from _decode_step(rank, model, running, roofline)
         _finish(running, done)
