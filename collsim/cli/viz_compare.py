@@ -5,7 +5,7 @@ Both run count-only on the same cluster, size and dtype; each flag is checked be
 either runs.
 """
 
-import argparse
+import copy
 
 from ..errors import ConfigError
 from .common import check_int
@@ -72,7 +72,8 @@ def _both(args):
         )
     runs = []
     for name in (args.first, args.second):
-        one = argparse.Namespace(**{**vars(args), "algorithm": name, "collective": collective})
+        one = copy.copy(args)  # the same flags, one algorithm each
+        one.algorithm, one.collective = name, collective
         runs.append(_run_collective(one))
     return runs
 

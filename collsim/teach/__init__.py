@@ -323,8 +323,8 @@ def show(fig, name):
     Pictures go to ``$COLLSIM_LESSON_OUT`` (default ``./collsim-lesson-pictures``).
     """
     if _in_kernel():
-        # as PNG bytes, not display(fig): a Figure shows as an image only under the inline
-        # backend, and MPLBACKEND=Agg (set by `collsim lesson`, CI, a terminal) turns it
+        # as PNG bytes, not display(fig): a Figure shows as an image only under Jupyter's
+        # own matplotlib backend, and MPLBACKEND=Agg (set by `collsim lesson`, CI, a terminal) turns it
         # into the text "<Figure size 1020x850 with 2 Axes>"; this needs no setup cell
         import io
 

@@ -248,6 +248,7 @@ def verify_moe(sizes):
         other_bytes=max(other[0].sent),
         capacity=_capacity(sizes),
         time=run.time,
+        trace=run.trace,
     )
 
 

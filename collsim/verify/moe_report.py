@@ -42,6 +42,7 @@ class MoEReport:
     inter_node: list  # bytes each rank sent to other nodes (forward dispatch + combine)
     capacity: int | None  # slots per expert per rank; None when dropless
     time: float  # s: the step's simulated time
+    trace: object = None  # the run's Trace (--trace writes it; not in to_dict)
 
     @property
     def numerics_match(self):
