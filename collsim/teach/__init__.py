@@ -324,8 +324,9 @@ def show(fig, name):
     """
     if _in_kernel():
         # as PNG bytes, not display(fig): a Figure shows as an image only under Jupyter's
-        # own matplotlib backend, and MPLBACKEND=Agg (set by `collsim lesson`, CI, a terminal) turns it
-        # into the text "<Figure size 1020x850 with 2 Axes>"; this needs no setup cell
+        # own matplotlib backend, and MPLBACKEND=Agg (set by `collsim lesson`, CI, a
+        # terminal) turns it into the text "<Figure size 1020x850 with 2 Axes>"; this needs
+        # no setup cell
         import io
 
         from IPython.display import Image, display
