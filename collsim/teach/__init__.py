@@ -170,8 +170,8 @@ def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None, given=(), a
     if math.isclose(value, float(expected), rel_tol=rel, abs_tol=1e-300):
         return _correct(exercise, answer, quantity(expected, unit), lang)
     said, want = distinct(value, expected, unit)
-    how = explain_number(value, expected, rel=rel, ranks=ranks, lang=lang, unit=unit, quantities=given,
-                         alternatives=alternatives)  # fmt: skip
+    how = explain_number(value, expected, rel=rel, ranks=ranks, lang=lang, unit=unit,
+                         quantities=given, alternatives=alternatives)  # fmt: skip
 
     def reply(reveal):
         text = message("said", lang, said=said, how=how)
