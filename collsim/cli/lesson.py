@@ -27,6 +27,9 @@ Jupyter (via jupytext) or VS Code.  This command runs one in the terminal, print
 prose and the code of each cell, then its output; it pauses between cells only when
 standard input is a terminal (--no-pause turns that off).  An exercise left unanswered
 prints the file and line of its answer slot (lessons/07_tensor_parallel.py:123: set ...).
+A wrong answer is told what it is off by, in the exercise's own quantities, and the line to
+edit; a second wrong try adds a hint; the right value shows only after 3 wrong tries of
+that exercise (counted in ~/.collsim/progress.json, or $COLLSIM_PROGRESS) or with --reveal.
 
 --lang ja runs a lesson in Japanese: the English lesson's code with the Japanese prose of
 lessons/ja/NN_topic.md, assembled into lessons/ja/NN_topic.py (a percent-format file that
@@ -41,6 +44,7 @@ examples:
   collsim lesson 4
   collsim lesson list --lang ja
   collsim lesson 4 --lang ja
+  collsim lesson 4 --reveal           # wrong answers show the right value at once
   collsim lesson build --lang ja      # lessons/ja/NN_topic.py for Jupyter, without running them
   COLLSIM_SOLUTIONS=1 collsim lesson 4 --no-pause   # fill every exercise from the solutions
 """
@@ -66,6 +70,13 @@ def register(subparsers):
         default=None,
         help="en (English) or ja (Japanese, the prose in lessons/ja/); default: "
         "COLLSIM_LANG, else ja when LC_ALL/LC_MESSAGES/LANG starts with 'ja', else en",
+    )
+    p.add_argument(
+        "--reveal",
+        action="store_true",
+        help="show the correct value of a wrong answer at once (otherwise it shows after "
+        "3 wrong tries of that exercise, counted in ~/.collsim/progress.json; "
+        "COLLSIM_REVEAL=1 does the same for a lesson run as a script)",
     )
     p.add_argument(
         "--dir",
@@ -295,8 +306,24 @@ def _language_set(lang):
 
 
 def _run_lesson(path, args, lang="en"):
-    with _language_set(lang):
+    with _language_set(lang), _reveal_set(getattr(args, "reveal", False)):
         return _run_cells(path, args, lang)
+
+
+@contextlib.contextmanager
+def _reveal_set(reveal):
+    """COLLSIM_REVEAL=1 while a lesson runs with --reveal: wrong answers show the right one
+    (the hint ladder, collsim/teach/ladder.py)."""
+    before = os.environ.get("COLLSIM_REVEAL")
+    if reveal:
+        os.environ["COLLSIM_REVEAL"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("COLLSIM_REVEAL", None)
+        else:
+            os.environ["COLLSIM_REVEAL"] = before
 
 
 def _run_cells(path, args, lang):
