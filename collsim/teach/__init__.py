@@ -41,6 +41,7 @@ from .feedback import (
     size_of,
     unit_name,
 )
+from .known_slips import one_message_slips as _one_message_slips
 from .ladder import REVEAL_AFTER, climb
 from .language import current_language
 from .messages import message
@@ -58,6 +59,7 @@ __all__ = [
     "AnswerSlot",
     "Quantity",
     "current_language",
+    "one_message_slips",
 ]
 
 
@@ -204,7 +206,9 @@ def _case_quantities(parameters, args, given):
     return [
         Quantity(name, float(value), given.get(name, name))
         for name, value in zip(parameters, args)
-        if isinstance(value, int | float) and not isinstance(value, bool)
+        if isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and (not given or name in given)  # only the quantities the exercise names
     ]
 
 
@@ -314,6 +318,12 @@ def check_rank(exercise, answer, expected, ranks, why, about=None, hint=""):
         return message("rank_wrong", lang, said=said, rank=int(expected), why=why)
 
     return _wrong(exercise, answer, reply, lang, hint, what)
+
+
+def one_message_slips(alpha, beta, nbytes):
+    """The slips of a one-message time α + n/β, in the lesson's language, for ``check(...,
+    **teach.one_message_slips(alpha, beta, nbytes))``."""
+    return _one_message_slips(alpha, beta, nbytes, _language())
 
 
 def show(fig, name):

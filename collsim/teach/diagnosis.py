@@ -28,7 +28,7 @@ from itertools import combinations
 
 from .messages import message
 
-__all__ = ["Alternative", "Quantity", "explain_number", "slips"]
+__all__ = ["Alternative", "Quantity", "explain_number", "slips", "written_precision"]
 
 EXACT = 1e-9  # relative: the same number, up to float rounding
 NEAR = 1e-4  # relative: the tightest a rounded answer is still recognised at
@@ -96,8 +96,9 @@ def _declared(quantities, lang):
             for q in group
         )
         symbols = message("or", lang).join(q.symbol for q in group)
+        inverse = symbols if symbols.isidentifier() else f"({symbols})"  # 1/(B/dp), not 1/B/dp
         meanings = message("or", lang).join(q.meaning for q in group)
-        fields = dict(names=names, symbols=symbols, meanings=meanings)
+        fields = dict(names=names, symbols=symbols, meanings=meanings, inverse=inverse)
         out.append((value, fields))
     return out
 
@@ -178,45 +179,57 @@ def _close(a, b, tolerance):
     return math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)
 
 
-def _candidates(answer, expected, ranks, quantities, alternatives, lang, unit):
-    """``(size, explanation)`` for every explanation that fits at all, in priority order,
-    each with the tolerance it needs (exact ones are tried first)."""
+def written_precision(answer):
+    """One unit in the last digit the student wrote, relative: 41.94e-6 -> 1e-3.
+
+    >>> written_precision(41.94e-6), written_precision(0.1), written_precision(262.144)
+    (0.001, 1.0, 1e-05)
+    """
+    mantissa = repr(abs(float(answer))).split("e")[0]  # the shortest digits that round-trip
+    significant = len(mantissa.replace(".", "").strip("0")) or 1
+    return 10.0 ** (1 - significant)
+
+
+def _single(answer, expected, ranks, quantities, alternatives, lang, unit):
+    """``(matches(tolerance), explanation)`` for every one-step explanation, in the order
+    they are preferred: the exercise's own (alternatives, quantities) before the usual slips."""
     ratio = answer / expected
     for alt in alternatives:  # named by the exercise: always the first thing to say
-        yield (
-            0,
-            (lambda a, alt=alt: _close(answer, float(alt.value), a)),
-            message("alternative", lang, name=alt.name, why=alt.why),
-        )
+        text = message("alternative", lang, name=alt.name, why=alt.why)
+        yield (lambda a, alt=alt: _close(answer, float(alt.value), a)), text
+    if ratio > 0 and not _close(abs(expected), 1.0, NEAR):  # a division the wrong way round
+        yield (lambda a: _close(answer * expected, 1.0, a)), message("reciprocal", lang)
     single = slips(ranks, quantities, lang, unit)
-    for slip in single:
-        yield (
-            1,
-            (lambda a, s=slip: _close(ratio, s.value, a)),
-            message("factor_sentence", lang, what=slip.what, question=slip.question),
-        )
-    gap = answer - expected
-    for value, f in _declared(quantities, lang):
+    sentence = [(s, message("factor_sentence", lang, what=s.what, question=s.question))
+                for s in single]  # fmt: skip
+    for slip, text in sentence:
+        if slip.declared:
+            yield (lambda a, s=slip: _close(ratio, s.value, a)), text
+    for value, f in _declared(quantities, lang):  # a quantity added, or left out of a sum
         for sign, key in ((1, "q_plus"), (-1, "q_minus")):
-            yield 1, (lambda a, v=sign * value: _close(gap, v, a)), message(
-                "factor_sentence", lang, what=message(f"{key}_what", lang, **f),
-                question=message(f"{key}_question", lang, **f)
-            )  # fmt: skip
-    if float(expected).is_integer():
+            text = message("factor_sentence", lang, what=message(f"{key}_what", lang, **f),
+                           question=message(f"{key}_question", lang, **f))  # fmt: skip
+            yield (lambda a, v=sign * value: _close(answer, expected + v, a)), text
+    for slip, text in sentence:
+        if not slip.declared:
+            yield (lambda a, s=slip: _close(ratio, s.value, a)), text
+    if unit not in ("s", "B/s") and (float(expected).is_integer() or unit not in SIZES):
         for sign, key in ((1, "off_by_one_more"), (-1, "off_by_one_less")):
-            yield 1, (lambda a, v=sign: _close(gap, v, a)), message(key, lang)
-    if ratio > 0 and not _close(abs(expected), 1.0, NEAR):
-        yield 1, (lambda a: _close(answer * expected, 1.0, a)), message("reciprocal", lang)
-    # products: two declared quantities, or one with a unit slip (8 bits, 100 %, 1000, 1024);
-    # the small counting factors (2, K, K-1) would fit too many small numbers by chance
-    products = [s for s in single if s.unit or s.declared]
+            yield (lambda a, v=sign: _close(answer, expected + v, a)), message(key, lang)
+
+
+def _products(answer, expected, ranks, quantities, lang, unit):
+    """Two factors at once: two declared quantities, or one with a unit slip (8 bits,
+    100 %, 1000, 1024); the small counting factors (2, K, K-1) would fit too many small
+    numbers by chance."""
+    ratio = answer / expected
+    products = [s for s in slips(ranks, quantities, lang, unit) if s.unit or s.declared]
     for first, second in combinations(products, 2):
         if _close(first.value * second.value, 1.0, EXACT):
             continue  # a factor and its inverse: no explanation at all
-        yield 2, (lambda a, v=first.value * second.value: _close(ratio, v, a)), message(
-            "product_sentence", lang, first=first.name, second=second.name,
-            what_first=first.what, what_second=second.what
-        )  # fmt: skip
+        text = message("product_sentence", lang, first=first.name, second=second.name,
+                       what_first=first.what, what_second=second.what)  # fmt: skip
+        yield (lambda a, v=first.value * second.value: _close(ratio, v, a)), text
 
 
 def explain_number(
@@ -224,16 +237,22 @@ def explain_number(
     alternatives=(), unit="",
 ):  # fmt: skip
     """Why ``answer`` is not ``expected``: an alternative by name, the simplest product of
-    declared quantities and usual slips that turns one into the other, or how far off."""
+    declared quantities and usual slips that turns one into the other, or how far off.
+
+    A match must hold to within the check's ``rel`` or the digits the student wrote,
+    whichever is looser, and never looser than ``NEAR``.
+    """
     answer, expected = float(answer), float(expected)
     if expected == 0:
         return message("answer_is_zero", lang)
-    near = min(max(rel, EXACT), NEAR)
-    found = list(_candidates(answer, expected, ranks, quantities, alternatives, lang, unit))
+    near = min(max(rel, written_precision(answer), EXACT), NEAR)
+    context = (answer, expected, ranks, quantities)
     for tolerance in (EXACT, near):  # the simplest exact match, else the simplest near one
-        fits = [(size, text) for size, matches, text in found if matches(tolerance)]
-        if fits:
-            return min(fits, key=lambda fit: fit[0])[1]
+        for found in (_single(*context, alternatives, lang, unit),
+                      _products(*context, lang, unit)):  # fmt: skip
+            for matches, text in found:
+                if matches(tolerance):
+                    return text
     ratio = answer / expected
     if counts and answer.is_integer() and expected.is_integer():
         gap = int(answer) - int(expected)

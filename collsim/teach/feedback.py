@@ -104,6 +104,13 @@ def distinct(answer, expected, unit):
 
 
 def size_of(value):
+    """Elements in an answer, a list of arrays of different shapes included.
+
+    >>> size_of([np.ones(2), np.ones(3)]), size_of(np.zeros((2, 3)))
+    (5, 6)
+    """
+    if isinstance(value, list | tuple):
+        return sum(size_of(v) for v in value)
     return int(np.size(value))
 
 
@@ -218,7 +225,9 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en", revea
         ratios = g[nonzero] / w[nonzero]
         factor = float(ratios.flat[0])
         if np.allclose(ratios, factor, rtol=1e-9):
-            text += say("every_element", how=explain_number(factor, 1.0, counts=False, lang=lang))
+            quantities = context.get("quantities", ())  # a ratio: no alternative applies
+            how = explain_number(factor, 1.0, counts=False, lang=lang, quantities=quantities)
+            text += say("every_element", how=how)
     return text
 
 
@@ -257,6 +266,6 @@ def _equal(got, want):
 def rank_problem(answer, ranks, lang="en"):
     if isinstance(answer, bool) or not isinstance(answer, int | np.integer | float):
         return message("not_a_rank", lang, answer=repr(answer), last=ranks - 1)
-    if float(answer) != int(answer) or not 0 <= int(answer) < ranks:
+    if not math.isfinite(answer) or float(answer) != int(answer) or not 0 <= int(answer) < ranks:
         return message("no_such_rank", lang, answer=repr(answer), last=ranks - 1)
     return None

@@ -104,7 +104,7 @@ EN = {
     "quantity_named": "{symbol} = {value} {meaning}",
     "q_times_what": "exactly {names} times the answer",
     "q_times_question": "Did you multiply by {symbols} where it does not belong?",
-    "q_over_what": "exactly 1/{symbols} of the answer ({names})",
+    "q_over_what": "exactly 1/{inverse} of the answer ({names})",
     "q_over_question": "Did you count only one of the {meanings}, or leave out a factor {symbols}?",
     "q_plus_what": "exactly {names} too many",
     "q_plus_question": "Did you add {symbols} where it does not belong?",
@@ -116,6 +116,10 @@ EN = {
     "0 where the lesson counts from 1?",
     "percent_question": "A percentage where a fraction is asked? Write 0.25 for 25 %.",
     "alternative": "that is {name}. {why}",
+    "meaning_latency": "of latency",
+    "meaning_wire": "on the wire",
+    "decimal_megabyte": "1 MB = 10^6 B in place of 1 MiB",
+    "decimal_megabyte_why": "1 MiB is 2^20 = 1,048,576 bytes.",
     "product_sentence": "exactly the answer x {first} x {second}: two slips at once? Check each "
     "factor.",
     "too_many": "{gap} too many.",
@@ -233,7 +237,7 @@ JA = {
     "quantity_named": "{meaning}の {symbol} = {value}",
     "q_times_what": "ちょうど答えの {names} 倍です",
     "q_times_question": "掛けるべきでないところで {symbols} を掛けていませんか?",
-    "q_over_what": "ちょうど答えの 1/{symbols} です ({names})",
+    "q_over_what": "ちょうど答えの 1/{inverse} です ({names})",
     "q_over_question": "{meanings} のうち 1 つだけを数えていませんか? それとも係数 {symbols} を"
     "掛け忘れていませんか?",
     "q_plus_what": "ちょうど {names} だけ多すぎます",
@@ -247,6 +251,10 @@ JA = {
     "percent_question": "割合を問われているのにパーセントで答えていませんか? 25 % なら 0.25 と"
     "書きます。",
     "alternative": "それは {name} です。{why}",
+    "meaning_latency": "のレイテンシ",
+    "meaning_wire": "の転送時間",
+    "decimal_megabyte": "1 MiB のかわりに 1 MB = 10^6 B を使った値",
+    "decimal_megabyte_why": "1 MiB は 2^20 = 1,048,576 バイトです。",
     "product_sentence": "ちょうど答え x {first} x {second} です: 2 つの間違いが重なっていませんか? "
     "それぞれの係数を確かめてください。",
     "too_many": "{gap} 多すぎます。",

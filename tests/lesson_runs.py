@@ -1,0 +1,149 @@
+"""Run a lesson the way a student does, with chosen answers written into its answer slots.
+
+A copy of ``lessons/`` goes to a temporary folder; :func:`fill` writes an answer where the
+student would (``ring_bytes_answer = None`` becomes ``ring_bytes_answer = 1.5e8``, on the
+same line, so every file:line stays true); :func:`run` runs it through ``collsim lesson N``
+in this process and returns what it printed, split at each exercise's check, with what each
+check was called with (recorded by a spy around :mod:`collsim.teach`'s checks).
+"""
+
+import ast
+import contextlib
+import io
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collsim import teach
+from collsim.cli import main
+from collsim.cli.lesson import find_lessons
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "lessons"
+NUMBERS = sorted(find_lessons(LESSONS))
+CHECKS = ("check", "check_array", "check_function", "check_rank")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One exercise's answer slot in the lesson file."""
+
+    exercise: str  # "4.1"
+    name: str  # "ring_bytes_answer"
+    line: int  # the line of ``name = None``
+    kind: str  # which check: "check", "check_function", ...
+
+
+@dataclass
+class Call:
+    """What one check was called with, and what it printed."""
+
+    exercise: str
+    kind: str
+    arguments: dict  # the keyword form of every argument but the answer
+    printed: str = ""  # the check's own output
+    before: str = ""  # everything the lesson printed before this check
+
+
+@dataclass
+class Run:
+    status: int
+    output: str
+    calls: dict = field(default_factory=dict)  # exercise -> Call
+
+
+def lesson_path(folder, number):
+    return find_lessons(Path(folder))[number]
+
+
+def slots(path):
+    """``{exercise: Slot}`` read from the lesson's check calls and assignments."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    assigned = {
+        t.id: n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    found = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) in CHECKS:
+            exercise, name = n.args[0].value, n.args[1].id
+            found[exercise] = Slot(exercise, name, assigned[name], n.func.attr)
+    return found
+
+
+def copy_lessons(tmp_path):
+    folder = Path(tmp_path) / "lessons"
+    shutil.copytree(LESSONS, folder, ignore=shutil.ignore_patterns("ja", "__pycache__"))
+    return folder
+
+
+def fill(path, answers):
+    """Write ``answers`` ({slot name: Python source}) into the lesson's slots, line for line."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for slot in slots(path).values():
+        if slot.name in answers:
+            text = lines[slot.line - 1]
+            before, after = text.split("= None", 1)
+            lines[slot.line - 1] = f"{before}= {answers[slot.name]}{after}"
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _spy(calls, stream):
+    """Record every check's arguments and output, and the output before it."""
+    originals = {kind: getattr(teach, kind) for kind in CHECKS}
+
+    def wrap(kind):
+        real = originals[kind]
+        names = real.__code__.co_varnames[: real.__code__.co_argcount]
+
+        def spy(exercise, answer, *args, **kwargs):
+            arguments = dict(zip(names[2:], args), **kwargs)
+            start = stream.tell()
+            cell = sys._getframe(1)  # the lesson's cell: where the check looks for the slot
+            find_caller = teach.caller
+            teach.caller = lambda: cell
+            try:
+                return real(exercise, answer, *args, **kwargs)
+            finally:
+                teach.caller = find_caller
+                printed = stream.getvalue()[start:]
+                calls[exercise] = Call(exercise, kind, arguments, printed,
+                                       stream.getvalue()[:start])  # fmt: skip
+
+        return spy
+
+    for kind in CHECKS:
+        setattr(teach, kind, wrap(kind))
+    try:
+        yield
+    finally:
+        for kind, real in originals.items():
+            setattr(teach, kind, real)
+
+
+def run(folder, number, progress, reveal=False, solutions=False):
+    """Run lesson ``number`` of ``folder`` through ``collsim lesson``; a :class:`Run`."""
+    stream, calls = io.StringIO(), {}
+    env = {"COLLSIM_PROGRESS": str(progress), "COLLSIM_SOLUTIONS": "1" if solutions else "",
+           "COLLSIM_REVEAL": "1" if reveal else "", "MPLBACKEND": "Agg",
+           "COLLSIM_LESSON_OUT": str(Path(progress).parent / "pictures")}  # fmt: skip
+    before = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        with _spy(calls, stream), contextlib.redirect_stdout(stream):
+            with contextlib.redirect_stderr(stream):
+                status = main(["lesson", str(number), "--no-pause", "--dir", str(folder)])
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return Run(status, stream.getvalue(), calls)
