@@ -131,7 +131,7 @@ def schedule_chunk(rank, step, k):
     return move.chunks.start
 
 
-cases = [(r, s, k) for k in (2, 3, 4, 5, 8) for s in range(1, 2 * (k - 1) + 1) for r in range(k)]
+cases = [(r, s, k) for k in (4, 2, 3, 5, 8) for s in range(1, 2 * (k - 1) + 1) for r in range(k)]
 
 
 def from_0(rank, step, k):

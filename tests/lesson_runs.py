@@ -34,6 +34,7 @@ class Slot:
     name: str  # "ring_bytes_answer"
     line: int  # the line of ``name = None``
     kind: str  # which check: "check", "check_function", ...
+    none_at: tuple = (0, 0)  # (line, column) of the ``None`` itself
 
 
 @dataclass
@@ -62,7 +63,7 @@ def slots(path):
     """``{exercise: Slot}`` read from the lesson's check calls and assignments."""
     tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     assigned = {
-        t.id: n.lineno
+        t.id: (n.lineno, (n.value.lineno, n.value.col_offset))
         for n in ast.walk(tree)
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None
         for t in n.targets
@@ -72,7 +73,8 @@ def slots(path):
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and getattr(n.func, "attr", None) in CHECKS:
             exercise, name = n.args[0].value, n.args[1].id
-            found[exercise] = Slot(exercise, name, assigned[name], n.func.attr)
+            line, none_at = assigned[name]
+            found[exercise] = Slot(exercise, name, line, n.func.attr, none_at)
     return found
 
 
@@ -88,9 +90,10 @@ def fill(path, answers):
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     for slot in slots(path).values():
         if slot.name in answers:
-            text = lines[slot.line - 1]
-            before, after = text.split("= None", 1)
-            lines[slot.line - 1] = f"{before}= {answers[slot.name]}{after}"
+            row, column = slot.none_at  # the None, wherever the formatter put it
+            text = lines[row - 1]
+            assert text[column : column + 4] == "None", text
+            lines[row - 1] = f"{text[:column]}{answers[slot.name]}{text[column + 4 :]}"
     path.write_text("".join(lines), encoding="utf-8")
 
 
@@ -147,3 +150,46 @@ def run(folder, number, progress, reveal=False, solutions=False):
             else:
                 os.environ[key] = value
     return Run(status, stream.getvalue(), calls)
+
+
+# written next to a lesson copy as _wrongs.py: a solution, and wrong versions of a function
+WRONGS = """
+import importlib.util
+from pathlib import Path
+
+
+def solution(lesson, name):
+    path = Path(__file__).parent / "solutions" / lesson
+    spec = importlib.util.spec_from_file_location("_wrong_solutions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def _map(value, how):
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map(v, how) for v in value)
+    return how(value)
+
+
+def scaled(reference, index):
+    return lambda *a: _map(reference(*a), lambda v: v * a[index])
+
+
+def plus_one(reference):
+    return lambda *a: _map(reference(*a), lambda v: v + 1)
+
+
+def inverse(reference):
+    return lambda *a: _map(reference(*a), lambda v: 1 / v)
+"""
+
+
+def with_wrongs(path):
+    """``import _wrongs`` on the lesson's first import line: every line number stays."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.startswith(("import ", "from ")))
+    lines[first] = "import _wrongs; " + lines[first]
+    path.write_text("".join(lines), encoding="utf-8")
+    (path.parent / "_wrongs.py").write_text(WRONGS, encoding="utf-8")
+    sys.modules.pop("_wrongs", None)

@@ -12,11 +12,11 @@ as a student writes them (``tests/lesson_runs.py``):
 """
 
 import inspect
+import math
 import re
-import sys
 
 import pytest
-from lesson_runs import NUMBERS, copy_lessons, fill, lesson_path, run, slots
+from lesson_runs import NUMBERS, copy_lessons, fill, lesson_path, run, slots, with_wrongs
 
 from collsim.teach.diagnosis import Quantity
 from collsim.teach.feedback import quantity
@@ -94,38 +94,6 @@ def test_a_lesson_run_before_any_answer_prints_no_answer_before_its_check(number
 
 # ---- every slot, every kind of wrong answer ----------------------------------------------
 
-# written next to the lesson copy as _wrongs.py: wrong versions of a solution function
-WRONGS = """
-import importlib.util
-from pathlib import Path
-
-
-def solution(lesson, name):
-    path = Path(__file__).parent / "solutions" / lesson
-    spec = importlib.util.spec_from_file_location("_wrong_solutions", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
-def _map(value, how):
-    if isinstance(value, (list, tuple)):
-        return type(value)(_map(v, how) for v in value)
-    return how(value)
-
-
-def scaled(reference, index):
-    return lambda *a: _map(reference(*a), lambda v: v * a[index])
-
-
-def plus_one(reference):
-    return lambda *a: _map(reference(*a), lambda v: v + 1)
-
-
-def inverse(reference):
-    return lambda *a: _map(reference(*a), lambda v: 1 / v)
-"""
-
 
 def _parameters(call):
     return list(inspect.signature(call.arguments["reference"]).parameters)
@@ -171,37 +139,38 @@ def wrong_answer(kind, lesson, slot, call):
             if name is None:
                 return None
             return f"_wrongs.scaled({solution}, {_parameters(call).index(name)})", f"{name} = "
-        if kind == "off by one":  # where the right result is 1, 2 is also 2x the answer
-            return f"_wrongs.plus_one({solution})", ("one too many", "2x the answer")
+        if kind == "off by one":
+            if call.arguments.get("unit", "") in ("s", "B/s", "B"):
+                return None  # a closed form's bytes or seconds plus one: no counting slip
+            return f"_wrongs.plus_one({solution})", "one too many"
         if call.arguments.get("unit", "") == "":
             return None  # indices and positions: 0 has no reciprocal
         return f"_wrongs.inverse({solution})", "reciprocal"
     expected, unit = float(call.arguments["expected"]), call.arguments.get("unit", "")
     if kind == "wrong type":
         return '"lots"', "lots"
+
+    def named(wrong, otherwise):  # an alternative of that value is named instead
+        alternatives = call.arguments.get("alternatives", ())
+        same = [a.name for a in alternatives if math.isclose(float(a.value), wrong, rel_tol=1e-9)]
+        return same[0] if same else otherwise
+
     if kind == "scaled":
         q = _scaling_quantity(call)
-        return (repr(expected * float(q.value)), f"{q.symbol} = ") if q else None
+        if q is None:
+            return None
+        wrong = expected * float(q.value)
+        return repr(wrong), named(wrong, f"{q.symbol} = ")
     if kind == "off by one":
         rel = call.arguments.get("rel", 1e-6)
         if unit in ("s", "B/s") or abs(expected) <= 2 or rel * abs(expected) >= 1:
             return None  # no counting slip in a second; 1 + 1 is 2 x 1; 1 byte in 100 MiB
-        named = [a.name for a in call.arguments.get("alternatives", ())
-                 if float(a.value) == expected + 1]  # fmt: skip
-        return repr(expected + 1), (named[0] if named else "one too many")
+        if unit == "B" and not expected.is_integer():
+            return None  # a closed form's fraction of a byte: plus one is no counting slip
+        return repr(expected + 1), named(expected + 1, "one too many")
     if abs(abs(expected) - 1) < 1e-9:
         return None  # 1 is its own reciprocal
     return repr(1 / expected), "reciprocal"
-
-
-def _with_wrongs(path):
-    """``import _wrongs`` on the lesson's first import line: every line number stays."""
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    first = next(i for i, line in enumerate(lines) if line.startswith(("import ", "from ")))
-    lines[first] = "import _wrongs; " + lines[first]
-    path.write_text("".join(lines), encoding="utf-8")
-    (path.parent / "_wrongs.py").write_text(WRONGS, encoding="utf-8")
-    sys.modules.pop("_wrongs", None)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -219,7 +188,7 @@ def test_every_wrong_answer_names_its_cause_and_the_line_and_not_the_answer(
             answers[found[exercise].name], causes[exercise] = wrong
     assert answers or kind in ("off by one", "reciprocal"), f"lesson {number}: no {kind} slot"
     fill(path, answers)
-    _with_wrongs(path)
+    with_wrongs(path)
     done = run(folder, number, tmp_path / "progress.json")
     assert done.status == 0, done.output[-3000:]
     for exercise, cause in causes.items():

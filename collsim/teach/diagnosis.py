@@ -28,10 +28,19 @@ from itertools import combinations
 
 from .messages import message
 
-__all__ = ["Alternative", "Quantity", "explain_number", "slips", "written_precision"]
+__all__ = [
+    "Alternative",
+    "Quantity",
+    "explain_number",
+    "explanation",
+    "slips",
+    "written_precision",
+]
 
 EXACT = 1e-9  # relative: the same number, up to float rounding
-NEAR = 1e-4  # relative: the tightest a rounded answer is still recognised at
+# relative: the loosest a match may be, for an answer rounded to 4 digits (27.27 for
+# 27.2727...); 41.94/43.94 = 0.95448 is 8.4e-4 from (1000/1024)^2 and is no match
+NEAR = 5e-4
 
 
 @dataclass(frozen=True)
@@ -190,13 +199,35 @@ def written_precision(answer):
     return 10.0 ** (1 - significant)
 
 
-def _single(answer, expected, ranks, quantities, alternatives, lang, unit):
+def _terms(answer, expected, quantities, lang):
+    """A declared quantity added, or left out of a sum (or of a ``% K``)."""
+    for value, f in _declared(quantities, lang):
+        for sign, key in ((1, "q_plus"), (-1, "q_minus")):
+            text = message("factor_sentence", lang, what=message(f"{key}_what", lang, **f),
+                           question=message(f"{key}_question", lang, **f))  # fmt: skip
+            yield (lambda a, v=sign * value: _close(answer, expected + v, a)), text
+
+
+def _off_by_one(answer, expected, lang, unit):
+    """One more or one fewer: a count, not a time, a rate or a fraction of a byte."""
+    if unit not in ("s", "B/s") and (float(expected).is_integer() or unit not in SIZES):
+        for sign, key in ((1, "off_by_one_more"), (-1, "off_by_one_less")):
+            yield (lambda a, v=sign: _close(answer, expected + v, a)), message(key, lang)
+
+
+def _single(answer, expected, ranks, quantities, alternatives, lang, unit, gaps=True):
     """``(matches(tolerance), explanation)`` for every one-step explanation, in the order
     they are preferred: the exercise's own (alternatives, quantities) before the usual slips."""
-    ratio = answer / expected
     for alt in alternatives:  # named by the exercise: always the first thing to say
         text = message("alternative", lang, name=alt.name, why=alt.why)
         yield (lambda a, alt=alt: _close(answer, float(alt.value), a)), text
+    if expected == 0:  # no ratio to a zero: only what was added
+        yield from _terms(answer, expected, quantities, lang)
+        yield from _off_by_one(answer, expected, lang, unit)
+        return
+    if abs(expected) == 1 and gaps:  # any q is "q times 1": a count of one is off by one
+        yield from _off_by_one(answer, expected, lang, unit)
+    ratio = answer / expected
     if ratio > 0 and not _close(abs(expected), 1.0, NEAR):  # a division the wrong way round
         yield (lambda a: _close(answer * expected, 1.0, a)), message("reciprocal", lang)
     single = slips(ranks, quantities, lang, unit)
@@ -205,17 +236,13 @@ def _single(answer, expected, ranks, quantities, alternatives, lang, unit):
     for slip, text in sentence:
         if slip.declared:
             yield (lambda a, s=slip: _close(ratio, s.value, a)), text
-    for value, f in _declared(quantities, lang):  # a quantity added, or left out of a sum
-        for sign, key in ((1, "q_plus"), (-1, "q_minus")):
-            text = message("factor_sentence", lang, what=message(f"{key}_what", lang, **f),
-                           question=message(f"{key}_question", lang, **f))  # fmt: skip
-            yield (lambda a, v=sign * value: _close(answer, expected + v, a)), text
+    if gaps:
+        yield from _terms(answer, expected, quantities, lang)
     for slip, text in sentence:
         if not slip.declared:
             yield (lambda a, s=slip: _close(ratio, s.value, a)), text
-    if unit not in ("s", "B/s") and (float(expected).is_integer() or unit not in SIZES):
-        for sign, key in ((1, "off_by_one_more"), (-1, "off_by_one_less")):
-            yield (lambda a, v=sign: _close(answer, expected + v, a)), message(key, lang)
+    if gaps:
+        yield from _off_by_one(answer, expected, lang, unit)
 
 
 def _products(answer, expected, ranks, quantities, lang, unit):
@@ -232,27 +259,38 @@ def _products(answer, expected, ranks, quantities, lang, unit):
         yield (lambda a, v=first.value * second.value: _close(ratio, v, a)), text
 
 
+def explanation(answer, expected, rel=1e-6, ranks=None, lang="en", quantities=(),
+                alternatives=(), unit="", gaps=True):  # fmt: skip
+    """The simplest explanation of ``answer`` for ``expected``, or None when nothing fits;
+    ``gaps=False`` for a ratio, where nothing was added or left out.
+
+    A match must hold to within the check's ``rel`` or the digits the student wrote,
+    whichever is looser, and never looser than ``NEAR``.
+    """
+    near = min(max(rel, written_precision(answer) / 2, EXACT), NEAR)  # half the last digit
+    context = (float(answer), float(expected), ranks, quantities)
+    for tolerance in (EXACT, near):  # the simplest exact match, else the simplest near one
+        products = _products(*context, lang, unit) if expected != 0 else ()
+        for found in (_single(*context, alternatives, lang, unit, gaps), products):
+            for matches, text in found:
+                if matches(tolerance):
+                    return text
+    return None
+
+
 def explain_number(
     answer, expected, rel=1e-6, ranks=None, counts=True, lang="en", quantities=(),
     alternatives=(), unit="",
 ):  # fmt: skip
     """Why ``answer`` is not ``expected``: an alternative by name, the simplest product of
-    declared quantities and usual slips that turns one into the other, or how far off.
-
-    A match must hold to within the check's ``rel`` or the digits the student wrote,
-    whichever is looser, and never looser than ``NEAR``.
-    """
+    declared quantities and usual slips that turns one into the other (:func:`explanation`),
+    or how far off and which way."""
     answer, expected = float(answer), float(expected)
+    found = explanation(answer, expected, rel, ranks, lang, quantities, alternatives, unit)
+    if found:
+        return found
     if expected == 0:
         return message("answer_is_zero", lang)
-    near = min(max(rel, written_precision(answer), EXACT), NEAR)
-    context = (answer, expected, ranks, quantities)
-    for tolerance in (EXACT, near):  # the simplest exact match, else the simplest near one
-        for found in (_single(*context, alternatives, lang, unit),
-                      _products(*context, lang, unit)):  # fmt: skip
-            for matches, text in found:
-                if matches(tolerance):
-                    return text
     ratio = answer / expected
     if counts and answer.is_integer() and expected.is_integer():
         gap = int(answer) - int(expected)

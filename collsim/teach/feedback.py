@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import CollsimError, shorten
 from ..units import format_rate, format_size, format_time, parse_rate, parse_size, parse_time
-from .diagnosis import explain_number
+from .diagnosis import explain_number, explanation
 from .messages import message
 
 __all__ = [
@@ -220,13 +220,19 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en", revea
     text = say("elements_differ", count=len(where), size=w.size, first=first, gap=f"{gap:.3g}")
     if not reveal:
         text = say("elements_differ_hidden", count=len(where), size=w.size, first=first)
+    gaps = (g.astype(float) - w.astype(float))[wrong]
+    if wrong.all() and np.allclose(gaps, gaps[0], rtol=1e-9, atol=0.0):  # all off by one gap
+        quantities = context.get("quantities", ())
+        how = explanation(float(gaps[0]), 0.0, lang=lang, quantities=quantities, unit=unit)
+        return text + (say("every_element", how=how) if how else "")
     nonzero = w != 0
     if nonzero.any() and not g[~nonzero].any():  # zeros where expected: maybe one factor
         ratios = g[nonzero] / w[nonzero]
         factor = float(ratios.flat[0])
         if np.allclose(ratios, factor, rtol=1e-9):
             quantities = context.get("quantities", ())  # a ratio: no alternative applies
-            how = explain_number(factor, 1.0, counts=False, lang=lang, quantities=quantities)
+            how = explanation(factor, 1.0, lang=lang, quantities=quantities, gaps=False)
+            how = how or explain_number(factor, 1.0, counts=False, lang=lang)
             text += say("every_element", how=how)
     return text
 

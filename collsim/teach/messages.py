@@ -251,8 +251,8 @@ JA = {
     "percent_question": "割合を問われているのにパーセントで答えていませんか? 25 % なら 0.25 と"
     "書きます。",
     "alternative": "それは {name} です。{why}",
-    "meaning_latency": "のレイテンシ",
-    "meaning_wire": "の転送時間",
+    "meaning_latency": "レイテンシ",
+    "meaning_wire": "転送時間",
     "decimal_megabyte": "1 MiB のかわりに 1 MB = 10^6 B を使った値",
     "decimal_megabyte_why": "1 MiB は 2^20 = 1,048,576 バイトです。",
     "product_sentence": "ちょうど答え x {first} x {second} です: 2 つの間違いが重なっていませんか? "
