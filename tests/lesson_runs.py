@@ -97,6 +97,21 @@ def fill(path, answers):
     path.write_text("".join(lines), encoding="utf-8")
 
 
+# The spy around each check.  It is compiled as if it were part of collsim.teach, so that a
+# check looking for its caller (the lesson cell, whose answer slot it names) steps over it
+# as it steps over its own frames, with this code or any earlier one.
+SPY = """
+def spy(exercise, answer, *args, **kwargs):
+    arguments = dict(zip(names[2:], args), **kwargs)
+    start = stream.tell()
+    try:
+        return real(exercise, answer, *args, **kwargs)
+    finally:
+        printed = stream.getvalue()[start:]
+        calls[exercise] = Call(exercise, kind, arguments, printed, stream.getvalue()[:start])
+"""
+
+
 @contextlib.contextmanager
 def _spy(calls, stream):
     """Record every check's arguments and output, and the output before it."""
@@ -105,22 +120,9 @@ def _spy(calls, stream):
     def wrap(kind):
         real = originals[kind]
         names = real.__code__.co_varnames[: real.__code__.co_argcount]
-
-        def spy(exercise, answer, *args, **kwargs):
-            arguments = dict(zip(names[2:], args), **kwargs)
-            start = stream.tell()
-            cell = sys._getframe(1)  # the lesson's cell: where the check looks for the slot
-            find_caller = teach.caller
-            teach.caller = lambda: cell
-            try:
-                return real(exercise, answer, *args, **kwargs)
-            finally:
-                teach.caller = find_caller
-                printed = stream.getvalue()[start:]
-                calls[exercise] = Call(exercise, kind, arguments, printed,
-                                       stream.getvalue()[:start])  # fmt: skip
-
-        return spy
+        scope = dict(names=names, real=real, stream=stream, calls=calls, kind=kind, Call=Call)
+        exec(compile(SPY, teach.__file__, "exec"), scope)
+        return scope["spy"]
 
     for kind in CHECKS:
         setattr(teach, kind, wrap(kind))

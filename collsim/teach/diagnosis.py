@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from .messages import message
+from .numbers import quantity
 
 __all__ = [
     "Alternative",
@@ -78,9 +79,7 @@ class Slip:
 
 
 def _format(value, unit):
-    from .feedback import quantity  # the one number formatter of the lessons
-
-    return quantity(value, unit)
+    return quantity(value, unit)  # the one number formatter of the lessons
 
 
 def _declared(quantities, lang):
