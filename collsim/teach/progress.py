@@ -8,10 +8,11 @@ One small JSON file, ``$COLLSIM_PROGRESS`` when that is set, else
 
 Lessons are keyed by their number and exercises by their id, both as strings; ``tries``
 counts every checked answer, ``wrong`` the wrong ones, ``solved`` is true once an answer was
-right, and ``last`` is the last wrong answer (``repr``, cut short), so that running the
-lesson again without changing that answer does not count as another try.  The hint ladder
-of :mod:`collsim.teach` reads ``wrong``; ``collsim lesson list`` reads ``solved``.  A file
-that cannot be read or written is ignored (the lesson still runs; the ladder starts over).
+right, and ``last`` is the last wrong answer (``repr``, cut short; null after a right one),
+so that running the lesson again without changing the answer does not count as a try.
+The hint ladder of :mod:`collsim.teach` reads ``wrong``; ``collsim lesson list`` may read
+``solved``.  A file that cannot be read or written is ignored (the lesson still runs; the
+ladder starts over).
 
 Examples
 --------
@@ -22,6 +23,8 @@ Attempts(tries=1, wrong=1, solved=False)
 >>> record_try("4", "4.2", correct=False, answer=-1)  # the same answer again: not a new try
 Attempts(tries=1, wrong=1, solved=False)
 >>> record_try("4", "4.2", correct=True, answer=3)
+Attempts(tries=2, wrong=1, solved=True)
+>>> record_try("4", "4.2", correct=True, answer=3)  # solved, and run again
 Attempts(tries=2, wrong=1, solved=True)
 >>> attempts("4", "4.2").solved, attempts("4", "4.3").tries
 (True, 0)
@@ -112,8 +115,8 @@ def record_try(lesson, exercise, correct, answer=None):
     entry = dict(_entry(data, lesson, exercise))
     before = _attempts(entry)
     said = repr(answer)[:LAST_LIMIT]
-    if not correct and entry.get("last") == said:
-        return before
+    if entry.get("last") == (None if correct else said) and (before.solved or not correct):
+        return before  # the same answer checked again (the lesson run twice): not a new try
     entry.update(
         tries=before.tries + 1,
         wrong=before.wrong + (0 if correct else 1),
