@@ -21,6 +21,7 @@ __all__ = [
     "SimulationLimitError",
     "UnyieldedOperationError",
     "nearest_first",
+    "check_choice",
     "UnmatchedMessage",
     "UnmatchedMessagesError",
 ]
@@ -159,3 +160,22 @@ def nearest_first(value, choices):
     [2, 4, 1, 8, 16, 32, 64]
     """
     return sorted(choices, key=lambda choice: (abs(choice - value), choice))
+
+
+def check_choice(value, what, choices):
+    """``value`` if it is one of ``choices`` (names), else a ConfigError naming it, the
+    choices and the nearest by spelling.
+
+    >>> check_choice("zipff", "routing", ("uniform", "zipf"))
+    Traceback (most recent call last):
+    ...
+    collsim.errors.ConfigError: routing='zipff' is not one of uniform, zipf; nearest valid 'zipf'
+    """
+    if value not in choices:
+        import difflib  # only when refusing: most callers never need it
+
+        near = difflib.get_close_matches(str(value), choices, n=1, cutoff=0)[0]
+        raise ConfigError(
+            f"{what}={value!r} is not one of {', '.join(choices)}; nearest valid {near!r}"
+        )
+    return value

@@ -162,7 +162,14 @@ def test_unequal_nodes_refuse_the_2d_algorithms_and_keep_one_ring():
 
 
 def test_generic_topologies_offer_and_build_what_they_did():
-    assert algorithms_for("all_reduce", 8) == ("ring", "tree", "halving_doubling", "naive")
+    assert algorithms_for("all_reduce", 8) == (
+        "ring",
+        "tree",
+        "halving_doubling",
+        "naive",
+        "one_shot",
+        "two_shot",
+    )
     assert build("all_reduce", "ring", 4) == build("all_reduce", "ring", 4, layout=layout_of(2, 2))
 
 

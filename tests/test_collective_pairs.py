@@ -29,7 +29,7 @@ N = 840  # elements: divisible by every K here and by halving-doubling's 2^m cor
 
 
 def test_every_pair_is_listed():
-    assert len(PAIRS) == 13
+    assert len(PAIRS) == 17
 
 
 def roots(collective, k):
@@ -185,6 +185,13 @@ def expected_moves(collective, algorithm, k, root):
         return {(0, r, 0, (0,)) for r in range(1, k)} | {(1, 0, r, (0,)) for r in range(1, k)}
     if (collective, algorithm) == ("all_to_all", "direct"):
         return {(s - 1, r, (r + s) % k, ((r + s) % k,)) for s in range(1, k) for r in range(k)}
+    pairs = [(src, dst) for src in range(k) for dst in range(k) if src != dst]
+    if (collective, algorithm) == ("all_reduce", "one_shot"):  # every whole buffer to every peer
+        return {(0, src, dst, (0,)) for src, dst in pairs}
+    if (collective, algorithm) == ("all_reduce", "two_shot"):  # part c to rank c, then back
+        return {(0, src, dst, (dst,)) for src, dst in pairs} | {
+            (1, src, dst, (src,)) for src, dst in pairs
+        }
     if (collective, algorithm) == ("reduce_scatter", "halving_doubling"):
         return halving_moves(k)
     if (collective, algorithm) == ("all_gather", "halving_doubling"):
@@ -221,6 +228,10 @@ def expected_counts(collective, algorithm, k, size, root):
     if (collective, algorithm) in (("reduce_scatter", "ring"), ("all_gather", "ring"),
                                    ("all_to_all", "direct")):  # fmt: skip
         return k - 1, k * (k - 1), ring
+    if algorithm == "pat":  # partners 1, 2, 4, ...: n = min(d, K - d) chunks, of which a
+        # range wrapping past chunk K - 1 is two messages (n - 1 ranks' ranges wrap)
+        counts = [min(2**i, k - 2**i) for i in range(depth)]
+        return depth, sum(k + n - 1 for n in counts), ring
     if (collective, algorithm) in POWER_OF_TWO_ONLY:  # log2 K steps, S/2 + S/4 + ... + S/K
         depth = int(math.log2(k))
         return depth, k * depth, [sum(size >> (i + 1) for i in range(depth))] * k
@@ -243,6 +254,10 @@ def expected_counts(collective, algorithm, k, size, root):
         return depth, k - 1, sent
     if algorithm == "naive":
         return 2, 2 * (k - 1), [(k - 1) * size] + [size] * (k - 1)
+    if algorithm == "one_shot":  # 1 step; each rank sends its buffer to K-1 peers
+        return 1, k * (k - 1), [(k - 1) * size] * k
+    if algorithm == "two_shot":  # 2 steps; each rank sends K-1 parts of S/K in each
+        return 2, 2 * k * (k - 1), [2 * (k - 1) * size // k] * k
     core = 2 ** int(math.log2(k))
     extra = k - core
     core_bytes = 2 * (core - 1) * size // core

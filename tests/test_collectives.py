@@ -131,7 +131,9 @@ def test_step_view_labels_accumulate_then_spread():
 @given(
     k=st.integers(2, 10),
     chunk=st.integers(1, 4096),
-    algorithm=st.sampled_from(["ring", "tree", "halving_doubling", "naive"]),
+    algorithm=st.sampled_from(
+        ["ring", "tree", "halving_doubling", "naive", "one_shot", "two_shot"]
+    ),
 )
 def test_all_reduce_time_equals_closed_form_on_a_switch(k, chunk, algorithm):
     cluster = collsim.Cluster(topology.switch(k, "25GB/s", "3us"))

@@ -1,13 +1,18 @@
 """CONTRIBUTING.md's reading map is true: the collsim files a reference-path ring all-reduce
 runs are the ones it lists, the first list holds at most 8, and their lines stay in budget.
 
-The files are recorded with ``sys.setprofile`` during
+The functions that run are recorded with ``sys.setprofile`` during
 ``Cluster(topology.ring(4), fast=False).all_reduce(buffers)``, after a first call, so that
-what runs is the call itself and not the imports it triggers.
+what runs is the call itself and not the imports it triggers.  Two measures of length:
+the lines of the functions that run (what a reader follows, docstrings included; a nested
+function or comprehension counts once, inside the function that holds it), and the lines of
+the whole files they are in.
 """
 
+import inspect
 import re
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +22,14 @@ import collsim
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(collsim.__file__).resolve().parent
 
-# the lines of every file the call runs (5,970 today, 7,061 before the checks a plain ring does
-# not need were taken off it and the network's faults got their own module); lower it when the
-# path gets shorter (the aim, issue 26: 8 files and 1,500 lines)
-LINE_BUDGET = 6_000
+# issue 26's aim: at most 8 files and 1,500 lines to read.  Met by the functions of the 8 files
+# read first (1,157 lines); every function the call runs, checks and bookkeeping included, is
+# 1,864 lines in 23 files, and the whole files are 5,970 lines (7,061 before the checks a plain
+# ring does not need were taken off it).  The last two are ratchets: lower them, never raise.
 READ_FIRST_MAX = 8
+READ_FIRST_FUNCTION_LINES = 1_500
+PATH_FUNCTION_LINES = 1_900
+LINE_BUDGET = 6_000
 
 
 def reading_map():
@@ -34,8 +42,9 @@ def reading_map():
     return first, rest
 
 
-def files_run():
-    """The collsim files whose code runs during a reference-path ring all-reduce."""
+def lines_run():
+    """``{repository path: set of line numbers}``: the lines of every collsim function that
+    runs during a reference-path ring all-reduce, file by file."""
     topo = collsim.topology.ring(4)
     buffers = [np.arange(8.0) * (r + 1) for r in range(4)]
     collsim.Cluster(topo, fast=False).all_reduce(buffers)  # imports happen here
@@ -43,7 +52,7 @@ def files_run():
 
     def record(frame, event, arg):
         if event == "call":
-            seen.add(frame.f_code.co_filename)
+            seen.add(frame.f_code)
 
     sys.setprofile(record)
     try:
@@ -51,8 +60,18 @@ def files_run():
     finally:
         sys.setprofile(None)
     assert out.outputs[0].tolist() == (np.arange(8.0) * 10).tolist()  # it did run
-    inside = {Path(f).resolve() for f in seen if Path(f).resolve().is_relative_to(PACKAGE)}
-    return {str(p.relative_to(PACKAGE.parent)) for p in inside}
+    lines = defaultdict(set)
+    for code in seen:
+        path = Path(code.co_filename).resolve()
+        if path.is_relative_to(PACKAGE):
+            source, first = inspect.getsourcelines(code)
+            lines[str(path.relative_to(PACKAGE.parent))].update(range(first, first + len(source)))
+    return dict(lines)
+
+
+def files_run():
+    """The collsim files whose code runs during a reference-path ring all-reduce."""
+    return set(lines_run())
 
 
 def lines(path):
@@ -76,5 +95,18 @@ def test_the_map_names_no_file_that_does_not_run():
 def test_the_map_is_short_enough_to_read():
     first, rest = reading_map()
     assert 0 < len(first) <= READ_FIRST_MAX
+    run = lines_run()
+    to_read = sum(len(run[p]) for p in first)
+    assert to_read <= READ_FIRST_FUNCTION_LINES, f"{to_read} lines of functions to read first"
+    on_path = sum(len(numbers) for numbers in run.values())
+    assert on_path <= PATH_FUNCTION_LINES, f"{on_path} lines of functions run"
     total = sum(lines(p) for p in first + rest)
     assert total <= LINE_BUDGET, f"{total} lines on the reference path, budget {LINE_BUDGET}"
+
+
+def test_the_files_read_first_hold_most_of_what_runs():
+    """The eight files to read first are where the call's work is: reading them follows
+    more of the code that runs than all the checks and bookkeeping together."""
+    first, rest = reading_map()
+    run = lines_run()
+    assert sum(len(run[p]) for p in first) > sum(len(run[p]) for p in rest)

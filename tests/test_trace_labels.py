@@ -182,7 +182,8 @@ def test_every_collective_transfer_carries_its_step_and_its_move(collective, alg
                              group=group, root=1)  # fmt: skip
     schedule = out.schedule
     bounds = chunk_bounds(schedule.buffer_elements(out.count), schedule.n_chunks)
-    moves = {(s, m.src, m.dst): m for s, m in schedule.moves()}
+    # a pair may carry two moves in one step (PAT's wrapped chunk ranges): key by chunk too
+    moves = {(s, m.src, m.dst, m.chunks.start): m for s, m in schedule.moves()}
     assert len(out.trace.transfers) == len(moves)
     for t in out.trace.transfers:
         tag, move = t.tag, t.meta
@@ -190,7 +191,7 @@ def test_every_collective_transfer_carries_its_step_and_its_move(collective, alg
         assert (tag.collective, tag.algorithm) == (collective, algorithm)
         assert (tag.call, tag.dim) == (0, None)  # the run's first call, on plain ranks
         assert tag.number == tag.step + 1 and 0 <= tag.step < schedule.n_steps
-        assert move is moves[(tag.step, move.src, move.dst)]  # the schedule's own object
+        assert move is moves[(tag.step, move.src, move.dst, move.chunks.start)]  # its own object
         assert (group.ranks[move.src], group.ranks[move.dst]) == (t.src, t.dst)
         first, last = move.chunks[0], move.chunks[-1]
         assert t.nbytes == (bounds[last][1] - bounds[first][0]) * itemsize

@@ -232,13 +232,13 @@ def test_sweep_marks_where_the_fastest_algorithm_changes():
     cluster = collsim.Cluster(T.switch(16))
     data = sweep(cluster, sizes=[2**k for k in range(3, 27, 2)])
     changes = data.changes()
-    assert changes and changes[0][1] == "naive"  # 2 steps win when latency-bound
-    assert data.fastest(len(data.sizes) - 1) == "halving_doubling"
-    assert [r[2] for r in data.regions()] == ["naive", "halving_doubling"]
+    # one-shot's 1 step wins when latency-bound; two-shot's 2 steps with the ring's bytes
+    # when bandwidth-bound (on a switch every rank's link is its own)
+    assert changes and changes[0][1] == "one_shot"
+    assert data.fastest(len(data.sizes) - 1) == "two_shot"
+    assert [r[2] for r in data.regions()] == ["one_shot", "two_shot"]
     assert not data.bandwidth_bound(0) and data.bandwidth_bound(len(data.sizes) - 1)
-    assert (
-        data.bandwidth_bound_from() > changes[0][0]
-    )  # halving-doubling turns bandwidth-bound later
+    assert data.bandwidth_bound_from() > changes[0][0]  # two-shot turns bandwidth-bound later
     fig = sweep_figure(cluster, data=data)
     dashed = [ln for ln in fig.axes[0].lines if (ln.get_gid() or "").startswith("change")]
     assert len(dashed) == len(changes)
@@ -251,6 +251,8 @@ def test_sweep_marks_where_the_fastest_algorithm_changes():
         "tree",
         "halving-doubling",
         "naive",
+        "one-shot",
+        "two-shot",
     ]
 
 
@@ -327,7 +329,9 @@ def test_viz_modules_return_figures_and_never_use_pyplot():
 
 
 @pytest.mark.parametrize("collective", ["reduce-scatter", "all-gather"])
-@pytest.mark.parametrize("ranks, drawn", [(6, {"ring"}), (8, {"ring", "halving_doubling"})])
+@pytest.mark.parametrize(
+    "ranks, drawn", [(6, {"ring", "pat"}), (8, {"ring", "halving_doubling", "pat"})]
+)
 def test_default_sweep_draws_every_algorithm_that_runs_on_that_many_ranks(
     collective, ranks, drawn, tmp_path
 ):

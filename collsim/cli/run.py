@@ -35,8 +35,8 @@ EXIT_STATUS = Meaning(
 # the --json row, documented once: `collsim run --help` prints this table
 JSON_FIELDS = {
     "collective": "all_reduce, reduce_scatter, all_gather, broadcast, reduce or all_to_all",
-    "algorithm": "the algorithm that ran (ring, tree, halving_doubling, naive, direct, "
-    "nccl_ring, double_tree, hierarchical, nvls; what auto chose)",
+    "algorithm": "the algorithm that ran (ring, tree, halving_doubling, naive, one_shot, "
+    "two_shot, direct, nccl_ring, double_tree, hierarchical, nvls; what auto chose)",
     "protocol": "NCCL's protocol the messages used (simple, ll128, ll; what auto chose), "
     "or null where none is modelled (generic topologies)",
     "topology": "the topology's name",
@@ -106,7 +106,9 @@ def register(subparsers):
         "-a",
         default=None,
         help="ring, tree, halving_doubling (hd), naive, direct; for all-reduce also "
-        "nccl_ring, double_tree, hierarchical, nvls; or auto (the least closed-form time, "
+        "one_shot and two_shot (vLLM's custom all-reduce for small messages: 1 step of "
+        "(K-1)·S, 2 steps of 2(K-1)/K·S), nccl_ring, double_tree, hierarchical, nvls; "
+        "or auto (the least closed-form time, "
         "said in a '# NCCL INFO' line, as NCCL_DEBUG=INFO says it). Default: auto on a "
         "hardware preset; elsewhere the collective's first (ring; tree for broadcast/reduce; "
         "direct for all-to-all)",

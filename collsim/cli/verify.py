@@ -9,6 +9,7 @@ import argparse
 from .common import Formatter
 from .console import add_progress_argument
 from .exit_status import Meaning
+from .trace_flag import add_trace_argument
 from .verify_checks import check_args
 
 __all__ = ["register", "run", "check_args"]
@@ -39,9 +40,22 @@ schemes:
                 nodes: dp = R·S on a two-level topology (--gpus-per-node G, default S)
   cp            context parallel: the sequence split over --cp ranks (× --dp replicas),
                 ring attention or all-to-all (--variant), balanced or contiguous --layout, Adam
+  moe           one mixture-of-experts layer with expert parallelism over --ep ranks:
+                --experts E (E/ep a rank), --top-k, dropless or --capacity-factor, a
+                --routing generator; one forward and backward against the dense layer
   nd            Accelerate's N-D mesh --dp-replicate R × --dp-shard S × --cp C × --tp T
                 (× --pp P, --sp inside tp): ZeRO-3 over dp_shard × cp when S > 1, else plain
                 data parallel; Adam
+
+mixture of experts (moe): each rank routes its own tokens (top-k of softmax or sigmoid
+scores), sends each token to the ranks holding its experts (an all-to-all of the
+per-expert counts, then an all-to-allv of the tokens with uneven splits), the experts
+(SwiGLU MLPs) compute, and the outputs come back the same way to be summed, weighted by
+the scores.  With --capacity-factor cf an expert takes at most ceil(T·k/E·cf) of a rank's
+T tokens (Megatron-Core's capacity); the rest are dropped (lowest scores first, or the
+latest tokens with --drop-policy position) and pass through the residual only.  The report
+gives each rank's tokens received, dropped, dispatch and combine bytes (next to the
+closed form for the routing that happened), when it finished and its activation peak.
 
 context parallelism (cp, nd): each cp rank holds seq/cp tokens of every sample.  Ring
 attention sends, per layer, 2(cp-1)/cp·B·S·D·b forward (K/V) and 2(2cp-1)/cp·B·S·D·b
@@ -79,14 +93,18 @@ examples:
                                       collsim verify cp --cp 4 --layout contiguous
   all-to-all (DeepSpeed-Ulysses) over 4 ranks:        collsim verify cp --cp 4 --variant all-to-all
   HSDP × CP, 8 ranks:                                 collsim verify nd --dp-replicate 2 \\
-                                        --dp-shard 2 --cp 2 --tp 1"""
+                                        --dp-shard 2 --cp 2 --tp 1
+  MoE, 8 experts on 4 ranks, top-2, capacity 1.25:   collsim verify moe --ep 4 --experts 8 \\
+                                        --top-k 2 --capacity-factor 1.25
+  every token to one rank (the others get none):     collsim verify moe --routing adversarial"""
 
 
 def register(subparsers):
     from ..verify import SCHEMES
     from ..verify.context import CONTEXT_SCHEMES
+    from ..verify.moe import MOE_SCHEMES
 
-    schemes = SCHEMES + CONTEXT_SCHEMES
+    schemes = SCHEMES + CONTEXT_SCHEMES + MOE_SCHEMES
     parser = subparsers.add_parser(
         "verify",
         help="run DP / TP / SP / DP×TP on the cluster and check it against one device",
@@ -153,7 +171,8 @@ def register(subparsers):
     shard.add_argument(
         "--gpus-per-node",
         help="hsdp: GPUs per node of the two-level topology "
-        "(default dp-shard: each shard group one node)",
+        "(default dp-shard: each shard group one node); moe: the ep ranks as nodes of this "
+        "many GPUs, else one switch",
     )
     context = parser.add_argument_group("cp, nd: context parallelism and the N-D mesh")
     context.add_argument(
@@ -178,6 +197,38 @@ def register(subparsers):
         help="causal attention (default on; --no-causal: every key)",
     )
     context.add_argument("--pp", help="nd: pipeline stages (default 1)")
+    moe = parser.add_argument_group("moe: a mixture-of-experts layer, expert parallelism")
+    moe.add_argument("--ep", type=int, help="expert-parallel ranks (default 4)")
+    moe.add_argument("--experts", type=int, help="experts, divisible by --ep (default 8)")
+    moe.add_argument("--top-k", type=int, help="experts each token is sent to (default 2)")
+    moe.add_argument(
+        "--capacity-factor",
+        type=float,
+        help="cap each expert at ceil(T·k/E·cf) of a rank's T tokens (default: dropless)",
+    )
+    moe.add_argument(
+        "--drop-policy",
+        help="over capacity, drop the lowest scores (probs, default) or the latest tokens "
+        "(position)",
+    )
+    moe.add_argument(
+        "--pad-to-capacity",
+        action="store_true",
+        help="fill every expert's slots to capacity with zero-weight tokens",
+    )
+    moe.add_argument(
+        "--routing",
+        help="which experts tokens prefer: uniform (default), zipf, lognormal, hot (one "
+        "expert), adversarial (all to rank 0)",
+    )
+    moe.add_argument("--router-score", help="softmax (default; Mixtral) or sigmoid (DeepSeek-V3)")
+    moe.add_argument(
+        "--dispatcher",
+        help="alltoall (default: counts, then only the rows whose expert is elsewhere), "
+        "allgather (Megatron-Core's: every token to every rank, outputs reduce-scattered) or "
+        "hierarchical (DeepEP's two levels: a token crosses to each node once, then NVLink; "
+        "with --gpus-per-node)",
+    )
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--bandwidth", default="100GB/s", help="per link (default 100GB/s)")
     cluster.add_argument("--latency", default="5us", help="per link (default 5us)")
@@ -188,6 +239,7 @@ def register(subparsers):
         "--bucket-size", default="25MiB", help="DP gradient bucket (default 25MiB, as DDP)"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_trace_argument(parser, "the cluster's training run")
     add_progress_argument(parser)
     parser.set_defaults(func=run)
 
@@ -196,11 +248,14 @@ def run(args):
     """Print the report; 0 when the cluster matches one device, 1 when it does not."""
     import json
 
+    from ..network.chrome import ChromePart
     from ..verify import verify
     from .common import explain_time_guard
     from .console import progress
+    from .trace_flag import check_trace, write_trace
 
     config = check_args(args)
+    check_trace(args)
     timing = {k: getattr(args, k) for k in ("bandwidth", "latency", "compute_rate")}
     training = progress(f"collsim verify {args.scheme}: training twice", args.progress)
     with training, explain_time_guard(**timing):
@@ -209,6 +264,7 @@ def run(args):
         print(json.dumps(_finite_or_null(report.to_dict()), indent=2))
     else:
         print(report)
+    write_trace(args, [ChromePart(report.trace)], quiet=args.json)
     return 0 if report.match else 1
 
 

@@ -49,6 +49,15 @@ FLAGS = {
     "batch": "--batch",
     "ffn_hidden": "--ffn-hidden",
     "seed": "--seed",
+    "ep": "--ep",
+    "experts": "--experts",
+    "top_k": "--top-k",
+    "capacity_factor": "--capacity-factor",
+    "drop_policy": "--drop-policy",
+    "pad_to_capacity": "--pad-to-capacity",
+    "routing": "--routing",
+    "router_score": "--router-score",
+    "dispatcher": "--dispatcher",
 }
 # the options given as text, so that a refusal can quote them: whole numbers
 WHOLE_NUMBER_FLAGS = ("stage", "cp", "pp", "dp_replicate", "dp_shard", "gpus_per_node")
@@ -104,8 +113,11 @@ def _check_resources(args, sizes):
     from ..units import format_size
     from ..verify import estimate_memory, model_shape
     from ..verify.context import CONTEXT_SCHEMES
+    from ..verify.moe import MOE_SCHEMES
     from .limits import check_fits, check_work, transformer_seconds
 
+    if args.scheme in MOE_SCHEMES:  # its sizes bounded its cost already (verify.moe)
+        return
     scheme, batch, ffn = args.scheme, sizes.batch, sizes.ffn_hidden
     given = ", ".join(
         f"--{k.replace('_', '-')} {getattr(args, k)}"

@@ -19,6 +19,8 @@ all-reduce ring             2(K-1)              2(K-1)/K·S              2(K-1)(
 all-reduce halving-doubling 2·log2 K            2(K-1)/K·S              2·log2K·α + 2(K-1)/K·S/β
 all-reduce tree             2⌈log2 K⌉           ⌈log2 K⌉·S (root)       2⌈log2 K⌉(α + S/β)
 all-reduce naive            2                   (K-1)·S (root)          2(α + (K-1)S/β)
+all-reduce one-shot         1                   (K-1)·S                 α + (K-1)S/β
+all-reduce two-shot         2                   2(K-1)/K·S              2α + 2(K-1)/K·S/β
 reduce-scatter ring         K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
 all-gather ring             K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
 reduce-scatter halving-d.   log2 K              (K-1)/K·S               log2K·α + (K-1)/K·S/β
@@ -27,6 +29,7 @@ broadcast tree              ⌈log2 K⌉            ⌈log2 K⌉·S (root)      
 reduce tree                 ⌈log2 K⌉            S (root receives K'·S)  ⌈log2 K⌉(α + S/β)
 broadcast / reduce ring     2(K-1)              S                       2(K-1)(α + S/(Kβ))
 all-to-all direct           K-1                 (K-1)/K·S               (K-1)(α + S/(Kβ))
+all-to-allv direct          K-1, empty skipped  b·Σ_{d≠r} n[r][d]       read from the run
 ==========================  ==================  ======================  =========================
 
 K' = ⌈log2 K⌉.  "Bytes sent per rank" is what the busiest sender sends (the reduce
@@ -40,6 +43,13 @@ which sums to (K-1)/K·S.  The all-reduce for K not a power of two folds the
 K - 2^⌊log2 K⌋ extra ranks in with one whole-buffer step before and one after (2 steps
 more, each α + S/β).  The naive root's link carries all K-1 buffers at once: on a
 ``switch`` they share its one link.
+
+One-shot and two-shot (vLLM's custom all-reduce, NCCL's symmetric-memory kernels) send to
+every peer at once, so on a ``switch`` a step's K-1 messages share each rank's link, and
+the forms charge them that way (on ``fully_connected``, where each pair has its own link,
+the simulator is faster).  With the same α and β, one-shot beats two-shot below
+S* = αβ·K/((K-1)(K-2)) (:func:`one_shot_crossover`; always for K = 2, where both move S),
+and two-shot beats the ring at every size: the same bytes in 2 steps instead of 2(K-1).
 
 The topology-aware all-reduce algorithms (NCCL's ring on rails, the double binary tree,
 the 2-D hierarchical all-reduce, in-switch NVLS) have their forms in
@@ -66,19 +76,22 @@ __all__ = [
     "bus_factor",
     "ALGORITHMS",
     "COLLECTIVES",
+    "one_shot_crossover",
     "Fabric",
     "HardwareCost",
     "hardware_cost",
     "best_pieces",
     "HARDWARE_ALGORITHMS",
     "MAX_PIECES",
+    "RaggedBytes",
+    "all_to_allv_bytes",
 ]
 
 # the algorithms each collective offers, first = default
 ALGORITHMS = {
-    "all_reduce": ("ring", "tree", "halving_doubling", "naive"),
-    "reduce_scatter": ("ring", "halving_doubling"),
-    "all_gather": ("ring", "halving_doubling"),
+    "all_reduce": ("ring", "tree", "halving_doubling", "naive", "one_shot", "two_shot"),
+    "reduce_scatter": ("ring", "halving_doubling", "pat"),
+    "all_gather": ("ring", "halving_doubling", "pat"),
     "broadcast": ("tree", "ring"),
     "reduce": ("tree", "ring"),
     "all_to_all": ("direct",),
@@ -132,8 +145,15 @@ def closed_form(collective, algorithm, ranks, size, alpha, beta):
         name = f"halving-doubling {collective.replace('_', '-')}"
         depth = int(math.log2(check_power_of_two(k, name)))
         return Cost(depth, (k - 1) / k * s, depth * alpha + (k - 1) / k * s / beta)
+    if algorithm == "pat":  # partners 1, 2, 4, ... away: log steps, the ring's bytes
+        depth = _log2_ceil(k)
+        return Cost(depth, (k - 1) / k * s, depth * alpha + (k - 1) / k * s / beta)
     if algorithm == "naive":
         return Cost(2, (k - 1) * s, 2 * (alpha + (k - 1) * s / beta))
+    if algorithm == "one_shot":  # K-1 whole buffers on each rank's link at once
+        return Cost(1, (k - 1) * s, alpha + (k - 1) * s / beta)
+    if algorithm == "two_shot":  # K-1 parts of S/K out, then K-1 in, per step
+        return Cost(2, 2 * (k - 1) / k * s, 2 * alpha + 2 * (k - 1) / k * s / beta)
     # halving-doubling: power-of-two core plus an optional fold-in before and after
     core = 2 ** int(math.log2(k))
     depth = int(math.log2(core))
@@ -141,6 +161,20 @@ def closed_form(collective, algorithm, ranks, size, alpha, beta):
     time = 2 * depth * alpha + 2 * (core - 1) / core * s / beta + fold * (alpha + s / beta)
     sent = 2 * (core - 1) / core * s + (s if fold else 0.0)
     return Cost(2 * depth + fold, sent, time)
+
+
+def one_shot_crossover(ranks, alpha, beta):
+    """The size S* (bytes) below which one-shot beats two-shot, from their closed forms:
+    α + (K-1)S/β = 2α + 2(K-1)S/(Kβ) at S* = αβ·K/((K-1)(K-2)); ``inf`` for K <= 2
+    (one-shot moves no more bytes and pays one α less).
+
+    >>> one_shot_crossover(8, 1e-6, 100e9)  # 1 us, 100 GB/s, 8 ranks: 19 KB
+    19047.619047619046
+    """
+    k = int(ranks)
+    if k <= 2:
+        return float("inf")
+    return alpha * beta * k / ((k - 1) * (k - 2))
 
 
 def bus_factor(collective, ranks):
@@ -328,3 +362,26 @@ def best_pieces(algorithm, nodes, gpus_per_node, size, fabric, protocol=None):
         for p in counts
     ]
     return counts[times.index(min(times))]
+
+
+@dataclass(frozen=True)
+class RaggedBytes:
+    """Bytes an all-to-allv moves, per rank: ``sent[r]`` and ``received[r]``."""
+
+    sent: tuple
+    received: tuple
+
+
+def all_to_allv_bytes(counts, row_bytes):
+    """Closed form of an all-to-allv whose rank r sends ``counts[r][d]`` rows of
+    ``row_bytes`` bytes to rank d: rank r sends ``b·Σ_{d≠r} n[r][d]`` and receives
+    ``b·Σ_{s≠r} n[s][r]`` (its own block stays home).  With every count equal to n it is
+    the all-to-all's (K-1)/K·S, S = K·n·b.
+
+    >>> all_to_allv_bytes([[1, 2], [3, 0]], row_bytes=8)
+    RaggedBytes(sent=(16, 24), received=(24, 16))
+    """
+    k = len(counts)
+    sent = tuple(row_bytes * sum(counts[r][d] for d in range(k) if d != r) for r in range(k))
+    received = tuple(row_bytes * sum(counts[s][r] for s in range(k) if s != r) for r in range(k))
+    return RaggedBytes(sent, received)

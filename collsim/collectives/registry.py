@@ -34,6 +34,8 @@ from .hierarchical import hierarchical_all_reduce
 from .naive import naive_all_reduce
 from .nccl_ring import nccl_ring_all_reduce
 from .nvls import nvls_all_reduce
+from .one_shot import one_shot_all_reduce
+from .pat import pat_all_gather, pat_reduce_scatter
 from .ring import (
     chain_broadcast,
     chain_reduce,
@@ -42,6 +44,7 @@ from .ring import (
     ring_reduce_scatter,
 )
 from .tree import tree_all_reduce, tree_broadcast, tree_reduce
+from .two_shot import two_shot_all_reduce
 
 __all__ = [
     "build",
@@ -67,10 +70,14 @@ BUILDERS = {
     ("all_reduce", "tree"): lambda k, root: tree_all_reduce(k),
     ("all_reduce", "halving_doubling"): lambda k, root: halving_doubling_all_reduce(k),
     ("all_reduce", "naive"): lambda k, root: naive_all_reduce(k, root),
+    ("all_reduce", "one_shot"): lambda k, root: one_shot_all_reduce(k),
+    ("all_reduce", "two_shot"): lambda k, root: two_shot_all_reduce(k),
     ("reduce_scatter", "ring"): lambda k, root: ring_reduce_scatter(k),
     ("reduce_scatter", "halving_doubling"): lambda k, root: halving_doubling_reduce_scatter(k),
     ("all_gather", "ring"): lambda k, root: ring_all_gather(k),
     ("all_gather", "halving_doubling"): lambda k, root: halving_doubling_all_gather(k),
+    ("all_gather", "pat"): lambda k, root: pat_all_gather(k),
+    ("reduce_scatter", "pat"): lambda k, root: pat_reduce_scatter(k),
     ("broadcast", "tree"): tree_broadcast,
     ("broadcast", "ring"): chain_broadcast,
     ("reduce", "tree"): tree_reduce,
@@ -99,6 +106,7 @@ _ALGORITHM_ALIASES = {
     "recursive_halving_doubling": "halving_doubling",
     "recursive_halving": "halving_doubling",  # the reduce-scatter's name for it
     "recursive_doubling": "halving_doubling",  # the all-gather's
+    "bruck": "pat",
     "binomial": "tree",
     "binomial_tree": "tree",
     "chain": "ring",
@@ -110,6 +118,8 @@ _ALGORITHM_ALIASES = {
     "2d": "hierarchical",
     "nvlink_sharp": "nvls",
     "sharp": "nvls",
+    "oneshot": "one_shot",  # vLLM's and NCCL's spellings
+    "twoshot": "two_shot",
 }
 
 
@@ -155,10 +165,10 @@ def algorithms_for(collective, k, layout=None, switch=None):
     hierarchical on equal nodes, nvls on one node whose NVSwitch reduces (``switch``).
 
     >>> algorithms_for("reduce_scatter", 6), algorithms_for("reduce_scatter", 8)
-    (('ring',), ('ring', 'halving_doubling'))
+    (('ring', 'pat'), ('ring', 'halving_doubling', 'pat'))
     >>> from collsim.hardware.layout import NodeLayout
     >>> algorithms_for("all_reduce", 3, NodeLayout(((0, 1), (2,))))
-    ('ring', 'tree', 'halving_doubling', 'naive', 'nccl_ring')
+    ('ring', 'tree', 'halving_doubling', 'naive', 'one_shot', 'two_shot', 'nccl_ring')
     """
     collective = canonical_collective(collective)
     power_of_two = is_power_of_two(k)

@@ -23,6 +23,8 @@ __all__ = ["Machine", "IntraNode", "InterNode", "INTRA_KINDS", "FABRICS"]
 
 INTRA_KINDS = ("nvswitch", "pcie")
 FABRICS = ("rail", "switch")  # rail-aligned leaf switches with a spine, or one switch
+COMPUTE_CAPABILITIES = (70, 80, 90, 100)
+CPU_VENDORS = ("intel", "amd", "other")
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,11 @@ class Machine:
     intra: IntraNode
     inter: InterNode = field(default_factory=InterNode)
     sources: tuple = ()  # where each number comes from, one line each
+    # what NCCL's cost model reads beside the links (collectives/nccl_model.py): the GPUs'
+    # compute capability (70 Volta, 80 Ampere, 90 Hopper, 100 Blackwell) picks its
+    # per-architecture caps, and the CPU vendor its network overhead (AMD 2 us, else 1 us)
+    compute_capability: int = 80
+    cpu_vendor: str = "intel"
 
     def __post_init__(self):
         _check(self)
@@ -155,6 +162,15 @@ def _check(machine):
                 f"{who}: inter.fabric {n.fabric!r}: choose one of {', '.join(FABRICS)}"
             )
     _nonnegative(n.latency, f"{who}: inter.latency")
+    if machine.compute_capability not in COMPUTE_CAPABILITIES:
+        raise ConfigError(
+            f"{who}: compute_capability {machine.compute_capability!r}: choose one of "
+            f"{', '.join(map(str, COMPUTE_CAPABILITIES))} (Volta, Ampere, Hopper, Blackwell)"
+        )
+    if machine.cpu_vendor not in CPU_VENDORS:
+        raise ConfigError(
+            f"{who}: cpu_vendor {machine.cpu_vendor!r}: choose one of {', '.join(CPU_VENDORS)}"
+        )
 
 
 def _whole(value, what, lo, hi):

@@ -50,7 +50,10 @@ DGX_A100 = Machine(
         "NVIDIA DGX A100 user guide: 8 x ConnectX-6 HDR 200 Gb/s for compute",
         "NCCL src/graph/topo.h: SM80_NVLINK_BW 20.0 GB/s per link",
         "NCCL team (NVIDIA/nccl#412, #812): 24 GB/s per HDR NIC, 192 GB/s on 2 x DGX A100",
+        "NVIDIA DGX A100 user guide: 2 x AMD EPYC 7742 CPUs; A100 is compute capability 8.0",
     ),
+    compute_capability=80,
+    cpu_vendor="amd",
 )
 
 DGX_H100 = Machine(
@@ -83,7 +86,10 @@ DGX_H100 = Machine(
         "NCCL src/graph/topo.h: SM90_NVLINK_BW 20.6 GB/s per link",
         "NCCL team (NVIDIA/nccl-tests#212): NVLS ~480 GB/s busbw, ~275 GB/s algbw on 8 x H100",
         "NCCL team (NVIDIA/nccl-tests#290): 46-48 GB/s per NDR NIC",
+        "NVIDIA DGX H100 user guide: 2 x Intel Xeon Platinum 8480C; H100 is compute capability 9.0",
     ),
+    compute_capability=90,
+    cpu_vendor="intel",
 )
 
 PCIE_8GPU = Machine(

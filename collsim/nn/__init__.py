@@ -16,8 +16,12 @@ module                 contents
 ``layers``             Linear, ReLU, GELU, LayerNorm, softmax
 ``attention``          MultiHeadAttention (split by heads for tensor parallel)
 ``blocks``             Sequential, MLP, TransformerBlock
+``routing``            RouterConfig, route: top-k, capacity, drops, aux loss
+``moe``                MoE (router + SwiGLU experts), the expert-parallel oracle
 ``losses``             mse_loss, cross_entropy_loss
 ``optim``              SGD, Adam
+``kv_cache``           LayerKV, cached_attention: attention over a KV cache
+``decoder``            Decoder, DecoderConfig: greedy generation, the inference oracle
 =====================  ====================================================
 
 Examples
@@ -41,10 +45,14 @@ True
 
 from .attention import MultiHeadAttention
 from .blocks import MLP, Sequential, TransformerBlock
+from .decoder import Decoder, DecoderConfig, Generation, greedy_token
+from .kv_cache import LayerKV, cached_attention
 from .layers import GELU, LayerNorm, Linear, ReLU, softmax
 from .losses import cross_entropy_loss, mse_loss
 from .module import Composite, Module, ctx_nbytes
+from .moe import MoE, SwiGLUExperts
 from .optim import SGD, Adam
+from .routing import RouterConfig, route
 
 __all__ = [
     "Module",
@@ -59,8 +67,18 @@ __all__ = [
     "Sequential",
     "MLP",
     "TransformerBlock",
+    "MoE",
+    "SwiGLUExperts",
+    "RouterConfig",
+    "route",
     "mse_loss",
     "cross_entropy_loss",
     "SGD",
     "Adam",
+    "LayerKV",
+    "cached_attention",
+    "Decoder",
+    "DecoderConfig",
+    "Generation",
+    "greedy_token",
 ]

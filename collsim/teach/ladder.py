@@ -65,10 +65,11 @@ def fingerprint(answer):
     return "function " + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def climb(exercise, answer, correct=False):
-    """Record this try of ``exercise`` and return its :class:`Rung`."""
+def climb(exercise, answer, correct=False, where=None):
+    """Record this try of ``exercise`` (run from the lesson file ``where``) and return its
+    :class:`Rung`."""
     lesson = lesson_of(exercise)
     if lesson is None:
         return Rung(wrong=1, revealed=reveal_requested())
-    tried = record_try(lesson, exercise, correct, answer=fingerprint(answer))
+    tried = record_try(lesson, exercise, correct, answer=fingerprint(answer), where=where)
     return Rung(wrong=max(tried.wrong, 1), revealed=reveal_requested())

@@ -1,6 +1,8 @@
 """The student's progress: how many times each exercise was tried, and whether it is done.
 
-One small JSON file, ``$COLLSIM_PROGRESS`` when that is set, else
+One small JSON file: ``.collsim-progress.json`` in the student's own copy of the lessons
+when the lesson runs from one (``collsim lesson init``; the file ``collsim lesson list``
+reads, :mod:`collsim.course.progress`), else ``$COLLSIM_PROGRESS`` when that is set, else
 ``~/.collsim/progress.json``.  Its whole format::
 
     {"version": 1,
@@ -51,15 +53,23 @@ class Attempts:
     solved: bool = False  # an answer was right at least once
 
 
-def progress_path():
-    """``$COLLSIM_PROGRESS``, else ``~/.collsim/progress.json``."""
+def progress_path(where=None):
+    """The progress file for a lesson run from ``where`` (its file, or the working folder):
+    the student's copy's, else ``$COLLSIM_PROGRESS``, else ``~/.collsim/progress.json``."""
+    from ..course.progress import PROGRESS_FILE
+    from ..course.student import student_root
+
+    here = where if where and Path(where).exists() else Path.cwd()
+    folder = student_root(here)
+    if folder is not None:
+        return Path(folder) / PROGRESS_FILE
     chosen = os.environ.get("COLLSIM_PROGRESS", "").strip()
     return Path(chosen) if chosen else Path.home() / ".collsim" / "progress.json"
 
 
-def _load():
+def _load(where=None):
     try:
-        data = json.loads(progress_path().read_text(encoding="utf-8"))
+        data = json.loads(progress_path(where).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # none yet, or unreadable: start afresh
         return {"version": VERSION, "lessons": {}}
     if not isinstance(data, dict) or not isinstance(data.get("lessons"), dict):
@@ -67,8 +77,8 @@ def _load():
     return data
 
 
-def _save(data):
-    path = progress_path()
+def _save(data, where=None):
+    path = progress_path(where)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
@@ -92,26 +102,27 @@ def _attempts(entry):
     return Attempts(count("tries"), count("wrong"), entry.get("solved") is True)
 
 
-def attempts(lesson, exercise):
+def attempts(lesson, exercise, where=None):
     """The :class:`Attempts` recorded for ``exercise`` (such as "4.2") of ``lesson`` ("4")."""
-    return _attempts(_entry(_load(), lesson, exercise))
+    return _attempts(_entry(_load(where), lesson, exercise))
 
 
-def lesson_progress(lesson):
+def lesson_progress(lesson, where=None):
     """``{exercise: Attempts}`` for every exercise of ``lesson`` tried so far."""
-    exercises = _load()["lessons"].get(str(lesson))
+    exercises = _load(where)["lessons"].get(str(lesson))
     if not isinstance(exercises, dict):
         return {}
     return {name: _attempts(e) for name, e in exercises.items() if isinstance(e, dict)}
 
 
-def record_try(lesson, exercise, correct, answer=None):
+def record_try(lesson, exercise, correct, answer=None, where=None):
     """Count one checked answer and return the exercise's :class:`Attempts` after it.
 
     A wrong ``answer`` equal to the last wrong one is not counted again: running a lesson
-    twice without editing the answer is not a second try.
+    twice without editing the answer is not a second try.  ``where`` is the lesson's file
+    (default: the working folder), which says whose progress file it is.
     """
-    data = _load()
+    data = _load(where)
     entry = dict(_entry(data, lesson, exercise))
     before = _attempts(entry)
     said = repr(answer)[:LAST_LIMIT]
@@ -127,5 +138,5 @@ def record_try(lesson, exercise, correct, answer=None):
     data["lessons"][str(lesson)] = {**(lessons if isinstance(lessons, dict) else {}),
                                     str(exercise): entry}  # fmt: skip
     data["version"] = VERSION
-    _save(data)
+    _save(data, where)
     return _attempts(entry)

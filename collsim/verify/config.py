@@ -34,6 +34,7 @@ from functools import cached_property
 from ..errors import ConfigError
 from ..parallel.data import DEFAULT_BUCKET_BYTES
 from .context_checks import CONTEXT_SCHEMES
+from .moe import MOE_SCHEMES, moe_sizes, refuse_moe_options
 from .problems import SCHEMES
 from .resolve import (
     Resolved,
@@ -48,7 +49,7 @@ from .resolve import (
 
 __all__ = ["VerifyConfig", "Sizes", "Resolved", "verify_config", "ALL_SCHEMES"]
 
-ALL_SCHEMES = SCHEMES + CONTEXT_SCHEMES
+ALL_SCHEMES = SCHEMES + CONTEXT_SCHEMES + MOE_SCHEMES
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,16 @@ class VerifyConfig:
     layout: str | None = None  # "balanced" (default) or "contiguous"
     causal: bool | None = None  # causal attention (default True)
     pp: int | None = None  # nd: pipeline stages (1)
+    # moe: one MoE layer with expert parallelism
+    ep: int | None = None  # expert-parallel ranks (4); experts must be divisible by it
+    experts: int | None = None  # routed experts (8)
+    top_k: int | None = None  # experts per token (2)
+    capacity_factor: float | None = None  # None: dropless; else ceil(T·k/E·cf) per expert
+    drop_policy: str | None = None  # over capacity: "probs" (default) or "position"
+    pad_to_capacity: bool = False  # fill every expert's slots to capacity
+    routing: str | None = None  # uniform (default), zipf, lognormal, hot, adversarial
+    router_score: str | None = None  # "softmax" (default) or "sigmoid"
+    dispatcher: str | None = None  # "alltoall" (default) or "allgather" (Megatron-Core's)
     # the cluster
     bucket_bytes: int | str = DEFAULT_BUCKET_BYTES  # DP gradient bucket: bytes, or "25MiB"
     bandwidth: str | float = "100GB/s"  # per link (inside a node)
@@ -109,6 +120,9 @@ class VerifyConfig:
                 f"unknown scheme {self.scheme!r}: choose one of "
                 f"{', '.join(ALL_SCHEMES)}; nearest valid {near!r}"
             )
+        if self.scheme in MOE_SCHEMES:
+            return moe_sizes(self)
+        refuse_moe_options(self)
         if self.scheme in CONTEXT_SCHEMES:
             refuse_training_options(self)
             check_numbers(self)
@@ -118,7 +132,10 @@ class VerifyConfig:
 
     @cached_property
     def resolved(self):
-        """Every default filled in and every rule applied, once: a :class:`Resolved`."""
+        """Every default filled in and every rule applied, once: a :class:`Resolved` (for
+        moe, its :class:`~collsim.verify.moe.MoESizes`)."""
+        if self.scheme in MOE_SCHEMES:
+            return self.sizes
         if self.scheme in CONTEXT_SCHEMES:
             return resolve_context(self, self.sizes)
         return resolve_training(self, self.sizes)

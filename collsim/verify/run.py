@@ -36,6 +36,7 @@ from .compare import compare_steps
 from .config import CONTEXT_SCHEMES, verify_config
 from .context import verify_context
 from .expected import expected_bytes
+from .moe import MOE_SCHEMES, verify_moe
 from .problems import build_problem, make_batches
 from .sharding import measure_sharding
 from .training import report_of, single_device, train_on_cluster
@@ -76,6 +77,8 @@ def verify(config, /, **options):
     resolved = given.resolved  # every refusal, before any training
     if given.scheme in CONTEXT_SCHEMES:
         return verify_context(given)
+    if given.scheme in MOE_SCHEMES:
+        return verify_moe(resolved)
     scheme, parallel = given.scheme, resolved.parallel
     dp, tp, ffn, steps = resolved.dp, resolved.tp, resolved.ffn_hidden, given.steps
     sp, micro = resolved.sequence_parallel, resolved.micro_batch

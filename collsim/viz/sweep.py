@@ -18,7 +18,7 @@ Examples
 >>> cluster = collsim.Cluster(collsim.topology.switch(8))
 >>> data = sweep(cluster, sizes=[64, 2**24])
 >>> [data.fastest(i) for i in range(2)], data.bandwidth_bound(1)
-(['naive', 'halving_doubling'], True)
+(['one_shot', 'two_shot'], True)
 >>> fig = sweep_figure(cluster, sizes=[2**k for k in range(4, 26, 3)])
 >>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()
 ('time (s)', 'bus bandwidth (GB/s)')
@@ -56,6 +56,8 @@ ALGORITHM_COLOURS = {
     "tree": "#55A868",
     "halving_doubling": "#C44E52",
     "naive": "#8172B3",
+    "one_shot": "#17BECF",  # vLLM's small-message all-reduce
+    "two_shot": "#BCBD22",
     "direct": "#DD8452",
     # NCCL's algorithms on the hardware presets
     "nccl_ring": "#1F77B4",
@@ -71,6 +73,8 @@ ALGORITHM_STYLES = {
     "tree": {"ls": "--", "marker": "s", "lw": 2.4, "ms": 6},
     "halving_doubling": {"ls": "-.", "marker": "^", "lw": 2.0, "ms": 6},
     "naive": {"ls": ":", "marker": "D", "lw": 2.0, "ms": 5, "mfc": "white"},
+    "one_shot": {"ls": (0, (4, 1)), "marker": "<", "lw": 1.8, "ms": 6},
+    "two_shot": {"ls": (0, (1, 1)), "marker": ">", "lw": 1.8, "ms": 6},
     "direct": {"ls": (0, (5, 1, 1, 1)), "marker": "v", "lw": 2.0, "ms": 6, "mfc": "white"},
     "nccl_ring": {"ls": "-", "marker": "P", "lw": 1.6, "ms": 6},
     "double_tree": {"ls": "--", "marker": "X", "lw": 1.6, "ms": 6},

@@ -1,0 +1,265 @@
+"""``collsim infer``: greedy decoding, tensor- and pipeline-parallel, on the virtual cluster."""
+
+from ..errors import ConfigError
+from .common import Formatter
+from .exit_status import Meaning
+
+__all__ = ["register", "run", "LIMITS"]
+
+EXIT_STATUS = Meaning(
+    ok="the generated tokens equal one device's",
+    failed="they do not (or the logits differ beyond rounding)",
+)
+
+# one run takes well under a second within these; the oracle and every rank hold the
+# float64 weights, vocab x hidden of them for the embeddings and the head
+LIMITS = {
+    "--tp": 64,
+    "--pp": 64,
+    "--cp": 64,
+    "--layers": 64,
+    "--hidden": 1024,
+    "--heads": 256,
+    "--vocab": 8192,
+    "--batch": 16,
+    "--prompt-len": 512,
+    "--new-tokens": 512,
+}
+LOGIT_TOLERANCE = 1e-9  # relative: the TP all-reduce sums tp partial products, one device one
+
+DESCRIPTION = """\
+Generate text greedily from a small decoder (token and position embeddings, pre-LayerNorm
+transformer blocks, an LM head; float64 weights from --seed) on tp x pp virtual GPUs, and
+check the tokens against one device running the same model with a KV cache.
+
+The first step is the prefill (the whole prompt at once); every later step decodes one
+token.  Under tensor parallelism each rank holds heads/tp attention heads (and their slice
+of the KV cache) and 1/tp of the MLP (Megatron-LM's column/row split), so every layer ends
+its attention and its MLP with an all-reduce over the TP group: two a layer a token, of
+batch x hidden x 8 bytes when decoding, tiny messages whose time is mostly latency.
+Pipeline stages hold layers/pp consecutive layers and pass (batch, tokens, hidden)
+activations forward; the last stage sends the chosen token back to the first.  Context
+parallelism splits the prompt: each CP rank prefills prompt/cp tokens (all-gathering the
+keys and values) and keeps their KV cache; a decode step combines the softmax over the CP
+group with two all-reduces a layer (the largest score, then the sums).
+
+Prints the tokens, MATCH or MISMATCH against one device, each collective's bytes and the
+simulated time of the prefill and of each decode step.  --crossovers prints, instead, the
+sizes where one-shot, two-shot and NCCL's algorithms cross over on the preset (vLLM's
+custom all-reduce uses one-shot and two-shot for these small messages)."""
+
+EPILOG = """\
+examples:
+  collsim infer --tp 2 --pp 2 --layers 4 --hidden 64 --heads 4 --prompt-len 8 --new-tokens 8
+  a long prompt split over 4 ranks:     collsim infer --tp 2 --cp 4 --prompt-len 64
+  on a DGX H100, one-shot all-reduce:   collsim infer --tp 8 --heads 8 --preset dgx-h100 -a one_shot
+  the model's crossover sizes:          collsim infer --crossovers --preset dgx-a100
+  the figures as data:                  ... --json"""
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "infer",
+        help="greedy decoding on tp x pp GPUs (KV cache, per-token all-reduces) vs one device",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=Formatter,
+    )
+    split = parser.add_argument_group("parallelism")
+    split.add_argument("--tp", type=int, default=2, help="tensor-parallel degree (divides heads)")
+    split.add_argument("--pp", type=int, default=1, help="pipeline stages (divides layers)")
+    split.add_argument(
+        "--cp",
+        type=int,
+        default=1,
+        help="context-parallel degree (divides the prompt): each CP rank prefills and caches "
+        "prompt/cp tokens; decode combines the softmax over the CP group",
+    )
+    split.add_argument(
+        "--algorithm",
+        "-a",
+        default=None,
+        help="the TP all-reduce: ring, tree, halving_doubling, naive, one_shot, two_shot, "
+        "auto (default: ring on a generic switch, auto on a preset)",
+    )
+    model = parser.add_argument_group("model and request")
+    model.add_argument("--layers", type=int, default=4, help="transformer blocks")
+    model.add_argument("--hidden", type=int, default=64, help="hidden size (d_model)")
+    model.add_argument("--heads", type=int, default=4, help="attention heads")
+    model.add_argument("--vocab", type=int, default=128, help="vocabulary size")
+    model.add_argument("--batch", type=int, default=1, help="sequences decoded together")
+    model.add_argument("--prompt-len", type=int, default=8, help="prompt tokens")
+    model.add_argument("--new-tokens", type=int, default=8, help="tokens to generate")
+    model.add_argument("--seed", type=int, default=0, help="seed of the weights and the prompt")
+    net = parser.add_argument_group("machine")
+    net.add_argument(
+        "--preset",
+        default=None,
+        metavar="NAME",
+        help="a hardware preset (dgx-h100, dgx-a100, pcie-8gpu): its NVLink, NVSwitch and "
+        "GPU FLOP rate; default: a generic switch of tp x pp ranks",
+    )
+    net.add_argument("--bandwidth", default="100GB/s", help="generic switch: per link")
+    net.add_argument(
+        "--latency", default="5us", help="generic switch: per link (a rank-to-rank path is 2)"
+    )
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print the figures as JSON")
+    out.add_argument(
+        "--crossovers",
+        action="store_true",
+        help="print the one-shot / two-shot / NCCL crossover sizes on --preset and exit",
+    )
+    parser.set_defaults(func=run, _parser=parser)
+
+
+def _check_sizes(args):
+    from .flag_checks import check_int, check_seed
+
+    for flag, limit in LIMITS.items():
+        check_int(getattr(args, flag[2:].replace("-", "_")), flag, minimum=1, maximum=limit)
+    check_seed(args.seed)
+    world = args.tp * args.cp * args.pp
+    if world > LIMITS["--tp"]:
+        raise ConfigError(
+            f"--tp {args.tp} x --cp {args.cp} x --pp {args.pp} = {world} ranks: at most "
+            f"{LIMITS['--tp']} "
+            "ranks a run (the simulation holds every rank's weights in this process)"
+        )
+    from .limits import check_fits, check_work, transformer_seconds
+
+    tokens = args.batch * (args.prompt_len + args.new_tokens)
+    sizes = (
+        f"--layers {args.layers} --hidden {args.hidden} --tp {args.tp} --cp {args.cp} "
+        f"--batch {args.batch} "
+        f"--prompt-len {args.prompt_len} --new-tokens {args.new_tokens}"
+    )
+    check_fits(estimate_memory(args), f"the weights and KV caches of {sizes}", "use smaller sizes")
+    numpy = transformer_seconds(
+        layers=args.layers,
+        params_per_layer=12 * args.hidden**2,
+        tokens=2 * tokens,  # one device, then the cluster
+        sequences=0,
+        heads=args.heads,
+        seq=0,
+        hidden=args.hidden,
+    )
+    seconds = numpy + engine_seconds(args)
+    check_work(seconds, sizes, "use fewer --new-tokens or --layers, or a smaller --tp")
+
+
+# measured on a shared 2-core machine: a collective call in a rank program costs about 2 ms
+# of Python, a message about 50 us, times the flows that share its link under max-min
+# (one-shot, two-shot and naive send to every peer at once); within 2x of the runs
+CALL_SECONDS, MESSAGE_SECONDS = 2e-3, 50e-6
+EVERY_PEER_AT_ONCE = ("one_shot", "two_shot", "naive")
+
+
+def messages(args):
+    """All-reduce calls and messages of the run, at most (a ring's 2·tp(tp-1) a call)."""
+    calls = 2 * args.layers * args.new_tokens  # two a layer a step, over the stages
+    tp_sent = 2 * args.tp * (args.tp - 1) * args.cp  # in each CP rank's TP group
+    cp_sent = 2 * args.cp * (args.cp - 1) * args.tp  # the softmax's, in each CP group
+    return calls * (1 + (args.cp > 1)), calls * (tp_sent + cp_sent)
+
+
+def engine_seconds(args):
+    """Wall seconds the engine takes for the run's messages, estimated."""
+    calls, sent = messages(args)
+    every_peer = str(args.algorithm or "").replace("-", "_") in EVERY_PEER_AT_ONCE
+    sharing = max(args.tp - 1, 1) if every_peer else 1
+    return calls * CALL_SECONDS + sent * MESSAGE_SECONDS * sharing
+
+
+def estimate_memory(args):
+    """Bytes, about: the layers' float64 weights (12·hidden² each) twice (one device's and
+    the ranks' shards), the embeddings and head, and the KV caches of both runs."""
+    length = args.prompt_len + args.new_tokens
+    weights = 2 * args.layers * 12 * args.hidden**2
+    tables = (2 * args.vocab + length) * args.hidden
+    caches = 2 * 2 * args.layers * args.batch * length * args.hidden
+    return 8 * (weights + tables + caches)
+
+
+def _machine(args):
+    from .. import hardware
+    from .flag_checks import flag_value
+
+    if args.preset is None:
+        return None
+    return flag_value(hardware.preset, args.preset, "--preset")
+
+
+def _cluster(args, machine, world):
+    from .. import hardware, topology
+    from ..runtime import Cluster
+    from ..runtime.guards import default_max_ops
+    from .flag_checks import link_latency, link_rate
+
+    # the runaway guard, raised by what this run is known to make: each message is a
+    # send and a receive, each call and compute span a few operations more
+    calls, sent = messages(args)
+    ops = default_max_ops(world) + 2 * sent + 8 * calls * world
+    if machine is None:
+        link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
+        return Cluster(topology.switch(world, args.bandwidth, args.latency), max_ops=ops)
+    nodes = -(-world // machine.gpus_per_node)
+    return Cluster(hardware.topology(machine, nodes), max_ops=ops)
+
+
+def run(args):
+    """Run the decode and print the report (or JSON); 0 if the tokens match one device."""
+    if args.crossovers:
+        return _print_crossovers(args)
+    import numpy as np
+
+    from ..collectives.registry import canonical_algorithm
+    from ..nn import Decoder, DecoderConfig
+    from ..parallel.inference import InferenceSplit, generate_on_cluster
+    from .flag_checks import flag_value
+
+    _check_sizes(args)
+    machine = _machine(args)
+    algorithm = None
+    if args.algorithm is not None:
+        algorithm = flag_value(
+            lambda name: canonical_algorithm("all_reduce", name), args.algorithm, "--algorithm"
+        )
+    length = args.prompt_len + args.new_tokens
+    config = DecoderConfig(
+        args.vocab, args.hidden, args.heads, args.layers, max_len=length, seed=args.seed
+    )
+    split = InferenceSplit(args.tp, args.pp, algorithm, args.cp)
+    try:
+        split.check(config)
+        split.check_prompt(args.prompt_len)
+    except ConfigError as exc:
+        raise ConfigError(f"--tp {args.tp} --cp {args.cp} --pp {args.pp}: {exc}") from None
+    cluster = _cluster(args, machine, split.world_size)
+    model = Decoder.init(config)
+    prompt = np.random.default_rng(args.seed).integers(0, args.vocab, (args.batch, args.prompt_len))
+    expected = model.generate(prompt, args.new_tokens)
+    result = generate_on_cluster(model, prompt, args.new_tokens, split, cluster)
+    from .infer_report import human_report, json_report, matches
+
+    match = matches(expected, result, LOGIT_TOLERANCE)
+    report = json_report if args.json else human_report
+    print(report(args, machine, split, prompt, expected, result, match))
+    return 0 if match else 1
+
+
+def _print_crossovers(args):
+    import json
+
+    from ..collectives.small_messages import crossovers
+
+    machine = _machine(args)
+    names = [machine.name] if machine is not None else ["dgx-h100", "dgx-a100"]
+    rows = [row for name in names for row in crossovers(name)]
+    if args.json:
+        print(json.dumps({"crossovers": [row._asdict() for row in rows]}, indent=2))
+        return 0
+    from .infer_report import crossover_table
+
+    print(crossover_table(rows))
+    return 0

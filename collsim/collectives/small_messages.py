@@ -1,0 +1,93 @@
+"""Where one-shot, two-shot and NCCL's algorithms cross over on a machine, by the model.
+
+The closed forms (:mod:`collsim.collectives.formulas`) on a preset's NVLink hop (α, β
+from the topology, as ``auto`` reads them) give, for K GPUs of one node:
+
+* one-shot (α + (K-1)S/β) beats two-shot (2α + 2(K-1)/K·S/β) below
+  S* = αβ·K/((K-1)(K-2)); for K = 2 always;
+* two-shot beats the textbook ring at every size (the same bytes, 2 steps not 2(K-1));
+* NCCL's best topology-aware all-reduce on the node (the ring on NVLink, or NVLS where
+  the NVSwitch reduces) overtakes two-shot above the size :func:`crossovers` finds.
+
+docs/inference.md sets these beside vLLM's thresholds; ``collsim infer --crossovers``
+prints them.
+
+Examples
+--------
+>>> rows = crossovers("dgx-h100", ranks=(2, 8))
+>>> [(r.ranks, r.one_to_two_shot) for r in rows]   # bytes; inf: one-shot always
+[(2, inf), (8, 35314.28571428572)]
+>>> rows[1].nccl_algorithm, rows[1].two_shot_to_nccl > 2**20
+('nvls', True)
+"""
+
+import math
+from typing import NamedTuple
+
+from ..hardware import preset, topology
+from .auto import fabric_of
+from .formulas import closed_form, hardware_cost, one_shot_crossover
+
+__all__ = ["Crossover", "crossovers"]
+
+LARGEST = 2.0**40  # bytes: past this nothing is searched (a TiB all-reduce)
+
+
+class Crossover(NamedTuple):
+    """The model's crossover sizes for K GPUs of one node of a machine."""
+
+    machine: str  # the preset's name
+    ranks: int  # K, GPUs in the group (one node)
+    alpha: float  # s: the NVLink hop's latency, as auto reads it
+    beta: float  # bytes/s: the hop's bandwidth
+    one_to_two_shot: float  # bytes: one-shot is faster below, two-shot above (inf: never)
+    nccl_algorithm: str  # NCCL's fastest topology-aware algorithm at large sizes
+    two_shot_to_nccl: float  # bytes: two-shot is faster below, NCCL's above (inf: never)
+
+
+def _two_shot_minus_nccl(size, ranks, fabric, algorithm):
+    two = closed_form("all_reduce", "two_shot", ranks, size, fabric.intra_alpha, fabric.intra_beta)
+    return two.time_s - hardware_cost(algorithm, 1, ranks, size, fabric).time_s
+
+
+def _first_win(ranks, fabric, algorithm):
+    """The smallest size (bytes, to 0.1 %) where ``algorithm`` beats two-shot, or inf."""
+    sizes = [2.0 ** (e / 4) for e in range(4 * 10, 4 * int(math.log2(LARGEST)) + 1)]
+    previous = None
+    for size in sizes:
+        if _two_shot_minus_nccl(size, ranks, fabric, algorithm) > 0:
+            if previous is None:
+                return size
+            low, high = previous, size  # bisect: two-shot wins at low, NCCL at high
+            while high / low > 1.001:
+                middle = math.sqrt(low * high)
+                if _two_shot_minus_nccl(middle, ranks, fabric, algorithm) > 0:
+                    high = middle
+                else:
+                    low = middle
+            return high
+        previous = size
+    return math.inf
+
+
+def crossovers(machine, ranks=(2, 4, 8)):
+    """A :class:`Crossover` per group size in ``ranks`` on one node of preset ``machine``."""
+    spec = preset(machine)
+    graph = topology(spec)
+    rows = []
+    for k in ranks:
+        fabric = fabric_of(graph, tuple(range(k)))
+        candidates = ["nccl_ring"] + (["nvls"] if spec.intra.reduces else [])
+        best = min(candidates, key=lambda a: _first_win(k, fabric, a))
+        rows.append(
+            Crossover(
+                spec.name,
+                k,
+                fabric.intra_alpha,
+                fabric.intra_beta,
+                one_shot_crossover(k, fabric.intra_alpha, fabric.intra_beta),
+                best,
+                _first_win(k, fabric, best),
+            )
+        )
+    return tuple(rows)
