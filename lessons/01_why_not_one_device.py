@@ -52,13 +52,38 @@ report = plan(params="7B")  # only the parameter count: the planner counts model
 mem = report.memory
 states = mem["params"] + mem["grads"] + mem["optimizer"]
 n_params = report.derived["params"]
+teach.check(
+    "1.1",
+    model_state_bytes_answer,
+    expected=states,
+    rel=1e-3,
+    unit="B",
+    given=[teach.Quantity("N", n_params, "parameters")],
+    alternatives=[
+        teach.Alternative(
+            "the optimizer states alone (12N)",
+            12 * n_params,
+            "Add the bf16 parameters and gradients, 2 + 2 bytes each.",
+        ),
+        teach.Alternative(
+            "the bf16 parameters alone (2N)",
+            2 * n_params,
+            "Training also keeps gradients and Adam's states.",
+        ),
+        teach.Alternative(
+            "parameters and gradients only (4N)",
+            4 * n_params,
+            "Adam adds an fp32 copy, m and v: 12 more bytes each.",
+        ),
+    ],
+    hint="bytes per parameter (one number per row of the table, added) times N",
+)
 print(f"parameters (bf16)            {format_size(mem['params']):>10}")
 print(f"gradients (bf16)             {format_size(mem['grads']):>10}")
 print(f"optimizer (fp32 copy, m, v)  {format_size(mem['optimizer']):>10}")
 print(f"model states                 {format_size(states):>10} = {states:,} B")
 print(f"= {states / n_params:g} bytes per parameter")
 print(f"one GPU holds {format_size(mem['gpu_memory'])}: fits? {states <= mem['gpu_memory']}")
-teach.check("1.1", model_state_bytes_answer, expected=states, rel=1e-3, unit="B")
 
 # %% [markdown]
 # Plain fp32 training (no mixed precision) keeps 4 + 4 bytes of parameter and gradient and
@@ -106,7 +131,10 @@ def planner_activation_bytes(L, B, s, h, a):
 
 cases = [(32, 1, 2048, 4096, 32), (24, 4, 1024, 2048, 16), (2, 8, 512, 768, 12), (96, 1, 2048, 12288, 96)]  # fmt: skip
 teach.check_function("1.2", activation_bytes_answer, planner_activation_bytes, cases,
-                     compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="B")  # fmt: skip
+                     compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="B",
+                     given={"L": "layers", "B": "samples in the micro-batch",
+                            "s": "tokens per sequence", "h": "hidden size", "a": "heads"},
+                     hint="L times one layer's s·B·h·(34 + 5·a·s/h)")  # fmt: skip
 
 # %% [markdown]
 # Now a concrete model: a GPT of about 7B parameters (32 layers, hidden 4096, 32 heads,
@@ -144,9 +172,27 @@ seq_growth_answer = None  # your prediction: M_layer(s=4096) / M_layer(s=2048)
 # %%
 short = plan(**shape, micro_batch=1, global_batch=1).memory["activations_per_layer"]
 long = plan(**{**shape, "seq": 4096}, micro_batch=1, global_batch=1).memory["activations_per_layer"]
+teach.check(
+    "1.3",
+    seq_growth_answer,
+    expected=long / short,
+    rel=1e-3,
+    unit="x",
+    given=[teach.Quantity("s", shape["seq"], "tokens per sequence")],
+    alternatives=[
+        teach.Alternative(
+            "2, the tokens alone", 2, "Each token's attention term 5as/h doubles as well."
+        ),
+        teach.Alternative(
+            "4, all of it growing with s²",
+            4,
+            "Only the 5as/h term grows with s²; the 34 grows with s.",
+        ),
+    ],
+    hint="M_layer(4096) / M_layer(2048) = 2·(34 + 5as'/h) / (34 + 5as/h), s' = 2s",
+)
 print(f"activations per layer: {format_size(short)} at s = {shape['seq']}, "
       f"{format_size(long)} at s = {2 * shape['seq']}")  # fmt: skip
-teach.check("1.3", seq_growth_answer, expected=long / short, rel=1e-3, unit="x")
 
 # %% [markdown]
 # More than double: the tokens double, and so does each token's attention-score term
@@ -169,6 +215,23 @@ recompute_flops_answer = None  # your prediction: FLOPs with full recompute / FL
 # %%
 full = plan(**shape, micro_batch=1, global_batch=1, recompute="full")
 mf = full.memory
+ratio = full.compute["flops_per_step"] / one_gpu.compute["flops_per_step"]
+teach.check(
+    "1.4",
+    recompute_flops_answer,
+    expected=ratio,
+    rel=1e-3,
+    unit="x",
+    given=[teach.Quantity("F", 6, "FLOPs per token and parameter without recompute")],
+    alternatives=[
+        teach.Alternative(
+            "2, forward and backward again",
+            2,
+            "Recomputation re-runs only the forward, 2N of the 6N.",
+        ),
+    ],
+    hint="(forward + backward + one more forward) / (forward + backward), in N",
+)
 print(f"activations per layer: {format_size(m1['activations_per_layer'])} -> "
       f"{format_size(mf['activations_per_layer'])} "
       f"({m1['activations_per_layer'] / mf['activations_per_layer']:.3g}x less)")  # fmt: skip
@@ -180,8 +243,6 @@ print(f"FLOPs per token per parameter: {one_gpu.compute['flop_per_token_per_para
 print(
     f"total on one GPU: {format_size(mf['total'])} of {format_size(mf['gpu_memory'])}: fits? {mf['fits']}"
 )
-ratio = full.compute["flops_per_step"] / one_gpu.compute["flops_per_step"]
-teach.check("1.4", recompute_flops_answer, expected=ratio, rel=1e-3, unit="x")
 
 # %% [markdown]
 # Hugging Face's Accelerate ND-parallel guide (2025) quotes practical figures for gradient

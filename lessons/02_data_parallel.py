@@ -93,12 +93,16 @@ local = [flat(gradient(model, x[r * per_rank : (r + 1) * per_rank],
 result = cluster.all_reduce(local, op="sum")
 g_global = result.outputs[0]
 g_avg = g_global / DP
+teach.check("2.1", forgot_division_answer,
+            expected=np.linalg.norm(g_global) / np.linalg.norm(g_single), unit="x",
+            given=[teach.Quantity("dp", DP, "data-parallel ranks"),
+                   teach.Quantity("B", BATCH, "samples in the batch"),
+                   teach.Quantity("B/dp", BATCH // DP, "samples per rank")],
+            hint="the all-reduce adds dp local gradients, each about as large as the mean one")  # fmt: skip
 print(f"every rank got the same sum: {all(np.array_equal(o, g_global) for o in result.outputs)}")
 print(f"max |g_avg - g_single| = {np.max(np.abs(g_avg - g_single)):.3g} (float64 rounding)")
 print(f"all-reduce: {format_size(result.stats.bytes_sent[0])} sent per rank, "
       f"{format_time(result.time)} simulated")  # fmt: skip
-teach.check("2.1", forgot_division_answer,
-            expected=np.linalg.norm(g_global) / np.linalg.norm(g_single), unit="x", ranks=DP)  # fmt: skip
 
 # %% [markdown]
 # (Lesson 4 explains those bytes: how a ring all-reduce moves them and why the number per
@@ -159,7 +163,10 @@ def reference_accumulation(global_batch, dp, micro_batch):
 
 cases = [(64, 4, 16), (64, 4, 4), (64, 4, 1), (1536, 768 // (8 * 4), 1), (512, 8, 2), (96, 3, 8)]
 teach.check_function("2.2", accumulation_steps_answer, reference_accumulation, cases,
-                     unit="micro-batches")  # fmt: skip
+                     unit="micro-batches",
+                     given={"global_batch": "samples per optimizer step",
+                            "dp": "data-parallel replicas", "micro_batch": "samples per pass"},
+                     hint="global_batch = micro_batch · dp · accumulation, solved for accumulation")  # fmt: skip
 
 # %% [markdown]
 # A configuration that breaks the rule is refused with all four numbers and the choices
@@ -184,15 +191,29 @@ accumulation_bytes_answer = None  # your prediction: bytes (accumulation 4) / (a
 
 # %%
 accumulated = train_data_parallel(cluster, model, [(x, target)], dp=DP, micro_batch=4)
-print(f"global batch {BATCH} = micro-batch {accumulated.micro_batch} x dp {accumulated.dp} x "
-      f"accumulation {accumulated.accumulation}")  # fmt: skip
 g_acc = flat(accumulated.steps[0]["grads"])
-print(f"max |g_accumulated - g_single| = {np.max(np.abs(g_acc - g_single)):.3g}")
 sent_one = run.bytes_by_collective["all_reduce"][0]
 sent_acc = accumulated.bytes_by_collective["all_reduce"][0]
+teach.check(
+    "2.3",
+    accumulation_bytes_answer,
+    expected=sent_acc / sent_one,
+    unit="x",
+    given=[
+        teach.Quantity("dp", DP, "data-parallel ranks"),
+        teach.Quantity(
+            "accumulation",
+            accumulated.accumulation,
+            "micro-batches a rank adds up before the all-reduce",
+        ),
+    ],
+    hint="count the all-reduces per optimizer step, and the bytes of each",
+)
+print(f"global batch {BATCH} = micro-batch {accumulated.micro_batch} x dp {accumulated.dp} x "
+      f"accumulation {accumulated.accumulation}")  # fmt: skip
+print(f"max |g_accumulated - g_single| = {np.max(np.abs(g_acc - g_single)):.3g}")
 print(f"all-reduce bytes per rank: {format_size(sent_one)} (accumulation 1), "
       f"{format_size(sent_acc)} (accumulation 4)")  # fmt: skip
-teach.check("2.3", accumulation_bytes_answer, expected=sent_acc / sent_one, unit="x", ranks=DP)
 
 # %% [markdown]
 # ## Hiding the all-reduce behind backward

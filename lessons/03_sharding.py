@@ -158,7 +158,10 @@ def same_bytes(got, want):
 cases = [(0, 4, PSI), (1, 4, PSI), (2, 4, PSI), (3, 4, PSI), (1, 2, PSI), (2, 8, PSI),
          (3, 8, PSI), (3, 8, PSI_7B), (1, 64, PSI_7B), (2, 64, PSI_7B)]  # fmt: skip
 teach.check_function("3.1", model_state_per_rank_answer, measured_model_state, cases,
-                     compare=same_bytes, unit="B")  # fmt: skip
+                     compare=same_bytes, unit="B",
+                     given={"n": "data-parallel ranks", "psi": "parameters"},
+                     hint="16Ψ at stage 0; stage 1 shards the 12Ψ of optimizer state over n, "
+                     "stage 2 the 2Ψ of gradients too, stage 3 the 2Ψ of parameters too")  # fmt: skip
 
 # %% [markdown]
 # ## The bytes: ZeRO-3 sends 1.5× what data parallel sends
@@ -203,7 +206,24 @@ all_gathers_answer = None  # your prediction: all-gather calls per step
 # %%
 calls = {(t.tag.group, t.tag.call) for t in runs[3].trace.transfers
          if t.src == 0 and t.tag.collective == "all_gather"}  # fmt: skip
-teach.check("3.2", all_gathers_answer, expected=len(calls), unit="all-gathers")
+teach.check(
+    "3.2",
+    all_gathers_answer,
+    expected=len(calls),
+    unit="all-gathers",
+    given=[
+        teach.Quantity("blocks", LAYERS, "blocks, each its own unit"),
+        teach.Quantity("N", DP, "data-parallel ranks"),
+    ],
+    alternatives=[
+        teach.Alternative(
+            "one all-gather per block",
+            LAYERS,
+            "ZeRO-3 frees a unit after its forward, so its backward gathers it again.",
+        )
+    ],
+    hint="each unit is gathered before its forward, freed, and gathered again before its backward",
+)
 
 # %% [markdown]
 # (PyTorch FSDP's `reshard_after_forward=False`, the `SHARD_GRAD_OP` strategy, keeps each
@@ -323,17 +343,30 @@ def inter_node_bytes(run):
     return sum(t.nbytes for t in run.trace.transfers if t.src // PER_NODE != t.dst // PER_NODE)
 
 
+hsdp = hsdp_runs["HSDP, 2 replicas x 4 shards"]
+teach.check(
+    "3.3",
+    hsdp_inter_node_answer,
+    expected=inter_node_bytes(hsdp),
+    unit="B",
+    given=[
+        teach.Quantity("ranks", NODES * PER_NODE, "ranks in all"),
+        teach.Quantity("b", b, "bytes per element"),
+        teach.Quantity("Ψ", PSI, "parameters"),
+        teach.Quantity("dp_shard", PER_NODE, "shards of the model"),
+    ],
+    hint="each rank sends 2(2-1)/2 · (Ψ/4) · b bytes in its 2-rank ring all-reduce, "
+    "all of it to the other node; then add up the 8 ranks",
+)
 print(f"{'':<29}{'between nodes':>14}{'all bytes':>12}{'model state/rank':>18}{'step':>10}  match")
 for name, run in hsdp_runs.items():
     state = model_state(busiest(memory_peaks(run.trace, run.mesh.size)))
     total = sum(t.nbytes for t in run.trace.transfers)
     print(f"{name:<29}{format_size(inter_node_bytes(run)):>14}{format_size(total):>12}"
           f"{format_size(state):>18}{format_time(run.time):>10}  {run.match}")  # fmt: skip
-hsdp = hsdp_runs["HSDP, 2 replicas x 4 shards"]
 print("\nHSDP bytes per rank by mesh dimension:")
 for (dim, name), per_rank in sorted(hsdp.bytes_by_group.items()):
     print(f"  {dim:<13}{name:<15}{format_size(per_rank[0]):>10}")
-teach.check("3.3", hsdp_inter_node_answer, expected=inter_node_bytes(hsdp), unit="B", ranks=8)
 
 # %% [markdown]
 # HSDP sends a fraction of FSDP's bytes between nodes, and its step is faster here, but each

@@ -87,9 +87,20 @@ S = 64 * 2**20  # bytes: N·b
 ring8 = collsim.Cluster(topology.ring(8, bandwidth="100GB/s", latency="5us"))
 # count-only: the same schedule and network, sizes without data (no 64 MiB arrays needed)
 big = ring8.all_reduce(count=S // 4, dtype="float32", algorithm="ring")
+teach.check(
+    "4.1",
+    ring_bytes_answer,
+    expected=big.stats.bytes_sent[0],
+    unit="B",
+    ranks=8,
+    given=[
+        teach.Quantity("b", 4, "bytes per float32 element"),
+        teach.Quantity("N", S // 4, "elements in the buffer"),
+    ],
+    hint="2(K-1) steps, each sending one chunk of N/K elements of b bytes",
+)
 print(f"bytes sent per rank: {format_size(big.stats.bytes_sent[0])} on every rank: "
       f"{set(big.stats.bytes_sent) == {big.stats.bytes_sent[0]}} ({big.stats.steps} steps)")  # fmt: skip
-teach.check("4.1", ring_bytes_answer, expected=big.stats.bytes_sent[0], unit="B", ranks=8)
 
 # %% [markdown]
 # ## Which chunk does rank r send at step s?
@@ -120,8 +131,23 @@ def schedule_chunk(rank, step, k):
     return move.chunks.start
 
 
-cases = [(r, s, k) for k in (2, 3, 4, 5, 8) for s in range(1, 2 * (k - 1) + 1) for r in range(k)]
-correct_4_2 = teach.check_function("4.2", chunk_sent_answer, schedule_chunk, cases, unit="")
+cases = [(r, s, k) for k in (4, 2, 3, 5, 8) for s in range(1, 2 * (k - 1) + 1) for r in range(k)]
+
+
+def from_0(rank, step, k):
+    """What a rule that numbers the steps from 0 answers for step ``step`` (numbered from 1)."""
+    return schedule_chunk(rank, step + 1, k) if step < 2 * (k - 1) else None
+
+
+correct_4_2 = teach.check_function(
+    "4.2", chunk_sent_answer, schedule_chunk, cases, unit="",
+    given={"rank": "the sending rank", "step": "the step (from 1)", "k": "ranks in the ring"},
+    alternatives=[teach.Alternative("steps numbered from 0", from_0,
+                                    "The step-through numbers them from 1: step 1 is the "
+                                    "first send.")],
+    hint="at step 1 rank r sends the chunk just before its own; each later step, the chunk "
+    "it has just received; keep the index in 0 .. K-1",
+)  # fmt: skip
 
 # %% [markdown]
 # That rule is the whole algorithm. Here it is as a **rank program**: a generator that
@@ -209,6 +235,9 @@ naive = collsim.Cluster(switch8).all_reduce(count=S // 4, dtype="float32", algor
 ring_on_switch = collsim.Cluster(switch8).all_reduce(
     count=S // 4, dtype="float32", algorithm="ring"
 )
+teach.check("4.3", root_link_bytes_answer, expected=naive.stats.link_bytes[("switch", 0)],
+            unit="B", ranks=8, given=[teach.Quantity("S", S, "bytes in one buffer")],
+            hint="in the gather step every rank but the root sends its whole buffer to the root")  # fmt: skip
 print(f"naive: {naive.stats.steps} steps; bytes on switch -> r0: "
       f"{format_size(naive.stats.link_bytes[('switch', 0)])}")  # fmt: skip
 print(f"ring:  {ring_on_switch.stats.steps} steps; bytes on switch -> r0: "
@@ -217,8 +246,6 @@ for name, r in (("naive", naive), ("ring", ring_on_switch)):
     loads = r.stats.link_bytes.values()
     print(f"{name:<5}  busiest link {format_size(max(loads))}, all links together "
           f"{format_size(sum(loads))}")  # fmt: skip
-teach.check("4.3", root_link_bytes_answer, expected=naive.stats.link_bytes[("switch", 0)],
-            unit="B", ranks=8)  # fmt: skip
 
 # %% [markdown]
 # Both algorithms move the same bytes in total (printed above); what differs is where.
@@ -248,8 +275,8 @@ for k in (2, 4, 8, 16, 32, 64):
 # ## Takeaways
 #
 # - Ring all-reduce = **reduce-scatter** ($K-1$ steps, adding) + **all-gather** ($K-1$
-#   steps, copying); at step $s$ (numbered from 1) rank $r$ sends chunk $(r-s) \bmod K$ in
-#   both phases.
+#   steps, copying); one rule, the `chunk_sent` of Exercise 4.2, says which chunk rank $r$
+#   sends at step $s$ (numbered from 1) in both phases.
 # - Each rank sends $\frac{2(K-1)}{K}\,N b$ bytes: under twice its buffer at any $K$
 #   (Patarasuk & Yuan 2009), and every link carries the same load.
 # - The step count $2(K-1)$ does grow with $K$: each step costs a latency $\alpha$.

@@ -54,6 +54,15 @@ def send_time(cluster, nbytes):
 
 pair = collsim.Cluster(topology.ring(2, bandwidth="100GB/s", latency="5us"))
 alpha, beta = path_alpha_beta(pair.topology, 0, 1)
+teach.check(
+    "5.1",
+    send_time_answer,
+    expected=send_time(pair, 2**20),
+    rel=1e-3,
+    unit="s",
+    **teach.one_message_slips(alpha, beta, 2**20),
+    hint="α + n/β with n = 2^20 bytes and β = 10^11 bytes/s",
+)
 print(f"alpha = {format_time(alpha)}, beta = {format_rate(beta)}, "
       f"alpha*beta = {format_size(alpha * beta)}")  # fmt: skip
 print(f"{'n':>10} {'simulated':>10} {'n/beta':>10} {'(n/beta)/alpha':>14}")
@@ -68,7 +77,6 @@ for n in (8, 1024, 64 * 1024, int(alpha * beta), 2**20, 64 * 2**20):
     )
     print(f"{format_size(n):>10} {format_time(t):>10} {format_time(n / beta):>10} "
           f"{n / beta / alpha:>14.3g}  {bound}")  # fmt: skip
-teach.check("5.1", send_time_answer, expected=send_time(pair, 2**20), rel=1e-3, unit="s")
 
 # %% [markdown]
 # ## A collective: steps · α + bytes / β
@@ -92,6 +100,19 @@ one_byte = closed_form("all_reduce", "ring", k, 1, alpha, beta)
 latency_term = one_byte.steps * alpha  # steps·α, the part that does not grow with S
 per_byte = one_byte.time_s - latency_term
 balance = latency_term / per_byte
+teach.check(
+    "5.2",
+    balance_size_answer,
+    expected=balance,
+    rel=1e-3,
+    unit="B",
+    ranks=k,
+    given=[
+        teach.Quantity("αβ", alpha * beta, "a link moves in one latency", "B"),
+        teach.Quantity("2(K-1)", 2 * (k - 1), "steps"),
+    ],
+    hint="set 2(K-1)·α equal to 2(K-1)/K · S/β and solve for S",
+)
 print(f"latency term {format_time(latency_term)}; bandwidth term {format_time(per_byte)} "
       f"per byte, {format_time(per_byte * 2**20)} per MiB")  # fmt: skip
 ring8 = collsim.Cluster(topology.ring(k, bandwidth="100GB/s", latency="5us"))
@@ -99,7 +120,6 @@ for size in (balance / 64, balance, 64 * balance):
     t = ring8.all_reduce(count=int(size) // 4, dtype="float32").time
     print(f"S = {format_size(size):>10}: simulated {format_time(t):>10} = "
           f"{t / latency_term:6.3g} x the latency term")  # fmt: skip
-teach.check("5.2", balance_size_answer, expected=balance, rel=1e-3, unit="B", ranks=k)
 
 # %% [markdown]
 # ## Tree against ring
@@ -142,7 +162,10 @@ cases = [(4, 5e-6, 100e9), (8, 5e-6, 100e9), (16, 10e-6, 100e9), (64, 2e-6, 25e9
          (12, 1e-6, 300e9), (1000, 5e-6, 50e9)]  # fmt: skip
 correct_5_3 = teach.check_function("5.3", crossover_answer, closed_form_crossover, cases,
                                    compare=lambda got, want: abs(got - want) <= 1e-6 * want,
-                                   unit="B")  # fmt: skip
+                                   unit="B", given={"K": "ranks", "alpha": "latency (s)",
+                                                    "beta": "bandwidth (B/s)"},
+                                   hint="write 2⌈log2 K⌉(α + S/β) = 2(K-1)(α + S/(Kβ)) and "
+                                   "solve it for S; ⌈log2 K⌉ is math.ceil(math.log2(K))")  # fmt: skip
 
 # %% [markdown]
 # Now the simulation: a sweep of buffer sizes on one switch of 16 ranks, tree against ring,
@@ -235,15 +258,28 @@ hops = [len(route(ring_topology, a, b)) for a, b in pairs]
 per_link = Counter(link for a, b in pairs for link in route(ring_topology, a, b))
 print(f"links between consecutive ranks of {order}: {hops}")
 print(f"transfers crossing each link in one step: {sorted(set(per_link.values()))}")
-ratios = {}
+ratios, times = {}, {}
 for model in ("maxmin", "ideal"):
     cluster = collsim.Cluster(ring_topology, model=model)
     in_order = cluster.all_reduce(count=S // 4, dtype="float32")
     shuffled = cluster.all_reduce(count=S // 4, dtype="float32", group=order)
+    times[model] = (in_order.time, shuffled.time)
     ratios[model] = shuffled.time / in_order.time
-    print(f"model={model!r:<8}: in order {format_time(in_order.time)}, "
-          f"ranks {order}: {format_time(shuffled.time)} ({ratios[model]:.3g}x)")  # fmt: skip
-teach.check("5.4", misordered_slowdown_answer, expected=ratios["maxmin"], rel=0.02, unit="x")
+teach.check(
+    "5.4",
+    misordered_slowdown_answer,
+    expected=ratios["maxmin"],
+    rel=0.02,
+    unit="x",
+    given=[
+        teach.Quantity("sharing", max(per_link.values()), "transfers on each link"),
+        teach.Quantity("hops", max(hops), "links between neighbours"),
+    ],
+    hint="the bandwidth term dominates at 64 MiB: what share of a link does each transfer get?",
+)
+for model, (in_order_time, shuffled_time) in times.items():
+    print(f"model={model!r:<8}: in order {format_time(in_order_time)}, "
+          f"ranks {order}: {format_time(shuffled_time)} ({ratios[model]:.3g}x)")  # fmt: skip
 
 # %% [markdown]
 # The ideal model charges the mis-ordered ring only for the latency of its longer paths
@@ -256,10 +292,10 @@ teach.check("5.4", misordered_slowdown_answer, expected=ratios["maxmin"], rel=0.
 # - One message costs $\alpha + n/\beta$; a collective costs (steps)$\cdot\alpha$ +
 #   (bytes on the busiest link)$/\beta$ (Hockney's model; Thakur, Rabenseifner & Gropp
 #   2005).
-# - Below $S \approx$ steps$\cdot\alpha\beta$ / (bytes per unit of $S$) an algorithm is
-#   **latency-bound** and fewer steps win (tree, halving-doubling, even naive); above it it
-#   is **bandwidth-bound** and fewer bytes on the busiest link win (ring,
-#   halving-doubling). Ring all-reduce balances at $S = K\alpha\beta$.
+# - Below the size where its two terms are equal an algorithm is **latency-bound** and
+#   fewer steps win (tree, halving-doubling, even naive); above it it is
+#   **bandwidth-bound** and fewer bytes on the busiest link win (ring, halving-doubling).
+#   Exercise 5.2 found that size for the ring all-reduce.
 # - Tree and ring cross where $2\lceil\log_2 K\rceil(\alpha + S/\beta) = 2(K-1)(\alpha +
 #   S/(K\beta))$; libraries pick the algorithm by size.
 # - Closed forms assume every transfer has its links to itself. When flows share a link

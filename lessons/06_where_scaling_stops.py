@@ -15,6 +15,8 @@
 # As before: replace each `..._answer = None` with your prediction and run the check.
 
 # %%
+import math
+
 from collsim import teach
 from collsim.plan import plan
 from collsim.units import format_flops, format_rate, format_time
@@ -100,7 +102,11 @@ cases = [(7e9, 512, 2048, 64, 25e9, 150e12, 2), (70e9, 512, 2048, 64, 25e9, 150e
          (1.3e9, 256, 1024, 32, 50e9, 400e12, 4), (175e9, 1536, 2048, 768, 25e9, 150e12, 2),
          (7e9, 64, 4096, 8, 300e9, 150e12, 2)]  # fmt: skip
 teach.check_function("6.1", compute_to_comm_answer, planner_ratio, cases,
-                     compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="x")  # fmt: skip
+                     compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="x",
+                     given={"global_batch": "sequences per step", "seq": "tokens per sequence",
+                            "gpus": "GPUs", "grad_bytes": "bytes per gradient element"},
+                     hint="D is the tokens per GPU, global_batch · seq / gpus; P and BW are "
+                     "compute_rate and bandwidth")  # fmt: skip
 
 # %% [markdown]
 # ## Four knobs, not three
@@ -126,14 +132,30 @@ changes = {
     "2x compute rate (300 TFLOP/s)": {"compute_rate": "300TFLOP/s"},
     "2x gradient bytes (fp32)": {"precision": "fp32"},
 }
+faster = plan(**job, compute_rate="300TFLOP/s").scaling["compute_to_communication"]
+teach.check(
+    "6.2",
+    faster_gpu_answer,
+    expected=faster / base,
+    unit="x",
+    given=[teach.Quantity("P'/P", 2, "times the compute rate")],
+    alternatives=[
+        teach.Alternative(
+            "no change",
+            1,
+            "P is in the ratio's denominator: "
+            "a faster GPU shortens the compute, not the "
+            "all-reduce.",
+        )
+    ],
+    hint="P appears once, in the denominator of 3·D·BW/(P·b)",
+)
 print(f"{'change':<40} {'ratio':>6} {'x before':>8} {'step':>9} {'efficiency':>10}")
 for name, change in changes.items():
     s = plan(**{**job, **change}).scaling
     ratio = s["compute_to_communication"]
     print(f"{name:<40} {ratio:>6.4g} {ratio / base:>8.3g} {format_time(s['step_time_s']):>9} "
           f"{s['efficiency']:>10.1%}")  # fmt: skip
-faster = plan(**job, compute_rate="300TFLOP/s").scaling["compute_to_communication"]
-teach.check("6.2", faster_gpu_answer, expected=faster / base, unit="x")
 
 # %% [markdown]
 # The faster GPU still finishes the step sooner (compare the step column), but a larger
@@ -156,14 +178,33 @@ teach.check("6.2", faster_gpu_answer, expected=faster / base, unit="x")
 break_even_gpus_answer = None  # your prediction: GPUs where the ratio reaches 1
 
 # %%
+scalings = {gpus: plan(**{**job, "world_size": gpus}).scaling for gpus in (16, 64, 256, 1024)}
+# past one node, ratio x GPUs is the same for every K: the ratio is 1 at K = that product
+break_even = scalings[1024]["compute_to_communication"] * 1024
+teach.check(
+    "6.3",
+    break_even_gpus_answer,
+    expected=break_even,
+    rel=1e-3,
+    unit="GPUs",
+    given=[
+        teach.Quantity("b", 2, "bytes per bf16 gradient element"),
+        teach.Quantity("s", 2048, "tokens per sequence"),
+    ],
+    alternatives=[
+        teach.Alternative(
+            "the nearest power of two",
+            2 ** round(math.log2(break_even)),
+            "The ratio is exactly 1 at a GPU count that need "
+            "not be a whole number, nor a power of two.",
+        )
+    ],
+    hint="D = 512 · 2048 / K tokens per GPU; solve 3·D·BW/(P·b) = 1 for K",
+)
 print(f"{'GPUs':>5} {'D (tokens)':>10} {'ratio':>7} {'ratio x GPUs':>12}")
-for gpus in (16, 64, 256, 1024):
-    s = plan(**{**job, "world_size": gpus}).scaling
+for gpus, s in scalings.items():
     ratio = s["compute_to_communication"]
     print(f"{gpus:>5} {s['tokens_per_dp_rank']:>10,.0f} {ratio:>7.4g} {ratio * gpus:>12.6g}")
-# past one node, ratio x GPUs is the same for every K: the ratio is 1 at K = that product
-break_even = ratio * gpus
-teach.check("6.3", break_even_gpus_answer, expected=break_even, rel=1e-3, unit="GPUs")
 
 # %% [markdown]
 # The picture sweeps the GPU count for collsim's default scaling job, the same job as

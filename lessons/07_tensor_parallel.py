@@ -94,9 +94,7 @@ for r, (shape, y, dx, dw) in enumerate(col.returns):
     same_dw = np.allclose(dw, grads_ref["weight"][:, r * per : (r + 1) * per])
     print(f"rank {r}: holds W_{r} of shape {shape};  Y == X·W: {np.allclose(y, y_ref)};  "
           f"dX == one device's: {np.allclose(dx, dx_ref)};  dW_{r} == columns of dW: {same_dw}")  # fmt: skip
-col_bytes = collective_bytes(col.trace, TP)
-print(f"\nbytes each rank sent: {col_bytes}")
-print(f"collective calls per rank: {collective_calls(col.trace)}")
+col_bytes = collective_bytes(col.trace, TP)  # printed after Exercise 7.1, which predicts it
 
 # %% [markdown]
 # **Exercise 7.1 — predict, then check.** A ring all-reduce sends `2(K−1)/K · N · b` bytes
@@ -106,7 +104,22 @@ print(f"collective calls per rank: {collective_calls(col.trace)}")
 # %%
 dx_bytes_answer = None  # your prediction, in bytes
 
-teach.check("7.1", dx_bytes_answer, expected=col_bytes["all_reduce"][0], unit="B", ranks=TP)
+teach.check(
+    "7.1",
+    dx_bytes_answer,
+    expected=col_bytes["all_reduce"][0],
+    unit="B",
+    ranks=TP,
+    given=[
+        teach.Quantity("b", BYTES, "bytes per float64 element"),
+        teach.Quantity("N", BATCH * D_IN, "elements of dX"),
+        teach.Quantity("BATCH", BATCH, "rows of X"),
+        teach.Quantity("D_IN", D_IN, "columns of X"),
+    ],
+    hint="N = BATCH · D_IN elements of b = 8 bytes, in 2(K-1) steps of one chunk N/K",
+)
+print(f"\nbytes each rank sent: {col_bytes}")
+print(f"collective calls per rank: {collective_calls(col.trace)}")
 
 # %% [markdown]
 # ## The row split: all-reduce forward, nothing to sum backward
@@ -159,7 +172,14 @@ def reference_row_shards(x, w, tp):
 cases = []
 for tp, rows, inner, out in [(2, 3, 8, 5), (4, 2, 12, 3), (3, 5, 6, 6), (1, 4, 4, 2)]:
     cases.append((rng.uniform(-1, 1, (rows, inner)), rng.uniform(-1, 1, (inner, out)), tp))
-teach.check_function("7.2", row_shards_answer, reference_row_shards, cases)
+teach.check_function(
+    "7.2",
+    row_shards_answer,
+    reference_row_shards,
+    cases,
+    given={"tp": "tensor-parallel ranks"},
+    hint="np.split(x, tp, axis=-1) and np.split(w, tp, axis=0), paired up",
+)
 
 # %% [markdown]
 # ## Megatron's MLP: column, then row — one all-reduce each way
@@ -213,12 +233,7 @@ for name, program in [("Megatron f/g", megatron_program), ("gather, then split",
     run = cluster.run(program)
     ok = all(np.allclose(y, y_ref) and np.allclose(dx, dx_ref) for y, dx in run.returns)
     results[name] = run
-    print(f"{name:>18}: matches one device: {ok};  calls {collective_calls(run.trace)};  "
-          f"{format_size(run.stats.bytes_sent[0])} sent per rank")  # fmt: skip
-ratio = (
-    results["gather, then split"].stats.bytes_sent[0] / results["Megatron f/g"].stats.bytes_sent[0]
-)
-print(f"\nthe unpaired version moves {ratio:.3g}× the bytes of Megatron's pairing")
+    print(f"{name:>18}: matches one device: {ok};  calls {collective_calls(run.trace)}")
 
 # `collsim verify tp-mlp` does the same for several SGD steps against one device:
 report = verify("tp-mlp", tp=TP, batch=B, hidden=H, seq=S, steps=3)
@@ -234,7 +249,18 @@ print(f"verify tp-mlp: 3 SGD steps match one device: {report.match} "
 mlp_bytes_answer = None  # your prediction, in bytes
 
 teach.check("7.3", mlp_bytes_answer, expected=results["Megatron f/g"].stats.bytes_sent[0],
-            unit="B", ranks=TP)  # fmt: skip
+            unit="B", ranks=TP,
+            given=[teach.Quantity("b", 8, "bytes per float64 element"),
+                   teach.Quantity("N", B * S * H, "elements of one activation"),
+                   teach.Quantity("all-reduces", 2, "all-reduces (g forward, f backward)")],
+            hint="two all-reduces (g in the forward, f in the backward), each of B·S·H "
+            "elements: 2 × 2(t-1)/t · N · b")  # fmt: skip
+for name, run in results.items():
+    print(f"{name:>18}: {format_size(run.stats.bytes_sent[0])} sent per rank")
+ratio = (
+    results["gather, then split"].stats.bytes_sent[0] / results["Megatron f/g"].stats.bytes_sent[0]
+)
+print(f"\nthe unpaired version moves {ratio:.3g}× the bytes of Megatron's pairing")
 
 # %% [markdown]
 # ## Why TP stays inside a node
@@ -308,8 +334,8 @@ for name, run in runs.items():
 #
 # At real sizes: one activation of GPT-3's shape (sequence 2048, hidden 12288, bf16; one
 # sequence per micro-batch) is what each TP all-reduce carries. Below it is all-reduced in
-# count-only mode (sizes without data) within a machine and across machines, and multiplied by
-# the four all-reduces of each of GPT-3's 96 layers.
+# count-only mode (sizes without data) within a machine and across machines; the times, and
+# the four all-reduces of each of GPT-3's 96 layers, are printed after Exercise 7.4.
 
 # %%
 SEQ, HIDDEN, LAYERS = 2048, 12288, 96  # GPT-3 175B (Brown et al. 2020)
@@ -317,13 +343,7 @@ count = SEQ * HIDDEN  # elements of one (1, S, h) activation
 big = collsim.Cluster(topo)
 inside = big.all_reduce(count=count, dtype="bfloat16", group=[0, 1, 2, 3])
 across = big.all_reduce(count=count, dtype="bfloat16", group=[0, 2, 4, 6])
-size = count * 2  # bytes of bf16
-print(f"one all-reduce of {format_size(size)}: inside a node {format_time(inside.time)}, "
-      f"across nodes {format_time(across.time)} ({across.time / inside.time:.3g}× slower)")  # fmt: skip
-for name, result in [("inside a node", inside), ("across nodes", across)]:
-    total = 4 * LAYERS * result.time
-    print(f"  {name}: 4 × {LAYERS} layers × {format_time(result.time)} = {format_time(total)} "
-          "of TP all-reduces per micro-batch, on the critical path")  # fmt: skip
+size = count * 2  # bytes of bf16; the times are printed after Exercise 7.4 predicts one
 
 # %% [markdown]
 # **Exercise 7.4 — predict, then check.** The ring all-reduce takes `2(K−1)` steps, and every
@@ -335,10 +355,35 @@ for name, result in [("inside a node", inside), ("across nodes", across)]:
 # %%
 cross_node_time_answer = None  # your prediction, in seconds (or a string like "1.5ms")
 
-teach.check("7.4", cross_node_time_answer, expected=across.time, rel=1e-3, unit="s", ranks=4)
+teach.check(
+    "7.4",
+    cross_node_time_answer,
+    expected=across.time,
+    rel=1e-3,
+    unit="s",
+    ranks=4,
+    given=[
+        teach.Quantity("2(K-1)α", 6 * alpha_out, "of latency, the ring's steps", "s"),
+        teach.Quantity("α", alpha_out, "of latency between machines", "s"),
+    ],
+    alternatives=[
+        teach.Alternative(
+            "the inside-a-node α and β",
+            inside.time,
+            "Every step of the cross-node ring waits for a hop between machines.",
+        )
+    ],
+    hint="six steps, each α + S/(4β), with the α and β between machines",
+)
 # the closed form collsim's planner uses gives the same number:
 formula = closed_form("all_reduce", "ring", ranks=4, size=size, alpha=alpha_out, beta=beta_out)
 print(f"closed form: {format_time(formula.time_s)}")
+print(f"one all-reduce of {format_size(size)}: inside a node {format_time(inside.time)}, "
+      f"across nodes {format_time(across.time)} ({across.time / inside.time:.3g}× slower)")  # fmt: skip
+for name, result in [("inside a node", inside), ("across nodes", across)]:
+    total = 4 * LAYERS * result.time
+    print(f"  {name}: 4 × {LAYERS} layers × {format_time(result.time)} = {format_time(total)} "
+          "of TP all-reduces per micro-batch, on the critical path")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

@@ -46,9 +46,6 @@ P, M = 4, 8  # stages, micro-batches
 gpipe = pipeline_step("gpipe", stages=P, microbatches=M)
 print(gpipe.schedule.table())
 print(f"\npass times (s): {gpipe.times};  gradients match one device: {gpipe.match}")
-print(f"step {format_time(gpipe.step_time)}; each stage busy {format_time(gpipe.busy_time[0])}, "
-      f"idle {format_time(gpipe.idle_time[0])}")  # fmt: skip
-teach.show(timeline_figure(gpipe), "08_gpipe_timeline")
 
 # %% [markdown]
 # **Exercise 8.1 — predict, then check.** What fraction of the step does a stage spend idle
@@ -57,8 +54,32 @@ teach.show(timeline_figure(gpipe), "08_gpipe_timeline")
 # %%
 gpipe_bubble_answer = None  # your prediction, a fraction between 0 and 1
 
-teach.check("8.1", gpipe_bubble_answer, expected=gpipe.bubble_fraction, rel=1e-3, unit="fraction")
+teach.check(
+    "8.1",
+    gpipe_bubble_answer,
+    expected=gpipe.bubble_fraction,
+    rel=1e-3,
+    unit="fraction",
+    given=[teach.Quantity("p", P, "stages"), teach.Quantity("m", M, "micro-batches")],
+    alternatives=[
+        teach.Alternative(
+            "Narayanan et al.'s bubble (p-1)/m",
+            (P - 1) / M,
+            "It divides the idle time by the ideal compute time; this "
+            "exercise asks for the share of the whole step.",
+        ),
+        teach.Alternative(
+            "a percentage",
+            100 * gpipe.bubble_fraction,
+            "Give the fraction between 0 and 1: 0.25, not 25.",
+        ),
+    ],
+    hint="idle (p-1) pass slots out of the step's m + p - 1",
+)
 print(f"formula (p-1)/(m+p-1): {gpipe.formula_bubble_fraction():.6g}")
+print(f"step {format_time(gpipe.step_time)}; each stage busy {format_time(gpipe.busy_time[0])}, "
+      f"idle {format_time(gpipe.idle_time[0])}")  # fmt: skip
+teach.show(timeline_figure(gpipe), "08_gpipe_timeline")
 
 # %% [markdown]
 # The bubble shrinks as `m` grows — more micro-batches to overlap with the fill and the drain.
@@ -83,7 +104,14 @@ m_needed = next(m for m in range(1, 200)
 
 microbatches_needed_answer = None  # your prediction: a number of micro-batches
 
-teach.check("8.2", microbatches_needed_answer, expected=m_needed, unit="micro-batches")
+teach.check(
+    "8.2",
+    microbatches_needed_answer,
+    expected=m_needed,
+    unit="micro-batches",
+    given=[teach.Quantity("p", P, "stages")],
+    hint="solve (p-1)/(m+p-1) <= 0.1 for m, then take the next whole number",
+)
 
 # %% [markdown]
 # ## GPipe vs 1F1B: same bubble, far less memory
@@ -128,7 +156,11 @@ one_f_one_b_16 = pipeline_step("1f1b", stages=P, microbatches=16)
 peak_inflight_answer = None  # your prediction: a number of micro-batches
 
 teach.check("8.3", peak_inflight_answer, expected=one_f_one_b_16.peak_inflight[0],
-            unit="micro-batches")  # fmt: skip
+            unit="micro-batches", given=[teach.Quantity("p", P, "stages")],
+            alternatives=[teach.Alternative("m, what GPipe holds", 16,
+                                            "1F1B starts its backwards after p - s warm-up "
+                                            "forwards, and each backward frees one.")],
+            hint="stage s holds min(p - s, m); stage 0 is s = 0")  # fmt: skip
 gpipe_16 = pipeline_step("gpipe", stages=P, microbatches=16)
 print(f"GPipe with m=16 holds {gpipe_16.peak_inflight[0]} on stage 0")
 
@@ -178,7 +210,13 @@ def close(got, want):
 
 teach.check_function("8.4", bubble_answer, measured_bubble,
                      cases=[(4, 8, 1), (4, 8, 2), (2, 4, 4), (8, 8, 2), (3, 6, 3)],
-                     compare=close, unit="fraction")  # fmt: skip
+                     compare=close, unit="fraction",
+                     given={"p": "stages", "m": "micro-batches", "v": "chunks per stage"},
+                     alternatives=[teach.Alternative(
+                         "Narayanan et al.'s bubble (p-1)/(v·m)", lambda p, m, v: (p - 1) / (v * m),
+                         "It divides the idle time by the ideal compute time; the check measures "
+                         "the share of the whole step.")],
+                     hint="the idle time shrinks v-fold: (p-1)/v slots out of m + (p-1)/v")  # fmt: skip
 
 # %% [markdown]
 # ## Zero bubble: fill the gaps with weight gradients
@@ -197,11 +235,6 @@ teach.check_function("8.4", bubble_answer, measured_bubble,
 # %%
 zb = pipeline_step("zb-h1", stages=P, microbatches=M)
 print(zb.schedule.table())
-print(f"\nzb-h1: bubble {zb.bubble_fraction:.2%} (formula {zb.formula_bubble_fraction():.2%}), "
-      f"peak in-flight {zb.peak_inflight}, match {zb.match}")  # fmt: skip
-print(f"1f1b : idle per stage {format_time(one_f_one_b.bubble_time)};  "
-      f"zb-h1: {format_time(zb.bubble_time)}")  # fmt: skip
-teach.show(timeline_figure(zb), "08_zb_h1_timeline")
 
 # %% [markdown]
 # **Exercise 8.5 — predict, then check.** With `p = 4`, `m = 8` and the pass times printed
@@ -213,7 +246,27 @@ print(f"pass times: {zb.times}")
 
 zb_idle_time_answer = None  # your prediction, in seconds (or a string like "2ms")
 
-teach.check("8.5", zb_idle_time_answer, expected=zb.bubble_time, rel=1e-3, unit="s")
+teach.check(
+    "8.5",
+    zb_idle_time_answer,
+    expected=zb.bubble_time,
+    rel=1e-3,
+    unit="s",
+    given=[teach.Quantity("p-1", P - 1, "fill-and-drain slots")],
+    alternatives=[
+        teach.Alternative(
+            "1F1B's idle time (p-1)(t_f+t_b+t_w)",
+            one_f_one_b.bubble_time,
+            "ZB-H1 fills part of it with the W passes.",
+        )
+    ],
+    hint="(p-1)(t_f + t_b - t_w) with the pass times printed above",
+)
+print(f"\nzb-h1: bubble {zb.bubble_fraction:.2%} (formula {zb.formula_bubble_fraction():.2%}), "
+      f"peak in-flight {zb.peak_inflight}, match {zb.match}")  # fmt: skip
+print(f"1f1b : idle per stage {format_time(one_f_one_b.bubble_time)};  "
+      f"zb-h1: {format_time(zb.bubble_time)}")  # fmt: skip
+teach.show(timeline_figure(zb), "08_zb_h1_timeline")
 
 # %% [markdown]
 # ## All four side by side

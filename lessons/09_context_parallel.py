@@ -287,7 +287,12 @@ def same_bytes(got, want):
 cases = [(2, 16, 16, 4, 8), (1, 16, 8, 2, 8), (3, 32, 8, 4, 8), (1, S, D, 8, BF16),
          (4, S, D, 16, BF16)]  # fmt: skip
 teach.check_function("9.1", ring_layer_bytes_answer, measured_ring_layer_bytes, cases,
-                     compare=same_bytes, unit="B")  # fmt: skip
+                     compare=same_bytes, unit="B",
+                     given={"batch_size": "sequences", "seq": "tokens per sequence",
+                            "d_model": "model width", "cp": "context-parallel ranks",
+                            "bytes_per_element": "bytes per element"},
+                     hint="3cp - 2 K/V blocks a layer (forward and backward), each of "
+                     "2·B·(S/cp)·D·b bytes (a K and a V)")  # fmt: skip
 
 # %% [markdown]
 # ## The causal imbalance, and the load-balanced layout
@@ -361,7 +366,22 @@ last_rank_share_answer = None  # your prediction: last rank's work ÷ the mean, 
 # %%
 eight = cp_run("ring", "contiguous", cp=8)
 work8 = [sum(f for (r, _), (_, f) in ring_steps(eight).items() if r == rank) for rank in range(8)]
-teach.check("9.2", last_rank_share_answer, expected=work8[-1] / np.mean(work8), unit="x", ranks=8)
+teach.check(
+    "9.2",
+    last_rank_share_answer,
+    expected=work8[-1] / np.mean(work8),
+    unit="x",
+    ranks=8,
+    given=[teach.Quantity("L", SEQ // 8, "tokens per tile")],
+    alternatives=[
+        teach.Alternative(
+            "the large-tile ratio (2cp-1)/cp",
+            15 / 8,
+            "With 2-token tiles the diagonal's L(L+1)/2 is not yet L²/2.",
+        )
+    ],
+    hint="rank i keeps i·L² + L(L+1)/2 pairs; divide the last rank's by the mean",
+)
 
 # %% [markdown]
 # **Exercise 9.3 — write the layout.** Write `balanced_positions(seq, cp, i)`: the global
@@ -378,7 +398,10 @@ def reference_positions(seq, cp, i):
 
 
 teach.check_function("9.3", balanced_positions_answer, reference_positions,
-                     cases=[(8, 2, 0), (8, 2, 1), (16, 4, 3), (32, 4, 0), (24, 3, 1)])  # fmt: skip
+                     cases=[(8, 2, 0), (8, 2, 1), (16, 4, 3), (32, 4, 0), (24, 3, 1)],
+                     given={"seq": "tokens", "cp": "context-parallel ranks", "i": "the rank"},
+                     hint="cut range(seq) into 2·cp equal chunks; rank i takes chunk i, then "
+                     "chunk 2cp-1-i")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

@@ -100,8 +100,15 @@ def mesh_coords(rank, pp, dp, tp):
     return (c["pp"], c["dp"], c["tp"])
 
 
-cases = [(5, 2, 2, 2), (37, 4, 3, 8), (95, 4, 3, 8), (0, 1, 1, 1), (13, 2, 4, 2), (6, 1, 8, 1)]
-teach.check_function("10.1", coords_answer, mesh_coords, cases)
+cases = [(37, 4, 3, 8), (5, 2, 2, 2), (95, 4, 3, 8), (0, 1, 1, 1), (13, 2, 4, 2), (6, 1, 8, 1)]
+teach.check_function(
+    "10.1",
+    coords_answer,
+    mesh_coords,
+    cases,
+    given={"pp": "pipeline stages", "dp": "data-parallel replicas", "tp": "tensor-parallel ranks"},
+    hint="tp varies fastest: tp_rank = rank % tp, then dp_rank = (rank // tp) % dp, ...",
+)
 
 # %% [markdown]
 # ## All three at once, checked against one device
@@ -173,7 +180,13 @@ smaller = plan(world_size=64, tp=4, pp=2, layers=24, hidden=2048, heads=16, seq=
 accumulation_answer = None  # your prediction: accumulation steps
 
 teach.check("10.2", accumulation_answer, expected=smaller.derived["accumulation"],
-            unit="accumulation steps")  # fmt: skip
+            unit="accumulation steps",
+            given=[teach.Quantity("dp", smaller.derived["dp"], "data-parallel replicas"),
+                   teach.Quantity("tp·pp", 4 * 2, "GPUs per model replica"),
+                   teach.Quantity("micro_batch", 1, "sample per pass"),
+                   teach.Quantity("world", 64, "GPUs"), teach.Quantity("tp", 4, "TP ranks"),
+                   teach.Quantity("pp", 2, "pipeline stages")],
+            hint="dp = world / (tp·pp); then global_batch = micro_batch · dp · accumulation")  # fmt: skip
 
 # %% [markdown]
 # A framework stops at its first failed assertion; the planner lists every broken rule with
@@ -208,7 +221,27 @@ print(f"valid: {megatron784.valid};  broken rules: {[v.rule for v in megatron784
 # %%
 dp_answer = None  # your prediction
 
-teach.check("10.3", dp_answer, expected=megatron784.derived["dp"], unit="replicas")
+teach.check(
+    "10.3",
+    dp_answer,
+    expected=megatron784.derived["dp"],
+    unit="replicas",
+    given=[
+        teach.Quantity("tp·pp", 8 * 4, "GPUs per model replica"),
+        teach.Quantity("world", 784, "GPUs"),
+        teach.Quantity("tp", 8, "tensor-parallel ranks"),
+        teach.Quantity("pp", 4, "pipeline stages"),
+    ],
+    alternatives=[
+        teach.Alternative(
+            "the whole number below",
+            784 // 32,
+            "784 / 32 is not a whole number, and that is "
+            "Megatron's error: give the exact quotient.",
+        )
+    ],
+    hint="784 divided by 8·4, exactly",
+)
 
 # %% [markdown]
 # Megatron stops there. The planner's message says the same, and its hint lists what would
@@ -228,7 +261,21 @@ fixed_world = megatron784.suggestions[0].config.world_size
 
 world_size_answer = None  # your prediction: a number of GPUs
 
-teach.check("10.4", world_size_answer, expected=fixed_world, unit="GPUs")
+teach.check(
+    "10.4",
+    world_size_answer,
+    expected=fixed_world,
+    unit="GPUs",
+    given=[teach.Quantity("tp·pp", 8 * 4, "GPUs per model replica")],
+    alternatives=[
+        teach.Alternative(
+            "800, the multiple above 784",
+            800,
+            "With 800 GPUs dp = 25, which does not divide the global batch of 1536.",
+        )
+    ],
+    hint="784 ± 16 are the two multiples of 32; which dp divides 1536?",
+)
 
 # %% [markdown]
 # Why not keep 784 GPUs and change `tp` or `pp` instead? The planner explains, and lists
@@ -265,8 +312,6 @@ print(f"\nwith {fixed_world} GPUs: valid {fixed.valid}, dp = {fixed.derived['dp'
 # %%
 acc = dict(dp_replicate=2, dp_shard=4, tp=2, micro_batch=2, accumulation=4)
 hsdp = plan(world_size=16, layers=4, hidden=1024, heads=16, seq=1024, **acc)
-print(f"valid: {hsdp.valid};  planner: dp = {hsdp.derived['dp']}, "
-      f"global batch = {hsdp.derived['global_batch']}")  # fmt: skip
 print(hsdp.notes[0])
 
 # which GPUs get different data? one batch shard per (dp_replicate, dp_shard) coordinate
@@ -277,9 +322,7 @@ print(f"\n{mesh.size} GPUs, {len(shards)} different batch shards "
 
 h = hsdp.derived
 guide_dp = h["dp_shard"] * h["dp_replicate"] / hsdp.config.tp
-guide_batch = h["micro_batch"] * h["accumulation"] * guide_dp
-print(f"the guide's formula: dp_world_size = {guide_dp:g}, effective batch = {guide_batch:g}"
-      f"  — {hsdp.derived['global_batch'] / guide_batch:g}× too small (a factor tp)")  # fmt: skip
+guide_batch = h["micro_batch"] * h["accumulation"] * guide_dp  # printed after Exercise 10.5
 
 # %% [markdown]
 # **Exercise 10.5 — predict, then check.** How many samples does one optimizer step of this
@@ -288,7 +331,31 @@ print(f"the guide's formula: dp_world_size = {guide_dp:g}, effective batch = {gu
 # %%
 samples_answer = None  # your prediction: samples per optimizer step
 
-teach.check("10.5", samples_answer, expected=hsdp.derived["global_batch"], unit="samples")
+teach.check(
+    "10.5",
+    samples_answer,
+    expected=hsdp.derived["global_batch"],
+    unit="samples",
+    given=[
+        teach.Quantity("tp", 2, "tensor-parallel ranks"),
+        teach.Quantity("accumulation", 4, "accumulation steps"),
+        teach.Quantity("micro_batch", 2, "samples per pass"),
+    ],
+    alternatives=[
+        teach.Alternative(
+            "the Accelerate guide's formula, divided by tp",
+            guide_batch,
+            "Accelerate's ParallelismConfig gives the TP ranks "
+            "the same batch: dp = dp_replicate · dp_shard, not "
+            "divided by tp.",
+        )
+    ],
+    hint="micro_batch · (dp_replicate · dp_shard) · accumulation",
+)
+print(f"valid: {hsdp.valid};  planner: dp = {hsdp.derived['dp']}, "
+      f"global batch = {hsdp.derived['global_batch']}")  # fmt: skip
+print(f"the guide's formula: dp_world_size = {guide_dp:g}, effective batch = {guide_batch:g}"
+      f"  — {hsdp.derived['global_batch'] / guide_batch:g}× too small (a factor tp)")  # fmt: skip
 
 # %% [markdown]
 # ## Every strategy of Accelerate's ND-parallelism guide

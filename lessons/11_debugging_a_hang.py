@@ -123,7 +123,8 @@ missing_rank_answer = None  # your answer: a rank number
 teach.check_rank("11.1", missing_rank_answer, expected=missing[0], ranks=K,
                  why="it is the one rank not waiting in the report: with 11 samples it had one "
                      "step fewer, finished its loop and left",
-                 about={r: f"it is waiting: {whats[0]}" for r, whats in hang.waiting.items()})  # fmt: skip
+                 about={r: f"it is waiting: {whats[0]}" for r, whats in hang.waiting.items()},
+                 hint="the report lists the ranks that wait; one rank is not among them")  # fmt: skip
 
 # %% [markdown]
 # **Exercise 11.2 — read the report.** At which position `#N` of the ranks' sequence of
@@ -135,7 +136,23 @@ positions = {int(p) for whats in hang.waiting.values() for w in whats
              for p in re.findall(r"all_reduce #(\d+)", w)}  # fmt: skip
 hang_position_answer = None  # your answer: the position N
 
-teach.check("11.2", hang_position_answer, expected=positions.pop(), unit="(position N)")
+hang_at = min(positions)  # every waiting rank names the same position
+teach.check(
+    "11.2",
+    hang_position_answer,
+    expected=hang_at,
+    unit="(position N)",
+    given=[teach.Quantity("K", K, "ranks"), teach.Quantity("n", N_SAMPLES, "samples")],
+    alternatives=[
+        teach.Alternative(
+            "a position counted from 1",
+            hang_at + 1,
+            "The report numbers each rank's all-reduces from 0: #0 is the first.",
+        )
+    ],
+    hint="the ranks with the fewest samples run ⌊n/K⌋ steps, the others one more; "
+    "the first all-reduce is #0",
+)
 
 # %% [markdown]
 # The fix is in the data, not the communication: give every rank the same number of steps.
@@ -181,7 +198,8 @@ odd_rank_answer = None  # your answer: a rank number
 teach.check_rank("11.3", odd_rank_answer, expected=odd[0], ranks=K,
                  why=f"its call is the only one of its kind: {calls[str(odd[0])]}",
                  about={int(r): f"its call is the same as the other ranks': {call}"
-                        for r, call in calls.items() if int(r) != odd[0]})  # fmt: skip
+                        for r, call in calls.items() if int(r) != odd[0]},
+                 hint="compare the calls line by line: count, dtype, op")  # fmt: skip
 
 # %% [markdown]
 # ## 3. A cycle of blocking sends
@@ -246,7 +264,10 @@ def reference_shift(k, seed):
 
 
 teach.check_function("11.4", shift_answer, reference_shift,
-                     cases=[(4, 0), (2, 1), (3, 2), (5, 3), (8, 4)], adapt=run_on_ring)  # fmt: skip
+                     cases=[(4, 0), (2, 1), (3, 2), (5, 3), (8, 4)], adapt=run_on_ring,
+                     given={"k": "ranks in the ring"},
+                     hint="h = yield rank.isend(right, x); y = yield rank.recv(left); "
+                     "yield rank.wait(h); return y")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

@@ -137,7 +137,16 @@ tp_slowdown_answer = None  # your prediction: closed-form time across IB / time 
 # %%
 nvswitch, infiniband = list(PLACEMENTS)[:2]
 by_formula = tp_closed_form(infiniband).time_s / tp_closed_form(nvswitch).time_s
-teach.check("12.1", tp_slowdown_answer, expected=by_formula, rel=1e-6, unit="x")
+teach.check(
+    "12.1",
+    tp_slowdown_answer,
+    expected=by_formula,
+    rel=1e-6,
+    unit="x",
+    ranks=TP,
+    hint="closed_form(...).time_s across InfiniBand divided by the same on NVSwitch; "
+    "at this size the bandwidth term dominates",
+)
 print(f"simulated: {tp_time[infiniband] / tp_time[nvswitch]:.4g}x slower")
 
 # %% [markdown]
@@ -190,8 +199,8 @@ teach.show(tp_placement_figure(), "12_tp_placement")
 # ## 2. Across nodes, the NICs set the busbw
 #
 # Data parallelism, unlike TP, has to leave the node: the gradient all-reduce spans every
-# node. How fast can it be? Take two DGX A100 nodes, 16 GPUs, and NVIDIA's figure for
-# them: about 192 GB/s of all-reduce busbw with 8 HDR NICs per node.
+# node. How fast can it be? Take two DGX A100 nodes, 16 GPUs, 8 HDR NICs per node: NVIDIA
+# publishes an all-reduce busbw for them, which Exercise 12.2 works out from the NICs.
 #
 # Every byte that goes from one node to the other leaves through a NIC. A ring of all 16
 # GPUs crosses between the nodes twice, and in each of its `2(K−1)` steps each crossing
@@ -233,7 +242,8 @@ nic_ceiling_answer = None  # your prediction, in bytes/s (or a string like "100G
 
 # ranks=: the NIC count, so an answer of one NIC's rate is named as 1/8 of the ceiling
 teach.check("12.2", nic_ceiling_answer, expected=A100.inter.nics * NIC_RATE, unit="B/s",
-            ranks=A100.inter.nics)  # fmt: skip
+            ranks=A100.inter.nics, hint="one channel per NIC, each at the NIC's effective "
+            "rate: the NICs' rates added up")  # fmt: skip
 for name in ("2 nodes, nccl_ring (8 channels)", "4 nodes, nccl_ring (8 channels)"):
     print(f"{name}: {a100_busbw[name] / (A100.inter.nics * NIC_RATE):.1%} of the NICs' ceiling")
 
@@ -329,7 +339,15 @@ def crossover(a, b):
 
 ll_to_ll128 = crossover(PROTOCOLS["ll"], PROTOCOLS["ll128"])
 ll128_to_simple = crossover(PROTOCOLS["ll128"], PROTOCOLS["simple"])
-teach.check("12.3", ll128_crossover_answer, expected=ll_to_ll128, rel=1e-6, unit="B")
+teach.check(
+    "12.3",
+    ll128_crossover_answer,
+    expected=ll_to_ll128,
+    rel=1e-6,
+    unit="B",
+    ranks=8,
+    hint="λ_LL + S/(K·β·e_LL) = λ_LL128 + S/(K·β·e_LL128), solved for S",
+)
 print(f"LL128 meets Simple at {format_size(ll128_to_simple)}")
 
 
@@ -398,7 +416,8 @@ for size in (2**12, 2**30):
 # applies it. Here GPU 5's NVLink port on one DGX H100 runs at a quarter of its rate (the
 # command line's `--slow-link 5-nvswitch0:0.25`), and a 64 MiB all-reduce runs with the ring
 # and with the tree (lesson 5), healthy and degraded. For each rank: when it finished its
-# part (its last transfer, sent or received).
+# part (its last transfer, sent or received); the tree's below, the ring's after Exercise
+# 12.4 asks you to predict it.
 
 # %%
 SLOW_LINK = "5-nvswitch0:0.25"
@@ -417,17 +436,21 @@ def finish_times(result):
     return [last[r] for r in result.group.ranks]
 
 
-finished = {}
-for algorithm in ("ring", "tree"):
-    for name, cluster in (("healthy", healthy), ("slow link", degraded)):
-        result = cluster.all_reduce(count=TP_COUNT, dtype="bfloat16", algorithm=algorithm)
-        finished[algorithm, name] = finish_times(result)
+def show_finishes(algorithm):
     ratios = [
         s / h for s, h in zip(finished[algorithm, "slow link"], finished[algorithm, "healthy"])
     ]
     print(f"{algorithm}: healthy {format_time(max(finished[algorithm, 'healthy']))}, with the "
           f"slow link {format_time(max(finished[algorithm, 'slow link']))}; each rank's finish, "
           f"x its healthy one: {' '.join(f'{r:.2f}' for r in ratios)}")  # fmt: skip
+
+
+finished = {}
+for algorithm in ("ring", "tree"):
+    for name, cluster in (("healthy", healthy), ("slow link", degraded)):
+        result = cluster.all_reduce(count=TP_COUNT, dtype="bfloat16", algorithm=algorithm)
+        finished[algorithm, name] = finish_times(result)
+show_finishes("tree")  # the ring's after Exercise 12.4, which predicts it
 
 # %% [markdown]
 # **The ring.** In every one of its `2(K−1)` steps rank 4 sends to rank 5 and rank 5 to
@@ -447,9 +470,19 @@ slow_ring_answer = None  # your prediction: degraded ring time / healthy ring ti
 alpha, beta = hop(H100, 0, 1, SIMPLE)
 ring_slowdown = (degraded_ring_all_reduce_time(8, TP_BYTES, alpha, beta, factor=0.25)
                  / degraded_ring_all_reduce_time(8, TP_BYTES, alpha, beta, factor=1.0))  # fmt: skip
-teach.check("12.4", slow_ring_answer, expected=ring_slowdown, rel=1e-6, unit="x")
+teach.check(
+    "12.4",
+    slow_ring_answer,
+    expected=ring_slowdown,
+    rel=1e-6,
+    unit="x",
+    ranks=8,
+    given=[teach.Quantity("1/f", 4, "times slower port")],
+    hint="(α + S/(K·f·β)) / (α + S/(K·β)): the latency does not slow down",
+)
 simulated = max(finished["ring", "slow link"]) / max(finished["ring", "healthy"])
 print(f"simulated: {simulated:.4g}x")
+show_finishes("ring")
 
 # %% [markdown]
 # **The tree.** Lesson 5's binomial tree reduces to rank 0 in `log2 K` steps, then
@@ -475,7 +508,9 @@ teach.check_rank("12.5", slow_partner_answer, expected=late, ranks=TP,
                      f"the result back over it ({tree_ratio[late]:.2f}x its healthy time)",
                  about={r: f"it finishes at {tree_ratio[r]:.2f}x its healthy time, after the "
                            f"late reduce but without the slow broadcast" for r in others
-                        if r != late})  # fmt: skip
+                        if r != late},
+                 hint="the slow port is rank 5's: which rank does rank 5 send to, and hear "
+                 "back from, in a binomial tree?")  # fmt: skip
 
 
 # %%
@@ -563,7 +598,8 @@ teach.check_rank("12.6", stopped_rank_answer, expected=report.culprit.rank, rank
                  why=f"its line says CRASHED at t={format_time(report.culprit.time)}; the "
                      "others wait in an all-reduce it never entered",
                  about={r: f"it waits in all_reduce #{line.entered[0]}"
-                        for r, line in report.ranks.items() if line.crashed_at is None})  # fmt: skip
+                        for r, line in report.ranks.items() if line.crashed_at is None},
+                 hint="one line per rank: which one does not say it waits?")  # fmt: skip
 
 # %% [markdown]
 # **Exercise 12.7 — read the report, then the program.** At which position `#N` (counting
@@ -575,7 +611,22 @@ teach.check_rank("12.6", stopped_rank_answer, expected=report.culprit.rank, rank
 waiting_in = {line.entered[0] for line in report.ranks.values() if line.crashed_at is None}
 hang_position_answer = None  # your answer: the position N
 
-teach.check("12.7", hang_position_answer, expected=waiting_in.pop(), unit="(position N)")
+waited_at = min(waiting_in)  # the seven ranks wait in the same all-reduce
+teach.check(
+    "12.7",
+    hang_position_answer,
+    expected=waited_at,
+    unit="(position N)",
+    given=[teach.Quantity("TP", TP, "ranks")],
+    alternatives=[
+        teach.Alternative(
+            "a position counted from 1",
+            waited_at + 1,
+            "The report numbers each rank's all-reduces from 0: #0 is the first.",
+        )
+    ],
+    hint="steps start every 1 ms; count the all-reduces that began before 2.3 ms, from #0",
+)
 
 # %% [markdown]
 # The same story as a picture, drawn from the trace the error carries (`error.trace`): the

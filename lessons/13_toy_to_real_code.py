@@ -67,7 +67,6 @@ def ring_generator(rank, x):
 
 toy = cluster.run(lambda rank: ring_generator(rank, inputs[rank.id]))
 print("every output equals numpy's sum:", all(np.array_equal(o, expected) for o in toy.returns))
-print(f"bytes sent per rank: {[format_size(b) for b in toy.stats.bytes_sent]}")
 print(f"simulated time: {format_time(toy.time)}")
 
 # %% [markdown]
@@ -106,8 +105,8 @@ def ring_mpi(inputs):
 
 real = collsim.exec(ring_mpi, cluster=cluster, args=(inputs,))
 print("every output equals numpy's sum:", all(np.array_equal(o, expected) for o in real.returns))
-print(f"bytes sent per rank: {[format_size(b) for b in real.bytes_sent]} "
-      f"(the generator's: the same? {real.bytes_sent == toy.stats.bytes_sent})")  # fmt: skip
+print(f"the same bytes as the generator's (counted after Exercise 13.1): "
+      f"{real.bytes_sent == toy.stats.bytes_sent}")  # fmt: skip
 print(f"simulated time: {format_time(real.time)} (the generator's: {format_time(toy.time)})")
 
 # %% [markdown]
@@ -122,7 +121,20 @@ print(f"simulated time: {format_time(real.time)} (the generator's: {format_time(
 mpi_ring_bytes_answer = None  # your prediction: bytes sent per rank
 
 # %%
-teach.check("13.1", mpi_ring_bytes_answer, expected=real.bytes_sent[0], unit="B", ranks=K)
+teach.check(
+    "13.1",
+    mpi_ring_bytes_answer,
+    expected=real.bytes_sent[0],
+    unit="B",
+    ranks=K,
+    given=[
+        teach.Quantity("b", 8, "bytes per float64 element"),
+        teach.Quantity("N", N, "elements per rank"),
+    ],
+    hint="2(K-1)/K · N · b",
+)
+print(f"bytes sent per rank: {[format_size(b) for b in real.bytes_sent]} "
+      f"(the generator's: the same? {real.bytes_sent == toy.stats.bytes_sent})")  # fmt: skip
 
 # %% [markdown]
 # ## 3. The library call: `comm.Allreduce`
@@ -146,14 +158,7 @@ def allreduce_mpi(inputs):
 library = collsim.exec(allreduce_mpi, cluster=cluster, args=(inputs,), algorithm="ring")
 print("every output equals numpy's sum:",
       all(np.array_equal(o, expected) for o in library.returns))  # fmt: skip
-print(f"{'program':<28} {'bytes/rank':>11} {'messages':>9} {'time':>10}")
-for name, sent, messages, time in (
-    ("generator, by hand", toy.stats.bytes_sent[0], len(toy.trace.transfers), toy.time),
-    ("mpi4py Isend/Recv, by hand", real.bytes_sent[0], len(real.trace.transfers), real.time),
-    ("mpi4py comm.Allreduce", library.bytes_sent[0], len(library.trace.transfers),
-     library.time),
-):  # fmt: skip
-    print(f"{name:<28} {format_size(sent):>11} {messages:>9} {format_time(time):>10}")
+
 
 # %% [markdown]
 # **Exercise 13.2.** How many messages does the ring all-reduce send in all, over every
@@ -164,7 +169,16 @@ ring_messages_answer = None  # your prediction: messages in the whole all-reduce
 
 # %%
 teach.check("13.2", ring_messages_answer, expected=len(library.trace.transfers),
-            unit="messages", ranks=K)  # fmt: skip
+            unit="messages", ranks=K, given=[teach.Quantity("2(K-1)", 2 * (K - 1), "steps")],
+            hint="K ranks, each sending one message at each of the 2(K-1) steps")  # fmt: skip
+print(f"{'program':<28} {'bytes/rank':>11} {'messages':>9} {'time':>10}")
+for name, sent, messages, time in (
+    ("generator, by hand", toy.stats.bytes_sent[0], len(toy.trace.transfers), toy.time),
+    ("mpi4py Isend/Recv, by hand", real.bytes_sent[0], len(real.trace.transfers), real.time),
+    ("mpi4py comm.Allreduce", library.bytes_sent[0], len(library.trace.transfers),
+     library.time),
+):  # fmt: skip
+    print(f"{name:<28} {format_size(sent):>11} {messages:>9} {format_time(time):>10}")
 
 # %% [markdown]
 # ### Compute is free unless you say what it costs
@@ -240,20 +254,27 @@ alpha, beta = path_alpha_beta(link, 0, 1)
 sizes = [4**i for i in range(12)]  # 1 B .. 4 MiB
 measured = collsim.exec(ping_pong, topology=link, args=(sizes,)).returns[0]
 print(f"the link: alpha = {format_time(alpha)}, beta = {format_rate(beta)}")
-print(f"{'size':>10} {'measured t(n)':>14} {'alpha + n/beta':>15} {'bandwidth n/t':>14}")
-for n, t in zip(sizes, measured):
-    print(f"{format_size(n):>10} {format_time(t):>14} {format_time(alpha + n / beta):>15} "
-          f"{format_rate(n / t):>14}")  # fmt: skip
 
 # %% [markdown]
 # **Exercise 13.3.** Predict the one-way time of a 1 MiB message on this link (2 us,
-# 25 GB/s), then compare with the measurement above.
+# 25 GB/s); the check then prints the measurement for every size.
 
 # %%
 one_mib_time_answer = None  # your prediction: seconds for 1 MiB one way
 
 # %%
-teach.check("13.3", one_mib_time_answer, expected=measured[sizes.index(2**20)], unit="s")
+teach.check(
+    "13.3",
+    one_mib_time_answer,
+    expected=measured[sizes.index(2**20)],
+    unit="s",
+    **teach.one_message_slips(alpha, beta, 2**20),
+    hint="α + n/β with n = 2^20 bytes",
+)
+print(f"{'size':>10} {'measured t(n)':>14} {'alpha + n/beta':>15} {'bandwidth n/t':>14}")
+for n, t in zip(sizes, measured):
+    print(f"{format_size(n):>10} {format_time(t):>14} {format_time(alpha + n / beta):>15} "
+          f"{format_rate(n / t):>14}")  # fmt: skip
 
 # %% [markdown]
 # **Exercise 13.4.** A real benchmark prints a table, not $\alpha$ and $\beta$: you fit them.
@@ -282,6 +303,7 @@ cases = [(sizes, measured), noisy_table(1.5e-6, 12.5e9, 1), noisy_table(20e-6, 1
 teach.check_function(
     "13.4", fit_alpha_beta_answer, reference_fit, cases,
     compare=lambda got, want: np.allclose(got, want, rtol=1e-6),
+    hint="slope, intercept = np.polyfit(sizes, times, 1); alpha is the intercept, beta 1/slope",
 )  # fmt: skip
 fitted_alpha, fitted_beta = reference_fit(sizes, measured)
 print(f"fitted: alpha = {format_time(fitted_alpha)}, beta = {format_rate(fitted_beta)}; "
@@ -305,7 +327,17 @@ print(f"fitted: alpha = {format_time(fitted_alpha)}, beta = {format_rate(fitted_
 half_bandwidth_size_answer = None  # your prediction: bytes at which n/t = beta/2
 
 # %%
-teach.check("13.5", half_bandwidth_size_answer, expected=fitted_alpha * fitted_beta, unit="B")
+teach.check(
+    "13.5",
+    half_bandwidth_size_answer,
+    expected=fitted_alpha * fitted_beta,
+    unit="B",
+    given=[
+        teach.Quantity("β", beta, "of bandwidth", "B/s"),
+        teach.Quantity("α", alpha, "of latency", "s"),
+    ],
+    hint="at n_1/2, α = n/β: solve for n",
+)
 
 
 # %%

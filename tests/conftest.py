@@ -16,3 +16,10 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# the lessons' hint ladder counts tries in the student's progress file
+# (collsim/teach/progress.py): never the real ~/.collsim in a test run
+if not os.environ.get("COLLSIM_PROGRESS"):
+    import tempfile
+
+    os.environ["COLLSIM_PROGRESS"] = os.path.join(tempfile.mkdtemp(), "progress.json")

@@ -128,6 +128,7 @@ def test_wrong_answer_says_exactly_what_differs(capsys, monkeypatch):
     from collsim import teach
 
     monkeypatch.delenv("COLLSIM_SOLUTIONS", raising=False)
+    monkeypatch.setenv("COLLSIM_REVEAL", "1")  # the expected values, asked for
     assert teach.check_function("x.2", lambda a: a + 1, lambda a: a * 2, [(1,), (3,)]) is False
     out = capsys.readouterr().out
     assert "case 2" in out and "got 4, expected 6" in out

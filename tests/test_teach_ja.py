@@ -132,11 +132,12 @@ def test_japanese_feedback_for_every_kind_of_check(monkeypatch, capsys):
     assert "形状が (2, 3) ですが、期待される形状は (3, 2) です (要素数は同じです" in reply(capsys)
     teach.check_array("l", [(np.ones(2), np.ones(3))], [(np.ones(2), np.ones(4))])
     assert "要素 [0][1]: 形状が (3,)" in reply(capsys)
+    monkeypatch.setenv("COLLSIM_REVEAL", "1")  # the answers below, asked for
     teach.check_function("f", lambda a: a + 1, lambda a: a * 2, [(1,), (3,)])
-    assert "ケース 2 (3): 4 が返りましたが、期待値は 6 です" in reply(capsys)
+    assert "ケース 2 (a=3): 4 が返りましたが、期待値は 6 です" in reply(capsys)
     teach.check_rank("r", 1, expected=3, ranks=4, why="参加していません",
                      about={1: "all_reduce #2 で待っています"})  # fmt: skip
-    assert reply(capsys) == (
+    assert reply(capsys).startswith(
         "まだ正解ではありません。r: あなたが挙げたのはランク 1 ですが、"
         "all_reduce #2 で待っています。正解はランク 3 です: 参加していません。"
     )

@@ -177,6 +177,8 @@ def test_lesson_11_check_gives_the_student_the_forgotten_yield(tmp_path, monkeyp
         "    return y\n"
     )
     check = printed[printed.index("11.4") - len("Not yet. ") :]
-    assert check.startswith("Not yet. 11.4: case 1 (4, 0) raised UnyieldedOperationError: rank 0's "
-                            "program is a plain function")  # fmt: skip
+    assert check.startswith(
+        "Not yet. 11.4: case 1 (k=4, seed=0) raised UnyieldedOperationError: rank 0's "
+        "program is a plain function"
+    )
     assert "rank.recv(3), which the program returned: write `y = yield rank.recv(3)`" in check

@@ -4,6 +4,8 @@ Nothing here loads numpy, networkx or matplotlib until a lesson runs: ``lesson l
 ``lesson init`` read files only.
 """
 
+import contextlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +42,11 @@ A lesson is a percent-format Python file: it runs as a plain script (python
 its output, pausing between cells when standard input is a terminal (--no-pause turns that
 off).  --exercise M runs lesson N up to exercise N.M's check: the cells before its part run
 quietly, so one answer is checked in seconds.  An unanswered exercise prints the file and
-line of its answer slot (collsim-lessons/07_tensor_parallel.py:123: set ...).
-`collsim lesson list` shows, per lesson, which exercises you have answered correctly.
+line of its answer slot (collsim-lessons/07_tensor_parallel.py:123: set ...).  A wrong
+answer is told what it is off by, in the exercise's own quantities, and the line to edit;
+a second wrong try adds a hint; the right value shows after 3 wrong tries of that exercise
+or with --reveal.  `collsim lesson list` shows, per lesson, which exercises you have
+answered correctly.
 
 --lang ja: the lessons in Japanese (the English code with the prose of lessons/ja/),
 `collsim lesson init --lang ja` puts them in collsim-lessons/ja/.  Without --lang the
@@ -55,6 +60,7 @@ examples:
   collsim lesson list                    # the lessons, and the exercises you have done
   collsim lesson 4 --notebook            # collsim-lessons/04_ring_allreduce.ipynb
   collsim lesson init --lang ja && collsim lesson 4 --lang ja
+  collsim lesson 4 --reveal              # a wrong answer shows the right value at once
   COLLSIM_SOLUTIONS=1 collsim lesson 4 --no-pause   # fill every exercise from the solutions
 """
 
@@ -85,6 +91,13 @@ def register(subparsers):
         help="write the lesson as a Jupyter notebook into your folder instead of running it",
     )
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between cells")
+    p.add_argument(
+        "--reveal",
+        action="store_true",
+        help="show the right value of a wrong answer at once (otherwise it shows after 3 "
+        "wrong tries of that exercise, counted in your progress file; COLLSIM_REVEAL=1 does "
+        "the same for a lesson run as a script)",
+    )
     p.add_argument(
         "--lang",
         default=None,
@@ -254,7 +267,24 @@ def run(args):
     stop = stop_at(_read(path), number, args.exercise) if args.exercise is not None else None
     whose = WHOSE[lang][0 if lessons.student else 1]
     print(RUNS[lang].format(path=_shown(path), whose=whose) + "\n")
-    return run_lesson(path, lang, pause=not args.no_pause, stop=stop, shown=_shown(path))
+    with _reveal_set(args.reveal):
+        return run_lesson(path, lang, pause=not args.no_pause, stop=stop, shown=_shown(path))
+
+
+@contextlib.contextmanager
+def _reveal_set(reveal):
+    """COLLSIM_REVEAL=1 while a lesson runs with --reveal: a wrong answer shows the right one
+    (the hint ladder, collsim/teach/ladder.py)."""
+    before = os.environ.get("COLLSIM_REVEAL")
+    if reveal:
+        os.environ["COLLSIM_REVEAL"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("COLLSIM_REVEAL", None)
+        else:
+            os.environ["COLLSIM_REVEAL"] = before
 
 
 def _shown(path):

@@ -22,9 +22,9 @@ __all__ = ["Stop", "run_lesson", "stop_at"]
 NEXT_CELL = {"en": "  [Enter: next cell] ", "ja": "  [Enter: 次のセルへ] "}
 PART = {
     "en": "(exercise {name} of {path}: the cells before line {start} ran quietly; this runs "
-    "to its check on line {end})\n",
+    "its check's cell, to line {end})\n",
     "ja": "(演習 {name}、{path}: {start} 行目より前のセルは出力なしで実行しました。"
-    "{end} 行目のチェックまで実行します)\n",
+    "チェックのあるセルを {end} 行目まで実行します)\n",
 }
 
 
@@ -33,8 +33,8 @@ class Stop:
     """Where a run of one exercise shows itself and where it ends (file lines, 1-based)."""
 
     name: str  # "4.2"
-    shown_from: int  # the first line after the previous exercise's check
-    end: int  # the last line of this exercise's check
+    shown_from: int  # the first line after the previous exercise's check cell
+    end: int  # the last line of this exercise's check cell (its confirming measurement too)
 
 
 def stop_at(text, lesson, exercise):
@@ -53,8 +53,17 @@ def stop_at(text, lesson, exercise):
             f"{nearest.split('.')[1]})"
         )
     index = names.index(name)
-    shown_from = found[index - 1].end + 1 if index else 1
-    return Stop(name, shown_from, found[index].end)
+    shown_from = _cell_end(text, found[index - 1].end) + 1 if index else 1
+    return Stop(name, shown_from, _cell_end(text, found[index].end))
+
+
+def _cell_end(text, line):
+    """The last line of the cell holding ``line``: what a check's cell prints after the check
+    is the measurement that confirms that exercise (predict, then see), so it is its part."""
+    for cell in numbered_cells(text):
+        if cell.line <= line <= _last_line(cell):
+            return _last_line(cell)
+    return line
 
 
 def _number(name, lesson=None):

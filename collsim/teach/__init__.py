@@ -16,23 +16,20 @@ Examples
 >>> check("demo", 112, expected=112, unit="GPUs")
 Correct! demo: 112 GPUs
 True
->>> check("demo", 224, expected=112, unit="GPUs")  # doctest: +NORMALIZE_WHITESPACE
-Not yet. demo: you said 224 GPUs, the answer is 112 GPUs: 2x the answer.
-Did you count something twice (both phases, both directions, send and receive)?
+>>> check("demo", 224, expected=112, unit="GPUs")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+Not yet. demo: you said 224 GPUs: 2x the answer. Did you count something twice (both
+phases, both directions, send and receive)? (Wrong tries: 1; the answer shows after 3, ...
 False
 """
 
-import ast
 import importlib.util
 import inspect
-import linecache
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..course.catalog import course_lessons
-from ..course.progress import record_check
+from .diagnosis import Alternative, Quantity
 from .feedback import (
     as_number,
     describe_difference,
@@ -45,8 +42,11 @@ from .feedback import (
     size_of,
     unit_name,
 )
+from .known_slips import one_message_slips as _one_message_slips
+from .ladder import REVEAL_AFTER, climb
 from .language import current_language
 from .messages import message
+from .slots import AnswerSlot, caller, find_slot
 
 __all__ = [
     "check",
@@ -55,12 +55,13 @@ __all__ = [
     "check_rank",
     "show",
     "solutions_mode",
+    "Alternative",
     "LessonCheckError",
     "AnswerSlot",
+    "Quantity",
     "current_language",
+    "one_message_slips",
 ]
-
-CHECKS = ("check", "check_array", "check_function", "check_rank")
 
 
 class LessonCheckError(AssertionError):
@@ -72,83 +73,13 @@ def solutions_mode():
     return os.environ.get("COLLSIM_SOLUTIONS", "") == "1"
 
 
-@dataclass(frozen=True)
-class AnswerSlot:
-    """Where a lesson keeps one exercise's answer: the variable, its file and line."""
-
-    name: str | None  # the variable passed to the check, e.g. "dx_bytes_answer"
-    path: str | None  # the lesson file, or None inside a notebook
-    line: int | None  # the line of ``name = None``
-    hint: str = ""  # the comment on that line ("your prediction, in bytes")
-
-    def where(self, what=None, lang="en"):
-        """``lessons/07_tensor_parallel.py:123: set x_answer = ...`` (or the cell above)."""
-        name = self.name or message("the_answer", lang)
-        hint = f"({self.hint})" if self.hint else f"({what or message('your_answer', lang)})"
-        if self.path is None or self.line is None:
-            return message("where_cell", lang, name=name, hint=hint)
-        path = _display_path(self.path)
-        return message("where_file", lang, path=path, line=self.line, name=name, hint=hint)
-
-
-def _display_path(path):
-    """Relative to the working folder when the file is inside it, else absolute."""
-    full, here = Path(path).resolve(), Path.cwd().resolve()
-    return str(full.relative_to(here)) if full.is_relative_to(here) else str(full)
-
-
-def _caller():
-    """The first frame outside this module: the lesson cell that called the check."""
-    frame = inspect.currentframe()
-    while frame is not None and frame.f_code.co_filename == __file__:
-        frame = frame.f_back
-    return frame
-
-
-def _slot(frame):
-    """Find the answer variable passed to the check being run in ``frame``."""
-    filename, lineno = frame.f_code.co_filename, frame.f_lineno
-    source = "".join(linecache.getlines(filename, frame.f_globals))
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return AnswerSlot(None, None, None)
-    calls = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and getattr(n.func, "attr", getattr(n.func, "id", None)) in CHECKS
-        and n.lineno <= lineno <= n.end_lineno
-        and len(n.args) >= 2
-    ]
-    if not calls:
-        return AnswerSlot(None, None, None)
-    call = min(calls, key=lambda n: n.end_lineno - n.lineno)
-    names = [n.id for n in ast.walk(call.args[1]) if isinstance(n, ast.Name)]
-    if not names:
-        return AnswerSlot(None, None, None)
-    name = names[-1]  # adapt(answer) or answer: the innermost name is the slot
-    slots = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Assign)
-        and n.lineno <= call.lineno
-        and any(getattr(t, "id", None) == name for t in n.targets)
-    ]
-    line = max((n.lineno for n in slots), default=None)
-    text = linecache.getline(filename, line) if line else ""
-    hint = text.split("#", 1)[1].strip() if "#" in text else ""
-    notebook = "ipykernel" in filename or not os.path.isfile(filename)
-    return AnswerSlot(name, None if notebook else filename, line, hint)
-
-
 def _language():
     """The language of the lesson that called the check (its file's folder, the env).
 
     In a notebook the cell has no file; Jupyter runs the kernel in the notebook's folder, so
     a lesson opened from ``lessons/ja/`` is recognised by the working folder instead.
     """
-    frame = _caller()
+    frame = caller()
     filename = frame.f_code.co_filename if frame is not None else ""
     lesson = filename if os.path.isfile(filename) else Path.cwd() / "notebook.py"
     return current_language(lesson)
@@ -178,7 +109,7 @@ def _resolve(exercise, answer, what, lang, adapt=None):
     """``(answer, filled)``; ``None`` when unanswered outside solutions mode."""
     if answer is not None:
         return (adapt(answer) if adapt else answer), False
-    slot = _slot(_caller())
+    slot = find_slot(caller())
     if solutions_mode():
         value = _solution(slot, exercise, lang)
         return (adapt(value) if adapt else value), True
@@ -189,37 +120,56 @@ def _resolve(exercise, answer, what, lang, adapt=None):
     return None, False
 
 
-def _record(exercise, correct):
-    """Count the try in the student's progress (in their own copy only, never the solutions'),
-    so that `collsim lesson list` shows what is done."""
-    if not solutions_mode():
-        frame = _caller()
-        record_check(exercise, correct, frame.f_code.co_filename if frame else None)
-
-
 def _fail(exercise, text, lang):
     text = message("not_yet", lang, exercise=exercise, message=text)
     print(text)
-    _record(exercise, False)
     if solutions_mode():
         raise LessonCheckError(text)
     return False
 
 
-def _correct(exercise, detail, lang):
+def _lesson_file():
+    """The file of the lesson cell that called the check (None in a notebook)."""
+    frame = caller()
+    return frame.f_code.co_filename if frame is not None else None
+
+
+def _correct(exercise, answer, detail, lang):
+    if not solutions_mode():  # the student's progress, never the solutions'
+        climb(exercise, answer, correct=True, where=_lesson_file())
     print(message("correct", lang, exercise=exercise, detail=detail))
-    _record(exercise, True)
     return True
 
 
-def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None):
+def _wrong(exercise, answer, reply, lang, hint="", what=None):
+    """Print a wrong answer's reply at its rung of the hint ladder (:mod:`.ladder`).
+
+    ``reply(reveal)`` is the diagnosis, with the correct value only when ``reveal``; every
+    wrong try repeats the file and line to edit.
+    """
+    rung = climb(exercise, answer, where=_lesson_file()) if not solutions_mode() else None
+    reveal = rung is None or rung.reveal
+    parts = [reply(reveal)]
+    if hint and (rung is None or rung.hint):
+        parts.append(message("hint", lang, hint=hint))
+    if not reveal:
+        parts.append(message("answer_hidden", lang, wrong=rung.wrong, after=REVEAL_AFTER))
+    parts.append(message("edit_again", lang, where=find_slot(caller()).where(what, lang)))
+    return _fail(exercise, " ".join(parts), lang)
+
+
+def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None, given=(), alternatives=(),
+          hint=""):  # fmt: skip
     """Compare a predicted number with what collsim computed (relative tolerance ``rel``).
 
     ``unit`` ("B", "s", "B/s", "x", "GPUs", ...) formats both numbers (bytes in binary
     units, rates in GB/s, times in s/ms/us/ns); a string answer such as ``"14MiB"`` or
     ``"2ms"`` is read in that unit.  ``ranks`` is the K of the exercise, so a K-fold,
-    1/K, (K-1)/K or 2(K-1)/K mistake is named.  Returns True when correct, False when
-    wrong, None when unanswered.
+    1/K, (K-1)/K or 2(K-1)/K mistake is named; ``given`` lists the exercise's other
+    :class:`Quantity` records and ``alternatives`` the other definitions a student may use
+    (:class:`Alternative`), so that a wrong answer is explained by them; ``hint`` is the
+    second wrong try's stronger hint.  Returns True when correct, False when wrong, None
+    when unanswered.
     """
     lang = _language()
     what = message("what_number", lang, unit=unit_name(unit, lang))
@@ -228,93 +178,162 @@ def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None):
         return None
     value, problem = as_number(answer, unit, lang)
     if problem:
-        return _fail(exercise, problem, lang)
+        return _wrong(exercise, answer, lambda reveal: problem, lang, hint, what)
     if math.isclose(value, float(expected), rel_tol=rel, abs_tol=1e-300):
-        return _correct(exercise, quantity(expected, unit), lang)
+        return _correct(exercise, answer, quantity(expected, unit), lang)
     said, want = distinct(value, expected, unit)
-    how = explain_number(value, expected, rel=rel, ranks=ranks, lang=lang)
-    return _fail(exercise, message("said_answer", lang, said=said, want=want, how=how), lang)
+    how = explain_number(value, expected, rel=rel, ranks=ranks, lang=lang, unit=unit,
+                         quantities=given, alternatives=alternatives)  # fmt: skip
+
+    def reply(reveal):
+        text = message("said", lang, said=said, how=how)
+        return text + (" " + message("answer_is", lang, want=want) if reveal else "")
+
+    return _wrong(exercise, answer, reply, lang, hint, what)
 
 
-def check_array(exercise, answer, expected, rtol=0.0, atol=0.0, unit=""):
+def check_array(exercise, answer, expected, rtol=0.0, atol=0.0, unit="", hint=""):
     """Compare an array answer element by element; a wrong one says which shape or which
-    elements differ (how many, the first few with both values, the largest difference)."""
+    elements differ (how many, the first few, and their expected values once revealed)."""
     lang = _language()
-    answer, _ = _resolve(exercise, answer, message("what_array", lang), lang)
+    what = message("what_array", lang)
+    answer, _ = _resolve(exercise, answer, what, lang)
     if answer is None:
         return None
-    difference = describe_difference(answer, expected, rtol, atol, unit, lang)
-    if difference:
-        return _fail(exercise, difference, lang)
-    return _correct(exercise, message("all_elements_agree", lang, count=size_of(expected)), lang)
+    if not describe_difference(answer, expected, rtol, atol, unit, lang):
+        detail = message("all_elements_agree", lang, count=size_of(expected))
+        return _correct(exercise, answer, detail, lang)
+
+    def reply(reveal):
+        return describe_difference(answer, expected, rtol, atol, unit, lang, reveal)
+
+    return _wrong(exercise, answer, reply, lang, hint, what)
 
 
-def check_function(exercise, function, reference, cases, compare=None, unit="", adapt=None):
+def _case_quantities(parameters, args, given):
+    """The case's numeric arguments as :class:`Quantity` records, named by the reference's
+    parameters and described by ``given`` ({parameter: meaning})."""
+    return [
+        Quantity(name, float(value), given.get(name, name))
+        for name, value in zip(parameters, args)
+        if isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and (not given or name in given)  # only the quantities the exercise names
+    ]
+
+
+def _case_alternatives(alternatives, args):
+    out = []
+    for alt in alternatives:
+        value = alt.value(*args) if callable(alt.value) else alt.value
+        out.append(Alternative(alt.name, value, alt.why))
+    return out
+
+
+def check_function(exercise, function, reference, cases, compare=None, unit="", adapt=None,
+                   given=None, alternatives=(), hint=""):  # fmt: skip
     """Run a student's ``function`` and the ``reference`` on every case (a tuple of
     arguments) and report the first case where they differ, and how.
 
+    Each case is shown with the reference's parameter names (``case 1: r=0, s=1, K=4``);
+    ``given`` ({parameter: meaning}) says what each one counts, so that a wrong result is
+    explained by them, and ``alternatives`` may be functions of the case's arguments.
     ``compare(got, want)`` decides equality (default: exact, element by element, so lists
     of arrays work).  ``adapt`` turns the answer into what the cases call, e.g. a rank
     program into a function that runs it on a cluster; it also wraps the solution.
     """
     lang = _language()
-    function, _ = _resolve(exercise, function, message("what_function", lang), lang, adapt)
+    what = message("what_function", lang)
+    parameters = _parameters(reference)
+    raw = function
+    if function is not None and not callable(function):
+        problem = message("not_a_function", lang, answer=short(function, 60),
+                          parameters=", ".join(parameters))  # fmt: skip
+        return _wrong(exercise, raw, lambda reveal: problem, lang, hint, what)
+    try:
+        function, _ = _resolve(exercise, function, what, lang, adapt)
+    except Exception as exc:  # adapt() met the student's function and it broke
+        problem = message("cannot_run", lang, error=type(exc).__name__, text=exc)
+        return _wrong(exercise, raw, lambda reveal: problem, lang, hint, what)
     if function is None:
         return None
     for i, args in enumerate(cases):
+        label = short_args(args, parameters)
         want = reference(*args)
         try:
             got = function(*args)
         except Exception as exc:  # the student's code: report, don't crash the lesson
-            raised = message(
-                "case_raised",
-                lang,
-                case=i + 1,
-                args=short_args(args),
-                error=type(exc).__name__,
-                text=exc,
-            )
-            return _fail(exercise, raised, lang)
-        differs = describe_difference(got, want, unit=unit, lang=lang)
-        same = compare(got, want) if compare else not differs
+            raised = message("case_raised", lang, case=i + 1, args=label,
+                             error=type(exc).__name__, text=exc)  # fmt: skip
+            return _wrong(exercise, raw, lambda reveal, text=raised: text, lang, hint, what)
+        context = dict(quantities=_case_quantities(parameters, args, given or {}),
+                       alternatives=_case_alternatives(alternatives, args))  # fmt: skip
+        differs = describe_difference(got, want, unit=unit, lang=lang, **context)
+        try:
+            same = compare(got, want) if compare else not differs
+        except Exception:  # the student's value would not compare: it is not the answer
+            same = False
         if not same:
-            how = differs or message("got_expected", lang, got=short(got), want=short(want))
-            return _fail(
-                exercise,
-                message("case_differs", lang, case=i + 1, args=short_args(args), how=how),
-                lang,
-            )
-    return _correct(exercise, message("all_cases_agree", lang, count=len(cases)), lang)
+
+            def reply(reveal, got=got, want=want, label=label, case=i + 1, context=context):
+                how = describe_difference(got, want, unit=unit, lang=lang, reveal=reveal,
+                                          **context)  # fmt: skip
+                if not how:
+                    how = (message("got_expected", lang, got=short(got), want=short(want))
+                           if reveal else message("got_only", lang, got=short(got)))  # fmt: skip
+                return message("case_differs", lang, case=case, args=label, how=how)
+
+            return _wrong(exercise, raw, reply, lang, hint, what)
+    return _correct(exercise, raw, message("all_cases_agree", lang, count=len(cases)), lang)
 
 
-def check_rank(exercise, answer, expected, ranks, why, about=None):
+def _parameters(reference):
+    """The reference's parameter names, which label each case's arguments."""
+    try:
+        return list(inspect.signature(reference).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature: unlabelled cases
+        return []
+
+
+def check_rank(exercise, answer, expected, ranks, why, about=None, hint=""):
     """Check a rank number.  ``why`` says what makes ``expected`` the answer; ``about``
     maps ranks to what each one was doing, so a wrong rank is told why it is not it.
 
     >>> check_rank("demo", 1, expected=3, ranks=4, why="it never joined",
-    ...            about={1: "it waits in all_reduce #2"})  # doctest: +NORMALIZE_WHITESPACE
-    Not yet. demo: you named rank 1, but it waits in all_reduce #2.
-    The answer is rank 3: it never joined.
+    ...            about={1: "it waits in all_reduce #2"})  # doctest: +ELLIPSIS
+    Not yet. demo: you named rank 1, but it waits in all_reduce #2. (Wrong tries: 1; ...
     False
     """
     lang = _language()
-    answer, _ = _resolve(exercise, answer, message("what_rank", lang, last=ranks - 1), lang)
+    what = message("what_rank", lang, last=ranks - 1)
+    answer, _ = _resolve(exercise, answer, what, lang)
     if answer is None:
         return None
     problem = rank_problem(answer, ranks, lang)
     if problem:
-        return _fail(exercise, problem, lang)
+        return _wrong(exercise, answer, lambda reveal: problem, lang, hint, what)
     if int(answer) == int(expected):
-        return _correct(exercise, message("rank_is", lang, rank=int(expected), why=why), lang)
+        detail = message("rank_is", lang, rank=int(expected), why=why)
+        return _correct(exercise, answer, detail, lang)
     state = (about or {}).get(int(answer))
     said = (
         message("named_rank_state", lang, rank=int(answer), state=state)
         if state
         else message("named_rank", lang, rank=int(answer))
     )
-    return _fail(
-        exercise, message("rank_wrong", lang, said=said, rank=int(expected), why=why), lang
-    )
+
+    def reply(reveal):
+        if not reveal:
+            return said + "."
+        return message("rank_wrong", lang, said=said, rank=int(expected), why=why)
+
+    return _wrong(exercise, answer, reply, lang, hint, what)
+
+
+def one_message_slips(alpha, beta, nbytes):
+    """The slips of a one-message time α + n/β, in the lesson's language, for ``check(...,
+    **teach.one_message_slips(alpha, beta, nbytes))``."""
+    return _one_message_slips(alpha, beta, nbytes, _language())
 
 
 def show(fig, name):

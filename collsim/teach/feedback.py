@@ -14,12 +14,14 @@ import math
 
 import numpy as np
 
-from ..errors import CollsimError, shorten
-from ..units import format_rate, format_size, format_time, parse_rate, parse_size, parse_time
+from ..errors import shorten
+from .diagnosis import explain_number, explanation
 from .messages import message
+from .numbers import as_number, distinct, quantity, unit_name
 
 __all__ = [
     "as_number",
+    "as_sequence",
     "describe_difference",
     "distinct",
     "explain_number",
@@ -31,150 +33,17 @@ __all__ = [
     "unit_name",
 ]
 
-# ---- numbers and their units --------------------------------------------------------------
-
-_BYTES, _SECONDS, _RATE = ("B", "bytes", "byte"), ("s", "seconds"), ("B/s",)
-_PARSERS = {
-    **dict.fromkeys(_BYTES, parse_size),
-    **dict.fromkeys(_SECONDS, parse_time),
-    **dict.fromkeys(_RATE, parse_rate),
-}
-
-
-def unit_name(unit, lang="en"):
-    names = {
-        "B": "unit_bytes",
-        "s": "unit_seconds",
-        "B/s": "unit_rate",
-        "x": "unit_ratio",
-        "fraction": "unit_fraction",
-        "": "unit_number",
-    }
-    return message(names.get(unit, "unit_other"), lang, unit=unit)
-
-
-def as_number(answer, unit, lang="en"):
-    """``(float, None)``, or ``(None, why it is not a number)``; "14MiB" reads in ``unit``."""
-    if isinstance(answer, str) and unit in _PARSERS:
-        try:
-            return float(_PARSERS[unit](answer)), None
-        except CollsimError as exc:
-            return None, message("cannot_read", lang, answer=repr(answer), error=exc)
-    if isinstance(answer, bool) or not isinstance(answer, int | float | np.integer | np.floating):
-        return None, message("not_a_number", lang, answer=repr(answer), unit=unit_name(unit, lang))
-    if not math.isfinite(float(answer)):
-        return None, message("not_finite", lang, answer=repr(answer))
-    return float(answer), None
-
-
-def _number(value):
-    value = float(value)
-    if value.is_integer() and abs(value) < 1e18:
-        return f"{int(value):,}"
-    return f"{value:.6g}"
-
-
-def quantity(value, unit, precise=False):
-    """``14680064, "B"`` -> ``'14,680,064 B (14 MiB)'``; ``1.5e-5, "s"`` -> ``'15 us'``."""
-    if unit in _BYTES:  # whole bytes, then the binary unit; the exact float if asked
-        text = f"{float(value):,.0f} B" if abs(value) >= 1 else f"{float(value):.3g} B"
-        text += f" ({format_size(value)})" if abs(value) >= 1024 else ""
-        return text + (f" [{float(value)!r} B]" if precise else "")
-    if unit in _SECONDS or unit in _RATE:
-        text = format_time(value) if unit in _SECONDS else format_rate(value)
-        return text + (f" ({float(value):.10g} {unit})" if precise else "")
-    if unit == "fraction":
-        return f"{float(value):.6g} ({float(value) * 100:.4g} %)"
-    return f"{_number(value)} {unit}".rstrip()
-
-
-def distinct(answer, expected, unit):
-    """Both numbers formatted, with more digits when the short forms look the same."""
-    said, want = quantity(answer, unit), quantity(expected, unit)
-    if said == want:
-        said, want = quantity(answer, unit, precise=True), quantity(expected, unit, True)
-    if said == want:
-        said, want = f"{float(answer)!r} {unit}".rstrip(), f"{float(expected)!r} {unit}".rstrip()
-    return said, want
-
-
-def _factors(ranks, lang="en"):
-    """``(factor, what it is, a question that points at the usual mistake)``, in order."""
-
-    def say(key, **fields):
-        return message(key, lang, **fields)
-
-    out = [
-        (-1.0, say("sign_what"), say("sign_question")),
-        (2.0, say("twice_what"), say("twice_question")),
-        (0.5, say("half_what"), say("half_question")),
-    ]
-    if ranks and ranks > 2:
-        k = ranks
-        n = dict(k=k, k_minus_1=k - 1, two_k_minus_2=2 * (k - 1))
-        out += [
-            (k, say("k_what", **n), say("k_question")),
-            (1 / k, say("one_over_k_what", **n), say("one_over_k_question")),
-            (k - 1, say("k_minus_1_what", **n), say("k_minus_1_question")),
-            (1 / (k - 1), say("one_over_k_minus_1_what", **n), say("one_over_k_minus_1_question")),
-            ((k - 1) / k, say("k_minus_1_over_k_what", **n), say("k_minus_1_over_k_question")),
-            (k / (k - 1), say("k_over_k_minus_1_what", **n), say("k_over_k_minus_1_question")),
-            (2 * (k - 1) / k, say("ring_what", **n), say("ring_question")),
-            (k / (2 * (k - 1)), say("one_over_ring_what", **n), say("one_over_ring_question")),
-        ]
-    out += [
-        (8.0, say("eight_what"), say("bits_question")),
-        (1 / 8, say("eighth_what"), say("bits_question")),
-    ]
-    for n, prefix in ((1, "k/m"), (2, "M/u"), (3, "G/n")):
-        hint = say("prefix_question", prefix=prefix)
-        out += [
-            (1000.0**n, say("times_what", factor=f"{1000**n:,}"), hint),
-            (1000.0**-n, say("fraction_what", factor=f"{1000**n:,}"), hint),
-        ]
-    for n, (binary, decimal) in enumerate((("KiB", "KB"), ("MiB", "MB"), ("GiB", "GB")), 1):
-        hint = say(
-            "binary_question",
-            binary=binary,
-            decimal=decimal,
-            binary_bytes=f"{1024**n:,}",
-            decimal_bytes=f"{1000**n:,}",
-        )
-        out += [
-            (1.024**n, say("binary_times_what", n=n), hint),
-            (1.024**-n, say("binary_fraction_what", n=n), hint),
-        ]
-    return out
-
-
-def explain_number(answer, expected, rel=1e-6, ranks=None, counts=True, lang="en"):
-    """Why ``answer`` is not ``expected``: a known factor, or how far off it is."""
-    expected = float(expected)
-    if expected == 0:
-        return message("answer_is_zero", lang)
-    ratio = answer / expected
-    tolerance = max(rel, 1e-3)
-    for factor, what, question in _factors(ranks, lang):
-        if math.isclose(ratio, factor, rel_tol=tolerance):
-            return message("factor_sentence", lang, what=what, question=question)
-    if (
-        ratio > 0
-        and not math.isclose(abs(expected), 1.0, rel_tol=tolerance)
-        and math.isclose(answer * expected, 1.0, rel_tol=tolerance)
-    ):
-        return message("reciprocal", lang)
-    if counts and float(answer).is_integer() and expected.is_integer():
-        gap = int(answer) - int(expected)
-        return message("too_many" if gap > 0 else "too_few", lang, gap=f"{abs(gap):,}")
-    return message(
-        "too_high" if ratio > 1 else "too_low", lang, percent=f"{abs(ratio - 1) * 100:.3g}"
-    )
-
-
 # ---- arrays, lists and ranks ----------------------------------------------------------------
 
 
 def size_of(value):
+    """Elements in an answer, a list of arrays of different shapes included.
+
+    >>> size_of([np.ones(2), np.ones(3)]), size_of(np.zeros((2, 3)))
+    (5, 6)
+    """
+    if isinstance(value, list | tuple):
+        return sum(size_of(v) for v in value)
     return int(np.size(value))
 
 
@@ -183,13 +52,28 @@ def short(value, limit=120):
     return shorten(value, limit)
 
 
-def short_args(args):
-    """Case arguments with every array shown by its shape, not its contents."""
-    parts = [
-        f"array{np.shape(a)} {np.asarray(a).dtype}" if isinstance(a, np.ndarray) else short(a, 40)
-        for a in args
-    ]
-    return "(" + ", ".join(parts) + ")"
+def _argument(value):
+    """One case argument, short: an array by its shape, ``7e9`` for a float ``7e9``."""
+    if isinstance(value, np.ndarray):
+        return f"array{np.shape(value)} {value.dtype}"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1e6:
+        mantissa, exponent = f"{value:.6g}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return short(value, 40)
+
+
+def short_args(args, names=()):
+    """Case arguments labelled by ``names`` (the reference's parameters), arrays by shape.
+
+    >>> short_args((7e9, 512, np.zeros((2, 3))), ["params", "seq", "x"])
+    'params=7e9, seq=512, x=array(2, 3) float64'
+    >>> short_args((1, 2))
+    '1, 2'
+    """
+    names = list(names)
+    if len(names) < len(args):  # no names (or *args): the bare values
+        return ", ".join(_argument(a) for a in args)
+    return ", ".join(f"{n}={_argument(a)}" for n, a in zip(names, args))
 
 
 def _numeric(value):
@@ -200,13 +84,19 @@ def _numeric(value):
     return array if array.dtype.kind in "biuf" else None
 
 
-def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
-    """``None`` when ``got`` matches ``want``; otherwise what differs, in one line."""
+def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en", reveal=True, **context):
+    """``None`` when ``got`` matches ``want``; otherwise what differs, in one line.
+
+    ``reveal=False`` leaves the expected value of a wrong number out (the hint ladder's
+    first tries); ``context`` (``quantities``, ``alternatives``) goes to
+    :func:`~collsim.teach.diagnosis.explain_number`.
+    """
 
     def say(key, **fields):
         return message(key, lang, **fields)
 
     if isinstance(want, list | tuple):
+        got = as_sequence(got)
         if not isinstance(got, list | tuple):
             return say(
                 "got_kind_expected_list",
@@ -218,28 +108,30 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
             return say("got_items", got=len(got), want=len(want))
         item = say("item")
         for i, (g, w) in enumerate(zip(got, want)):
-            inner = describe_difference(g, w, rtol, atol, unit, lang)
+            inner = describe_difference(g, w, rtol, atol, unit, lang, reveal, **context)
             if inner and inner.startswith(f"{item} ["):  # nested lists: item [0][1]
                 return f"{item} [{i}]{inner[len(item) + 1 :]}"
             if inner:
                 return f"{item} [{i}]: {inner}"
         return None
+
+    def got_not_want():
+        if not reveal:
+            return say("got_only", got=short(got, 60))
+        return say("got_expected", got=short(got, 60), want=short(want, 60))
+
     if want is None or got is None:
-        return (
-            None if got is want else say("got_expected", got=short(got, 60), want=short(want, 60))
-        )
+        return None if got is want else got_not_want()
     w, g = _numeric(want), _numeric(got)
     if w is None or g is None:
-        return (
-            None
-            if _equal(got, want)
-            else say("got_expected", got=short(got, 60), want=short(want, 60))
-        )
+        return None if _equal(got, want) else got_not_want()
     if w.ndim == 0 and g.ndim == 0:
         if np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
             return None
         said, expect = distinct(float(g), float(w), unit)
-        how = explain_number(float(g), float(w), rtol, lang=lang)
+        how = explain_number(float(g), float(w), max(rtol, 1e-9), lang=lang, unit=unit, **context)
+        if not reveal:
+            return say("got_how", got=said, how=how)
         return say("got_expected_how", got=said, want=expect, how=how)
     if g.shape != w.shape:
         hint = say("shape_hint") if g.size == w.size else ""
@@ -250,7 +142,7 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
     where = np.argwhere(wrong)
     first = "; ".join(
         say(
-            "element",
+            "element" if reveal else "element_got",
             index=", ".join(map(str, i)),
             got=f"{g[tuple(i)]:.6g}",
             want=f"{w[tuple(i)]:.6g}",
@@ -259,13 +151,41 @@ def describe_difference(got, want, rtol=0.0, atol=0.0, unit="", lang="en"):
     )
     gap = float(np.max(np.abs(g.astype(float) - w.astype(float))[wrong]))
     text = say("elements_differ", count=len(where), size=w.size, first=first, gap=f"{gap:.3g}")
+    if not reveal:
+        text = say("elements_differ_hidden", count=len(where), size=w.size, first=first)
+    gaps = (g.astype(float) - w.astype(float))[wrong]
+    if wrong.all() and np.allclose(gaps, gaps[0], rtol=1e-9, atol=0.0):  # all off by one gap
+        quantities = context.get("quantities", ())
+        how = explanation(float(gaps[0]), 0.0, lang=lang, quantities=quantities, unit=unit)
+        return text + (say("every_element", how=how) if how else "")
     nonzero = w != 0
     if nonzero.any() and not g[~nonzero].any():  # zeros where expected: maybe one factor
         ratios = g[nonzero] / w[nonzero]
         factor = float(ratios.flat[0])
         if np.allclose(ratios, factor, rtol=1e-9):
-            text += say("every_element", how=explain_number(factor, 1.0, counts=False, lang=lang))
+            quantities = context.get("quantities", ())  # a ratio: no alternative applies
+            how = explanation(factor, 1.0, lang=lang, quantities=quantities, gaps=False)
+            how = how or explain_number(factor, 1.0, counts=False, lang=lang)
+            text += say("every_element", how=how)
     return text
+
+
+def as_sequence(value):
+    """A list for an answer that is a sequence in another form (a numpy array, a tuple, a
+    generator, a range), so that a list asked for may be given as any of them; other values
+    as they are.
+
+    >>> as_sequence(np.arange(3)), as_sequence(i * i for i in range(3)), as_sequence("ab")
+    ([0, 1, 2], [0, 1, 4], 'ab')
+    """
+    if isinstance(value, np.ndarray) and value.ndim >= 1:
+        return value.tolist()
+    if isinstance(value, str | bytes | dict | list) or not hasattr(value, "__iter__"):
+        return value
+    try:
+        return list(value)
+    except Exception:  # the student's iterator raised: leave it as it is, it is reported
+        return value
 
 
 def _equal(got, want):
@@ -285,6 +205,6 @@ def _equal(got, want):
 def rank_problem(answer, ranks, lang="en"):
     if isinstance(answer, bool) or not isinstance(answer, int | np.integer | float):
         return message("not_a_rank", lang, answer=repr(answer), last=ranks - 1)
-    if float(answer) != int(answer) or not 0 <= int(answer) < ranks:
+    if not math.isfinite(answer) or float(answer) != int(answer) or not 0 <= int(answer) < ranks:
         return message("no_such_rank", lang, answer=repr(answer), last=ranks - 1)
     return None
