@@ -13,6 +13,7 @@ import textwrap
 from . import viz_collectives, viz_strategies, viz_training  # noqa: F401  (registers kinds)
 from .paths import check_output_path
 from .viz_kinds import ANIMATED, FORMATS, KINDS
+from .viz_look import add_look_arguments, look_from_args
 
 __all__ = ["register", "run"]
 
@@ -43,6 +44,7 @@ def register(subparsers):
             help=f"where to save; .png, .svg or .pdf"
             f"{', or .gif / .html (animated)' if k.animate else ''} (default {k.name}.png)",
         )
+        add_look_arguments(sub)
         sub.set_defaults(func=run, kind=k)
     parser.set_defaults(func=lambda args: parser.print_help())
 
@@ -53,15 +55,18 @@ def _suffixes(k):
 
 def run(args):
     """Check ``--out``, draw ``args.kind`` and save it there; returns 0."""
+    from ..viz import style
     from ..viz.output import save_figure
 
     out = check_output_path(args.out, "--out", suffixes=_suffixes(args.kind))
+    look = look_from_args(args)
     fmt = out.suffix.lower().lstrip(".")
-    if fmt in ANIMATED:
-        frames = args.kind.animate(args, out)
-        print(f"wrote {out} ({args.kind.name} animation, {frames} frames, {fmt.upper()})")
-        return 0
-    fig = args.kind.draw(args)
-    save_figure(fig, out, fmt, dpi=150)
+    with style.use(look):  # the figure is built and saved in its look
+        if fmt in ANIMATED:
+            frames = args.kind.animate(args, out)
+            print(f"wrote {out} ({args.kind.name} animation, {frames} frames, {fmt.upper()})")
+            return 0
+        fig = style.finish(args.kind.draw(args), look)
+        save_figure(fig, out, fmt, dpi=look.save_dpi, transparent=look.transparent)
     print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0

@@ -45,6 +45,7 @@ from .memory_stack import (
     stacked_layers,
     transient_peaks,
 )
+from .style import styled
 from .utilization import time_unit
 
 __all__ = [
@@ -80,6 +81,7 @@ STRIP = (0.82, 0.98)  # the collectives' strip, in axes height (above the headro
 HEADROOM = 1.45  # y limit over the largest peak: room for the peak label and the strip
 
 
+@styled
 def memory_timeline_figure(source, ranks=None, title=None, window=None):
     """Each rank's memory over simulated time, stacked by category; returns a Figure.
 
@@ -127,7 +129,7 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
         _mark_peak(ax, rank, peak_in(points, start, end), start, end, divisor)
         ax.set_ylabel(
             f"rank {rank}",
-            fontsize=12,
+            fontsize="large",
             fontweight="bold",
             rotation=0,
             ha="right",
@@ -136,7 +138,7 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
         )
     _binary_ticks(axes[0], top)
     axes[0].set_xlim(start / divisor, end / divisor)
-    axes[-1].set_xlabel(f"simulated time ({unit})", fontsize=12)
+    axes[-1].set_xlabel(f"simulated time ({unit})", fontsize="large")
     spikes = any(ax.get_gid() == "has instants" for ax in axes)
     _legend(fig, shown, lanes, spikes)
     if title is None:
@@ -146,7 +148,13 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
             f"peak {format_size(heaviest.total)}"
         )
     fig.suptitle(
-        title, fontsize=14, fontweight="bold", x=0.02, ha="left", y=1 - 0.08 / height, va="top"
+        title,
+        fontsize="x-large",
+        fontweight="bold",
+        x=0.02,
+        ha="left",
+        y=1 - 0.08 / height,
+        va="top",
     )
     return fig
 
@@ -240,7 +248,7 @@ def _draw_rank(ax, rank, points, end, divisor, shown):
     ax.grid(axis="y", alpha=0.3, zorder=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.tick_params(labelsize=10)
+    ax.tick_params(labelsize="medium")
 
 
 def _mark_collectives(ax, spans, lanes, divisor):
@@ -299,7 +307,7 @@ def _mark_peak(ax, rank, peak, start, end, divisor):
         textcoords="offset points",
         ha="right" if right else "left",
         va="bottom",
-        fontsize=10,
+        fontsize="medium",
         fontweight="bold",
         zorder=6,
         bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85),
@@ -342,7 +350,7 @@ def _legend(fig, shown, collectives, spikes):
         bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()),
         ncol=min(len(handles), 4),
         frameon=False,
-        fontsize=10,
+        fontsize="medium",
         columnspacing=1.2,  # four columns of these labels fit a 12-inch figure
         handlelength=1.5,
     )

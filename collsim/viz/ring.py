@@ -46,6 +46,7 @@ from ..units import format_size, format_time
 from .ink import ink_on
 from .limits import MAX_FPS, check_rate, check_ring_ranks
 from .output import standalone_html
+from .style import styled
 
 __all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame", "ANIMATIONS"]
 
@@ -241,7 +242,7 @@ def _draw(fig, result, frame):
     ax.set_aspect("equal")
     ax.axis("off")
     positions, angles = _positions(k)
-    fontsize = 11 if k <= 8 else 9
+    fontsize = "medium" if k <= 8 else "small"
     discs = []
     for r, (x, y) in enumerate(positions):
         discs.append(ax.add_patch(Circle((x, y), NODE, zorder=8, gid=f"rank {r}", **DISC)))
@@ -256,21 +257,25 @@ def _draw(fig, result, frame):
     reach = _radius(k) + gap + n_chunks * depth + 0.05
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
-    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize=18, fontweight="bold")
-    fig.text(0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize=11)
+    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize="xx-large", fontweight="bold")
+    fig.text(0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize="medium")
 
     cax = fig.add_axes((0.84, 0.3, 0.025, 0.5))
     bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, ticks=_ticks(k))
-    bar.set_label("contributions in the chunk (ranks)", fontsize=10)
+    bar.set_label("contributions in the chunk (ranks)", fontsize="medium")
     handles = [
         Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
         Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
     ]
     fig.legend(
-        handles=handles, loc="lower right", fontsize=9, frameon=False, bbox_to_anchor=(0.995, 0.03)
+        handles=handles,
+        loc="lower right",
+        fontsize="small",
+        frameon=False,
+        bbox_to_anchor=(0.995, 0.03),
     )
     note = "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now"
-    fig.text(0.84, 0.22, note, fontsize=8, va="top")
+    fig.text(0.84, 0.22, note, fontsize="small", va="top")
     return ax
 
 
@@ -306,6 +311,7 @@ def _step_number(result, step):
     return number
 
 
+@styled
 def ring_figure(result, step=1):
     """One step of a collective as a Figure.
 

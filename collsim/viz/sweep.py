@@ -39,6 +39,7 @@ from ..collectives.registry import algorithms_for, canonical_algorithm, canonica
 from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
+from .style import current, styled
 
 __all__ = [
     "sweep",
@@ -219,9 +220,12 @@ def size_axis(ax, sizes, every=None):
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels(
-        [format_size(t).replace(".0 ", " ") for t in ticks], rotation=35, ha="right", fontsize=10
+        [format_size(t).replace(".0 ", " ") for t in ticks],
+        rotation=35,
+        ha="right",
+        fontsize="medium",
     )
-    ax.set_xlabel("message size S (bytes, as nccl-tests counts them)", fontsize=11)
+    ax.set_xlabel("message size S (bytes, as nccl-tests counts them)", fontsize="medium")
     ax.grid(True, which="major", alpha=0.3)
 
 
@@ -242,7 +246,7 @@ def _tint(ax, data, label=False, bound_label=False):
                 transform=ax.get_xaxis_transform(),
                 ha="center",
                 va="bottom",
-                fontsize=11,
+                fontsize="medium",
                 color=colour,
                 fontweight="bold",
             )
@@ -259,11 +263,12 @@ def _tint(ax, data, label=False, bound_label=False):
                 transform=ax.get_xaxis_transform(),
                 ha="center",
                 va="top",
-                fontsize=10,
+                fontsize="medium",
                 bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"},
             )
 
 
+@styled
 def sweep_figure(
     cluster,
     collective="all_reduce",
@@ -279,7 +284,7 @@ def sweep_figure(
     arguments are those of :func:`sweep`.
     """
     data = data or sweep(cluster, collective, algorithms, sizes, mode, dtype)
-    fig = Figure(figsize=(14, 6), layout="constrained")
+    fig = Figure(figsize=current().size((14, 6)), layout="constrained")
     ax_t, ax_b = fig.subplots(1, 2)
     for a, times in data.times.items():
         style = {"color": ALGORITHM_COLOURS.get(a), **ALGORITHM_STYLES.get(a, {"marker": "o"})}
@@ -290,9 +295,9 @@ def sweep_figure(
         size_axis(ax, data.sizes)
         _tint(ax, data, label=ax is ax_b, bound_label=ax is ax_t)
         ax.set_yscale("log")
-    ax_t.set_ylabel("time (s)", fontsize=12)
-    ax_b.set_ylabel("bus bandwidth (GB/s)", fontsize=12)
-    ax_t.set_title("time: lower is better", fontsize=12)
+    ax_t.set_ylabel("time (s)", fontsize="large")
+    ax_b.set_ylabel("bus bandwidth (GB/s)", fontsize="large")
+    ax_t.set_title("time: lower is better", fontsize="large")
     ax_b.set_title(
         "busbw = S/t · "
         + (
@@ -303,14 +308,16 @@ def sweep_figure(
             else "1"
         )
         + ": higher is better",
-        fontsize=12,
+        fontsize="large",
     )
-    ax_t.legend(title="algorithm", fontsize=11, title_fontsize=11, loc="upper left")
+    ax_t.legend(title="algorithm", fontsize="medium", title_fontsize="medium", loc="upper left")
     _annotate_changes(ax_t, data)
     how = "count-only simulation" if data.mode == "count-only" else "closed forms"
     name = data.collective.replace("_", "-")
     fig.suptitle(
-        f"{name} on {data.topology}, {data.ranks} ranks ({how})", fontsize=15, fontweight="bold"
+        f"{name} on {data.topology}, {data.ranks} ranks ({how})",
+        fontsize="x-large",
+        fontweight="bold",
     )
     return fig
 
@@ -329,6 +336,6 @@ def _annotate_changes(ax, data):
             textcoords="offset points",
             ha="left",
             va="bottom",
-            fontsize=10,
+            fontsize="medium",
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
         )

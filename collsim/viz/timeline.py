@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from ..errors import ConfigError
+from .style import styled
 
 __all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
 
@@ -75,6 +76,7 @@ def _time_unit(seconds):
     return 1e-9, "ns"
 
 
+@styled
 def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=None):
     """The pipeline timeline of one step; returns a Figure.
 
@@ -152,13 +154,13 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
 
     ax.set_xlim(0, (end - start) / divisor)
     ax.set_ylim(p - 0.5, -0.5)
-    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=12)
+    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize="large")
     if getattr(trace, "faults", None) is not None:  # a straggler's row says so (viz/faults.py)
         from .faults import mark_slow_stages
 
         mark_slow_stages(ax, trace.faults, list(stage_ranks))
-    ax.set_xlabel(f"simulated time ({unit})", fontsize=12)
-    ax.tick_params(axis="x", labelsize=11)
+    ax.set_xlabel(f"simulated time ({unit})", fontsize="large")
+    ax.tick_params(axis="x", labelsize="medium")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     kinds = [k for k in ("F", "BW", "B", "W") if schedule.counts()[k]]
@@ -171,13 +173,13 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
         bbox_to_anchor=(0.5, 1.0),
         ncol=len(handles),
         frameon=False,
-        fontsize=11,
+        fontsize="medium",
         title=note,
-        title_fontsize=10,
+        title_fontsize="medium",
     )
     fig.suptitle(
         title or _title(schedule, idle, end - start, times),
-        fontsize=15,
+        fontsize="x-large",
         fontweight="bold",
         y=1 - 0.08 / height,
         va="top",

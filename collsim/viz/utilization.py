@@ -33,6 +33,7 @@ from matplotlib.patches import Patch
 from ..hardware.protocols import slowest_class
 from ..units import format_time
 from .limits import MAX_BINS, check_count
+from .style import current, styled
 
 __all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit"]
 
@@ -168,6 +169,7 @@ def _protocol_note(trace):
     )
 
 
+@styled
 def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     """Links × time heat map of utilisation; returns a Figure.
 
@@ -190,7 +192,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     if not links:  # nothing moved (one rank): one empty row keeps the axes drawable
         share = np.zeros((1, share.shape[1]))
     height = min(10.0, max(4.0, 1.6 + 0.24 * rows))
-    fig = Figure(figsize=(12, height), layout="constrained")
+    fig = Figure(figsize=current().size((12, height)), layout="constrained")
     ax = fig.add_subplot()
     # latency first, underneath: where bytes flow the colour covers it
     waits = latency_intervals(topology, trace)
@@ -215,9 +217,9 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     fontsize = 10 if rows <= 24 else 8 if rows <= 40 else 6
     ax.set_yticklabels([f"{_name(u)} → {_name(v)}" for u, v in links], fontsize=fontsize)
     ax.set_ylim(rows - 0.5, -0.5)
-    ax.set_xlabel(f"simulated time ({unit})", fontsize=12)
-    ax.set_ylabel("link (sender → receiver)", fontsize=12)
-    ax.tick_params(axis="x", labelsize=10)
+    ax.set_xlabel(f"simulated time ({unit})", fontsize="large")
+    ax.set_ylabel("link (sender → receiver)", fontsize="large")
+    ax.tick_params(axis="x", labelsize="medium")
     ends = _step_ends(source)
     for t in ends:
         ax.axvline(t / divisor, color="#2B6CB0", lw=0.8, alpha=0.6, zorder=3)
@@ -226,22 +228,22 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         every = max(1, len(ends) // 16)
         shown = list(range(every - 1, len(ends), every))
         top.set_xticks([ends[i] / divisor for i in shown], [f"s{i + 1}" for i in shown])
-        top.tick_params(labelsize=8, colors="#2B6CB0")
+        top.tick_params(labelsize="small", colors="#2B6CB0")
     bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.04)
-    bar.set_label("utilisation (% of link bandwidth)", fontsize=11)
+    bar.set_label("utilisation (% of link bandwidth)", fontsize="medium")
     name = topology.graph.get("name", "topology")
     if title is None:
         what = ""
         if hasattr(source, "collective"):
             what = f"{source.algorithm.replace('_', '-')} {source.collective.replace('_', '-')} "
         title = f"link utilisation over time: {what}on {name}"
-    fig.suptitle(title, fontsize=15, fontweight="bold")
+    fig.suptitle(title, fontsize="x-large", fontweight="bold")
     busiest = share.max() if share.size else 0.0
     note = f"run time {format_time(edges[-1])}, {bins} time slices; busiest slice {busiest:.0%}"
     if ends:
         note += "; blue lines: end of each step"
     note += _protocol_note(trace)
-    ax.set_title(note, fontsize=10, pad=18 if ends else 6)
+    ax.set_title(note, fontsize="medium", pad=18 if ends else 6)
     keys = []
     if waits:
         keys.append(Patch(label="latency α: message sent, no bytes flowing yet", **LATENCY))
@@ -252,12 +254,14 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         keys += mark_faults(ax, links, log, divisor, edges[-1])
         if log.stalls:
             stalled = f"; STALLED: no progress after t={format_time(edges[-1])}, the watchdog "
-            ax.set_title(note + stalled + "stopped the run", fontsize=10, pad=18 if ends else 6)
+            ax.set_title(
+                note + stalled + "stopped the run", fontsize="medium", pad=18 if ends else 6
+            )
     if keys:
         fig.legend(
             handles=keys,
             loc="outside lower left",
-            fontsize=10,
+            fontsize="medium",
             frameon=False,
             ncol=min(len(keys), 3),
         )
