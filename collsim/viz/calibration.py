@@ -252,7 +252,9 @@ def _draw_bandwidth(ax, curves, published):
     ax.set_ylim(0, top * 1.15)
     ax.set_ylabel("bus bandwidth (GB/s)", fontsize="large")
     ax.set_title(
-        "large messages: busbw = S/t · 2(K-1)/K meets the published figures", fontsize="large"
+        "large messages: busbw = S/t · 2(K-1)/K meets the published figures",
+        fontsize="large",
+        wrap=True,
     )
     ax.legend(fontsize="medium", loc="upper left")
     # the comparison sits where no curve is: small sizes, below the legend
@@ -335,6 +337,7 @@ def _draw_floor(ax, curves, small_max):
         "small messages: the time is the latency floor\n"
         "(dotted: the steps' latencies summed, steps · α)",
         fontsize="large",
+        wrap=True,
     )
 
 
@@ -353,6 +356,7 @@ def calibration_figure(curves, published=PUBLISHED, small_max=SMALL_MAX):
         "nccl-tests figures (count-only simulation, float32)",
         fontsize="x-large",
         fontweight="bold",
+        wrap=True,
     )
     lines = [
         f"[{n}] ~{p.busbw_GBps:g} GB/s {p.key}: {p.who}, {p.source}: {p.short}"

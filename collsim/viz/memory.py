@@ -121,8 +121,8 @@ def memory_figure(config=None, /, **inputs):
     ax.set_axisbelow(True)
     # below the plot, where it can cover neither a bar nor the GPU-memory line
     fig.legend(loc="outside lower center", ncol=4, fontsize="small", frameon=False)
-    ax.set_title(_title(cfg, base, format_count), fontsize="medium", loc="left")
-    fig.suptitle("Memory per GPU by ZeRO stage", fontweight="bold", x=0.02, ha="left")
+    ax.set_title(_title(cfg, base, format_count), fontsize="medium", loc="left", wrap=True)
+    fig.suptitle("Memory per GPU by ZeRO stage", fontweight="bold", x=0.02, ha="left", wrap=True)
     return fig
 
 

@@ -45,8 +45,9 @@ from .memory_stack import (
     stacked_layers,
     transient_peaks,
 )
-from .style import styled
+from .style import current, styled
 from .utilization import time_unit
+from .words import say
 
 __all__ = [
     "memory_timeline_figure",
@@ -116,12 +117,9 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
     calls = collective_calls(trace)
     lanes = sorted({name for spans in calls.values() for name, _, _ in spans})
 
-    width, height = 12.0, 1.5 + 1.9 * len(ranks)
-    fig = Figure(figsize=(width, height))
+    # constrained layout: title, legend and labels take the room they need in any look
+    fig = Figure(figsize=current().size((12.0, 2.8 + 1.9 * len(ranks))), layout="constrained")
     axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-    fig.subplots_adjust(
-        left=0.135, right=0.97, bottom=0.55 / height, top=1 - 1.25 / height, hspace=0.18
-    )
     for ax, rank in zip(axes, ranks):
         points = memory_timeline(trace, rank)
         _draw_rank(ax, rank, points, max(end, end_of_run(trace)), divisor, shown)
@@ -138,7 +136,8 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
         )
     _binary_ticks(axes[0], top)
     axes[0].set_xlim(start / divisor, end / divisor)
-    axes[-1].set_xlabel(f"simulated time ({unit})", fontsize="large")
+    axes[-1].set_xlabel(say("simulated time ({unit})", unit=unit), fontsize="large")
+    fig.supylabel(say("memory held (binary units)"), fontsize="medium")
     spikes = any(ax.get_gid() == "has instants" for ax in axes)
     _legend(fig, shown, lanes, spikes)
     if title is None:
@@ -147,15 +146,7 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
             f"Memory per rank over simulated time · busiest: rank {heaviest.rank}, "
             f"peak {format_size(heaviest.total)}"
         )
-    fig.suptitle(
-        title,
-        fontsize="x-large",
-        fontweight="bold",
-        x=0.02,
-        ha="left",
-        y=1 - 0.08 / height,
-        va="top",
-    )
+    fig.suptitle(title, fontsize="x-large", fontweight="bold")
     return fig
 
 
@@ -346,11 +337,10 @@ def _legend(fig, shown, collectives, spikes):
         )
     fig.legend(
         handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()),
-        ncol=min(len(handles), 4),
+        loc="outside lower center",  # under the time axis: the title keeps the top
+        ncol=min(len(handles), 3),
         frameon=False,
         fontsize="medium",
-        columnspacing=1.2,  # four columns of these labels fit a 12-inch figure
+        columnspacing=1.2,  # three columns of these labels fit a slide and a 12-inch figure
         handlelength=1.5,
     )

@@ -257,8 +257,10 @@ def _draw(fig, result, frame):
     reach = _radius(k) + gap + n_chunks * depth + 0.05
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
-    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize="xx-large", fontweight="bold")
-    fig.text(0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize="medium")
+    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize="xx-large", fontweight="bold", wrap=True)
+    fig.text(
+        0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize="medium", wrap=True
+    )
 
     cax = fig.add_axes((0.84, 0.3, 0.025, 0.5))
     bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, ticks=_ticks(k))
@@ -275,7 +277,7 @@ def _draw(fig, result, frame):
         bbox_to_anchor=(0.995, 0.03),
     )
     note = "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now"
-    fig.text(0.84, 0.22, note, fontsize="small", va="top")
+    fig.text(0.84, 0.22, note, fontsize="small", va="top", wrap=True)
     return ax
 
 

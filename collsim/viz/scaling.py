@@ -163,7 +163,6 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
     ax_t.set_yscale("log")
     _gpu_axis(ax_t, n)
     ax_t.set_ylabel("time per optimizer step (s)", fontsize="large")
-    ax_t.legend(fontsize="medium", loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
 
     # right: the step as shares, and the efficiency those shares mean
     bottoms = [0.0] * len(rows)
@@ -205,7 +204,11 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
     _gpu_axis(ax_e, n)
     ax_e.set_ylim(0, 105)
     ax_e.set_ylabel("share of the step (%)", fontsize="large")
-    ax_e.legend(fontsize="medium", loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    # one legend under both panels: constrained layout gives it its room in any look
+    handles, labels = (
+        sum(pair, []) for pair in zip(*(a.get_legend_handles_labels() for a in (ax_t, ax_e)))
+    )
+    fig.legend(handles, labels, fontsize="medium", loc="outside lower center", ncol=2)
     _mark_node_edge(fig, (ax_t, ax_e), rows, cfg)
     _mark_half(ax_e, rows)
     per = 4 if batch_per_gpu is None else batch_per_gpu
@@ -218,17 +221,20 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         f"where does adding GPUs stop paying?  {_model(cfg)}, {mode}",
         fontsize="x-large",
         fontweight="bold",
+        wrap=True,
     )
     ax_t.set_title(
         f"P = {cfg.compute_rate / 1e12:.4g} TFLOP/s per GPU, {cfg.gpus_per_node} GPUs "
         f"per node, links {format_rate(cfg.intra_bandwidth)} inside a node and "
         f"{format_rate(cfg.inter_bandwidth)} between",
         fontsize="medium",
+        wrap=True,
     )
     ax_e.set_title(
         f"{cfg.seq:,}-token sequences, {cfg.precision} gradients, tp={cfg.tp}, pp={cfg.pp}, "
         "data parallel over the rest",
         fontsize="medium",
+        wrap=True,
     )
     return fig
 

@@ -83,9 +83,13 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
         )
     mem_ax.plot([], [], color="black", linewidth=1.6, label="peak of the sum (total)")
     mem_ax.set_ylabel("peak memory of the busiest rank (KiB)")
-    mem_ax.set_title("memory by category", loc="left", fontsize="medium")
+    mem_ax.set_title("memory by category", loc="left", fontsize="medium", wrap=True)
     mem_ax.set_ylim(0, mem_top * 1.12)
-    mem_ax.legend(fontsize="small", loc="upper right", frameon=True, framealpha=0.9)
+    # the legend under the panel, where no bar or value label can be (constrained layout
+    # gives it its room)
+    mem_ax.legend(
+        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False
+    )
 
     width = 0.38
     link_top = max([1.0] + [_kib(r, k) for r in ran for k, _, _ in LINK_PARTS])
@@ -97,7 +101,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
             bars, [f"{h:.3g}" if h else "" for h in heights], fontsize="x-small", padding=2
         )
     link_ax.set_ylabel("bytes sent per rank (KiB)")
-    link_ax.set_title("communication by link class", loc="left", fontsize="medium")
+    link_ax.set_title("communication by link class", loc="left", fontsize="medium", wrap=True)
     link_ax.set_ylim(0, link_top * 1.15)
     link_ax.legend(fontsize="small", loc="upper left", frameon=True, framealpha=0.9)
 
@@ -131,10 +135,13 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
         fontsize="small",
         va="bottom",
         ha="left",
+        wrap=True,
     )
     fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
     lines = [title] + textwrap.wrap(subtitle, 120)
-    fig.suptitle("\n".join(lines), fontweight="bold", x=0.01, ha="left", fontsize="medium")
+    fig.suptitle(
+        "\n".join(lines), fontweight="bold", x=0.01, ha="left", fontsize="medium", wrap=True
+    )
     return fig
 
 

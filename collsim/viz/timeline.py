@@ -29,6 +29,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..errors import ConfigError
 from .style import styled
+from .utilization import time_unit
 
 __all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
 
@@ -69,13 +70,6 @@ def bubble_from_spans(spans, stages):
     return start, end, [end - start - b for b in busy]
 
 
-def _time_unit(seconds):
-    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= 2 * divisor:
-            return divisor, name
-    return 1e-9, "ns"
-
-
 @styled
 def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=None):
     """The pipeline timeline of one step; returns a Figure.
@@ -112,7 +106,7 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
         )
     p, v = schedule.stages, schedule.virtual
     start, end, idle = bubble_from_spans(spans, p)
-    divisor, unit = _time_unit(end - start)
+    divisor, unit = time_unit(end - start)
 
     width, height = 14.0, 1.9 + 0.62 * p  # inches: 0.7 below the rows, 1.2 above
     fig = Figure(figsize=(width, height))
@@ -183,6 +177,7 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
         fontweight="bold",
         y=1 - 0.08 / height,
         va="top",
+        wrap=True,
     )
     return fig
 

@@ -291,12 +291,12 @@ def traffic_figure(topology, source, title=None):
     bar = fig.colorbar(ScalarMappable(norm, cmap=_shifted(cmap)), cax=cax)
     bar.set_label(f"bytes carried ({unit})", fontsize="medium")
     head = title or f"link load: {_what(source)}{g.graph.get('name', 'topology')}"
-    fig.suptitle(head, fontsize="xx-large", fontweight="bold", y=1 - 0.12 / height)
+    fig.suptitle(head, fontsize="xx-large", fontweight="bold", y=1 - 0.12 / height, wrap=True)
     if loads:
         busiest = _busiest_text(busiest_links(loads), g.number_of_edges(), largest / divisor, unit)
         total = format_size(sum(loads.values()))
         note = f"{busiest}  ·  all links together: {total}  ·  grey = unused"
-        fig.text(0.5, 1 - 0.55 / height, note, fontsize="medium", **CENTRE)
+        fig.text(0.5, 1 - 0.55 / height, note, fontsize="medium", **CENTRE, wrap=True)
     return fig
 
 
@@ -355,5 +355,5 @@ def _draw_machines(ax, g, pos, fontsize):
             FancyBboxPatch((min(xs) - 0.3, -0.3), max(xs) - min(xs) + 0.6, 1.6, zorder=0, **look)
         )
         ax.text(
-            min(xs) - 0.25, 1.4, f"machine {n}", fontsize=fontsize + 1, color="#3A5F95", va="bottom"
+            min(xs) - 0.25, 1.4, f"machine {n}", fontsize="medium", color="#3A5F95", va="bottom"
         )

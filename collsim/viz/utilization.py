@@ -45,9 +45,10 @@ def time_unit(largest):
     """``(divisor, name)`` that shows ``largest`` seconds as a readable number.
 
     >>> time_unit(3e-4)
-    (1e-06, 'us')
+    (1e-06, 'µs')
     """
-    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+    # µs, as the calibration figure and nccl-tests' tables write it (not "us")
+    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if largest >= 2 * divisor:
             return divisor, name
     return 1e-9, "ns"
@@ -214,7 +215,9 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     )
     ax.set_xlim(edges[0] / divisor, edges[-1] / divisor)
     ax.set_yticks(range(len(links)))
-    fontsize = 10 if rows <= 24 else 8 if rows <= 40 else 6
+    # one size for every row count: where rows crowd, style.thin_crowded_ticks labels
+    # every other one instead of shrinking them all below reading size
+    fontsize = "medium" if rows <= 24 else "small"
     ax.set_yticklabels([f"{_name(u)} → {_name(v)}" for u, v in links], fontsize=fontsize)
     ax.set_ylim(rows - 0.5, -0.5)
     ax.set_xlabel(f"simulated time ({unit})", fontsize="large")
@@ -237,13 +240,13 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         if hasattr(source, "collective"):
             what = f"{source.algorithm.replace('_', '-')} {source.collective.replace('_', '-')} "
         title = f"link utilisation over time: {what}on {name}"
-    fig.suptitle(title, fontsize="x-large", fontweight="bold")
+    fig.suptitle(title, fontsize="x-large", fontweight="bold", wrap=True)
     busiest = share.max() if share.size else 0.0
     note = f"run time {format_time(edges[-1])}, {bins} time slices; busiest slice {busiest:.0%}"
     if ends:
         note += "; blue lines: end of each step"
     note += _protocol_note(trace)
-    ax.set_title(note, fontsize="medium", pad=18 if ends else 6)
+    ax.set_title(note, fontsize="medium", pad=18 if ends else 6, wrap=True)
     keys = []
     if waits:
         keys.append(Patch(label="latency α: message sent, no bytes flowing yet", **LATENCY))
@@ -255,7 +258,10 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         if log.stalls:
             stalled = f"; STALLED: no progress after t={format_time(edges[-1])}, the watchdog "
             ax.set_title(
-                note + stalled + "stopped the run", fontsize="medium", pad=18 if ends else 6
+                note + stalled + "stopped the run",
+                fontsize="medium",
+                pad=18 if ends else 6,
+                wrap=True,
             )
     if keys:
         fig.legend(

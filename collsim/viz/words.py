@@ -47,6 +47,7 @@ INSTALL_HINT = (
 JA = {
     # ---- shared ----
     "simulated time ({unit})": "シミュレーション時間 ({unit})",
+    "memory held (binary units)": "保持しているメモリ (2 進単位)",
     "idle": "アイドル",
     # ---- pipeline timeline (timeline.py) ----
     "stage {stage}": "ステージ {stage}",
