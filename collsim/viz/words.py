@@ -56,14 +56,12 @@ JA = {
     "B: backward": "B: 逆伝播",
     "W: weight gradient": "W: 重みの勾配",
     "numbers: micro-batch (from 1)": "数字: マイクロバッチ (1 から)",
-    "hatched: later model chunk": "斜線: 後のモデルチャンク",
+    "model chunk {chunk}": "モデルチャンク {chunk}",
     "warm-up": "ウォームアップ",
     "steady": "定常",
     "cool-down": "クールダウン",
-    "bubble {idle}/{total} = {percent} idle": "バブル {idle}/{total} = {percent} がアイドル",
-    "{name}: p={p} stages, m={m} micro-batches": "{name}: p={p} ステージ, m={m} マイクロバッチ",
-    "measured bubble {measured}": "測定したバブル {measured}",
-    "formula {shape} = {formula}": "式 {shape} = {formula}",
+    "bubble {percent} idle": "バブル: {percent} がアイドル",
+    "closed form {ratio}": "閉形式 {ratio}",
     # ---- device mesh (mesh.py) ----
     "{order} order ({names}, innermost last) on {nodes} node(s) of {gpus} GPUs": (
         "{order} の順序 ({names}, 最後が最内側), {gpus} GPU のノード {nodes} 台"
