@@ -20,16 +20,16 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from .ink import ink_on
-from .style import current, styled
+from .style import CATEGORY_COLOURS, current, styled
 
 __all__ = ["memory_figure", "PARTS", "STAGES"]
 
 # (key in the plan's memory dict, legend label, colour)
 PARTS = (
-    ("params", "parameters", "#4C72B0"),
-    ("grads", "gradients", "#55A868"),
-    ("optimizer", "optimizer states (fp32 copy, Adam m, v)", "#DD8452"),
-    ("activations", "activations", "#8172B3"),
+    ("params", "parameters", CATEGORY_COLOURS["params"]),
+    ("grads", "gradients", CATEGORY_COLOURS["grads"]),
+    ("optimizer", "optimizer states (fp32 copy, Adam m, v)", CATEGORY_COLOURS["optimizer"]),
+    ("activations", "activations", CATEGORY_COLOURS["activations"]),
 )
 STAGES = (
     "ZeRO-0\nnothing sharded\n(DDP)",

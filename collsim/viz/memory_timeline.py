@@ -45,7 +45,7 @@ from .memory_stack import (
     stacked_layers,
     transient_peaks,
 )
-from .style import current, styled
+from .style import CATEGORY_COLOURS, current, styled
 from .utilization import time_unit
 from .words import say
 
@@ -65,17 +65,17 @@ MAX_ROWS = 8  # one row per rank: past 8 rows each is too thin to read its layer
 # category -> (legend label, colour): the model states in the memory_figure colours
 # (collsim.viz.memory), then what a schedule holds for a while
 CATEGORY_STYLE = {
-    "params": ("parameters (bf16)", "#4C72B0"),
-    "grads": ("gradients (bf16)", "#55A868"),
-    "optimizer": ("optimizer (fp32 master, Adam m, v)", "#DD8452"),
-    "activations": ("activations (saved for backward)", "#8172B3"),
-    "gathered_params": ("gathered parameters (FSDP unit)", "#64B5CD"),
-    "comm_buffers": ("communication buffers", "#937860"),
+    "params": ("parameters (bf16)", CATEGORY_COLOURS["params"]),
+    "grads": ("gradients (bf16)", CATEGORY_COLOURS["grads"]),
+    "optimizer": ("optimizer (fp32 master, Adam m, v)", CATEGORY_COLOURS["optimizer"]),
+    "activations": ("activations (saved for backward)", CATEGORY_COLOURS["activations"]),
+    "gathered_params": ("gathered parameters (FSDP unit)", CATEGORY_COLOURS["gathered_params"]),
+    "comm_buffers": ("communication buffers", CATEGORY_COLOURS["comm_buffers"]),
 }
 COLLECTIVE_COLOURS = {
-    "all_gather": "#2A6F97",
-    "reduce_scatter": "#C44E52",
-    "all_reduce": "#6A3D9A",
+    "all_gather": "#000000",  # black, yellow and dark violet: apart from the categories
+    "reduce_scatter": "#F0E442",  # and from each other under deuteranopia and protanopia
+    "all_reduce": "#5E3C99",
 }
 OTHER_COLLECTIVE = "#7F7F7F"
 STRIP = (0.82, 0.98)  # the collectives' strip, in axes height (above the headroom)

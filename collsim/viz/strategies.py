@@ -21,18 +21,22 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from .style import current, styled
+from .style import CATEGORY_COLOURS, current, styled
 
 __all__ = ["strategies_figure", "MEMORY_PARTS", "LINK_PARTS"]
 
 # (key in the row's peak_memory_bytes, legend label, colour): colours as in memory.py
 MEMORY_PARTS = (
-    ("params", "parameters", "#4C72B0"),
-    ("grads", "gradients", "#55A868"),
-    ("optimizer", "optimizer state (Adam m, v)", "#DD8452"),
-    ("activations", "activations", "#8172B3"),
-    ("gathered_params", "gathered parameters (FSDP)", "#937860"),
-    ("comm_buffers", "communication buffers (K/V blocks, gradient buffers)", "#DA8BC3"),
+    ("params", "parameters", CATEGORY_COLOURS["params"]),
+    ("grads", "gradients", CATEGORY_COLOURS["grads"]),
+    ("optimizer", "optimizer state (Adam m, v)", CATEGORY_COLOURS["optimizer"]),
+    ("activations", "activations", CATEGORY_COLOURS["activations"]),
+    ("gathered_params", "gathered parameters (FSDP)", CATEGORY_COLOURS["gathered_params"]),
+    (
+        "comm_buffers",
+        "communication buffers (K/V blocks, gradient buffers)",
+        CATEGORY_COLOURS["comm_buffers"],
+    ),
 )
 LINK_PARTS = (
     ("intra_node_bytes", "inside a node (fast links)", "#64B5CD"),

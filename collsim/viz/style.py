@@ -20,11 +20,11 @@ edited, translated or restyled after the fact.
 Examples
 --------
 >>> from matplotlib.figure import Figure
->>> with use("slides", theme="dark") as look:
-...     fig = Figure(figsize=look.size((8, 5)))
->>> [round(x, 2) for x in fig.get_size_inches()], look.rc()["font.size"]
+>>> with use("slides", theme="dark") as slide:
+...     fig = Figure(figsize=slide.size((8, 5)))
+>>> [round(float(x), 2) for x in fig.get_size_inches()], slide.rc()["font.size"]
 ([13.33, 7.5], 13.0)
->>> use(style="poster")
+>>> look(style="poster")
 Traceback (most recent call last):
     ...
 collsim.errors.ConfigError: --style 'poster': choose one of paper, slides (nearest: paper)
@@ -45,6 +45,7 @@ __all__ = [
     "STYLES",
     "THEMES",
     "PALETTE",
+    "CATEGORY_COLOURS",
     "use",
     "styled",
     "current",
@@ -57,6 +58,16 @@ __all__ = [
 # (it vanishes on white paper).  tests/test_viz_style.py simulates deuteranopia and
 # protanopia on it.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
+# what a rank's memory holds, the same colour in every figure that stacks it (memory,
+# memory-timeline, strategies); Okabe-Ito, so the six stay apart for every reader
+CATEGORY_COLOURS = {
+    "params": "#0072B2",  # blue
+    "grads": "#009E73",  # bluish green
+    "optimizer": "#E69F00",  # orange
+    "activations": "#CC79A7",  # reddish purple
+    "gathered_params": "#56B4E9",  # sky blue
+    "comm_buffers": "#D55E00",  # vermillion
+}
 
 SLIDE_INCHES = (13 + 1 / 3, 7.5)  # a 16:9 slide; 1920 x 1080 px at 144 dpi
 SLIDE_DPI = 144

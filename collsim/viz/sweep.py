@@ -52,17 +52,17 @@ __all__ = [
 ]
 
 MODES = ("count-only", "analytical")
-ALGORITHM_COLOURS = {
-    "ring": "#4C72B0",
-    "tree": "#55A868",
-    "halving_doubling": "#C44E52",
-    "naive": "#8172B3",
-    "direct": "#DD8452",
+ALGORITHM_COLOURS = {  # Okabe-Ito: the algorithms of one sweep stay apart for every reader
+    "ring": "#0072B2",  # blue
+    "tree": "#E69F00",  # orange
+    "halving_doubling": "#009E73",  # bluish green
+    "naive": "#CC79A7",  # reddish purple
+    "direct": "#D55E00",  # vermillion (all-to-all's only algorithm)
     # NCCL's algorithms on the hardware presets
-    "nccl_ring": "#1F77B4",
-    "double_tree": "#937860",
-    "hierarchical": "#2CA02C",
-    "nvls": "#DA8BC3",
+    "nccl_ring": "#56B4E9",  # sky blue
+    "double_tree": "#D55E00",  # vermillion
+    "hierarchical": "#000000",  # black
+    "nvls": "#F0E442",  # yellow
 }
 # line style and marker per algorithm, so lines that coincide (naive and ring are both
 # one latency per step at small sizes) stay apart in print and for colour-blind readers;
