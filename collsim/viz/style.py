@@ -205,12 +205,16 @@ def look(style="paper", theme="light", dpi=None, width=None, height=None, aspect
          transparent=False, title=None, lang="en"):  # fmt: skip
     """A checked :class:`Look`; each refusal names the flag, the value and the choices."""
     if dpi is not None:
+        given = dpi
         try:
             dpi = float(dpi)
         except (TypeError, ValueError):
             dpi = float("nan")
-        if not 10 <= dpi <= MAX_DPI:
-            raise ConfigError(f"--dpi {dpi:g}: choose 10 to {MAX_DPI} (screen 100-150, print 300)")
+        if not 10 <= dpi <= MAX_DPI:  # NaN fails too
+            raise ConfigError(
+                f"--dpi {given!r}: choose 10 to {MAX_DPI} pixels per inch (screen 100-150, "
+                "print 300)"
+            )
     if lang not in ("en", "ja"):
         _choice(lang, ("en", "ja"), "--lang")
     return Look(
