@@ -223,3 +223,28 @@ def test_collsim_lang_picks_japanese_for_viz(monkeypatch, tmp_path):
         == 0
     )
     assert "ステージ 0" in out.read_text(encoding="utf-8")
+
+
+def test_the_figure_words_use_the_lessons_glossary():
+    from pathlib import Path
+
+    from collsim.teach.messages import CATALOG
+
+    glossary = Path(__file__).resolve().parents[1] / "lessons" / "ja" / "GLOSSARY.md"
+    banned = []
+    for line in glossary.read_text(encoding="utf-8").splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cols) == 3 and cols[2] and cols[2] != "使わない訳語":
+            banned += [t.strip() for t in re.split(r"[/、,]", cols[2]) if t.strip()]
+    assert "アクティベーション" in banned  # the table was read
+    for english, japanese in words.JA.items():
+        assert CATALOG["ja"][english] == japanese  # one catalog with the lessons
+        assert not [t for t in banned if t in japanese], (english, japanese)
+
+
+def test_the_sweep_reads_its_time_axis_in_microseconds_and_milliseconds(tmp_path):
+    out = tmp_path / "sweep.svg"
+    argv = ["viz", "sweep", "--ranks", "4", "--max-bytes", "64MiB", "--out", str(out)]
+    assert cli.main(argv) == 0
+    ticks = re.findall(r">(\d[\d.]* (?:µs|ms))</text>", out.read_text(encoding="utf-8"))
+    assert {t.split()[1] for t in ticks} == {"µs", "ms"}, ticks

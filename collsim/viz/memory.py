@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from .ink import ink_on
 from .style import CATEGORY_COLOURS, current, styled
+from .words import say
 
 __all__ = ["memory_figure", "PARTS", "STAGES"]
 
@@ -72,7 +73,7 @@ def memory_figure(config=None, /, **inputs):
             heights,
             0.6,
             bottom=bottom,
-            label=label,
+            label=say(label),
             color=colour,
             edgecolor="white",
             linewidth=0.8,
@@ -116,13 +117,15 @@ def memory_figure(config=None, /, **inputs):
         tick.set_fontweight("bold" if i == base.zero else "normal")
     ax.set_xlim(-0.6, 3.6)
     ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel("memory per GPU (GiB)")
+    ax.set_ylabel(say("memory per GPU (GiB)"))
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     # below the plot, where it can cover neither a bar nor the GPU-memory line
     fig.legend(loc="outside lower center", ncol=4, fontsize="small", frameon=False)
     ax.set_title(_title(cfg, base, format_count), fontsize="medium", loc="left", wrap=True)
-    fig.suptitle("Memory per GPU by ZeRO stage", fontweight="bold", x=0.02, ha="left", wrap=True)
+    fig.suptitle(
+        say("Memory per GPU by ZeRO stage"), fontweight="bold", x=0.02, ha="left", wrap=True
+    )
     return fig
 
 

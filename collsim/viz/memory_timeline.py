@@ -317,7 +317,7 @@ def _binary_ticks(ax, top):
 
 
 def _legend(fig, shown, collectives, spikes):
-    handles = [Patch(color=CATEGORY_STYLE[c][1], label=CATEGORY_STYLE[c][0]) for c in shown]
+    handles = [Patch(color=CATEGORY_STYLE[c][1], label=say(CATEGORY_STYLE[c][0])) for c in shown]
     handles += [
         Patch(
             color=COLLECTIVE_COLOURS.get(n, OTHER_COLLECTIVE),
@@ -332,7 +332,7 @@ def _legend(fig, shown, collectives, spikes):
                 [],
                 color="black",
                 linewidth=1.4,
-                label="held for an instant (alloc before free)",
+                label=say("held for an instant (alloc before free)"),
             )
         )
     fig.legend(

@@ -47,6 +47,7 @@ from .ink import ink_on
 from .limits import MAX_FPS, check_rate, check_ring_ranks
 from .output import standalone_html
 from .style import styled
+from .words import say
 
 __all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame", "ANIMATIONS"]
 
@@ -264,10 +265,10 @@ def _draw(fig, result, frame):
 
     cax = fig.add_axes((0.84, 0.3, 0.025, 0.5))
     bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, ticks=_ticks(k))
-    bar.set_label("contributions in the chunk (ranks)", fontsize="medium")
+    bar.set_label(say("contributions in the chunk (ranks)"), fontsize="medium")
     handles = [
-        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
-        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
+        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label=say("reduce: receiver adds")),
+        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label=say("copy: receiver overwrites")),
     ]
     fig.legend(
         handles=handles,

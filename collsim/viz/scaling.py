@@ -42,6 +42,7 @@ from ..errors import ConfigError
 from ..units import format_rate
 from .limits import check_rate
 from .style import current, styled
+from .words import say
 
 __all__ = ["scaling_figure", "scaling_rows", "DEFAULT_JOB"]
 
@@ -134,7 +135,7 @@ def _gpu_axis(ax, gpus):
     ax.xaxis.set_major_locator(FixedLocator(gpus))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([str(n) for n in gpus], fontsize="medium")
-    ax.set_xlabel("GPUs", fontsize="large")
+    ax.set_xlabel(say("GPUs"), fontsize="large")
     ax.grid(True, alpha=0.3)
 
 
@@ -159,10 +160,10 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         values = [r[key] for r in rows]
         shown = [(x, y) for x, y in zip(n, values) if y > 0]
         if shown:
-            ax_t.plot(*zip(*shown), style, color=colour, lw=2.2, marker="o", ms=4, label=label)
+            ax_t.plot(*zip(*shown), style, color=colour, lw=2.2, marker="o", ms=4, label=say(label))
     ax_t.set_yscale("log")
     _gpu_axis(ax_t, n)
-    ax_t.set_ylabel("time per optimizer step (s)", fontsize="large")
+    ax_t.set_ylabel(say("time per optimizer step (s)"), fontsize="large")
 
     # right: the step as shares, and the efficiency those shares mean
     bottoms = [0.0] * len(rows)
@@ -180,7 +181,7 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
             bottom=bottoms,
             color=colour,
             alpha=0.55,
-            label=label,
+            label=say(label),
             align="center",
         )
         bottoms = [b + s for b, s in zip(bottoms, share)]
@@ -191,7 +192,7 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         color="black",
         lw=2.2,
         ms=4,
-        label="efficiency (nothing overlapped)",
+        label=say("efficiency (nothing overlapped)"),
     )
     ax_e.plot(
         n,
@@ -199,11 +200,11 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         "--",
         color="black",
         lw=1.6,
-        label="efficiency (DP all-reduce hidden behind compute)",
+        label=say("efficiency (DP all-reduce hidden behind compute)"),
     )
     _gpu_axis(ax_e, n)
     ax_e.set_ylim(0, 105)
-    ax_e.set_ylabel("share of the step (%)", fontsize="large")
+    ax_e.set_ylabel(say("share of the step (%)"), fontsize="large")
     # one legend under both panels: constrained layout gives it its room in any look
     handles, labels = (
         sum(pair, []) for pair in zip(*(a.get_legend_handles_labels() for a in (ax_t, ax_e)))

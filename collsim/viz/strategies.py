@@ -22,6 +22,7 @@ import textwrap
 from matplotlib.figure import Figure
 
 from .style import CATEGORY_COLOURS, current, styled
+from .words import say
 
 __all__ = ["strategies_figure", "MEMORY_PARTS", "LINK_PARTS"]
 
@@ -63,7 +64,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
             heights,
             0.65,
             bottom=bottom,
-            label=label,
+            label=say(label),
             color=colour,
             edgecolor="white",
             linewidth=0.6,
@@ -85,9 +86,9 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
             va="bottom",
             fontsize="small",
         )
-    mem_ax.plot([], [], color="black", linewidth=1.6, label="peak of the sum (total)")
-    mem_ax.set_ylabel("peak memory of the busiest rank (KiB)")
-    mem_ax.set_title("memory by category", loc="left", fontsize="medium", wrap=True)
+    mem_ax.plot([], [], color="black", linewidth=1.6, label=say("peak of the sum (total)"))
+    mem_ax.set_ylabel(say("peak memory of the busiest rank (KiB)"))
+    mem_ax.set_title(say("memory by category"), loc="left", fontsize="medium", wrap=True)
     mem_ax.set_ylim(0, mem_top * 1.12)
     # the legend under the panel, where no bar or value label can be (constrained layout
     # gives it its room)
@@ -100,12 +101,12 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
     for j, (key, label, colour) in enumerate(LINK_PARTS):
         heights = [_kib(r, key) for r in rows]
         offset = (j - 0.5) * width
-        bars = link_ax.bar([i + offset for i in x], heights, width, label=label, color=colour)
+        bars = link_ax.bar([i + offset for i in x], heights, width, label=say(label), color=colour)
         link_ax.bar_label(
             bars, [f"{h:.3g}" if h else "" for h in heights], fontsize="x-small", padding=2
         )
-    link_ax.set_ylabel("bytes sent per rank (KiB)")
-    link_ax.set_title("communication by link class", loc="left", fontsize="medium", wrap=True)
+    link_ax.set_ylabel(say("bytes sent per rank (KiB)"))
+    link_ax.set_title(say("communication by link class"), loc="left", fontsize="medium", wrap=True)
     link_ax.set_ylim(0, link_top * 1.15)
     link_ax.legend(fontsize="small", loc="upper left", frameon=True, framealpha=0.9)
 

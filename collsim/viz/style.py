@@ -292,14 +292,16 @@ def thin_crowded_ticks(fig, gap_px=2.0):
             labels = [t.label1 for t in ticks if t.label1.get_text()]
             if len(labels) < 3:
                 continue
-            kept, crowded = None, False
-            for label in labels:
-                box = label.get_window_extent(renderer).padded(gap_px)
-                if kept is not None and box.overlaps(kept):
+            boxes = [label.get_window_extent(renderer).padded(gap_px) for label in labels]
+            every = next(  # the smallest stride whose labels stay apart: evenly spaced
+                k
+                for k in range(1, len(labels) + 1)
+                if not any(a.overlaps(b) for a, b in zip(boxes[::k], boxes[k::k]))
+            )
+            for index, label in enumerate(labels):
+                if index % every:
                     label.set_text("")
-                    crowded = True
-                else:
-                    kept = box
+            crowded = every > 1
             if crowded:  # fix the survivors, so the next layout keeps the same ticks
                 axis.set_ticks([t.get_loc() for t in ticks], [t.label1.get_text() for t in ticks])
 

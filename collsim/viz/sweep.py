@@ -20,8 +20,8 @@ Examples
 >>> [data.fastest(i) for i in range(2)], data.bandwidth_bound(1)
 (['naive', 'halving_doubling'], True)
 >>> fig = sweep_figure(cluster, sizes=[2**k for k in range(4, 26, 3)])
->>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()
-('time (s)', 'bus bandwidth (GB/s)')
+>>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()  # time ticks carry their unit
+('time', 'bus bandwidth (GB/s)')
 """
 
 import math
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..collectives.api import analytical
 from ..collectives.executor import DTYPE_BYTES
@@ -40,6 +40,8 @@ from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
 from .style import current, styled
+from .utilization import time_tick
+from .words import say
 
 __all__ = [
     "sweep",
@@ -225,7 +227,7 @@ def size_axis(ax, sizes, every=None):
         ha="right",
         fontsize="medium",
     )
-    ax.set_xlabel("message size S (bytes, as nccl-tests counts them)", fontsize="medium")
+    ax.set_xlabel(say("message size S (bytes, as nccl-tests counts them)"), fontsize="medium")
     ax.grid(True, which="major", alpha=0.3)
 
 
@@ -295,9 +297,10 @@ def sweep_figure(
         size_axis(ax, data.sizes)
         _tint(ax, data, label=ax is ax_b, bound_label=ax is ax_t)
         ax.set_yscale("log")
-    ax_t.set_ylabel("time (s)", fontsize="large")
-    ax_b.set_ylabel("bus bandwidth (GB/s)", fontsize="large")
-    ax_t.set_title("time: lower is better", fontsize="large", wrap=True)
+    ax_t.yaxis.set_major_formatter(FuncFormatter(time_tick))  # "10 µs", not 10⁻⁵ s
+    ax_t.set_ylabel(say("time"), fontsize="large")
+    ax_b.set_ylabel(say("bus bandwidth (GB/s)"), fontsize="large")
+    ax_t.set_title(say("time: lower is better"), fontsize="large", wrap=True)
     ax_b.set_title(
         "busbw = S/t · "
         + (

@@ -36,6 +36,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 from ..topology import ranks_of
 from ..units import format_size
 from .style import styled
+from .words import say
 
 __all__ = ["traffic_figure", "topology_layout", "link_bytes", "byte_unit", "busiest_links"]
 
@@ -289,7 +290,7 @@ def traffic_figure(topology, source, title=None):
     ax.set_ylim(min(ys) - pad, max(ys) + pad + (0.3 if wide else 0.0))
     cax = fig.add_axes((0.89, 0.15, 0.018, top - 0.3))
     bar = fig.colorbar(ScalarMappable(norm, cmap=_shifted(cmap)), cax=cax)
-    bar.set_label(f"bytes carried ({unit})", fontsize="medium")
+    bar.set_label(say("bytes carried ({unit})", unit=unit), fontsize="medium")
     head = title or f"link load: {_what(source)}{g.graph.get('name', 'topology')}"
     fig.suptitle(head, fontsize="xx-large", fontweight="bold", y=1 - 0.12 / height, wrap=True)
     if loads:

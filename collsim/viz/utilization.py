@@ -34,8 +34,9 @@ from ..hardware.protocols import slowest_class
 from ..units import format_time
 from .limits import MAX_BINS, check_count
 from .style import current, styled
+from .words import say
 
-__all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit"]
+__all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit", "time_tick"]
 
 CMAP = "YlOrRd"
 LATENCY = {"facecolor": "#E2E2E2", "edgecolor": "#8A8A8A", "hatch": "////", "linewidth": 0}
@@ -52,6 +53,18 @@ def time_unit(largest):
         if largest >= 2 * divisor:
             return divisor, name
     return 1e-9, "ns"
+
+
+def time_tick(seconds, _position=None):
+    """A time axis tick in the unit that reads best, as a slide says it: "10 µs", "1 ms".
+
+    >>> time_tick(1e-4), time_tick(2e-3), time_tick(1.0), time_tick(5e-9)
+    ('100 µs', '2 ms', '1 s', '5 ns')
+    """
+    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= divisor * (1 - 1e-9):
+            return f"{seconds / divisor:.4g} {name}"
+    return f"{seconds / 1e-9:.4g} ns"
 
 
 def _carried_by(edges, t):
@@ -220,8 +233,8 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     fontsize = "medium" if rows <= 24 else "small"
     ax.set_yticklabels([f"{_name(u)} → {_name(v)}" for u, v in links], fontsize=fontsize)
     ax.set_ylim(rows - 0.5, -0.5)
-    ax.set_xlabel(f"simulated time ({unit})", fontsize="large")
-    ax.set_ylabel("link (sender → receiver)", fontsize="large")
+    ax.set_xlabel(say("simulated time ({unit})", unit=unit), fontsize="large")
+    ax.set_ylabel(say("link (sender → receiver)"), fontsize="large")
     ax.tick_params(axis="x", labelsize="medium")
     ends = _step_ends(source)
     for t in ends:
@@ -233,7 +246,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         top.set_xticks([ends[i] / divisor for i in shown], [f"s{i + 1}" for i in shown])
         top.tick_params(labelsize="small", colors="#2B6CB0")
     bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.04)
-    bar.set_label("utilisation (% of link bandwidth)", fontsize="medium")
+    bar.set_label(say("utilisation (% of link bandwidth)"), fontsize="medium")
     name = topology.graph.get("name", "topology")
     if title is None:
         what = ""
@@ -249,7 +262,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     ax.set_title(note, fontsize="medium", pad=18 if ends else 6, wrap=True)
     keys = []
     if waits:
-        keys.append(Patch(label="latency α: message sent, no bytes flowing yet", **LATENCY))
+        keys.append(Patch(label=say("latency α: message sent, no bytes flowing yet"), **LATENCY))
     log = getattr(trace, "faults", None)  # a run with faults: mark them (viz/faults.py)
     if log is not None:
         from .faults import mark_faults
