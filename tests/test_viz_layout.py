@@ -12,11 +12,13 @@ import itertools
 
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
 from matplotlib.text import Text
 
 from collsim import cli
 from collsim.cli import viz as _registers_the_kinds  # noqa: F401
 from collsim.cli.viz_kinds import KINDS
+from collsim.viz.ink import contrast
 
 TOLERANCE_PX = 1.0  # anti-aliasing may touch the edge or a neighbour by a pixel
 
@@ -49,11 +51,25 @@ def drawn_texts(fig, monkeypatch):
     return seen
 
 
+MIN_CONTRAST = 3.0  # WCAG 2's floor for large text; below it a label fades into its box
+
+
 def layout_problems(fig, monkeypatch):
-    """Report lines for every text outside the figure and every pair that overlaps."""
+    """Report lines for every text outside the figure, every pair that overlaps, and every
+    text on a box (a label's bbox) or on the figure's own background that does not contrast
+    with it (white ink on a white box in the dark theme)."""
     width, height = fig.canvas.get_width_height()
     texts = drawn_texts(fig, monkeypatch)
     problems = []
+    for text, _ in texts:
+        patch = text.get_bbox_patch()
+        ground = patch.get_facecolor() if patch is not None else None
+        if ground is None and text.axes is None and text.get_figure(root=False) is fig:
+            ground = fig.get_facecolor()  # a title or note straight on the figure
+        if ground is not None and ground[3] >= 0.5:
+            ratio = contrast(to_rgba(text.get_color()), ground)
+            if ratio < MIN_CONTRAST:
+                problems.append(f"faint: {text.get_text()!r} at contrast {ratio:.1f}")
     for text, box in texts:
         if (
             box.x0 < -TOLERANCE_PX

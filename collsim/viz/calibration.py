@@ -28,6 +28,7 @@ Examples
 import math
 from dataclasses import dataclass
 
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 
 from .. import hardware
@@ -317,7 +318,12 @@ def _draw_floor(ax, curves, small_max):
             fontsize="small",
             color=group["colour"],
             fontweight="bold",
-            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+            bbox={
+                "boxstyle": "round,pad=0.1",
+                "fc": rcParams["axes.facecolor"],
+                "ec": "none",
+                "alpha": 0.8,
+            },
         )
     model, what = NCCL_RING_FLOOR
     ax.plot([sizes[0]], [model * 1e6], marker="X", ms=11, color="black", ls="none", zorder=5)

@@ -29,6 +29,7 @@ Examples
 '2 KiB'
 """
 
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -301,7 +302,12 @@ def _mark_peak(ax, rank, peak, start, end, divisor):
         fontsize="medium",
         fontweight="bold",
         zorder=6,
-        bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85),
+        bbox=dict(
+            boxstyle="round,pad=0.15",
+            facecolor=rcParams["axes.facecolor"],
+            edgecolor="none",
+            alpha=0.85,
+        ),
     )
 
 

@@ -35,6 +35,7 @@ True
 
 import numbers
 
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -258,7 +259,7 @@ def _mark_node_edge(fig, axes, rows, cfg):
                 f"data-parallel group\nleaves one node:\n{format_rate(cfg.intra_bandwidth)}"
                 f" → {format_rate(cfg.inter_bandwidth)}"
             )
-            box = {"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"}
+            box = {"boxstyle": "round,pad=0.2", "fc": rcParams["axes.facecolor"], "ec": "#999999"}
             where = axes[0].get_xaxis_transform()
             axes[0].text(
                 x,
@@ -285,6 +286,10 @@ def _mark_half(ax, rows):
                 ha="center",
                 fontsize="medium",
                 arrowprops={"arrowstyle": "->", "color": "black"},
-                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"},
+                bbox={
+                    "boxstyle": "round,pad=0.2",
+                    "fc": rcParams["axes.facecolor"],
+                    "ec": "#999999",
+                },
             )
             return

@@ -29,6 +29,7 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -266,7 +267,11 @@ def _tint(ax, data, label=False, bound_label=False):
                 ha="center",
                 va="center",
                 fontsize="medium",
-                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"},
+                bbox={
+                    "boxstyle": "round,pad=0.2",
+                    "fc": rcParams["axes.facecolor"],
+                    "ec": "#999999",
+                },
             )
 
 
@@ -342,5 +347,10 @@ def _annotate_changes(ax, data):
             ha="left",
             va="bottom",
             fontsize="medium",
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
+            bbox={
+                "boxstyle": "round,pad=0.2",
+                "fc": rcParams["axes.facecolor"],
+                "ec": "#999999",
+                "alpha": 0.9,
+            },
         )

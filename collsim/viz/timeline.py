@@ -25,6 +25,7 @@ Examples
 
 from fractions import Fraction
 
+from matplotlib import rcParams
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -37,7 +38,7 @@ from .words import say
 
 __all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
 
-KIND_COLOURS = {"F": "#4C72B0", "B": "#55A868", "BW": "#55A868", "W": "#DD8452"}
+KIND_COLOURS = {"F": "#0072B2", "B": "#009E73", "BW": "#009E73", "W": "#E69F00"}  # Okabe-Ito
 KIND_NAMES = {
     "F": "F: forward",
     "B": "B: input gradient",
@@ -223,7 +224,12 @@ def _label_bubble(ax, stretches, schedule, times, measured, width):
         fontsize="small",
         zorder=5,
         gid="bubble label",
-        bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "#999999", "alpha": 0.9},
+        bbox={
+            "boxstyle": "round,pad=0.25",
+            "fc": rcParams["axes.facecolor"],
+            "ec": "#999999",
+            "alpha": 0.9,
+        },
     )
 
 
