@@ -178,6 +178,7 @@ def a_text(artist):
 
 
 def test_japanese_labels_and_a_cjk_font_when_one_is_installed(monkeypatch):
+    monkeypatch.setattr(style, "cjk_font", lambda: "Noto Sans CJK JP")
     monkeypatch.setattr(words, "cjk_font", lambda: "Noto Sans CJK JP")
     result = pipeline_step("1f1b", stages=2, microbatches=2)
     with style.use(lang="ja") as chosen:
@@ -190,6 +191,7 @@ def test_japanese_labels_and_a_cjk_font_when_one_is_installed(monkeypatch):
 def test_without_a_cjk_font_the_labels_stay_english_and_it_says_how_to_install_one(
     monkeypatch, capsys
 ):
+    monkeypatch.setattr(style, "cjk_font", lambda: None)
     monkeypatch.setattr(words, "cjk_font", lambda: None)
     monkeypatch.setattr(words, "_say_how_to_install", _once(words.INSTALL_HINT))
     result = pipeline_step("1f1b", stages=2, microbatches=2)
@@ -215,7 +217,8 @@ def _once(message):
 
 
 def test_collsim_lang_picks_japanese_for_viz(monkeypatch, tmp_path):
-    monkeypatch.setattr(words, "cjk_font", lambda: "DejaVu Sans")  # any installed font
+    monkeypatch.setattr(style, "cjk_font", lambda: "DejaVu Sans")  # any installed font
+    monkeypatch.setattr(words, "cjk_font", lambda: "DejaVu Sans")
     monkeypatch.setenv("COLLSIM_LANG", "ja")
     out = tmp_path / "timeline.svg"
     assert (

@@ -20,8 +20,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from .ink import ink_on
-from .style import CATEGORY_COLOURS, current, styled
-from .words import say
+from .style import CATEGORY_COLOURS, current, say, styled
 
 __all__ = ["memory_figure", "PARTS", "STAGES"]
 

@@ -46,9 +46,8 @@ from .memory_stack import (
     stacked_layers,
     transient_peaks,
 )
-from .style import CATEGORY_COLOURS, current, styled
+from .style import CATEGORY_COLOURS, current, say, styled
 from .utilization import time_unit
-from .words import say
 
 __all__ = [
     "memory_timeline_figure",

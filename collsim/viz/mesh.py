@@ -35,8 +35,7 @@ from ..errors import ConfigError
 from ..runtime.group import RankGrid
 from .ink import ink_on
 from .limits import check_picture_ranks
-from .style import PALETTE, current, styled
-from .words import say
+from .style import PALETTE, current, say, styled
 
 __all__ = ["ORDERS", "mesh_grid", "mesh_figure", "DIMENSION_COLOURS"]
 

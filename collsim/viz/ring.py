@@ -46,8 +46,7 @@ from ..units import format_size, format_time
 from .ink import ink_on
 from .limits import MAX_FPS, check_rate, check_ring_ranks
 from .output import standalone_html
-from .style import styled
-from .words import say
+from .style import current, say, styled
 
 __all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame", "ANIMATIONS"]
 
@@ -243,11 +242,14 @@ def _draw(fig, result, frame):
     ax.set_aspect("equal")
     ax.axis("off")
     positions, angles = _positions(k)
-    fontsize = "medium" if k <= 8 else "small"
+    fontsize = "medium" if k <= 8 else "x-small"
     discs = []
     for r, (x, y) in enumerate(positions):
         discs.append(ax.add_patch(Circle((x, y), NODE, zorder=8, gid=f"rank {r}", **DISC)))
-        ax.text(x, y, f"r{r}", fontsize=fontsize, zorder=9, fontweight="bold", **CENTRE)
+        # black on the pale disc in every theme (the theme's ink may be white)
+        ax.text(
+            x, y, f"r{r}", fontsize=fontsize, zorder=9, fontweight="bold", color="black", **CENTRE
+        )
     written = {}
     for move, _, _, _ in frame.moves:
         for c in move.dst_chunks:
@@ -297,7 +299,7 @@ def _ticks(k):
 
 def _figure(k):
     size = 8.5 if k <= 8 else 10
-    return Figure(figsize=(size * 1.2, size), dpi=100)
+    return Figure(figsize=current().size((size * 1.2, size)), dpi=100)  # slides: 16:9
 
 
 def _step_number(result, step):

@@ -42,8 +42,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from ..errors import ConfigError
 from ..units import format_rate
 from .limits import check_rate
-from .style import current, styled
-from .words import say
+from .style import current, say, styled
 
 __all__ = ["scaling_figure", "scaling_rows", "DEFAULT_JOB"]
 

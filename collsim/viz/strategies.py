@@ -21,8 +21,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from .style import CATEGORY_COLOURS, current, styled
-from .words import say
+from .style import CATEGORY_COLOURS, current, say, styled
 
 __all__ = ["strategies_figure", "MEMORY_PARTS", "LINK_PARTS"]
 

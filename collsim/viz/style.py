@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import matplotlib
 
 from ..errors import ConfigError
+from .words import JA, cjk_font, font_rc
 
 __all__ = [
     "Look",
@@ -51,6 +52,7 @@ __all__ = [
     "current",
     "look",
     "parse_aspect",
+    "say",
 ]
 
 # Okabe & Ito (2008), "Color Universal Design": eight colours that stay apart under the
@@ -176,10 +178,7 @@ class Look:
     def rc(self):
         """The rcParams this look sets (style, then theme, then what every style shares)."""
         params = {**STYLES[self.style], **THEMES[self.theme], **COMMON}
-        if self.lang != "en":
-            from .words import font_rc
-
-            params.update(font_rc(self.lang))
+        params.update(font_rc(self.lang))
         return params
 
     def size(self, default):
@@ -236,6 +235,18 @@ _CURRENT = contextvars.ContextVar("collsim_viz_look", default=None)  # None: the
 def current():
     """The :class:`Look` in force (the default outside :func:`use`)."""
     return _CURRENT.get() or Look()
+
+
+def say(text, **fields):
+    """``text`` in the language of the look in force, from :data:`collsim.viz.words.JA`
+    (English when no Japanese font is installed), with ``fields`` filled in.
+
+    >>> say("simulated time ({unit})", unit="ms")
+    'simulated time (ms)'
+    """
+    if current().lang == "ja" and cjk_font() is not None:
+        text = JA.get(text, text)
+    return text.format(**fields) if fields else text
 
 
 @contextlib.contextmanager

@@ -40,9 +40,8 @@ from ..collectives.registry import algorithms_for, canonical_algorithm, canonica
 from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
-from .style import current, styled
+from .style import current, say, styled
 from .utilization import time_tick
-from .words import say
 
 __all__ = [
     "sweep",

@@ -32,9 +32,8 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch, Rectangle
 
 from ..errors import ConfigError
-from .style import current, styled
+from .style import current, say, styled
 from .utilization import time_unit
-from .words import say
 
 __all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
 

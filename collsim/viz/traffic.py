@@ -35,8 +35,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 
 from ..topology import ranks_of
 from ..units import format_size
-from .style import styled
-from .words import say
+from .style import say, styled
 
 __all__ = ["traffic_figure", "topology_layout", "link_bytes", "byte_unit", "busiest_links"]
 

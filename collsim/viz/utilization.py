@@ -33,8 +33,7 @@ from matplotlib.patches import Patch
 from ..hardware.protocols import slowest_class
 from ..units import format_time
 from .limits import MAX_BINS, check_count
-from .style import current, styled
-from .words import say
+from .style import current, say, styled
 
 __all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit", "time_tick"]
 

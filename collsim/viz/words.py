@@ -1,8 +1,9 @@
 """The figures' words in English and Japanese, and the font that can draw the Japanese.
 
-A figure writes its titles, axis labels and legends through :func:`say` with the English
-text as the key (numbers arrive as ``{fields}``, already formatted, so units and digits are
-the same in both languages).  :data:`JA` holds the translations, in the terms of
+A figure writes its titles, axis labels and legends through
+:func:`collsim.viz.style.say` with the English text as the key (numbers arrive as
+``{fields}``, already formatted, so units and digits are the same in both languages).
+:data:`JA` holds the translations, in the terms of
 ``lessons/ja/GLOSSARY.md``; :mod:`collsim.teach.messages` serves the same entries to the
 lessons, so a lesson's sentence and its figure name a thing the same way.
 
@@ -13,8 +14,6 @@ install one, instead of drawing boxes.
 
 Examples
 --------
->>> say("simulated time ({unit})", unit="ms")
-'simulated time (ms)'
 >>> JA["simulated time ({unit})"].format(unit="ms")
 'シミュレーション時間 (ms)'
 """
@@ -22,7 +21,7 @@ Examples
 import functools
 import sys
 
-__all__ = ["say", "JA", "CJK_FONTS", "cjk_font", "font_rc", "INSTALL_HINT"]
+__all__ = ["JA", "CJK_FONTS", "cjk_font", "font_rc", "INSTALL_HINT"]
 
 # fonts with Japanese glyphs, most common first (Debian, Fedora, macOS, Windows)
 CJK_FONTS = (
@@ -125,16 +124,6 @@ JA = {
     "node {node}": "ノード {node}",
     "rank": "ランク",
 }
-
-
-def say(text, **fields):
-    """``text`` in the language of the look in force (English if no Japanese font is
-    installed), with ``fields`` filled in."""
-    from .style import current
-
-    if current().lang == "ja" and cjk_font() is not None:
-        text = JA.get(text, text)
-    return text.format(**fields) if fields else text
 
 
 @functools.cache
