@@ -46,7 +46,7 @@ from .memory_stack import (
     stacked_layers,
     transient_peaks,
 )
-from .style import CATEGORY_COLOURS, current, say, styled
+from .style import CATEGORY_COLOURS, current, say, styled, themed
 from .utilization import time_unit
 
 __all__ = [
@@ -230,7 +230,7 @@ def _draw_rank(ax, rank, points, end, divisor, shown):
             [t / divisor for t, _, _ in instants],
             [low for _, low, _ in instants],
             [high for _, _, high in instants],
-            color="black",
+            color=themed("black"),
             linewidth=1.4,
             zorder=4,
             gid=f"rank {rank} instants",
@@ -249,7 +249,7 @@ def _mark_collectives(ax, spans, lanes, divisor):
     low, high = STRIP
     lane = (high - low) / max(len(lanes), 1)
     for name, start, end in spans:
-        colour = COLLECTIVE_COLOURS.get(name, OTHER_COLLECTIVE)
+        colour = themed(COLLECTIVE_COLOURS.get(name, OTHER_COLLECTIVE))
         bottom = high - (lanes.index(name) + 1) * lane
         ax.add_patch(
             Rectangle(
@@ -285,7 +285,7 @@ def _mark_peak(ax, rank, peak, start, end, divisor):
         [x],
         [total],
         marker="v",
-        color="black",
+        color=themed("black"),
         markersize=7,
         zorder=5,
         gid=f"peak {rank}",
@@ -325,7 +325,7 @@ def _legend(fig, shown, collectives, spikes):
     handles = [Patch(color=CATEGORY_STYLE[c][1], label=say(CATEGORY_STYLE[c][0])) for c in shown]
     handles += [
         Patch(
-            color=COLLECTIVE_COLOURS.get(n, OTHER_COLLECTIVE),
+            color=themed(COLLECTIVE_COLOURS.get(n, OTHER_COLLECTIVE)),
             label=f"{n.replace('_', '-')} (top strip)",
         )
         for n in collectives
@@ -335,7 +335,7 @@ def _legend(fig, shown, collectives, spikes):
             Line2D(
                 [],
                 [],
-                color="black",
+                color=themed("black"),
                 linewidth=1.4,
                 label=say("held for an instant (alloc before free)"),
             )

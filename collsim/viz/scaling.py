@@ -42,7 +42,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from ..errors import ConfigError
 from ..units import format_rate
 from .limits import check_rate
-from .style import current, say, styled
+from .style import current, say, styled, themed
 
 __all__ = ["scaling_figure", "scaling_rows", "DEFAULT_JOB"]
 
@@ -189,7 +189,7 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         n,
         [100 * r["efficiency"] for r in rows],
         "-o",
-        color="black",
+        color=themed("black"),
         lw=2.2,
         ms=4,
         label=say("efficiency (nothing overlapped)"),
@@ -198,7 +198,7 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         n,
         [100 * r["efficiency_overlapped"] for r in rows],
         "--",
-        color="black",
+        color=themed("black"),
         lw=1.6,
         label=say("efficiency (DP all-reduce hidden behind compute)"),
     )

@@ -21,7 +21,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from .style import CATEGORY_COLOURS, current, say, styled
+from .style import CATEGORY_COLOURS, current, say, styled, themed
 
 __all__ = ["strategies_figure", "MEMORY_PARTS", "LINK_PARTS"]
 
@@ -74,7 +74,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
     for i, (r, total) in enumerate(zip(rows, totals)):
         if r.get("not_run"):
             continue
-        mem_ax.plot([i - 0.36, i + 0.36], [total, total], color="black", linewidth=1.6)
+        mem_ax.plot([i - 0.36, i + 0.36], [total, total], color=themed("black"), linewidth=1.6)
         top = max(total, bottom[i])
         mem_ax.annotate(
             f"{total:.3g}",
@@ -85,7 +85,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
             va="bottom",
             fontsize="small",
         )
-    mem_ax.plot([], [], color="black", linewidth=1.6, label=say("peak of the sum (total)"))
+    mem_ax.plot([], [], color=themed("black"), linewidth=1.6, label=say("peak of the sum (total)"))
     mem_ax.set_ylabel(say("peak memory of the busiest rank (KiB)"))
     mem_ax.set_title(say("memory by category"), loc="left", fontsize="medium", wrap=True)
     mem_ax.set_ylim(0, mem_top * 1.12)

@@ -37,6 +37,7 @@ import functools
 from dataclasses import dataclass
 
 import matplotlib
+from matplotlib.colors import to_hex
 
 from ..errors import ConfigError
 from .words import JA, cjk_font, font_rc
@@ -53,6 +54,7 @@ __all__ = [
     "look",
     "parse_aspect",
     "say",
+    "themed",
 ]
 
 # Okabe & Ito (2008), "Color Universal Design": eight colours that stay apart under the
@@ -235,6 +237,18 @@ _CURRENT = contextvars.ContextVar("collsim_viz_look", default=None)  # None: the
 def current():
     """The :class:`Look` in force (the default outside :func:`use`)."""
     return _CURRENT.get() or Look()
+
+
+def themed(colour):
+    """``colour``, except that black (the palette's ink) becomes the theme's ink, so a black
+    series stays visible on a dark slide.
+
+    >>> themed("#000000"), themed("#0072B2")
+    ('black', '#0072B2')
+    """
+    if colour is not None and to_hex(colour) == "#000000":
+        return matplotlib.rcParams["text.color"]
+    return colour
 
 
 def say(text, **fields):

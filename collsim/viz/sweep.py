@@ -40,7 +40,7 @@ from ..collectives.registry import algorithms_for, canonical_algorithm, canonica
 from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
-from .style import current, say, styled
+from .style import current, say, styled, themed
 from .utilization import time_tick
 
 __all__ = [
@@ -237,7 +237,7 @@ def _tint(ax, data, label=False, bound_label=False):
     sizes = data.sizes
     edges = [sizes[0]] + [math.sqrt(a * b) for a, b in zip(sizes, sizes[1:])] + [sizes[-1]]
     for index, (first, last, algorithm) in enumerate(data.regions()):
-        colour = ALGORITHM_COLOURS.get(algorithm, "#999999")
+        colour = themed(ALGORITHM_COLOURS.get(algorithm, "#999999"))
         ax.axvspan(edges[first], edges[last + 1], color=colour, alpha=0.08, lw=0, zorder=0)
         if label:
             middle = math.sqrt(edges[first] * edges[last + 1])
@@ -253,10 +253,24 @@ def _tint(ax, data, label=False, bound_label=False):
                 fontweight="bold",
             )
     for i, _, _ in data.changes():
-        ax.axvline(edges[i + 1], color="#333333", ls="--", lw=1.2, zorder=1, gid=f"change {i}")
+        ax.axvline(
+            edges[i + 1],
+            color=rcParams["axes.edgecolor"],
+            ls="--",
+            lw=1.2,
+            zorder=1,
+            gid=f"change {i}",
+        )
     bound = data.bandwidth_bound_from()
     if bound:
-        ax.axvline(edges[bound], color="#333333", ls=":", lw=1.6, zorder=1, gid="bandwidth-bound")
+        ax.axvline(
+            edges[bound],
+            color=rcParams["axes.edgecolor"],
+            ls=":",
+            lw=1.6,
+            zorder=1,
+            gid="bandwidth-bound",
+        )
         if bound_label:
             ax.text(
                 edges[bound],
@@ -293,7 +307,12 @@ def sweep_figure(
     fig = Figure(figsize=current().size((14, 6)), layout="constrained")
     ax_t, ax_b = fig.subplots(1, 2)
     for a, times in data.times.items():
-        style = {"color": ALGORITHM_COLOURS.get(a), **ALGORITHM_STYLES.get(a, {"marker": "o"})}
+        style = {
+            "color": themed(ALGORITHM_COLOURS.get(a)),
+            **ALGORITHM_STYLES.get(a, {"marker": "o"}),
+        }
+        # the widths are paper's (lines.linewidth 1.5); slides draw every line thicker
+        style["lw"] = style.get("lw", 1.5) * rcParams["lines.linewidth"] / 1.5
         label = a.replace("_", "-")
         ax_t.plot(data.sizes, times, label=label, **style)
         ax_b.plot(data.sizes, np.array(data.busbw(a)) / 1e9, label=label, **style)
