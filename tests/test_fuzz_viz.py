@@ -28,6 +28,7 @@ BASES = {
     "memory": ["viz", "memory", "--params", "125M", "--world-size", "8"],
     "memory-timeline": ["viz", "memory-timeline", "--dp", "2", "--layers", "1", "--hidden", "4"],
     "compare": ["viz", "compare", "ring", "tree", *SMALL],
+    "mesh": ["viz", "mesh", "--tp", "2", "--dp", "2", "--pp", "1"],
 }
 CLUSTER = ["--ranks", "--topology", "--bandwidth", "--latency", "--model", "--gpus-per-node",
            "--inter-bandwidth", "--inter-latency"]  # fmt: skip
@@ -64,7 +65,19 @@ FLAGS = {
         "--latency",
         "--compute-rate",
     ],  # fmt: skip
+    "mesh": [
+        "--tp",
+        "--cp",
+        "--ep",
+        "--dp",
+        "--pp",
+        "--dp-replicate",
+        "--order",
+        "--gpus-per-node",
+    ],
 }
+# how it looks: every kind takes these (collsim/cli/viz_look.py); --title takes any text
+LOOK = ["--style", "--theme", "--dpi", "--width", "--height", "--aspect", "--lang"]
 CASES = [(kind, flag) for kind in BASES for flag in FLAGS[kind]]  # for a full local sweep
 ANIMATIONS = [".gif", ".html"]
 
@@ -87,6 +100,13 @@ def _argv(kind, flag, value, joined, out):
 def test_every_viz_flag_takes_bad_values_without_a_traceback(folder, kind, data, value, joined):
     flag = data.draw(st.sampled_from(FLAGS[kind]), label="flag")
     run_cli(_argv(kind, flag, value, joined, folder / f"{kind}.png"), bad=value, timeout=10)
+
+
+@given(data=st.data(), value=BAD, joined=st.booleans())
+def test_the_look_flags_take_bad_values_without_a_traceback(folder, data, value, joined):
+    kind = data.draw(st.sampled_from(["timeline", "mesh"]), label="kind")
+    flag = data.draw(st.sampled_from(LOOK), label="flag")
+    run_cli(_argv(kind, flag, value, joined, folder / f"{kind}-look.png"), bad=value, timeout=10)
 
 
 @given(

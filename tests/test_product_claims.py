@@ -10,6 +10,7 @@ claim only what the commands a user runs do.
 """
 
 import contextlib
+import html
 import importlib.util
 import io
 import os
@@ -132,8 +133,9 @@ def _traffic_note(tmp_path, *flags):
     svg = tmp_path / "traffic.svg"
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["viz", "traffic", *flags, "--out", str(svg)]) == 0
-    # matplotlib writes each text of an SVG as a comment beside its glyphs
-    return [t for t in re.findall(r"<!-- (.*?) -->", svg.read_text()) if "all links" in t]
+    # each text of the SVG is a <text> element (svg.fonttype "none": editable text)
+    texts = [html.unescape(t) for t in re.findall(r"<text[^>]*>(.*?)</text>", svg.read_text())]
+    return [t for t in texts if "all links" in t]
 
 
 def test_viz_traffic_says_the_ring_links_tie_instead_of_naming_one(tmp_path):

@@ -11,6 +11,7 @@ timed on one machine, are not.
 
 import contextlib
 import functools
+import html
 import io
 import re
 import shlex
@@ -109,8 +110,10 @@ def output(command):
             with contextlib.redirect_stdout(stdout):
                 assert main(argv[1:]) == 0, command
             text = stdout.getvalue()
-        if picture.exists():
-            text += "\n".join(re.findall(r"<!-- (.*?) -->", picture.read_text()))
+        if picture.exists():  # SVG text is <text> (svg.fonttype none; comments before)
+            svg = picture.read_text()
+            found = re.findall(r"<!-- (.*?) -->", svg) + re.findall(r"<text[^>]*>(.*?)</text>", svg)
+            text += "\n".join(html.unescape(re.sub(r"<[^>]+>", "", t)) for t in found)
     return " ".join(text.split())
 
 

@@ -62,7 +62,7 @@ def test_returns_a_figure_with_one_axes_per_rank():
     fig = memory_timeline_figure(run(3))
     assert isinstance(fig, Figure)
     assert [ax.get_ylabel() for ax in fig.axes] == ["rank 0", "rank 1", "rank 2"]
-    assert fig.axes[-1].get_xlabel() == "simulated time (us)"
+    assert fig.axes[-1].get_xlabel() == "simulated time (µs)"
     assert "busiest: rank 2" in fig.get_suptitle()
     assert len(memory_timeline_figure(run(3), ranks=[2, 0]).axes) == 2
 

@@ -10,9 +10,10 @@ the same, byte for byte, each run (:mod:`collsim.viz.output`).
 import argparse
 import textwrap
 
-from . import viz_collectives, viz_compare, viz_strategies, viz_training  # noqa: F401  (kinds)
+from . import viz_collectives, viz_compare, viz_mesh, viz_strategies, viz_training  # noqa: F401
 from .paths import check_output_path
 from .viz_kinds import ANIMATED, FORMATS, KINDS
+from .viz_look import add_look_arguments, look_from_args
 
 __all__ = ["register", "run"]
 
@@ -46,6 +47,7 @@ def register(subparsers):
         )
         if k.movie:
             _animation_arguments(sub)
+        add_look_arguments(sub)
         sub.set_defaults(func=run, kind=k)
     parser.set_defaults(func=lambda args: parser.print_help())
 
@@ -82,6 +84,7 @@ def _check_frames_folder(text):
 
 def run(args):
     """Check ``--out``, draw ``args.kind`` and save it there; returns 0."""
+    from ..viz import style
     from ..viz.output import save_figure
 
     frames = getattr(args, "frames", None)
@@ -89,15 +92,17 @@ def run(args):
         _fps(args)
     if frames is not None:
         folder = _check_frames_folder(frames)
-    if args.out is None and frames is not None:  # the frames alone
-        return _write_frames(args, folder, None)
-    given = f"{args.kind.name}.png" if args.out is None else args.out
-    out = check_output_path(given, "--out", _suffixes(args.kind))
-    fmt = out.suffix.lower().lstrip(".")
-    if frames is not None or fmt in ANIMATED:
-        return _write_frames(args, folder if frames is not None else None, out)
-    fig = args.kind.draw(args)
-    save_figure(fig, out, fmt, dpi=150)
+    look = look_from_args(args)
+    with style.use(look):  # the figure (or every frame) is built and saved in its look
+        if args.out is None and frames is not None:  # the frames alone
+            return _write_frames(args, folder, None)
+        given = f"{args.kind.name}.png" if args.out is None else args.out
+        out = check_output_path(given, "--out", _suffixes(args.kind))
+        fmt = out.suffix.lower().lstrip(".")
+        if frames is not None or fmt in ANIMATED:
+            return _write_frames(args, folder if frames is not None else None, out)
+        fig = style.finish(args.kind.draw(args), look)
+        save_figure(fig, out, fmt, dpi=look.save_dpi, transparent=look.transparent)
     print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0
 

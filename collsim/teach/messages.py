@@ -12,7 +12,14 @@ Examples
 '正解です！ 4.1: 1,024 B (1 KiB)'
 """
 
+from ..viz.words import JA as FIGURE_JA
+
 __all__ = ["CATALOG", "EN", "JA", "message"]
+
+# The figures' words (collsim.viz.words: titles, axes, legends), keyed by their English text,
+# join this catalog: the lessons and `collsim viz --lang ja` name each thing alike, and the
+# tests that hold the two languages' keys and placeholders equal hold them too.
+FIGURE_EN = {text: text for text in FIGURE_JA}
 
 EN = {
     # ---- the verdicts and the prompts (teach/__init__.py) ----
@@ -143,6 +150,7 @@ EN = {
     "every_element": "; every element is {how}",
     "not_a_rank": "your answer {answer} is not a rank: give a number 0 to {last}",
     "no_such_rank": "rank {answer} does not exist: the ranks are 0 to {last}",
+    **FIGURE_EN,
 }
 
 JA = {
@@ -279,6 +287,7 @@ JA = {
     "not_a_rank": "あなたの答え {answer} はランクではありません: 0 から {last} の数を答えて"
     "ください",
     "no_such_rank": "ランク {answer} は存在しません: ランクは 0 から {last} です",
+    **FIGURE_JA,
 }
 
 CATALOG = {"en": EN, "ja": JA}

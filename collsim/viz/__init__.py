@@ -42,7 +42,12 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
   ND-parallelism guide side by side, memory stacked by category and bytes inside and
   between nodes (from the rows ``collsim strategies`` measures).
 
-Shared by all: :mod:`collsim.viz.output` saves every format byte-identical run to run,
+* :func:`collsim.viz.mesh.mesh_figure`: a device mesh's TP, CP, EP, DP and PP groups on
+  the nodes, in Megatron-LM's or Accelerate's rank order (from a ``RankGrid``).
+
+Shared by all: :mod:`collsim.viz.style` decides how every figure looks (``paper`` or
+``slides``, ``light`` or ``dark``, size, the Okabe-Ito palette, the language of
+:mod:`collsim.viz.words`), :mod:`collsim.viz.output` saves every format byte-identical run to run,
 :mod:`collsim.viz.limits` refuses what a picture cannot show readably (with the limit
 named), and :mod:`collsim.viz.ink` picks text colours that contrast with their fill.
 
@@ -65,6 +70,9 @@ __all__ = [
     "sweep",
     "scaling",
     "strategies",
+    "mesh",
+    "style",
+    "words",
     "calibration",
     "faults",
     "output",

@@ -28,6 +28,7 @@ Examples
 import math
 from dataclasses import dataclass
 
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 
 from .. import hardware
@@ -46,6 +47,7 @@ from .nccl_published import (
     Published,
     curve_key,
 )
+from .style import current, styled
 from .sweep import size_axis
 
 __all__ = [
@@ -222,7 +224,7 @@ def _draw_bandwidth(ax, curves, published):
                 xytext=(11, 0),
                 textcoords="offset points",
                 va="center",
-                fontsize=10,
+                fontsize="medium",
                 color=colour,
                 fontweight="bold",
             )
@@ -249,9 +251,13 @@ def _draw_bandwidth(ax, curves, published):
     size_axis(ax, sizes, 3 if len(sizes) > 12 else 1)
     ax.set_xlim(sizes[0] / 2, sizes[-1] * 8)  # room for the stars' numbers
     ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel("bus bandwidth (GB/s)", fontsize=12)
-    ax.set_title("large messages: busbw = S/t · 2(K-1)/K meets the published figures", fontsize=12)
-    ax.legend(fontsize=10, loc="upper left")
+    ax.set_ylabel("bus bandwidth (GB/s)", fontsize="large")
+    ax.set_title(
+        "large messages: busbw = S/t · 2(K-1)/K meets the published figures",
+        fontsize="large",
+        wrap=True,
+    )
+    ax.legend(fontsize="medium", loc="upper left")
     # the comparison sits where no curve is: small sizes, below the legend
     for row, (_, colour, text) in enumerate(sorted(rows)):
         ax.text(
@@ -259,7 +265,7 @@ def _draw_bandwidth(ax, curves, published):
             0.42 - 0.06 * row,
             text,
             transform=ax.transAxes,
-            fontsize=10,
+            fontsize="medium",
             color=colour,
             fontweight="bold",
             family="monospace",
@@ -270,7 +276,7 @@ def _draw_bandwidth(ax, curves, published):
             0.42 + 0.06,
             "published → collsim, GB/s at 8 GiB:",
             transform=ax.transAxes,
-            fontsize=10,
+            fontsize="medium",
             color="#333333",
         )
 
@@ -309,10 +315,15 @@ def _draw_floor(ax, curves, small_max):
             xytext=(0, 4),
             textcoords="offset points",
             va="bottom",
-            fontsize=9,
+            fontsize="small",
             color=group["colour"],
             fontweight="bold",
-            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+            bbox={
+                "boxstyle": "round,pad=0.1",
+                "fc": rcParams["axes.facecolor"],
+                "ec": "none",
+                "alpha": 0.8,
+            },
         )
     model, what = NCCL_RING_FLOOR
     ax.plot([sizes[0]], [model * 1e6], marker="X", ms=11, color="black", ls="none", zorder=5)
@@ -322,33 +333,36 @@ def _draw_floor(ax, curves, small_max):
         xytext=(10, -6),
         textcoords="offset points",
         va="top",
-        fontsize=9,
+        fontsize="small",
     )
     size_axis(ax, sizes, 3 if len(sizes) > 8 else 1)
     ax.set_xlim(sizes[0] / 1.5, sizes[-1] * 1.5)
     ax.set_ylim(0, max(top, model * 1e6) * 1.2)
-    ax.set_ylabel("time (µs)", fontsize=12)
+    ax.set_ylabel("time (µs)", fontsize="large")
     ax.set_title(
         "small messages: the time is the latency floor\n"
         "(dotted: the steps' latencies summed, steps · α)",
-        fontsize=12,
+        fontsize="large",
+        wrap=True,
     )
 
 
+@styled
 def calibration_figure(curves, published=PUBLISHED, small_max=SMALL_MAX):
     """busbw against size for each curve with its published point (left) and time at
     sizes up to ``small_max`` with each curve's latency floor (right); returns a Figure."""
     if not curves:
         raise ConfigError("no curves to draw: measure at least one (measure_curve)")
-    fig = Figure(figsize=(14, 6.8), layout="constrained")
+    fig = Figure(figsize=current().size((14, 6.8)), layout="constrained")
     ax_bw, ax_t = fig.subplots(1, 2, width_ratios=(1.5, 1))
     _draw_bandwidth(ax_bw, curves, published)
     _draw_floor(ax_t, curves, small_max)
     fig.suptitle(
         "All-reduce on collsim's hardware presets against NVIDIA's published "
         "nccl-tests figures (count-only simulation, float32)",
-        fontsize=14,
+        fontsize="x-large",
         fontweight="bold",
+        wrap=True,
     )
     lines = [
         f"[{n}] ~{p.busbw_GBps:g} GB/s {p.key}: {p.who}, {p.source}: {p.short}"
@@ -357,6 +371,6 @@ def calibration_figure(curves, published=PUBLISHED, small_max=SMALL_MAX):
     lines.append(f"The cross: {NCCL_RING_FLOOR_SOURCE}")
     # a supxlabel, so that the constrained layout makes room for it under the axes
     fig.supxlabel(
-        "\n".join(lines), x=0.01, ha="left", fontsize=8.5, color="#333333", linespacing=1.35
+        "\n".join(lines), x=0.01, ha="left", fontsize="small", color="#333333", linespacing=1.35
     )
     return fig

@@ -32,6 +32,7 @@ from matplotlib.patheffects import Normal, Stroke
 
 from ..errors import ConfigError
 from .ink import ink_on
+from .style import say
 
 __all__ = ["CELLS", "Strip", "cell_style", "draw_strip", "draw_cell_key", "rank_colours"]
 
@@ -142,7 +143,7 @@ def draw_cell_key(fig, key, rect):
         ticks = list(range(0, k + 1, step))
         ticks = ticks if ticks[-1] == k else [*ticks, k]
         bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, ticks=ticks)
-        bar.set_label("contributions in the chunk (ranks)")
+        bar.set_label(say("contributions in the chunk (ranks)"), fontsize="medium")
         return
     k = key[1]
     handles = [Patch(color=c, label=f"r{r}") for r, c in enumerate(rank_colours(k))]

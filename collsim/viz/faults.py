@@ -63,7 +63,7 @@ def mark_faults(ax, links, log, divisor, end):
                     transform=ax.get_yaxis_transform(),
                     ha="right",
                     va="center",
-                    fontsize=9,
+                    fontsize="small",
                     color=SLOW,
                     fontweight="bold",
                     zorder=5,

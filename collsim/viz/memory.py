@@ -20,15 +20,16 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from .ink import ink_on
+from .style import CATEGORY_COLOURS, current, say, styled
 
 __all__ = ["memory_figure", "PARTS", "STAGES"]
 
 # (key in the plan's memory dict, legend label, colour)
 PARTS = (
-    ("params", "parameters", "#4C72B0"),
-    ("grads", "gradients", "#55A868"),
-    ("optimizer", "optimizer states (fp32 copy, Adam m, v)", "#DD8452"),
-    ("activations", "activations", "#8172B3"),
+    ("params", "parameters", CATEGORY_COLOURS["params"]),
+    ("grads", "gradients", CATEGORY_COLOURS["grads"]),
+    ("optimizer", "optimizer states (fp32 copy, Adam m, v)", CATEGORY_COLOURS["optimizer"]),
+    ("activations", "activations", CATEGORY_COLOURS["activations"]),
 )
 STAGES = (
     "ZeRO-0\nnothing sharded\n(DDP)",
@@ -39,6 +40,7 @@ STAGES = (
 GIB = 2**30
 
 
+@styled
 def memory_figure(config=None, /, **inputs):
     """Stacked memory bars for ZeRO stages 0-3 of one configuration; returns a Figure.
 
@@ -55,7 +57,7 @@ def memory_figure(config=None, /, **inputs):
     stages = [estimate(c, derive(c)) for c in (cfg.replace(zero=z) for z in range(4))]
     capacity = cfg.gpu_memory / GIB
 
-    fig = Figure(figsize=(9, 5.6), layout="constrained")
+    fig = Figure(figsize=current().size((9, 5.6)), layout="constrained")
     ax = fig.add_subplot()
     x = range(4)
     totals = [m["total"] / GIB for m in stages]
@@ -70,7 +72,7 @@ def memory_figure(config=None, /, **inputs):
             heights,
             0.6,
             bottom=bottom,
-            label=label,
+            label=say(label),
             color=colour,
             edgecolor="white",
             linewidth=0.8,
@@ -81,14 +83,16 @@ def memory_figure(config=None, /, **inputs):
             [f"{h:.3g} GiB" if h > 0.06 * top else "" for h in heights],
             label_type="center",
             color=ink_on(to_rgb(colour)),
-            fontsize=8,
+            fontsize="small",
         )
         bottom = [b + h for b, h in zip(bottom, heights)]
 
     ax.axhline(capacity, color="#C44E52", linestyle="--", linewidth=1.5)
     # the line's label sits outside the plot, on the right axis, where no bar can be
     gpu = ax.secondary_yaxis("right")
-    gpu.set_yticks([capacity], [f"GPU memory\n{capacity:.4g} GiB"], color="#C44E52", fontsize=10)
+    gpu.set_yticks(
+        [capacity], [f"GPU memory\n{capacity:.4g} GiB"], color="#C44E52", fontsize="medium"
+    )
     gpu.tick_params(colors="#C44E52", length=6, width=1.5)
     gpu.spines["right"].set_visible(False)
     for i, (total, m) in enumerate(zip(bottom, stages)):
@@ -100,7 +104,7 @@ def memory_figure(config=None, /, **inputs):
             textcoords="offset points",
             ha="center",
             va="bottom",
-            fontsize=9,
+            fontsize="small",
             color="black" if m["fits"] else "#C44E52",
             bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none", alpha=0.9),
         )
@@ -112,13 +116,15 @@ def memory_figure(config=None, /, **inputs):
         tick.set_fontweight("bold" if i == base.zero else "normal")
     ax.set_xlim(-0.6, 3.6)
     ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel("memory per GPU (GiB)")
+    ax.set_ylabel(say("memory per GPU (GiB)"))
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     # below the plot, where it can cover neither a bar nor the GPU-memory line
-    fig.legend(loc="outside lower center", ncol=4, fontsize=9, frameon=False)
-    ax.set_title(_title(cfg, base, format_count), fontsize=10, loc="left")
-    fig.suptitle("Memory per GPU by ZeRO stage", fontweight="bold", x=0.02, ha="left")
+    fig.legend(loc="outside lower center", ncol=4, fontsize="small", frameon=False)
+    ax.set_title(_title(cfg, base, format_count), fontsize="medium", loc="left", wrap=True)
+    fig.suptitle(
+        say("Memory per GPU by ZeRO stage"), fontweight="bold", x=0.02, ha="left", wrap=True
+    )
     return fig
 
 

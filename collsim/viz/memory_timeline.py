@@ -29,6 +29,7 @@ Examples
 '2 KiB'
 """
 
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
@@ -45,6 +46,7 @@ from .memory_stack import (
     stacked_layers,
     transient_peaks,
 )
+from .style import CATEGORY_COLOURS, current, say, styled, themed
 from .utilization import time_unit
 
 __all__ = [
@@ -63,23 +65,24 @@ MAX_ROWS = 8  # one row per rank: past 8 rows each is too thin to read its layer
 # category -> (legend label, colour): the model states in the memory_figure colours
 # (collsim.viz.memory), then what a schedule holds for a while
 CATEGORY_STYLE = {
-    "params": ("parameters (bf16)", "#4C72B0"),
-    "grads": ("gradients (bf16)", "#55A868"),
-    "optimizer": ("optimizer (fp32 master, Adam m, v)", "#DD8452"),
-    "activations": ("activations (saved for backward)", "#8172B3"),
-    "gathered_params": ("gathered parameters (FSDP unit)", "#64B5CD"),
-    "comm_buffers": ("communication buffers", "#937860"),
+    "params": ("parameters (bf16)", CATEGORY_COLOURS["params"]),
+    "grads": ("gradients (bf16)", CATEGORY_COLOURS["grads"]),
+    "optimizer": ("optimizer (fp32 master, Adam m, v)", CATEGORY_COLOURS["optimizer"]),
+    "activations": ("activations (saved for backward)", CATEGORY_COLOURS["activations"]),
+    "gathered_params": ("gathered parameters (FSDP unit)", CATEGORY_COLOURS["gathered_params"]),
+    "comm_buffers": ("communication buffers", CATEGORY_COLOURS["comm_buffers"]),
 }
 COLLECTIVE_COLOURS = {
-    "all_gather": "#2A6F97",
-    "reduce_scatter": "#C44E52",
-    "all_reduce": "#6A3D9A",
+    "all_gather": "#000000",  # black, yellow and dark violet: apart from the categories
+    "reduce_scatter": "#F0E442",  # and from each other under deuteranopia and protanopia
+    "all_reduce": "#5E3C99",
 }
 OTHER_COLLECTIVE = "#7F7F7F"
 STRIP = (0.82, 0.98)  # the collectives' strip, in axes height (above the headroom)
 HEADROOM = 1.45  # y limit over the largest peak: room for the peak label and the strip
 
 
+@styled
 def memory_timeline_figure(source, ranks=None, title=None, window=None):
     """Each rank's memory over simulated time, stacked by category; returns a Figure.
 
@@ -114,12 +117,9 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
     calls = collective_calls(trace)
     lanes = sorted({name for spans in calls.values() for name, _, _ in spans})
 
-    width, height = 12.0, 1.5 + 1.9 * len(ranks)
-    fig = Figure(figsize=(width, height))
+    # constrained layout: title, legend and labels take the room they need in any look
+    fig = Figure(figsize=current().size((12.0, 2.8 + 1.9 * len(ranks))), layout="constrained")
     axes = fig.subplots(len(ranks), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-    fig.subplots_adjust(
-        left=0.135, right=0.97, bottom=0.55 / height, top=1 - 1.25 / height, hspace=0.18
-    )
     for ax, rank in zip(axes, ranks):
         points = memory_timeline(trace, rank)
         _draw_rank(ax, rank, points, max(end, end_of_run(trace)), divisor, shown)
@@ -127,7 +127,7 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
         _mark_peak(ax, rank, peak_in(points, start, end), start, end, divisor)
         ax.set_ylabel(
             f"rank {rank}",
-            fontsize=12,
+            fontsize="large",
             fontweight="bold",
             rotation=0,
             ha="right",
@@ -136,7 +136,8 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
         )
     _binary_ticks(axes[0], top)
     axes[0].set_xlim(start / divisor, end / divisor)
-    axes[-1].set_xlabel(f"simulated time ({unit})", fontsize=12)
+    axes[-1].set_xlabel(say("simulated time ({unit})", unit=unit), fontsize="large")
+    fig.supylabel(say("memory held (binary units)"), fontsize="medium")
     spikes = any(ax.get_gid() == "has instants" for ax in axes)
     _legend(fig, shown, lanes, spikes)
     if title is None:
@@ -145,9 +146,7 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
             f"Memory per rank over simulated time · busiest: rank {heaviest.rank}, "
             f"peak {format_size(heaviest.total)}"
         )
-    fig.suptitle(
-        title, fontsize=14, fontweight="bold", x=0.02, ha="left", y=1 - 0.08 / height, va="top"
-    )
+    fig.suptitle(title, fontsize="x-large", fontweight="bold")
     return fig
 
 
@@ -231,7 +230,7 @@ def _draw_rank(ax, rank, points, end, divisor, shown):
             [t / divisor for t, _, _ in instants],
             [low for _, low, _ in instants],
             [high for _, _, high in instants],
-            color="black",
+            color=themed("black"),
             linewidth=1.4,
             zorder=4,
             gid=f"rank {rank} instants",
@@ -240,7 +239,7 @@ def _draw_rank(ax, rank, points, end, divisor, shown):
     ax.grid(axis="y", alpha=0.3, zorder=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.tick_params(labelsize=10)
+    ax.tick_params(labelsize="medium")
 
 
 def _mark_collectives(ax, spans, lanes, divisor):
@@ -250,7 +249,7 @@ def _mark_collectives(ax, spans, lanes, divisor):
     low, high = STRIP
     lane = (high - low) / max(len(lanes), 1)
     for name, start, end in spans:
-        colour = COLLECTIVE_COLOURS.get(name, OTHER_COLLECTIVE)
+        colour = themed(COLLECTIVE_COLOURS.get(name, OTHER_COLLECTIVE))
         bottom = high - (lanes.index(name) + 1) * lane
         ax.add_patch(
             Rectangle(
@@ -286,7 +285,7 @@ def _mark_peak(ax, rank, peak, start, end, divisor):
         [x],
         [total],
         marker="v",
-        color="black",
+        color=themed("black"),
         markersize=7,
         zorder=5,
         gid=f"peak {rank}",
@@ -299,10 +298,15 @@ def _mark_peak(ax, rank, peak, start, end, divisor):
         textcoords="offset points",
         ha="right" if right else "left",
         va="bottom",
-        fontsize=10,
+        fontsize="medium",
         fontweight="bold",
         zorder=6,
-        bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85),
+        bbox=dict(
+            boxstyle="round,pad=0.15",
+            facecolor=rcParams["axes.facecolor"],
+            edgecolor="none",
+            alpha=0.85,
+        ),
     )
 
 
@@ -318,10 +322,10 @@ def _binary_ticks(ax, top):
 
 
 def _legend(fig, shown, collectives, spikes):
-    handles = [Patch(color=CATEGORY_STYLE[c][1], label=CATEGORY_STYLE[c][0]) for c in shown]
+    handles = [Patch(color=CATEGORY_STYLE[c][1], label=say(CATEGORY_STYLE[c][0])) for c in shown]
     handles += [
         Patch(
-            color=COLLECTIVE_COLOURS.get(n, OTHER_COLLECTIVE),
+            color=themed(COLLECTIVE_COLOURS.get(n, OTHER_COLLECTIVE)),
             label=f"{n.replace('_', '-')} (top strip)",
         )
         for n in collectives
@@ -331,18 +335,17 @@ def _legend(fig, shown, collectives, spikes):
             Line2D(
                 [],
                 [],
-                color="black",
+                color=themed("black"),
                 linewidth=1.4,
-                label="held for an instant (alloc before free)",
+                label=say("held for an instant (alloc before free)"),
             )
         )
     fig.legend(
         handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 1 - 0.42 / fig.get_figheight()),
-        ncol=min(len(handles), 4),
+        loc="outside lower center",  # under the time axis: the title keeps the top
+        ncol=min(len(handles), 3),
         frameon=False,
-        fontsize=10,
-        columnspacing=1.2,  # four columns of these labels fit a 12-inch figure
+        fontsize="medium",
+        columnspacing=1.2,  # three columns of these labels fit a slide and a 12-inch figure
         handlelength=1.5,
     )

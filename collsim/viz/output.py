@@ -41,5 +41,6 @@ def save_figure(fig, out, fmt, dpi=150, **kwargs):
     fmt = str(fmt).lower().lstrip(".")
     if fmt not in FORMATS:
         raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    with matplotlib.rc_context({"svg.hashsalt": HASH_SALT}):
+    # text stays <text> in SVG (editable, translatable), whatever look drew the figure
+    with matplotlib.rc_context({"svg.hashsalt": HASH_SALT, "svg.fonttype": "none"}):
         fig.savefig(out, format=fmt, dpi=dpi, metadata=METADATA[fmt], **kwargs)

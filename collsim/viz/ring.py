@@ -41,6 +41,7 @@ from ..units import format_size, format_time
 from .animation import ANIMATIONS, MIN_FRAME_WIDTH, Animation, write_animation
 from .cells import Strip, cell_style, draw_cell_key, draw_strip
 from .limits import MAX_FPS, check_rate, check_ring_ranks
+from .style import current, say, styled
 
 __all__ = [
     "ring_figure",
@@ -218,11 +219,14 @@ def draw_circle(ax, result, frame, cells="count"):
     ax.set_aspect("equal")
     ax.axis("off")
     positions, angles = _positions(k)
-    fontsize = 11 if k <= 8 else 9
+    fontsize = "medium" if k <= 8 else "x-small"
     discs = []
     for r, (x, y) in enumerate(positions):
         discs.append(ax.add_patch(Circle((x, y), NODE, zorder=8, gid=f"rank {r}", **DISC)))
-        ax.text(x, y, f"r{r}", fontsize=fontsize, zorder=9, fontweight="bold", **CENTRE)
+        # black on the pale disc in every theme (the theme's ink may be white)
+        ax.text(
+            x, y, f"r{r}", fontsize=fontsize, zorder=9, fontweight="bold", color="black", **CENTRE
+        )
     written = {}
     for move, _, _, _ in frame.moves:
         for c in move.dst_chunks:
@@ -240,33 +244,41 @@ def _draw(fig, result, frame, cells="count"):
     """Draw ``frame`` of ``result`` into the empty Figure ``fig``."""
     ax = fig.add_axes((0.02, 0.02, 0.8, 0.86))
     key = draw_circle(ax, result, frame, cells)
-    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize=18, fontweight="bold")
-    fig.text(0.42, 0.915, frame_subtitle(result, frame), ha="center", va="top", fontsize=11)
+    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize="xx-large", fontweight="bold", wrap=True)
+    fig.text(
+        0.42,
+        0.915,
+        frame_subtitle(result, frame),
+        ha="center",
+        va="top",
+        fontsize="medium",
+        wrap=True,
+    )
 
     draw_cell_key(fig, key, (0.84, 0.3, 0.025, 0.5))
     fig.legend(
         handles=move_handles(),
         loc="lower right",
-        fontsize=9,
+        fontsize="small",
         frameon=False,
         bbox_to_anchor=(0.995, 0.03),
     )
     note = "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now"
-    fig.text(0.84, 0.22, note, fontsize=8, va="top")
+    fig.text(0.84, 0.22, note, fontsize="small", va="top", wrap=True)
     return ax
 
 
 def move_handles():
     """Legend entries of the two kinds of arrow (the receiver adds, or copies)."""
     return [
-        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
-        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
+        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label=say("reduce: receiver adds")),
+        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label=say("copy: receiver overwrites")),
     ]
 
 
 def _figure(k):
     size = 8.5 if k <= 8 else 10
-    return Figure(figsize=(size * 1.2, size), dpi=100)
+    return Figure(figsize=current().size((size * 1.2, size)), dpi=100)  # slides: 16:9
 
 
 def step_number(result, step):
@@ -283,6 +295,7 @@ def step_number(result, step):
     return number
 
 
+@styled
 def ring_figure(result, step=1, cells="count"):
     """One step of a collective as a Figure.
 

@@ -35,12 +35,14 @@ True
 
 import numbers
 
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from ..errors import ConfigError
 from ..units import format_rate
 from .limits import check_rate
+from .style import current, say, styled, themed
 
 __all__ = ["scaling_figure", "scaling_rows", "DEFAULT_JOB"]
 
@@ -132,11 +134,12 @@ def _gpu_axis(ax, gpus):
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(gpus))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([str(n) for n in gpus], fontsize=10)
-    ax.set_xlabel("GPUs", fontsize=12)
+    ax.set_xticklabels([str(n) for n in gpus], fontsize="medium")
+    ax.set_xlabel(say("GPUs"), fontsize="large")
     ax.grid(True, alpha=0.3)
 
 
+@styled
 def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inputs):
     """Step time split and efficiency against GPUs; returns a Figure.
 
@@ -145,7 +148,7 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
     cfg = _config(config, inputs)
     rows = scaling_rows(cfg, gpus, weak, batch_per_gpu)
     n = [r["gpus"] for r in rows]
-    fig = Figure(figsize=(14, 6.8), layout="constrained")
+    fig = Figure(figsize=current().size((14, 6.8)), layout="constrained")
     ax_t, ax_e = fig.subplots(1, 2)
     series = (
         ("compute_s", "compute 6·N·tokens / (GPUs·P), + any bubble", COLOURS["compute"], "-"),
@@ -157,11 +160,10 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         values = [r[key] for r in rows]
         shown = [(x, y) for x, y in zip(n, values) if y > 0]
         if shown:
-            ax_t.plot(*zip(*shown), style, color=colour, lw=2.2, marker="o", ms=4, label=label)
+            ax_t.plot(*zip(*shown), style, color=colour, lw=2.2, marker="o", ms=4, label=say(label))
     ax_t.set_yscale("log")
     _gpu_axis(ax_t, n)
-    ax_t.set_ylabel("time per optimizer step (s)", fontsize=12)
-    ax_t.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    ax_t.set_ylabel(say("time per optimizer step (s)"), fontsize="large")
 
     # right: the step as shares, and the efficiency those shares mean
     bottoms = [0.0] * len(rows)
@@ -179,7 +181,7 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
             bottom=bottoms,
             color=colour,
             alpha=0.55,
-            label=label,
+            label=say(label),
             align="center",
         )
         bottoms = [b + s for b, s in zip(bottoms, share)]
@@ -187,23 +189,27 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
         n,
         [100 * r["efficiency"] for r in rows],
         "-o",
-        color="black",
+        color=themed("black"),
         lw=2.2,
         ms=4,
-        label="efficiency (nothing overlapped)",
+        label=say("efficiency (nothing overlapped)"),
     )
     ax_e.plot(
         n,
         [100 * r["efficiency_overlapped"] for r in rows],
         "--",
-        color="black",
+        color=themed("black"),
         lw=1.6,
-        label="efficiency (DP all-reduce hidden behind compute)",
+        label=say("efficiency (DP all-reduce hidden behind compute)"),
     )
     _gpu_axis(ax_e, n)
     ax_e.set_ylim(0, 105)
-    ax_e.set_ylabel("share of the step (%)", fontsize=12)
-    ax_e.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    ax_e.set_ylabel(say("share of the step (%)"), fontsize="large")
+    # one legend under both panels: constrained layout gives it its room in any look
+    handles, labels = (
+        sum(pair, []) for pair in zip(*(a.get_legend_handles_labels() for a in (ax_t, ax_e)))
+    )
+    fig.legend(handles, labels, fontsize="medium", loc="outside lower center", ncol=2)
     _mark_node_edge(fig, (ax_t, ax_e), rows, cfg)
     _mark_half(ax_e, rows)
     per = 4 if batch_per_gpu is None else batch_per_gpu
@@ -214,19 +220,22 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
     )
     fig.suptitle(
         f"where does adding GPUs stop paying?  {_model(cfg)}, {mode}",
-        fontsize=14,
+        fontsize="x-large",
         fontweight="bold",
+        wrap=True,
     )
     ax_t.set_title(
         f"P = {cfg.compute_rate / 1e12:.4g} TFLOP/s per GPU, {cfg.gpus_per_node} GPUs "
         f"per node, links {format_rate(cfg.intra_bandwidth)} inside a node and "
         f"{format_rate(cfg.inter_bandwidth)} between",
-        fontsize=10,
+        fontsize="medium",
+        wrap=True,
     )
     ax_e.set_title(
         f"{cfg.seq:,}-token sequences, {cfg.precision} gradients, tp={cfg.tp}, pp={cfg.pp}, "
         "data parallel over the rest",
-        fontsize=10,
+        fontsize="medium",
+        wrap=True,
     )
     return fig
 
@@ -249,10 +258,17 @@ def _mark_node_edge(fig, axes, rows, cfg):
                 f"data-parallel group\nleaves one node:\n{format_rate(cfg.intra_bandwidth)}"
                 f" → {format_rate(cfg.inter_bandwidth)}"
             )
-            box = {"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"}
+            box = {"boxstyle": "round,pad=0.2", "fc": rcParams["axes.facecolor"], "ec": "#999999"}
             where = axes[0].get_xaxis_transform()
             axes[0].text(
-                x, 0.33, text, transform=where, ha="center", va="center", fontsize=10, bbox=box
+                x,
+                0.33,
+                text,
+                transform=where,
+                ha="center",
+                va="center",
+                fontsize="medium",
+                bbox=box,
             )
             return
 
@@ -267,8 +283,12 @@ def _mark_half(ax, rows):
                 xytext=(-120, -70),
                 textcoords="offset points",
                 ha="center",
-                fontsize=10,
+                fontsize="medium",
                 arrowprops={"arrowstyle": "->", "color": "black"},
-                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"},
+                bbox={
+                    "boxstyle": "round,pad=0.2",
+                    "fc": rcParams["axes.facecolor"],
+                    "ec": "#999999",
+                },
             )
             return

@@ -21,16 +21,22 @@ import textwrap
 
 from matplotlib.figure import Figure
 
+from .style import CATEGORY_COLOURS, current, say, styled, themed
+
 __all__ = ["strategies_figure", "MEMORY_PARTS", "LINK_PARTS"]
 
 # (key in the row's peak_memory_bytes, legend label, colour): colours as in memory.py
 MEMORY_PARTS = (
-    ("params", "parameters", "#4C72B0"),
-    ("grads", "gradients", "#55A868"),
-    ("optimizer", "optimizer state (Adam m, v)", "#DD8452"),
-    ("activations", "activations", "#8172B3"),
-    ("gathered_params", "gathered parameters (FSDP)", "#937860"),
-    ("comm_buffers", "communication buffers (K/V blocks, gradient buffers)", "#DA8BC3"),
+    ("params", "parameters", CATEGORY_COLOURS["params"]),
+    ("grads", "gradients", CATEGORY_COLOURS["grads"]),
+    ("optimizer", "optimizer state (Adam m, v)", CATEGORY_COLOURS["optimizer"]),
+    ("activations", "activations", CATEGORY_COLOURS["activations"]),
+    ("gathered_params", "gathered parameters (FSDP)", CATEGORY_COLOURS["gathered_params"]),
+    (
+        "comm_buffers",
+        "communication buffers (K/V blocks, gradient buffers)",
+        CATEGORY_COLOURS["comm_buffers"],
+    ),
 )
 LINK_PARTS = (
     ("intra_node_bytes", "inside a node (fast links)", "#64B5CD"),
@@ -39,10 +45,11 @@ LINK_PARTS = (
 KIB = 2**10
 
 
+@styled
 def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measured", subtitle=""):
     """Two panels of the measured ``rows`` (dicts with the ``StrategyRow`` keys); a Figure."""
     rows = [dict(r) for r in rows]
-    fig = Figure(figsize=(14, 6.4), layout="constrained")
+    fig = Figure(figsize=current().size((14, 6.4)), layout="constrained")
     mem_ax, link_ax = fig.subplots(1, 2)
     x = list(range(len(rows)))
     labels = [_label(r) for r in rows]
@@ -56,7 +63,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
             heights,
             0.65,
             bottom=bottom,
-            label=label,
+            label=say(label),
             color=colour,
             edgecolor="white",
             linewidth=0.6,
@@ -67,7 +74,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
     for i, (r, total) in enumerate(zip(rows, totals)):
         if r.get("not_run"):
             continue
-        mem_ax.plot([i - 0.36, i + 0.36], [total, total], color="black", linewidth=1.6)
+        mem_ax.plot([i - 0.36, i + 0.36], [total, total], color=themed("black"), linewidth=1.6)
         top = max(total, bottom[i])
         mem_ax.annotate(
             f"{total:.3g}",
@@ -76,28 +83,34 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
             textcoords="offset points",
             ha="center",
             va="bottom",
-            fontsize=8,
+            fontsize="small",
         )
-    mem_ax.plot([], [], color="black", linewidth=1.6, label="peak of the sum (total)")
-    mem_ax.set_ylabel("peak memory of the busiest rank (KiB)")
-    mem_ax.set_title("memory by category", loc="left", fontsize=11)
+    mem_ax.plot([], [], color=themed("black"), linewidth=1.6, label=say("peak of the sum (total)"))
+    mem_ax.set_ylabel(say("peak memory of the busiest rank (KiB)"))
+    mem_ax.set_title(say("memory by category"), loc="left", fontsize="medium", wrap=True)
     mem_ax.set_ylim(0, mem_top * 1.12)
-    mem_ax.legend(fontsize=8, loc="upper right", frameon=True, framealpha=0.9)
+    # the legend under the panel, where no bar or value label can be (constrained layout
+    # gives it its room)
+    mem_ax.legend(
+        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False
+    )
 
     width = 0.38
     link_top = max([1.0] + [_kib(r, k) for r in ran for k, _, _ in LINK_PARTS])
     for j, (key, label, colour) in enumerate(LINK_PARTS):
         heights = [_kib(r, key) for r in rows]
         offset = (j - 0.5) * width
-        bars = link_ax.bar([i + offset for i in x], heights, width, label=label, color=colour)
-        link_ax.bar_label(bars, [f"{h:.3g}" if h else "" for h in heights], fontsize=7, padding=2)
-    link_ax.set_ylabel("bytes sent per rank (KiB)")
-    link_ax.set_title("communication by link class", loc="left", fontsize=11)
+        bars = link_ax.bar([i + offset for i in x], heights, width, label=say(label), color=colour)
+        link_ax.bar_label(
+            bars, [f"{h:.3g}" if h else "" for h in heights], fontsize="x-small", padding=2
+        )
+    link_ax.set_ylabel(say("bytes sent per rank (KiB)"))
+    link_ax.set_title(say("communication by link class"), loc="left", fontsize="medium", wrap=True)
     link_ax.set_ylim(0, link_top * 1.15)
-    link_ax.legend(fontsize=8, loc="upper left", frameon=True, framealpha=0.9)
+    link_ax.legend(fontsize="small", loc="upper left", frameon=True, framealpha=0.9)
 
     for ax, top in ((mem_ax, mem_top), (link_ax, link_top)):
-        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_xticks(x, labels, fontsize="small")
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
@@ -109,7 +122,7 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
                     "not run\n(see below)",
                     ha="center",
                     va="bottom",
-                    fontsize=8,
+                    fontsize="small",
                     color="#C44E52",
                     rotation=90,
                 )
@@ -123,13 +136,16 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
         0.01,
         0.0,
         "\n".join(textwrap.fill(n, 160) for n in notes),
-        fontsize=8,
+        fontsize="small",
         va="bottom",
         ha="left",
+        wrap=True,
     )
     fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
     lines = [title] + textwrap.wrap(subtitle, 120)
-    fig.suptitle("\n".join(lines), fontweight="bold", x=0.01, ha="left", fontsize=11)
+    fig.suptitle(
+        "\n".join(lines), fontweight="bold", x=0.01, ha="left", fontsize="medium", wrap=True
+    )
     return fig
 
 

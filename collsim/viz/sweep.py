@@ -20,8 +20,8 @@ Examples
 >>> [data.fastest(i) for i in range(2)], data.bandwidth_bound(1)
 (['one_shot', 'two_shot'], True)
 >>> fig = sweep_figure(cluster, sizes=[2**k for k in range(4, 26, 3)])
->>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()
-('time (s)', 'bus bandwidth (GB/s)')
+>>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()  # time ticks carry their unit
+('time', 'bus bandwidth (GB/s)')
 """
 
 import math
@@ -29,8 +29,9 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..collectives.api import analytical
 from ..collectives.executor import DTYPE_BYTES
@@ -39,6 +40,8 @@ from ..collectives.registry import algorithms_for, canonical_algorithm, canonica
 from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
+from .style import current, say, styled, themed
+from .utilization import time_tick
 
 __all__ = [
     "sweep",
@@ -51,19 +54,23 @@ __all__ = [
 ]
 
 MODES = ("count-only", "analytical")
-ALGORITHM_COLOURS = {
-    "ring": "#4C72B0",
-    "tree": "#55A868",
-    "halving_doubling": "#C44E52",
-    "naive": "#8172B3",
-    "one_shot": "#17BECF",  # vLLM's small-message all-reduce
-    "two_shot": "#BCBD22",
-    "direct": "#DD8452",
+ALGORITHM_COLOURS = {  # Okabe-Ito: the algorithms of one sweep stay apart for every reader
+    "ring": "#0072B2",  # blue
+    "tree": "#E69F00",  # orange
+    "halving_doubling": "#009E73",  # bluish green
+    "naive": "#CC79A7",  # reddish purple
+    "direct": "#D55E00",  # vermillion (all-to-all's only algorithm)
+    # beyond Okabe-Ito's eight: four dark enough for a white page and, simulated under
+    # deuteranopia and protanopia, apart from all twelve (tests/test_viz_style.py)
+    "one_shot": "#993300",  # brown: vLLM's small-message all-reduce
+    "two_shot": "#9933FF",  # violet
+    "pat": "#FF3366",  # rose: NCCL's log-step all-gather / reduce-scatter
+    "nvls_tree": "#666633",  # olive
     # NCCL's algorithms on the hardware presets
-    "nccl_ring": "#1F77B4",
-    "double_tree": "#937860",
-    "hierarchical": "#2CA02C",
-    "nvls": "#DA8BC3",
+    "nccl_ring": "#56B4E9",  # sky blue
+    "double_tree": "#D55E00",  # vermillion
+    "hierarchical": "#000000",  # black
+    "nvls": "#F0E442",  # yellow
 }
 # line style and marker per algorithm, so lines that coincide (naive and ring are both
 # one latency per step at small sizes) stay apart in print and for colour-blind readers;
@@ -80,6 +87,8 @@ ALGORITHM_STYLES = {
     "double_tree": {"ls": "--", "marker": "X", "lw": 1.6, "ms": 6},
     "hierarchical": {"ls": "-.", "marker": "h", "lw": 1.6, "ms": 6, "mfc": "white"},
     "nvls": {"ls": ":", "marker": "*", "lw": 1.8, "ms": 8},
+    "pat": {"ls": (0, (3, 1, 1, 1, 1, 1)), "marker": "d", "lw": 1.8, "ms": 6},
+    "nvls_tree": {"ls": (0, (2, 2)), "marker": "p", "lw": 1.8, "ms": 7},
 }
 
 
@@ -223,9 +232,12 @@ def size_axis(ax, sizes, every=None):
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels(
-        [format_size(t).replace(".0 ", " ") for t in ticks], rotation=35, ha="right", fontsize=10
+        [format_size(t).replace(".0 ", " ") for t in ticks],
+        rotation=35,
+        ha="right",
+        fontsize="medium",
     )
-    ax.set_xlabel("message size S (bytes, as nccl-tests counts them)", fontsize=11)
+    ax.set_xlabel(say("message size S (bytes, as nccl-tests counts them)"), fontsize="medium")
     ax.grid(True, which="major", alpha=0.3)
 
 
@@ -234,40 +246,59 @@ def _tint(ax, data, label=False, bound_label=False):
     where the fastest becomes bandwidth-bound (dotted)."""
     sizes = data.sizes
     edges = [sizes[0]] + [math.sqrt(a * b) for a, b in zip(sizes, sizes[1:])] + [sizes[-1]]
-    for first, last, algorithm in data.regions():
-        colour = ALGORITHM_COLOURS.get(algorithm, "#999999")
+    for index, (first, last, algorithm) in enumerate(data.regions()):
+        colour = themed(ALGORITHM_COLOURS.get(algorithm, "#999999"))
         ax.axvspan(edges[first], edges[last + 1], color=colour, alpha=0.08, lw=0, zorder=0)
         if label:
             middle = math.sqrt(edges[first] * edges[last + 1])
             ax.text(
                 middle,
-                0.02,
+                0.02 + 0.14 * (index % 2),  # neighbours staggered: narrow regions stay apart
                 f"{algorithm.replace('_', '-')}\nfastest",
                 transform=ax.get_xaxis_transform(),
                 ha="center",
                 va="bottom",
-                fontsize=11,
+                fontsize="medium",
                 color=colour,
                 fontweight="bold",
             )
     for i, _, _ in data.changes():
-        ax.axvline(edges[i + 1], color="#333333", ls="--", lw=1.2, zorder=1, gid=f"change {i}")
+        ax.axvline(
+            edges[i + 1],
+            color=rcParams["axes.edgecolor"],
+            ls="--",
+            lw=1.2,
+            zorder=1,
+            gid=f"change {i}",
+        )
     bound = data.bandwidth_bound_from()
     if bound:
-        ax.axvline(edges[bound], color="#333333", ls=":", lw=1.6, zorder=1, gid="bandwidth-bound")
+        ax.axvline(
+            edges[bound],
+            color=rcParams["axes.edgecolor"],
+            ls=":",
+            lw=1.6,
+            zorder=1,
+            gid="bandwidth-bound",
+        )
         if bound_label:
             ax.text(
                 edges[bound],
-                0.98,
+                0.55,  # mid-height: the legend holds the top-left corner
                 "latency-bound ←   → bandwidth-bound",
                 transform=ax.get_xaxis_transform(),
                 ha="center",
-                va="top",
-                fontsize=10,
-                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"},
+                va="center",
+                fontsize="medium",
+                bbox={
+                    "boxstyle": "round,pad=0.2",
+                    "fc": rcParams["axes.facecolor"],
+                    "ec": "#999999",
+                },
             )
 
 
+@styled
 def sweep_figure(
     cluster,
     collective="all_reduce",
@@ -283,10 +314,15 @@ def sweep_figure(
     arguments are those of :func:`sweep`.
     """
     data = data or sweep(cluster, collective, algorithms, sizes, mode, dtype)
-    fig = Figure(figsize=(14, 6), layout="constrained")
+    fig = Figure(figsize=current().size((14, 6)), layout="constrained")
     ax_t, ax_b = fig.subplots(1, 2)
     for a, times in data.times.items():
-        style = {"color": ALGORITHM_COLOURS.get(a), **ALGORITHM_STYLES.get(a, {"marker": "o"})}
+        style = {
+            "color": themed(ALGORITHM_COLOURS.get(a)),
+            **ALGORITHM_STYLES.get(a, {"marker": "o"}),
+        }
+        # the widths are paper's (lines.linewidth 1.5); slides draw every line thicker
+        style["lw"] = style.get("lw", 1.5) * rcParams["lines.linewidth"] / 1.5
         label = a.replace("_", "-")
         ax_t.plot(data.sizes, times, label=label, **style)
         ax_b.plot(data.sizes, np.array(data.busbw(a)) / 1e9, label=label, **style)
@@ -294,9 +330,10 @@ def sweep_figure(
         size_axis(ax, data.sizes)
         _tint(ax, data, label=ax is ax_b, bound_label=ax is ax_t)
         ax.set_yscale("log")
-    ax_t.set_ylabel("time (s)", fontsize=12)
-    ax_b.set_ylabel("bus bandwidth (GB/s)", fontsize=12)
-    ax_t.set_title("time: lower is better", fontsize=12)
+    ax_t.yaxis.set_major_formatter(FuncFormatter(time_tick))  # "10 µs", not 10⁻⁵ s
+    ax_t.set_ylabel(say("time"), fontsize="large")
+    ax_b.set_ylabel(say("bus bandwidth (GB/s)"), fontsize="large")
+    ax_t.set_title(say("time: lower is better"), fontsize="large", wrap=True)
     ax_b.set_title(
         "busbw = S/t · "
         + (
@@ -307,14 +344,27 @@ def sweep_figure(
             else "1"
         )
         + ": higher is better",
-        fontsize=12,
+        fontsize="large",
+        wrap=True,
     )
-    ax_t.legend(title="algorithm", fontsize=11, title_fontsize=11, loc="upper left")
+    # more than six algorithms (a preset's all-reduce has eleven): two columns, so the
+    # legend stays in the top-left corner, clear of the mid-height bound label
+    columns = 2 if len(ax_t.get_lines()) > 6 else 1
+    ax_t.legend(
+        title="algorithm",
+        fontsize="medium",
+        title_fontsize="medium",
+        loc="upper left",
+        ncols=columns,
+    )
     _annotate_changes(ax_t, data)
     how = "count-only simulation" if data.mode == "count-only" else "closed forms"
     name = data.collective.replace("_", "-")
     fig.suptitle(
-        f"{name} on {data.topology}, {data.ranks} ranks ({how})", fontsize=15, fontweight="bold"
+        f"{name} on {data.topology}, {data.ranks} ranks ({how})",
+        fontsize="x-large",
+        fontweight="bold",
+        wrap=True,
     )
     return fig
 
@@ -333,6 +383,11 @@ def _annotate_changes(ax, data):
             textcoords="offset points",
             ha="left",
             va="bottom",
-            fontsize=10,
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999", "alpha": 0.9},
+            fontsize="medium",
+            bbox={
+                "boxstyle": "round,pad=0.2",
+                "fc": rcParams["axes.facecolor"],
+                "ec": "#999999",
+                "alpha": 0.9,
+            },
         )

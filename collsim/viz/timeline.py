@@ -23,15 +23,21 @@ Examples
 '1f1b: p=4 stages, m=8 micro-batches · bubble 27.3% (formula (p-1)/(m+p-1) = 27.3%)'
 """
 
+from fractions import Fraction
+
+from matplotlib import rcParams
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch, Rectangle
 
 from ..errors import ConfigError
+from .style import current, say, styled
+from .utilization import time_unit
 
 __all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
 
-KIND_COLOURS = {"F": "#4C72B0", "B": "#55A868", "BW": "#55A868", "W": "#DD8452"}
+KIND_COLOURS = {"F": "#0072B2", "B": "#009E73", "BW": "#009E73", "W": "#E69F00"}  # Okabe-Ito
 KIND_NAMES = {
     "F": "F: forward",
     "B": "B: input gradient",
@@ -39,6 +45,7 @@ KIND_NAMES = {
     "W": "W: weight gradient",
 }
 IDLE = "#D9D9D9"
+CHUNK_HATCHES = ("", "..", "\\\\", "xx", "--")  # interleaved chunk 1, 2, ...: pattern and shade
 _FORMULA_TEXT = {
     "gpipe": "(p-1)/(m+p-1)",
     "1f1b": "(p-1)/(m+p-1)",
@@ -68,13 +75,7 @@ def bubble_from_spans(spans, stages):
     return start, end, [end - start - b for b in busy]
 
 
-def _time_unit(seconds):
-    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= 2 * divisor:
-            return divisor, name
-    return 1e-9, "ns"
-
-
+@styled
 def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=None):
     """The pipeline timeline of one step; returns a Figure.
 
@@ -110,12 +111,12 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
         )
     p, v = schedule.stages, schedule.virtual
     start, end, idle = bubble_from_spans(spans, p)
-    divisor, unit = _time_unit(end - start)
+    divisor, unit = time_unit(end - start)
 
-    width, height = 14.0, 1.9 + 0.62 * p  # inches: 0.7 below the rows, 1.2 above
-    fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((0.07, 0.7 / height, 0.91, 0.62 * p / height))
-    axes_inches = width * 0.91
+    # constrained layout: the legend, phase marks and title take their room in any look
+    fig = Figure(figsize=current().size((14.0, 2.4 + 0.62 * p)), layout="constrained")
+    ax = fig.subplots()
+    axes_inches = fig.get_figwidth() * 0.9
     for span in spans:
         kind = span.op.kind
         x0, x1 = (span.start - start) / divisor, (span.end - start) / divisor
@@ -127,6 +128,7 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
                 0.8,
                 facecolor=colour,
                 edgecolor="white",
+                hatch=CHUNK_HATCHES[span.op.chunk % len(CHUNK_HATCHES)] if v > 1 else None,
                 lw=0.8,
                 zorder=3,
                 gid=f"op {span.stage} {span.op.label(v > 1)}",
@@ -134,8 +136,10 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
         )
         inches = (span.end - span.start) / (end - start) * axes_inches
         if inches >= 0.12:
-            text = str(span.op.microbatch)
-            size = min(11.0, 72 * inches / (0.62 * len(text) + 0.4))
+            # micro-batches count from 1, as GPipe, Megatron and collsim's steps do
+            text = str(span.op.microbatch + 1)
+            base = FontProperties(size="medium").get_size_in_points()
+            size = min(base * 1.1, 72 * inches / (0.62 * len(text) + 0.4))
             ink = "white" if span.op.chunk == 0 else "#222222"
             ax.text(
                 (x0 + x1) / 2,
@@ -147,54 +151,131 @@ def timeline_figure(source, schedule=None, stage_ranks=None, times=None, title=N
                 color=ink,
                 fontweight="bold",
                 zorder=4,
+                gid=f"microbatch {span.stage} {span.op.label(v > 1)}",
             )
-    _shade_idle(ax, spans, p, start, end, divisor)
+    stretches = _shade_idle(ax, spans, p, start, end, divisor)
+    measured = sum(idle) / len(idle) / (end - start) if end > start else 0.0
+    _label_bubble(ax, stretches, schedule, times, measured, (end - start) / divisor)
+    _mark_phases(ax, spans, start, end, divisor)
 
     ax.set_xlim(0, (end - start) / divisor)
-    ax.set_ylim(p - 0.5, -0.5)
-    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=12)
+    ax.set_ylim(p - 0.5, -1.25)  # the top band holds the warm-up / steady / cool-down marks
+    ax.set_yticks(range(p), [say("stage {stage}", stage=s) for s in range(p)], fontsize="large")
     if getattr(trace, "faults", None) is not None:  # a straggler's row says so (viz/faults.py)
         from .faults import mark_slow_stages
 
         mark_slow_stages(ax, trace.faults, list(stage_ranks))
-    ax.set_xlabel(f"simulated time ({unit})", fontsize=12)
-    ax.tick_params(axis="x", labelsize=11)
+    ax.set_xlabel(say("simulated time ({unit})", unit=unit), fontsize="large")
+    ax.tick_params(axis="x", labelsize="medium")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     kinds = [k for k in ("F", "BW", "B", "W") if schedule.counts()[k]]
-    handles = [Patch(color=KIND_COLOURS[k], label=KIND_NAMES[k]) for k in kinds]
-    handles.append(Patch(facecolor=IDLE, hatch="///", edgecolor="#999999", label="idle"))
-    note = "numbers: micro-batch" + ("; lighter: later model chunk" if v > 1 else "")
+    handles = [Patch(color=KIND_COLOURS[k], label=say(KIND_NAMES[k])) for k in kinds]
+    handles.append(Patch(facecolor=IDLE, hatch="///", edgecolor="#999999", label=say("idle")))
+    for chunk in range(1, v if v > 1 else 0):  # interleaved: later chunks by pattern too
+        handles.append(
+            Patch(
+                facecolor=_shade(KIND_COLOURS["F"], chunk, v),
+                hatch=CHUNK_HATCHES[chunk % len(CHUNK_HATCHES)],
+                edgecolor="white",
+                label=say("model chunk {chunk}", chunk=chunk + 1),
+            )
+        )
     ax.legend(
         handles=handles,
         loc="lower center",
         bbox_to_anchor=(0.5, 1.0),
-        ncol=len(handles),
+        ncol=min(len(handles), 5),
         frameon=False,
-        fontsize=11,
-        title=note,
-        title_fontsize=10,
+        fontsize="medium",
+        title=say("numbers: micro-batch (from 1)"),
+        title_fontsize="medium",
     )
     fig.suptitle(
         title or _title(schedule, idle, end - start, times),
-        fontsize=15,
+        fontsize="x-large",
         fontweight="bold",
-        y=1 - 0.08 / height,
-        va="top",
+        wrap=True,
     )
     return fig
 
 
+def _label_bubble(ax, stretches, schedule, times, measured, width):
+    """Name the bubble where it is widest: its measured share of the step, and the closed
+    form's fraction (the schedule's own formula, the one the planner uses)."""
+    text = say("bubble {percent} idle", percent=f"{measured:.1%}")
+    try:
+        formula = schedule.formula_bubble_fraction(**(times or {}))
+    except ValueError:  # zb-h1 with t_w > min(t_f, t_b): no closed form
+        formula = None
+    if formula:
+        ratio = Fraction(formula).limit_denominator(10 * schedule.stages * schedule.microbatches)
+        text += "\n" + say("closed form {ratio}", ratio=f"{ratio.numerator}/{ratio.denominator}")
+    if not stretches:
+        return
+    stage, x, run = max(stretches, key=lambda s: s[2])
+    ax.text(
+        x + run / 2,
+        stage,
+        text,
+        ha="center",
+        va="center",
+        fontsize="small",
+        zorder=5,
+        gid="bubble label",
+        bbox={
+            "boxstyle": "round,pad=0.25",
+            "fc": rcParams["axes.facecolor"],
+            "ec": "#999999",
+            "alpha": 0.9,
+        },
+    )
+
+
+def _mark_phases(ax, spans, start, end, divisor):
+    """Warm-up (until the first backward pass starts), steady (forward and backward
+    passes interleave) and cool-down (after the last forward pass ends), across the top."""
+    backward = [s.start for s in spans if s.op.kind != "F"]
+    forward = [s.end for s in spans if s.op.kind == "F"]
+    if not backward:
+        return
+    edges = [start, min(backward), max(max(forward), min(backward)), end]
+    for (a, b), name in zip(zip(edges, edges[1:]), ("warm-up", "steady", "cool-down")):
+        if b <= a:
+            continue
+        x0, x1 = (a - start) / divisor, (b - start) / divisor
+        ax.annotate(
+            "",
+            xy=(x0, -0.8),
+            xytext=(x1, -0.8),
+            arrowprops={"arrowstyle": "<->", "color": "#555555", "lw": 1.2},
+        )
+        ax.text(
+            (x0 + x1) / 2,
+            -0.88,
+            say(name),
+            ha="center",
+            va="bottom",
+            fontsize="small",
+            gid=f"phase {name}",
+        )
+
+
 def _shade_idle(ax, spans, stages, start, end, divisor):
-    """Hatched grey over every stretch inside the step where a stage does not compute."""
+    """Hatched grey over every stretch inside the step where a stage does not compute;
+    returns them as ``(stage, x, width)`` in axis units."""
+    stretches = []
     for stage in range(stages):
         t = start
         for span in sorted((s for s in spans if s.stage == stage), key=lambda s: s.start):
             if span.start > t:
-                _idle(ax, stage, (t - start) / divisor, (span.start - t) / divisor)
+                stretches.append((stage, (t - start) / divisor, (span.start - t) / divisor))
             t = max(t, span.end)
         if end > t:
-            _idle(ax, stage, (t - start) / divisor, (end - t) / divisor)
+            stretches.append((stage, (t - start) / divisor, (end - t) / divisor))
+    for stage, x, width in stretches:
+        _idle(ax, stage, x, width)
+    return stretches
 
 
 def _idle(ax, stage, x, width):

@@ -35,6 +35,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 
 from ..topology import ranks_of
 from ..units import format_size
+from .style import say, styled
 
 __all__ = ["traffic_figure", "topology_layout", "link_bytes", "byte_unit", "busiest_links"]
 
@@ -242,6 +243,7 @@ def _draw_link(ax, segments, colour, width, gid):
         ax.add_patch(FancyArrowPatch(start, end, **look))
 
 
+@styled
 def traffic_figure(topology, source, title=None):
     """The topology with every link drawn by the bytes it carried; returns a Figure.
 
@@ -274,7 +276,7 @@ def traffic_figure(topology, source, title=None):
     ax.set_aspect("equal")
     ax.axis("off")
     n = g.number_of_nodes()
-    fontsize = 10 if n <= 12 else 8 if n <= 24 else 7
+    fontsize = "medium" if n <= 12 else "small" if n <= 24 else "x-small"
     bars = _bars(g, pos)
     markers = _draw_nodes(ax, g, pos, bars, fontsize)
     for u, v in g.edges:
@@ -287,14 +289,14 @@ def traffic_figure(topology, source, title=None):
     ax.set_ylim(min(ys) - pad, max(ys) + pad + (0.3 if wide else 0.0))
     cax = fig.add_axes((0.89, 0.15, 0.018, top - 0.3))
     bar = fig.colorbar(ScalarMappable(norm, cmap=_shifted(cmap)), cax=cax)
-    bar.set_label(f"bytes carried ({unit})", fontsize=11)
+    bar.set_label(say("bytes carried ({unit})", unit=unit), fontsize="medium")
     head = title or f"link load: {_what(source)}{g.graph.get('name', 'topology')}"
-    fig.suptitle(head, fontsize=16, fontweight="bold", y=1 - 0.12 / height)
+    fig.suptitle(head, fontsize="xx-large", fontweight="bold", y=1 - 0.12 / height, wrap=True)
     if loads:
         busiest = _busiest_text(busiest_links(loads), g.number_of_edges(), largest / divisor, unit)
         total = format_size(sum(loads.values()))
         note = f"{busiest}  ·  all links together: {total}  ·  grey = unused"
-        fig.text(0.5, 1 - 0.55 / height, note, fontsize=11, **CENTRE)
+        fig.text(0.5, 1 - 0.55 / height, note, fontsize="medium", **CENTRE, wrap=True)
     return fig
 
 
@@ -353,5 +355,5 @@ def _draw_machines(ax, g, pos, fontsize):
             FancyBboxPatch((min(xs) - 0.3, -0.3), max(xs) - min(xs) + 0.6, 1.6, zorder=0, **look)
         )
         ax.text(
-            min(xs) - 0.25, 1.4, f"machine {n}", fontsize=fontsize + 1, color="#3A5F95", va="bottom"
+            min(xs) - 0.25, 1.4, f"machine {n}", fontsize="medium", color="#3A5F95", va="bottom"
         )

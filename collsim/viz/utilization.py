@@ -33,8 +33,9 @@ from matplotlib.patches import Patch
 from ..hardware.protocols import slowest_class
 from ..units import format_time
 from .limits import MAX_BINS, check_count
+from .style import current, say, styled
 
-__all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit"]
+__all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit", "time_tick"]
 
 CMAP = "YlOrRd"
 LATENCY = {"facecolor": "#E2E2E2", "edgecolor": "#8A8A8A", "hatch": "////", "linewidth": 0}
@@ -44,12 +45,25 @@ def time_unit(largest):
     """``(divisor, name)`` that shows ``largest`` seconds as a readable number.
 
     >>> time_unit(3e-4)
-    (1e-06, 'us')
+    (1e-06, 'µs')
     """
-    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+    # µs, as the calibration figure and nccl-tests' tables write it (not "us")
+    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if largest >= 2 * divisor:
             return divisor, name
     return 1e-9, "ns"
+
+
+def time_tick(seconds, _position=None):
+    """A time axis tick in the unit that reads best, as a slide says it: "10 µs", "1 ms".
+
+    >>> time_tick(1e-4), time_tick(2e-3), time_tick(1.0), time_tick(5e-9)
+    ('100 µs', '2 ms', '1 s', '5 ns')
+    """
+    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= divisor * (1 - 1e-9):
+            return f"{seconds / divisor:.4g} {name}"
+    return f"{seconds / 1e-9:.4g} ns"
 
 
 def _carried_by(edges, t):
@@ -168,6 +182,7 @@ def _protocol_note(trace):
     )
 
 
+@styled
 def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     """Links × time heat map of utilisation; returns a Figure.
 
@@ -190,7 +205,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     if not links:  # nothing moved (one rank): one empty row keeps the axes drawable
         share = np.zeros((1, share.shape[1]))
     height = min(10.0, max(4.0, 1.6 + 0.24 * rows))
-    fig = Figure(figsize=(12, height), layout="constrained")
+    fig = Figure(figsize=current().size((12, height)), layout="constrained")
     ax = fig.add_subplot()
     # latency first, underneath: where bytes flow the colour covers it
     waits = latency_intervals(topology, trace)
@@ -212,39 +227,45 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     )
     ax.set_xlim(edges[0] / divisor, edges[-1] / divisor)
     ax.set_yticks(range(len(links)))
-    fontsize = 10 if rows <= 24 else 8 if rows <= 40 else 6
+    # one size for every row count: where rows crowd, style.thin_crowded_ticks labels
+    # every other one instead of shrinking them all below reading size
+    fontsize = "medium" if rows <= 24 else "small"
     ax.set_yticklabels([f"{_name(u)} → {_name(v)}" for u, v in links], fontsize=fontsize)
     ax.set_ylim(rows - 0.5, -0.5)
-    ax.set_xlabel(f"simulated time ({unit})", fontsize=12)
-    ax.set_ylabel("link (sender → receiver)", fontsize=12)
-    ax.tick_params(axis="x", labelsize=10)
+    ax.set_xlabel(say("simulated time ({unit})", unit=unit), fontsize="large")
+    ax.set_ylabel(say("link (sender → receiver)"), fontsize="large")
+    ax.tick_params(axis="x", labelsize="medium")
     ends = _step_ends(source)
     for t in ends:
         ax.axvline(t / divisor, color="#2B6CB0", lw=0.8, alpha=0.6, zorder=3)
     if ends:  # name the steps along the top: "s3" is where step 3 ended
         top = ax.secondary_xaxis("top")
-        every = max(1, len(ends) // 16)
-        shown = list(range(every - 1, len(ends), every))
+        # at most about 16 names, none nearer the last than 1/16 of the run: steps of a
+        # pipelined algorithm end close together, and their names would run into each other
+        gap, shown = (edges[-1] - edges[0]) / 16, []
+        for i, end in enumerate(ends):
+            if not shown or end - ends[shown[-1]] >= gap:
+                shown.append(i)
         top.set_xticks([ends[i] / divisor for i in shown], [f"s{i + 1}" for i in shown])
-        top.tick_params(labelsize=8, colors="#2B6CB0")
+        top.tick_params(labelsize="small", colors="#2B6CB0")
     bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.04)
-    bar.set_label("utilisation (% of link bandwidth)", fontsize=11)
+    bar.set_label(say("utilisation (% of link bandwidth)"), fontsize="medium")
     name = topology.graph.get("name", "topology")
     if title is None:
         what = ""
         if hasattr(source, "collective"):
             what = f"{source.algorithm.replace('_', '-')} {source.collective.replace('_', '-')} "
         title = f"link utilisation over time: {what}on {name}"
-    fig.suptitle(title, fontsize=15, fontweight="bold")
+    fig.suptitle(title, fontsize="x-large", fontweight="bold", wrap=True)
     busiest = share.max() if share.size else 0.0
     note = f"run time {format_time(edges[-1])}, {bins} time slices; busiest slice {busiest:.0%}"
     if ends:
         note += "; blue lines: end of each step"
     note += _protocol_note(trace)
-    ax.set_title(note, fontsize=10, pad=18 if ends else 6)
+    ax.set_title(note, fontsize="medium", pad=18 if ends else 6, wrap=True)
     keys = []
     if waits:
-        keys.append(Patch(label="latency α: message sent, no bytes flowing yet", **LATENCY))
+        keys.append(Patch(label=say("latency α: message sent, no bytes flowing yet"), **LATENCY))
     log = getattr(trace, "faults", None)  # a run with faults: mark them (viz/faults.py)
     if log is not None:
         from .faults import mark_faults
@@ -252,12 +273,17 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         keys += mark_faults(ax, links, log, divisor, edges[-1])
         if log.stalls:
             stalled = f"; STALLED: no progress after t={format_time(edges[-1])}, the watchdog "
-            ax.set_title(note + stalled + "stopped the run", fontsize=10, pad=18 if ends else 6)
+            ax.set_title(
+                note + stalled + "stopped the run",
+                fontsize="medium",
+                pad=18 if ends else 6,
+                wrap=True,
+            )
     if keys:
         fig.legend(
             handles=keys,
             loc="outside lower left",
-            fontsize=10,
+            fontsize="medium",
             frameon=False,
             ncol=min(len(keys), 3),
         )
