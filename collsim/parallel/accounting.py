@@ -31,6 +31,7 @@ Examples
 
 from dataclasses import asdict, dataclass
 
+from ..collectives.all_to_allv import RaggedTransfer
 from ..collectives.records import is_collective
 from ..errors import ConfigError
 
@@ -56,8 +57,11 @@ def collective_bytes(trace, n_ranks, mesh=None):
         tag = t.tag
         collective = is_collective(tag)
         key = tag.collective if collective else "send"
+        ragged = isinstance(t.meta, RaggedTransfer)
+        key = "all_to_allv" if ragged else key
         if mesh is not None:
-            dim = tag.dim if collective else None
+            # the trainer's one all-to-allv is MoE's token dispatch and combine, on ep groups
+            dim = tag.dim if collective else ("ep" if ragged else None)
             if dim is None:  # no group of the mesh said: the ranks' coordinates do
                 pair = (t.src, t.dst)
                 if pair not in dims:
