@@ -46,7 +46,12 @@ class NDExperts:
 
 
 def _given(c):
-    return [key for key in ND_MOE_OPTIONS if getattr(c, key) not in (None, False)]
+    """The MoE options set (``is``: ``--ep 0`` is set, and refused, though 0 == False)."""
+    return [
+        key
+        for key in ND_MOE_OPTIONS
+        if getattr(c, key) is not None and getattr(c, key) is not False
+    ]
 
 
 def resolve_nd_experts(c, mesh, names=None):
@@ -138,4 +143,3 @@ def moe_shown(nd):
         "pad_to_capacity": r.pad_to_capacity,
         "routing": nd.routing,
     }
-
