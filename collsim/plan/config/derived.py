@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...parallel.batch import divisors
+from .experts import moe_params
 
 __all__ = [
     "Derived",
@@ -71,6 +72,7 @@ class Derived:
     nodes: float
     tokens_per_step: float  # global batch · sequence length
     elem: int  # bytes of one activation/parameter/gradient element (2 or 4)
+    routed_params: float = 0.0  # of params, the MoE layers' routed experts (0: dense)
     whole: dict = field(default_factory=dict)  # name -> is that derived count whole?
 
 
@@ -135,6 +137,19 @@ def derive(cfg):
                 cfg.architecture,
             )
         )
+    routed = 0.0
+    if shape_params is not None and cfg.experts is not None:
+        routed, added = moe_params(
+            cfg.layers,
+            cfg.hidden,
+            ffn,
+            cfg.gated_mlp,
+            cfg.experts,
+            cfg.moe_ffn_hidden or ffn,
+            cfg.shared_experts,
+            cfg.dense_layers,
+        )
+        shape_params += added
     params = cfg.params if cfg.params is not None else shape_params
 
     accelerate = cfg.dp_replicate is not None or cfg.dp_shard is not None
@@ -184,6 +199,7 @@ def derive(cfg):
         tokens_per_step=global_batch * cfg.seq,
         elem=element_bytes(cfg.precision),
         whole=whole,
+        routed_params=routed if cfg.params is None else 0.0,
     )
 
 
