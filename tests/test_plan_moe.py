@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collsim.cli import main
+from collsim.errors import ConfigError
 from collsim.plan import PlanConfig, plan
 from collsim.plan.config import derive
 from collsim.plan.config.experts import params_per_gpu
@@ -160,3 +161,24 @@ def test_fuzz_moe_flags_give_a_verdict_or_name_the_bad_value(ep, etp, tp, expert
     outcome = run_cli(argv, bad=bad, timeout=30)  # a plan takes ~0.1 s; the 2 cores are shared
     assert outcome.status in (0, 1, 2)
     assert (outcome.status == 2) == (bad is not None), outcome
+
+
+def test_a_plans_ep_runs_on_the_trainer_and_etp_is_refused_by_name():
+    import numpy as np
+
+    from collsim.nn import MoE, MoEMLP, RouterConfig, Sequential, TransformerBlock
+    from collsim.parallel.mesh import train
+
+    cfg = PlanConfig(layers=2, hidden=8, heads=2, experts=4, world_size=4, ep=2, global_batch=4)
+    config = cfg.parallel()
+    assert (config.ep, config.dp) == (2, 4)
+    rng = np.random.default_rng(0)
+    blocks = []
+    for _ in range(2):
+        dense = TransformerBlock.init(8, 2, rng)
+        moe = MoEMLP(MoE.init(8, 16, RouterConfig(4, top_k=2), rng))
+        blocks.append(TransformerBlock(dense.ln1, dense.attn, dense.ln2, moe))
+    x, target = rng.normal(size=(4, 2, 8)), rng.normal(size=(4, 2, 8))
+    assert train(Sequential(*blocks), [(x, target)], config).match is True
+    with pytest.raises(ConfigError, match="etp = 2: .*nearest valid choice: etp=1"):
+        cfg.replace(etp=2).parallel()
