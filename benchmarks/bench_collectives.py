@@ -4,7 +4,7 @@ Baseline, in the same process: add the K buffers into one and copy the sum back 
 (what an all-reduce computes, with no schedule, network or trace).  Also times a
 count-only ring all-reduce on 1,024 ranks (no data: the same schedule and network).
 
-    python benchmarks/bench_collectives.py            # the README's figures
+    python benchmarks/bench_collectives.py            # docs/performance.md's figures
     python benchmarks/bench_collectives.py --quick    # small sizes, a few seconds
 """
 

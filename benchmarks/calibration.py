@@ -4,7 +4,7 @@ Runs the count-only all-reduce sweep nccl-tests runs (``all_reduce_perf -b 8 -e 
 float32) on each preset that has a published figure -- one DGX A100 with the default
 algorithm, one DGX H100 with the ring and with NVLS, two DGX A100 with the default --
 prints collsim's large-message busbw next to the published one, the small-message time
-next to its latency floor, and writes the picture the README shows.
+next to its latency floor, and writes the picture docs/commands.md shows.
 
     python benchmarks/calibration.py                       # docs/calibration.png
     python benchmarks/calibration.py --factor 4 --out /tmp/calibration.png
@@ -90,7 +90,7 @@ def main(argv=None):
 
 
 def save(fig, out, dpi):
-    """Write the figure; a PNG in 128 colours (it has a dozen), so the README's picture
+    """Write the figure; a PNG in 128 colours (it has a dozen), so docs/commands.md's picture
     stays near 70 KB rather than 200 (Pillow, which matplotlib itself needs, quantizes:
     the same picture gives the same bytes)."""
     if out.suffix.lower() != ".png":

@@ -11,32 +11,45 @@ Examples
 4
 """
 
-from . import topology, units
-from .errors import (
-    CollsimError,
-    ConfigError,
-    DeadlockError,
-    SimulationLimitError,
-    WatchdogTimeout,
-)
-from .runtime import Cluster, CountOnly, Faults, Rank, RunResult
-
 __version__ = "0.1.0"
+
+# Every name loads on first use, so that `collsim --version` and `collsim lesson list` start
+# without numpy, networkx or matplotlib (issue 27); `from collsim import Cluster` and
+# `collsim.topology.ring(...)` work as before.  Name -> (module, attribute or None).
+_LAZY = {
+    "topology": ("collsim.topology", None),
+    "units": ("collsim.units", None),
+    "CollsimError": ("collsim.errors", "CollsimError"),
+    "ConfigError": ("collsim.errors", "ConfigError"),
+    "DeadlockError": ("collsim.errors", "DeadlockError"),
+    "SimulationLimitError": ("collsim.errors", "SimulationLimitError"),
+    "WatchdogTimeout": ("collsim.errors", "WatchdogTimeout"),
+    "Cluster": ("collsim.runtime", "Cluster"),
+    "CountOnly": ("collsim.runtime", "CountOnly"),
+    "Faults": ("collsim.runtime", "Faults"),
+    "Rank": ("collsim.runtime", "Rank"),
+    "RunResult": ("collsim.runtime", "RunResult"),
+    # collsim.exec(main, n=K) runs a function on K ranks; collsim.compute(seconds=...)
+    # charges compute inside one (the blocking front ends)
+    "exec": ("collsim.launch", "exec"),
+    "compute": ("collsim.runtime.blocking", "compute"),
+}
 
 
 def __getattr__(name):
-    # the blocking front ends load on first use, so `import collsim` (and every command's
-    # start-up) stays as light as before: collsim.exec(main, n=K) runs a function on K
-    # ranks (collsim.launch); collsim.compute(seconds=...) charges compute inside one
-    if name == "exec":
-        from .launch import exec as run_spmd
+    if name not in _LAZY:
+        raise AttributeError(f"module 'collsim' has no attribute {name!r}")
+    import importlib
 
-        return run_spmd
-    if name == "compute":
-        from .runtime.blocking import compute
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # looked up once
+    return value
 
-        return compute
-    raise AttributeError(f"module 'collsim' has no attribute {name!r}")
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])
 
 
 __all__ = [

@@ -4,7 +4,7 @@ Every picture is drawn from what a simulation produced (a collective's schedule 
 a pipeline step's trace) or, for scaling, from the planner's closed forms::
 
     python examples/make_pictures.py pictures/            # all of them, PNG + GIF + HTML
-    python examples/make_pictures.py docs --readme        # the four small PNGs the README shows
+    python examples/make_pictures.py docs --readme        # the four PNGs docs/commands.md shows
 
 The same pictures from the command line: ``collsim viz ring|traffic|utilization|timeline|
 sweep|scaling ... --out FILE`` (each kind's ``--help`` lists its flags).
@@ -101,7 +101,7 @@ def pictures(folder):
 
 
 def readme_pictures(folder):
-    """The four pictures the README shows, small enough to keep in the repository."""
+    """The four pictures docs/commands.md shows, small enough to keep in the repository."""
     small = {"dpi": 80, "pil_kwargs": {"optimize": True}}
     figures = {
         "ring_all_reduce_step.png": ring_figure(ring_all_reduce(), step=3),
@@ -120,7 +120,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="where to write the pictures (created if missing)")
     parser.add_argument(
-        "--readme", action="store_true", help="only the four small PNGs the README shows"
+        "--readme", action="store_true", help="only the four small PNGs docs/commands.md shows"
     )
     args = parser.parse_args(argv)
     folder = Path(args.folder)

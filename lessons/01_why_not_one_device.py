@@ -17,6 +17,7 @@
 
 # %%
 from collsim import teach
+from collsim.course.width import ljust  # pads by display width: a kanji takes two columns
 from collsim.plan import plan
 from collsim.units import format_size
 from collsim.viz.memory import memory_figure
@@ -126,7 +127,7 @@ for name, change in (("micro-batch", dict(micro_batch=2, global_batch=2)),
                      ("layers", dict(layers=64))):  # fmt: skip
     m2 = plan(**{**shape, "micro_batch": 1, "global_batch": 1, **change}).memory
     print(
-        f"double the {name:<12} -> layers' activations x{m2['activations_layers'] / m1['activations_layers']:.3g}"
+        f"double the {ljust(name, 14)} -> layers' activations x{m2['activations_layers'] / m1['activations_layers']:.3g}"
     )
 
 # %% [markdown]

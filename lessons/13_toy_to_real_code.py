@@ -10,7 +10,8 @@
 #
 # collsim runs mpi4py code unchanged, and torch.distributed-style code written against
 # `collsim.distributed` (`import collsim.distributed as dist`: torch.distributed's names on
-# numpy arrays; a program that imports `torch.distributed` itself does not run here yet):
+# numpy arrays; a program that imports `torch.distributed` itself runs too, on collsim's
+# torch backend, once torch is installed with `pip install 'collsim[torch]'`):
 #
 # - `collsim exec -n 4 script.py` runs a script as `mpirun -n 4 python script.py` would
 #   (try it with `examples/mpi_pi.py`, `mpi_ping_pong.py`, `mpi_ring_pass.py`);

@@ -46,13 +46,28 @@ def test_a_forced_protocol_is_kept_and_nvls_runs_with_simple_only():
     assert {c.protocol for c in forced.candidates} == {ll}
 
 
-def test_the_choice_runs_and_every_step_carries_its_protocol():
-    cluster = collsim.Cluster(A100X2)
+@pytest.mark.parametrize("choice", ["nccl", "closed_form", "simulated"])
+def test_the_choice_runs_and_every_step_carries_its_protocol(choice):
+    cluster = collsim.Cluster(A100X2, choice=choice)
     out = cluster.all_reduce(count=2, dtype="float32")  # the default on a preset: auto
-    assert out.choice is not None and out.choice.size == 8
+    assert out.choice is not None and out.choice.size == 8 and out.choice.source == choice
     assert (out.algorithm, out.protocol) == (out.choice.algorithm, out.choice.protocol)
     assert {t.tag.protocol for t in out.trace.transfers} == {out.choice.protocol}
-    assert out.time == pytest.approx(out.choice.time_s, rel=1e-3)
+    if choice == "nccl":  # NCCL's constants, not the simulated links: close, not equal
+        assert out.time == pytest.approx(out.choice.time_s, rel=0.25)
+    else:  # the closed forms are collsim's own; a simulated choice is the run itself
+        assert out.time == pytest.approx(out.choice.time_s, rel=1e-3)
+
+
+def test_the_default_choice_is_nccls_and_differs_from_the_closed_forms_where_nccl_would():
+    """NCCL never runs the 2-D hierarchical all-reduce; collsim's closed forms favour it on
+    two DGX A100 for a 4 KiB call, NCCL's model the double binary tree."""
+    out = collsim.Cluster(A100X2).all_reduce(count=1024, dtype="float32")
+    assert (out.algorithm, out.protocol.name, out.choice.source) == ("double_tree", "ll", "nccl")
+    mine = collsim.Cluster(A100X2, choice="closed_form").all_reduce(count=1024, dtype="float32")
+    assert mine.algorithm == "hierarchical"
+    with pytest.raises(collsim.ConfigError, match="did you mean 'nccl'"):
+        collsim.Cluster(A100X2, choice="ncl")
 
 
 def test_generic_topologies_keep_their_default_and_no_protocol():
@@ -93,7 +108,8 @@ def test_collsim_run_analytical_and_step_name_the_choice():
     out = run_cli(["run", "all-reduce", "--topology", "dgx-h100", "--analytical", "--size",
                    "1GiB", "--json"])  # fmt: skip
     assert out.status == 0 and '"algorithm": "nvls"' in out.stdout
-    step = run_cli(["step", "all-reduce", "--topology", "dgx-h100", "--no-pause"])
+    step = run_cli(["step", "all-reduce", "--topology", "dgx-h100", "--no-pause", "--choice",
+                    "closed-form"])  # fmt: skip
     assert step.status == 0 and step.stdout.startswith("# NCCL INFO AllReduce 64 B")
     assert "reduce in nvswitch0" in step.stdout  # the switch sums, the step view says so
 

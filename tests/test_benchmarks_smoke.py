@@ -42,6 +42,7 @@ TABLES = {
                      "| K | N | dtype | numpy integers() | collsim integer_inputs | ratio |"),
     "bench_stops": (["--quick"],
                     "| program | ranks | stopped by | measured | seconds | / baseline |"),
+    "bench_startup": (["--quick"], "| command | best of | wall seconds | CPU seconds |"),
     "bench_lifetime": (["--quick"],
                        "| clusters | K | per rank | alive, collector off "
                        "| alive after gc.collect() | resident growth |"),

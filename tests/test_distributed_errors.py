@@ -53,11 +53,18 @@ def _destroyed_with_the_world():
 # name -> (what every rank runs after init_process_group, text the error must contain)
 BAD_CALLS = {
     "tensor is a list": (lambda: dist.all_reduce([1.0, 2.0]), "[1.0, 2.0]"),
-    "dtype int8": (lambda: dist.all_reduce(np.zeros(2, np.int8)), "int8"),
+    "dtype complex64": (lambda: dist.all_reduce(np.zeros(2, np.complex64)), "complex64"),
     "dtype complex": (lambda: dist.broadcast(np.zeros(2, complex), src=0), "complex128"),
     "read-only tensor": (_read_only, "read-only"),
     "op is a string": (lambda: dist.all_reduce(np.zeros(2), op="sum"), "op='sum'"),
-    "op BAND": (lambda: dist.all_reduce(np.zeros(2), op=dist.ReduceOp.BAND), "ReduceOp.BAND"),
+    "op BAND of floats": (
+        lambda: dist.all_reduce(np.zeros(2), op=dist.ReduceOp.BAND),
+        "ReduceOp.BAND",
+    ),
+    "op PREMUL_SUM": (
+        lambda: dist.all_reduce(np.zeros(2), op=dist.ReduceOp.PREMUL_SUM),
+        "ReduceOp.PREMUL_SUM",
+    ),
     "reduce op MAX?": (lambda: dist.reduce(np.zeros(2), dst=0, op=max), "op=<built-in"),
     "all_gather list of 3": (lambda: dist.all_gather([np.zeros(2)] * 3, np.zeros(2)),
                              "got 3 tensors"),
@@ -180,7 +187,12 @@ _values = st.one_of(st.integers(-(2**62), 2**62), st.floats(allow_nan=True), st.
 
 
 @settings(max_examples=25)
-@given(value=_values, call=st.sampled_from(["broadcast", "reduce", "send", "recv", "tag"]))
+@given(
+    value=_values,
+    call=st.sampled_from(
+        ["broadcast", "reduce", "send", "recv", "tag", "send_object_list", "recv_object_list"]
+    ),
+)
 def test_fuzzed_ranks_and_tags_are_refused_naming_them(value, call):
     def main():
         dist.init_process_group()
@@ -194,6 +206,16 @@ def test_fuzzed_ranks_and_tags_are_refused_naming_them(value, call):
             (dist.send if dist.get_rank() == 0 else dist.recv)(t, value)
         elif call == "recv":
             (dist.recv if dist.get_rank() == 0 else dist.send)(t, value)
+        elif call == "send_object_list":
+            if dist.get_rank() == 0:
+                dist.send_object_list(["x"], value)
+            else:
+                dist.recv_object_list([None], 0)
+        elif call == "recv_object_list":
+            if dist.get_rank() == 0:
+                dist.recv_object_list([None], value)
+            else:
+                dist.send_object_list(["x"], 0)
         else:
             (dist.send if dist.get_rank() == 0 else dist.recv)(t, other, tag=value)
 
@@ -215,4 +237,21 @@ def test_fuzzed_tensor_shapes_run_or_are_refused_naming_them(out_shape, in_shape
 
     # either the sizes fit (K = 3 blocks) or the error names the shape the user gave
     bad = str(out_shape) if call != "all_to_all_single" else str(in_shape)
+    check_api(blocking.run, _cluster(3), main, bad=bad, timeout=20)
+
+
+@settings(max_examples=25)
+@given(out_shape=_sizes, in_shapes=st.lists(_sizes, max_size=4),
+       call=st.sampled_from(["reduce_scatter", "all_reduce_coalesced"]))  # fmt: skip
+def test_fuzzed_tensor_lists_run_or_are_refused_naming_them(out_shape, in_shapes, call):
+    def main():
+        dist.init_process_group()
+        tensors = [np.ones(shape) for shape in in_shapes]
+        if call == "reduce_scatter":
+            dist.reduce_scatter(np.zeros(out_shape), tensors)
+        else:
+            dist.all_reduce_coalesced(tensors or [np.zeros(out_shape), 1.5])
+
+    # the lists fit (K = 3 tensors of the output's shape) or the error names what was given
+    bad = {"reduce_scatter": "input_list", "all_reduce_coalesced": "tensors"}[call]
     check_api(blocking.run, _cluster(3), main, bad=bad, timeout=20)

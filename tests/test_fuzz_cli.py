@@ -147,8 +147,19 @@ def _bad_paths(tmp_path):
         ["run", "all-reduce", "-k", "4", "-s", "1KiB", "--count-only", "--trace"],
         ["pipeline", "-p", "2", "-m", "2", "--out"],
         ["pipeline", "-p", "2", "-m", "2", "--json", "--out"],
+        ["pipeline", "-p", "2", "-m", "2", "--trace"],
+        ["verify", "dp", "--trace"],
+        ["strategies", "--trace"],
     ],
-    ids=["run", "run-count-only", "pipeline", "pipeline-json"],
+    ids=[
+        "run",
+        "run-count-only",
+        "pipeline",
+        "pipeline-json",
+        "pipeline-trace",
+        "verify-trace",
+        "strategies-trace",
+    ],
 )
 def test_bad_output_paths_fail_before_the_work(tmp_path, argv, kind):
     path = _bad_paths(tmp_path)[kind]
@@ -156,7 +167,11 @@ def test_bad_output_paths_fail_before_the_work(tmp_path, argv, kind):
     assert outcome.status == 2 and outcome.stdout == ""
 
 
-def test_a_trace_on_a_full_disk_is_an_error_not_a_traceback():
-    outcome = run_cli(["run", "all-reduce", "-k", "2", "-s", "8", "--trace", "/dev/full"],
-                      bad="/dev/full", timeout=10)  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "all-reduce", "-k", "2", "-s", "8"], ["pipeline", "-p", "2", "-m", "2"]],
+    ids=["run", "pipeline"],
+)
+def test_a_trace_on_a_full_disk_is_an_error_not_a_traceback(argv):
+    outcome = run_cli([*argv, "--trace", "/dev/full"], bad="/dev/full", timeout=10)
     assert outcome.status == 2

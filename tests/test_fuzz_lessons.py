@@ -24,7 +24,7 @@ bad_which = st.one_of(
     st.integers(min_value=NO_SUCH_LESSON, max_value=2**70).map(str),
     st.integers(max_value=-1).map(str),
     st.text(string.ascii_letters + string.punctuation + " ", min_size=1, max_size=12).filter(
-        lambda s: s.strip() != "list" and not s.startswith("-")
+        lambda s: s.strip() not in ("list", "init", "build") and not s.startswith("-")
     ),
 )
 
@@ -107,3 +107,33 @@ def test_lesson_refuses_unknown_flags_by_name(flag):
     else:
         outcome = run_cli(["lesson", "list", flag], bad=flag.split("=")[0], timeout=5)
     assert outcome.status == 2
+
+
+# ---- `collsim lesson init DIR` and `--exercise M` (issue 27) ---------------------------------
+
+INIT_CASES = ["under a file", "a file", "a device", "empty string", "too long", "not utf-8"]
+
+
+@pytest.mark.parametrize("case", INIT_CASES)
+def test_lesson_init_refuses_every_folder_it_cannot_or_must_not_write(case, folders):
+    # "not utf-8" holds someone's file and no lessons copy: never written into
+    path = folders[case]
+    outcome = run_cli(["lesson", "init", path], bad=path or "''", timeout=10)
+    assert outcome.status == 2, outcome
+
+
+bad_exercise = st.one_of(
+    st.sampled_from(["0", "4", "-1", "4.0", "4.4", "5.1", "4.", ".2", "nan", "2e9", "", " "]),
+    st.integers(min_value=4).map(str),
+    st.text(string.ascii_letters + string.punctuation + " ", min_size=1, max_size=8).filter(
+        lambda s: not s.startswith("-")
+    ),
+)
+
+
+@given(exercise=bad_exercise)
+def test_lesson_refuses_an_exercise_it_does_not_have_before_running_anything(exercise):
+    # lesson 4 has exercises 4.1, 4.2 and 4.3; anything else is refused, naming the value
+    outcome = run_cli(["lesson", "4", "--exercise", exercise, "--no-pause", "--lang", "en"],
+                      bad=exercise.strip() or exercise, timeout=5)  # fmt: skip
+    assert outcome.status == 2 and ">>>" not in outcome.stdout, outcome

@@ -27,12 +27,14 @@ BASES = {
     "scaling": ["viz", "scaling", "--params", "125M", "--max-gpus", "8"],
     "memory": ["viz", "memory", "--params", "125M", "--world-size", "8"],
     "memory-timeline": ["viz", "memory-timeline", "--dp", "2", "--layers", "1", "--hidden", "4"],
+    "compare": ["viz", "compare", "ring", "tree", *SMALL],
 }
 CLUSTER = ["--ranks", "--topology", "--bandwidth", "--latency", "--model", "--gpus-per-node",
            "--inter-bandwidth", "--inter-latency"]  # fmt: skip
 COLLECTIVE = ["--algorithm", "--size", "--dtype", *CLUSTER]
 FLAGS = {
-    "ring": [*COLLECTIVE, "--step", "--fps"],
+    "ring": [*COLLECTIVE, "--step", "--fps", "--channel", "--cells"],
+    "compare": ["--collective", "--size", "--dtype", "--step", "--cells", *CLUSTER],
     "traffic": COLLECTIVE,
     "utilization": [*COLLECTIVE, "--bins"],
     "sweep": ["--algorithm", "--algorithms", "--min-bytes", "--max-bytes", "--factor", *CLUSTER],
@@ -88,7 +90,7 @@ def test_every_viz_flag_takes_bad_values_without_a_traceback(folder, kind, data,
 
 
 @given(
-    flag=st.sampled_from(["--fps", "--step", "--ranks", "--size"]),
+    flag=st.sampled_from(["--fps", "--step", "--ranks", "--size", "--channel"]),
     value=BAD,
     suffix=st.sampled_from(ANIMATIONS),
 )

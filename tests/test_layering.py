@@ -32,9 +32,9 @@ Where the top-level modules sit (top first)::
 Inside ``collsim/parallel/`` the same rule holds between its parts (``PARALLEL_LAYERS``, top
 first): ``runs/`` (one scheme alone through the trainer) over ``mesh``, ``mesh_run`` and
 ``mesh_setup`` (the one trainer) over ``config`` over ``inference/`` over ``context/`` over
-the concepts ``data/``, ``experts/``, ``pipeline/`` and ``tensor/`` over the shared pieces (``batch``, ``block``,
-``modules``, ``accounting``, ``oracle``). So ``pipeline/`` and ``data/`` sit below the
-trainer that runs them.
+the concepts ``data/``, ``experts/``, ``pipeline/`` and ``tensor/`` over the shared pieces
+(``batch``, ``block``, ``modules``, ``accounting``, ``oracle``). So ``pipeline/`` and
+``data/`` sit below the trainer that runs them.
 
 An import of a package (``from collsim import Cluster``) counts as an import of that package's
 ``__init__``; ``from collsim import units`` counts as an import of ``collsim.units``.
@@ -70,6 +70,7 @@ LAYERS = (
     "network",
     "hardware",
     "topology",
+    "course",
     "units",
     "errors",
 )
@@ -489,8 +490,9 @@ def describe_cycle(cycle: list[str], edges: list[Import]) -> str:
 
 
 def test_readme_layer_table_matches_the_folders_and_the_layer_order():
-    """README's "How it is built" names every layer, in this file's order, with its folder."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/architecture.md's "How it is built" names every layer, in this file's order, with
+    its folder."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("## How it is built", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`collsim" in line]
     named, folders = [], []

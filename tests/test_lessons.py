@@ -142,7 +142,8 @@ def test_lesson_list_command(capsys):
 
 def test_missing_lessons_folder_says_where_to_get_them(capsys, tmp_path):
     assert main(["lesson", "list", "--dir", str(tmp_path / "nowhere")]) == 2
-    assert "clone the repository" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "nowhere: no such folder" in err and "collsim lesson init" in err
 
 
 def test_lesson_help_says_dir_executes_the_files(capsys):
@@ -260,7 +261,8 @@ ORDER = ["why_not_one_device", "data_parallel", "sharding", "ring_allreduce", "c
          "putting_it_together", "debugging_a_hang", "real_hardware",
          "toy_to_real_code"]  # fmt: skip
 # what a person reads that names lessons by number or by file
-REFERRING = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(LESSONS.glob("*.py")),
+REFERRING = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(ROOT.glob("docs/*.md")),
+             *sorted(LESSONS.glob("*.py")),
              *sorted((LESSONS / "solutions").glob("*.py")),
              *sorted((ROOT / "examples").glob("*.py")),
              *sorted((ROOT / "collsim").rglob("*.py"))]  # fmt: skip

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from collsim.cli.lesson import CELL, cells, find_lessons
-from collsim.teach.translation import (
+from collsim.course.translation import (
     read_translation,
     translate_code,
     translate_lesson,
     unused_strings,
 )
-from collsim.teach.working_copy import translation_path, working_copy
+from collsim.course.working_copy import translation_path, working_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -426,7 +426,9 @@ def test_the_japanese_readme_has_the_quick_start_the_lessons_in_order_and_the_gl
     readme = read(ROOT / "README.ja.md")
     english = read(ROOT / "README.md")
     quick = re.search(r"## Quick start.*?```\n(.*?)```", english, re.S).group(1)
-    assert f"```\n{quick}```" in readme, "the same two quick-start commands as README.md"
+    japanese = re.search(r"## クイックスタート.*?```\n(.*?)```", readme, re.S).group(1)
+    # the same commands, the tour and the lessons in Japanese
+    assert japanese.replace(" --lang ja", "") == quick, "the quick start of README.md"
     items = re.findall(r"^(\d+)\. \[([^\]]+)\]\(lessons/ja/(\d\d_[a-z_]+)\.md\)", readme, re.M)
     assert [(int(n), f) for n, _, f in items] == [(int(p.name[:2]), p.stem) for p in FILES]
     for n, title, name in items:
@@ -435,8 +437,9 @@ def test_the_japanese_readme_has_the_quick_start_the_lessons_in_order_and_the_gl
     assert "(lessons/ja/GLOSSARY.md)" in readme
     for command in ("collsim tour --lang ja", "collsim lesson list --lang ja"):
         assert command in readme
-    # every other command it shows is one README.md shows, flag for flag
+    # every other command it shows is one README.md or docs/commands.md shows, flag for flag
     commands = [c.strip() for c in re.findall(r"^(collsim [^#\n]*)", readme, re.M)]
+    english += read(ROOT / "docs" / "commands.md")
     shown = [c.strip() for c in re.findall(r"^(collsim [^#\n]*)", english, re.M)]
     assert len(commands) >= 15
     assert [c for c in commands if "--lang" not in c and c not in shown] == []

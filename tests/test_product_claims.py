@@ -1,14 +1,16 @@
 """What the product says is so (issue 25): the README, the lessons, the tour and the pictures
 claim only what the commands a user runs do.
 
-- torch.distributed: what runs today is collsim.distributed's API on numpy arrays, so no text
-  says torch.distributed code runs unchanged without naming it (item 16);
+- torch.distributed: code runs unchanged on collsim.distributed's API (numpy arrays) or, with
+  torch installed, on the collsim torch backend (`collsim[torch]`), so no text says
+  torch.distributed code runs unchanged without naming one of them (item 16; issue 29);
 - the tour's part 3 says that its values are not part 1's, and its sum adds those (item 19);
 - `collsim viz traffic` says that links tie instead of naming one as the busiest (item 20);
 - lesson 6 says what each of its two efficiencies means on the line itself (item 21).
 """
 
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -20,7 +22,7 @@ import pytest
 
 from collsim.cli import main
 from collsim.cli.lesson import lesson_text
-from collsim.teach.working_copy import working_copy
+from collsim.course.working_copy import working_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +55,8 @@ def _texts():
 
 def torch_claims_without_collsim_distributed(text):
     """Paragraphs that say code runs unchanged where torch.distributed is in view (the
-    paragraph or the one before it) and that do not name collsim.distributed.
+    paragraph or the one before it) and that do not name collsim.distributed or the extra
+    that runs real torch code, ``collsim[torch]``.
 
     >>> torch_claims_without_collsim_distributed("Students use torch.distributed.\\n\\n"
     ...                                          "collsim runs that code unchanged.")
@@ -67,7 +70,7 @@ def torch_claims_without_collsim_distributed(text):
     for before, paragraph in zip(["", *paragraphs], paragraphs):
         in_view = before + " " + paragraph
         if RUNS_UNCHANGED.search(paragraph) and "torch.distributed" in in_view:
-            if "collsim.distributed" not in in_view:
+            if "collsim.distributed" not in in_view and "collsim[torch]" not in in_view:
                 wrong.append(paragraph)
     return wrong
 
@@ -82,16 +85,19 @@ def test_no_text_says_torch_distributed_code_runs_unchanged(name):
     assert not wrong, f"{name}: name collsim.distributed, the API that runs:\n" + "\n".join(wrong)
 
 
-def test_a_program_that_imports_torch_distributed_does_not_run_as_the_readme_says(tmp_path):
-    # the README says so today; when torch programs run, this test and that sentence change
+def test_a_program_that_imports_torch_distributed_runs_as_the_readme_says(tmp_path):
+    # with torch it runs on the collsim backend; without, it is refused naming the extra
     script = tmp_path / "uses_torch.py"
     script.write_text("import torch.distributed as dist\ndist.init_process_group()\n")
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         status = main(["exec", "-n", "2", str(script)])
-    assert status != 0
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert "imports `torch.distributed` itself does not run" in readme
+    if importlib.util.find_spec("torch") is None:
+        assert status == 2 and "pip install 'collsim[torch]'" in err.getvalue()
+    else:
+        assert status == 0, err.getvalue()
+    readme = " ".join((ROOT / "docs" / "commands.md").read_text(encoding="utf-8").split())
+    assert "imports `torch.distributed` itself runs unchanged on collsim's torch backend" in readme
 
 
 # -- item 19: the tour's values ------------------------------------------------------------

@@ -32,7 +32,7 @@ class Quote(NamedTuple):
     command: str  # as the README prints it (whitespace aside)
     readme: str  # regex over the README's text; group 1 is the figure as quoted
     output: str  # regex over the command's output; group 1 is the same figure as printed
-    readme_file: str = "README.md"
+    readme_file: str = "docs/commands.md"  # where the README's commands and pictures moved
 
 
 PIPELINE = "collsim pipeline --stages 4 --microbatches 8 --schedule interleaved --virtual 2"
@@ -41,6 +41,7 @@ TIMELINE = (
     "--latency 0 --bandwidth inf --out timeline.png"
 )
 NCCL_INFO = "collsim run all-reduce --topology dgx-a100 --nodes 2 --size 8MiB --count-only"
+CLOSED_FORM = NCCL_INFO + " --choice closed-form"
 CALIBRATION = "python benchmarks/calibration.py"
 
 
@@ -55,9 +56,13 @@ QUOTES = [
     Quote(TIMELINE, rf"compute bubble shows \({NUMBER} % measured", rf"bubble {NUMBER}% \("),
     Quote(TIMELINE, rf"the closed form's {NUMBER} %", rf"= {NUMBER}%\)"),
     Quote(PIPELINE, rf"--virtual 2` measures {NUMBER} %", rf"idle per stage, {NUMBER}% of"),
-    Quote(NCCL_INFO, rf"ll128, predicted {NUMBER} us", rf"ll128, predicted {NUMBER} us"),
-    Quote(NCCL_INFO, rf"\(nccl_ring/ll128 {NUMBER} us", rf"\(nccl_ring/ll128 {NUMBER} us"),
-    Quote(NCCL_INFO, rf"double_tree/ll128 {NUMBER} us\)", rf"double_tree/ll128 {NUMBER} us\)"),
+    Quote(
+        NCCL_INFO, rf"ll128, by NCCL's model {NUMBER} us", rf"ll128, by NCCL's model {NUMBER} us"
+    ),
+    Quote(NCCL_INFO, rf"\(nccl_ring/ll128 {NUMBER} us\)`", rf"\(nccl_ring/ll128 {NUMBER} us\)"),
+    Quote(CLOSED_FORM, rf"ll128, predicted {NUMBER} us", rf"ll128, predicted {NUMBER} us"),
+    Quote(CLOSED_FORM, rf"us \(nccl_ring/ll128 {NUMBER} us,", rf"\(nccl_ring/ll128 {NUMBER} us,"),
+    Quote(CLOSED_FORM, rf"double_tree/ll128 {NUMBER} us\)", rf"double_tree/ll128 {NUMBER} us\)"),
     _calibration("dgx-a100", "auto (nccl_ring, simple)", 230),
     _calibration("dgx-h100", "nccl_ring", 370),
     _calibration("dgx-h100", "nvls", 480),
@@ -81,7 +86,7 @@ FORMULAS = [  # a formula quoted beside a command, compared as text
 
 
 @functools.cache
-def readme(name="README.md"):
+def readme(name="docs/commands.md"):
     """The README's text with every run of whitespace one space, as a reader sees it."""
     return " ".join((ROOT / name).read_text(encoding="utf-8").split())
 
@@ -159,7 +164,7 @@ def _strategies_rows(text):
 
 
 def test_the_strategies_table_is_what_collsim_strategies_prints():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert "`collsim strategies` runs every strategy" in text
     quoted = _strategies_rows(text)
     assert len(quoted) == 9, quoted

@@ -267,7 +267,7 @@ def lessons(tmp_path):
 def test_lesson_list_in_japanese_shows_the_japanese_titles_and_what_is_missing(lessons, capsys):
     assert main(["lesson", "list", "--lang", "ja", "--dir", str(lessons)]) == 0
     out = capsys.readouterr().out
-    assert " 1  小さなレッスン\n    演習が 1 つあります。" in out
+    assert re.search(r"^ 1  小さなレッスン +0/1\n    演習が 1 つあります。$", out, re.M)
     assert "Tiny" not in out and "まだ日本語版のないレッスン: 2" in out
 
 

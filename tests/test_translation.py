@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collsim.errors import ConfigError
-from collsim.teach.translation import (
+from collsim.course.translation import (
     Translation,
     format_translation,
     parse_translation,
@@ -17,7 +16,8 @@ from collsim.teach.translation import (
     translate_lesson,
     unused_strings,
 )
-from collsim.teach.working_copy import working_copy
+from collsim.course.working_copy import working_copy
+from collsim.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,9 @@
 Each module defines ``register(subparsers)``, which adds its parser and sets
 ``func`` to the function that runs it, and may say what its exit statuses 0 and 1
 mean in ``EXIT_STATUS`` (:mod:`.exit_status`).  Heavy imports happen inside those
-functions so that ``collsim --help`` stays instant.
+functions, and :func:`main` registers only the command it was given (all of them for
+``collsim --help``), so that ``collsim --version`` and ``collsim lesson list`` load neither
+numpy, networkx nor matplotlib.
 """
 
 import argparse
@@ -33,8 +35,8 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser():
-    """The top-level parser with every sub-command registered."""
+def build_parser(commands=COMMAND_MODULES):
+    """The top-level parser with the sub-commands ``commands`` (default: every one)."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -43,7 +45,8 @@ def build_parser():
             "A virtual GPU cluster in one process: watch collectives move real arrays, "
             "count every byte and latency step, and check parallel training against one device."
         ),
-        epilog="Start with `collsim tour`. Every sub-command has its own --help.\n\n"
+        epilog="New here? `collsim tour` (a minute), then `collsim lesson 1`; `collsim lesson "
+        "list` shows all 13.  Every sub-command has its own --help.\n\n"
         + exit_status.epilog(
             exit_status.Meaning(
                 "done, and the command's check passed",
@@ -54,7 +57,7 @@ def build_parser():
     )
     parser.add_argument("--version", action="version", version=f"collsim {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in commands:
         module = importlib.import_module(f".{name}", __name__)
         module.register(subparsers)
         meaning = getattr(module, "EXIT_STATUS", exit_status.DEFAULT)
@@ -64,13 +67,12 @@ def build_parser():
 
 def main(argv=None):
     """Entry point of the ``collsim`` console script; returns the exit status."""
-    from .common import join_negative_values
+    from .parsing import join_negative_values
 
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(commands_named(argv))
     # `--latency -1us` reaches the command as a value, to be refused by name
-    args, unknown = parser.parse_known_args(
-        join_negative_values(sys.argv[1:] if argv is None else list(argv))
-    )
+    args, unknown = parser.parse_known_args(join_negative_values(argv))
     if unknown:  # said by the sub-command's parser, with its usage (argparse: exit 2)
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not hasattr(args, "func"):
@@ -102,6 +104,16 @@ def main(argv=None):
         print(f"collsim: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return exit_status.FAILED
     return 0 if status is None else status
+
+
+def commands_named(argv):
+    """The sub-commands to register for ``argv``: the one it names, none for a bare
+    ``--version``, else all (``--help``, a typo argparse should answer with the choices)."""
+    if argv[:1] and argv[0] in COMMAND_MODULES:
+        return (argv[0],)
+    if argv == ["--version"]:
+        return ()
+    return COMMAND_MODULES
 
 
 def _silence_stdout():

@@ -1,9 +1,9 @@
 """Flags shared by the commands that build a cluster (run, step, viz, tour, exec).
 
 The cluster flags (--ranks, --topology, --nodes, --bandwidth, ...) read into a
-:class:`~collsim.runtime.Cluster`, the help formatter every command uses, and two pieces of
-argparse plumbing: a negative value kept with its flag, the time guard reworded to name the
-flags behind it.  Every check runs before the expensive work and raises a
+:class:`~collsim.runtime.Cluster`, the help formatter every command uses and a negative value
+kept with its flag (both from :mod:`.parsing`, which loads nothing heavy), and the time guard
+reworded to name the flags behind it.  Every check runs before the expensive work and raises a
 :class:`~collsim.errors.ConfigError` that names the flag, the value as the user gave it,
 the rule and the nearest valid choice.  The checks of one flag's value are in
 :mod:`.flag_checks` (re-exported here); the other shared checks have their own modules:
@@ -13,6 +13,7 @@ goes wrong in a run).
 
 Examples
 --------
+>>> import argparse
 >>> parser = argparse.ArgumentParser()
 >>> _ = add_cluster_arguments(parser)
 >>> args = parser.parse_args(["--ranks", "4", "--topology", "switch"])
@@ -20,11 +21,9 @@ Examples
 (True, '100GB/s')
 """
 
-import argparse
 import contextlib
 import difflib
 import math
-import re
 
 from .. import topology
 from ..errors import ConfigError
@@ -42,6 +41,7 @@ from .flag_checks import (
     link_latency,
     link_rate,
 )
+from .parsing import Formatter, join_negative_values
 
 __all__ = [
     "flag_value",
@@ -131,6 +131,15 @@ def add_cluster_arguments(
         "NCCL's tuner does). Default: auto on a hardware preset, none elsewhere",
     )
     g.add_argument(
+        "--choice",
+        default="nccl",
+        metavar="WHO",
+        help="who decides --algorithm auto on a hardware preset: nccl (NCCL's own cost "
+        "model, as NCCL decides; see `collsim tune`), closed-form (collsim's closed forms "
+        "on the preset's links) or simulated (run every candidate, take the fastest); "
+        "default nccl",
+    )
+    g.add_argument(
         "--gpus-per-node", type=int, default=4, help="hierarchical only: GPUs per node (default 4)"
     )
     g.add_argument(
@@ -174,6 +183,10 @@ def resolve_cluster_args(args):
     and ``--protocol``, before any command reads them; returns the Machine or ``None``."""
     machine = machine_from_args(args)
     default = getattr(args, "_default_ranks", 8)
+    if getattr(args, "choice", None) is not None:
+        from ..runtime.cluster import choice_setting
+
+        args.choice = flag_value(choice_setting, args.choice, "--choice")
     if args.protocol is not None and str(args.protocol).strip().lower() != "auto":
         from ..hardware import check_protocol
 
@@ -254,30 +267,12 @@ def cluster_from_args(args, analytical=None, **options):
         )
     return Cluster(
         build_topology(args, analytical),
+        choice=getattr(args, "choice", "nccl"),
         model=args.model,
         protocol=args.protocol,
         faults=faults,
         **options,
     )
-
-
-class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keep the description's line breaks (they carry examples); show each default once.
-
-    A help text that already names its default ("(default 8)") is left alone, and so are
-    flags without a meaningful default (None, or False for a switch).
-    """
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if (
-            "default" in text.lower()
-            or action.default is None
-            or action.default is False
-            or action.default is argparse.SUPPRESS
-        ):
-            return text
-        return super()._get_help_string(action)
 
 
 @contextlib.contextmanager
@@ -300,37 +295,3 @@ def explain_time_guard(**flags):
             f"time) with {given}: a link, a size or a compute rate is far from "
             "real hardware (links 10-900 GB/s and 1-10 us, GPUs 10-1000 TFLOP/s)"
         ) from None
-
-
-# an option followed by a value that starts with "-" and a digit, ".", "inf" or "nan":
-# argparse takes "-1us" for an unknown option and says only "expected one argument"
-_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
-
-
-def join_negative_values(argv):
-    """Write ``--latency -1us`` as ``--latency=-1us`` so argparse passes the value on and
-    the command can reject it by name.
-
-    >>> join_negative_values(["run", "--latency", "-1us", "-k", "-3", "--json"])
-    ['run', '--latency=-1us', '-k=-3', '--json']
-    """
-    out, i = [], 0
-    while i < len(argv):
-        token = argv[i]
-        if token == "--":
-            return out + list(argv[i:])
-        nxt = argv[i + 1] if i + 1 < len(argv) else None
-        if (
-            token.startswith("-")
-            and len(token) > 1
-            and not _NEGATIVE_VALUE.match(token)
-            and "=" not in token
-            and nxt is not None
-            and _NEGATIVE_VALUE.match(nxt)
-        ):
-            out.append(f"{token}={nxt}")
-            i += 2
-            continue
-        out.append(token)
-        i += 1
-    return out

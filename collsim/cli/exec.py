@@ -38,9 +38,10 @@ each in its own thread of this one process (one rank at a time, in simulated-tim
 every run is the same). Within the run `from mpi4py import MPI` is collsim's MPI
 (collsim.mpi): messages and collectives move the real arrays over the simulated network
 (--topology, --bandwidth, --latency), with the algorithm --algorithm names. A real mpi4py,
-if installed, is not touched. A torch.distributed-style program runs when it imports
-collsim.distributed (`import collsim.distributed as dist`: torch.distributed's names on numpy
-arrays); `import torch.distributed` is not redirected, so a program using it does not run here.
+if installed, is not touched. A script that imports torch runs its torch.distributed calls
+(real tensors) on collsim's torch backend: init_process_group() with any backend name, or none,
+is collsim's (pip install 'collsim[torch]'; without torch such a script is refused, exit 2).
+collsim.distributed is the same API on numpy arrays (`import collsim.distributed as dist`).
 
 Time: MPI.Wtime() is simulated time. Communication takes the time the network model gives;
 the Python between the calls is FREE (0 s) unless the program says what it costs with

@@ -1,64 +1,88 @@
-"""``collsim lesson``: list the lessons, or run one in the terminal cell by cell."""
+"""``collsim lesson``: copy the lessons into your folder, list them, run one (or one exercise).
 
-import contextlib
-import os
+Nothing here loads numpy, networkx or matplotlib until a lesson runs: ``lesson list`` and
+``lesson init`` read files only.
+"""
+
 import re
-import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CollsimError, ConfigError
-from ..teach.language import JAPANESE_FOLDER, current_language, parse_language
-from ..teach.translation import read_translation, translate_lesson
-from ..teach.working_copy import translation_path, working_copy
-from .common import Formatter
-from .console import stdin_is_terminal
+from ..course.catalog import course_lessons, find_lessons, lesson_exercises, lesson_text, summary
+from ..course.catalog import read_lesson as _read
+from ..course.cells import CELL, Cell, cells, numbered_cells
+from ..course.language import JAPANESE_FOLDER, current_language, parse_language
+from ..course.notebook import write_notebook
+from ..course.progress import passed
+from ..course.student import DEFAULT_FOLDER, find_student_folder, init_folder, lessons_in
+from ..course.width import display_width, ljust, rjust
+from ..course.working_copy import working_copy
+from ..errors import ConfigError
 from .exit_status import Meaning
+from .lesson_run import run_lesson, stop_at
+from .parsing import Formatter
 
 __all__ = ["register", "run", "lessons_dir", "find_lessons", "cells", "numbered_cells", "Cell"]
+__all__ += ["CELL", "lesson_text"]  # read by the lesson tests
 
 EXIT_STATUS = Meaning(ok="done", failed="a cell raised (its traceback is printed)")
 
 DESCRIPTION = """\
-The lessons are percent-format Python files in the repository's lessons/ folder: each
-runs as a plain script (python lessons/04_ring_allreduce.py) and opens as a notebook in
-Jupyter (via jupytext) or VS Code.  This command runs one in the terminal, printing the
-prose and the code of each cell, then its output; it pauses between cells only when
-standard input is a terminal (--no-pause turns that off).  An exercise left unanswered
-prints the file and line of its answer slot (lessons/07_tensor_parallel.py:123: set ...).
+Start with your own copy of the lessons: `collsim lesson init` copies them into
+./collsim-lessons (or the folder you name), where you write your answers; collsim never
+changes a file there.  From then on `collsim lesson N`, run in that folder or the one
+above it (or anywhere with COLLSIM_LESSONS=path/to/it), runs YOUR copy and says which
+file it runs.  Without a copy it runs collsim's own lessons, read-only.
 
---lang ja runs a lesson in Japanese: the English lesson's code with the Japanese prose of
-lessons/ja/NN_topic.md, assembled into lessons/ja/NN_topic.py (a percent-format file that
-also runs as a script and opens as a notebook; write your answers there, it is rebuilt only
-when its sources are newer, and a copy you changed is kept as NN_topic.py.bak).  The
-exercise feedback is Japanese too; the titles are in `collsim lesson list --lang ja`.  Without
---lang the language comes from COLLSIM_LANG (en or ja), else from the locale (LC_ALL,
-LC_MESSAGES or LANG starting with "ja"); English is the default.
+A lesson is a percent-format Python file: it runs as a plain script (python
+04_ring_allreduce.py) and opens as a notebook (--notebook writes one, with the extra
+`pip install 'collsim[notebook]'`).  This command prints each cell's prose and code, then
+its output, pausing between cells when standard input is a terminal (--no-pause turns that
+off).  --exercise M runs lesson N up to exercise N.M's check: the cells before its part run
+quietly, so one answer is checked in seconds.  An unanswered exercise prints the file and
+line of its answer slot (collsim-lessons/07_tensor_parallel.py:123: set ...).
+`collsim lesson list` shows, per lesson, which exercises you have answered correctly.
+
+--lang ja: the lessons in Japanese (the English code with the prose of lessons/ja/),
+`collsim lesson init --lang ja` puts them in collsim-lessons/ja/.  Without --lang the
+language comes from COLLSIM_LANG (en or ja), else from the locale (LC_ALL, LC_MESSAGES or
+LANG starting with "ja"); English is the default.
 
 examples:
-  collsim lesson list
-  collsim lesson 4
-  collsim lesson list --lang ja
-  collsim lesson 4 --lang ja
-  collsim lesson build --lang ja      # lessons/ja/NN_topic.py for Jupyter, without running them
+  collsim lesson init                    # ./collsim-lessons, your copy
+  collsim lesson 1                       # runs ./collsim-lessons/01_why_not_one_device.py
+  collsim lesson 4 --exercise 2          # lesson 4 up to exercise 4.2's check
+  collsim lesson list                    # the lessons, and the exercises you have done
+  collsim lesson 4 --notebook            # collsim-lessons/04_ring_allreduce.ipynb
+  collsim lesson init --lang ja && collsim lesson 4 --lang ja
   COLLSIM_SOLUTIONS=1 collsim lesson 4 --no-pause   # fill every exercise from the solutions
 """
-
-CELL = re.compile(r"^# %%(.*)$")
 
 
 def register(subparsers):
     p = subparsers.add_parser(
         "lesson",
-        help="list the lessons or run one (collsim lesson list)",
+        help="the lessons: `collsim lesson init`, then `collsim lesson 1` (list: all 13)",
         description=DESCRIPTION,
         formatter_class=Formatter,
     )
     p.add_argument(
         "which",
-        help="'list', 'build' (--lang ja: write the Japanese lessons to "
-        "open as notebooks), or a lesson number such as 3",
+        help="'init' (copy the lessons into your folder), 'list', a lesson number such as "
+        "3, or 'build' (--lang ja: build collsim's own Japanese lessons in place)",
+    )
+    p.add_argument(
+        "folder",
+        nargs="?",
+        default=None,
+        help=f"with init: the folder for your copy (default ./{DEFAULT_FOLDER}; "
+        "a file already there is kept)",
+    )
+    p.add_argument("--exercise", default=None, help="run up to this exercise's check: 2 or 4.2")
+    p.add_argument(
+        "--notebook",
+        action="store_true",
+        help="write the lesson as a Jupyter notebook into your folder instead of running it",
     )
     p.add_argument("--no-pause", action="store_true", help="do not wait for Enter between cells")
     p.add_argument(
@@ -70,7 +94,7 @@ def register(subparsers):
     p.add_argument(
         "--dir",
         default=None,
-        help="folder of lesson files NN_topic.py (default: the checkout's lessons/). "
+        help="folder of lesson files NN_topic.py (default: your copy, else collsim's own). "
         "Running a lesson EXECUTES the Python code of that folder's file: "
         "pass only a folder you trust",
     )
@@ -78,10 +102,10 @@ def register(subparsers):
 
 
 def lessons_dir(override=None):
-    """The lessons folder: ``override`` (``--dir``), else the checkout's ``lessons/``."""
+    """The lessons folder: ``override`` (``--dir``), else the ones collsim ships."""
     if override is not None and str(override).strip() == "":
         raise ConfigError("--dir '': give the folder that holds the lesson files")
-    folder = Path(override) if override else Path(__file__).resolve().parents[2] / "lessons"
+    folder = Path(override) if override else course_lessons()
     shown = override or folder  # the path as the user typed it
     try:
         exists, is_dir = folder.exists(), folder.is_dir()
@@ -89,11 +113,15 @@ def lessons_dir(override=None):
         raise ConfigError(f"--dir {shown!r}: not a usable path ({exc})") from None
     if override and exists and not is_dir:
         raise ConfigError(f"--dir {shown}: is not a folder; give the folder of lesson files")
-    if not is_dir:
+    if override and not exists:
         raise ConfigError(
-            f"no lessons folder at {shown}: the lessons live in the collsim repository's "
-            "lessons/ folder; clone the repository and install it with `pip install -e .` "
-            "from the checkout (or pass --dir)"
+            f"--dir {shown}: no such folder; give a folder of lesson files NN_topic.py, such "
+            "as your copy made by `collsim lesson init`"
+        )
+    if not is_dir:  # an installed collsim without its package data
+        raise ConfigError(
+            f"no lessons folder at {shown}: reinstall collsim (`pip install .` from the "
+            "repository ships the lessons), or pass --dir"
         )
     return folder
 
@@ -118,136 +146,187 @@ def english_dir(folder, lang):
     return folder
 
 
-def find_lessons(folder, lang="en"):
-    """``{number: path}`` of the English ``NN_topic.py`` files in ``folder``; for another
-    ``lang`` only those with a translation (``ja/NN_topic.md``)."""
-    found = {}
-    try:
-        paths = sorted(folder.glob("[0-9][0-9]_*.py"))
-    except OSError as exc:  # an unreadable folder
-        raise ConfigError(f"{folder}: cannot list the lessons ({exc.strerror})") from None
-    for path in paths:
-        if path.is_file() and (lang == "en" or translation_path(path, lang).is_file()):
-            found[int(path.name[:2])] = path
-    return found
-
-
 @dataclass(frozen=True)
-class Cell:
-    """One cell of a percent-format file: its kind, its text and the file line it starts on."""
+class Lessons:
+    """The lessons a command works on: the files to run and where they came from."""
 
-    kind: str  # "markdown" or "code"
-    source: str
-    line: int  # 1-based line of the first line of ``source`` in the file
-
-
-def numbered_cells(text):
-    """Split percent-format text into :class:`Cell` records that remember their line."""
-    out, kind, lines, start = [], None, [], 1
-    for number, line in enumerate(text.splitlines(), 1):
-        match = CELL.match(line)
-        if match:
-            if kind is not None:
-                out.append(_cell(kind, lines, start))
-            kind = "markdown" if "[markdown]" in match.group(1) else "code"
-            lines, start = [], number + 1
-        elif kind is not None:
-            lines.append(line)
-    if kind is not None:
-        out.append(_cell(kind, lines, start))
-    return [c for c in out if c.source.strip()]
+    files: dict  # {number: the file to run}
+    folder: Path  # where they are, for the messages
+    english: dict  # {number: the English file}, to name the lessons not translated yet
+    student: Path | None = None  # the student's copy, when they run from it
 
 
-def _cell(kind, lines, start):
-    skipped = next((i for i, line in enumerate(lines) if line), 0)  # empty lines strip() drops
-    return Cell(kind, "\n".join(lines).strip("\n"), start + skipped)
-
-
-def cells(text):
-    """Split percent-format text into ``[(kind, source)]``, kind "markdown" or "code"."""
-    return [(c.kind, c.source) for c in numbered_cells(text)]
-
-
-def _read(path):
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not a UTF-8 text file ({exc.reason}), not a lesson") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
-
-
-def lesson_text(path, lang="en"):
-    """The text of the English lesson at ``path`` in ``lang`` (its translation applied)."""
-    if lang == "en":
-        return _read(path)
-    return translate_lesson(_read(path), read_translation(translation_path(path, lang)))
-
-
-def summary(path, lang="en"):
-    """(title, one line) from the lesson's first markdown cell."""
-    for kind, source in cells(lesson_text(path, lang)):
-        if kind == "markdown":
-            prose = [
-                line[2:] if line.startswith("# ") else line.lstrip("#")
-                for line in source.splitlines()
-            ]
-            title = re.sub(r"^\d+\.\s*", "", prose[0].lstrip("# ").strip())  # number shown apart
-            rest = next((p.strip() for p in prose[1:] if p.strip()), "")
-            return title, rest
-    return path.stem, ""
+def lessons_for(args, lang):
+    """The student's copy when there is one (and no --dir), else collsim's own lessons."""
+    student = None if args.dir else find_student_folder()
+    if student is not None:
+        folder = lessons_in(student, lang)
+        files = find_lessons(folder) if folder.is_dir() else {}
+        if not files:
+            raise ConfigError(
+                f"your lessons copy {student} has no {lang} lessons yet: add them with "
+                f"`collsim lesson init {student} --lang {lang}`"
+            )
+        return Lessons(files, folder, find_lessons(student) or files, student)
+    english = english_dir(lessons_dir(args.dir), lang)  # before any work: it must exist
+    folder = english if lang == "en" else english / JAPANESE_FOLDER
+    return Lessons(find_lessons(english, lang), folder, find_lessons(english))
 
 
 LIST_FOOTER = {
     "en": "\n(lessons in {folder}; run one with `collsim lesson N`)",
     "ja": "\n(レッスンの場所: {folder}。`collsim lesson N --lang ja` で 1 つずつ実行できます)",
 }
+NO_COPY = {
+    "en": "(no copy of your own yet: `collsim lesson init` makes one to write your answers in)",
+    "ja": "(自分用のコピーがまだありません: `collsim lesson init --lang ja` で作れます)",
+}
 UNTRANSLATED = {
     "en": "",
     "ja": "(まだ日本語版のないレッスン: {numbers}。英語版は `collsim lesson N --lang en` で"
     "実行できます)",
 }
+HEADINGS = {"en": ("lesson", "exercises done"), "ja": ("レッスン", "できた演習")}
 KEPT = {  # only translated lessons are built
     "ja": "(レッスンの元ファイルが更新されたので {lesson} を作り直しました。"
     "以前のファイルは {backup} に残してあります)",
 }
 BUILT = {"ja": "(日本語のレッスンを {lesson} に作りました)"}
-NEXT_CELL = {"en": "  [Enter: next cell] ", "ja": "  [Enter: 次のセルへ] "}
+RUNS = {"en": "(running {path}{whose})", "ja": "(実行するファイル: {path}{whose})"}
+WHOSE = {
+    "en": (": your copy", ": collsim's own copy; `collsim lesson init` makes yours"),
+    "ja": (
+        ": あなたのコピー",
+        ": collsim 付属のコピー。`collsim lesson init --lang ja` で自分用を作れます",
+    ),
+}
+INIT_DONE = {
+    "en": "copied {written} lessons into {folder}{kept}\nnext: `collsim lesson 1`{where}",
+    "ja": "{folder} に {written} 個のレッスンをコピーしました{kept}\n次は `collsim lesson 1 "
+    "--lang ja`{where}",
+}
+INIT_KEPT = {"en": " (kept {count} already there)", "ja": " (既にある {count} 個はそのまま)"}
+INIT_WHERE = {"en": ", run from {place}", "ja": " ({place} で実行してください)"}
+NOTEBOOK_DONE = {
+    "en": "wrote {path}\nopen it in Jupyter (`pip install jupyterlab; jupyter lab {path}`) "
+    "or VS Code; its pictures show inline",
+    "ja": "{path} を書き出しました\nJupyter (`pip install jupyterlab; jupyter lab {path}`) か "
+    "VS Code で開いてください。図はセルの下に表示されます",
+}
 
 
 def run(args):
     which = str(args.which).strip()
-    if which not in ("list", "build") and not re.fullmatch(r"[0-9]{1,2}", which):
+    if which not in ("list", "build", "init") and not re.fullmatch(r"[0-9]{1,2}", which):
         raise ConfigError(
-            f"lesson {args.which!r}: give 'list', 'build' or a lesson number such as 3"
+            f"lesson {args.which!r}: give 'init', 'list', 'build' or a lesson number such as 3"
+        )
+    if args.folder is not None and which != "init":
+        raise ConfigError(
+            f"lesson {which} {args.folder}: only `lesson init` takes a folder; the lessons "
+            "are found in your copy (COLLSIM_LESSONS, or the folder you run in)"
+        )
+    number_flags = [flag for flag, given in (("--exercise", args.exercise is not None),
+                                             ("--notebook", args.notebook)) if given]  # fmt: skip
+    if number_flags and not which.isdigit():
+        raise ConfigError(f"lesson {which} {number_flags[0]}: give a lesson number, such as 4")
+    if len(number_flags) == 2:
+        raise ConfigError(
+            f"--exercise {args.exercise} with --notebook: a notebook holds the whole lesson; "
+            "run the cells up to that exercise in Jupyter, or drop --notebook"
         )
     lang = language_of(args)
-    if which == "build" and lang == "en":
+    if which == "init":
+        return _init(args, lang)
+    if which == "build":
+        return _build_all(args, lang)
+    lessons = lessons_for(args, lang)
+    if which == "list":
+        return _list(lessons, lang)
+    number = int(which)
+    if number not in lessons.files:
+        raise ConfigError(_no_such_lesson(args.which, number, lessons))
+    path = lessons.files[number]
+    if lessons.student is None and lang != "en":
+        path = _build(path, lang)
+    if args.notebook:
+        return _notebook(path, lessons, lang)
+    stop = stop_at(_read(path), number, args.exercise) if args.exercise is not None else None
+    whose = WHOSE[lang][0 if lessons.student else 1]
+    print(RUNS[lang].format(path=_shown(path), whose=whose) + "\n")
+    return run_lesson(path, lang, pause=not args.no_pause, stop=stop, shown=_shown(path))
+
+
+def _shown(path):
+    """``path`` relative to the working folder when it is inside it."""
+    here, full = Path.cwd().resolve(), Path(path).resolve()
+    return str(full.relative_to(here)) if full.is_relative_to(here) else str(full)
+
+
+def _init(args, lang):
+    if args.folder is not None and not str(args.folder).strip():
+        raise ConfigError(
+            f"lesson init {args.folder!r}: give a folder's name (without one: ./{DEFAULT_FOLDER})"
+        )
+    folder = Path(args.folder if args.folder is not None else DEFAULT_FOLDER).expanduser()
+    copied = init_folder(folder, lang, source=lessons_dir(args.dir) if args.dir else None)
+    kept = INIT_KEPT[lang].format(count=len(copied.kept)) if copied.kept else ""
+    here = Path.cwd().resolve()
+    inside = here == folder.resolve() or here == folder.resolve().parent
+    where = "" if inside else INIT_WHERE[lang].format(place=folder.resolve().parent)
+    print(
+        INIT_DONE[lang].format(
+            written=len(copied.written), folder=lessons_in(folder, lang), kept=kept, where=where
+        )
+    )
+    return 0
+
+
+def _list(lessons, lang):
+    done = passed(lessons.student) if lessons.student else set()
+    rows = []
+    for number, path in lessons.files.items():
+        title, line = summary(path) if lessons.student else summary(path, lang)
+        names = lesson_exercises(path)
+        passed_here = [n for n in names if n in done]
+        rows.append((number, title, line, f"{len(passed_here)}/{len(names)}", passed_here))
+    lesson, exercises = HEADINGS[lang]
+    width = max([display_width(lesson), *(display_width(row[1]) for row in rows)])
+    print(f"{'':>2}  {ljust(lesson, width)}  {exercises}")
+    for number, title, line, count, names in rows:  # padded by display width: kanji take two
+        shown = f"{ljust(title, width)}  {rjust(count, display_width(exercises))}"
+        print(f"{number:>2}  {shown}  {' '.join(names)}".rstrip())
+        print(f"    {line}")
+    missing = sorted(set(lessons.english) - set(lessons.files))
+    if missing:
+        print("\n" + UNTRANSLATED[lang].format(numbers=", ".join(map(str, missing))))
+    print(LIST_FOOTER[lang].format(folder=lessons.folder))
+    if lessons.student is None:
+        print(NO_COPY[lang])
+    return 0
+
+
+def _notebook(path, lessons, lang):
+    if lessons.student is None:
+        raise ConfigError(
+            "--notebook writes into your own copy of the lessons, and there is none here: "
+            f"make it with `collsim lesson init{' --lang ja' if lang == 'ja' else ''}` "
+            "(or set COLLSIM_LESSONS to it)"
+        )
+    print(NOTEBOOK_DONE[lang].format(path=_shown(write_notebook(path))))
+    return 0
+
+
+def _build_all(args, lang):
+    if lang == "en":
         raise ConfigError(
             "lesson build --lang en: the English lessons are the sources and need no build; "
             "give --lang ja to build the Japanese ones"
         )
-    english = english_dir(lessons_dir(args.dir), lang)  # before any work: it must exist
-    folder = english if lang == "en" else english / JAPANESE_FOLDER
-    lessons = find_lessons(english, lang)
-    if which == "list":
-        for number, path in lessons.items():
-            title, line = summary(path, lang)
-            print(f"{number:>2}  {title}\n    {line}")
-        missing = sorted(set(find_lessons(english)) - set(lessons))
-        if missing:
-            print("\n" + UNTRANSLATED[lang].format(numbers=", ".join(map(str, missing))))
-        print(LIST_FOOTER[lang].format(folder=folder))
-        return 0
-    if which == "build":
-        for path in lessons.values():
-            _build(path, lang)
-        return 0
-    number = int(which)
-    if number not in lessons:
-        raise ConfigError(_no_such_lesson(args.which, number, lessons, folder, english))
-    path = lessons[number] if lang == "en" else _build(lessons[number], lang)
-    return _run_lesson(path, args, lang)
+    english = english_dir(lessons_dir(args.dir), lang)
+    for path in find_lessons(english, lang).values():
+        _build(path, lang)
+    return 0
 
 
 def _build(english_path, lang):
@@ -260,80 +339,22 @@ def _build(english_path, lang):
     return built.lesson
 
 
-def _no_such_lesson(which, number, lessons, folder, english):
+def _no_such_lesson(which, number, lessons):
     """What to say about a lesson number the folder does not have, with the nearest one."""
-    if folder != english and number in find_lessons(english):
-        nearest = min(lessons, key=lambda n: (abs(n - number), n)) if lessons else None
+    files, folder = lessons.files, lessons.folder
+    if number in lessons.english and number not in files:
+        nearest = min(files, key=lambda n: (abs(n - number), n)) if files else None
         there = f"the nearest Japanese lesson is {nearest}" if nearest else "none exists yet"
         return (
             f"no Japanese lesson {which} yet in {folder}: {there} "
             f"(`collsim lesson list --lang ja`); the English one runs with "
             f"`collsim lesson {number} --lang en`"
         )
-    if not lessons:
+    if not files:
         return f"no lesson {which}: the folder {folder} has no NN_topic.py files"
-    nearest = min(lessons, key=lambda n: (abs(n - number), n))
-    listing = "collsim lesson list" + (" --lang ja" if folder != english else "")
+    nearest = min(files, key=lambda n: (abs(n - number), n))
+    listing = "collsim lesson list" + (" --lang ja" if folder.name == JAPANESE_FOLDER else "")
     return (
-        f"no lesson {which}: the nearest is {nearest}; choose one of {sorted(lessons)} "
+        f"no lesson {which}: the nearest is {nearest}; choose one of {sorted(files)} "
         f"(see `{listing}`)"
     )
-
-
-@contextlib.contextmanager
-def _language_set(lang):
-    """COLLSIM_LANG while a lesson runs, so its feedback speaks ``lang`` whatever the locale."""
-    before = os.environ.get("COLLSIM_LANG")
-    os.environ["COLLSIM_LANG"] = lang
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["COLLSIM_LANG"]
-        else:
-            os.environ["COLLSIM_LANG"] = before
-
-
-def _run_lesson(path, args, lang="en"):
-    with _language_set(lang):
-        return _run_cells(path, args, lang)
-
-
-def _run_cells(path, args, lang):
-    namespace = {"__name__": "__main__", "__file__": str(path)}
-    pause = not args.no_pause and stdin_is_terminal()
-    sys.path.insert(0, str(path.parent))
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    for cell in numbered_cells(_read(path)):
-        if cell.kind == "markdown":
-            print(
-                "\n".join(
-                    line[2:] if line.startswith("# ") else line.lstrip("#")
-                    for line in cell.source.splitlines()
-                )
-            )
-        else:
-            print("\n".join(">>> " + line for line in cell.source.splitlines()))
-            _run_cell(cell, path, namespace)
-        print()
-        if pause:
-            try:
-                input(NEXT_CELL[lang])
-            except (EOFError, RuntimeError):  # stdin closed meanwhile
-                pause = False
-    return 0
-
-
-def _run_cell(cell, path, namespace):
-    # compiled under the lesson's own path and line numbers: teach finds the solutions next
-    # to it and prints the line of an answer slot as it is in the file
-    code = compile("\n" * (cell.line - 1) + cell.source, str(path), "exec")
-    try:
-        exec(code, namespace)
-    except Exception as exc:  # the lesson's (or the student's) code: show it, then stop
-        sys.stdout.flush()
-        traceback.print_exc()
-        raise CollsimError(
-            f"{path}:{cell.line}: the cell starting here raised {type(exc).__name__}: {exc} "
-            "(traceback above); fix that cell and run the lesson again"
-        ) from None

@@ -4,6 +4,7 @@ from .common import Formatter
 from .console import add_progress_argument
 from .exit_status import Meaning
 from .fault_flags import add_fault_arguments
+from .trace_flag import add_trace_argument
 
 __all__ = ["register", "run", "human_report", "check_args", "estimate_memory", "FORMATS", "LIMITS"]
 
@@ -85,6 +86,7 @@ def register(subparsers):
         metavar="FILE",
         help="also save the timeline picture (stages x time, idle hatched); .png, .svg or .pdf",
     )
+    add_trace_argument(out, "the step's trace")
     parser.set_defaults(func=run)
 
 
@@ -94,11 +96,14 @@ def run(args):
     import sys
 
     from ..errors import ConfigError
+    from ..network.chrome import ChromePart
     from ..parallel.runs.pipeline import toy_pipeline
     from .common import explain_time_guard
     from .console import progress
+    from .trace_flag import check_trace, write_trace
 
     fmt, config = check_args(args)
+    check_trace(args)
     options = {}
     cluster = fault_cluster(args)
     if cluster is not None:  # only with faults: every other output stays as it was
@@ -134,6 +139,7 @@ def run(args):
             raise ConfigError(f"--out {args.out}: cannot write it ({exc.strerror})") from None
         # with --json, stdout carries only the JSON
         print(f"wrote {args.out} (timeline, {fmt.upper()})", file=sys.stderr if args.json else None)
+    write_trace(args, [ChromePart(result.trace)], quiet=args.json)
     return 0 if result.match else 1
 
 

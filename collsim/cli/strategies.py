@@ -7,6 +7,7 @@ claims with the verdict the numbers give.
 """
 
 from .common import Formatter
+from .trace_flag import add_trace_argument, check_trace, write_trace
 
 __all__ = ["register", "run", "table_lines"]
 
@@ -56,6 +57,7 @@ def register(subparsers):
         formatter_class=Formatter,
     )
     p.add_argument("--json", action="store_true", help="print the rows and claims as JSON")
+    add_trace_argument(p, "every strategy's training run, one group of ranks each,")
     p.set_defaults(func=run)
 
 
@@ -65,8 +67,10 @@ def run(args):
 
     from ..verify import strategies as measured
 
+    check_trace(args)
     rows = measured.strategy_table()
     verdicts = measured.claims(rows)
+    write_trace(args, _trace_parts(rows), quiet=args.json)
     if args.json:
         data = {
             "source": measured.SOURCE,
@@ -79,6 +83,15 @@ def run(args):
         return 0
     print("\n".join(table_lines(rows, verdicts)))
     return 0
+
+
+def _trace_parts(rows):
+    """One part of the trace file per strategy that ran, its ranks a process group of
+    their own ("FSDP: rank 3")."""
+    from ..network.chrome import RUN_PIDS, ChromePart
+
+    ran = [row for row in rows if row.trace is not None]
+    return [ChromePart(row.trace, row.name, i * RUN_PIDS) for i, row in enumerate(ran)]
 
 
 def table_lines(rows, verdicts):

@@ -3,9 +3,10 @@
 import numpy as np
 
 from .. import topology, units
+from ..course.language import current_language, parse_language
+from ..course.width import display_width, rjust
 from ..runtime import Cluster
-from ..teach.language import current_language, parse_language
-from ..teach.tour_text import display_width, rjust, tour_text
+from ..teach.tour_text import tour_text
 from .common import Formatter
 from .console import pause
 

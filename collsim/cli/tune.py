@@ -41,14 +41,6 @@ examples:
       # rules.csv:  allreduce,0,65535,ring,simple,-1,-1,-1
 """
 
-# NCCL's algorithm -> the collsim algorithm that runs it on a hardware preset
-SIMULATED = {
-    "all_reduce": {"ring": "nccl_ring", "tree": "double_tree", "nvls": "nvls"},
-    "all_gather": {"ring": "ring", "pat": "pat"},
-    "reduce_scatter": {"ring": "ring", "pat": "pat"},
-    "broadcast": {"ring": "ring"},
-    "reduce": {"ring": "ring"},
-}
 NCCL_NAMES = {
     "all_reduce": "AllReduce",
     "all_gather": "AllGather",
@@ -106,6 +98,13 @@ def register(subparsers):
         help="in-network reduction is on (NCCL_COLLNET_ENABLE=1 on an InfiniBand SHARP fabric)",
     )
     p.add_argument(
+        "--map",
+        default=None,
+        metavar="FILE",
+        help="draw the choice map (sizes across, 1, 2, 4, ... --nodes nodes down) to a .png, "
+        ".svg or .pdf; with --simulate a second panel of collsim's simulated fastest",
+    )
+    p.add_argument(
         "--simulate",
         action="store_true",
         help="also run the pairs collsim simulates (count-only) and mark the fastest",
@@ -142,9 +141,59 @@ def run(args):
     table = tune_table(graph, collective, algorithms, protocols)
     for line in _header(machine, graph, collective) + _table_lines(table):
         print(line)
+    if args.map is not None:
+        return _draw_map(args, machine, collective, (algorithms, protocols, rules))
     simulate = _simulator(machine, graph, collective) if args.simulate else None
     for line in _choices(graph, collective, sizes, (algorithms, protocols, rules), simulate):
         print(line)
+    return 0
+
+
+def _draw_map(args, machine, collective, limits):
+    """The choice map over node counts 1, 2, 4, ... up to --nodes, to --map's file."""
+    import sys
+    from pathlib import Path
+
+    from ..collectives.nccl_model import graph_of, predict
+    from ..viz.choice_map import ChoicePanel, choice_map_figure
+    from ..viz.output import save_figure
+    from .limits import sweep_sizes
+
+    fmt = Path(args.map).suffix.lstrip(".").lower()
+    if fmt not in ("png", "svg", "pdf"):
+        raise ConfigError(f"--map {args.map!r}: end the file name in .png, .svg or .pdf")
+    if args.size is not None:
+        raise ConfigError(
+            "--map draws a sweep: give -b/-e/-f (default 8 B .. 8 GiB by 4), not --size"
+        )
+    sizes = sweep_sizes(
+        args.min_bytes or "8",
+        args.max_bytes or "8GiB",
+        args.factor if args.min_bytes or args.max_bytes else "4",
+    )
+    algorithms, protocols, rules = limits
+    counts = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= args.nodes] or [args.nodes]
+    per = machine.gpus_per_node if args.gpus_per_node is None else args.gpus_per_node
+    model_rows, simulated_rows = [], []
+    for nodes in counts:
+        graph = graph_of(machine, nodes, per, args.collnet)
+        labels = [
+            predict(graph, collective, s, algorithms, protocols, rules)[1].entry.label
+            for s in sizes
+        ]
+        model_rows.append((graph.ranks, tuple(labels)))
+        if args.simulate:
+            print(f"# simulating {graph.ranks} GPUs ...", file=sys.stderr, flush=True)
+            fastest = _simulator(machine, graph, collective)
+            simulated_rows.append(
+                (graph.ranks, tuple(fastest(s, algorithms, protocols)[0] for s in sizes))
+            )
+    panels = [ChoicePanel("NCCL's cost model", tuple(model_rows))]
+    if args.simulate:
+        panels.append(ChoicePanel("collsim's simulated fastest", tuple(simulated_rows)))
+    title = f"{NCCL_NAMES[collective]} on {machine.name}, {per} GPUs per node"
+    save_figure(choice_map_figure(panels, sizes, title), args.map, fmt)
+    print(f"# wrote {args.map}: {len(counts)} GPU counts x {len(sizes)} sizes")
     return 0
 
 
@@ -242,6 +291,7 @@ def _simulator(machine, graph, collective):
     """A function ``(nbytes, algorithms, protocols) -> (label, seconds)``: the fastest pair
     of those collsim simulates, each run count-only on the virtual cluster."""
     from .. import hardware
+    from ..collectives.nccl_choice import COUNTERPARTS
     from ..collectives.nccl_model import tune_table
     from ..collectives.nccl_tables import PROTOCOLS
     from ..runtime import Cluster
@@ -252,7 +302,7 @@ def _simulator(machine, graph, collective):
             f"or give {machine.gpus_per_node}"
         )
     cluster = Cluster(hardware.topology(machine, graph.nodes))
-    runs = SIMULATED[collective]
+    runs = COUNTERPARTS[collective]
     k = graph.ranks
 
     def fastest(nbytes, algorithms, protocols):

@@ -9,6 +9,7 @@ import argparse
 from .common import Formatter
 from .console import add_progress_argument
 from .exit_status import Meaning
+from .trace_flag import add_trace_argument
 from .verify_checks import check_args
 
 __all__ = ["register", "run", "check_args"]
@@ -238,6 +239,7 @@ def register(subparsers):
         "--bucket-size", default="25MiB", help="DP gradient bucket (default 25MiB, as DDP)"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_trace_argument(parser, "the cluster's training run")
     add_progress_argument(parser)
     parser.set_defaults(func=run)
 
@@ -246,11 +248,14 @@ def run(args):
     """Print the report; 0 when the cluster matches one device, 1 when it does not."""
     import json
 
+    from ..network.chrome import ChromePart
     from ..verify import verify
     from .common import explain_time_guard
     from .console import progress
+    from .trace_flag import check_trace, write_trace
 
     config = check_args(args)
+    check_trace(args)
     timing = {k: getattr(args, k) for k in ("bandwidth", "latency", "compute_rate")}
     training = progress(f"collsim verify {args.scheme}: training twice", args.progress)
     with training, explain_time_guard(**timing):
@@ -259,6 +264,7 @@ def run(args):
         print(json.dumps(_finite_or_null(report.to_dict()), indent=2))
     else:
         print(report)
+    write_trace(args, [ChromePart(report.trace)], quiet=args.json)
     return 0 if report.match else 1
 
 

@@ -10,7 +10,7 @@ the same, byte for byte, each run (:mod:`collsim.viz.output`).
 import argparse
 import textwrap
 
-from . import viz_collectives, viz_strategies, viz_training  # noqa: F401  (registers kinds)
+from . import viz_collectives, viz_compare, viz_strategies, viz_training  # noqa: F401  (kinds)
 from .paths import check_output_path
 from .viz_kinds import ANIMATED, FORMATS, KINDS
 
@@ -22,7 +22,8 @@ def register(subparsers):
         "viz",
         help="draw a figure (ring, traffic, timeline, sweep, scaling, ...) as PNG, SVG or GIF",
         description="Draw a figure and save it to --out; the format follows the extension "
-        f"({', '.join('.' + f for f in FORMATS)}; ring also .gif or .html, animated).  The "
+        f"({', '.join('.' + f for f in FORMATS)}; the kinds that change over time also .gif "
+        "or .html, animated, and --frames DIR, one PNG a step).  The "
         "same input gives the same file, byte for byte.  Each KIND has its own --help.",
     )
     kinds = parser.add_subparsers(title="kinds", metavar="KIND")
@@ -38,30 +39,94 @@ def register(subparsers):
             k.arguments(sub)
         sub.add_argument(
             "--out",
-            default=f"{k.name}.png",
+            default=None,
             metavar="FILE",
             help=f"where to save; .png, .svg or .pdf"
-            f"{', or .gif / .html (animated)' if k.animate else ''} (default {k.name}.png)",
+            f"{', or .gif / .html (animated)' if k.movie else ''} (default {k.name}.png)",
         )
+        if k.movie:
+            _animation_arguments(sub)
         sub.set_defaults(func=run, kind=k)
     parser.set_defaults(func=lambda args: parser.print_help())
 
 
+def _animation_arguments(parser):
+    parser.add_argument(
+        "--fps", default="1", help="frames per second of a .gif or .html animation (default 1)"
+    )
+    parser.add_argument(
+        "--frames",
+        metavar="DIR",
+        default=None,
+        help="write every frame as its own PNG, DIR/frame-000.png on (made if missing), "
+        "for slides; --out too only when given",
+    )
+
+
 def _suffixes(k):
-    return tuple("." + f for f in FORMATS + (ANIMATED if k.animate else ()))
+    return tuple("." + f for f in FORMATS + (ANIMATED if k.movie else ()))
+
+
+def _check_frames_folder(text):
+    """--frames DIR: a folder, or a name whose parent folder exists (checked before the run)."""
+    from pathlib import Path
+
+    from ..errors import ConfigError
+
+    folder = Path(text)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--frames {text}: is a file; give a folder (made if missing)")
+    check_output_path(folder / "frame-000.png" if folder.is_dir() else folder, "--frames")
+    return folder
 
 
 def run(args):
     """Check ``--out``, draw ``args.kind`` and save it there; returns 0."""
     from ..viz.output import save_figure
 
-    out = check_output_path(args.out, "--out", suffixes=_suffixes(args.kind))
+    frames = getattr(args, "frames", None)
+    if args.kind.movie:  # a bad --fps is a mistake worth naming even for a still picture
+        _fps(args)
+    if frames is not None:
+        folder = _check_frames_folder(frames)
+    if args.out is None and frames is not None:  # the frames alone
+        return _write_frames(args, folder, None)
+    given = f"{args.kind.name}.png" if args.out is None else args.out
+    out = check_output_path(given, "--out", _suffixes(args.kind))
     fmt = out.suffix.lower().lstrip(".")
-    if fmt in ANIMATED:
-        frames = args.kind.animate(args, out)
-        print(f"wrote {out} ({args.kind.name} animation, {frames} frames, {fmt.upper()})")
-        return 0
+    if frames is not None or fmt in ANIMATED:
+        return _write_frames(args, folder if frames is not None else None, out)
     fig = args.kind.draw(args)
     save_figure(fig, out, fmt, dpi=150)
     print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
+    return 0
+
+
+def _fps(args):
+    from ..viz.limits import MAX_FPS
+    from .viz_kinds import positive_number
+
+    return positive_number(args.fps, "--fps", MAX_FPS, 1)
+
+
+def _write_frames(args, folder, out):
+    """The kind's animation to ``out`` (a still of its last frame for .png/.svg/.pdf) and
+    every frame to ``folder``; returns 0."""
+    from ..viz.animation import write_animation, write_frames
+    from ..viz.output import save_figure
+
+    fps = _fps(args)
+    movie = args.kind.movie(args)
+    if folder is not None:
+        paths = write_frames(movie, folder)
+        print(f"wrote {len(paths)} frames to {folder}/ ({paths[0].name} .. {paths[-1].name})")
+    if out is None:
+        return 0
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt in ANIMATED:
+        n = write_animation(movie, out, fps=fps)
+        print(f"wrote {out} ({args.kind.name} animation, {n} frames, {fmt.upper()})")
+    else:  # --frames with a still --out: the picture the kind draws
+        save_figure(args.kind.draw(args), out, fmt, dpi=150)
+        print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0

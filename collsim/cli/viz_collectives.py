@@ -90,21 +90,56 @@ def _ring_arguments(parser):
         "0 is the state before the first step (default 3, or the last if there are fewer)",
     )
     parser.add_argument(
-        "--fps", default="1", help="frames per second of a .gif or .html animation (default 1)"
+        "--channel",
+        type=int,
+        default=None,
+        help="nccl_ring: draw this channel's ring alone (default 0); double_tree: one of its "
+        "two trees (default both)",
+    )
+    parser.add_argument(
+        "--cells",
+        default="count",
+        choices=("count", "sources"),
+        help="colour each buffer cell by how many ranks contributed (count, default) or "
+        "stripe it with the colour of every rank that did (sources)",
     )
 
 
-def _animate_ring(args, path):
+def _ring_movie(args):
     from ..viz.limits import MAX_FPS
-    from ..viz.ring import ring_animation
+    from ..viz.ring import ring_movie
+    from ..viz.shapes import SHAPES, shape_movie
 
     _check_ranks(args, "ring")
-    fps = positive_number(args.fps, "--fps", MAX_FPS, 1)
+    positive_number(args.fps, "--fps", MAX_FPS, 1)
     if args.step is not None:
         check_int(args.step, "--step", minimum=0)
-    _, result = _run_collective(args)
+    topology, result = _run_collective(args)
     _ring_step(args, result)  # an animation shows every step, but a wrong --step is wrong
-    return ring_animation(result, path, fps=fps)
+    if result.algorithm in SHAPES:
+        return shape_movie(result, _channel(args, result), _layout(topology, result), args.cells)
+    _channel(args, result)
+    return ring_movie(result, cells=args.cells)
+
+
+def _layout(topology, result):
+    """The group's nodes, as the algorithms that read them see them."""
+    from ..hardware.layout import node_layout
+
+    return node_layout(topology, result.group.ranks)
+
+
+def _channel(args, result):
+    """--channel, checked against the schedule's lanes (channels, trees)."""
+    from ..viz.shapes import lanes_shown
+
+    if args.channel is None:
+        return None
+    try:
+        lanes_shown(result.schedule, args.channel)
+    except ConfigError as exc:
+        raise ConfigError(f"--{exc}") from None
+    return args.channel
 
 
 def _ring_step(args, result):
@@ -127,8 +162,13 @@ def _ring_step(args, result):
         "Draw one step of a collective (from its schedule and a count-only run): the ranks on "
         "a circle, one arrow per transfer labelled with the chunks it carries (red: the "
         "receiver adds them in; blue: it copies them), and beside each rank its buffer as one "
-        "cell per chunk, coloured by how many ranks' contributions the chunk holds.  Works "
-        "for every algorithm (tree and halving-doubling draw long arrows), up to 16 ranks.  "
+        "cell per chunk, coloured by how many ranks' contributions the chunk holds (or, with "
+        "--cells sources, striped with each contributing rank's colour).  Other algorithms "
+        "are drawn in their own shape: tree and double_tree as layered trees (the double "
+        "tree's two side by side), halving_doubling as a row of ranks with an arc per "
+        "exchange, nvls with the NVSwitch in the middle reducing and multicasting, "
+        "hierarchical and nccl_ring as nodes of GPUs (--channel C: one of NCCL's rings).  "
+        "Up to 16 ranks.  "
         "Steps count from 1 ('step 1 of 14'); --step 0 is the initial state.  With --out "
         "x.gif, every step as an animation (the initial state, then one frame per step); "
         "with --out x.html, the same as one self-contained web page with play, pause and "
@@ -136,19 +176,25 @@ def _ring_step(args, result):
     ),
     arguments=_ring_arguments,
     example="all-reduce --ranks 8 --step 3 --out ring.png    (or --out ring.gif, ring.html)",
-    animate=_animate_ring,
+    movie=_ring_movie,
 )
 def ring(args):
     from ..viz.limits import MAX_FPS
     from ..viz.ring import ring_figure
+    from ..viz.shapes import SHAPES, shape_figure
 
     _check_ranks(args, "ring")
     # a still picture ignores --fps, but a bad value is still a mistake worth naming
     positive_number(args.fps, "--fps", MAX_FPS, 1)
     if args.step is not None:
         check_int(args.step, "--step", minimum=0)
-    _, result = _run_collective(args)
-    return ring_figure(result, step=_ring_step(args, result))
+    topology, result = _run_collective(args)
+    step = _ring_step(args, result)
+    if result.algorithm in SHAPES:
+        layout = _layout(topology, result)
+        return shape_figure(result, step, _channel(args, result), layout, args.cells)
+    _channel(args, result)
+    return ring_figure(result, step=step, cells=args.cells)
 
 
 @kind(
@@ -178,6 +224,13 @@ def _utilization_arguments(parser):
     parser.add_argument("--all-links", action="store_true", help="also rows for unused links")
 
 
+def _utilization_movie(args):
+    from ..viz.animation import playhead
+
+    fig, (start, end) = _utilization(args)
+    return playhead(fig, fig.axes[:1], start, end, title="link utilization over time")
+
+
 @kind(
     "utilization",
     help="links x time heat map of bandwidth used, latency hatched, from the trace",
@@ -187,13 +240,21 @@ def _utilization_arguments(parser):
         "path's latency (drawn hatched grey: the link is held, no bytes flow), then its bytes "
         "flow (coloured).  Congestion shows as a dark band at 100 %: the naive root's link on "
         "a switch, the NICs a ring crosses between machines; a latency-bound run is mostly "
-        "hatching.  Up to 64 ranks."
+        "hatching.  Up to 64 ranks.  --out x.html or x.gif (or --frames DIR) sweeps a "
+        "playhead across the run, what has not happened yet greyed."
     ),
     arguments=_utilization_arguments,
     example="all-reduce --algorithm naive --topology switch --out utilization.png",
+    movie=_utilization_movie,
 )
 def utilization(args):
+    return _utilization(args)[0]
+
+
+def _utilization(args):
+    """The figure and the run's span in seconds (what its time axis shows)."""
     from ..viz.limits import MAX_BINS, check_count
+    from ..viz.utilization import utilization as link_shares
     from ..viz.utilization import utilization_figure
 
     try:
@@ -203,7 +264,9 @@ def utilization(args):
     bins = check_count(bins, "--bins", 1, MAX_BINS, shown=args.bins)
     _check_ranks(args, "utilization")
     topology, result = _run_collective(args, stalled_ok=True)
-    return utilization_figure(topology, result, bins=bins, only_used=not args.all_links)
+    fig = utilization_figure(topology, result, bins=bins, only_used=not args.all_links)
+    edges = link_shares(topology, getattr(result, "trace", result), 1)[0]  # the figure's axis
+    return fig, (edges[0], edges[-1])
 
 
 def _sweep_arguments(parser):

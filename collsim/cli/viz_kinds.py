@@ -3,8 +3,9 @@
 Each kind is one function decorated with :func:`kind` in :mod:`.viz_collectives` or
 :mod:`.viz_training`: it receives the parsed flags and returns a matplotlib Figure;
 saving, the format check and the message are shared (:mod:`.viz`).  ``arguments`` adds
-the kind's flags, ``example`` is the line its ``--help`` shows, and ``animate(args,
-path)`` (ring only) writes a GIF or an HTML page.
+the kind's flags, ``example`` is the line its ``--help`` shows, and ``movie(args)``
+(the kinds that change over time) returns its :class:`~collsim.viz.animation.Animation`,
+which ``--out x.gif``, ``--out x.html`` and ``--frames DIR`` write.
 """
 
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from ..errors import ConfigError
 __all__ = ["Kind", "KINDS", "kind", "FORMATS", "ANIMATED", "positive_number"]
 
 FORMATS = ("png", "svg", "pdf")
-ANIMATED = ("gif", "html")  # for kinds with an ``animate`` function
+ANIMATED = ("gif", "html")  # for kinds with a ``movie`` function
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Kind:
     arguments: object  # function(parser) that adds the kind's flags, or None
     draw: object  # function(args) -> matplotlib Figure
     example: str = "--params 7B --world-size 8 --out out.svg"  # flags for the --help example
-    animate: object = None  # function(args, path) -> frames written, for .gif
+    movie: object = None  # function(args) -> collsim.viz.animation.Animation
 
 
 KINDS = {}  # name -> Kind, in the order `collsim viz --help` lists them
@@ -33,7 +34,7 @@ KINDS = {}  # name -> Kind, in the order `collsim viz --help` lists them
 
 def kind(name, help, description, arguments=None, **extra):
     """Register the decorated ``draw(args) -> Figure`` as ``collsim viz NAME``
-    (``extra``: ``example=``, ``animate=``)."""
+    (``extra``: ``example=``, ``movie=``)."""
 
     def register_kind(draw):
         KINDS[name] = Kind(name, help, description, arguments, draw, **extra)

@@ -64,6 +64,15 @@ def _timeline_arguments(parser):
     add_fault_arguments(parser)
 
 
+def _timeline_movie(args):
+    from ..viz.animation import playhead
+    from ..viz.timeline import bubble_from_spans
+
+    fig, result = _timeline(args)
+    start, end, _ = bubble_from_spans(result.spans, args.stages)  # what the axis shows
+    return playhead(fig, fig.axes[:1], start, end, title="pipeline step over time")
+
+
 @kind(
     "timeline",
     help="pipeline stages x time: F/B/W blocks per micro-batch, idle shaded",
@@ -75,8 +84,14 @@ def _timeline_arguments(parser):
     ),
     arguments=_timeline_arguments,
     example="--schedule interleaved --stages 4 --microbatches 8 --virtual 2 --out timeline.png",
+    movie=_timeline_movie,
 )
 def timeline(args):
+    return _timeline(args)[0]
+
+
+def _timeline(args):
+    """The figure and the pipeline step's result."""
     from ..parallel.runs.pipeline import pipeline_step
     from ..units import parse_time
     from ..viz.limits import MAX_TIMELINE_PASSES
@@ -127,7 +142,7 @@ def timeline(args):
         latency=args.latency,
         **({} if cluster is None else {"cluster": cluster}),
     )
-    return timeline_figure(result)
+    return timeline_figure(result), result
 
 
 MAX_GPUS = 2**20  # a log axis of 21 GPU counts; far beyond any job's data-parallel reach
@@ -223,6 +238,16 @@ def _memory_timeline_arguments(parser):
     g.add_argument("--compute-rate", default="1GFLOP/s", help="per rank (default 1GFLOP/s)")
 
 
+def _memory_timeline_movie(args):
+    from ..viz.animation import playhead
+    from ..viz.memory_stack import end_of_run
+
+    fig, run = _memory_timeline(args)
+    first = fig.axes[0]
+    axes = [ax for ax in fig.axes if ax is first or first.get_shared_x_axes().joined(first, ax)]
+    return playhead(fig, axes, 0.0, end_of_run(run.trace), title="memory over time")
+
+
 @kind(
     "memory-timeline",
     help="each rank's memory over simulated time, stacked by category, from a real run",
@@ -237,8 +262,14 @@ def _memory_timeline_arguments(parser):
     ),
     arguments=_memory_timeline_arguments,
     example="--zero 3 --dp 4 --prefetch both --out fsdp_memory.png",
+    movie=_memory_timeline_movie,
 )
 def memory_timeline(args):
+    return _memory_timeline(args)[0]
+
+
+def _memory_timeline(args):
+    """The figure and the training run."""
     from .. import topology
     from ..nn import Adam
     from ..parallel.config import ParallelConfig
@@ -289,7 +320,7 @@ def memory_timeline(args):
     what = {0: "DDP (ZeRO-0)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "FSDP (ZeRO-3)"}[zero]
     extra = f", prefetch {prefetch}" if zero == 3 else ""
     title = f"{what} on {dp} ranks{extra}: memory of rank {', '.join(map(str, ranks))}"
-    return memory_timeline_figure(run, ranks=ranks, title=title)
+    return memory_timeline_figure(run, ranks=ranks, title=title), run
 
 
 def _int_flag(text, flag, minimum, maximum):

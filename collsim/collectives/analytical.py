@@ -62,7 +62,9 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         nvls_switch(topology, group.ranks)
     if algorithm in ("double_tree", "hierarchical"):
         check_equal_nodes(layout, algorithm)
-    choice = choose(topology, group.ranks, name, int(size), protocol, algorithm)
+    # who chooses is the cluster's setting, but a plan runs nothing: no simulated choice
+    who = "nccl" if getattr(cluster, "choice", None) == "nccl" else "closed_form"
+    choice = choose(topology, group.ranks, name, int(size), protocol, algorithm, who)
     chosen, protocol = choice.algorithm, choice.protocol
     fabric = fabric_of(topology, group.ranks)
     if chosen in HARDWARE_ALGORITHMS.get(name, ()) and layout.gpus_per_node is not None:

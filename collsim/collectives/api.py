@@ -165,6 +165,8 @@ def run_collective(
         dtype = check_dtype(dtype)
         count = check_count(count, dtype)
     schedule.spec.check_count(count, group.size)
+    if schedule.spec.reduces:
+        check_op(op, dtype)  # a bitwise op of floats means nothing
     if algorithm == AUTO or protocol is not None or (name, algorithm) in PIPELINED:
         # the size is known now: choose (auto), cut the pipeline, pick the protocol
         itemsize = DTYPE_BYTES[dtype]

@@ -31,70 +31,19 @@ Examples
 # NCCL INFO AllReduce 1 GiB: algorithm nccl_ring protocol simple, predicted ... ms (...)
 """
 
-from dataclasses import dataclass
-
-from .. import units
 from ..errors import ConfigError
 from ..topology import path_alpha_beta, route
+from .choices import NCCL_NAMES, AutoChoice, Candidate
 from .formulas import HARDWARE_ALGORITHMS, Fabric, closed_form, hardware_cost
 from .registry import algorithms_for
 
 __all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES"]
 
 
-NCCL_NAMES = {
-    "all_reduce": "AllReduce",
-    "reduce_scatter": "ReduceScatter",
-    "all_gather": "AllGather",
-    "broadcast": "Broadcast",
-    "reduce": "Reduce",
-    "all_to_all": "AllToAll",
-}
 PROTOCOL_ORDER = ("simple", "ll128", "ll")
 # the intra-node hop is the slowest route from a node's first GPU to the next MAX_SCAN - 1
 # (a machine's node has at most 16 GPUs; a generic topology's one "node" may have 100,000)
 MAX_SCAN = 16
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One (algorithm, protocol) the tuner weighed, and its closed-form time."""
-
-    algorithm: str
-    protocol: object  # a collsim.hardware.protocols.Protocol, or None (no protocol model)
-    time_s: float
-
-    @property
-    def label(self):
-        return self.algorithm if self.protocol is None else f"{self.algorithm}/{self.protocol}"
-
-
-@dataclass(frozen=True)
-class AutoChoice:
-    """What ``auto`` chose for one call: the winner and every candidate, fastest first."""
-
-    collective: str
-    size: int  # S in bytes, as nccl-tests counts it
-    algorithm: str
-    protocol: object  # Protocol or None
-    time_s: float  # the winner's predicted (closed-form) time
-    candidates: tuple  # Candidate, fastest first
-
-    def info_line(self):
-        """The choice as ``NCCL_DEBUG=INFO`` prints its tuner's, with the best time of every
-        other algorithm."""
-        proto = "" if self.protocol is None else f" protocol {self.protocol}"
-        best = {}
-        for c in self.candidates:
-            if c.algorithm != self.algorithm:
-                best.setdefault(c.algorithm, c)
-        others = ", ".join(f"{c.label} {units.format_time(c.time_s)}" for c in best.values())
-        others = f" ({others})" if others else ""
-        return (
-            f"# NCCL INFO {NCCL_NAMES[self.collective]} {units.format_size(self.size)}: "
-            f"algorithm {self.algorithm}{proto}, predicted "
-            f"{units.format_time(self.time_s)}{others}"
-        )
 
 
 def _protocols(setting):
@@ -173,10 +122,29 @@ def _time(collective, algorithm, layout, size, fabric, protocol):
     return closed_form(collective, algorithm, layout.ranks, size, alpha, beta).time_s
 
 
-def choose(graph, ranks, collective, size, protocol, algorithm="auto"):
+def choose(graph, ranks, collective, size, protocol, algorithm="auto", choice="closed_form"):
     """The :class:`AutoChoice` for ``collective`` of S = ``size`` bytes on group ``ranks``
     of ``graph``.  ``protocol`` is the setting (``"auto"``, a Protocol, or None);
-    ``algorithm`` a name to choose only the protocol for, or ``"auto"``."""
+    ``algorithm`` a name to choose only the protocol for, or ``"auto"``.  ``choice`` says
+    who predicts: ``"nccl"`` NCCL's cost model where it applies (a hardware preset, equal
+    nodes), ``"closed_form"`` collsim's closed forms, ``"simulated"`` a run of each
+    candidate."""
+    if choice == "nccl":
+        from .nccl_choice import nccl_choice
+
+        placement = placement_of(graph, ranks)
+        found = nccl_choice(graph, placement, collective, size, protocol, algorithm)
+        if found is not None:
+            return found
+    ranked = _closed_form_choice(graph, ranks, collective, size, protocol, algorithm)
+    if choice == "simulated" and len(ranked.candidates) > 1:
+        from .simulated_choice import simulated_choice
+
+        return simulated_choice(graph, ranks, ranked)
+    return ranked
+
+
+def _closed_form_choice(graph, ranks, collective, size, protocol, algorithm):
     layout, switch = placement_of(graph, ranks)
     fabric = fabric_of(graph, ranks)
     k = len(ranks)

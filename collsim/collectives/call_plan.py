@@ -84,7 +84,8 @@ def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
     if found is None:
         if len(plans) >= _KEEP_PLANS:
             plans.pop(next(iter(plans)))  # the oldest
-        found = plans[key] = _plan(cluster.topology, *key)
+        choice = getattr(cluster, "choice", "closed_form")
+        found = plans[key] = _plan(cluster.topology, *key, choice=choice)
     return found
 
 
@@ -92,7 +93,7 @@ def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
 _KEEP_PLANS = 256
 
 
-def _plan(topology, name, algorithm, protocol, ranks, root, size):
+def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed_form"):
     k = len(ranks)
     hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ())
     if not hardware and algorithm != AUTO and not isinstance(protocol, str):
@@ -105,7 +106,7 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size):
         nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
     if algorithm in ("double_tree", "hierarchical"):
         check_equal_nodes(layout, algorithm)
-    choice = choose(topology, ranks, name, int(size), protocol, algorithm)
+    choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice)
     chosen, protocol = choice.algorithm, choice.protocol
     if chosen not in HARDWARE_ALGORITHMS.get(name, ()):
         schedule = shared_schedule(name, chosen, k, root)

@@ -41,8 +41,10 @@ __all__ = [
 
 # bytes per element; bfloat16 only in count-only mode (numpy has no such type)
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+DTYPE_BYTES |= {"int16": 2, "int8": 1, "uint8": 1, "bool": 1}  # torch's small types
 NUMERIC_DTYPES = tuple(d for d in DTYPE_BYTES if d != "bfloat16")
-OPS = ("sum", "avg", "prod", "max", "min")  # torch.distributed.ReduceOp names, lower case
+BITWISE_OPS = ("band", "bor", "bxor")  # of integers and bools only, as torch and MPI define them
+OPS = ("sum", "avg", "prod", "max", "min", *BITWISE_OPS)  # torch's ReduceOp names, lower case
 
 
 def is_int(value):
@@ -116,12 +118,17 @@ def _size_hint(text, dtype):
     return f", not a size: {units.format_size(nbytes)} of {name} is count={int(nbytes) // itemsize}"
 
 
-def check_op(op):
+def check_op(op, dtype=None):
     """The op's name: ``"sum"``, ``"SUM"`` or anything whose ``.name`` is one
-    (``torch.distributed.ReduceOp.SUM``)."""
+    (``torch.distributed.ReduceOp.SUM``); with ``dtype``, refused where it means nothing:
+    a bitwise op of floats (torch refuses it too) or the average of bools."""
     name = str(getattr(op, "name", op)).lower()
     if name not in OPS:
         raise ConfigError(f"unknown reduce op {op!r}: choose one of {', '.join(OPS)}")
+    bitwise = name in BITWISE_OPS and not str(dtype).startswith(("int", "uint", "bool"))
+    if dtype is not None and (bitwise or (name == "avg" and dtype == "bool")):
+        rule = "bitwise ops reduce integers and bools" if bitwise else "no average of bools"
+        raise ConfigError(f"op={name!r} with dtype {dtype}: {rule}; use op='max' or an int dtype")
     return name
 
 

@@ -40,7 +40,7 @@ import functools
 from dataclasses import dataclass
 
 from .hierarchical import check_equal_nodes
-from .schedule import ChunkMove, Schedule
+from .schedule import ChunkMove, Lane, Schedule
 
 __all__ = [
     "double_tree_all_reduce",
@@ -188,6 +188,6 @@ def double_tree_all_reduce(layout, pieces=1):
         else ()
     )
     phases = tuple(phase for phase in phases if phase[2] > phase[1])  # P = 1: no overlap
-    return Schedule(
-        "all_reduce", "double_tree", k, 2 * p_count, tuple(tuple(s) for s in steps), phases
-    )
+    lanes = tuple(Lane(f"tree {t}", range(t * p_count, (t + 1) * p_count)) for t in (0, 1))
+    steps = tuple(tuple(s) for s in steps)
+    return Schedule("all_reduce", "double_tree", k, 2 * p_count, steps, phases, lanes=lanes)

@@ -56,6 +56,9 @@ REDUCE_OPS = {
     "prod": np.multiply,
     "max": np.maximum,
     "min": np.minimum,
+    "band": np.bitwise_and,
+    "bor": np.bitwise_or,
+    "bxor": np.bitwise_xor,
 }
 
 
@@ -207,6 +210,8 @@ def run_schedule(
         dtype = check_dtype(dtype)
         count = check_count(count, dtype)
     schedule.spec.check_count(count, schedule.ranks)
+    if schedule.spec.reduces:
+        check_op(op, str(dtype))  # a bitwise op of floats means nothing
     call = CollectiveCall(
         schedule.collective,
         schedule.algorithm,

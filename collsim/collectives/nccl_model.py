@@ -158,6 +158,8 @@ def tune_table(graph, collective, algorithms=None, protocols=None):
     enabled (default: all)."""
     if collective not in COLLECTIVES:
         raise ConfigError(f"collective {collective!r}: NCCL models {', '.join(COLLECTIVES)}")
+    if graph.ranks < 2:
+        raise ConfigError("NCCL's model needs 2 or more ranks: one rank moves nothing")
     return [
         _entry(graph, collective, a, p, algorithms, protocols)
         for a in ALGORITHMS

@@ -39,7 +39,7 @@ Examples
 """
 
 from ..errors import ConfigError
-from .schedule import ChunkMove, Schedule
+from .schedule import ChunkMove, Lane, Schedule
 
 __all__ = ["nccl_ring_all_reduce", "channel_rings", "ring_phase", "channels_of"]
 
@@ -106,4 +106,6 @@ def nccl_ring_all_reduce(layout):
         ring_phase(order, parts, 1, True, steps)
         ring_phase(order, parts, 0, False, steps[k - 1 :])
     phases = (("reduce-scatter", 0, k - 1), ("all-gather", k - 1, 2 * (k - 1)))
-    return Schedule("all_reduce", "nccl_ring", k, c * k, tuple(tuple(s) for s in steps), phases)
+    lanes = tuple(Lane(f"channel {i}", range(i * k, (i + 1) * k)) for i in range(c))
+    steps = tuple(tuple(s) for s in steps)
+    return Schedule("all_reduce", "nccl_ring", k, c * k, steps, phases, lanes=lanes)

@@ -31,7 +31,7 @@ from ..errors import ConfigError
 
 __all__ = ["reference", "REFERENCE_OPS"]
 
-REFERENCE_OPS = ("sum", "avg", "prod", "max", "min")
+REFERENCE_OPS = ("sum", "avg", "prod", "max", "min", "band", "bor", "bxor")
 
 
 def _op(op):
@@ -46,8 +46,9 @@ def _reduce(arrays, op):
     dtype = arrays[0].dtype
     integer = np.issubdtype(dtype, np.integer)
     # int32 wraps the same modulo 2**32 whether summed in int32 or int64; int64 has no
-    # wider numpy type, so its average divides Python ints (below)
-    wide = np.int64 if integer else np.float64
+    # wider numpy type, so its average divides Python ints (below).  Bools add as ints:
+    # any nonzero total is True, as torch's SUM of bools is a logical or
+    wide = np.int64 if integer or dtype.kind == "b" else np.float64
     total = arrays[0].astype(wide)
     combine = {
         "sum": np.add,
@@ -55,6 +56,9 @@ def _reduce(arrays, op):
         "prod": np.multiply,
         "max": np.maximum,
         "min": np.minimum,
+        "band": np.bitwise_and,
+        "bor": np.bitwise_or,
+        "bxor": np.bitwise_xor,
     }[op]
     for x in arrays[1:]:
         combine(total, x, out=total)  # widens x on the fly, a block at a time

@@ -26,6 +26,7 @@ ChunkMove(src=2, dst=0, chunks=range(1, 2), reduce=True))
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from .checks import is_int
@@ -34,6 +35,7 @@ from .spec import SPECS, CollectiveSpec
 __all__ = [
     "ChunkMove",
     "Combine",
+    "Lane",
     "Schedule",
     "RankRule",
     "chunk_bounds",
@@ -117,6 +119,19 @@ class ChunkMove:
         )
 
 
+class Lane(NamedTuple):
+    """Chunks that travel one path of their own: a channel of NCCL's ring (its own ring
+    order), one tree of the double binary tree.  A schedule's ``lanes`` name them, so a
+    picture can show one lane at a time; the moves themselves say where the chunks go.
+
+    >>> Lane("channel 1", range(4, 8)).chunks
+    range(4, 8)
+    """
+
+    name: str  # "channel 1", "tree 0": what a reader calls it
+    chunks: range  # the chunk indices that travel in this lane
+
+
 class RankRule(Sequence):
     """One step in which every rank ``r`` of ``ranks`` sends one chunk to one receiver, by
     a rule: its :class:`ChunkMove` objects are made when read, so a step of 4,096 ranks
@@ -188,7 +203,8 @@ class Schedule:
     whole buffer on the root, nothing elsewhere).  ``spec`` is the collective's
     :class:`~collsim.collectives.spec.CollectiveSpec` (reduction, root, output shape,
     input checks), by default the one of ``collective``.  ``phases`` names consecutive
-    step ranges for the step-through.
+    step ranges for the step-through; ``lanes`` names the chunks that travel a path of
+    their own (:class:`Lane`: a channel, a tree), for pictures that show one at a time.
     """
 
     collective: str
@@ -201,6 +217,7 @@ class Schedule:
     result: str = "full"
     root: int = 0
     spec: CollectiveSpec = None  # None: SPECS[collective]
+    lanes: tuple = ()  # Lane records when chunks travel separate paths (channels, trees)
 
     def __post_init__(self):
         if self.spec is None:

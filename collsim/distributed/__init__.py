@@ -16,16 +16,19 @@ module                      contents
 ==========================  =================================================
 ``process_group``           init_process_group, get_rank, ProcessGroup, ...
 ``groups``                  new_group, new_subgroups, get_global_rank, ...
-``collectives``             all_reduce, all_gather, reduce_scatter_tensor, ...
+``collectives``             all_reduce, all_gather, reduce_scatter(_tensor), ...
 ``p2p``                     send, recv, isend, irecv
 ``exchange``                gather, scatter, all_to_all, batch_isend_irecv, P2POp, and
                             all_to_all_single's uneven splits (grouped p2p)
-``objects``                 broadcast_object_list, all_gather_object (pickles)
+``objects``                 broadcast_object_list, all_gather_object, send_object_list,
+                            recv_object_list (pickles)
 ``work``                    Work (what ``async_op=True`` returns)
 ``device_mesh``             init_device_mesh, DeviceMesh
 ``reduce_op``               ReduceOp
 ``settings``                configure(algorithm=...): what a launcher chose
 ``checks``                  the checks of tensors every call makes first
+``torch_backend``           the ``"collsim"`` torch.distributed backend (needs torch)
+``torch_run``               what ``collsim exec`` sets up for torch scripts (needs torch)
 ==========================  =================================================
 
 Examples
@@ -46,10 +49,12 @@ from .collectives import (
     all_gather,
     all_gather_into_tensor,
     all_reduce,
+    all_reduce_coalesced,
     all_to_all_single,
     barrier,
     broadcast,
     reduce,
+    reduce_scatter,
     reduce_scatter_tensor,
 )
 from .device_mesh import DeviceMesh, init_device_mesh
@@ -62,7 +67,12 @@ from .groups import (
     new_subgroups,
     new_subgroups_by_enumeration,
 )
-from .objects import all_gather_object, broadcast_object_list
+from .objects import (
+    all_gather_object,
+    broadcast_object_list,
+    recv_object_list,
+    send_object_list,
+)
 from .p2p import irecv, isend, recv, send
 from .process_group import (
     GroupMember,
@@ -99,9 +109,11 @@ __all__ = [
     "ProcessGroup",
     "ReduceOp",
     "all_reduce",
+    "all_reduce_coalesced",
     "all_gather",
     "all_gather_into_tensor",
     "reduce_scatter_tensor",
+    "reduce_scatter",
     "broadcast",
     "reduce",
     "all_to_all_single",
@@ -109,6 +121,8 @@ __all__ = [
     "barrier",
     "broadcast_object_list",
     "all_gather_object",
+    "send_object_list",
+    "recv_object_list",
     "gather",
     "scatter",
     "send",

@@ -25,19 +25,20 @@ Examples
 
 import numpy as np
 
-from ..errors import ConfigError
-from .checks import check_tensor, describe
+from .checks import TensorMismatchError, check_list_like, check_tensor, describe
 from .exchange import uneven_all_to_all
 from .process_group import peer, resolve
-from .reduce_op import ReduceOp, op_name
+from .reduce_op import ReduceOp, check_reducible, op_name
 from .settings import algorithm_for
 from .work import issue
 
 __all__ = [
     "all_reduce",
+    "all_reduce_coalesced",
     "all_gather",
     "all_gather_into_tensor",
     "reduce_scatter_tensor",
+    "reduce_scatter",
     "broadcast",
     "reduce",
     "all_to_all_single",
@@ -47,7 +48,7 @@ __all__ = [
 
 def _same_kind(call, name, tensor, other_name, other):
     if tensor.dtype != other.dtype:
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}: {name} is {describe(tensor)} but {other_name} is "
             f"{describe(other)}: the dtypes must match"
         )
@@ -73,10 +74,49 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     name = op_name(op, call)
     rank, pg = resolve(group, call)
     check_tensor(tensor, call)
+    check_reducible(op, tensor, call)
     program = rank.all_reduce(
         tensor, group=pg.group, op=name, algorithm=algorithm_for("all_reduce")
     )
     return issue(rank, _write(program, tensor), async_op, [tensor], call)
+
+
+def all_reduce_coalesced(tensors, op=ReduceOp.SUM, group=None, async_op=False):
+    """Each tensor of ``tensors`` becomes the reduction of every rank's, in place, by one
+    all-reduce of them all laid end to end (what coalescing saves: one call's latency)."""
+    call = "all_reduce_coalesced"
+    name = op_name(op, call)
+    rank, pg = resolve(group, call)
+    tensors = _tensor_list(tensors, call, "tensors")
+    for i, t in enumerate(tensors):
+        check_tensor(t, call, f"tensors[{i}]")
+        _same_kind(call, f"tensors[{i}]", t, "tensors[0]", tensors[0])
+    check_reducible(op, tensors[0], call)
+    flat = np.concatenate([t.reshape(-1) for t in tensors])
+    program = rank.all_reduce(flat, group=pg.group, op=name, algorithm=algorithm_for("all_reduce"))
+    return issue(rank, _write_split(program, tensors), async_op, tensors, call)
+
+
+def _tensor_list(tensors, call, name, length=None):
+    """``tensors`` as a list, if it is a non-empty list (of ``length`` entries)."""
+    if not isinstance(tensors, list | tuple) or not tensors:
+        raise TensorMismatchError(
+            f"{call}({name}={tensors!r:.60}): give a non-empty list of tensors"
+        )
+    if length is not None and len(tensors) != length:
+        raise TensorMismatchError(
+            f"{call}({name}=...): give a list of {length} tensors, one per rank of the "
+            f"group, got {len(tensors)} tensors"
+        )
+    return list(tensors)
+
+
+def _write_split(collective, targets):
+    """Run ``collective`` and cut its flat result into ``targets``, in order."""
+    out = yield from collective
+    ends = np.cumsum([t.size for t in targets])[:-1]
+    for part, target in zip(np.split(out.reshape(-1), ends), targets, strict=True):
+        np.copyto(target, part.reshape(target.shape))
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -90,14 +130,14 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
             if isinstance(tensor_list, list | tuple)
             else repr(tensor_list)
         )
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}(tensor_list=...): give a list of {pg.size()} tensors, one "
             f"per rank of the group, got {got}"
         )
     for i, t in enumerate(tensor_list):
         check_tensor(t, call, f"tensor_list[{i}]")
         if t.shape != tensor.shape or t.dtype != tensor.dtype:
-            raise ConfigError(
+            raise TensorMismatchError(
                 f"{call}: tensor_list[{i}] is {describe(t)} but tensor is "
                 f"{describe(tensor)}: every entry must match it"
             )
@@ -117,7 +157,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     _same_kind(call, "output_tensor", output_tensor, "input_tensor", input_tensor)
     k = pg.size()
     if output_tensor.size != k * input_tensor.size:
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}: output_tensor is {describe(output_tensor)}, {output_tensor.size} "
             f"elements, but {k} ranks of input_tensor {describe(input_tensor)} make "
             f"{k * input_tensor.size}: use shape {_concat(input_tensor.shape, k)}"
@@ -141,10 +181,11 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     check_tensor(input, call, "input", writes=False)
     check_tensor(output, call, "output")
     _same_kind(call, "output", output, "input", input)
+    check_reducible(op, output, call)
     k = pg.size()
     if input.size != k * output.size:
         other = f" or an output of {input.size // k} elements" if input.size % k == 0 else ""
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}: input is {describe(input)}, {input.size} elements, but {k} blocks of "
             f"output {describe(output)} make {k * output.size}: use an input of shape "
             f"{_concat(output.shape, k)}{other}"
@@ -152,6 +193,22 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     # K rows of one block each: the executor cuts the first axis into exactly those blocks
     program = rank.reduce_scatter(
         input.reshape(k, -1), group=pg.group, op=name, algorithm=algorithm_for("reduce_scatter")
+    )
+    return issue(rank, _write(program, output), async_op, [output], call)
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    """``output`` on group rank r becomes the reduction of every rank's ``input_list[r]``
+    (the list form of :func:`reduce_scatter_tensor`)."""
+    call = "reduce_scatter"
+    name = op_name(op, call)
+    rank, pg = resolve(group, call)
+    check_tensor(output, call, "output")
+    check_reducible(op, output, call)
+    input_list = check_list_like(input_list, pg.size(), output, call, "input_list", False)
+    blocks = np.stack([t.reshape(-1) for t in input_list])  # (K, n): one block per rank
+    program = rank.reduce_scatter(
+        blocks, group=pg.group, op=name, algorithm=algorithm_for("reduce_scatter")
     )
     return issue(rank, _write(program, output), async_op, [output], call)
 
@@ -176,6 +233,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     rank, pg = resolve(group, call)
     dst = peer(pg, dst, "dst", call, group_dst, "group_dst")
     check_tensor(tensor, call)
+    check_reducible(op, tensor, call)
     program = rank.reduce(
         tensor, root=pg.group.index(dst), group=pg.group, op=name, algorithm=algorithm_for("reduce")
     )
@@ -202,13 +260,13 @@ def all_to_all_single(
     if input.ndim == 0 or input.shape[0] % k:
         rows = input.shape[0] if input.ndim else None
         near = "" if rows is None else f" (nearest: {rows - rows % k} or {rows - rows % k + k})"
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}: input {describe(input)} is cut along its first axis into "
             f"{k} equal blocks, so its first axis must be a multiple of {k}"
             f"{near}, or give input_split_sizes"
         )
     if output.size != input.size:
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}: output is {describe(output)} but input is "
             f"{describe(input)}: with equal blocks both hold {input.size} "
             "elements"

@@ -31,9 +31,9 @@ import numpy as np
 
 from ..collectives.checks import is_int
 from ..errors import ConfigError
-from .checks import check_tensor
+from .checks import TensorMismatchError, check_list_like, check_tensor
 from .p2p import irecv, isend
-from .process_group import peer, resolve
+from .process_group import default_root, peer, resolve
 from .tags import CallTag
 from .work import issue
 
@@ -48,27 +48,11 @@ def _program(rank, sends, recvs, copies):
         np.copyto(target, source.reshape(target.shape))
 
 
-def _list_of(tensors, k, like, call, name, writes):
-    if not isinstance(tensors, list | tuple) or len(tensors) != k:
-        got = f"{len(tensors)} tensors" if isinstance(tensors, list | tuple) else repr(tensors)
-        raise ConfigError(
-            f"{call}({name}=...): give a list of {k} tensors, one per rank of the group, got {got}"
-        )
-    for i, t in enumerate(tensors):
-        check_tensor(t, call, f"{name}[{i}]", writes=writes)
-        if t.shape != like.shape or t.dtype != like.dtype:
-            raise ConfigError(
-                f"{call}: {name}[{i}] is {t.dtype} {t.shape} but tensor is "
-                f"{like.dtype} {like.shape}: every entry must match it"
-            )
-    return list(tensors)
-
-
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
     """``gather_list[i]`` on rank ``dst`` becomes group rank i's ``tensor``."""
     call = "gather"
     rank, pg = resolve(group, call)
-    dst = peer(pg, dst, "dst", call, group_dst, "group_dst")
+    dst = peer(pg, default_root(dst, group_dst), "dst", call, group_dst, "group_dst")
     check_tensor(tensor, call, writes=False)
     tag = CallTag.on(pg.id, call)
     if rank.id != dst:
@@ -78,7 +62,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
                 "gives a gather_list; pass None here"
             )
         return issue(rank, _program(rank, [(dst, tensor, tag)], [], []), async_op, [], call)
-    parts = _list_of(gather_list, pg.size(), tensor, call, "gather_list", writes=True)
+    parts = check_list_like(gather_list, pg.size(), tensor, call, "gather_list", writes=True)
     recvs = [(r, tag, parts[i]) for i, r in enumerate(pg.ranks) if r != rank.id]
     own = [(parts[pg.rank()], tensor)]
     return issue(rank, _program(rank, [], recvs, own), async_op, parts, call)
@@ -88,7 +72,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     """Group rank i's ``tensor`` becomes ``scatter_list[i]`` of rank ``src``."""
     call = "scatter"
     rank, pg = resolve(group, call)
-    src = peer(pg, src, "src", call, group_src, "group_src")
+    src = peer(pg, default_root(src, group_src), "src", call, group_src, "group_src")
     check_tensor(tensor, call)
     tag = CallTag.on(pg.id, call)
     if rank.id != src:
@@ -98,7 +82,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
                 f"src={src} gives a scatter_list; pass None here"
             )
         return issue(rank, _program(rank, [], [(src, tag, tensor)], []), async_op, [tensor], call)
-    parts = _list_of(scatter_list, pg.size(), tensor, call, "scatter_list", writes=False)
+    parts = check_list_like(scatter_list, pg.size(), tensor, call, "scatter_list", writes=False)
     sends = [(r, parts[i], tag) for i, r in enumerate(pg.ranks) if r != rank.id]
     own = [(tensor, parts[pg.rank()])]
     return issue(rank, _program(rank, sends, [], own), async_op, [tensor], call)
@@ -108,7 +92,7 @@ def _splits(sizes, rows, k, call, name, tensor):
     """``sizes`` as K row counts summing to ``rows`` (None: K equal blocks)."""
     if sizes is None:
         if rows % k:
-            raise ConfigError(
+            raise TensorMismatchError(
                 f"{call}: {name} is None, so {tensor} is cut into {k} equal blocks, but its "
                 f"first axis has {rows} rows; give {name}"
             )
@@ -119,7 +103,7 @@ def _splits(sizes, rows, k, call, name, tensor):
             f"{call}({name}={sizes!r}): give {k} row counts (ints >= 0), one per rank of the group"
         )
     if sum(listed) != rows:
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}({name}={listed!r}): they add up to {sum(listed)} rows but {tensor} has {rows}"
         )
     return [int(s) for s in listed]
@@ -131,7 +115,7 @@ def uneven_all_to_all(rank, pg, output, input, output_split_sizes, input_split_s
     call = "all_to_all_single"
     k = pg.size()
     if input.ndim == 0 or output.ndim == 0 or input.shape[1:] != output.shape[1:]:
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}: input {input.dtype} {input.shape} and output "
             f"{output.dtype} {output.shape} are split into rows along the first "
             "axis: both need one, and the same shape after it"
@@ -142,7 +126,7 @@ def uneven_all_to_all(rank, pg, output, input, output_split_sizes, input_split_s
     )
     me = pg.rank()
     if send_rows[me] != recv_rows[me]:
-        raise ConfigError(
+        raise TensorMismatchError(
             f"{call}: rank {rank.id} sends itself {send_rows[me]} rows "
             f"(input_split_sizes={send_rows}) but expects {recv_rows[me]} "
             f"(output_split_sizes={recv_rows}): entry {me} of both must "
@@ -172,7 +156,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     ):
         if not isinstance(tensors, list | tuple) or len(tensors) != k:
             got = f"{len(tensors)} tensors" if isinstance(tensors, list | tuple) else repr(tensors)
-            raise ConfigError(
+            raise TensorMismatchError(
                 f"{call}({name}=...): give a list of {k} tensors, one per rank "
                 f"of the group, got {got}"
             )

@@ -1,9 +1,12 @@
-"""Collectives of picklable Python objects: ``broadcast_object_list``, ``all_gather_object``.
+"""Picklable Python objects: ``broadcast_object_list``, ``all_gather_object``, and
+point-to-point ``send_object_list`` / ``recv_object_list``.
 
 As torch does, each object is pickled into a byte tensor (here a ``uint8`` array), so
 what moves, and what the trace counts, is the pickle's bytes.  They travel as grouped
 point-to-point messages with a :class:`~collsim.distributed.tags.CallTag` (the group and
-the call).  Unpickling runs whatever the sender's objects say, so use them only with data
+the call).  ``send_object_list`` is one message of the list's pickle (torch sends its size
+first, then the bytes; one message here, as the receiver takes a message of any size).
+Unpickling runs whatever the sender's objects say, so use them only with data
 you trust, as in torch.
 
 Examples
@@ -28,10 +31,16 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime import blocking
-from .process_group import peer, resolve
+from ..runtime.ops import ANY
+from .process_group import default_root, peer, resolve
 from .tags import CallTag
 
-__all__ = ["broadcast_object_list", "all_gather_object"]
+__all__ = [
+    "broadcast_object_list",
+    "all_gather_object",
+    "send_object_list",
+    "recv_object_list",
+]
 
 
 def _pickled(obj, call):
@@ -52,12 +61,8 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     """Every rank's ``object_list`` becomes (in place) rank ``src``'s: each entry a copy."""
     call = "broadcast_object_list"
     rank, pg = resolve(group, call)
-    src = peer(pg, src, "src", call, group_src, "group_src")
-    if not isinstance(object_list, list):
-        raise ConfigError(
-            f"{call}(object_list={object_list!r:.60}): give a list; its entries "
-            "are replaced in place, as torch does"
-        )
+    src = peer(pg, default_root(src, group_src), "src", call, group_src, "group_src")
+    _check_list(object_list, call)
     tag = CallTag.on(pg.id, call)
     if rank.id == src:
         data = _pickled(list(object_list), call)
@@ -66,13 +71,56 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
             blocking.call(rank.exchange(others, []))
         return
     (data,) = blocking.call(rank.exchange([], [(src, tag)]))
+    _fill(object_list, data, src, rank, call)
+
+
+def _fill(object_list, data, sender, rank, call):
+    """``object_list``'s entries become the list pickled in ``data``, of the same length."""
     got = _unpickled(data)
     if len(got) != len(object_list):
         raise ConfigError(
-            f"{call}: rank {src} sent {len(got)} objects but rank {rank.id}'s object_list "
-            f"holds {len(object_list)}: give lists of one length"
+            f"{call}: rank {sender} sent {len(got)} objects but rank {rank.id}'s "
+            f"object_list holds {len(object_list)}: give lists of one length"
         )
     object_list[:] = got
+
+
+def _check_list(object_list, call):
+    if not isinstance(object_list, list):
+        raise ConfigError(
+            f"{call}(object_list={object_list!r:.60}): give a list; its entries "
+            "are replaced in place, as torch does"
+        )
+
+
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
+    """Send (a pickle of) ``object_list`` to global rank ``dst`` (or group rank
+    ``group_dst``); blocks until it has arrived, as torch's blocking send."""
+    call = "send_object_list"
+    rank, pg = resolve(group, call)
+    dst = peer(pg, dst, "dst", call, group_dst, "group_dst")
+    _check_list(object_list, call)
+    if dst == rank.id:
+        raise ConfigError(f"{call}(dst={dst}): rank {dst} cannot send to itself")
+    tag = CallTag.on(pg.id, "object_list")
+    blocking.call(rank.exchange([(dst, _pickled(list(object_list), call), tag)], []))
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """Fill ``object_list`` (in place) with the list global rank ``src`` sent (None: any
+    rank of the group); returns the sender's global rank, as torch does."""
+    call = "recv_object_list"
+    rank, pg = resolve(group, call)
+    _check_list(object_list, call)
+    tag = CallTag.on(pg.id, "object_list")
+    if src is None and group_src is None:
+        got = blocking.call(rank.recv(ANY, tag=tag, status=True))
+        data, sender = got.value, got.src
+    else:
+        sender = peer(pg, src, "src", call, group_src, "group_src")
+        data = blocking.call(rank.recv(sender, tag=tag))
+    _fill(object_list, data, sender, rank, call)
+    return sender
 
 
 def all_gather_object(object_list, obj, group=None):

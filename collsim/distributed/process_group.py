@@ -207,6 +207,12 @@ def peer(pg, value, what, call, group_value=None, group_what=None):
     return int(value)
 
 
+def default_root(value, group_value):
+    """Global rank 0 where a call names neither ``src``/``dst`` nor its group form, as
+    torch 2.13's ``gather``, ``scatter`` and the object calls default; else ``value``."""
+    return 0 if value is None and group_value is None else value
+
+
 def _listing(ranks):
     k = len(ranks)
     if ranks == tuple(range(k)):
@@ -240,13 +246,20 @@ def init_process_group(
     ``timeout``, ``store``, ``pg_options`` and ``device_id`` are accepted and ignored.
     """
     me = current_rank("init_process_group")
-    backend = _check_backend(backend)
+    backend = check_backend(backend)
     run = _run_state(me)
     if me.id in run.ranks:
         raise ConfigError(
             f"init_process_group(): rank {me.id} initialized its process group already "
             "(call destroy_process_group() first to start again)"
         )
+    check_rank_and_size(me, rank, world_size)
+    st = run.ranks[me.id] = _RankState(me, backend)
+    st.world = make_group(st, Group(range(me.size)))
+
+
+def check_rank_and_size(me, rank, world_size):
+    """Refuse an ``init_process_group`` ``rank``/``world_size`` that is not the run's."""
     if world_size not in (-1, None) and world_size != me.size:
         raise ConfigError(
             f"init_process_group(world_size={world_size!r}): this run has {me.size} ranks: "
@@ -257,8 +270,6 @@ def init_process_group(
             f"init_process_group(rank={rank!r}) was called by rank {me.id}: pass "
             f"rank={me.id} (get_rank() after init) or leave it out"
         )
-    st = run.ranks[me.id] = _RankState(me, backend)
-    st.world = make_group(st, Group(range(me.size)))
 
 
 def destroy_process_group(group=None):
@@ -291,7 +302,7 @@ def get_backend(group=None):
     return resolve_any(group, "get_backend")[0].backend
 
 
-def _check_backend(backend):
+def check_backend(backend):
     """``backend`` in lower case: a name of BACKENDS, or torch's per-device form such as
     ``"cpu:gloo,cuda:nccl"``; every one runs on the simulator."""
     if backend is None:

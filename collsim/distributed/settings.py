@@ -16,8 +16,8 @@ True
 Traceback (most recent call last):
 ...
 collsim.errors.ConfigError: configure(algorithm='fastest'): no collective has that algorithm: \
-choose one of ring, tree, halving_doubling, naive, one_shot, two_shot, pat, direct, auto (or a dict \
-{collective: algorithm})
+choose one of ring, tree, halving_doubling, naive, one_shot, two_shot, pat, direct, auto \
+(or a dict {collective: algorithm})
 """
 
 import contextlib

@@ -42,6 +42,7 @@ from .failures import RankError, RankExit, rank_error
 from .hook import mpi4py_as_collsim
 from .output import JOB_ID, TaggedWriter
 from .script import PerRankMain, load_script
+from .torch_hook import torch_setting
 
 __all__ = [
     "exec",
@@ -143,7 +144,10 @@ def exec(
     kwargs = {} if kwargs is None else dict(kwargs)
     cluster = _cluster(n, topology, protocol, cluster)
     trace_path = check_trace(trace)
-    return _launch(cluster, lambda: main(*args, **kwargs), algorithm, trace_path, echo, strict)
+    torch_run = torch_setting(getattr(main, "__code__", None), main)
+    return _launch(
+        cluster, lambda: main(*args, **kwargs), algorithm, trace_path, echo, strict, torch_run
+    )
 
 
 def exec_script(
@@ -167,6 +171,7 @@ def exec_script(
     path, code = load_script(path)
     cluster = _cluster(n, topology, protocol, cluster)
     trace_path = check_trace(trace)
+    torch_run = torch_setting(code, path)  # refused now if it needs torch and has none
     folder = str(path.parent)
 
     main = PerRankMain(sys.modules.get("__main__"))
@@ -178,7 +183,7 @@ def exec_script(
     sys.argv, sys.path[:0] = [str(path), *map(str, argv)], [folder]
     sys.modules["__main__"] = main
     try:
-        return _launch(cluster, script, algorithm, trace_path, echo, strict)
+        return _launch(cluster, script, algorithm, trace_path, echo, strict, torch_run)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         if main._collsim_outer is not None:
@@ -266,8 +271,9 @@ def _under_a_file(folder):
     return any(p.exists() and not p.is_dir() for p in folder.parents)
 
 
-def _launch(cluster, body, algorithm, trace_path, echo, strict):
-    """Run ``body()`` on every rank with the hook, the writers and the MPI setting in place."""
+def _launch(cluster, body, algorithm, trace_path, echo, strict, torch_run):
+    """Run ``body()`` on every rank with the hooks (mpi4py's, and ``torch_run`` for
+    torch.distributed), the writers and the MPI setting in place."""
     from ..runtime import blocking
 
     setting = _mpi_setting(algorithm)  # checked (and named) before any thread
@@ -277,7 +283,11 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict):
     threads = {}  # thread id -> rank id, filled as each rank starts
 
     def rank_of():
-        return threads.get(threading.get_ident())
+        found = threads.get(threading.get_ident())
+        if found is None:  # a thread a rank started prints as that rank
+            with contextlib.suppress(ConfigError):
+                found = blocking.current_rank().id
+        return found
 
     out = TaggedWriter("stdout", sys.stdout, rank_of, size, echo, muted=blocking.stopped)
     err = TaggedWriter("stderr", sys.stderr, rank_of, size, echo, muted=blocking.stopped)
@@ -298,7 +308,7 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict):
 
     saved = sys.stdout, sys.stderr
     try:
-        with mpi4py_as_collsim(), setting:
+        with mpi4py_as_collsim(), setting, torch_run:
             sys.stdout, sys.stderr = out, err
             run, unmatched, report = _run_to_finalize(cluster, rank_main, strict)
     except BaseException as exc:  # Ctrl-C too: the ranks' unfinished lines are written

@@ -20,16 +20,14 @@ Examples
 """
 
 import gc
-import json
 from collections import Counter, namedtuple
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..units import available_memory, format_size, format_time
-from .memory import CATEGORIES, replay
 
 __all__ = ["Trace", "Stats", "Transfer", "Compute"]
 
@@ -266,7 +264,8 @@ class Trace:
         return Stats(sent, received, messages, link_bytes, busy)
 
     def to_chrome(self, path=None):
-        """The trace in Chrome/Perfetto JSON: one process per rank, one thread per stream.
+        """The trace in Chrome/Perfetto JSON (:mod:`collsim.network.chrome`): one process per
+        rank, one thread per stream, a flow arrow from each send to its receive.
 
         Returns the JSON text; also writes it to ``path`` when given.  Open it at
         ui.perfetto.dev or chrome://tracing; compute and communication overlap shows as
@@ -275,44 +274,10 @@ class Trace:
         transfer tag's fields (``to_args()``) and its record's (``meta``: a collective's
         chunks) join its transfer's.
         """
-        events, ranks = [], set()
-        for c in self.computes:
-            ranks.add(c.rank)
-            args = {} if c.meta is None else _record_args(c.meta)
-            events.append(_span(c.label or "compute", c.rank, 0, c.start, c.end, args))
-        for t in self.transfers:
-            ranks.update((t.src, t.dst))
-            args = {"bytes": t.nbytes, "tag": str(t.tag), "src": t.src, "dst": t.dst}
-            if hasattr(t.tag, "to_args"):  # a typed tag: its fields too
-                args |= t.tag.to_args()
-            if t.meta is not None:  # and the transfer's record (a collective's chunk move)
-                args |= _record_args(t.meta)
-            name = t.label or "transfer"
-            events.append(_span(f"{name} -> r{t.dst}", t.src, 1, t.start, t.end, args))
-            events.append(_span(f"{name} <- r{t.src}", t.dst, 2, t.start, t.end, args))
-        for event, held in replay(self.memory):
-            ranks.add(event.rank)
-            events.append(_counter(event.rank, event.time, held))
-        meta = []
-        for r in sorted(ranks):
-            meta.append(
-                {"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}}
-            )
-            for tid, stream in ((0, "compute"), (1, "comm: send"), (2, "comm: recv")):
-                meta.append(
-                    {
-                        "ph": "M",
-                        "name": "thread_name",
-                        "pid": r,
-                        "tid": tid,
-                        "args": {"name": stream},
-                    }
-                )
-        text = json.dumps({"traceEvents": meta + events, "displayTimeUnit": "ns"}, sort_keys=True)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-        return text
+        from .chrome import ChromePart, chrome_json, write_chrome
+
+        parts = [ChromePart(self)]
+        return chrome_json(parts) if path is None else write_chrome(parts, path)
 
 
 _ORDER = itemgetter(5, 4, 0, 1)  # a record's (end, start, src, dst)
@@ -352,38 +317,3 @@ def _moved_before(last, reroutes):
             total += r.moved
             links = r.old_links
     return total
-
-
-def _span(name, pid, tid, start, end, args):
-    # Chrome trace times are microseconds
-    return {
-        "ph": "X",
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": start * 1e6,
-        "dur": (end - start) * 1e6,
-        "args": args,
-    }
-
-
-def _counter(rank, time, held):
-    # a counter's args are its series: Perfetto draws one track each, chrome://tracing
-    # stacks them; every category is written so that each series starts at its value
-    return {
-        "ph": "C",
-        "name": "memory (bytes)",
-        "pid": rank,
-        "ts": time * 1e6,
-        "args": {c: held[c] for c in CATEGORIES},
-    }
-
-
-def _record_args(record):
-    """A span's record as JSON-ready ``args``: its ``to_args()``, a dataclass's fields, or
-    its ``repr`` (the trace does not know the record types of the layers above it)."""
-    if hasattr(record, "to_args"):
-        return record.to_args()
-    if is_dataclass(record) and not isinstance(record, type):
-        return asdict(record)
-    return {"meta": repr(record)}

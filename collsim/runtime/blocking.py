@@ -31,6 +31,7 @@ Examples
 24.0
 """
 
+import contextlib
 import ctypes
 import inspect
 import signal
@@ -83,6 +84,8 @@ class _RankThread:
         self.reply = None  # ("value", v) | ("raise", exc) | ("abort",)
         self.where = None  # the user's line of the current blocking call
         self.running = False  # the rank's code holds the baton (the engine waits for it)
+        # one call at a time from the rank's threads (its own and those it starts)
+        self.posting = threading.Lock()
         self.stopped = False  # the run ended without this rank: every later call raises
         self.thread = threading.Thread(
             target=self._body, name=f"collsim rank {rank.id}", daemon=True
@@ -114,13 +117,19 @@ class _RankThread:
 
     def post(self, x):
         """Hand ``x`` to the engine and sleep until it resumes this rank."""
-        if self.stopped:  # its code caught Aborted and went on: stop it again
-            raise Aborted(f"rank {self.rank.id}: the run ended")
-        self.where = _callsite()
-        self.request = ("call", x, self.where)
-        self.to_engine.release()
-        self.to_rank.acquire()
-        kind, *value = self.reply
+        with self.posting:
+            if self.stopped:  # its code caught Aborted and went on: stop it again
+                raise Aborted(f"rank {self.rank.id}: the run ended")
+            if self.request is not None and self.request[0] != "call":
+                raise ConfigError(
+                    f"rank {self.rank.id}: a thread it started made a call after the rank's "
+                    "own code ended; join() the thread before the rank's code returns"
+                )
+            self.where = _callsite()
+            self.request = ("call", x, self.where)
+            self.to_engine.release()
+            self.to_rank.acquire()
+            kind, *value = self.reply
         if kind == "abort":
             raise Aborted(f"rank {self.rank.id}: the run ended")
         if kind == "raise":
@@ -209,16 +218,25 @@ def _callsite():
 
 def _user_frame(frame):
     """``"ring.py:12 in main"`` of ``frame`` or the first frame it was called from that is
-    outside collsim (None if there is none)."""
-    while frame is not None and frame.f_code.co_filename.startswith(_HERE):
+    outside collsim and torch (None if there is none)."""
+    libraries = (_HERE, *_torch_folder())
+    while frame is not None and frame.f_code.co_filename.startswith(libraries):
         frame = frame.f_back
     if frame is None:
         return None
     return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name}"
 
 
+def _torch_folder():
+    """torch's folder where torch is imported: a torch.distributed call's line is the
+    script's that made it, not torch's inside it (torch is never imported here)."""
+    torch = sys.modules.get("torch")
+    found = getattr(torch, "__file__", None)
+    return (str(Path(found).parent),) if found else ()
+
+
 def _current():
-    rt = getattr(_local, "current", None)
+    rt = _owner()
     if rt is None:
         raise ConfigError(
             "this call blocks a rank of a virtual cluster, but it was made outside a run: "
@@ -226,6 +244,40 @@ def _current():
             "`collsim exec -n K script.py`"
         )
     return rt
+
+
+def _owner():
+    """The rank thread the calling thread acts for: its own, or the one that started it."""
+    rt = getattr(_local, "current", None)
+    return rt if rt is not None else getattr(threading.current_thread(), "_collsim_rank", None)
+
+
+_plain_start = threading.Thread.start
+_runs = [0]  # blocking runs going on; Thread.start is ours while there is one
+_runs_lock = threading.Lock()
+
+
+def _start(thread):
+    """``Thread.start`` during a run: a thread a rank starts acts for that rank, as a
+    thread of a torch or MPI process does (its calls are the rank's, one at a time)."""
+    owner = _owner()
+    if owner is not None:
+        thread._collsim_rank = owner
+    _plain_start(thread)
+
+
+@contextlib.contextmanager
+def _threads_act_for_their_rank():
+    with _runs_lock:
+        _runs[0] += 1
+        threading.Thread.start = _start
+    try:
+        yield
+    finally:
+        with _runs_lock:
+            _runs[0] -= 1
+            if not _runs[0]:
+                threading.Thread.start = _plain_start
 
 
 def current_rank():
@@ -253,7 +305,7 @@ def call(x):
 
 def stopped():
     """Whether the run ended without the calling rank (it runs on only to unwind)."""
-    rt = getattr(_local, "current", None)
+    rt = _owner()
     return rt is not None and rt.stopped
 
 
@@ -290,7 +342,8 @@ def run(cluster, main, *args, **kwargs):
 
     deadline = None  # wait for every thread to end, except after Ctrl-C
     try:
-        return cluster.run(program)
+        with _threads_act_for_their_rank():
+            return cluster.run(program)
     except BaseException as exc:
         if not isinstance(exc, Aborted):
             _note_others(exc, threads, cluster.size)

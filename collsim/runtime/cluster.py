@@ -21,6 +21,7 @@ Examples
 [32, 0, 0, 0]
 """
 
+import difflib
 import gc
 import inspect
 import os
@@ -118,6 +119,12 @@ class Cluster(CollectiveCalls):
     guard_flags : dict, optional
         For a command that builds the cluster from its flags: the flag that sets each
         guard (``{"max_ops": "--max-ops"}``), which a runaway's message then names.
+    choice : {"nccl", "closed_form", "simulated"}, default "nccl"
+        Who decides ``algorithm="auto"`` (the default on a hardware preset): NCCL's own
+        cost model (:mod:`collsim.collectives.nccl_model`, among the algorithms collsim
+        runs there), collsim's closed forms on the topology's links, or a count-only run
+        of each candidate.  Where NCCL's model does not apply (a generic topology, nodes
+        of unequal size) the closed forms decide.
 
     Every guard takes ``math.inf`` to switch it off; the numbers and why they were
     chosen are in :mod:`collsim.runtime.guards`.  The collective methods
@@ -136,6 +143,7 @@ class Cluster(CollectiveCalls):
         faults=None,
         guard_flags=None,
         fast=None,
+        choice="nccl",
     ):
         self.size = topo.check_topology(topology, "Cluster")
         if not isinstance(model, str) or model not in MODELS:
@@ -164,6 +172,7 @@ class Cluster(CollectiveCalls):
         # command built this cluster: a runaway's message names them instead of Cluster(...)
         self.guard_flags = dict(guard_flags or {})
         self.fast = _fast_setting(fast)
+        self.choice = choice_setting(choice)
         self._routes = {}  # (src, dst) -> (links, α, β): the topology is fixed from here
         self.caches = ClusterCaches()  # what the collectives keep between calls, for its life
 
@@ -247,6 +256,18 @@ class Cluster(CollectiveCalls):
             events=execution.engine.events,
             ranks=self.size,
         )
+
+
+CHOICES = ("nccl", "closed_form", "simulated")
+
+
+def choice_setting(choice):
+    key = str(choice).strip().lower().replace("-", "_")
+    if key not in CHOICES:
+        near = difflib.get_close_matches(key, CHOICES, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ConfigError(f"choice={choice!r}{hint}: choose one of {', '.join(CHOICES)}")
+    return key
 
 
 def _record_faults(execution):

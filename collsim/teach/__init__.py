@@ -31,6 +31,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..course.catalog import course_lessons
+from ..course.progress import record_check
 from .feedback import (
     as_number,
     describe_difference,
@@ -153,10 +155,13 @@ def _language():
 
 
 def _solution(slot, exercise, lang):
-    """The value named ``slot.name`` in ``solutions/<lesson>.py`` next to the lesson."""
+    """The value named ``slot.name`` in ``solutions/<lesson>.py`` next to the lesson (or in
+    collsim's own lessons, for a student's copy)."""
     if slot.path is None or slot.name is None:
         raise LessonCheckError(message("no_slot", lang, exercise=exercise))
     path = Path(slot.path).resolve().parent / "solutions" / Path(slot.path).name
+    if not path.exists():  # a student's copy holds no answers: the course's own solutions
+        path = course_lessons() / "solutions" / Path(slot.path).name
     if not path.exists():
         raise LessonCheckError(message("no_solutions_file", lang, path=path, exercise=exercise))
     spec = importlib.util.spec_from_file_location(f"_solutions_{path.stem}", path)
@@ -184,9 +189,18 @@ def _resolve(exercise, answer, what, lang, adapt=None):
     return None, False
 
 
+def _record(exercise, correct):
+    """Count the try in the student's progress (in their own copy only, never the solutions'),
+    so that `collsim lesson list` shows what is done."""
+    if not solutions_mode():
+        frame = _caller()
+        record_check(exercise, correct, frame.f_code.co_filename if frame else None)
+
+
 def _fail(exercise, text, lang):
     text = message("not_yet", lang, exercise=exercise, message=text)
     print(text)
+    _record(exercise, False)
     if solutions_mode():
         raise LessonCheckError(text)
     return False
@@ -194,6 +208,7 @@ def _fail(exercise, text, lang):
 
 def _correct(exercise, detail, lang):
     print(message("correct", lang, exercise=exercise, detail=detail))
+    _record(exercise, True)
     return True
 
 
@@ -307,22 +322,39 @@ def show(fig, name):
 
     Pictures go to ``$COLLSIM_LESSON_OUT`` (default ``./collsim-lesson-pictures``).
     """
-    try:  # inside Jupyter the figure displays itself
-        from IPython import get_ipython
+    if _in_kernel():
+        # as PNG bytes, not display(fig): a Figure shows as an image only under the inline
+        # backend, and MPLBACKEND=Agg (set by `collsim lesson`, CI, a terminal) turns it
+        # into the text "<Figure size 1020x850 with 2 Axes>"; this needs no setup cell
+        import io
 
-        if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
-            from IPython.display import display
+        from IPython.display import Image, display
 
-            display(fig)
-            return None
-    except ImportError:
-        pass
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=100)
+        _close(fig)
+        display(Image(data=png.getvalue(), format="png"))
+        return None
     folder = Path(os.environ.get("COLLSIM_LESSON_OUT", "collsim-lesson-pictures"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     fig.savefig(path, dpi=100)
+    _close(fig)
+    print(message("picture_saved", _language(), path=path))
+    return path
+
+
+def _in_kernel():
+    """True inside a Jupyter kernel (IPython's kernel app), where a picture is displayed."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in shell.config
+
+
+def _close(fig):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    print(message("picture_saved", _language(), path=path))
-    return path

@@ -12,7 +12,7 @@ Examples
 True
 """
 
-import unicodedata
+from ..course.width import display_width, rjust
 
 __all__ = ["TOUR", "display_width", "rjust", "tour_text"]
 
@@ -93,10 +93,11 @@ TOUR = {
         "  {algorithm:>17}: {steps:>2} ステップ、シミュレーション {sim:>10}、閉形式 {form:>10}",
     ),
     "next": (
-        "\nnext: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
-        "collsim plan --help",
-        "\n次は: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
-        "collsim plan --help | collsim lesson list --lang ja",
+        "\nmore: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
+        "collsim plan --help\nnext: collsim lesson init, then collsim lesson 1",
+        "\nほかに: collsim step all-reduce --ranks 4 | collsim run all-reduce --help | "
+        "collsim plan --help\n"
+        "次は: collsim lesson init --lang ja、続けて collsim lesson 1 --lang ja",
     ),
 }
 
@@ -106,13 +107,3 @@ _COLUMN = {"en": 0, "ja": 1}
 def tour_text(key, lang="en", **fields):
     """The tour's sentence ``key`` in ``lang`` ("en" or "ja") with ``fields`` filled in."""
     return TOUR[key][_COLUMN.get(lang, 0)].format(**fields)
-
-
-def display_width(text):
-    """Columns ``text`` takes in a terminal: kana and kanji take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def rjust(text, width):
-    """``text`` right-aligned in ``width`` terminal columns (``f"{text:>{width}}"`` for ASCII)."""
-    return " " * max(0, width - display_width(text)) + text

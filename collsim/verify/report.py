@@ -47,6 +47,7 @@ class VerifyReport:
     nonfinite: list = field(default_factory=list)  # "step 2 params (cluster)": nan or inf
     sharding: object = None  # zero, fsdp, hsdp: a sharding.ShardingFindings (memory, links)
     context: object = None  # cp, nd: a context.ContextFindings (cp bytes, FLOPs, memory)
+    trace: object = field(default=None, repr=False, compare=False)  # the cluster run's
 
     @property
     def bytes_by_collective(self):

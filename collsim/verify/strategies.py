@@ -22,7 +22,7 @@ True
 """
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import CollsimError
 
@@ -171,9 +171,11 @@ class StrategyRow:
     step_time_s: float = None
     exposed_comm_s: float = None  # the rank with the most exposed communication
     not_run: str = None
+    trace: object = field(default=None, repr=False, compare=False)  # the run's, for --trace
 
     def to_dict(self):
-        return asdict(self)
+        """The row as plain values, without its trace."""
+        return {k: v for k, v in asdict(replace(self, trace=None)).items() if k != "trace"}
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,7 @@ def _measure(run, steps):
         bytes_by_dim=_bytes_by_dim(run, n),
         step_time_s=run.time / steps,
         exposed_comm_s=max(o.exposed_s for o in run.overlap) / steps,
+        trace=run.trace,
     )
 
 

@@ -124,5 +124,6 @@ def report_of(scheme, shown, problem, found, run, formula_bytes, **findings):
         overlap=run.overlap,
         buckets=run.buckets,
         nonfinite=found.nonfinite,
+        trace=run.trace,
         **findings,
     )

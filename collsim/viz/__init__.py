@@ -10,6 +10,16 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
   contributions), or every step as a GIF or a self-contained HTML page with play and
   step buttons (from the schedule and its trace).  Steps count from 1, as titles say
   ("step 3 of 6"); step 0 is the initial state.
+* :func:`collsim.viz.shapes.shape_figure`, :func:`~collsim.viz.shapes.shape_movie`: the
+  other algorithms step by step in their own shape (layered trees, the double tree's two
+  trees, halving-doubling's exchanges as arcs, NVLS through its switch, NCCL's rings one
+  channel at a time; placements in :mod:`collsim.viz.shape_layouts`); buffer cells by
+  count or by source rank (:mod:`collsim.viz.cells`).
+* :func:`collsim.viz.compare.compare_figure`: two algorithms of one collective side by
+  side, at the same step, on one simulated-time axis.
+* :mod:`collsim.viz.animation`: any picture that changes over time as a GIF, a lecture
+  page (:mod:`collsim.viz.lecture_page`: fitted to the window, stepped by a clicker's
+  keys, captions as text) or one PNG a frame; a playhead for finished timelines.
 * :func:`collsim.viz.traffic.traffic_figure`: bytes per link drawn on the topology.
 * :func:`collsim.viz.utilization.utilization_figure`: links x time heat map of the
   bandwidth in use, with each message's latency phase hatched apart (from the trace).
@@ -43,6 +53,12 @@ __all__ = [
     "memory",
     "memory_timeline",
     "ring",
+    "shapes",
+    "shape_layouts",
+    "cells",
+    "compare",
+    "animation",
+    "lecture_page",
     "traffic",
     "utilization",
     "timeline",

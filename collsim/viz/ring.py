@@ -32,28 +32,30 @@ import operator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from matplotlib import colormaps
-from matplotlib.cm import ScalarMappable
-from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Circle, FancyArrowPatch, Polygon
-from matplotlib.patheffects import Normal, Stroke
+from matplotlib.patches import Circle, FancyArrowPatch
 
 from ..errors import ConfigError
 from ..units import format_size, format_time
-from .ink import ink_on
+from .animation import ANIMATIONS, MIN_FRAME_WIDTH, Animation, write_animation
+from .cells import Strip, cell_style, draw_cell_key, draw_strip
 from .limits import MAX_FPS, check_rate, check_ring_ranks
-from .output import standalone_html
 
-__all__ = ["ring_figure", "ring_animation", "ring_frames", "chunk_label", "Frame", "ANIMATIONS"]
+__all__ = [
+    "ring_figure",
+    "ring_animation",
+    "ring_movie",
+    "ring_frames",
+    "chunk_label",
+    "Frame",
+    "ANIMATIONS",
+    "MIN_FRAME_WIDTH",
+]
 
 REDUCE_COLOUR = "#C44E52"  # the receiver adds the chunk in
 COPY_COLOUR = "#4C72B0"  # the receiver copies it over its own
 CELL_CMAP = "YlGn"
-ANIMATIONS = (".gif", ".html")  # what ring_animation writes, by the path's suffix
-MIN_FRAME_WIDTH = 1200  # pixels: an animation frame stays sharp on a projected slide
 NODE = 0.13  # radius of a rank's disc, in data units
 STRIP = 1.2  # the longest buffer strip
 CENTRE = {"ha": "center", "va": "center"}
@@ -130,44 +132,19 @@ def _cell_geometry(k, n_chunks):
     return gap, depth, width
 
 
-def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written):
-    cmap, norm = _cell_colours(k)
+def _draw_buffers(ax, frame, k, n_chunks, positions, angles, written, cells):
+    colour_of, key = cell_style(k, cells)
     gap, depth, width = _cell_geometry(k, n_chunks)
-    numbers = depth >= 0.12 and width >= 0.12
+    numbers = depth >= 0.12 and width >= 0.12 and cells == "count"  # stripes carry no count
     digits = 9 if depth >= 0.15 else 8  # points
     for r in range(k):
-        ux, uy = math.cos(angles[r]), math.sin(angles[r])
-        tx, ty = -uy, ux
+        along = (math.cos(angles[r]), math.sin(angles[r]))
         x0, y0 = positions[r]
-        for c in range(n_chunks):
-            inner, outer = gap + c * depth, gap + (c + 1) * depth
-            corners = [
-                (x0 + ux * d + tx * w / 2, y0 + uy * d + ty * w / 2)
-                for d, w in ((inner, width), (inner, -width), (outer, -width), (outer, width))
-            ]
-            count = len(frame.holdings[r][c])
-            is_new = (r, c) in written
-            edge, lw = (written[(r, c)], 2.2) if is_new else ("#888888", 0.5)
-            fill = cmap(norm(count))
-            look = {"facecolor": fill, "edgecolor": edge, "lw": lw}
-            cell = Polygon(corners, zorder=3 + is_new, gid=f"cell r{r} c{c}", **look)
-            if is_new:  # a white halo keeps the outline visible on dark cells
-                cell.set_path_effects([Stroke(linewidth=lw + 2.5, foreground="white"), Normal()])
-            ax.add_patch(cell)
-            if numbers:
-                mid = (inner + outer) / 2
-                # above the cell even when the cell is raised to show its outline
-                where = (x0 + ux * mid, y0 + uy * mid)
-                ax.text(
-                    *where,
-                    str(count),
-                    fontsize=digits,
-                    color=ink_on(fill),
-                    zorder=5,
-                    gid=f"count r{r} c{c}",
-                    **CENTRE,
-                )
-    return cmap, norm
+        strip = Strip((x0 + along[0] * gap, y0 + along[1] * gap), along, depth, width)
+        mine = {c: colour for (rank, c), colour in written.items() if rank == r}
+        holdings = frame.holdings[r]
+        draw_strip(ax, strip, holdings, colour_of, mine, r, numbers=digits if numbers else None)
+    return key
 
 
 def _bezier_point(p0, p2, rad, t):
@@ -219,7 +196,7 @@ def _draw_moves(ax, frame, n_chunks, positions, discs, fontsize):
         ax.text(x, y, label, fontsize=fontsize, color=colour, gid=gid, zorder=7, **LABEL)
 
 
-def _subtitle(result, frame):
+def frame_subtitle(result, frame):
     name = f"{result.algorithm.replace('_', '-')} {result.collective.replace('_', '-')}"
     head = f"{name} of {format_size(result.size_bytes)} on {result.group.size} ranks"
     if not frame.moves:
@@ -233,11 +210,11 @@ def _subtitle(result, frame):
     return f"{head}  ·  {each} per arrow  ·  t = {format_time(start)} → {format_time(end)}"
 
 
-def _draw(fig, result, frame):
-    """Draw ``frame`` of ``result`` into the empty Figure ``fig``."""
+def draw_circle(ax, result, frame, cells="count"):
+    """Draw ``frame`` of ``result`` on the circle of ranks into ``ax``; returns the cell
+    colour key (for :func:`~collsim.viz.cells.draw_cell_key`)."""
     schedule = result.schedule
     k, n_chunks = schedule.ranks, schedule.n_chunks
-    ax = fig.add_axes((0.02, 0.02, 0.8, 0.86))
     ax.set_aspect("equal")
     ax.axis("off")
     positions, angles = _positions(k)
@@ -250,41 +227,41 @@ def _draw(fig, result, frame):
     for move, _, _, _ in frame.moves:
         for c in move.dst_chunks:
             written[(move.dst, c)] = REDUCE_COLOUR if move.reduce else COPY_COLOUR
-    cmap, norm = _draw_buffers(ax, frame, k, n_chunks, positions, angles, written)
+    key = _draw_buffers(ax, frame, k, n_chunks, positions, angles, written, cells)
     _draw_moves(ax, frame, n_chunks, positions, discs, fontsize)
     gap, depth, _ = _cell_geometry(k, n_chunks)
     reach = _radius(k) + gap + n_chunks * depth + 0.05
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
-    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize=18, fontweight="bold")
-    fig.text(0.42, 0.915, _subtitle(result, frame), ha="center", va="top", fontsize=11)
+    return key
 
-    cax = fig.add_axes((0.84, 0.3, 0.025, 0.5))
-    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax, ticks=_ticks(k))
-    bar.set_label("contributions in the chunk (ranks)", fontsize=10)
-    handles = [
-        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
-        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
-    ]
+
+def _draw(fig, result, frame, cells="count"):
+    """Draw ``frame`` of ``result`` into the empty Figure ``fig``."""
+    ax = fig.add_axes((0.02, 0.02, 0.8, 0.86))
+    key = draw_circle(ax, result, frame, cells)
+    fig.suptitle(frame.title, x=0.42, y=0.975, fontsize=18, fontweight="bold")
+    fig.text(0.42, 0.915, frame_subtitle(result, frame), ha="center", va="top", fontsize=11)
+
+    draw_cell_key(fig, key, (0.84, 0.3, 0.025, 0.5))
     fig.legend(
-        handles=handles, loc="lower right", fontsize=9, frameon=False, bbox_to_anchor=(0.995, 0.03)
+        handles=move_handles(),
+        loc="lower right",
+        fontsize=9,
+        frameon=False,
+        bbox_to_anchor=(0.995, 0.03),
     )
     note = "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now"
     fig.text(0.84, 0.22, note, fontsize=8, va="top")
     return ax
 
 
-def _cell_colours(k):
-    """White for a chunk that holds nothing yet, then greens darkening up to all K ranks."""
-    greens = colormaps[CELL_CMAP](np.linspace(0.2, 1.0, k))
-    cmap = ListedColormap(np.vstack([[1, 1, 1, 1], greens]))
-    return cmap, BoundaryNorm(np.arange(-0.5, k + 1.5), cmap.N)
-
-
-def _ticks(k):
-    step = 1 if k <= 8 else max(1, k // 8)
-    ticks = list(range(0, k + 1, step))
-    return ticks if ticks[-1] == k else [*ticks, k]
+def move_handles():
+    """Legend entries of the two kinds of arrow (the receiver adds, or copies)."""
+    return [
+        Line2D([], [], color=REDUCE_COLOUR, lw=2, marker=">", label="reduce: receiver adds"),
+        Line2D([], [], color=COPY_COLOUR, lw=2, marker=">", label="copy: receiver overwrites"),
+    ]
 
 
 def _figure(k):
@@ -292,7 +269,7 @@ def _figure(k):
     return Figure(figsize=(size * 1.2, size), dpi=100)
 
 
-def _step_number(result, step):
+def step_number(result, step):
     """``step`` as an int in 0..n_steps, or a ConfigError naming the valid range."""
     n_steps = result.schedule.n_steps
     where = f"this {result.algorithm} {result.collective} of {n_steps} steps"
@@ -306,7 +283,7 @@ def _step_number(result, step):
     return number
 
 
-def ring_figure(result, step=1):
+def ring_figure(result, step=1, cells="count"):
     """One step of a collective as a Figure.
 
     Parameters
@@ -317,13 +294,34 @@ def ring_figure(result, step=1):
     step : int
         The step to draw, counted from 1 as the title counts it ("step 3 of 6");
         ``0`` draws the state before the first step.
+    cells : {"count", "sources"}
+        Colour each buffer cell by how many ranks contributed, or stripe it with the
+        colour of each rank that did (:mod:`collsim.viz.cells`).
     """
     check_ring_ranks(result.schedule.ranks)
-    number = _step_number(result, step)
+    cell_style(result.schedule.ranks, cells)  # a wrong name, before any drawing
+    number = step_number(result, step)
     frame = ring_frames(result)[number]
     fig = _figure(result.schedule.ranks)
-    _draw(fig, result, frame)
+    _draw(fig, result, frame, cells)
     return fig
+
+
+def ring_movie(result, cells="count"):
+    """The step-through as an :class:`~collsim.viz.animation.Animation`: the initial
+    state, then one frame per step, each frame's title its caption."""
+    check_ring_ranks(result.schedule.ranks)
+    cell_style(result.schedule.ranks, cells)
+    frames = ring_frames(result)
+    fig = _figure(result.schedule.ranks)
+
+    def show(index):
+        fig.clear()
+        _draw(fig, result, frames[index], cells)
+
+    title = f"{result.algorithm} {result.collective} on {result.group.size} ranks, step by step"
+    captions = tuple(f.title if f.step == 0 else f"step {f.step}: {f.title}" for f in frames)
+    return Animation(fig, captions, show, title.replace("_", "-"))
 
 
 def ring_animation(result, path, fps=1.0, dpi=None):
@@ -331,32 +329,12 @@ def ring_animation(result, path, fps=1.0, dpi=None):
     (2(K-1)+1 frames for a ring all-reduce).  Returns the number of frames.
 
     The suffix of ``path`` picks the format: ``.gif``, or ``.html`` for a self-contained
-    page with play, pause and step buttons and a slider (matplotlib's ``HTMLWriter``,
-    frames embedded as PNG), which opens in any browser.  ``dpi`` defaults to what
-    makes a frame at least 1,200 pixels wide.  The file is the same bytes every run.
+    lecture page (:mod:`collsim.viz.lecture_page`: play, pause and step buttons, a slider,
+    ←/→, PageUp/PageDown and space to step, each step's caption as text, fitted to the
+    window), which opens in any browser.  ``dpi`` defaults to what makes a frame at least
+    1,200 pixels wide.  The file is the same bytes every run.
     """
-    from matplotlib.animation import HTMLWriter, PillowWriter
-
-    suffix = Path(path).suffix.lower()
-    if suffix not in ANIMATIONS:
+    if Path(path).suffix.lower() not in ANIMATIONS:
         raise ConfigError(f"animation {str(path)!r}: end the file name in .gif or .html")
-    check_ring_ranks(result.schedule.ranks)
-    fps = check_rate(fps, "fps", MAX_FPS)
-    frames = ring_frames(result)
-    fig = _figure(result.schedule.ranks)
-    if dpi is None:
-        dpi = math.ceil(MIN_FRAME_WIDTH / fig.get_figwidth())
-    if suffix == ".gif":
-        writer = PillowWriter(fps=fps)
-    else:  # no size cap: a capped writer drops the last frames silently
-        writer = HTMLWriter(fps=fps, embed_frames=True, default_mode="once", embed_limit=2048)
-    with writer.saving(fig, str(path), dpi):
-        for frame in frames:
-            fig.clear()
-            _draw(fig, result, frame)
-            writer.grab_frame()
-    if suffix == ".html":
-        page = Path(path).read_text(encoding="utf-8")
-        title = f"{result.algorithm} {result.collective} on {result.group.size} ranks, step by step"
-        Path(path).write_text(standalone_html(page, title.replace("_", "-")), encoding="utf-8")
-    return len(frames)
+    check_rate(fps, "fps", MAX_FPS)
+    return write_animation(ring_movie(result), path, fps=fps, dpi=dpi)

@@ -1,0 +1,82 @@
+"""``auto`` as NCCL decides: NCCL's cost model (:mod:`.nccl_model`) picks the algorithm and
+protocol of a call on a hardware preset, among the ones collsim runs there.
+
+NCCL's names map onto collsim's schedules: ring is ``nccl_ring`` for all-reduce (the ring
+laid through the nodes) and ``ring`` for the others, tree is ``double_tree``, NVLS is
+``nvls`` and PAT ``pat``.  NVLS-Tree and CollNet have no schedule yet, so they are left out
+of the choice, as if ``NCCL_ALGO`` left them out, and the choice says so.
+
+Examples
+--------
+>>> from collsim import hardware
+>>> from collsim.collectives.auto import placement_of
+>>> graph = hardware.topology("dgx-a100", nodes=2)
+>>> small = nccl_choice(graph, placement_of(graph, range(16)), "all_reduce", 8, "auto")
+>>> (small.algorithm, small.protocol.name), small.source
+(('double_tree', 'll'), 'nccl')
+"""
+
+from ..errors import ConfigError
+from .choices import AutoChoice, Candidate
+from .nccl_model import graph_of, predict
+
+__all__ = ["nccl_choice", "COUNTERPARTS"]
+
+# NCCL's algorithm -> collsim's schedule, per collective
+COUNTERPARTS = {
+    "all_reduce": {"ring": "nccl_ring", "tree": "double_tree", "nvls": "nvls"},
+    "all_gather": {"ring": "ring", "pat": "pat"},
+    "reduce_scatter": {"ring": "ring", "pat": "pat"},
+    "broadcast": {"ring": "ring"},
+    "reduce": {"ring": "ring"},
+}
+
+
+def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
+    """The :class:`~collsim.collectives.auto.AutoChoice` NCCL's model makes for this call,
+    or None where the model does not apply (no machine, nodes of unequal size, a
+    collective NCCL does not tune, or an algorithm it has no name for).
+
+    ``placement`` is the group's ``(NodeLayout, NvlsSwitch or None)``
+    (:func:`~collsim.collectives.auto.placement_of`); ``protocol`` the setting: ``"auto"``
+    weighs LL, LL128 and Simple, a Protocol only itself; ``algorithm`` a collsim name to
+    choose only the protocol for, or ``"auto"``."""
+    from ..hardware.protocols import PROTOCOLS
+
+    machine = graph.graph.get("machine")
+    counterparts = COUNTERPARTS.get(collective)
+    layout, switch = placement
+    if machine is None or counterparts is None or protocol is None or layout.ranks < 2:
+        return None
+    if layout.gpus_per_node is None:
+        return None
+    runnable = dict(counterparts)
+    if switch is None or layout.n_nodes > 1:
+        runnable.pop("nvls", None)  # collsim's NVLS runs inside one node
+    if algorithm != "auto":
+        runnable = {n: ours for n, ours in runnable.items() if ours == algorithm}
+        if not runnable:
+            return None
+    protocols = None if isinstance(protocol, str) else {protocol.name}
+    model = graph_of(machine, layout.n_nodes, layout.gpus_per_node)
+    try:
+        predictions, winner = predict(model, collective, int(size), set(runnable), protocols)
+    except ConfigError:  # NCCL would not run any of them here (LL128 off PCIe, say)
+        return None
+    candidates = tuple(
+        Candidate(
+            runnable[p.entry.algorithm],
+            PROTOCOLS[p.entry.protocol],
+            p.time_us * 1e-6,
+        )
+        for p in sorted((p for p in predictions if p.time_us is not None), key=lambda p: p.time_us)
+    )
+    return AutoChoice(
+        collective,
+        int(size),
+        runnable[winner.entry.algorithm],
+        PROTOCOLS[winner.entry.protocol],
+        winner.time_us * 1e-6,
+        candidates,
+        source="nccl",
+    )
