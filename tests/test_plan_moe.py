@@ -182,3 +182,8 @@ def test_a_plans_ep_runs_on_the_trainer_and_etp_is_refused_by_name():
     assert train(Sequential(*blocks), [(x, target)], config).match is True
     with pytest.raises(ConfigError, match="etp = 2: .*nearest valid choice: etp=1"):
         cfg.replace(etp=2).parallel()
+
+
+def test_one_expert_defaults_to_top_1_not_a_refusal_of_a_value_never_given():
+    assert PlanConfig(params="7B", experts=1).top_k == 1  # found by the fuzz test above
+    assert PlanConfig(params="7B", experts=8).top_k == 2

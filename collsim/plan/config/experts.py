@@ -79,7 +79,7 @@ def check_moe_fields(cfg):
                 "qwen3-30b-a3b, qwen3-235b-a22b)"
             )
         return
-    top_k = 2 if cfg.top_k is None else cfg.top_k
+    top_k = min(2, cfg.experts) if cfg.top_k is None else cfg.top_k
     if top_k > cfg.experts:
         raise ConfigError(
             f"top_k = {top_k} is more than experts = {cfg.experts}: a token chooses k distinct "

@@ -81,7 +81,7 @@ class PlanConfig:
     assumed_shape: str | None = None  # set by the planner: the GPT-3 row a bare params got
     # --- mixture of experts (Megatron-Core's --num-experts ...); experts None = dense -------
     experts: int | None = None  # routed experts E per MoE layer
-    top_k: int | None = None  # experts each token is sent to (--moe-router-topk); None = 2
+    top_k: int | None = None  # experts each token goes to (--moe-router-topk); None = min(2, E)
     moe_ffn_hidden: int | None = None  # an expert's MLP inner size; None = ffn_hidden
     shared_experts: int | None = None  # always-on experts per MoE layer (DeepSeek: 1); None = 0
     dense_layers: int | None = None  # first layers with a dense MLP (DeepSeek-V3: 3); None = 0
