@@ -1,5 +1,5 @@
 """Expert parallelism in the mesh trainer: transformer blocks whose MLP is an MoE train one
-step like one device for every (dp, pp, cp, ep) the trainer accepts, up to 16 ranks.
+step like one device for every (dp, tp, pp, cp, ep) the trainer accepts, up to 16 ranks.
 
 ep is carved from the dp x cp ranks: each group of ep of them splits every MoE layer's
 experts and all-to-alls the tokens; the experts' gradients are reduced over the
@@ -46,11 +46,13 @@ def batch(samples, seq, seed):
 
 @st.composite
 def meshes(draw):
-    dp, cp, pp = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2])), 0
-    pp = draw(st.sampled_from([p for p in (1, 2) if dp * cp * p <= 16]))
+    dp, cp, tp = (draw(st.sampled_from(v)) for v in ([1, 2, 4], [1, 2], [1, 2]))
+    pp = draw(st.sampled_from([p for p in (1, 2) if dp * cp * tp * p <= 16]))
+    sp = tp > 1 and draw(st.booleans())
     ep = draw(st.sampled_from([e for e in (1, 2, 4) if (dp * cp) % e == 0]))
     experts = ep * draw(st.sampled_from([1, 2]))
-    capacity = None if cp > 1 else draw(st.sampled_from([None, 0.5, 1.0, 1.5]))
+    one_block = cp == 1 and not sp  # a rank's tokens are one block of the batch
+    capacity = draw(st.sampled_from([None, 0.5, 1.0, 1.5])) if one_block else None
     router = {
         "score": draw(st.sampled_from(["softmax", "sigmoid"])),
         "capacity_factor": capacity,
@@ -59,7 +61,7 @@ def meshes(draw):
     }
     return {
         "config": ParallelConfig(
-            dp=dp, cp=cp, pp=pp, ep=ep, microbatches=draw(st.sampled_from([1, 2]))
+            dp=dp, cp=cp, tp=tp, sp=sp, pp=pp, ep=ep, microbatches=draw(st.sampled_from([1, 2]))
         ),
         "experts": experts,
         "top_k": draw(st.integers(1, min(2, experts))),
@@ -75,7 +77,8 @@ def run_case(case):
     model = moe_model(case["experts"], case["top_k"], config.ep, case["seed"],
                       case["routing"], **case["router"])  # fmt: skip
     samples = config.dp * config.microbatches * case["per_rank"]
-    return train(model, [batch(samples, 2 * config.cp, case["seed"] + 1)], config)
+    seq = 2 * config.cp * config.tp  # balanced cp chunks, each split over tp under sp
+    return train(model, [batch(samples, seq, case["seed"] + 1)], config)
 
 
 @given(meshes())
@@ -84,21 +87,24 @@ def test_every_mesh_with_moe_blocks_trains_like_one_device(case):
     assert result.match is True, result.max_error
     assert result.max_error < 1e-10
     assert result.dp_replica_diff == 0.0  # dense copies and each expert shard's copies agree
+    assert result.tp_replica_diff == 0.0  # the MoE's weights agree over tp
 
 
 @pytest.mark.parametrize(
-    "dp, cp, pp, ep, m",
-    [(2, 1, 1, 2, 1), (4, 1, 1, 4, 2), (4, 1, 2, 2, 1), (2, 2, 1, 4, 1), (2, 2, 2, 2, 2),
-     (8, 1, 2, 8, 1), (4, 2, 2, 8, 1)],
+    "dp, cp, pp, ep, m, tp, sp",
+    [(2, 1, 1, 2, 1, 1, False), (4, 1, 1, 4, 2, 1, False), (4, 1, 2, 2, 1, 1, False),
+     (2, 2, 1, 4, 1, 1, False), (2, 2, 2, 2, 2, 1, False), (8, 1, 2, 8, 1, 1, False),
+     (4, 2, 2, 8, 1, 1, False), (2, 1, 1, 2, 1, 2, False), (2, 1, 2, 2, 2, 2, True),
+     (2, 2, 1, 4, 1, 2, True), (2, 2, 2, 4, 1, 2, True)],  # the last: 16 ranks
 )  # fmt: skip
 @pytest.mark.parametrize("routing", ["uniform", "adversarial"])
-def test_each_mesh_and_routing_trains_like_one_device(dp, cp, pp, ep, m, routing):
-    config = ParallelConfig(dp=dp, cp=cp, pp=pp, ep=ep, microbatches=m)
+def test_each_mesh_and_routing_trains_like_one_device(dp, cp, pp, ep, m, tp, sp, routing):
+    config = ParallelConfig(dp=dp, cp=cp, pp=pp, ep=ep, microbatches=m, tp=tp, sp=sp)
     case = {"config": config, "experts": 2 * ep, "top_k": 2, "router": {}, "routing": routing,
             "seed": 3, "per_rank": 1}  # fmt: skip
     result = run_case(case)
     assert result.match is True and result.max_error < 1e-10
-    assert result.mesh.size == dp * cp * pp and result.dp_replica_diff == 0.0
+    assert result.mesh.size == dp * cp * pp * tp and result.dp_replica_diff == 0.0
 
 
 def dispatched_to(result):
@@ -191,7 +197,6 @@ def test_the_property_catches_the_doubled_expert_gradient(case):
     [
         ({"dp": 2, "ep": 3}, ["ep=3", "dp x cp = 2", "nearest valid ep=2"]),
         ({"dp": 2, "ep": 2, "zero": 1}, ["zero=1", "ep=2", "zero=0"]),
-        ({"dp": 2, "tp": 2, "ep": 2}, ["ep=2", "tp=2", "tp=1"]),
         ({"ep": 0}, ["ep must be an integer >= 1", "0"]),
     ],
 )
@@ -208,7 +213,26 @@ def test_experts_not_divisible_by_ep_are_refused():
         train(model, [batch(2, 2, 0)], ParallelConfig(dp=2, ep=2))
 
 
-def test_capacity_under_cp_is_refused_before_the_run():
+@pytest.mark.parametrize("split", [{"cp": 2, "ep": 2}, {"tp": 2, "sp": True}])
+def test_capacity_where_a_ranks_tokens_are_not_one_block_is_refused(split):
     model = moe_model(experts=2, top_k=1, ep=2, seed=0, capacity_factor=1.0)
-    with pytest.raises(ConfigError, match="capacity_factor=1.0.*cp=2.*capacity_factor=None"):
-        train(model, [batch(1, 4, 0)], ParallelConfig(cp=2, ep=2))
+    name = "cp=2" if "cp" in split else "sp=True"
+    with pytest.raises(ConfigError, match=f"capacity_factor=1.0.*{name}.*capacity_factor=None"):
+        train(model, [batch(1, 4, 0)], ParallelConfig(**split))
+
+
+def test_under_sp_the_moe_gradients_are_summed_over_tp(monkeypatch):
+    """Each tp rank routes its own tokens: leave the MoE's partial sums unsummed over tp
+    (as the dense MLP's are) and the check fails."""
+    from collsim.parallel.experts import block_mlp
+
+    def whole(self, layer, name="mlp", partial=False):
+        original(self, layer, name, False)
+
+    original = block_mlp.ExpertParallelMLP.__init__
+    config = ParallelConfig(dp=2, tp=2, sp=True, ep=2)
+    case = {"config": config, "experts": 4, "top_k": 2, "router": {}, "routing": "uniform",
+            "seed": 2, "per_rank": 1}  # fmt: skip
+    assert run_case(case).match is True
+    monkeypatch.setattr(block_mlp.ExpertParallelMLP, "__init__", whole)
+    assert run_case(case).match is False

@@ -25,6 +25,9 @@ VARIANTS = [
     ["--dp-replicate", "2", "--ep", "2", "--routing", "zipf", "--router-score", "sigmoid"],
     ["--dp-replicate", "2", "--experts", "4"],  # MoE blocks, experts whole on every rank
     ["--dp-replicate", "2", "--ep", "2", "--gpus-per-node", "1"],
+    ["--dp-replicate", "2", "--ep", "2", "--tp", "2"],  # the MoE on every tp rank's tokens
+    ["--dp-replicate", "2", "--ep", "2", "--tp", "2", "--sp"],  # each tp rank routes its own
+    ["--dp-replicate", "2", "--cp", "2", "--ep", "4", "--tp", "2", "--sp", "--pp", "2"],
 ]
 
 
@@ -74,9 +77,10 @@ REFUSALS = [
     (["--dp-replicate", "2", "--ep", "3"], "--ep 3", "must divide 2; nearest valid --ep 2"),
     (["--dp-replicate", "4", "--ep", "2", "--experts", "3"], "--experts 3",
      "not divisible by --ep 2"),
-    (["--dp-replicate", "2", "--tp", "2", "--ep", "2"], "--ep 2", "nearest valid --tp 1"),
+    (["--dp-replicate", "2", "--tp", "2", "--sp", "--ep", "2", "--capacity-factor", "1.0"],
+     "--capacity-factor 1.0", "one block of the batch"),
     (["--cp", "2", "--ep", "2", "--capacity-factor", "1.5"], "--capacity-factor 1.5",
-     "without context parallelism"),
+     "one block of the batch"),
     (["--dp-shard", "2", "--ep", "2"], "zero=3", "set zero=0"),
     (["--dp-replicate", "2", "--ep", "2", "--dispatcher", "allgather"], "--dispatcher",
      "applies to scheme moe"),

@@ -221,12 +221,6 @@ class ParallelConfig:
                 f"zero={self.zero} with ep={self.ep}: the trainer shards ZeRO over the dp x cp "
                 "group, which the experts are already split over; set zero=0"
             )
-        if self.ep > 1 and self.tp > 1:
-            raise ConfigError(
-                f"ep={self.ep} with tp={self.tp}: the trainer does not run expert parallelism "
-                "beside tensor parallelism yet (Megatron-Core needs sequence parallelism and "
-                "expert tensor parallelism for it); set tp=1"
-            )
 
     @property
     def dp_shard(self):

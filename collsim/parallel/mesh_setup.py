@@ -15,12 +15,12 @@ from ..nn import MLP, MoEMLP, MultiHeadAttention, TransformerBlock
 from ..runtime.group import Group
 from .block import RankBlock
 from .context.block import ContextParallelBlock
-from .context.tensor import tensor_context_block
+from .context.tensor import TensorContextAttention, tensor_context_block
 from .data.sharded import ShardedUnit, hsdp_groups
-from .experts.block_mlp import EXPERT_KEYS, ExpertParallelMLP, expert_groups
+from .experts.block_mlp import EXPERT_KEYS, ExpertParallelMLP, TensorMoEBlock, expert_groups
 from .modules import Local
 from .pipeline.schedules import split_layers
-from .tensor import ParallelMLP, ParallelTransformerBlock
+from .tensor import ParallelAttention, ParallelMLP, ParallelTransformerBlock
 
 __all__ = ["RankSetup", "rank_setup", "shard_layer", "oracle_model"]
 
@@ -163,12 +163,13 @@ def oracle_model(model, config):
         if not isinstance(moe, MoEMLP):
             continue
         routing = moe.moe.config
-        if config.cp > 1 and (routing.capacity_factor is not None or routing.pad_to_capacity):
+        split = f"cp={config.cp}" if config.cp > 1 else "sp=True" if config.sp else None
+        if split and (routing.capacity_factor is not None or routing.pad_to_capacity):
             raise ConfigError(
                 f"layer {i} drops tokens by capacity (capacity_factor="
-                f"{routing.capacity_factor}) under cp={config.cp}: the one-device check "
-                "knows each rank's tokens only without cp; use capacity_factor=None "
-                "(dropless) or cp=1"
+                f"{routing.capacity_factor}) under {split}: the one-device check knows each "
+                "rank's tokens only when they are one block of the batch (no cp, no sp); use "
+                "capacity_factor=None (dropless)"
             )
         moe.ranks = config.dp * config.microbatches
     return model
@@ -181,15 +182,30 @@ def _moe_layer(layer, ep_group, r, tp_group, cp_group, name, config):
     moe = layer.mlp if isinstance(layer, TransformerBlock) else layer
     if not isinstance(moe, MoEMLP):
         return None
-    if tp_group.size > 1:
-        raise ConfigError(
-            f"layer {name} is an MoE: the trainer does not split MoE layers over "
-            f"tp={tp_group.size} (expert tensor parallelism) yet; set tp=1 (ep and dp still "
-            "split them)"
-        )
-    mlp = ExpertParallelMLP.from_full(moe, ep_group, r, name=f"{name}.mlp")
+    split = tp_group.size > 1 and config.sp  # each tp rank routes its own tokens
+    mlp = ExpertParallelMLP.from_full(moe, ep_group, r, name=f"{name}.mlp", partial=split)
     if moe is layer:
+        if tp_group.size > 1:
+            raise ConfigError(
+                f"layer {name} is a bare MoEMLP: under tp={tp_group.size} collsim runs MoE "
+                "layers inside transformer blocks; wrap it in a TransformerBlock"
+            )
         return mlp
+    if tp_group.size > 1:  # heads over tp (and the sequence over cp); experts over ep
+        tp_rank = tp_group.index(r)
+        if cp_group is None:
+            attn = ParallelAttention.from_full(
+                layer.attn, tp_group, tp_rank, config.sp, name=f"{name}.attn"
+            )
+        else:
+            attn = TensorContextAttention.from_full(
+                layer.attn, tp_group, tp_rank, cp_group, cp_group.index(r), config.cp_variant,
+                config.cp_layout, f"{name}.attn", config.sp,
+            )  # fmt: skip
+        ln1, ln2 = (
+            Local(copy.deepcopy(getattr(layer, p)), name=f"{name}.{p}") for p in ("ln1", "ln2")
+        )
+        return TensorMoEBlock(ln1, attn, ln2, mlp, tp_group, config.sp, name)
     if cp_group is not None:
         attn = ContextParallelBlock.from_full(
             layer, cp_group, cp_group.index(r), config.cp_variant, config.cp_layout, name

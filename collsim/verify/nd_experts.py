@@ -69,13 +69,6 @@ def resolve_nd_experts(c, mesh, names=None):
             f"it must divide {carved}; nearest valid "
             f"{as_given(names, 'ep', nearest_first(ep, valid)[0])}"
         )
-    if ep > 1 and mesh["tp"] > 1:
-        raise ConfigError(
-            f"{as_given(names, 'ep', ep)} with {as_given(names, 'tp', mesh['tp'])}: the trainer "
-            "does not run expert parallelism beside tensor parallelism yet (Megatron-Core "
-            "needs sequence parallelism and expert tensor parallelism there); nearest valid "
-            f"{as_given(names, 'tp', 1)}"
-        )
     experts = whole(2 * ep if c.experts is None else c.experts, "experts", names)
     if experts > MAX_EXPERTS:
         raise ConfigError(
@@ -91,12 +84,19 @@ def resolve_nd_experts(c, mesh, names=None):
             f"valid {as_given(names, 'ep', near)}"
         )
     top_k = whole(min(2, experts) if c.top_k is None else c.top_k, "top_k", names)
-    if c.capacity_factor is not None and mesh["cp"] > 1:
+    split = (
+        as_given(names, "cp", mesh["cp"])
+        if mesh["cp"] > 1
+        else flag_name(names, "sequence_parallel")
+        if c.sequence_parallel
+        else None
+    )
+    if c.capacity_factor is not None and split:
         raise ConfigError(
-            f"{as_given(names, 'capacity_factor', c.capacity_factor)} with "
-            f"{as_given(names, 'cp', mesh['cp'])}: the one-device check knows which tokens "
-            "each rank routes together only without context parallelism; drop "
-            f"{flag_name(names, 'capacity_factor')} (dropless) or use {as_given(names, 'cp', 1)}"
+            f"{as_given(names, 'capacity_factor', c.capacity_factor)} with {split}: the "
+            "one-device check knows which tokens each rank routes together only when they are "
+            "one block of the batch (no cp, no sp); drop "
+            f"{flag_name(names, 'capacity_factor')} (dropless)"
         )
     try:
         router = RouterConfig(

@@ -33,28 +33,33 @@ import numpy as np
 from ...errors import ConfigError
 from ...nn.moe import MoEMLP
 from ...runtime.group import Group
+from ..block import RankBlock
+from ..tensor import sync_partial_grads
 from .layer import ExpertParallelMoE
 from .sync import EXPERT_KEYS
 
-__all__ = ["ExpertParallelMLP", "ExpertGroups", "expert_groups", "EXPERT_KEYS"]
+__all__ = ["ExpertParallelMLP", "TensorMoEBlock", "ExpertGroups", "expert_groups", "EXPERT_KEYS"]
 
 
 class ExpertParallelMLP:
-    """This rank's part of a :class:`collsim.nn.MoEMLP` over the ep group ``group``."""
+    """This rank's part of a :class:`collsim.nn.MoEMLP` over the ep group ``group``.
 
-    partial_grad_names = ()  # the router's and experts' gradients are whole on this rank
+    ``partial``: its tokens are only its share of the tensor-parallel group's (sequence
+    parallelism), so every gradient is a partial sum the block adds up over tp."""
 
-    def __init__(self, layer, name="mlp"):
+    def __init__(self, layer, name="mlp", partial=False):
         self.layer, self.name = layer, name
         # to the tensor-parallel gather every name is whole; the experts' split is over ep
         self.shard_axes = dict.fromkeys(layer.params)
+        self.partial_grad_names = tuple(layer.params) if partial else ()
 
     @classmethod
-    def from_full(cls, mlp, group, rank_id, name="mlp"):
+    def from_full(cls, mlp, group, rank_id, name="mlp", partial=False):
         """This rank's module of ``mlp`` (a :class:`collsim.nn.MoEMLP`), weights copied."""
         if not isinstance(mlp, MoEMLP):
             raise ConfigError(f"ExpertParallelMLP runs a collsim.nn.MoEMLP, got {mlp!r}")
-        return cls(ExpertParallelMoE.from_full(mlp.moe, group, rank_id, name=name), name)
+        layer = ExpertParallelMoE.from_full(mlp.moe, group, rank_id, name=name)
+        return cls(layer, name, partial)
 
     def __repr__(self):
         return f"ExpertParallelMLP(ep={self.layer.ep}, experts={self.layer.config.experts})"
@@ -80,6 +85,23 @@ class ExpertParallelMLP:
     def backward(self, rank, ctx, dy):
         dx = yield from self.backward_input(rank, ctx, dy)
         return dx, (yield from self.backward_weight(rank, ctx, dy))
+
+
+class TensorMoEBlock(RankBlock):
+    """A block with tensor-parallel attention (``attn``: heads split over ``tp_group``) and
+    an :class:`ExpertParallelMLP`.  Without sequence parallelism every tp rank routes the
+    same tokens, so the MoE's gradients agree across tp; with it each routes its own share
+    and the block sums the MoE's gradients over tp with the LayerNorms' (Megatron's rule
+    for the weights a tp rank sees only its tokens through)."""
+
+    def __init__(self, ln1, attn, ln2, mlp, tp_group, sequence_parallel, name="block"):
+        super().__init__(ln1, attn, ln2, mlp, name)
+        self.group = tp_group
+        attn.sync_partial_grads = False  # summed here with the rest, at once
+        self.partial_grad_names = self.partial_names(sequence_parallel)
+
+    def sum_partial(self, rank, grads):
+        return (yield from sync_partial_grads(rank, grads, self.partial_grad_names, self.group))
 
 
 @dataclass(frozen=True)
