@@ -187,3 +187,34 @@ def test_a_plans_ep_runs_on_the_trainer_and_etp_is_refused_by_name():
 def test_one_expert_defaults_to_top_1_not_a_refusal_of_a_value_never_given():
     assert PlanConfig(params="7B", experts=1).top_k == 1  # found by the fuzz test above
     assert PlanConfig(params="7B", experts=8).top_k == 2
+
+
+ACTIVE = [  # parameters a token passes through, as the model cards state them
+    ("mixtral-8x7b", 12.9e9, 0.01),  # Mixtral of Experts: 13B active (card: 12.9B)
+    ("deepseek-v3", 37e9, 0.05),  # DeepSeek-V3: 37B activated; MLA counted as plain attention
+    ("qwen3-235b-a22b", 22e9, 0.2),  # "A22B"; attention counted with head size hidden/heads
+]
+
+
+@pytest.mark.parametrize("model, active, tolerance", ACTIVE)
+def test_compute_counts_the_parameters_a_token_passes_through(model, active, tolerance):
+    report = plan(model=model, world_size=8, global_batch=8)
+    n = report.compute["active_params"]
+    assert abs(n - active) / active < tolerance, n
+    tokens = report.resolved.tokens_per_step
+    assert report.compute["flops_per_step"] == pytest.approx(6 * n * tokens, rel=1e-12)
+
+
+def test_ep_all_to_all_and_the_experts_gradient_sync_are_charged_to_their_groups():
+    report = plan(model="mixtral-8x7b", world_size=16, ep=8, global_batch=16, zero=0)
+    ep, dp = report.communication["ep"], report.communication["dp"]
+    tokens = report.config.seq * report.resolved.micro_batch  # one micro-batch of a rank
+    size = tokens * 2 * 4096 * 2  # top-2 copies of each token's hidden state, bf16
+    op = ep["ops"]["token_all_to_all"]
+    assert (op["size_bytes"], op["ranks"], op["calls"]) == (size, 8, 4 * 32)  # 4 per layer
+    assert op["bytes_per_call"] == pytest.approx(size * 7 / 8)  # (ep-1)/ep leave the rank
+    experts = report.memory["expert_params_per_gpu"] * 2  # bf16 gradients
+    sync = dp["ops"]["expert_gradient_all_reduce"]
+    assert sync["ranks"] == 2 and sync["size_bytes"] == pytest.approx(experts)  # 16/8 copies
+    dense = (report.resolved.params - report.resolved.routed_params) * 2
+    assert dp["ops"]["gradient_all_reduce"]["size_bytes"] == pytest.approx(dense)

@@ -73,6 +73,7 @@ class Derived:
     tokens_per_step: float  # global batch · sequence length
     elem: int  # bytes of one activation/parameter/gradient element (2 or 4)
     routed_params: float = 0.0  # of params, the MoE layers' routed experts (0: dense)
+    active_params: float = 0.0  # parameters one token passes through: the routed top-k of E
     whole: dict = field(default_factory=dict)  # name -> is that derived count whole?
 
 
@@ -200,6 +201,7 @@ def derive(cfg):
         elem=element_bytes(cfg.precision),
         whole=whole,
         routed_params=routed if cfg.params is None else 0.0,
+        active_params=params - routed + routed * cfg.top_k / cfg.experts if routed else params,
     )
 
 

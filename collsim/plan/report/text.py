@@ -176,7 +176,7 @@ def _activation_note(m):
 
 def _comm(r):
     lines = ["", "Communication per step, per GPU (closed forms of collsim.collectives)"]
-    for name in ("tp", "cp", "dp", "pp"):
+    for name in ("tp", "cp", "dp", "ep", "pp"):
         dim = r.communication[name]
         if not dim["ops"]:
             lines.append(f"  {name}  -")
@@ -192,7 +192,11 @@ def _comm(r):
             lines.append(
                 f"        {op_name}: {_n(op['calls'])} × {op['collective']} of "
                 f"{format_size(op['size_bytes'])} ({format_size(op['bytes_per_call'])} sent each)"
-                + (f" over {op['ranks']} ranks, {op['link']}" if op["link"] != dim["link"] else "")
+                + (
+                    f" over {op['ranks']} ranks, {op['link']}"
+                    if op["link"] != dim["link"] or op["ranks"] != dim["group_size"]
+                    else ""
+                )
             )
     total = r.communication["total"]
     lines.append(
@@ -206,11 +210,16 @@ def _time(r):
     factor = comp["flop_per_token_per_param"]
     lines = ["", "Compute per step"]
     lines.append(
-        f"  {factor}·N·tokens = {factor} × {format_count(d.params)} × "
+        f"  {factor}·N·tokens = {factor} × {format_count(comp['active_params'])} × "
         f"{format_count(d.tokens_per_step)} tokens "
         f"= {format_flops(comp['flops_per_step'])} over {d.world} GPUs at "
         f"{format_flops(c.compute_rate, True)}: ideal {format_time(comp['ideal_time_s'])} (6·N)"
     )
+    if c.experts is not None:  # what N is for a mixture of experts
+        lines.append(
+            f"  N = the {format_count(comp['active_params'])} parameters a token passes through "
+            f"(top-{c.top_k} of {c.experts} routed experts), of {format_count(d.params)}"
+        )
     lines.append(
         f"  pipeline bubble {comp['bubble_fraction']:.1%}, layer imbalance ×{comp['imbalance']:.3g}"
         f" → {format_time(comp['time_s'])}"
