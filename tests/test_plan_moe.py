@@ -18,12 +18,12 @@ from collsim.plan.config.experts import params_per_gpu
 from collsim.plan.memory import estimate, model_state_bytes
 
 # totals the model cards and papers state (not computed by collsim), and how close a shape
-# count must come: DeepSeek-V3's MLA and Qwen3's 128-wide heads are counted as plain attention
+# count must come: DeepSeek-V3's MLA is counted as plain attention of its 128 heads
 PUBLISHED = [
     ("mixtral-8x7b", 46.7e9, 0.002),  # Mixtral of Experts (Jiang et al. 2024): 47B; card 46.7B
     ("deepseek-v3", 671e9, 0.005),  # DeepSeek-V3 Technical Report: 671B total
-    ("qwen3-30b-a3b", 30.5e9, 0.03),  # Qwen3 Technical Report: 30.5B total
-    ("qwen3-235b-a22b", 235e9, 0.03),  # 235B total
+    ("qwen3-30b-a3b", 30.5e9, 0.005),  # Qwen3 Technical Report: 30.5B total
+    ("qwen3-235b-a22b", 235e9, 0.005),  # 235B total
 ]
 
 
@@ -192,7 +192,8 @@ def test_one_expert_defaults_to_top_1_not_a_refusal_of_a_value_never_given():
 ACTIVE = [  # parameters a token passes through, as the model cards state them
     ("mixtral-8x7b", 12.9e9, 0.01),  # Mixtral of Experts: 13B active (card: 12.9B)
     ("deepseek-v3", 37e9, 0.05),  # DeepSeek-V3: 37B activated; MLA counted as plain attention
-    ("qwen3-235b-a22b", 22e9, 0.2),  # "A22B"; attention counted with head size hidden/heads
+    ("qwen3-30b-a3b", 3.3e9, 0.03),  # "A3B": 3.3B activated
+    ("qwen3-235b-a22b", 22e9, 0.01),  # "A22B": 22B activated
 ]
 
 
@@ -218,3 +219,9 @@ def test_ep_all_to_all_and_the_experts_gradient_sync_are_charged_to_their_groups
     assert sync["ranks"] == 2 and sync["size_bytes"] == pytest.approx(experts)  # 16/8 copies
     dense = (report.resolved.params - report.resolved.routed_params) * 2
     assert dp["ops"]["gradient_all_reduce"]["size_bytes"] == pytest.approx(dense)
+
+
+def test_a_head_size_other_than_hidden_over_heads_counts_its_projections():
+    base = dict(layers=1, hidden=64, heads=4, vocab=10, seq=8, architecture="llama")
+    plain, wide = (derive(PlanConfig(**base, head_dim=h)).params for h in (None, 32))
+    assert wide - plain == 2 * 64 * (4 * 32 - 64) * 2  # q, o and k, v each twice as wide

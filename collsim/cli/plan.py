@@ -57,6 +57,7 @@ _MODEL = [
     ("--hidden", "hidden", int, "hidden size h"),
     ("--heads", "heads", int, "attention heads a"),
     ("--kv-heads", "kv_heads", int, "key/value heads (grouped-query attention; default heads)"),
+    ("--head-dim", "head_dim", int, "size of one attention head (default hidden/heads)"),
     ("--ffn-hidden", "ffn_hidden", int, "MLP inner size (default 4·hidden)"),
     ("--vocab", "vocab", int, "vocabulary size V (default 51200, or the preset's)"),
     ("--seq", "seq", int, "sequence length s in tokens (default 2048, or the preset's)"),

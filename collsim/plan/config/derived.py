@@ -92,6 +92,7 @@ def count_params(
     kv_heads=None,
     gated_mlp=False,
     architecture="gpt",
+    head_dim=None,
 ):
     """Parameters of a decoder-only transformer.
 
@@ -112,8 +113,11 @@ def count_params(
     """
     h, f = hidden, ffn_hidden
     kv = h * kv_heads // heads if heads and kv_heads else h
+    q = h  # the query (and attention output) width: heads · head size
+    if head_dim and heads:  # a head size other than h/heads (Qwen3: 128 with h/heads = 64)
+        q, kv = heads * head_dim, (kv_heads or heads) * head_dim
     gpt = architecture == "gpt"
-    attention = 2 * h * h + 2 * h * kv + (2 * h + 2 * kv if gpt else 0)
+    attention = 2 * h * q + 2 * h * kv + (q + h + 2 * kv if gpt else 0)
     mlp = (3 if gated_mlp else 2) * h * f + (((2 if gated_mlp else 1) * f + h) if gpt else 0)
     norms = 4 * h if gpt else 2 * h
     embeddings = vocab * h + (seq * h if gpt else vocab * h)
@@ -136,6 +140,7 @@ def derive(cfg):
                 cfg.kv_groups,
                 cfg.gated_mlp,
                 cfg.architecture,
+                cfg.head_dim,
             )
         )
     routed = 0.0

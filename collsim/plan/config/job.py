@@ -72,6 +72,7 @@ class PlanConfig:
     hidden: int | None = None  # hidden size h
     heads: int | None = None  # attention heads a
     kv_heads: int | None = None  # key/value heads g (grouped-query attention); None = heads
+    head_dim: int | None = None  # size of one attention head; None = hidden / heads
     ffn_hidden: int | None = None  # MLP inner size f; None = 4·hidden as in GPT
     gated_mlp: bool | None = None  # SwiGLU MLP (3 matrices h×f); None = False (the preset's)
     architecture: str | None = None  # "gpt" or "llama" (see presets.py); None = "gpt"

@@ -57,7 +57,7 @@ __all__ = [
 
 #: the PlanConfig fields a preset fills in
 SHAPE_FIELDS = "layers hidden heads kv_heads ffn_hidden vocab seq gated_mlp architecture".split()
-SHAPE_FIELDS += list(MOE_FIELDS)
+SHAPE_FIELDS += list(MOE_FIELDS) + ["head_dim"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ class ModelShape:
     moe_ffn_hidden: int | None = None  # an expert's MLP inner size
     shared_experts: int | None = None  # always-on experts per MoE layer
     dense_layers: int | None = None  # first layers with a dense MLP
+    head_dim: int | None = None  # an attention head's size when it is not hidden / heads
 
     def fields(self):
         """The PlanConfig settings this preset gives."""
@@ -136,14 +137,14 @@ _DEEPSEEK = (
 )
 _QWEN3 = (
     "Qwen Team 2025, Qwen3 Technical Report; config.json of Qwen/Qwen3-30B-A3B and "
-    "Qwen/Qwen3-235B-A22B (attention counted with head size hidden/heads; theirs is 128)"
+    "Qwen/Qwen3-235B-A22B (head_dim 128)"
 )
 
 
-def _moe(name, n, shape, experts, top_k, moe_ffn, shared, dense, source):
+def _moe(name, n, shape, experts, top_k, moe_ffn, shared, dense, source, head_dim=None):
     """A SwiGLU MoE preset: ``shape`` is (layers, hidden, heads, kv, ffn, vocab, seq)."""
     return ModelShape(
-        name, n, *shape, True, "llama", source, experts, top_k, moe_ffn, shared, dense
+        name, n, *shape, True, "llama", source, experts, top_k, moe_ffn, shared, dense, head_dim
     )
 
 
@@ -155,9 +156,9 @@ MOE_PRESETS = (
     _moe("deepseek-v3", 671e9, (61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048, 1, 3,
          _DEEPSEEK),
     _moe("qwen3-30b-a3b", 30.5e9, (48, 2048, 32, 4, 6144, 151936, 4096), 128, 8, 768, 0, 0,
-         _QWEN3),
+         _QWEN3, 128),
     _moe("qwen3-235b-a22b", 235e9, (94, 4096, 64, 4, 12288, 151936, 4096), 128, 8, 1536, 0,
-         0, _QWEN3),
+         0, _QWEN3, 128),
 )  # fmt: skip
 PRESETS.update((m.name, m) for m in MOE_PRESETS)
 

@@ -46,7 +46,7 @@ ARCHITECTURES = ("gpt", "llama")
 POSITIVE_INTS = (
     "layers hidden heads kv_heads ffn_hidden vocab seq world_size gpus_per_node tp pp dp cp "
     "vpp dp_replicate dp_shard global_batch micro_batch accumulation ep etp experts top_k "
-    "moe_ffn_hidden"
+    "moe_ffn_hidden head_dim"
 ).split()
 
 # Upper bounds on every count, so that every search over divisors and suggestions finishes
@@ -77,6 +77,7 @@ MAXIMA = dict(
     experts=2**16,
     top_k=2**16,
     moe_ffn_hidden=2**22,
+    head_dim=2**16,
 )
 MAX_PARAMS = 1e15  # thousands of times GPT-3 175B: far past any model
 
