@@ -15,3 +15,6 @@ os.environ["COLLSIM_LANG"] = "en"
 # skips with that command as the reason
 TORCH_MODULES = ["collsim/distributed/torch_backend.py", "collsim/distributed/torch_run.py"]
 collect_ignore = [] if importlib.util.find_spec("torch") else TORCH_MODULES
+# programs the tests run under `collsim exec` (and real mpirun or torch): data, not modules to
+# import; a torch program would not even import where torch is not installed
+collect_ignore_glob = ["tests/data/*"]

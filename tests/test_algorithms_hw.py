@@ -1,6 +1,6 @@
 """The topology-aware all-reduce algorithms (nccl_ring, double_tree, hierarchical, nvls)
 equal numpy on the hardware presets, and their bytes per rank, per NIC and per link class
-equal the closed forms of collsim.collectives.formulas.hardware_cost."""
+equal the closed forms of collsim.collectives.hardware_forms.hardware_cost."""
 
 import dataclasses
 from collections import Counter
@@ -16,7 +16,7 @@ from collsim.collectives import reference
 from collsim.collectives.auto import fabric_of
 from collsim.collectives.double_tree import double_tree_sizes
 from collsim.collectives.executor import integer_inputs
-from collsim.collectives.formulas import MAX_PIECES, hardware_cost
+from collsim.collectives.hardware_forms import MAX_PIECES, hardware_cost
 
 ALGORITHMS = ("nccl_ring", "double_tree", "hierarchical", "nvls")
 

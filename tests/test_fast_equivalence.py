@@ -18,7 +18,8 @@ import pytest
 import collsim
 from collsim import hardware, topology
 from collsim.cli import main
-from collsim.collectives.formulas import ALGORITHMS, HARDWARE_ALGORITHMS
+from collsim.collectives.formulas import ALGORITHMS
+from collsim.collectives.hardware_forms import HARDWARE_ALGORITHMS
 from collsim.errors import ConfigError
 
 K = 8
@@ -28,10 +29,13 @@ TOPOLOGIES = {
     "dgx-a100 x2": lambda: hardware.topology("dgx-a100", nodes=2),
     "dgx-h100": lambda: hardware.topology("dgx-h100"),  # NVLS reduces inside one node
 }
+HARDWARE_TOPOLOGY = {"nvls": "dgx-h100", "nvls_tree": "dgx-h100 x2"}
 GENERIC = [(name, algo) for name, algos in ALGORITHMS.items() for algo in algos]
 HARDWARE = [(name, algo) for name, algos in HARDWARE_ALGORITHMS.items() for algo in algos]
 CASES = [(name, algo, topo) for name, algo in GENERIC for topo in TOPOLOGIES]
-CASES += [(name, algo, "dgx-h100" if algo == "nvls" else "dgx-a100 x2") for name, algo in HARDWARE]
+# NVLS-Tree across two nodes whose NVSwitches reduce: only the hardware cases run there
+TOPOLOGIES["dgx-h100 x2"] = lambda: hardware.topology("dgx-h100", nodes=2)
+CASES += [(name, algo, HARDWARE_TOPOLOGY.get(algo, "dgx-a100 x2")) for name, algo in HARDWARE]
 
 
 def _inputs(name, k, count):

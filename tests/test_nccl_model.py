@@ -276,3 +276,36 @@ def test_a_bad_tuner_line_is_refused_naming_file_and_line(tmp_path, capsys, line
     assert main(["tune", "all-reduce", "--tuner-config", str(rules)]) == 2
     err = capsys.readouterr().err
     assert names in err and f"{rules}:2" in err
+
+
+def test_the_choice_map_draws_the_models_choice_in_every_cell(tmp_path, monkeypatch):
+    import collsim.viz.output as output
+
+    drawn = {}
+    real = output.save_figure
+
+    def keep(fig, out, fmt, **kwargs):
+        drawn["fig"] = fig
+        return real(fig, out, fmt, **kwargs)
+
+    monkeypatch.setattr(output, "save_figure", keep)
+    out = tmp_path / "map.png"
+    argv = ["--topology", "dgx-a100", "--nodes", "4", "-b", "8", "-e", "8G", "-f", "64"]
+    assert main(["tune", "all-reduce", *argv, "--map", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (ax,) = drawn["fig"].axes
+    cells = [t.get_text().replace("\n", "/") for t in ax.texts]
+    sizes = [8 * 64**i for i in range(6)]
+    want = [
+        predict(graph_of(A100, nodes), "all_reduce", s)[1].entry.label
+        for nodes in (1, 2, 4)
+        for s in sizes
+    ]
+    names = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+    assert cells == [f"{a}/{names[p]}" for a, p in (w.split("/") for w in want)]
+
+
+def test_the_choice_map_refuses_a_single_size_and_a_bad_file_name(tmp_path, capsys):
+    assert main(["tune", "all-reduce", "--size", "1MiB", "--map", str(tmp_path / "m.png")]) == 2
+    assert main(["tune", "all-reduce", "--map", str(tmp_path / "m.jpg")]) == 2
+    assert ".png, .svg or .pdf" in capsys.readouterr().err

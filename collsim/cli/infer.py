@@ -43,10 +43,27 @@ parallelism splits the prompt: each CP rank prefills prompt/cp tokens (all-gathe
 keys and values) and keeps their KV cache; a decode step combines the softmax over the CP
 group with two all-reduces a layer (the largest score, then the sums).
 
-Prints the tokens, MATCH or MISMATCH against one device, each collective's bytes and the
-simulated time of the prefill and of each decode step.  --crossovers prints, instead, the
-sizes where one-shot, two-shot and NCCL's algorithms cross over on the preset (vLLM's
-custom all-reduce uses one-shot and two-shot for these small messages)."""
+A compute span takes the roofline's time: the longer of its FLOPs at the GPU's peak and
+its HBM reads (the weights it multiplies by, the KV cache it attends over, at --dtype) at
+the GPU's HBM bandwidth, so a decode step is memory-bound below B_crit = peak / HBM ·
+bytes / 2 tokens a step (295 on an H100 in bf16) and a long prefill compute-bound.
+
+Prints the tokens, MATCH or MISMATCH against one device, each collective's bytes, the
+simulated time of the prefill and of each decode step, which side of the roofline each is
+on, and vLLM's serving metrics: time to first token (TTFT), time per output token (TPOT),
+inter-token latency (ITL), tokens per second.  --crossovers prints, instead, the sizes
+where one-shot, two-shot and NCCL's algorithms cross over on the preset (vLLM's custom
+all-reduce uses one-shot and two-shot for these small messages).
+
+--requests N --disaggregate P:D serves N requests (all arriving at t = 0; output lengths
+drawn around --new-tokens) with continuous batching on P+D one-GPU instances, first
+colocated (every GPU prefills and decodes; a waiting prefill goes before the next decode
+step), then with P GPUs that only prefill and send each request's KV cache over the
+network to D GPUs that only decode (DistServe, Splitwise), and compares TTFT and TPOT.
+
+--plan prints, without running, the weights and KV cache per GPU of --batch sequences of
+--prompt-len + --new-tokens positions at --dtype, whether they fit in --gpu-memory, the
+largest batch that does, and the roofline's prefill and decode step times (any size)."""
 
 EPILOG = """\
 examples:
@@ -54,7 +71,11 @@ examples:
   a long prompt split over 4 ranks:     collsim infer --tp 2 --cp 4 --prompt-len 64
   on a DGX H100, one-shot all-reduce:   collsim infer --tp 8 --heads 8 --preset dgx-h100 -a one_shot
   the model's crossover sizes:          collsim infer --crossovers --preset dgx-a100
-  the figures as data:                  ... --json"""
+  the figures as data:                  ... --json
+  prefill and decode pools vs colocated: collsim infer --requests 8 --disaggregate 1:3 --batch 2
+  (docs/inference.md states a larger workload, with the link it needs and why)
+  KV cache per GPU of a 7B shape:       collsim infer --plan --layers 32 --hidden 4096 --heads 32
+"""
 
 
 def register(subparsers):
@@ -66,7 +87,12 @@ def register(subparsers):
         formatter_class=Formatter,
     )
     split = parser.add_argument_group("parallelism")
-    split.add_argument("--tp", type=int, default=2, help="tensor-parallel degree (divides heads)")
+    split.add_argument(
+        "--tp",
+        type=int,
+        default=None,
+        help="tensor-parallel degree (divides heads); default 2, and 1 with --requests or --plan",
+    )
     split.add_argument("--pp", type=int, default=1, help="pipeline stages (divides layers)")
     split.add_argument(
         "--cp",
@@ -87,9 +113,25 @@ def register(subparsers):
     model.add_argument("--hidden", type=int, default=64, help="hidden size (d_model)")
     model.add_argument("--heads", type=int, default=4, help="attention heads")
     model.add_argument("--vocab", type=int, default=128, help="vocabulary size")
-    model.add_argument("--batch", type=int, default=1, help="sequences decoded together")
+    model.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="sequences decoded together (with --requests: the most a decode step carries)",
+    )
     model.add_argument("--prompt-len", type=int, default=8, help="prompt tokens")
-    model.add_argument("--new-tokens", type=int, default=8, help="tokens to generate")
+    model.add_argument(
+        "--new-tokens",
+        type=int,
+        default=8,
+        help="tokens to generate (with --requests: the mean; each draws from n/2 .. 3n/2)",
+    )
+    model.add_argument(
+        "--dtype",
+        default="bf16",
+        help="precision of the weights and KV cache on the roofline and in --plan: fp8, "
+        "bf16, fp16, fp32 (the numbers run in float64 whatever it is)",
+    )
     model.add_argument("--seed", type=int, default=0, help="seed of the weights and the prompt")
     net = parser.add_argument_group("machine")
     net.add_argument(
@@ -101,6 +143,30 @@ def register(subparsers):
     )
     net.add_argument("--bandwidth", default="100GB/s", help="generic switch: per link")
     net.add_argument(
+        "--hbm",
+        default="2TB/s",
+        help="generic switch: each GPU's HBM bandwidth (a preset has its own: 3.35 TB/s on "
+        "dgx-h100, 2.039 TB/s on dgx-a100)",
+    )
+    net.add_argument(
+        "--gpu-memory", default="80GB", help="--plan: one GPU's memory (both presets: 80 GB)"
+    )
+    serving = parser.add_argument_group("serving many requests")
+    serving.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        metavar="N",
+        help="serve N requests with continuous batching (needs --disaggregate)",
+    )
+    serving.add_argument(
+        "--disaggregate",
+        default=None,
+        metavar="P:D",
+        help="P GPUs prefill, D GPUs decode, the KV cache sent between them; compared with "
+        "P+D colocated GPUs",
+    )
+    net.add_argument(
         "--latency", default="5us", help="generic switch: per link (a rank-to-rank path is 2)"
     )
     out = parser.add_argument_group("output")
@@ -110,15 +176,24 @@ def register(subparsers):
         action="store_true",
         help="print the one-shot / two-shot / NCCL crossover sizes on --preset and exit",
     )
+    out.add_argument(
+        "--plan",
+        action="store_true",
+        help="print weights and KV cache per GPU, whether they fit, and the roofline's "
+        "times, without running (exit 1 if they do not fit)",
+    )
     parser.set_defaults(func=run, _parser=parser)
 
 
-def _check_sizes(args):
+def _check_sizes(args, serving=False):
     from .flag_checks import check_int, check_seed
 
     for flag, limit in LIMITS.items():
         check_int(getattr(args, flag[2:].replace("-", "_")), flag, minimum=1, maximum=limit)
     check_seed(args.seed)
+    if serving:
+        _check_serving_work(args)
+        return
     world = args.tp * args.cp * args.pp
     if world > LIMITS["--tp"]:
         raise ConfigError(
@@ -146,6 +221,29 @@ def _check_sizes(args):
     )
     seconds = numpy + engine_seconds(args)
     check_work(seconds, sizes, "use fewer --new-tokens or --layers, or a smaller --tp")
+
+
+def _check_serving_work(args):
+    from .limits import check_work, transformer_seconds
+
+    # each request is generated three times: colocated, disaggregated and alone (the check)
+    tokens = 3 * args.requests * (args.prompt_len + 3 * args.new_tokens // 2)
+    numpy = transformer_seconds(
+        layers=args.layers,
+        params_per_layer=12 * args.hidden**2,
+        tokens=tokens,
+        sequences=3 * args.requests,
+        heads=args.heads,
+        seq=args.prompt_len,
+        hidden=args.hidden,
+    )
+    steps = 3 * args.requests * args.new_tokens  # compute spans, at most
+    check_work(
+        numpy + steps * CALL_SECONDS,
+        f"--requests {args.requests} --prompt-len {args.prompt_len} --new-tokens "
+        f"{args.new_tokens} --hidden {args.hidden} --layers {args.layers}",
+        "use fewer --requests, a shorter --prompt-len or fewer --new-tokens",
+    )
 
 
 # measured on a shared 2-core machine: a collective call in a rank program costs about 2 ms
@@ -211,11 +309,24 @@ def run(args):
     """Run the decode and print the report (or JSON); 0 if the tokens match one device."""
     if args.crossovers:
         return _print_crossovers(args)
+    serving = args.requests is not None or args.disaggregate is not None
+    if args.tp is None:
+        args.tp = 1 if serving or args.plan else 2
+    if args.plan:
+        from .infer_plan import run_plan
+
+        return run_plan(args, _machine(args))
+    if serving:
+        from .infer_serve import check_serving, run_serving
+
+        check_serving(args)
+        _check_sizes(args, serving=True)
+        return run_serving(args, _machine(args))
     import numpy as np
 
     from ..collectives.registry import canonical_algorithm
     from ..nn import Decoder, DecoderConfig
-    from ..parallel.inference import InferenceSplit, generate_on_cluster
+    from ..parallel.inference import generate_on_cluster
     from .flag_checks import flag_value
 
     _check_sizes(args)
@@ -229,22 +340,22 @@ def run(args):
     config = DecoderConfig(
         args.vocab, args.hidden, args.heads, args.layers, max_len=length, seed=args.seed
     )
-    split = InferenceSplit(args.tp, args.pp, algorithm, args.cp)
-    try:
-        split.check(config)
-        split.check_prompt(args.prompt_len)
-    except ConfigError as exc:
-        raise ConfigError(f"--tp {args.tp} --cp {args.cp} --pp {args.pp}: {exc}") from None
+    from .infer_serve import checked_split
+
+    split = checked_split(args, config, algorithm)
     cluster = _cluster(args, machine, split.world_size)
+    from .infer_serve import roofline_of
+
+    roofline = roofline_of(args, machine, cluster.compute_rate)
     model = Decoder.init(config)
     prompt = np.random.default_rng(args.seed).integers(0, args.vocab, (args.batch, args.prompt_len))
     expected = model.generate(prompt, args.new_tokens)
-    result = generate_on_cluster(model, prompt, args.new_tokens, split, cluster)
+    result = generate_on_cluster(model, prompt, args.new_tokens, split, cluster, roofline)
     from .infer_report import human_report, json_report, matches
 
     match = matches(expected, result, LOGIT_TOLERANCE)
     report = json_report if args.json else human_report
-    print(report(args, machine, split, prompt, expected, result, match))
+    print(report(args, machine, split, prompt, expected, result, match, roofline))
     return 0 if match else 1
 
 

@@ -8,7 +8,14 @@ import numpy as np
 
 from ..units import format_size, format_time
 
-__all__ = ["matches", "human_report", "json_report", "crossover_table", "CollectiveRow"]
+__all__ = [
+    "matches",
+    "human_report",
+    "json_report",
+    "crossover_table",
+    "CollectiveRow",
+    "cost_figures",
+]
 
 
 class CollectiveRow(NamedTuple):
@@ -60,8 +67,26 @@ def cp_collectives(result):
     return {name: len(found) for name, found in sorted(calls.items())}
 
 
-def _figures(args, machine, split, prompt, expected, result, match):
+def request_times(args, result):
+    """Each sequence of the batch as a request arriving at 0, its tokens when the last
+    stage knew them."""
+    from ..parallel.inference.metrics import RequestTimes
+
+    return [RequestTimes(b, 0.0, args.prompt_len, result.token_times) for b in range(args.batch)]
+
+
+def roofline_steps(result):
+    """``(prefill, a decode step)`` SpanCosts of the GPU whose steps take longest."""
+    costs = max((out.step_costs for out in result.outputs), key=lambda c: sum(s.seconds for s in c))
+    return costs[0], (costs[-1] if len(costs) > 1 else None)
+
+
+def _figures(args, machine, split, prompt, expected, result, match, roofline):
+    from ..parallel.inference.metrics import serving_metrics
+
     steps = result.decode_step_seconds
+    first, step = roofline_steps(result)
+    metrics = serving_metrics(request_times(args, result))
     return {
         "tp": split.tp,
         "cp": split.cp,
@@ -78,15 +103,25 @@ def _figures(args, machine, split, prompt, expected, result, match):
         "kv_cache_bytes_per_rank": max(out.cache_bytes for out in result.outputs),
         "all_reduces": [row._asdict() for row in collective_rows(result)],
         "cp_collectives": cp_collectives(result),
+        "roofline": roofline._asdict() | {"critical_batch": roofline.critical_batch},
+        "prefill_roofline": cost_figures(first),
+        "decode_step_roofline": cost_figures(step) if step is not None else None,
+        "metrics": metrics.as_vllm(),
     }
 
 
-def json_report(args, machine, split, prompt, expected, result, match):
-    return json.dumps(_figures(args, machine, split, prompt, expected, result, match), indent=2)
+def cost_figures(cost):
+    """A SpanCost as JSON figures, with its time and its side of the roofline."""
+    return cost._asdict() | {"seconds": cost.seconds, "bound": cost.bound}
 
 
-def human_report(args, machine, split, prompt, expected, result, match):
-    f = _figures(args, machine, split, prompt, expected, result, match)
+def json_report(args, machine, split, prompt, expected, result, match, roofline):
+    figures = _figures(args, machine, split, prompt, expected, result, match, roofline)
+    return json.dumps(figures, indent=2)
+
+
+def human_report(args, machine, split, prompt, expected, result, match, roofline):
+    f = _figures(args, machine, split, prompt, expected, result, match, roofline)
     lines = [
         f"# collsim infer: tp={split.tp} x cp={split.cp} x pp={split.pp} = {split.world_size} "
         "ranks on "
@@ -136,11 +171,38 @@ def human_report(args, machine, split, prompt, expected, result, match):
         f"(heads split over tp={split.tp}, the prompt over cp={split.cp}, layers over "
         f"pp={split.pp})"
     )
-    lines.append(
-        "compute is charged by FLOPs at the GPU's rate; decode's HBM-bandwidth bound is not "
-        "modelled yet"
-    )
+    lines.extend(_roofline_lines(args, f, roofline))
     return "\n".join(lines)
+
+
+def _roofline_lines(args, f, roofline):
+    lines = [
+        f"roofline per GPU: {roofline.peak_flops / 1e12:g} TFLOP/s, HBM "
+        f"{roofline.hbm_bandwidth / 1e12:g} TB/s, {args.dtype}: B_crit = "
+        f"{roofline.critical_batch:.0f} tokens a step"
+    ]
+    for name, cost in (
+        ("prefill", f["prefill_roofline"]),
+        ("decode step", f["decode_step_roofline"]),
+    ):
+        if cost is not None:
+            lines.append(
+                f"  {name}: {cost['flops']:.3g} FLOP, {format_size(round(cost['bytes_read']))} "
+                f"read: {cost['bound']}-bound (compute {format_time(cost['compute_seconds'])}, "
+                f"HBM {format_time(cost['memory_seconds'])}), the busiest GPU's spans summed"
+            )
+    m = f["metrics"]
+    ttft, itl = m["vllm:time_to_first_token_seconds"], m["vllm:inter_token_latency_seconds"]
+    tpot = m["vllm:request_time_per_output_token_seconds"]
+    lines.append(
+        f"TTFT {format_time(ttft['mean'])} (vllm:time_to_first_token_seconds), TPOT "
+        + (f"{format_time(tpot['mean'])}" if tpot["count"] else "-")
+        + " (vllm:request_time_per_output_token_seconds), ITL max "
+        + (f"{format_time(itl['max'])}" if itl["count"] else "-")
+        + f" (vllm:inter_token_latency_seconds), {m['tokens_per_second']:.4g} tokens/s "
+        f"({m['vllm:generation_tokens_total']} tokens), simulated"
+    )
+    return lines
 
 
 def _size_or(value, word):

@@ -102,7 +102,8 @@ def register(subparsers):
         default=None,
         metavar="FILE",
         help="draw the choice map (sizes across, 1, 2, 4, ... --nodes nodes down) to a .png, "
-        ".svg or .pdf; with --simulate a second panel of collsim's simulated fastest",
+        ".svg or .pdf; with --simulate a second panel of collsim's simulated fastest (a run "
+        "per size and pair: about a minute a GPU count at 4 nodes, more beyond)",
     )
     p.add_argument(
         "--simulate",

@@ -14,17 +14,8 @@ from .analytical import AnalyticalPlan, analytical_plan
 from .api import CollectiveResult, StepTransfer, StepView, analytical, collective, run_collective
 from .auto import AutoChoice, choose
 from .executor import REDUCE_OPS, reference
-from .formulas import (
-    ALGORITHMS,
-    COLLECTIVES,
-    HARDWARE_ALGORITHMS,
-    Cost,
-    Fabric,
-    HardwareCost,
-    bus_factor,
-    closed_form,
-    hardware_cost,
-)
+from .formulas import ALGORITHMS, COLLECTIVES, Cost, bus_factor, closed_form
+from .hardware_forms import HARDWARE_ALGORITHMS, Fabric, HardwareCost, hardware_cost
 from .records import CollectiveStep, is_collective
 from .registry import build
 from .schedule import ChunkMove, Combine, Schedule, chunk_bounds, contributions

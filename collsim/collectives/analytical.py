@@ -15,7 +15,8 @@ from ..runtime.group import Group
 from ..topology import path_alpha_beta
 from .auto import choose, fabric_of, placement_of
 from .call_plan import call_protocol, default_algorithm, naming_the_algorithm
-from .formulas import HARDWARE_ALGORITHMS, closed_form, hardware_cost
+from .formulas import closed_form
+from .hardware_forms import HARDWARE_ALGORITHMS, hardware_cost
 from .hierarchical import check_equal_nodes
 from .nvls import nvls_switch
 from .registry import AUTO, canonical_algorithm, canonical_collective
@@ -58,9 +59,9 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         cost = closed_form(name, algorithm, group.size, size, alpha, beta)
         return AnalyticalPlan(algorithm, None, cost)
     layout, switch = placement_of(topology, group.ranks)
-    if algorithm == "nvls" and switch is None:
+    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
         nvls_switch(topology, group.ranks)
-    if algorithm in ("double_tree", "hierarchical"):
+    if algorithm in ("double_tree", "hierarchical", "nvls_tree"):
         check_equal_nodes(layout, algorithm)
     # who chooses is the cluster's setting, but a plan runs nothing: no simulated choice
     who = "nccl" if getattr(cluster, "choice", None) == "nccl" else "closed_form"

@@ -41,7 +41,7 @@ from .call_plan import (
 from .checks import check_buffers, check_count, check_dtype, check_op, check_root, is_int
 from .context import context_of
 from .executor import DTYPE_BYTES, check_engine_budget, run_schedule
-from .formulas import HARDWARE_ALGORITHMS
+from .hardware_forms import HARDWARE_ALGORITHMS
 from .registry import AUTO, PIPELINED, canonical_algorithm, canonical_collective
 from .results import CollectiveResult, CollectiveStats, StepTransfer, StepView
 

@@ -5,7 +5,7 @@ On a hardware preset the candidates are NCCL's own kind, the topology-aware algo
 that can run on the group (nccl_ring, double_tree, hierarchical, nvls); elsewhere they
 are the collective's algorithms for K ranks, and on a generic topology with nodes
 (``topology.hierarchical``) the topology-aware ones too.  Each candidate's time is its closed form
-(:func:`~collsim.collectives.formulas.hardware_cost` for the topology-aware all-reduce
+(:func:`~collsim.collectives.hardware_forms.hardware_cost` for the topology-aware all-reduce
 algorithms, :func:`~collsim.collectives.formulas.closed_form` with the slowest hop's α and
 β for the others) on the group's :class:`Fabric`: α and β of a GPU-to-GPU hop inside a
 node and of a same-rail hop between nodes, read from the topology.
@@ -34,7 +34,8 @@ Examples
 from ..errors import ConfigError
 from ..topology import path_alpha_beta, route
 from .choices import NCCL_NAMES, AutoChoice, Candidate
-from .formulas import HARDWARE_ALGORITHMS, Fabric, closed_form, hardware_cost
+from .formulas import closed_form
+from .hardware_forms import HARDWARE_ALGORITHMS, Fabric, hardware_cost
 from .registry import algorithms_for
 
 __all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES"]
@@ -67,17 +68,23 @@ def _hop(graph, src, dst):
 
 
 def placement_of(graph, ranks):
-    """``(NodeLayout, NvlsSwitch or None)`` of group ``ranks`` (cluster ranks) on
-    ``graph``: where the ranks sit, and the NVSwitch that can reduce for them."""
+    """``(NodeLayout, switch)`` of group ``ranks`` (cluster ranks) on ``graph``: where the
+    ranks sit, and the NVSwitch that can reduce for them -- an NvlsSwitch inside one node,
+    the NodeSwitches of every node for a group of equal nodes that all reduce (NVLS-Tree),
+    or None."""
     from ..hardware.layout import node_layout
-    from .nvls import nvls_switch
+    from .nvls import node_switches, nvls_switch
 
     layout = node_layout(graph, ranks)
+    ranks = tuple(ranks)
     try:
-        switch = nvls_switch(graph, ranks)
+        if layout.n_nodes == 1:
+            return layout, nvls_switch(graph, ranks)
+        if layout.gpus_per_node is not None:
+            return layout, node_switches(graph, ranks, layout)
     except ConfigError:
-        switch = None
-    return layout, switch
+        pass
+    return layout, None
 
 
 def fabric_of(graph, ranks):

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .checks import DTYPE_BYTES, check_count, check_dtype
-from .formulas import HARDWARE_ALGORITHMS, best_pieces
+from .hardware_forms import HARDWARE_ALGORITHMS, best_pieces
 from .hierarchical import check_equal_nodes
 from .nvls import nvls_switch
 from .registry import AUTO, PIPELINED, build, canonical_algorithm
@@ -102,9 +102,9 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed
     from .auto import choose, fabric_of, placement_of
 
     layout, switch = placement_of(topology, ranks)
-    if algorithm == "nvls" and switch is None:
+    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
         nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
-    if algorithm in ("double_tree", "hierarchical"):
+    if algorithm in ("double_tree", "hierarchical", "nvls_tree"):
         check_equal_nodes(layout, algorithm)
     choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice)
     chosen, protocol = choice.algorithm, choice.protocol

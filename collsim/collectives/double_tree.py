@@ -22,7 +22,7 @@ after step j + H - 1 and a GPU at depth d forwards it in step j + H + d, so broa
 runs while later pieces still reduce, as NCCL's tree overlaps its up and down passes.
 Steps P - 1 + 2H with H = (G - 1) + the node tree's depth.  P is chosen per call, the
 count in 1..64 with the least closed-form time for the size
-(:func:`~collsim.collectives.formulas.best_pieces`): one piece for a latency-bound message
+(:func:`~collsim.collectives.hardware_forms.best_pieces`): one piece for a latency-bound message
 (2H steps, the tree's whole point), more as the bandwidth term grows, as NCCL cuts a
 tree's buffer into chunks of its pipeline size.
 
@@ -161,7 +161,7 @@ def double_tree_sizes(nodes, gpus_per_node):
 def double_tree_all_reduce(layout, pieces=1):
     """The double binary tree all-reduce on ``layout``, pipelined over ``pieces`` per tree
     (the API takes the count that minimises the closed form for the call's size:
-    :func:`~collsim.collectives.formulas.best_pieces`)."""
+    :func:`~collsim.collectives.hardware_forms.best_pieces`)."""
     k = layout.ranks
     trees = gpu_trees(layout)
     shapes = [_heights_and_depths(p) for p in trees]

@@ -3,8 +3,8 @@ protocol of a call on a hardware preset, among the ones collsim runs there.
 
 NCCL's names map onto collsim's schedules: ring is ``nccl_ring`` for all-reduce (the ring
 laid through the nodes) and ``ring`` for the others, tree is ``double_tree``, NVLS is
-``nvls`` and PAT ``pat``.  NVLS-Tree and CollNet have no schedule yet, so they are left out
-of the choice, as if ``NCCL_ALGO`` left them out, and the choice says so.
+``nvls``, NVLS-Tree ``nvls_tree`` and PAT ``pat``.  CollNet has no schedule yet, so it is
+left out of the choice, as if ``NCCL_ALGO`` left it out.
 
 Examples
 --------
@@ -24,7 +24,12 @@ __all__ = ["nccl_choice", "COUNTERPARTS"]
 
 # NCCL's algorithm -> collsim's schedule, per collective
 COUNTERPARTS = {
-    "all_reduce": {"ring": "nccl_ring", "tree": "double_tree", "nvls": "nvls"},
+    "all_reduce": {
+        "ring": "nccl_ring",
+        "tree": "double_tree",
+        "nvls": "nvls",
+        "nvls_tree": "nvls_tree",
+    },
     "all_gather": {"ring": "ring", "pat": "pat"},
     "reduce_scatter": {"ring": "ring", "pat": "pat"},
     "broadcast": {"ring": "ring"},
@@ -52,7 +57,9 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
         return None
     runnable = dict(counterparts)
     if switch is None or layout.n_nodes > 1:
-        runnable.pop("nvls", None)  # collsim's NVLS runs inside one node
+        runnable.pop("nvls", None)  # NVLS runs inside one node
+    if switch is None or layout.n_nodes == 1:
+        runnable.pop("nvls_tree", None)  # NVLS-Tree across nodes whose switches reduce
     if algorithm != "auto":
         runnable = {n: ours for n, ours in runnable.items() if ours == algorithm}
         if not runnable:

@@ -25,7 +25,7 @@ GPU and that channel's hop back to node 0 crosses rails (still one channel per N
 
 Per step every GPU sends one chunk of S/(CK) per channel: C - 1 of them over NVLink and
 one through its NIC (M > 1), so each rank sends 2(K-1)/K·S in all, each NIC link
-2(K-1)/K·S/C each way (see :func:`collsim.collectives.formulas.hardware_cost`).
+2(K-1)/K·S/C each way (see :func:`collsim.collectives.hardware_forms.hardware_cost`).
 
 Examples
 --------

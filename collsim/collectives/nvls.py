@@ -20,9 +20,9 @@ for its whole reduce: 2 steps of S each way, each direction of a link busy half 
 With P pieces the reduce of piece s and the multicast of piece s-1 share the step, so both
 directions are busy in all but the first and last step: time (P+1)(α + S/(Pβ)), within
 1/P of S/β.  More pieces cost more α, so the API takes, per call, the P in 1..64 with the
-least closed-form time, about sqrt(S/(αβ)) (:func:`~collsim.collectives.formulas.best_pieces`):
-1 for 8 bytes (2 steps), about 30 for 1 GiB on dgx-h100 (3 % of the bandwidth term to the
-fill and drain).
+least closed-form time, about sqrt(S/(αβ))
+(:func:`~collsim.collectives.hardware_forms.best_pieces`): 1 for 8 bytes (2 steps),
+about 30 for 1 GiB on dgx-h100 (3 % of the bandwidth term to the fill and drain).
 
 The group must lie in one node whose NVSwitch reduces (``reduces=True``, dgx-h100).
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from .schedule import ChunkMove, Combine, Schedule
 
-__all__ = ["nvls_all_reduce", "nvls_switch", "NvlsSwitch"]
+__all__ = ["nvls_all_reduce", "nvls_switch", "NvlsSwitch", "NodeSwitches", "node_switches"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,8 @@ def nvls_switch(graph, ranks):
     if len(nodes) > 1:
         raise ConfigError(
             f"nvls on a group spanning nodes {nodes}: in-switch reduction runs inside one "
-            "node's NVSwitch; take a group inside one node, or use 'nccl_ring' or "
-            "'double_tree' across nodes"
+            "node's NVSwitch; take a group inside one node, or across nodes use "
+            "'nvls_tree' (where every node's NVSwitch reduces), 'nccl_ring' or 'double_tree'"
         )
     switches = [
         n
@@ -78,6 +78,26 @@ def nvls_switch(graph, ranks):
     machine = graph.graph.get("machine")
     efficiency = getattr(getattr(machine, "intra", None), "reduce_efficiency", 1.0) or 1.0
     return NvlsSwitch(reducing[0], float(efficiency))
+
+
+@dataclass(frozen=True)
+class NodeSwitches:
+    """The reducing NVSwitch of every node of a group that spans nodes (NVLS-Tree):
+    ``names[n]`` is node n's, in the group's node order; one reduce efficiency for all."""
+
+    names: tuple
+    efficiency: float = 1.0
+
+
+def node_switches(graph, ranks, layout):
+    """The :class:`NodeSwitches` of group ``ranks`` (cluster ranks) laid out as
+    ``layout``; a ConfigError naming the node whose NVSwitch does not reduce."""
+    names, efficiency = [], 1.0
+    for members in layout.nodes:
+        switch = nvls_switch(graph, [ranks[i] for i in members])
+        names.append(switch.name)
+        efficiency = switch.efficiency
+    return NodeSwitches(tuple(names), efficiency)
 
 
 def nvls_all_reduce(k, switch, efficiency=1.0, pieces=16):

@@ -24,16 +24,18 @@ from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
 from .checks import is_int, is_power_of_two
 from .double_tree import double_tree_all_reduce
-from .formulas import ALGORITHMS, HARDWARE_ALGORITHMS, MAX_PIECES
+from .formulas import ALGORITHMS
 from .halving_doubling import (
     halving_doubling_all_gather,
     halving_doubling_all_reduce,
     halving_doubling_reduce_scatter,
 )
+from .hardware_forms import HARDWARE_ALGORITHMS, MAX_PIECES
 from .hierarchical import hierarchical_all_reduce
 from .naive import naive_all_reduce
 from .nccl_ring import nccl_ring_all_reduce
 from .nvls import nvls_all_reduce
+from .nvls_tree import nvls_tree_all_reduce
 from .one_shot import one_shot_all_reduce
 from .pat import pat_all_gather, pat_reduce_scatter
 from .ring import (
@@ -93,6 +95,9 @@ HARDWARE_BUILDERS = {
     ("all_reduce", "hierarchical"): lambda layout, switch, pieces: hierarchical_all_reduce(layout),
     ("all_reduce", "nvls"): lambda layout, switch, pieces: nvls_all_reduce(
         layout.ranks, switch.name, switch.efficiency, pieces
+    ),
+    ("all_reduce", "nvls_tree"): lambda layout, switch, pieces: nvls_tree_all_reduce(
+        layout, switch.names, switch.efficiency
     ),
 }
 PIPELINED = frozenset({("all_reduce", "double_tree"), ("all_reduce", "nvls")})  # take pieces=
@@ -184,6 +189,7 @@ def algorithms_for(collective, k, layout=None, switch=None):
         "double_tree": layout.gpus_per_node is not None,
         "hierarchical": layout.gpus_per_node is not None,
         "nvls": switch is not None and layout.n_nodes == 1,
+        "nvls_tree": switch is not None and layout.n_nodes > 1,
     }
     return found + tuple(a for a in HARDWARE_ALGORITHMS.get(collective, ()) if runs[a])
 
@@ -227,6 +233,11 @@ def build(collective, algorithm, k, root=0, layout=None, switch=None, pieces=Non
                 "nvls needs a node whose NVSwitch reduces (reduces=True, NVLink SHARP, as "
                 "on dgx-h100); use algorithm 'nccl_ring' or 'ring' here"
             )
+    if algorithm == "nvls_tree" and (layout.n_nodes == 1 or switch is None):
+        raise ConfigError(
+            "nvls_tree needs a group of whole nodes, two or more, whose NVSwitches reduce "
+            "(NVLink SHARP, as on dgx-h100 --nodes 2); inside one node use 'nvls'"
+        )
     if pieces is None:
         pieces = 16 if algorithm == "nvls" else 1
     elif not (is_int(pieces) and 1 <= pieces <= MAX_PIECES):

@@ -26,7 +26,8 @@ from typing import NamedTuple
 
 from ..hardware import preset, topology
 from .auto import fabric_of
-from .formulas import closed_form, hardware_cost, one_shot_crossover
+from .formulas import closed_form, one_shot_crossover
+from .hardware_forms import hardware_cost
 
 __all__ = ["Crossover", "crossovers"]
 

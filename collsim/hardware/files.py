@@ -77,6 +77,8 @@ def _machine(data, where):
             values[key] = _section(key, value, start, where)
         elif key == "compute_rate":
             values[key] = _parsed(parse_flops, value, where, key)
+        elif key == "hbm_bandwidth":
+            values[key] = _parsed(parse_rate, value, where, key)
         elif key == "sources":
             values[key] = tuple(str(s) for s in value) if isinstance(value, list) else (str(value),)
         else:

@@ -94,6 +94,9 @@ class Machine:
     # per-architecture caps, and the CPU vendor its network overhead (AMD 2 us, else 1 us)
     compute_capability: int = 80
     cpu_vendor: str = "intel"
+    # bytes/s one GPU reads from its HBM: with compute_rate, the roofline of a decode step
+    # (collsim.parallel.inference.roofline); 0 for a machine file that does not say
+    hbm_bandwidth: float = 0.0
 
     def __post_init__(self):
         _check(self)
@@ -104,6 +107,7 @@ class Machine:
         lines = [
             f"{self.name}: {self.gpus_per_node} x {self.gpu}, "
             f"{self.compute_rate / 1e12:g} TFLOP/s each"
+            + (f", HBM {self.hbm_bandwidth / 1e12:g} TB/s" if self.hbm_bandwidth else "")
         ]
         if i.kind == "nvswitch":
             lines.append(
@@ -134,6 +138,8 @@ def _check(machine):
         raise ConfigError(f"{who}: intra must be an IntraNode and inter an InterNode")
     _whole(machine.gpus_per_node, f"{who}: gpus_per_node", 1, 1024)
     _positive(machine.compute_rate, f"{who}: compute_rate")
+    if machine.hbm_bandwidth != 0.0:  # 0: not given
+        _positive(machine.hbm_bandwidth, f"{who}: hbm_bandwidth")
     i, n = machine.intra, machine.inter
     if i.kind not in INTRA_KINDS:
         raise ConfigError(f"{who}: intra.kind {i.kind!r}: choose one of {', '.join(INTRA_KINDS)}")

@@ -51,9 +51,11 @@ DGX_A100 = Machine(
         "NCCL src/graph/topo.h: SM80_NVLINK_BW 20.0 GB/s per link",
         "NCCL team (NVIDIA/nccl#412, #812): 24 GB/s per HDR NIC, 192 GB/s on 2 x DGX A100",
         "NVIDIA DGX A100 user guide: 2 x AMD EPYC 7742 CPUs; A100 is compute capability 8.0",
+        "NVIDIA A100 datasheet: A100 80GB SXM HBM2e bandwidth 2,039 GB/s",
     ),
     compute_capability=80,
     cpu_vendor="amd",
+    hbm_bandwidth=2039e9,  # A100 datasheet: 80GB SXM, HBM2e, 2,039 GB/s
 )
 
 DGX_H100 = Machine(
@@ -87,9 +89,11 @@ DGX_H100 = Machine(
         "NCCL team (NVIDIA/nccl-tests#212): NVLS ~480 GB/s busbw, ~275 GB/s algbw on 8 x H100",
         "NCCL team (NVIDIA/nccl-tests#290): 46-48 GB/s per NDR NIC",
         "NVIDIA DGX H100 user guide: 2 x Intel Xeon Platinum 8480C; H100 is compute capability 9.0",
+        "NVIDIA H100 datasheet: H100 SXM GPU memory bandwidth 3.35 TB/s (80GB HBM3)",
     ),
     compute_capability=90,
     cpu_vendor="intel",
+    hbm_bandwidth=3.35e12,  # H100 datasheet: H100 SXM (80GB HBM3), 3.35 TB/s
 )
 
 PCIE_8GPU = Machine(
@@ -118,7 +122,9 @@ PCIE_8GPU = Machine(
         "PCI-SIG: PCIe Gen4 x16 = 16 GT/s x 16 lanes (~32 GB/s per direction)",
         "NCCL src/graph/topo.h: PCI_BW 12 GB/s for Gen3 x16 (0.75 of line), SRP_QPI_BW 22",
         "NCCL team (NVIDIA/nccl#412): 24 GB/s per HDR NIC",
+        "NVIDIA A100 datasheet: A100 80GB PCIe HBM2e bandwidth 1,935 GB/s",
     ),
+    hbm_bandwidth=1935e9,  # A100 datasheet: 80GB PCIe, 1,935 GB/s
 )
 
 PRESETS = {m.name: m for m in (DGX_A100, DGX_H100, PCIE_8GPU)}

@@ -1,6 +1,6 @@
 """The choice map: which algorithm and protocol wins at each message size and GPU count,
-one panel per chooser (NCCL's cost model, collsim's simulation), as a grid of coloured
-cells with the pair written in each.
+one panel per chooser (NCCL's cost model, collsim's simulation) stacked, as a grid of
+coloured cells with the pair written in each.
 
 Examples
 --------
@@ -54,9 +54,10 @@ def _colour(label):
 def choice_map_figure(panels, sizes, title):
     """A Figure of one grid per panel: sizes across, GPU counts down, each cell coloured by
     its algorithm (the protocol lighter or darker) and labelled with the pair."""
-    width = max(6.0, 0.75 * len(sizes)) * len(panels)
-    fig = Figure(figsize=(width, 2.2 + 0.7 * len(panels[0].rows)), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    # panels stacked, so two choosers line up size by size and the page stays landscape
+    height = 1.4 + sum(1.3 + 0.55 * len(panel.rows) for panel in panels)
+    fig = Figure(figsize=(max(6.0, 0.75 * len(sizes)), height), layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     seen = {}
     for ax, panel in zip(axes, panels):
         for y, (_gpus, labels) in enumerate(panel.rows):
@@ -74,7 +75,9 @@ def choice_map_figure(panels, sizes, title):
         ax.set_ylabel("GPUs")
         ax.set_title(panel.title)
     handles = [Patch(color=c, label=label) for label, c in sorted(seen.items())]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(6, len(handles)))
+    width = fig.get_figwidth()  # a legend entry takes about 1.8 inches: no wider than the page
+    columns = max(1, min(len(handles), int(width // 1.8)))
+    fig.legend(handles=handles, loc="outside lower center", ncols=columns)
     fig.suptitle(title)
     return fig
 

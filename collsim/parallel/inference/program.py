@@ -9,7 +9,10 @@ communication tensor parallelism needs at inference (no backward, so no ``f``). 
 last stage picks the token and sends it back to the first, which embeds it next step.
 
 Compute spans carry a :class:`DecodePass` record; pipeline messages a
-:class:`StageHandoff`: meaning in fields, labels for display.
+:class:`StageHandoff`: meaning in fields, labels for display.  Given a
+:class:`~.roofline.Roofline`, a span takes the longer of its FLOPs at the GPU's peak and its
+HBM reads (the weights it multiplies by and the KV cache it attends over, at the declared
+precision) at the GPU's bandwidth; without one, its FLOPs at the cluster's rate.
 """
 
 from typing import NamedTuple
@@ -53,10 +56,44 @@ class RankOutput(NamedTuple):
     logits: object  # (B, new_tokens, vocab) on the last stage's last CP rank, else None
     token_times: tuple  # simulated seconds when each token was known (last stage)
     cache_bytes: int  # bytes of this rank's KV cache (its heads, its layers)
+    step_costs: tuple = ()  # SpanCost per step of this rank's spans, summed (with a roofline)
 
 
-def _compute(rank, flops, meta):
-    return rank.compute(flops=flops, label=meta.label, meta=meta)
+class Charge:
+    """How a rank's compute spans are timed: FLOPs at the cluster's rate, or the roofline
+    of FLOPs and HBM reads; it sums each step's costs for the report."""
+
+    def __init__(self, roofline):
+        self.roofline = roofline
+        self.steps = {}  # step -> the SpanCost of each of its spans
+
+    def span(self, rank, flops, elements_read, meta):
+        """The compute operation of one span, to yield."""
+        if self.roofline is None:
+            return rank.compute(flops=flops, label=meta.label, meta=meta)
+        cost = self.roofline.cost_of(flops, elements_read)
+        self.steps.setdefault(meta.step, []).append(cost)
+        return rank.compute(seconds=cost.seconds, label=meta.label, meta=meta)
+
+    def costs(self):
+        """Each step's spans as one SpanCost: their FLOPs and bytes summed."""
+        return tuple(
+            self.roofline.cost(sum(c.flops for c in spans), sum(c.bytes_read for c in spans))
+            for _, spans in sorted(self.steps.items())
+        )
+
+
+def elements(*parts):
+    """Weights held by modules (their params) and plain arrays, counted in elements."""
+    return sum(
+        sum(a.size for a in p.params.values()) if hasattr(p, "params") else p.size for p in parts
+    )
+
+
+def _kv_read(cache):
+    """Elements of keys and values an attention over ``cache`` reads."""
+    batch, heads, _, head_dim = cache.keys.shape
+    return 2 * batch * heads * cache.length * head_dim
 
 
 def _all_reduce(rank, partial, group, algorithm):
@@ -90,23 +127,25 @@ def _attention(rank, layer, a, cache, groups, algorithm, step):
     return out, cached_attention_flops(layer.attn, batch, new, cache.length - new)
 
 
-def _layer(rank, layer, x, cache, groups, algorithm, step, layer_id):
+def _layer(rank, layer, x, cache, groups, algorithm, step, layer_id, charge):
     """One block on this rank's share: two partial sums, two TP all-reduces."""
     a = layer.ln1.forward(x)[0]
     partial, flops = yield from _attention(rank, layer, a, cache, groups, algorithm, step)
     flops += layer.ln1.flops(x.shape)["forward"]
-    yield _compute(rank, flops, DecodePass(step, layer_id, "attention"))
+    read = elements(layer.ln1, layer.attn, layer.attn_bias) + _kv_read(cache)
+    yield charge.span(rank, flops, read, DecodePass(step, layer_id, "attention"))
     h = x + ((yield from _all_reduce(rank, partial, groups.tp, algorithm)) + layer.attn_bias)
     b = layer.ln2.forward(h)[0]
     inner = layer.fc1.forward(b)[0]  # (B, T, ffn/tp)
     partial = layer.fc2.forward(_gelu(inner))[0]  # (B, T, hidden), a partial sum
     flops = layer.ln2.flops(x.shape)["forward"] + layer.fc1.flops(b.shape)["forward"]
     flops += _GELU.flops(inner.shape)["forward"] + layer.fc2.flops(inner.shape)["forward"]
-    yield _compute(rank, flops, DecodePass(step, layer_id, "mlp"))
+    read = elements(layer.ln2, layer.fc1, layer.fc2, layer.mlp_bias)
+    yield charge.span(rank, flops, read, DecodePass(step, layer_id, "mlp"))
     return h + ((yield from _all_reduce(rank, partial, groups.tp, algorithm)) + layer.mlp_bias)
 
 
-def _pick_token(rank, weights, x, groups, step):
+def _pick_token(rank, weights, x, groups, step, charge):
     """On the last stage: the logits of the last token and the greedy choice, made on the
     CP rank that holds the last position and broadcast to the others (a generator of
     ``(token, logits or None)``)."""
@@ -116,7 +155,8 @@ def _pick_token(rank, weights, x, groups, step):
         final = weights.ln_f.forward(x[:, -1])[0]  # (B, hidden): the last token
         flops = weights.ln_f.flops(final.shape)["forward"]
         flops += weights.head.flops(final.shape)["forward"]
-        yield _compute(rank, flops, DecodePass(step, None, "head"))
+        read = elements(weights.ln_f, weights.head)
+        yield charge.span(rank, flops, read, DecodePass(step, None, "head"))
         logits = weights.head.forward(final)[0]  # (B, vocab)
     token = greedy_token(logits) if groups.keeps else np.zeros(batch, dtype=np.int64)
     if groups.cp.size > 1:
@@ -124,8 +164,9 @@ def _pick_token(rank, weights, x, groups, step):
     return token, logits
 
 
-def decode_program(all_weights, split, prompt, new_tokens):
-    """The rank program: ``all_weights[r]`` is rank r's :class:`RankWeights`."""
+def decode_program(all_weights, split, prompt, new_tokens, roofline=None):
+    """The rank program: ``all_weights[r]`` is rank r's :class:`RankWeights`; compute is
+    timed by ``roofline`` (a :class:`~.roofline.Roofline`) if given."""
     stage_size = split.cp * split.tp  # ranks of one pipeline stage
     run = split.check_prompt(prompt.shape[1])  # prompt tokens a CP rank prefills
 
@@ -133,6 +174,7 @@ def decode_program(all_weights, split, prompt, new_tokens):
         if rank.id >= len(all_weights):  # a rank of the cluster that does not serve
             return None
         weights = all_weights[rank.id]
+        charge = Charge(roofline)
         keeps = weights.cp_rank == split.cp - 1
         groups = Groups(
             split.grid.group("tp", rank.id), split.grid.group("cp", rank.id), weights.cp_rank, keeps
@@ -155,14 +197,14 @@ def decode_program(all_weights, split, prompt, new_tokens):
                 weights.layers, cache, weights.layer_ids, strict=True
             ):
                 x = yield from _layer(
-                    rank, layer, x, layer_cache, groups, split.algorithm, step, layer_id
+                    rank, layer, x, layer_cache, groups, split.algorithm, step, layer_id, charge
                 )
             position = prompt.shape[1] + step - 1  # of the next token
             if not last:
                 handoff = StageHandoff(step, "activations")
                 yield rank.send(pp_next_rank, x, ACTIVATIONS, "activations", handoff)
             else:
-                token, step_logits = yield from _pick_token(rank, weights, x, groups, step)
+                token, step_logits = yield from _pick_token(rank, weights, x, groups, step, charge)
                 tokens.append(token)
                 if step_logits is not None:
                     logits.append(step_logits)
@@ -175,8 +217,9 @@ def decode_program(all_weights, split, prompt, new_tokens):
             if first:
                 fed = tokens[-1] if last else (yield rank.recv(last_stage_rank, TOKENS))
                 ids = fed[:, None]  # (B, 1): the next step decodes one token
+        costs = charge.costs() if roofline is not None else ()
         return RankOutput(
-            _stack(tokens), _stack(logits), tuple(times), sum(c.nbytes for c in cache)
+            _stack(tokens), _stack(logits), tuple(times), sum(c.nbytes for c in cache), costs
         )
 
     return program

@@ -90,9 +90,11 @@ def all_reduce_calls(trace, message_bytes):
     return tuple(sorted(found, key=lambda c: (c.start, c.group, c.call)))
 
 
-def generate_on_cluster(model, prompt, new_tokens, split, cluster):
+def generate_on_cluster(model, prompt, new_tokens, split, cluster, roofline=None):
     """Greedy generation of ``new_tokens`` after ``prompt`` with ``split`` on ``cluster``:
-    ranks ``0 .. tp·pp-1`` serve; any further ranks of the cluster stay idle."""
+    ranks ``0 .. tp·pp-1`` serve; any further ranks of the cluster stay idle.  With a
+    :class:`~.roofline.Roofline`, each compute span takes the longer of its FLOPs at the
+    peak and its HBM reads at the bandwidth (otherwise its FLOPs at the cluster's rate)."""
     if not isinstance(split, InferenceSplit):
         raise ConfigError(f"split must be an InferenceSplit, got {split!r}")
     split.check(model.config)
@@ -103,8 +105,10 @@ def generate_on_cluster(model, prompt, new_tokens, split, cluster):
             f"tp={split.tp} x pp={split.pp} needs {split.world_size} ranks, but the cluster "
             f"has {cluster.size}: give a cluster of at least {split.world_size} ranks"
         )
+    if roofline is not None:
+        roofline.check()
     weights = [RankWeights.from_model(model, split, r) for r in range(split.world_size)]
-    result = cluster.run(decode_program(weights, split, prompt, new_tokens))
+    result = cluster.run(decode_program(weights, split, prompt, new_tokens, roofline))
     result.returns[split.world_size :] = []  # the idle ranks returned nothing
     # the last stage's last CP rank holds the logits (its TP rank 0 reports them)
     last = result.returns[split.world_size - split.tp]
