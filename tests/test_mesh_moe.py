@@ -58,6 +58,7 @@ def meshes(draw):
         "capacity_factor": capacity,
         "drop_policy": draw(st.sampled_from(["probs", "position"])),
         "pad_to_capacity": capacity is not None and draw(st.booleans()),
+        "aux_loss_coeff": draw(st.sampled_from([0.0, 0.1])) if one_block else 0.0,
     }
     return {
         "config": ParallelConfig(
@@ -221,13 +222,37 @@ def test_capacity_where_a_ranks_tokens_are_not_one_block_is_refused(split):
         train(model, [batch(1, 4, 0)], ParallelConfig(**split))
 
 
+def test_the_load_balancing_loss_is_scaled_per_micro_batch(monkeypatch):
+    """Its gradient enters inside backward, past the micro-batch's 1/m loss scale (Megatron's
+    MoEAuxLossAutoScaler): unscaled, m = 2 micro-batches count it twice."""
+    from collsim.parallel.experts import block_mlp
+
+    config = ParallelConfig(dp=2, ep=2, microbatches=2)
+    case = {"config": config, "experts": 4, "top_k": 2, "routing": "zipf", "seed": 4,
+            "per_rank": 1, "router": {"aux_loss_coeff": 0.1}}  # fmt: skip
+    assert run_case(case).match is True
+    original = block_mlp.ExpertParallelMLP.__init__
+
+    def unscaled(self, layer, name="mlp", partial=False, aux_scale=1.0):
+        original(self, layer, name, partial, 1.0)
+
+    monkeypatch.setattr(block_mlp.ExpertParallelMLP, "__init__", unscaled)
+    assert run_case(case).match is False
+
+
+def test_the_load_balancing_loss_under_sp_is_refused_naming_it():
+    model = moe_model(experts=2, top_k=1, ep=1, seed=0, aux_loss_coeff=0.01)
+    with pytest.raises(ConfigError, match="aux_loss_coeff=0.01 under sp=True.*aux_loss_coeff=0"):
+        train(model, [batch(1, 4, 0)], ParallelConfig(tp=2, sp=True))
+
+
 def test_under_sp_the_moe_gradients_are_summed_over_tp(monkeypatch):
     """Each tp rank routes its own tokens: leave the MoE's partial sums unsummed over tp
     (as the dense MLP's are) and the check fails."""
     from collsim.parallel.experts import block_mlp
 
-    def whole(self, layer, name="mlp", partial=False):
-        original(self, layer, name, False)
+    def whole(self, layer, name="mlp", partial=False, aux_scale=1.0):
+        original(self, layer, name, False, aux_scale)
 
     original = block_mlp.ExpertParallelMLP.__init__
     config = ParallelConfig(dp=2, tp=2, sp=True, ep=2)

@@ -171,6 +171,12 @@ def oracle_model(model, config):
                 "rank's tokens only when they are one block of the batch (no cp, no sp); use "
                 "capacity_factor=None (dropless)"
             )
+        if split and routing.aux_loss_coeff:  # f_i·P_i per rank is not per block of the batch
+            raise ConfigError(
+                f"layer {i} has aux_loss_coeff={routing.aux_loss_coeff} under {split}: the "
+                "load-balancing loss is counted over each rank's tokens, which are not one "
+                "block of the batch there; use aux_loss_coeff=0"
+            )
         moe.ranks = config.dp * config.microbatches
     return model
 
@@ -183,7 +189,9 @@ def _moe_layer(layer, ep_group, r, tp_group, cp_group, name, config):
     if not isinstance(moe, MoEMLP):
         return None
     split = tp_group.size > 1 and config.sp  # each tp rank routes its own tokens
-    mlp = ExpertParallelMLP.from_full(moe, ep_group, r, name=f"{name}.mlp", partial=split)
+    mlp = ExpertParallelMLP.from_full(
+        moe, ep_group, r, name=f"{name}.mlp", partial=split, aux_scale=1 / config.microbatches
+    )
     if moe is layer:
         if tp_group.size > 1:
             raise ConfigError(

@@ -47,19 +47,22 @@ class ExpertParallelMLP:
     ``partial``: its tokens are only its share of the tensor-parallel group's (sequence
     parallelism), so every gradient is a partial sum the block adds up over tp."""
 
-    def __init__(self, layer, name="mlp", partial=False):
+    def __init__(self, layer, name="mlp", partial=False, aux_scale=1.0):
         self.layer, self.name = layer, name
+        # the load-balancing loss's gradient enters inside backward, past the loss scale of
+        # the micro-batch: scaled here as Megatron-Core's MoEAuxLossAutoScaler scales it
+        self.aux_scale = aux_scale
         # to the tensor-parallel gather every name is whole; the experts' split is over ep
         self.shard_axes = dict.fromkeys(layer.params)
         self.partial_grad_names = tuple(layer.params) if partial else ()
 
     @classmethod
-    def from_full(cls, mlp, group, rank_id, name="mlp", partial=False):
+    def from_full(cls, mlp, group, rank_id, name="mlp", partial=False, aux_scale=1.0):
         """This rank's module of ``mlp`` (a :class:`collsim.nn.MoEMLP`), weights copied."""
         if not isinstance(mlp, MoEMLP):
             raise ConfigError(f"ExpertParallelMLP runs a collsim.nn.MoEMLP, got {mlp!r}")
         layer = ExpertParallelMoE.from_full(mlp.moe, group, rank_id, name=name)
-        return cls(layer, name, partial)
+        return cls(layer, name, partial, aux_scale)
 
     def __repr__(self):
         return f"ExpertParallelMLP(ep={self.layer.ep}, experts={self.layer.config.experts})"
@@ -72,6 +75,7 @@ class ExpertParallelMLP:
         x = np.asarray(x, dtype=np.float64)  # (B, S, d): this rank's tokens
         tokens = x.reshape(-1, x.shape[-1])
         y, ctx = yield from self.layer.forward(rank, tokens)
+        ctx["aux_grad"] = ctx["aux_grad"] * self.aux_scale
         return (y - tokens).reshape(x.shape), ctx  # the block adds the residual
 
     def backward_input(self, rank, ctx, dy):
