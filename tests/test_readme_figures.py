@@ -178,7 +178,8 @@ def test_the_strategies_table_is_what_collsim_strategies_prints():
     time = r"(\d[\d.]* [mun]?s)"
     for name, (total, intra, inter, step, exposed) in quoted.items():
         name_at = rf"^{re.escape(name)}\s+"
-        memory = re.search(rf"{name_at}\d \d \d \d\s+yes\s+.*\s{size}$", printed.getvalue(), re.M)
+        sizes = r"\d \d \d \d \d"  # R S C T E
+        memory = re.search(rf"{name_at}{sizes}\s+yes\s+.*\s{size}$", printed.getvalue(), re.M)
         comm = re.search(rf"{name_at}{size}\s+{size}\s+{time}\s+{time}\s", printed.getvalue(),
                          re.M)  # fmt: skip
         assert memory and comm, f"`collsim strategies` prints no row for {name}"

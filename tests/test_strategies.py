@@ -14,9 +14,12 @@ import pytest
 from fuzzkit import run_cli
 
 from collsim.cli import main
+from collsim.parallel.experts.sync import EXPERT_KEYS as EXPERTS
+from collsim.parallel.runs.pipeline import toy_model
 from collsim.verify import strategies as measured
 
-NAMES = ["DP", "FSDP", "TP", "CP", "HSDP", "FSDP+TP", "FSDP+CP", "HSDP+TP", "HSDP+TP+CP"]
+NAMES = ["DP", "FSDP", "TP", "CP", "HSDP", "FSDP+TP", "FSDP+CP", "HSDP+TP", "HSDP+TP+CP", "EP",
+         "DP+EP"]  # fmt: skip
 MEMORY = ["params", "grads", "optimizer", "activations", "gathered_params", "comm_buffers", "total"]
 
 
@@ -74,6 +77,22 @@ def test_hsdp_sends_fewer_bytes_between_nodes_than_fsdp(rows):
 def test_tensor_parallel_traffic_stays_inside_a_node(rows, name):
     tp = by_name(rows)[name].bytes_by_dim["tp"]
     assert tp["inter_node"] == 0 and tp["intra_node"] > 0
+
+
+def test_expert_parallel_tokens_cross_nodes_only_when_ep_spans_them(rows):
+    r = by_name(rows)
+    wide, in_node = r["EP"].bytes_by_dim, r["DP+EP"].bytes_by_dim
+    assert wide["ep"]["inter_node"] > 0  # ep = 8: half of every token's experts are away
+    assert in_node["ep"]["inter_node"] == 0 and in_node["ep"]["intra_node"] > 0  # ep = 4
+    # DP+EP's price: each expert has a copy on the other node, whose gradients cross
+    assert in_node["edp"]["inter_node"] > 0 and "edp" not in wide
+    assert r["EP"].sizes["ep"] == 8 and r["DP+EP"].config["ep"] == 4
+    # along dp only the dense gradients' ring all-reduce: 2(K-1)/K of them, float64, K = 8
+    shape = measured.SHAPE
+    twin = measured.moe_twin(toy_model(shape.layers, shape.hidden, shape.heads), experts=8)
+    dense = sum(a.size for k, a in twin.params.items() if k.rsplit(".", 1)[-1] not in EXPERTS)
+    dp = wide["dp"]
+    assert dp["intra_node"] + dp["inter_node"] == 2 * 7 / 8 * dense * 8
 
 
 def test_fsdp_shards_model_state_and_cp_shrinks_activations(rows):

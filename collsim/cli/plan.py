@@ -27,7 +27,15 @@ The model: --model NAME gives a preset's published shape (GPT-3, Llama 2, Llama 
 hidden, heads, key/value heads, MLP size and gating, vocabulary, sequence); or give the shape
 with --layers/--hidden/--heads; --params alone takes the nearest GPT-3 shape (Brown et al.
 2020, Table 2.1) and the report names it.  Accelerate's sizes (--dp-replicate-size,
---dp-shard-size) are checked against Accelerate's ParallelismConfig rules too."""
+--dp-shard-size) are checked against Accelerate's ParallelismConfig rules too.
+
+Mixture of experts: the presets mixtral-8x7b, deepseek-v3, qwen3-30b-a3b and qwen3-235b-a22b
+(their released configs), or --experts E with --top-k, --moe-ffn-hidden, --shared-experts,
+--dense-layers.  --ep splits each MoE layer's experts over ep GPUs and --etp each expert over
+etp (default tp), folded into the dp·cp·tp ranks of a stage as Megatron-Core's MoE parallel
+folding does; the rules: E divisible by ep, ep·etp dividing dp·cp·tp, sequence parallelism
+with ep and tp > 1, and a warning when ep·tp leaves a node's NVLink.  Memory counts each GPU's
+parameters as dense/(tp·pp) + routed experts/(ep·etp·pp)."""
 
 EPILOG = """\
 examples:
@@ -36,6 +44,8 @@ examples:
                  --seq 2048 --global-batch 1536 --micro-batch 1
   the same as data:           ... --json
   a preset model:             collsim plan --model llama2-7b --world-size 8 --global-batch 64
+  mixture of experts:         collsim plan --model mixtral-8x7b --world-size 16 --ep 8 \
+                                --global-batch 16 --zero 1 --recompute full
   every valid configuration:  collsim plan --search --world-size 64 --model llama2-7b \\
                                 --seq 4096 --global-batch 512
   from a file (TOML/JSON; flags override it):  collsim plan --config job.toml --zero 1"""
@@ -47,9 +57,15 @@ _MODEL = [
     ("--hidden", "hidden", int, "hidden size h"),
     ("--heads", "heads", int, "attention heads a"),
     ("--kv-heads", "kv_heads", int, "key/value heads (grouped-query attention; default heads)"),
+    ("--head-dim", "head_dim", int, "size of one attention head (default hidden/heads)"),
     ("--ffn-hidden", "ffn_hidden", int, "MLP inner size (default 4·hidden)"),
     ("--vocab", "vocab", int, "vocabulary size V (default 51200, or the preset's)"),
     ("--seq", "seq", int, "sequence length s in tokens (default 2048, or the preset's)"),
+    ("--experts", "experts", int, "MoE: routed experts per layer (alias --num-experts)"),
+    ("--top-k", "top_k", int, "MoE: experts per token (default 2; alias --moe-router-topk)"),
+    ("--moe-ffn-hidden", "moe_ffn_hidden", int, "MoE: an expert's MLP size (default ffn)"),
+    ("--shared-experts", "shared_experts", int, "MoE: always-on experts per layer (default 0)"),
+    ("--dense-layers", "dense_layers", int, "MoE: first layers with a dense MLP (default 0)"),
     (
         "--params",
         "params",
@@ -82,6 +98,19 @@ _PARALLEL = [
     ("--vpp", "vpp", int, "virtual pipeline stages per GPU (interleaved 1F1B when > 1)"),
     ("--dp-replicate-size", "dp_replicate", int, "Accelerate HSDP replicas (dp = replicate·shard)"),
     ("--dp-shard-size", "dp_shard", int, "Accelerate FSDP shard degree (implies --zero 3)"),
+    (
+        "--ep",
+        "ep",
+        int,
+        "expert-parallel degree: each MoE layer's experts over ep GPUs, folded into dp·cp·tp "
+        "(alias --expert-model-parallel-size)",
+    ),
+    (
+        "--etp",
+        "etp",
+        int,
+        "expert tensor parallelism (default tp; alias --expert-tensor-parallel-size)",
+    ),
 ]
 _BATCH = [
     ("--global-batch", "global_batch", int, "samples per optimizer step"),
@@ -92,6 +121,8 @@ _METAVARS = {"params": "COUNT", "gpu_memory": "SIZE", "compute_rate": "FLOP/S", 
 _METAVARS.update(dict.fromkeys(("intra_bandwidth", "inter_bandwidth"), "RATE"))
 _METAVARS.update(dict.fromkeys(("intra_latency", "inter_latency"), "TIME"))
 _ALIASES = {"--tp": ["--tp-size"], "--cp": ["--cp-size"], "--accumulation": ["--grad-accum"]}
+_ALIASES |= {"--ep": ["--expert-model-parallel-size"], "--etp": ["--expert-tensor-parallel-size"]}
+_ALIASES |= {"--experts": ["--num-experts"], "--top-k": ["--moe-router-topk"]}
 
 
 def add_config_arguments(parser):

@@ -29,9 +29,13 @@ terms (sizes as Accelerate's ParallelismConfig names them; their product is the 
   HSDP    hybrid sharding: FSDP inside a node (dp_shard), plain replicas across nodes
           (dp_replicate), so only a gradient all-reduce crosses the slow links
   + means the sizes combine on one mesh (order dp_replicate, dp_shard, cp, tp, tp innermost)
+  EP      expert parallel (ep; not in the guide: torchtitan, Megatron-Core): the same model
+          with every MLP a mixture of 8 experts (top-2), the experts split over ep of the
+          data-parallel GPUs and each token sent to its experts' GPUs by an all-to-all;
+          experts' gradients are reduced only over the GPUs holding copies (edp)
 
 columns:
-  R S C T        dp_replicate, dp_shard, cp, tp
+  R S C T E      dp_replicate, dp_shard, cp, tp, ep
   match          every gradient and parameter equals one device's (float64, 1e-10)
   memory         the busiest rank's peak per category (params, grads, optimizer state,
                  activations saved for backward, FSDP's gathered parameters) and in total
@@ -106,7 +110,7 @@ def table_lines(rows, verdicts):
         f"  cluster: {measured.describe_cluster()}",
         "",
         "peak memory of the busiest rank",
-        f"{'strategy':<11} {'R S C T':<8} {'match':<6}"
+        f"{'strategy':<11} {'R S C T E':<10} {'match':<6}"
         + "".join(f"{h:>11}" for h in ("params", "grads", "optimizer", "activ.", "gathered"))
         + f"{'total':>11}",
     ]
@@ -115,7 +119,7 @@ def table_lines(rows, verdicts):
         "buffers included, so it need not equal the sum of the columns)"
     )
     for r in rows:
-        head = f"{r.name:<11} {_sizes(r):<8} "
+        head = f"{r.name:<11} {_sizes(r):<10} "
         if r.not_run:
             out += textwrap.wrap(
                 f"not run: {r.not_run}", 99, initial_indent=head, subsequent_indent=" " * len(head)
@@ -151,7 +155,7 @@ def table_lines(rows, verdicts):
 
 def _sizes(row):
     s = row.sizes
-    return f"{s['dp_replicate']} {s['dp_shard']} {s['cp']} {s['tp']}"
+    return f"{s['dp_replicate']} {s['dp_shard']} {s['cp']} {s['tp']} {s.get('ep', 1)}"
 
 
 def _yes(match):

@@ -50,7 +50,7 @@ from .kv_cache import LayerKV, cached_attention
 from .layers import GELU, LayerNorm, Linear, ReLU, softmax
 from .losses import cross_entropy_loss, mse_loss
 from .module import Composite, Module, ctx_nbytes
-from .moe import MoE, SwiGLUExperts
+from .moe import MoE, MoEMLP, SwiGLUExperts
 from .optim import SGD, Adam
 from .routing import RouterConfig, route
 
@@ -68,6 +68,7 @@ __all__ = [
     "MLP",
     "TransformerBlock",
     "MoE",
+    "MoEMLP",
     "SwiGLUExperts",
     "RouterConfig",
     "route",

@@ -36,7 +36,14 @@ from ..errors import ConfigError
 from .module import Module, as_param, check_grad
 from .routing import aux_loss, gate_gradient_to_logits, route
 
-__all__ = ["MoE", "SwiGLUExperts", "combine", "scatter_rows", "router_logit_grad"]
+__all__ = [
+    "MoE",
+    "MoEMLP",
+    "SwiGLUExperts",
+    "combine",
+    "scatter_rows",
+    "router_logit_grad",
+]
 
 SILU_FLOPS = 6  # rough FLOPs per element of silu(a) * b and of its derivative
 
@@ -218,3 +225,57 @@ def router_logit_grad(routing, dy, out, config, aux_grad=None):
     tokens, choices = routing.slot_token[real], routing.slot_choice[real]
     dgates[tokens, choices] = np.einsum("nd,nd->n", dy[tokens], out[real])
     return gate_gradient_to_logits(routing, dgates, config, aux_grad)
+
+
+class MoEMLP(Module):
+    """An :class:`MoE` in a transformer block's MLP place: tokens ``(..., d)``, no residual.
+
+    The block adds its own residual, so this returns ``MoE(x) - x``: a token every expert
+    dropped contributes nothing and passes through the block's residual only.  ``ranks``
+    is how many equal, consecutive blocks of the flattened tokens route on their own, each
+    with its own capacity (the mesh trainer's oracle sets it to the ranks x micro-batches
+    that route separately); parameter names are the MoE's (``"router"``, ``"w_gate"``, ...).
+
+    >>> import numpy as np
+    >>> from collsim.nn.routing import RouterConfig
+    >>> rng = np.random.default_rng(0)
+    >>> mlp = MoEMLP(MoE.init(4, 8, RouterConfig(experts=4, top_k=1, capacity_factor=0.5), rng))
+    >>> y, ctx = mlp.forward(rng.normal(size=(2, 3, 4)))  # 6 tokens, ceil(6/4 x 0.5) = 1 slot
+    >>> y.shape, ctx["routing"].capacity, ctx["routing"].dropped  # of 6 choices, 3 kept
+    ((2, 3, 4), 1, 3)
+    """
+
+    def __init__(self, moe, ranks=1):
+        if not isinstance(moe, MoE):
+            raise ConfigError(f"MoEMLP wraps a collsim.nn.MoE, got {type(moe).__name__}")
+        self.moe, self.ranks = moe, int(ranks)
+
+    def __repr__(self):
+        return f"MoEMLP(experts={self.moe.config.experts}, top_k={self.moe.config.top_k})"
+
+    @property
+    def params(self):
+        return self.moe.params
+
+    def output_shape(self, x_shape):
+        x_shape = tuple(int(n) for n in x_shape)
+        self.moe.output_shape((math.prod(x_shape[:-1]), x_shape[-1]) if x_shape else ())
+        return x_shape
+
+    def forward(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        self.output_shape(x.shape)
+        tokens = x.reshape(-1, x.shape[-1])  # (B·S, d)
+        y, ctx = self.moe.forward(tokens, ranks=self.ranks)
+        return (y - tokens).reshape(x.shape), ctx
+
+    def backward_input(self, ctx, dy):
+        flat = np.reshape(dy, ctx["x"].shape)
+        return (self.moe.backward_input(ctx, flat) - flat).reshape(np.shape(dy))
+
+    def backward_weight(self, ctx, dy):
+        return self.moe.backward_weight(ctx, np.reshape(dy, ctx["x"].shape))
+
+    def flops(self, x_shape):
+        x_shape = self.output_shape(x_shape)
+        return self.moe.flops((math.prod(x_shape[:-1]), x_shape[-1]))

@@ -31,10 +31,18 @@ Examples
 
 from dataclasses import asdict, dataclass
 
+from ..collectives.all_to_allv import RaggedTransfer
 from ..collectives.records import is_collective
 from ..errors import ConfigError
 
-__all__ = ["collective_bytes", "mesh_dimension", "overlap", "Overlap", "bytes_by_link_class"]
+__all__ = [
+    "collective_bytes",
+    "mesh_dimension",
+    "transfer_dimension",
+    "overlap",
+    "Overlap",
+    "bytes_by_link_class",
+]
 
 LINK_CLASSES = ("intra_node", "inter_node")
 
@@ -50,22 +58,32 @@ def mesh_dimension(mesh, src, dst):
 def collective_bytes(trace, n_ranks, mesh=None):
     """Bytes sent per rank, keyed by collective name, or by ``(dimension, collective)``
     when a :class:`~collsim.runtime.group.RankGrid` is given.  Point-to-point
-    transfers are keyed ``"send"``."""
+    transfers are keyed ``"send"``, MoE's token exchanges ``"all_to_allv"``."""
     out, dims = {}, {}
     for t in trace.transfers:
         tag = t.tag
-        collective = is_collective(tag)
-        key = tag.collective if collective else "send"
+        key = tag.collective if is_collective(tag) else "send"
+        key = "all_to_allv" if isinstance(t.meta, RaggedTransfer) else key
         if mesh is not None:
-            dim = tag.dim if collective else None
-            if dim is None:  # no group of the mesh said: the ranks' coordinates do
-                pair = (t.src, t.dst)
-                if pair not in dims:
-                    dims[pair] = mesh_dimension(mesh, t.src, t.dst)
-                dim = dims[pair]
-            key = (dim, key)
+            key = (transfer_dimension(mesh, t, dims), key)
         out.setdefault(key, [0] * n_ranks)[t.src] += t.nbytes
     return out
+
+
+def transfer_dimension(mesh, transfer, cache=None):
+    """The mesh dimension ``transfer`` moves along: its collective's group's, ``"ep"`` for
+    the trainer's one all-to-allv (MoE's token dispatch and combine, on the ep groups), else
+    the coordinates its ranks differ in (``cache`` keeps those per rank pair)."""
+    tag = transfer.tag
+    if is_collective(tag) and tag.dim:
+        return tag.dim
+    if isinstance(transfer.meta, RaggedTransfer):
+        return "ep"
+    pair = (transfer.src, transfer.dst)
+    cache = {} if cache is None else cache
+    if pair not in cache:
+        cache[pair] = mesh_dimension(mesh, *pair)
+    return cache[pair]
 
 
 @dataclass

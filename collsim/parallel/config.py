@@ -67,6 +67,10 @@ class ParallelConfig:
     cp_variant: str = "ring"  # ring attention (K/V around the ring), or all-to-all (Ulysses)
     cp_layout: str = "balanced"  # balanced: chunks i and 2cp-1-i (even causal work), or
     # contiguous: chunk i (the last rank does the most causal work)
+    # --- expert parallel (MoE blocks' experts split over ep ranks) ------------------------
+    ep: int = 1  # carved from the dp x cp ranks (torchtitan; Megatron-Core's MoE folding):
+    # each group of ep of them splits every MoE layer's experts, E/ep each, and all-to-alls
+    # the tokens; attention and the router stay replicated over dp x cp
     # --- tensor parallel ------------------------------------------------------------------
     sp: bool = False  # Megatron sequence parallelism: norms and residuals split by tokens
     # --- memory -------------------------------------------------------------------------
@@ -105,6 +109,7 @@ class ParallelConfig:
             )
         self._check_sharding()
         self._check_context()
+        self._check_experts()
         if self.recompute not in RECOMPUTE:
             hint = (
                 " (selective recomputes only attention's softmax and dropout, Korthikanti "
@@ -200,6 +205,22 @@ class ParallelConfig:
             )
         if self.cp_layout not in CP_LAYOUTS:
             raise ConfigError(f"cp_layout={self.cp_layout!r} is not one of {', '.join(CP_LAYOUTS)}")
+
+    def _check_experts(self):
+        if isinstance(self.ep, bool) or not isinstance(self.ep, int) or self.ep < 1:
+            raise ConfigError(f"ep must be an integer >= 1, got {self.ep!r}")
+        carved = self.dp * self.cp
+        if carved % self.ep:
+            near = max(e for e in range(1, carved + 1) if carved % e == 0 and e <= self.ep)
+            raise ConfigError(
+                f"ep={self.ep} must divide dp x cp = {carved}: expert parallelism is carved "
+                f"from the data and context-parallel ranks; nearest valid ep={near}"
+            )
+        if self.ep > 1 and self.zero:
+            raise ConfigError(
+                f"zero={self.zero} with ep={self.ep}: the trainer shards ZeRO over the dp x cp "
+                "group, which the experts are already split over; set zero=0"
+            )
 
     @property
     def dp_shard(self):

@@ -53,7 +53,7 @@ from .context.layouts import check_sequence, shard_sequence
 from .data.checkpoint import check_state_dict, save_state
 from .data.sync import gradient_sync
 from .mesh_run import MeshRun, MeshStep, RankStep, assemble_run
-from .mesh_setup import rank_setup, shard_layer
+from .mesh_setup import oracle_model, rank_setup, shard_layer
 from .oracle import reference_steps
 from .pipeline.chunk import ModelChunk
 from .pipeline.schedules import Schedule, build_schedule, split_layers
@@ -158,7 +158,9 @@ def train(
         keep_io,
         state_dict,
     )
-    reference = reference_steps(model, batches, loss, optimizer) if check else None
+    reference = None
+    if check:  # one device, its MoE layers routing each rank's tokens as the rank does
+        reference = reference_steps(oracle_model(model, config), batches, loss, optimizer)
     run = cluster.run(_program, setups, batches, plan)
     return assemble_run(config, mesh, sched, run, setups, len(batches), plan, reference, rtol, atol)
 

@@ -134,13 +134,22 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
             return np.concatenate(rows, axis=0) * scale
 
         replica0 = [int(r) for s in range(pp) for r in grid[s, 0, :]]
+        grads, params = (
+            _gather_experts(
+                _gather(grid, [getattr(rec[r], field) for r in range(mesh.size)], axes, replica0),
+                [getattr(rec[r], field) for r in range(mesh.size)],
+                grid4,
+                setups,
+            )
+            for field in ("grads", "params")
+        )
         steps.append(
             MeshStep(
                 loss=float(np.mean([o.loss for o in last])),  # every rank holds as many tokens
                 output=whole(pp - 1, "outputs", plan.out_layout) if keep else None,
                 input_grad=whole(0, "input_grads", plan.in_layout, 1 / (dp * cp)) if keep else None,
-                grads=_gather(grid, [rec[r].grads for r in range(mesh.size)], axes, replica0),
-                params=_gather(grid, [rec[r].params for r in range(mesh.size)], axes, replica0),
+                grads=grads,
+                params=params,
             )
         )
     final = [wholes[r][-1].params for r in range(mesh.size)]
@@ -153,7 +162,7 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
         steps=steps,
         pipelines=_pipelines(sched, config, run, wholes, grid4) if n_steps == 1 else {},
         buckets=wholes[0][0].buckets,
-        dp_replica_diff=_replica_diff(grid4.reshape(pp, dp * cp, tp), final, "dp"),
+        dp_replica_diff=_data_replica_diff(grid4, final, setups),
         tp_replica_diff=_replica_diff(grid, final, "tp", replicated),
         bytes_by_group=collective_bytes(run.trace, mesh.size, mesh),
         saved=[per_step[-1].saved for per_step in run.returns],
@@ -168,6 +177,30 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
         result.match = all(ok for ok, _ in checks)
         result.max_error = max(error for _, error in checks)
     return result
+
+
+def _gather_experts(full, per_rank, grid4, setups):
+    """``full`` with every MoE expert stack put together from its ep group (the first
+    ``ep`` dp x cp ranks of each stage, tp rank 0), experts in rank order."""
+    pp, dp, cp, tp = grid4.shape
+    for s in range(pp):
+        ep_ranks = [int(r) for r in grid4[s].reshape(dp * cp, tp)[: setups[0].ep, 0]]
+        for name in setups[ep_ranks[0]].expert_names:
+            full[name] = np.concatenate([per_rank[r][name] for r in ep_ranks])
+    return full
+
+
+def _data_replica_diff(grid4, final, setups):
+    """Largest difference between copies over dp x cp: of the whole replicas' dense
+    parameters, and of each expert shard over its expert-data-parallel group."""
+    pp, dp, cp, tp = grid4.shape
+    ep = setups[0].ep
+    experts = set().union(*(s.expert_names for s in setups))
+    dense = sorted(set().union(*final) - experts)
+    replicas = _replica_diff(grid4.reshape(pp, dp * cp, tp), final, "dp", dense)
+    by_ep = grid4.reshape(pp, dp * cp // ep, ep, tp).transpose(0, 2, 1, 3)
+    edp = by_ep.reshape(pp * ep, dp * cp // ep, tp)  # one row of copies per expert shard
+    return max(replicas, _replica_diff(edp, final, "dp", sorted(experts)))
 
 
 def _replica_diff(grid, params, along, names=None):
@@ -213,6 +246,8 @@ def _whole_steps(returned, grid, n_steps):
                     grads, params = whole([returned[r][i].shards for r in block])
                     for r in block:
                         step = returned[r][i]
+                        if not layouts:  # whole already: its own (its experts differ under ep)
+                            grads, params = step.shards.grads, step.shards.params
                         out[r][i] = WholeStep(step.outcome, grads, params, step.shards.buckets)
     return out
 

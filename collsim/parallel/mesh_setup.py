@@ -11,16 +11,18 @@ import copy
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..nn import MLP, MultiHeadAttention, TransformerBlock
+from ..nn import MLP, MoEMLP, MultiHeadAttention, TransformerBlock
 from ..runtime.group import Group
+from .block import RankBlock
 from .context.block import ContextParallelBlock
-from .context.tensor import tensor_context_block
+from .context.tensor import TensorContextAttention, tensor_context_block
 from .data.sharded import ShardedUnit, hsdp_groups
+from .experts.block_mlp import EXPERT_KEYS, ExpertParallelMLP, TensorMoEBlock, expert_groups
 from .modules import Local
 from .pipeline.schedules import split_layers
-from .tensor import ParallelMLP, ParallelTransformerBlock
+from .tensor import ParallelAttention, ParallelMLP, ParallelTransformerBlock
 
-__all__ = ["RankSetup", "rank_setup", "shard_layer"]
+__all__ = ["RankSetup", "rank_setup", "shard_layer", "oracle_model"]
 
 
 def shard_layer(layer, group, tp_rank, name, sequence_parallel=False):
@@ -49,6 +51,9 @@ class RankSetup:
     optimizer: object
     n_layers: int  # layers (units) of the whole model
     cp_rank: int = 0  # its place in the context-parallel group (0 without cp)
+    expert_names: frozenset = frozenset()  # its MoE experts' parameters (E/ep of each stack)
+    edp_group: object = None  # the ranks holding the same experts: their gradients' group
+    ep: int = 1  # the expert-parallel ranks that split every MoE layer's experts
 
 
 def rank_setup(mesh, r, model, sequential, config, optimizer):
@@ -59,33 +64,33 @@ def rank_setup(mesh, r, model, sequential, config, optimizer):
     if sequential:
         n_layers = len(model)
         ranges = split_layers(n_layers, config.pp, config.vpp)[stage]
-        if config.cp > 1:  # attention across the cp group, the rest on the rank's tokens
-            cp_group = mesh.group("cp", r)
-            chunks = [
-                [
-                    (
-                        str(i),
-                        _context_layer(
-                            model[i], cp_group, cp_rank, tp_group, tp_rank, str(i), config
-                        ),
-                    )
-                    for i in span
-                ]
-                for span in ranges
-            ]
-        else:
-            chunks = [
-                [
-                    (str(i), shard_layer(model[i], tp_group, tp_rank, str(i), config.sp))
-                    for i in span
-                ]
-                for span in ranges
-            ]
+        cp_group = mesh.group("cp", r) if config.cp > 1 else None
+        moe_groups = expert_groups(_replica_group(mesh, r).ranks, r, config.ep)
+
+        def layer_module(i):
+            moe = _moe_layer(model[i], moe_groups.ep, r, tp_group, cp_group, str(i), config)
+            if moe is not None:
+                return moe
+            if cp_group is not None:  # attention across the cp group, the rest on its tokens
+                return _context_layer(
+                    model[i], cp_group, cp_rank, tp_group, tp_rank, str(i), config
+                )
+            return shard_layer(model[i], tp_group, tp_rank, str(i), config.sp)
+
+        chunks = [[(str(i), layer_module(i)) for i in span] for span in ranges]
+        expert_names = frozenset(
+            f"{prefix}.{name}"
+            for units in chunks
+            for prefix, unit in units
+            for name in unit.params
+            if name.rsplit(".", 1)[-1] in EXPERT_KEYS and _holds_experts(unit)
+        )
     else:
         units = list(model(tp_group, tp_rank))
         n_layers = len(units)
         ranges = split_layers(len(units), config.pp, config.vpp)[stage]
         chunks = [[units[i] for i in span] for span in ranges]
+        moe_groups, expert_names = expert_groups([r], r, 1), frozenset()
     dp_group = mesh.group("dp", r) if config.cp == 1 else _replica_group(mesh, r)
     if config.zero == 3:  # ZeRO-3 / FSDP: every unit keeps 1/dp_shard of its parameters
         # the shard group spans dp_shard x cp, as Accelerate and Megatron form it
@@ -113,6 +118,9 @@ def rank_setup(mesh, r, model, sequential, config, optimizer):
         optimizer=copy.deepcopy(optimizer),
         n_layers=n_layers,
         cp_rank=cp_rank,
+        expert_names=expert_names,
+        edp_group=moe_groups.edp,
+        ep=config.ep,
     )
 
 
@@ -144,9 +152,91 @@ def _context_layer(layer, group, cp_rank, tp_group, tp_rank, name, config):
     return Local(copy.deepcopy(layer), name=name)
 
 
+def oracle_model(model, config):
+    """A copy of ``model`` whose MoE layers route as the ranks do: each of the dp x
+    micro-batches blocks of the batch on its own, with its own capacity (Megatron-Core
+    counts capacity per rank and micro-batch).  Under cp a rank's tokens are not one
+    block of the batch, so there only dropless routing is checked."""
+    model = copy.deepcopy(model)
+    for i, layer in enumerate(model):
+        moe = layer.mlp if isinstance(layer, TransformerBlock) else layer
+        if not isinstance(moe, MoEMLP):
+            continue
+        routing = moe.moe.config
+        split = f"cp={config.cp}" if config.cp > 1 else "sp=True" if config.sp else None
+        if split and (routing.capacity_factor is not None or routing.pad_to_capacity):
+            raise ConfigError(
+                f"layer {i} drops tokens by capacity (capacity_factor="
+                f"{routing.capacity_factor}) under {split}: the one-device check knows each "
+                "rank's tokens only when they are one block of the batch (no cp, no sp); use "
+                "capacity_factor=None (dropless)"
+            )
+        if split and routing.aux_loss_coeff:  # f_i·P_i per rank is not per block of the batch
+            raise ConfigError(
+                f"layer {i} has aux_loss_coeff={routing.aux_loss_coeff} under {split}: the "
+                "load-balancing loss is counted over each rank's tokens, which are not one "
+                "block of the batch there; use aux_loss_coeff=0"
+            )
+        moe.ranks = config.dp * config.microbatches
+    return model
+
+
+def _moe_layer(layer, ep_group, r, tp_group, cp_group, name, config):
+    """A block whose MLP is an MoE (or a bare :class:`~collsim.nn.MoEMLP`) on rank ``r``:
+    the experts split over ``ep_group``, attention as the other blocks run it; None for
+    any other layer."""
+    moe = layer.mlp if isinstance(layer, TransformerBlock) else layer
+    if not isinstance(moe, MoEMLP):
+        return None
+    split = tp_group.size > 1 and config.sp  # each tp rank routes its own tokens
+    mlp = ExpertParallelMLP.from_full(
+        moe, ep_group, r, name=f"{name}.mlp", partial=split, aux_scale=1 / config.microbatches
+    )
+    if moe is layer:
+        if tp_group.size > 1:
+            raise ConfigError(
+                f"layer {name} is a bare MoEMLP: under tp={tp_group.size} collsim runs MoE "
+                "layers inside transformer blocks; wrap it in a TransformerBlock"
+            )
+        return mlp
+    if tp_group.size > 1:  # heads over tp (and the sequence over cp); experts over ep
+        tp_rank = tp_group.index(r)
+        if cp_group is None:
+            attn = ParallelAttention.from_full(
+                layer.attn, tp_group, tp_rank, config.sp, name=f"{name}.attn"
+            )
+        else:
+            attn = TensorContextAttention.from_full(
+                layer.attn, tp_group, tp_rank, cp_group, cp_group.index(r), config.cp_variant,
+                config.cp_layout, f"{name}.attn", config.sp,
+            )  # fmt: skip
+        ln1, ln2 = (
+            Local(copy.deepcopy(getattr(layer, p)), name=f"{name}.{p}") for p in ("ln1", "ln2")
+        )
+        return TensorMoEBlock(ln1, attn, ln2, mlp, tp_group, config.sp, name)
+    if cp_group is not None:
+        attn = ContextParallelBlock.from_full(
+            layer, cp_group, cp_group.index(r), config.cp_variant, config.cp_layout, name
+        )
+        return ContextParallelBlock(attn.ln1, attn.attn, attn.ln2, mlp, name)
+    ln1, attn, ln2 = (
+        Local(copy.deepcopy(getattr(layer, part)), name=f"{name}.{part}")
+        for part in ("ln1", "attn", "ln2")
+    )
+    return RankBlock(ln1, attn, ln2, mlp, name)
+
+
+def _holds_experts(unit):
+    """Whether ``unit`` (a rank module) holds a share of an MoE layer's experts."""
+    return isinstance(unit, ExpertParallelMLP) or isinstance(
+        getattr(unit, "mlp", None), ExpertParallelMLP
+    )
+
+
 def _replica_group(mesh, r):
     """The ranks holding the same parameters under context parallelism: every dp and cp
     coordinate of ``r``'s stage and tp rank (gradients are averaged over all of them)."""
     where = mesh.coords(r)
-    grid = mesh.grid[where["pp"], :, :, where["tp"]]  # (dp, cp)
+    grid = mesh.grid.reshape(mesh.grid.shape[0], -1, mesh.grid.shape[-1])  # (pp, dp·cp, tp)
+    grid = grid[where["pp"], :, where["tp"]]
     return Group([int(x) for x in grid.ravel()], dim="dp_cp")

@@ -51,6 +51,7 @@ Examples
 
 from ..parallel.pipeline.schedules import peak_inflight
 from .config.derived import pipeline_schedule
+from .config.experts import expert_shard_degree, params_per_gpu
 
 __all__ = [
     "activation_bytes_per_layer",
@@ -127,8 +128,16 @@ def model_state_bytes(params_per_gpu, zero, shard_degree, precision="bf16"):
 
 def estimate(cfg, d):
     """The memory dict of a plan: bytes per GPU by part, and how it was counted."""
-    params_per_gpu = d.params / (cfg.tp * cfg.pp)
-    params, grads, optim = model_state_bytes(params_per_gpu, d.zero, d.shard_degree, cfg.precision)
+    dense = d.params - d.routed_params
+    per_gpu = params_per_gpu(dense, d.routed_params, cfg.tp, cfg.pp, cfg.ep, cfg.expert_tp)
+    experts_per_gpu = per_gpu - dense / (cfg.tp * cfg.pp)
+    params, grads, optim = model_state_bytes(
+        per_gpu - experts_per_gpu, d.zero, d.shard_degree, cfg.precision
+    )
+    if experts_per_gpu:  # the routed experts' state is sharded over their edp group
+        shard = expert_shard_degree(d.shard_degree, cfg.tp, cfg.ep, cfg.expert_tp)
+        expert_state = model_state_bytes(experts_per_gpu, d.zero, shard, cfg.precision)
+        params, grads, optim = (a + b for a, b in zip((params, grads, optim), expert_state))
     act = _activations(cfg, d)
     total = params + grads + optim + act["activations"]
     return {
@@ -143,7 +152,8 @@ def estimate(cfg, d):
         "activations_logits": act["logits"],
         "in_flight_microbatches": act["in_flight"],
         "layers_per_stage": d.layers_per_stage,
-        "params_per_gpu": params_per_gpu,
+        "params_per_gpu": per_gpu,
+        "expert_params_per_gpu": experts_per_gpu,
         "shard_degree": d.shard_degree,
         "gpu_memory": cfg.gpu_memory,
         "free": cfg.gpu_memory - total,

@@ -35,6 +35,7 @@ from ..errors import ConfigError
 from ..parallel.data import DEFAULT_BUCKET_BYTES
 from .context_checks import CONTEXT_SCHEMES
 from .moe import MOE_SCHEMES, moe_sizes, refuse_moe_options
+from .nd_experts import ND_MOE_OPTIONS, resolve_nd_experts
 from .problems import SCHEMES
 from .resolve import (
     Resolved,
@@ -88,8 +89,9 @@ class VerifyConfig:
     causal: bool | None = None  # causal attention (default True)
     pp: int | None = None  # nd: pipeline stages (1)
     # moe: one MoE layer with expert parallelism
-    ep: int | None = None  # expert-parallel ranks (4); experts must be divisible by it
-    experts: int | None = None  # routed experts (8)
+    ep: int | None = None  # expert-parallel ranks (moe: 4; nd: 1, carved from dp x cp);
+    # experts must be divisible by it (nd: any MoE option makes the blocks' MLPs MoEs)
+    experts: int | None = None  # routed experts (moe: 8; nd: 2·ep)
     top_k: int | None = None  # experts per token (2)
     capacity_factor: float | None = None  # None: dropless; else ceil(T·k/E·cf) per expert
     drop_policy: str | None = None  # over capacity: "probs" (default) or "position"
@@ -122,7 +124,7 @@ class VerifyConfig:
             )
         if self.scheme in MOE_SCHEMES:
             return moe_sizes(self)
-        refuse_moe_options(self)
+        refuse_moe_options(self, ND_MOE_OPTIONS if self.scheme == "nd" else ())
         if self.scheme in CONTEXT_SCHEMES:
             refuse_training_options(self)
             check_numbers(self)
@@ -137,7 +139,12 @@ class VerifyConfig:
         if self.scheme in MOE_SCHEMES:
             return self.sizes
         if self.scheme in CONTEXT_SCHEMES:
-            return resolve_context(self, self.sizes)
+            resolved = resolve_context(self, self.sizes)
+            experts = resolve_nd_experts(self, self.sizes.mesh)
+            if experts is None:
+                return resolved
+            parallel = resolved.parallel.replace(ep=experts.ep)
+            return dataclasses.replace(resolved, parallel=parallel, experts=experts)
         return resolve_training(self, self.sizes)
 
 

@@ -45,6 +45,7 @@ from ..parallel.accounting import bytes_by_link_class
 from ..parallel.context.formulas import CP_PASSES, context_parallel_bytes
 from ..parallel.context.ring import RingAttention, RingStep
 from ..parallel.context.ulysses import UlyssesAttention
+from ..parallel.mesh_setup import oracle_model
 from ..parallel.modules import LayerPass
 from ..parallel.pipeline.schedules.layers import split_layers
 from ..parallel.tensor.attention import ParallelAttention
@@ -55,6 +56,7 @@ from .context_checks import (
     CONTEXT_SCHEMES,
     resolve_mesh,
 )
+from .nd_experts import moe_blocks, moe_shown
 from .problems import BYTES, Problem, make_batches
 from .training import report_of, single_device, train_on_cluster
 
@@ -112,12 +114,22 @@ class ContextFindings:
         }
 
 
-def _problem(rng, *, hidden, heads, ffn, layers, causal, tp, sp):
+def _problem(rng, *, hidden, heads, ffn, layers, causal, tp, sp, experts=None):
     """The blocks, handed to the trainer whole: it cuts them itself, into cp blocks, tp
-    blocks or both (a model built here for tp alone would not run context parallelism)."""
-    blocks = [TransformerBlock.init(hidden, heads, rng, ffn, causal=causal) for _ in range(layers)]
-    model = Sequential(*blocks)
+    blocks or both (a model built here for tp alone would not run context parallelism);
+    with ``experts`` their MLPs are MoEs, split over ep."""
+    if experts is None:
+        blocks = [
+            TransformerBlock.init(hidden, heads, rng, ffn, causal=causal) for _ in range(layers)
+        ]
+        model = Sequential(*blocks)
+    else:
+        model = moe_blocks(
+            rng, experts, hidden=hidden, heads=heads, ffn=ffn, layers=layers, causal=causal
+        )
     what = f"{layers} {'causal ' if causal else ''}transformer block(s)"
+    if experts is not None:
+        what += f" with MoE MLPs ({experts.router.experts} experts, top-{experts.router.top_k})"
     layout = "seq" if sp else "full"
     return Problem(model, model, layout, layout, 1, tp, what + (", tensor parallel" * (tp > 1)))
 
@@ -221,11 +233,13 @@ def verify_context(config, /, **options):
         causal=causal,
         tp=sizes["tp"],
         sp=sp,
+        experts=resolved.experts,
     )
     batches = make_batches("dp", rng, batch=batch, seq=seq, hidden=hidden, ffn=ffn, steps=steps)
     optimizer = Adam(lr=lr)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        oracle = single_device(problem.model, batches, optimizer)
+        # MoE layers route each rank's micro-batch on its own, with its own capacity
+        oracle = single_device(oracle_model(problem.model, config), batches, optimizer)
         run = train_on_cluster(
             problem,
             config,
@@ -293,6 +307,7 @@ def verify_context(config, /, **options):
         "latency": given.latency,
         "compute_rate": given.compute_rate,
         "topology": "switch" if gpus_per_node is None else "hierarchical",
+        **moe_shown(resolved.experts),
     }
     formula_by_group = {}
     if collective is not None and len(set(formula)) == 1:

@@ -74,6 +74,18 @@ def context_cluster_line(c, rate):
     if c["cp"] > 1:
         mask = "causal" if c["causal"] else "not causal"
         lines.append(f"  cp: {_VARIANTS[c['cp_variant']]}, {_LAYOUTS[c['cp_layout']]}, {mask}")
+    if c.get("ep", 1) > 1:
+        lines.append(
+            f"  experts: {c['experts']} per MoE layer over ep {c['ep']} (carved from dp × cp), "
+            f"top-{c['top_k']}, {c['router_score']} router, "
+            + (
+                "dropless"
+                if c["capacity_factor"] is None
+                else f"capacity factor {c['capacity_factor']} ({c['drop_policy']} drops)"
+            )
+            + f", {c['routing']} routing; tokens all-to-allv'd over ep"
+        )
+        sync += "; experts' gradients over their expert-data-parallel copies, ÷ ep"
     lines.append(f"  gradients: {sync}")
     return "\n".join(lines)
 

@@ -43,6 +43,7 @@ __all__ = [
     "moe_sizes",
     "verify_moe",
     "refuse_moe_options",
+    "as_flags",
     "MOE_TOLERANCE",
 ]
 
@@ -160,7 +161,7 @@ def moe_sizes(c):
         dispatcher = check_dispatcher(c.dispatcher or "alltoall")
         gpus_per_node = _node_size(c.gpus_per_node, ep, names)
     except ConfigError as exc:
-        raise ConfigError(_as_flags(str(exc), names)) from None
+        raise ConfigError(as_flags(str(exc), names)) from None
     tokens = batch * seq
     work = 2 * 2 * 3 * 2 * 3 * tokens * top_k * hidden * ffn * max(1.0, c.capacity_factor or 1)
     if work > MAX_EXPERT_FLOPS:
@@ -176,10 +177,11 @@ def moe_sizes(c):
     )  # fmt: skip
 
 
-def refuse_moe_options(c):
-    """The moe options set on another scheme, refused by name and value."""
-    given = [key for key in MOE_ONLY if getattr(c, key) is not None]
-    given += ["pad_to_capacity"] if c.pad_to_capacity else []
+def refuse_moe_options(c, takes=()):
+    """The moe options set on another scheme (except those it ``takes``), refused by name
+    and value."""
+    given = [key for key in MOE_ONLY if getattr(c, key) is not None and key not in takes]
+    given += ["pad_to_capacity"] if c.pad_to_capacity and "pad_to_capacity" not in takes else []
     if given:
         key = given[0]
         raise ConfigError(
@@ -202,7 +204,7 @@ def _node_size(gpus_per_node, ep, names):
     return size
 
 
-def _as_flags(message, names):
+def as_flags(message, names):
     """A RouterConfig refusal in the user's words (``--capacity-factor``, not
     ``capacity_factor=``)."""
     for key, flag in (("score", "router_score"),) + tuple((k, k) for k in MOE_ONLY):

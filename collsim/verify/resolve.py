@@ -100,6 +100,7 @@ class Resolved:
     variant: str | None = None  # cp, nd: "ring" or "all-to-all"
     layout: str | None = None  # cp, nd: "balanced" or "contiguous"
     causal: bool | None = None  # cp, nd
+    experts: object = None  # nd with MoE blocks: their NDExperts (ep, router, routing)
 
 
 def bucket_bytes(value):

@@ -43,6 +43,7 @@ __all__ = [
     "strategy_table",
     "run_strategy",
     "claims",
+    "moe_twin",
 ]
 
 SOURCE = (
@@ -105,6 +106,7 @@ class Strategy:
     tp: int
     sharded: bool  # FSDP: parameters, gradients and optimizer state sharded (ZeRO-3)
     what: str  # one line on how the 8 ranks are used
+    ep: int = 1  # > 1: the MoE twin of the model, its experts over ep of the dp x cp ranks
 
     @property
     def sizes(self):
@@ -113,6 +115,7 @@ class Strategy:
             "dp_shard": self.dp_shard,
             "cp": self.cp,
             "tp": self.tp,
+            "ep": self.ep,
         }
 
     @property
@@ -126,7 +129,7 @@ class Strategy:
             out["zero"] = 3
         if self.dp_replicate > 1 or not self.sharded and dp > 1:
             out["dp_replicate"] = self.dp_replicate if self.sharded else dp
-        out |= {k: v for k, v in (("cp", self.cp), ("tp", self.tp)) if v > 1}
+        out |= {k: v for k, v in (("cp", self.cp), ("tp", self.tp), ("ep", self.ep)) if v > 1}
         return out | {"t_f": 0}
 
 
@@ -142,6 +145,9 @@ STRATEGIES = (
     Strategy("FSDP+CP", 1, 2, 4, 1, True, "cp=4 in a node, sharded over shard x cp = 8"),
     Strategy("HSDP+TP", 2, 2, 1, 2, True, "tp=2 x shard=2 in a node, nodes replicate"),
     Strategy("HSDP+TP+CP", 2, 1, 2, 2, True, "tp=2 x cp=2 in a node, nodes replicate"),
+    # not in the guide: expert parallelism (torchtitan, Megatron-Core) on the MoE twin
+    Strategy("EP", 8, 1, 1, 1, False, "MoE twin: 8 experts, one a GPU, tokens cross nodes", 8),
+    Strategy("DP+EP", 8, 1, 1, 1, False, "MoE twin: ep=4 in a node, nodes hold copies", 4),
 )
 
 
@@ -213,6 +219,8 @@ def run_strategy(strategy, shape=SHAPE):
         name=strategy.name, sizes=strategy.sizes, config=strategy.config, what=strategy.what
     )
     model = toy_model(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, seed=0)
+    if strategy.ep > 1:
+        model = moe_twin(model, experts=8)
     batches = [
         toy_batch(shape.batch, seq=shape.seq, hidden=shape.hidden, seed=1 + s)
         for s in range(shape.steps)
@@ -254,16 +262,32 @@ def _crosses(transfer):
     return transfer.src // GPUS_PER_NODE != transfer.dst // GPUS_PER_NODE
 
 
+def moe_twin(model, experts):
+    """``model`` with every block's MLP an MoE of ``experts`` experts of the MLP's size,
+    top-2, routed by a fresh router (the attention and norms are the model's own)."""
+    import numpy as np
+
+    from ..nn import MoE, MoEMLP, RouterConfig, Sequential, TransformerBlock
+
+    rng = np.random.default_rng(0)
+    blocks = []
+    for block in model:
+        width = block.mlp.fc1.out_features
+        moe = MoE.init(block.attn.d_model, width, RouterConfig(experts, top_k=2), rng)
+        blocks.append(TransformerBlock(block.ln1, block.attn, block.ln2, MoEMLP(moe)))
+    return Sequential(*blocks)
+
+
 def _bytes_by_dim(run, n):
     """Bytes per rank (mean) along each mesh dimension, by link class: a collective's
-    dimension from its tag, a point-to-point send's from the coordinates that differ."""
-    from ..collectives.records import is_collective
-    from ..parallel.accounting import mesh_dimension
+    dimension from its tag, MoE's all-to-allv's ep, a point-to-point send's from the
+    coordinates that differ."""
+    from ..parallel.accounting import transfer_dimension
 
     out = {}
+    cache = {}
     for t in run.trace.transfers:
-        dim = t.tag.dim if is_collective(t.tag) and t.tag.dim else None
-        dim = dim or mesh_dimension(run.mesh, t.src, t.dst) or "other"
+        dim = transfer_dimension(run.mesh, t, cache) or "other"
         cls = out.setdefault(dim, {"intra_node": 0, "inter_node": 0})
         cls["inter_node" if _crosses(t) else "intra_node"] += t.nbytes
     return {d: {k: v // n for k, v in c.items()} for d, c in sorted(out.items())}

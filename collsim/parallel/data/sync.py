@@ -55,6 +55,17 @@ def gradient_sync(rank, me, config, params):
     return ZeroSync(rank, me, config, params)
 
 
+def expert_grad_share(grad, ep):
+    """An expert's gradient on its rank, as its share of the edp group's average.
+
+    The rank's experts received the tokens of all ``ep`` ranks of its ep group, each
+    weighted by its own rank's 1/T, so the gradient is ep ranks' worth: averaging it over
+    the edp group (the other copies of these experts) and dividing by ep gives the mean over
+    every dp x cp rank.  Leaving out the division is the doubled gradient with ep = 2.
+    """
+    return grad / ep
+
+
 def _elements(arrays):
     return sum(int(a.size) for a in arrays.values())
 
@@ -72,14 +83,25 @@ class DDPSync:
 
     def hooks(self, chunk):
         """``(on_final, on_pass)`` of model chunk ``chunk``."""
-        return self.buckets.add, None
+        return self._add, None
+
+    def _add(self, name, grad):
+        """Bucket a final gradient: MoE experts' over their expert-data-parallel group,
+        everything else (attention, router, ...) over the data-parallel group."""
+        if name in self.me.expert_names:
+            yield from self.expert_buckets.add(name, expert_grad_share(grad, self.me.ep))
+        else:
+            yield from self.buckets.add(name, grad)
 
     def begin(self):
         self.buckets = GradientBuckets(self.rank, self.me.dp_group, self.config.bucket_bytes)
+        edp = self.me.edp_group or self.me.dp_group
+        self.expert_buckets = GradientBuckets(self.rank, edp, self.config.bucket_bytes)
         self.grads_block = self.rank.alloc("grads", "gradients", _elements(self.params))
 
     def finish(self, chunks):
         averaged = yield from self.buckets.wait()
+        averaged |= yield from self.expert_buckets.wait()
         if self.me.optimizer is not None:  # after the flush: no micro-batch needs old weights
             self.me.optimizer.step(self.params, averaged)
         self.rank.free(self.grads_block)

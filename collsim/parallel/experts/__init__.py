@@ -9,6 +9,7 @@ module                 what it holds
 :mod:`.generators`     routings with the imbalance dialled: uniform, Zipf, log-normal, ...
 :mod:`.step`           one forward and backward on a cluster, next to one device
 :mod:`.formulas`       dispatch and combine bytes by closed form; the all-gather dispatcher
+:mod:`.block_mlp`      the MoE in a transformer block on the mesh: ep and edp groups, beside tp
 =====================  ================================================================
 """
 

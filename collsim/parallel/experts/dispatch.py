@@ -66,7 +66,11 @@ class DispatchLayout:
 def expert_slice(experts, ep, ep_rank):
     """The experts group rank ``ep_rank`` of ``ep`` holds."""
     if experts % ep:
-        raise ConfigError(f"experts={experts} is not divisible by ep={ep}")
+        near = max(e for e in range(1, min(ep, experts) + 1) if experts % e == 0)
+        raise ConfigError(
+            f"experts={experts} is not divisible by ep={ep}: each ep rank holds E/ep whole "
+            f"experts; nearest valid ep={near}"
+        )
     per = experts // ep
     return slice(ep_rank * per, (ep_rank + 1) * per)
 

@@ -29,7 +29,13 @@ import numpy as np
 
 from ...errors import check_choice
 
-__all__ = ["ROUTINGS", "PRIOR_STRENGTH", "expert_popularity", "routing_prior"]
+__all__ = [
+    "ROUTINGS",
+    "PRIOR_STRENGTH",
+    "expert_popularity",
+    "routing_prior",
+    "routing_bias",
+]
 
 ROUTINGS = ("uniform", "zipf", "lognormal", "hot", "adversarial")
 PRIOR_STRENGTH = 10.0  # logits: e^10 ≈ 22,000 to 1, so the targets are chosen
@@ -66,3 +72,18 @@ def routing_prior(kind, tokens, experts, top_k, ep, rng, strength=PRIOR_STRENGTH
     for t in range(tokens):
         prior[t, rng.choice(experts, size=top_k, replace=False, p=p)] = strength
     return prior
+
+
+def routing_bias(kind, experts, top_k, ep, rng, strength=PRIOR_STRENGTH):
+    """(E,) expert bias with the popularity of ``kind``: ``strength · p_i / max p``.
+
+    The per-token prior is data a single MoE call takes; a model trained on the mesh routes
+    its own activations, so there the imbalance is dialled through the expert bias instead
+    (it moves the choices, never the gates, as DeepSeek-V3's balancing bias does):
+    ``"adversarial"`` sends every token to rank 0's experts and the other ranks get none.
+
+    >>> routing_bias("adversarial", 4, 1, 2, np.random.default_rng(0)).tolist()
+    [10.0, 10.0, 0.0, 0.0]
+    """
+    p = expert_popularity(kind, experts, top_k, ep, rng)
+    return strength * p / p.max()

@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...parallel.batch import divisors
+from .experts import moe_params
 
 __all__ = [
     "Derived",
@@ -71,6 +72,8 @@ class Derived:
     nodes: float
     tokens_per_step: float  # global batch · sequence length
     elem: int  # bytes of one activation/parameter/gradient element (2 or 4)
+    routed_params: float = 0.0  # of params, the MoE layers' routed experts (0: dense)
+    active_params: float = 0.0  # parameters one token passes through: the routed top-k of E
     whole: dict = field(default_factory=dict)  # name -> is that derived count whole?
 
 
@@ -89,6 +92,7 @@ def count_params(
     kv_heads=None,
     gated_mlp=False,
     architecture="gpt",
+    head_dim=None,
 ):
     """Parameters of a decoder-only transformer.
 
@@ -109,8 +113,11 @@ def count_params(
     """
     h, f = hidden, ffn_hidden
     kv = h * kv_heads // heads if heads and kv_heads else h
+    q = h  # the query (and attention output) width: heads · head size
+    if head_dim and heads:  # a head size other than h/heads (Qwen3: 128 with h/heads = 64)
+        q, kv = heads * head_dim, (kv_heads or heads) * head_dim
     gpt = architecture == "gpt"
-    attention = 2 * h * h + 2 * h * kv + (2 * h + 2 * kv if gpt else 0)
+    attention = 2 * h * q + 2 * h * kv + (q + h + 2 * kv if gpt else 0)
     mlp = (3 if gated_mlp else 2) * h * f + (((2 if gated_mlp else 1) * f + h) if gpt else 0)
     norms = 4 * h if gpt else 2 * h
     embeddings = vocab * h + (seq * h if gpt else vocab * h)
@@ -133,8 +140,22 @@ def derive(cfg):
                 cfg.kv_groups,
                 cfg.gated_mlp,
                 cfg.architecture,
+                cfg.head_dim,
             )
         )
+    routed = 0.0
+    if shape_params is not None and cfg.experts is not None:
+        routed, added = moe_params(
+            cfg.layers,
+            cfg.hidden,
+            ffn,
+            cfg.gated_mlp,
+            cfg.experts,
+            cfg.moe_ffn_hidden or ffn,
+            cfg.shared_experts,
+            cfg.dense_layers,
+        )
+        shape_params += added
     params = cfg.params if cfg.params is not None else shape_params
 
     accelerate = cfg.dp_replicate is not None or cfg.dp_shard is not None
@@ -184,6 +205,8 @@ def derive(cfg):
         tokens_per_step=global_batch * cfg.seq,
         elem=element_bytes(cfg.precision),
         whole=whole,
+        routed_params=routed if cfg.params is None else 0.0,
+        active_params=params - routed + routed * cfg.top_k / cfg.experts if routed else params,
     )
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ...errors import ConfigError
 from ...units import parse_rate, parse_size, parse_time
 from .derived import divisors
+from .experts import check_moe_fields
 from .presets import SHAPE_FIELDS, assumed_shape, preset
 from .trainer import parallel_config
 from .values import (
@@ -71,6 +72,7 @@ class PlanConfig:
     hidden: int | None = None  # hidden size h
     heads: int | None = None  # attention heads a
     kv_heads: int | None = None  # key/value heads g (grouped-query attention); None = heads
+    head_dim: int | None = None  # size of one attention head; None = hidden / heads
     ffn_hidden: int | None = None  # MLP inner size f; None = 4·hidden as in GPT
     gated_mlp: bool | None = None  # SwiGLU MLP (3 matrices h×f); None = False (the preset's)
     architecture: str | None = None  # "gpt" or "llama" (see presets.py); None = "gpt"
@@ -78,6 +80,12 @@ class PlanConfig:
     seq: int | None = None  # sequence length s, tokens per sample; None = 2048
     params: float | None = None  # parameter count N; None = counted from the shape
     assumed_shape: str | None = None  # set by the planner: the GPT-3 row a bare params got
+    # --- mixture of experts (Megatron-Core's --num-experts ...); experts None = dense -------
+    experts: int | None = None  # routed experts E per MoE layer
+    top_k: int | None = None  # experts each token goes to (--moe-router-topk); None = min(2, E)
+    moe_ffn_hidden: int | None = None  # an expert's MLP inner size; None = ffn_hidden
+    shared_experts: int | None = None  # always-on experts per MoE layer (DeepSeek: 1); None = 0
+    dense_layers: int | None = None  # first layers with a dense MLP (DeepSeek-V3: 3); None = 0
     # --- cluster ----------------------------------------------------------------------
     world_size: int | None = None  # GPUs in the job; None = tp·pp·cp·dp
     gpus_per_node: int = 8  # GPUs sharing the fast intra-node links (NVLink/NVSwitch)
@@ -92,6 +100,8 @@ class PlanConfig:
     pp: int = 1  # pipeline stages p
     dp: int | None = None  # data-parallel degree; None = world / (tp·pp·cp)
     cp: int = 1  # context-parallel degree (sequence split across GPUs, ring attention)
+    ep: int = 1  # expert-parallel degree: each MoE layer's experts split over ep GPUs
+    etp: int | None = None  # expert tensor parallelism; None = tp (Megatron-Core's default)
     vpp: int = 1  # virtual pipeline stages v per GPU (interleaved 1F1B when > 1)
     sp: bool = False  # Megatron sequence parallelism (needs tp > 1)
     zero: int | None = None  # ZeRO stage 0-3 (3 = FSDP); None = 0, or 3 with dp_shard > 1
@@ -163,6 +173,12 @@ class PlanConfig:
             )
         if self.kv_heads is not None and self.heads is None:
             raise ConfigError(f"kv_heads = {self.kv_heads} needs heads too")
+        check_moe_fields(self)
+
+    @property
+    def expert_tp(self):
+        """Expert tensor parallelism: ``etp``, or ``tp`` when not given (Megatron-Core)."""
+        return self.tp if self.etp is None else self.etp
 
     @property
     def kv_groups(self):

@@ -43,6 +43,7 @@ import math
 from dataclasses import dataclass
 
 from ...errors import ConfigError
+from .experts import MOE_FIELDS
 
 __all__ = [
     "ModelShape",
@@ -56,6 +57,7 @@ __all__ = [
 
 #: the PlanConfig fields a preset fills in
 SHAPE_FIELDS = "layers hidden heads kv_heads ffn_hidden vocab seq gated_mlp architecture".split()
+SHAPE_FIELDS += list(MOE_FIELDS) + ["head_dim"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,13 @@ class ModelShape:
     gated_mlp: bool  # SwiGLU: gate, up and down matrices
     architecture: str  # "gpt" or "llama" (see the module docstring)
     source: str
+    # a mixture of experts (collsim.plan.config.experts); None for a dense model
+    experts: int | None = None  # routed experts per MoE layer
+    top_k: int | None = None  # experts per token
+    moe_ffn_hidden: int | None = None  # an expert's MLP inner size
+    shared_experts: int | None = None  # always-on experts per MoE layer
+    dense_layers: int | None = None  # first layers with a dense MLP
+    head_dim: int | None = None  # an attention head's size when it is not hidden / heads
 
     def fields(self):
         """The PlanConfig settings this preset gives."""
@@ -119,6 +128,39 @@ PRESETS.update(
         _llama("llama3-405b", 405e9, 126, 16384, 128, 8, 53248, 128256, 8192, _LLAMA3),
     )
 )
+
+
+_MIXTRAL = "Jiang et al. 2024, Mixtral of Experts; config.json of mistralai/Mixtral-8x7B-v0.1"
+_DEEPSEEK = (
+    "DeepSeek-AI 2024, DeepSeek-V3 Technical Report; config.json of deepseek-ai/DeepSeek-V3 "
+    "(MLA attention counted as plain attention of 128 heads)"
+)
+_QWEN3 = (
+    "Qwen Team 2025, Qwen3 Technical Report; config.json of Qwen/Qwen3-30B-A3B and "
+    "Qwen/Qwen3-235B-A22B (head_dim 128)"
+)
+
+
+def _moe(name, n, shape, experts, top_k, moe_ffn, shared, dense, source, head_dim=None):
+    """A SwiGLU MoE preset: ``shape`` is (layers, hidden, heads, kv, ffn, vocab, seq)."""
+    return ModelShape(
+        name, n, *shape, True, "llama", source, experts, top_k, moe_ffn, shared, dense, head_dim
+    )
+
+
+#: MoE presets, the shapes of their released configs; seq is the pre-training length
+#: (Mixtral's is not published: 4096 as the others)
+MOE_PRESETS = (
+    _moe("mixtral-8x7b", 46.7e9, (32, 4096, 32, 8, 14336, 32000, 4096), 8, 2, 14336, 0, 0,
+         _MIXTRAL),
+    _moe("deepseek-v3", 671e9, (61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048, 1, 3,
+         _DEEPSEEK),
+    _moe("qwen3-30b-a3b", 30.5e9, (48, 2048, 32, 4, 6144, 151936, 4096), 128, 8, 768, 0, 0,
+         _QWEN3, 128),
+    _moe("qwen3-235b-a22b", 235e9, (94, 4096, 64, 4, 12288, 151936, 4096), 128, 8, 1536, 0,
+         0, _QWEN3, 128),
+)  # fmt: skip
+PRESETS.update((m.name, m) for m in MOE_PRESETS)
 
 
 def preset(name):

@@ -45,7 +45,8 @@ ARCHITECTURES = ("gpt", "llama")
 #: the PlanConfig fields that are whole numbers >= 1 when given
 POSITIVE_INTS = (
     "layers hidden heads kv_heads ffn_hidden vocab seq world_size gpus_per_node tp pp dp cp "
-    "vpp dp_replicate dp_shard global_batch micro_batch accumulation"
+    "vpp dp_replicate dp_shard global_batch micro_batch accumulation ep etp experts top_k "
+    "moe_ffn_hidden head_dim"
 ).split()
 
 # Upper bounds on every count, so that every search over divisors and suggestions finishes
@@ -71,6 +72,12 @@ MAXIMA = dict(
     global_batch=2**24,
     micro_batch=2**24,
     accumulation=2**24,
+    ep=_GPUS,
+    etp=_GPUS,
+    experts=2**16,
+    top_k=2**16,
+    moe_ffn_hidden=2**22,
+    head_dim=2**16,
 )
 MAX_PARAMS = 1e15  # thousands of times GPT-3 175B: far past any model
 

@@ -59,6 +59,8 @@ def _header(r):
     extras = [f"ZeRO-{d.zero}", f"recompute {c.recompute}", c.precision, f"schedule {d.schedule}"]
     extras += [f"vpp={c.vpp}"] if c.vpp > 1 else []
     extras += ["sequence parallel"] if c.sp else []
+    if c.experts is not None:
+        degrees += f" ep={c.ep} etp={c.expert_tp}"
     lines.append(
         f"  cluster   {d.world} GPUs ({_n(d.nodes)} nodes of {c.gpus_per_node}), {degrees}"
     )
@@ -75,6 +77,14 @@ def _header(r):
             f"{gated}, vocab {c.vocab}{assumed})"
         )
     lines.append(f"  model     {model}, sequence {c.seq} tokens")
+    if c.experts is not None:
+        shared = f" + {c.shared_experts} shared" if c.shared_experts else ""
+        dense = f", first {c.dense_layers} layers dense" if c.dense_layers else ""
+        lines.append(
+            f"  experts   {c.experts} routed{shared} per MoE layer, top-{c.top_k}, expert ffn "
+            f"{c.moe_ffn_hidden or d.ffn_hidden}{dense}; {format_count(d.routed_params)} "
+            f"parameters in routed experts, {c.experts / c.ep:g} per ep rank"
+        )
     lines.append(
         f"  batch     global {_n(d.global_batch)} = micro {_n(d.micro_batch)} · dp {_n(d.dp)}"
         f" · accumulation {_n(d.accumulation)} samples"
@@ -121,8 +131,14 @@ def _memory(r):
         )
     per = format_count(m["params_per_gpu"])
     shard = f", ZeRO shards over {_n(m['shard_degree'])}" if d.zero else ""
+    formula = "N/(tp·pp)"
+    if m.get("expert_params_per_gpu"):  # collsim.plan.config.experts.params_per_gpu
+        formula = (
+            f"dense/(tp·pp) + routed experts/(ep·etp·pp), of which "
+            f"{format_count(m['expert_params_per_gpu'])} experts"
+        )
     rows = [
-        ("parameters", m["params"], f"{per} parameters each (N/(tp·pp)){shard}"),
+        ("parameters", m["params"], f"{per} parameters each ({formula}){shard}"),
         ("gradients", m["grads"], ""),
         (
             "optimizer",
@@ -160,7 +176,7 @@ def _activation_note(m):
 
 def _comm(r):
     lines = ["", "Communication per step, per GPU (closed forms of collsim.collectives)"]
-    for name in ("tp", "cp", "dp", "pp"):
+    for name in ("tp", "cp", "dp", "ep", "pp"):
         dim = r.communication[name]
         if not dim["ops"]:
             lines.append(f"  {name}  -")
@@ -176,7 +192,11 @@ def _comm(r):
             lines.append(
                 f"        {op_name}: {_n(op['calls'])} × {op['collective']} of "
                 f"{format_size(op['size_bytes'])} ({format_size(op['bytes_per_call'])} sent each)"
-                + (f" over {op['ranks']} ranks, {op['link']}" if op["link"] != dim["link"] else "")
+                + (
+                    f" over {op['ranks']} ranks, {op['link']}"
+                    if op["link"] != dim["link"] or op["ranks"] != dim["group_size"]
+                    else ""
+                )
             )
     total = r.communication["total"]
     lines.append(
@@ -190,11 +210,16 @@ def _time(r):
     factor = comp["flop_per_token_per_param"]
     lines = ["", "Compute per step"]
     lines.append(
-        f"  {factor}·N·tokens = {factor} × {format_count(d.params)} × "
+        f"  {factor}·N·tokens = {factor} × {format_count(comp['active_params'])} × "
         f"{format_count(d.tokens_per_step)} tokens "
         f"= {format_flops(comp['flops_per_step'])} over {d.world} GPUs at "
         f"{format_flops(c.compute_rate, True)}: ideal {format_time(comp['ideal_time_s'])} (6·N)"
     )
+    if c.experts is not None:  # what N is for a mixture of experts
+        lines.append(
+            f"  N = the {format_count(comp['active_params'])} parameters a token passes through "
+            f"(top-{c.top_k} of {c.experts} routed experts), of {format_count(d.params)}"
+        )
     lines.append(
         f"  pipeline bubble {comp['bubble_fraction']:.1%}, layer imbalance ×{comp['imbalance']:.3g}"
         f" → {format_time(comp['time_s'])}"

@@ -33,6 +33,14 @@ tp_node                warning   tp <= GPUs per node (Narayanan et al. 2021, §3
 memory                 error     the estimated memory per GPU fits the GPU
 bubble                 warning   with pp > 1: at least pp micro-batches per step
 zero_unsharded         warning   a ZeRO stage > 0 over a sharding degree of 1 shards nothing
+moe_ep_dense           error     ep or etp > 1 needs an MoE model (experts given)
+moe_experts_ep         error     experts divisible by ep (Megatron-Core: num_moe_experts %
+                                 expert_model_parallel_size == 0)
+moe_folding            error     ep·etp divides dp·cp·tp (Megatron-Core's MoE parallel folding:
+                                 etp-ep-edp over the ranks of tp-cp-dp, each stage)
+moe_sp                 error     ep > 1 with tp > 1 needs sequence parallelism (Megatron-Core)
+moe_ffn_etp            error     an expert's ffn hidden divisible by etp (its column/row split)
+moe_node               warning   ep·tp <= GPUs per node: the token all-to-all stays on NVLink
 =====================  ========  ===========================================================
 
 Examples

@@ -15,12 +15,12 @@ Examples
 keep tp=8: pp must divide 784/8 = 98: pp=1 (dp=98), pp=2 (dp=49), pp=7 (dp=14, uneven), ...
 """
 
-from dataclasses import dataclass
-
 from ...units import format_rate, format_size
 from ..config.derived import derive, divisors, show, tp_choices
 from ..cost import pipeline_bubble
 from ..memory import estimate
+from .experts import MOE_RULES, moe_findings
+from .finding import Finding
 from .hints import batch_hint, memory_hint, world_hint
 
 __all__ = ["Finding", "check", "evaluate", "RULES"]
@@ -29,23 +29,7 @@ RULES = (
     "world_size dp_replicate_shard accelerate_replicate global_batch hidden_tp heads_tp "
     "kv_heads_tp ffn_tp pp_layers layers_pp layers_vpp vpp_pp vpp_microbatches sp_tp sp_seq "
     "cp_seq tp_node memory bubble zero_unsharded"
-).split()
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One broken rule (an error) or one recommendation not followed (a warning)."""
-
-    rule: str  # identifier from the module table, stable for code and JSON
-    message: str  # what is wrong, with the numbers
-    hint: str = ""  # the nearest valid choices
-    severity: str = "error"  # "error" or "warning"
-
-    def to_dict(self):
-        return {"rule": self.rule, "message": self.message, "hint": self.hint}
-
-    def __str__(self):
-        return f"{self.rule}: {self.message}" + (f"\n  hint: {self.hint}" if self.hint else "")
+).split() + list(MOE_RULES)
 
 
 def check(cfg, d=None, mem=None, explain=True):
@@ -313,4 +297,8 @@ def _memory(cfg, d, mem, explain):
     yield Finding("memory", message, memory_hint(cfg) if explain else "")
 
 
-_CHECKS = (_world, _batch, _tensor, _pipeline, _sequence, _placement, _memory)
+def _experts(cfg, d, mem, explain):
+    yield from moe_findings(cfg, d, explain)
+
+
+_CHECKS = (_world, _batch, _tensor, _pipeline, _sequence, _placement, _experts, _memory)

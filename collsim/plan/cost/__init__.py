@@ -49,10 +49,13 @@ Examples
 
 from dataclasses import dataclass
 
-from ..collectives.formulas import closed_form
-from ..parallel.context.formulas import ring_attention_hops
-from ..parallel.pipeline.schedules import bubble_fraction
-from .config.derived import pipeline_schedule
+from ...parallel.context.formulas import ring_attention_hops
+from ...parallel.pipeline.schedules import bubble_fraction
+from ..config.derived import pipeline_schedule
+from .ops import add_op as _add
+from .ops import dimension as _dimension
+from .sync import data_parallel as _data_parallel
+from .sync import expert_parallel as _expert_parallel
 
 __all__ = [
     "communication",
@@ -64,59 +67,7 @@ __all__ = [
     "DIMENSIONS",
 ]
 
-DIMENSIONS = ("tp", "cp", "dp", "pp")
-
-
-def _group_link(cfg, size, stride):
-    """'intra-node' when a group of ``size`` ranks ``stride`` apart fits inside one node."""
-    span = size * stride
-    # groups tile the nodes evenly only when their span divides the node; a job that fits
-    # in one node keeps every group inside it whatever the span
-    one_node = cfg.world_size is not None and cfg.world_size <= cfg.gpus_per_node
-    inside = (
-        float(span).is_integer()
-        and span <= cfg.gpus_per_node
-        and (cfg.gpus_per_node % span == 0 or one_node)
-    )
-    return "intra-node" if inside else "inter-node"
-
-
-def _dimension(cfg, size, stride):
-    link = _group_link(cfg, size, stride)
-    intra = link == "intra-node"
-    return {
-        "group_size": size,
-        "link": link,
-        "bandwidth": cfg.intra_bandwidth if intra else cfg.inter_bandwidth,  # bytes/s
-        "latency_s": cfg.intra_latency if intra else cfg.inter_latency,
-        "ops": {},
-        "bytes_per_rank": 0.0,
-        "time_s": 0.0,
-    }
-
-
-def _add(dim, name, collective, size_bytes, calls, ranks=None, algorithm="ring", link=None):
-    """Charge ``calls`` runs of one collective to ``dim`` (per step, per GPU)."""
-    ranks = dim["group_size"] if ranks is None else ranks
-    alpha, beta = (link or dim)["latency_s"], (link or dim)["bandwidth"]
-    k = max(1, int(round(ranks)))
-    cost = closed_form(collective, algorithm, k, size_bytes, alpha, beta)
-    op = {
-        "collective": collective,
-        "algorithm": algorithm,
-        "ranks": k,
-        "link": (link or dim)["link"],
-        "size_bytes": float(size_bytes),  # S as nccl-tests defines it
-        "calls": calls,  # per optimizer step
-        "steps_per_call": cost.steps,
-        "bytes_per_call": cost.bytes_per_rank,  # sent by one rank
-        "time_per_call_s": cost.time_s,
-        "bytes_per_rank": calls * cost.bytes_per_rank,
-        "time_s": calls * cost.time_s,
-    }
-    dim["ops"][name] = op
-    dim["bytes_per_rank"] += op["bytes_per_rank"]
-    dim["time_s"] += op["time_s"]
+DIMENSIONS = ("tp", "cp", "dp", "ep", "pp")
 
 
 def communication(cfg, d):
@@ -151,6 +102,7 @@ def communication(cfg, d):
             _add(cp, name, "broadcast", block, layers * m * sends, ranks=2, algorithm="tree")
 
     dp = _data_parallel(cfg, d, m)
+    ep = _expert_parallel(cfg, d, m, act, full)
 
     pp = _dimension(cfg, p, t * c * d.dp)
     if p > 1 and shape:
@@ -159,7 +111,7 @@ def communication(cfg, d):
         _add(pp, "activation_send", "broadcast", send, m * chunks, ranks=2, algorithm="tree")
         _add(pp, "gradient_send", "broadcast", send, m * chunks, ranks=2, algorithm="tree")
 
-    dims = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+    dims = {"tp": tp, "cp": cp, "dp": dp, "ep": ep, "pp": pp}
     total = {
         "bytes_per_rank": sum(x["bytes_per_rank"] for x in dims.values()),
         "time_s": sum(x["time_s"] for x in dims.values()),
@@ -167,53 +119,23 @@ def communication(cfg, d):
     return {**dims, "total": total}
 
 
-def _data_parallel(cfg, d, m):
-    n_local = d.params / (cfg.tp * cfg.pp)
-    grads = params = n_local * d.elem  # bf16 (or fp32) gradients and parameters
-    sharded = d.zero > 0 and d.shard_degree > 1
-    group = d.shard_degree if sharded else d.dp * cfg.cp
-    dim = _dimension(cfg, group, cfg.tp)
-    if group == 1 or not sharded:
-        if group > 1:
-            _add(dim, "gradient_all_reduce", "all_reduce", grads, 1)
-        return dim
-    per_micro = m if d.zero >= 2 else 1
-    if d.zero == 3:
-        _add(dim, "param_all_gather_forward", "all_gather", params, m)
-        _add(dim, "param_all_gather_backward", "all_gather", params, m)
-    _add(dim, "gradient_reduce_scatter", "reduce_scatter", grads, per_micro)
-    if d.zero in (1, 2):
-        _add(dim, "param_all_gather", "all_gather", params, 1)
-    if d.dp_replicate > 1:
-        replica = _dimension(cfg, d.dp_replicate, cfg.tp * cfg.cp * d.dp_shard)
-        _add(
-            dim,
-            "replica_all_reduce",
-            "all_reduce",
-            grads / d.shard_degree,
-            per_micro,
-            ranks=d.dp_replicate,
-            link=replica,
-        )
-        dim["replicate_link"] = replica["link"]
-    return dim
-
-
 def compute(cfg, d):
     """FLOP per step and the seconds they take, stretched by imbalance and the bubble."""
     factor = 8 if cfg.recompute == "full" else 6
     tokens = d.tokens_per_step
-    ideal = 6 * d.params * tokens / (d.world * cfg.compute_rate)
+    n = d.active_params or d.params  # an MoE token passes through top_k of E experts
+    ideal = 6 * n * tokens / (d.world * cfg.compute_rate)
     # selective recompute reruns QKᵀ and scores·V: 4·s·h FLOP per token per layer
     selective = cfg.recompute == "selective" and cfg.layers and cfg.hidden
     extra = 4 * cfg.seq * cfg.hidden * cfg.layers * tokens if selective else 0.0
     imbalance = d.layers_per_stage * cfg.pp / cfg.layers if cfg.layers else 1.0
     bubble = pipeline_bubble(cfg, d)
-    flops = factor * d.params * tokens + extra
+    flops = factor * n * tokens + extra
     time = flops / (d.world * cfg.compute_rate) * imbalance / (1 - bubble)
     return {
         "flop_per_token_per_param": factor,
-        "recompute_flops_per_step": (factor - 6) * d.params * tokens + extra,
+        "active_params": n,
+        "recompute_flops_per_step": (factor - 6) * n * tokens + extra,
         "flops_per_step": flops,
         "flops_per_gpu": flops / d.world,
         "tokens_per_step": tokens,
