@@ -49,121 +49,100 @@ Examples
 30.12288
 """
 
-from ..runtime import blocking
+from . import environment as _environment
 from .buffers import IN_PLACE, InPlace
-from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, TAG_UB, Comm, Intracomm
-from .datatypes import DATATYPES, Datatype
-from .exceptions import (
-    ERR_ARG,
-    ERR_BUFFER,
-    ERR_COMM,
-    ERR_COUNT,
-    ERR_OP,
-    ERR_OTHER,
-    ERR_RANK,
-    ERR_REQUEST,
-    ERR_ROOT,
-    ERR_TAG,
-    ERR_TRUNCATE,
-    ERR_TYPE,
-    SUCCESS,
-    Exception,
+from .comm import (  # noqa: F401
+    APPNUM,
+    COMM_NULL,
+    HOST,
+    IO,
+    LASTUSEDCODE,
+    TAG_UB,
+    UNIVERSE_SIZE,
+    WTIME_IS_GLOBAL,
+    Comm,
 )
-from .reduction import BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MIN, PROD, SUM, Op
-from .request import ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED, Request, Status
+from .datatypes import DATATYPE_NULL, DATATYPES, Datatype
+from .environment import *  # noqa: F403  (get_vendor, Wtime, Win, ...: see its __all__)
+from .exceptions import *  # noqa: F403  (MPI.Exception, SUCCESS, ERR_*)
+from .exceptions import Exception
+from .group import CONGRUENT, GROUP_EMPTY, GROUP_NULL, IDENT, SIMILAR, UNEQUAL, Group
+from .handles import (
+    ERRHANDLER_NULL,
+    ERRORS_ABORT,
+    ERRORS_ARE_FATAL,
+    ERRORS_RETURN,
+    INFO_ENV,
+    INFO_NULL,
+    Errhandler,
+    Info,
+)
+from .intracomm import (
+    COMM_SELF,
+    COMM_WORLD,
+    Cartcomm,
+    Distgraphcomm,
+    Graphcomm,
+    Intracomm,
+    Topocomm,
+)
+from .making import (  # noqa: F401
+    COMM_TYPE_HW_GUIDED,
+    COMM_TYPE_HW_UNGUIDED,
+    COMM_TYPE_RESOURCE_GUIDED,
+    COMM_TYPE_SHARED,
+)
+from .reduction import (
+    BAND,
+    BOR,
+    BXOR,
+    LAND,
+    LOR,
+    LXOR,
+    MAX,
+    MAXLOC,
+    MIN,
+    MINLOC,
+    NO_OP,
+    OP_NULL,
+    PROD,
+    REPLACE,
+    SUM,
+    Op,
+)
+from .request import REQUEST_NULL, Prequest, Request
 from .settings import configure, configured
+from .specs import BOTTOM
+from .status import ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED, Status
+from .topology import CART, DIST_GRAPH, GRAPH, Compute_dims
 
 # the datatypes as module constants: MPI.DOUBLE, MPI.INT, MPI.INT64_T, ...
 globals().update(DATATYPES)
+KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
+ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
+BUFFER_AUTOMATIC = None
+Intercomm = type("Intercomm", (Comm,), {"__doc__": "Intercommunicators: not simulated."})
+Message = MESSAGE_NULL = MESSAGE_NO_PROC = None
+Grequest = Request
+
+
+def pickle_dumps(obj):  # mpi4py's MPI.pickle.dumps/loads: the pickling lowercase calls use
+    return __import__("pickle").dumps(obj, protocol=-1)
+
+
+pickle = type("Pickle", (), {"dumps": staticmethod(pickle_dumps),
+                             "loads": staticmethod(__import__("pickle").loads)})()  # fmt: skip
 
 __all__ = [
-    "COMM_WORLD",
-    "COMM_SELF",
-    "COMM_NULL",
-    "Comm",
-    "Intracomm",
-    "Request",
-    "Status",
-    "Datatype",
-    "Op",
-    "InPlace",
-    "IN_PLACE",
-    "ANY_SOURCE",
-    "ANY_TAG",
-    "PROC_NULL",
-    "UNDEFINED",
-    "TAG_UB",
-    "SUM",
-    "PROD",
-    "MAX",
-    "MIN",
-    "LAND",
-    "LOR",
-    "LXOR",
-    "BAND",
-    "BOR",
-    "BXOR",
-    "Wtime",
-    "Wtick",
-    "Exception",
-    "configure",
-    "configured",
-    "Init",
-    "Finalize",
-    "Is_initialized",
-    "Is_finalized",
-    "Get_processor_name",
-    "Get_version",
-    "SUCCESS",
-    "ERR_ARG",
-    "ERR_BUFFER",
-    "ERR_COMM",
-    "ERR_COUNT",
-    "ERR_OP",
-    "ERR_OTHER",
-    "ERR_RANK",
-    "ERR_REQUEST",
-    "ERR_ROOT",
-    "ERR_TAG",
-    "ERR_TRUNCATE",
-    "ERR_TYPE",
-    *DATATYPES,
-]
-
-WTICK = 1e-9  # seconds: the simulated clock is a float; reports round to nanoseconds
-
-
-def Wtime():
-    """Simulated seconds since the run started (the engine's clock, never wall time)."""
-    return blocking.now()
-
-
-def Wtick():
-    """The resolution of :func:`Wtime`, in seconds."""
-    return WTICK
-
-
-def Init():
-    """Nothing to do: a run starts initialized, as mpi4py initializes on import."""
-
-
-def Finalize():
-    """Nothing to do: the run ends when every rank's program returns."""
-
-
-def Is_initialized():
-    return True
-
-
-def Is_finalized():
-    return False
-
-
-def Get_processor_name():
-    """``"collsim-rank<r>"``: every rank is its own virtual GPU."""
-    return f"collsim-rank{blocking.current_rank().id}"
-
-
-def Get_version():
-    """The MPI standard version whose calls this follows (mpi4py's form: a pair)."""
-    return (3, 1)
+    *_environment.__all__,
+    "COMM_WORLD", "COMM_SELF", "COMM_NULL", "Comm", "Intracomm", "Intercomm", "Topocomm",
+    "Cartcomm", "Graphcomm", "Distgraphcomm", "Compute_dims", "CART", "GRAPH", "DIST_GRAPH",
+    "Group", "GROUP_EMPTY", "GROUP_NULL", "IDENT", "CONGRUENT", "SIMILAR", "UNEQUAL",
+    "Info", "INFO_NULL", "INFO_ENV", "Errhandler", "ERRHANDLER_NULL", "ERRORS_RETURN",
+    "ERRORS_ARE_FATAL", "ERRORS_ABORT", "COMM_TYPE_SHARED",
+    "Request", "Prequest", "REQUEST_NULL", "Status", "Datatype", "DATATYPE_NULL", "Op",
+    "InPlace", "IN_PLACE", "BOTTOM", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED",
+    "TAG_UB", "KEYVAL_INVALID", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND",
+    "BOR", "BXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL", "Exception",
+    "configure", "configured", *DATATYPES,
+]  # fmt: skip

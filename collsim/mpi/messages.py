@@ -9,7 +9,7 @@ arrived, refusing a message of another datatype or one longer than the buffer (M
 Examples
 --------
 >>> import numpy as np
->>> from .datatypes import buffer_of
+>>> from .specs import buffer_of
 >>> unpickle(pickled({"a": [1, 2]}), "recv")
 {'a': [1, 2]}
 >>> out = np.zeros(4)
@@ -101,7 +101,7 @@ def unpickle(value, call="recv"):
 
 def land(buffer, value, call, origin):
     """Copy the arrived message ``value`` into ``buffer``; ``origin`` says whence."""
-    if buffer.datatype is not BYTE and value.dtype.name != buffer.datatype.numpy:
+    if buffer.datatype != BYTE and value.size and value.dtype != buffer.data.dtype:
         sent = datatype_of(value.dtype)
         sent = repr(sent) if sent is not None else str(value.dtype)
         raise mpi_error(
@@ -111,8 +111,10 @@ def land(buffer, value, call, origin):
             f"(receive into a {value.dtype} array, or with MPI.BYTE)",
         )
     data = value.reshape(-1)
-    if buffer.datatype is BYTE or buffer.data.dtype == np.uint8:
+    if buffer.datatype == BYTE or buffer.data.dtype == np.uint8:
         data = data.view(np.uint8)
+    elif data.dtype != buffer.data.dtype:  # an empty message of another type
+        data = data.view(np.uint8).view(buffer.data.dtype)
     if data.size > buffer.count:
         raise mpi_error(
             ERR_TRUNCATE,

@@ -1,0 +1,86 @@
+"""``MPI.Status``: where a received message came from, its tag and how much arrived.
+
+Examples
+--------
+>>> from .datatypes import DATATYPES
+>>> status = Status()
+>>> status._fill(3, 7, 24)
+>>> status.Get_source(), status.tag, status.Get_count(DATATYPES["DOUBLE"])
+(3, 7, 3)
+>>> status.Get_count(DATATYPES["LONG_DOUBLE"]) == UNDEFINED   # 24 B is not whole ones
+True
+"""
+
+from .datatypes import BYTE, Datatype
+from .exceptions import ERR_TYPE, SUCCESS, mpi_error
+
+__all__ = ["Status", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
+
+# mpi4py's values (MPICH's); a program compares against the names only
+ANY_SOURCE = -2
+ANY_TAG = -1
+PROC_NULL = -1
+UNDEFINED = -32766
+
+
+class Status:
+    """Where a message came from: ``source``, ``tag``, ``error`` and its size in bytes
+    (``Get_count(datatype)`` in elements).  ``Status(other)`` copies one."""
+
+    def __init__(self, status=None):
+        self.source, self.tag, self.error, self.count = ANY_SOURCE, ANY_TAG, SUCCESS, 0
+        self.cancelled = False
+        if status is not None:
+            self.source, self.tag, self.error = status.source, status.tag, status.error
+            self.count, self.cancelled = status.count, status.cancelled
+
+    def _fill(self, source, tag, nbytes):
+        self.source, self.tag, self.count, self.error = source, tag, nbytes, SUCCESS
+
+    def Get_source(self):
+        return self.source
+
+    def Get_tag(self):
+        return self.tag
+
+    def Get_error(self):
+        return self.error
+
+    def Get_count(self, datatype=BYTE):
+        """Elements of ``datatype`` that arrived (bytes by default); ``UNDEFINED`` where the
+        bytes are not a whole number of them."""
+        if not isinstance(datatype, Datatype) or not datatype:
+            raise mpi_error(ERR_TYPE, f"Status.Get_count({datatype!r}): give an MPI datatype")
+        whole, rest = divmod(self.count, datatype.Get_size())
+        return UNDEFINED if rest else whole
+
+    Get_elements = Get_count
+
+    def Set_elements(self, datatype, count):
+        self.count = count * datatype.Get_size()
+
+    def Set_source(self, source):
+        self.source = source
+
+    def Set_tag(self, tag):
+        self.tag = tag
+
+    def Set_error(self, error):
+        self.error = error
+
+    def Is_cancelled(self):
+        return self.cancelled
+
+    def Set_cancelled(self, flag):
+        self.cancelled = bool(flag)
+
+    def __eq__(self, other):
+        if not isinstance(other, Status):
+            return NotImplemented
+        mine = (self.source, self.tag, self.error, self.count, self.cancelled)
+        return mine == (other.source, other.tag, other.error, other.count, other.cancelled)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Status(source={self.source}, tag={self.tag}, count={self.count} B)"
