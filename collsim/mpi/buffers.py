@@ -51,6 +51,11 @@ class InPlace:
 IN_PLACE = InPlace()
 
 
+def in_place(buf):
+    """Whether a send buffer is ``MPI.IN_PLACE`` (or None, which mpi4py reads as it)."""
+    return buf is IN_PLACE or buf is None
+
+
 def native(data, op=None):
     """Whether collsim's own collective moves ``data`` (and reduces with ``op``)."""
     if data.dtype.name not in NUMERIC_DTYPES or data.size == 0:
@@ -64,9 +69,11 @@ def check_op(op, call):
     raise mpi_error(ERR_OP, f"{call}(op={op!r}): give an MPI.Op (MPI.SUM, MPI.MAX, ...)")
 
 
-def _same(send, recv, call, send_count=None, recv_count=None):
-    """mpi4py's own checks: matching datatypes and counts."""
-    if send.data.dtype != recv.data.dtype:
+def _same(send, recv, call, send_count=None, recv_count=None, reduction=False):
+    """mpi4py's own checks: matching datatypes and counts.  A reduction needs one datatype;
+    a copy, one element size (``MPI.BYTE`` and ``MPI.SIGNED_CHAR``: the bytes move)."""
+    mismatch = send.data.dtype != recv.data.dtype
+    if mismatch if reduction else send.data.dtype.itemsize != recv.data.dtype.itemsize:
         raise value_error(
             f"{call}: mismatch in send and receive MPI datatypes "
             f"({send.datatype!r} and {recv.datatype!r})"
@@ -148,7 +155,7 @@ class BufferCollectives:
             recv = self._recv_buffer(recvbuf, "Reduce")
             x = self._input(sendbuf, recv, "Reduce")
         else:
-            if sendbuf is IN_PLACE:
+            if in_place(sendbuf):
                 raise mpi_error(
                     ERR_ARG,
                     f"Reduce(sendbuf=MPI.IN_PLACE) on rank {me}: only the "
@@ -164,12 +171,12 @@ class BufferCollectives:
         rank, me, size = self._me("Allgather")
         recv = self._recv_buffer(recvbuf, "Allgather")
         n = _block(recv, size, "Allgather")
-        if sendbuf is IN_PLACE:
+        if in_place(sendbuf):
             x = recv.data[me * n : (me + 1) * n].copy()
         else:
             send = buffer_of(sendbuf, "Allgather(sendbuf=...)")
             _same(send, recv, "Allgather", send.count * size, recv.count)
-            x = send.data
+            x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_gather", x)
             return
@@ -181,12 +188,12 @@ class BufferCollectives:
         rank, me, size = self._me("Reduce_scatter_block")
         op = check_op(op, "Reduce_scatter_block")
         recv = self._recv_buffer(recvbuf, "Reduce_scatter_block")
-        if sendbuf is IN_PLACE:  # the receive buffer holds all K blocks; block 0 is kept
+        if in_place(sendbuf):  # the receive buffer holds all K blocks; block 0 is kept
             n = _block(recv, size, "Reduce_scatter_block")
             x = recv.data.copy()
         else:
             send = buffer_of(sendbuf, "Reduce_scatter_block(sendbuf=...)")
-            _same(send, recv, "Reduce_scatter_block", send.count, recv.count * size)
+            _same(send, recv, "Reduce_scatter_block", send.count, recv.count * size, True)
             n, x = recv.count, send.data
         if native(x, op) and size > 1:
             recv.data[:n] = self._run(rank, "reduce_scatter", x, op=op.collsim)
@@ -198,12 +205,12 @@ class BufferCollectives:
         rank, me, size = self._me("Alltoall")
         recv = self._recv_buffer(recvbuf, "Alltoall")
         n = _block(recv, size, "Alltoall")
-        if sendbuf is IN_PLACE:
+        if in_place(sendbuf):
             x = recv.data.copy()
         else:
             send = buffer_of(sendbuf, "Alltoall(sendbuf=...)")
             _same(send, recv, "Alltoall")
-            x = send.data
+            x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_to_all", x)
             return
@@ -214,10 +221,10 @@ class BufferCollectives:
 
     def _input(self, sendbuf, recv, call):
         """This rank's input: ``sendbuf``'s data, or (IN_PLACE) a copy of ``recv``'s."""
-        if sendbuf is IN_PLACE:
+        if in_place(sendbuf):
             return recv.data.copy()
         send = buffer_of(sendbuf, f"{call}(sendbuf=...)")
-        _same(send, recv, call)
+        _same(send, recv, call, reduction=True)
         return send.data
 
     # -- over point-to-point --------------------------------------------------------------
@@ -232,10 +239,10 @@ class BufferCollectives:
             return
         recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True)
         n = _block(recv, size, "Gather")
-        if sendbuf is not IN_PLACE:
+        if sendbuf is not IN_PLACE and sendbuf is not None:  # None at the root: in place
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
             _same(send, recv, "Gather", send.count * size, recv.count)
-            recv.data[root * n : (root + 1) * n] = send.data
+            recv.data[root * n : (root + 1) * n] = send.data.view(recv.data.dtype)
         others = [r for r in range(size) if r != root]
         for r, value in zip(others, self._round(rank, tag, recvs=others)):
             _exactly(value, n, f"Gather: rank {r}")
@@ -253,10 +260,10 @@ class BufferCollectives:
             return
         send = buffer_of(sendbuf, "Scatter(sendbuf=...)")
         n = _block(send, size, "Scatter")
-        if recvbuf is not IN_PLACE:
+        if recvbuf is not IN_PLACE and recvbuf is not None:  # None at the root: in place
             recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True)
             _same(send, recv, "Scatter", n, recv.count)
-            recv.data[:] = send.data[root * n : (root + 1) * n]
+            recv.data[:] = send.data[root * n : (root + 1) * n].view(recv.data.dtype)
         blocks = [(r, send.data[r * n : (r + 1) * n]) for r in range(size) if r != root]
         self._round(rank, tag, sends=blocks)
 

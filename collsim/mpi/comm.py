@@ -181,8 +181,10 @@ class Comm(PointToPoint, VectorCollectives, ObjectCollectives, BufferCollectives
 
     def __reduce__(self):
         for predefined in (COMM_NULL, *_PREDEFINED):
-            if self == predefined:
+            if self is predefined:
                 return (_predefined, (predefined._name,))
+            if self == predefined:  # MPI.Comm(COMM_WORLD): a copy unpickles as a copy
+                return (type(self), (predefined,))
         raise ValueError(f"cannot pickle {self!r}: only predefined communicators pickle")
 
     def _is_null(self):

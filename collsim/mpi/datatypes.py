@@ -140,7 +140,8 @@ class Datatype:
         return self.numpy is not None
 
     def __reduce__(self):
-        return (_predefined, (self.name,))
+        canonical = _BY_NAME.get(self.name, DATATYPE_NULL)
+        return (_predefined, (self.name,)) if self is canonical else (Datatype, (canonical,))
 
     def __repr__(self):
         return f"MPI.{self.name.removeprefix('MPI_')}"

@@ -28,7 +28,8 @@ __all__ = [
     "THREAD_SINGLE", "THREAD_FUNNELED", "THREAD_SERIALIZED", "THREAD_MULTIPLE",
     "VERSION", "SUBVERSION", "Win", "File", "Session", "WIN_NULL", "FILE_NULL",
     "SESSION_NULL", "Open_port", "Close_port", "Lookup_name", "Publish_name",
-    "Unpublish_name", "Attach_buffer", "Detach_buffer", "BSEND_OVERHEAD", "unsupported",
+    "Unpublish_name", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem",
+    "BSEND_OVERHEAD", "unsupported",
 ]  # fmt: skip
 
 VERSION, SUBVERSION = 3, 1  # the MPI standard whose calls this follows
@@ -171,6 +172,15 @@ def _dynamic(name):
 Open_port, Close_port = _dynamic("Open_port"), _dynamic("Close_port")
 Lookup_name, Publish_name = _dynamic("Lookup_name"), _dynamic("Publish_name")
 Unpublish_name = _dynamic("Unpublish_name")
+
+
+def Alloc_mem(size, info=None):
+    """``size`` bytes of memory (a bytearray: collsim has no special memory)."""
+    return bytearray(int(size))
+
+
+def Free_mem(mem):
+    """Nothing to free: the memory goes when nothing refers to it."""
 
 
 def Attach_buffer(buf):

@@ -101,7 +101,11 @@ def unpickle(value, call="recv"):
 
 def land(buffer, value, call, origin):
     """Copy the arrived message ``value`` into ``buffer``; ``origin`` says whence."""
-    if buffer.datatype != BYTE and value.size and value.dtype != buffer.data.dtype:
+    if (
+        buffer.datatype != BYTE
+        and value.size
+        and value.dtype.itemsize != buffer.data.dtype.itemsize
+    ):
         sent = datatype_of(value.dtype)
         sent = repr(sent) if sent is not None else str(value.dtype)
         raise mpi_error(
@@ -113,7 +117,7 @@ def land(buffer, value, call, origin):
     data = value.reshape(-1)
     if buffer.datatype == BYTE or buffer.data.dtype == np.uint8:
         data = data.view(np.uint8)
-    elif data.dtype != buffer.data.dtype:  # an empty message of another type
+    elif data.dtype != buffer.data.dtype:  # same size (BYTE and SIGNED_CHAR), or empty
         data = data.view(np.uint8).view(buffer.data.dtype)
     if data.size > buffer.count:
         raise mpi_error(

@@ -26,7 +26,7 @@ Examples
 from ..collectives.checks import is_int
 from ..runtime import blocking
 from ..runtime.ops import ANY, TagPrefix
-from .exceptions import ERR_ARG, ERR_RANK, ERR_TAG, mpi_error
+from .exceptions import ERR_RANK, ERR_TAG, mpi_error
 from .messages import MessageTag, land, pickled, unpickle
 from .request import ANY_SOURCE, ANY_TAG, PROC_NULL, Compound, Prequest, Request, Status
 from .settings import run_state
@@ -186,9 +186,7 @@ class PointToPoint:
         _call="Isendrecv",
     ):  # fmt: skip
         """Both halves posted at once; one Request that completes when both have."""
-        if recvbuf is None:
-            raise mpi_error(ERR_ARG, f"{_call}(recvbuf=None): give the buffer to receive into")
-        data = buffer_of(sendbuf, f"{_call}(sendbuf=...)").data
+        data = buffer_of(sendbuf, f"{_call}(sendbuf=...)").data  # None: nothing, as in mpi4py
         got = self.Irecv(recvbuf, source, recvtag, _call=_call)
         sent = self._send(_call, data, dest, sendtag, "request")
         return _both(sent, got)
@@ -199,14 +197,29 @@ class PointToPoint:
     ):  # fmt: skip
         self.Isendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, "Sendrecv").Wait(status)
 
+    def Isendrecv_replace(
+        self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG,
+        _call="Isendrecv_replace",
+    ):  # fmt: skip
+        """Send ``buf`` and receive into it: the data sent is a copy taken first."""
+        target = buffer_of(buf, f"{_call}(buf=...)", writable=True)
+        got = self.Irecv(buf, source, recvtag, _call=_call)
+        sent = self._send(_call, target.data.copy(), dest, sendtag, "request")
+        return _both(sent, got)
+
     def Sendrecv_replace(
         self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG, status=None
     ):
-        """Send ``buf`` and receive into it: the data sent is a copy taken first."""
-        target = buffer_of(buf, "Sendrecv_replace(buf=...)", writable=True)
-        got = self.Irecv(buf, source, recvtag, _call="Sendrecv_replace")
-        sent = self._send("Sendrecv_replace", target.data.copy(), dest, sendtag, "request")
-        _both(sent, got).Wait(status)
+        call = "Sendrecv_replace"
+        self.Isendrecv_replace(buf, dest, sendtag, source, recvtag, call).Wait(status)
+
+    def _probe(self, *args, **kwargs):
+        raise NotImplementedError(
+            "Comm.Probe (Iprobe, Mprobe, Improbe): collsim cannot look at a message "
+            "before it is received; receive with ANY_SOURCE/ANY_TAG and read the Status"
+        )
+
+    Probe = Iprobe = Mprobe = Improbe = probe = iprobe = mprobe = improbe = _probe
 
     def isendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                   recvtag=ANY_TAG):  # fmt: skip

@@ -50,9 +50,10 @@ class Op:
 
     def __init__(self, op=None, name=None, function=None, ufunc=None, collsim=None,
                  commute=True, user=None):  # fmt: skip
-        if isinstance(op, Op):  # MPI.Op(MPI.SUM): another handle of it
+        if isinstance(op, Op):  # MPI.Op(MPI.SUM): another handle of the same op
             self.__dict__.update(op.__dict__)
             return
+        self._handle = name if user is None else object()  # what equal handles share
         self.name = name  # "MPI_SUM"; None for OP_NULL
         self.function = function  # on Python objects
         self.ufunc = ufunc  # on numpy arrays (None: the function element by element)
@@ -82,7 +83,9 @@ class Op:
     def __call__(self, x, y):
         if self.function is None:
             raise mpi_error(ERR_OP, "MPI.OP_NULL cannot reduce")
-        if self.user is None and (isinstance(x, np.ndarray) or isinstance(y, np.ndarray)):
+        if self.user is not None:  # mpi4py calls it with no datatype on objects
+            return self.user(x, y, None)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             return self.reduce_arrays(np.asarray(x), np.asarray(y))
         return self.function(x, y)
 
@@ -107,18 +110,21 @@ class Op:
     def __eq__(self, other):
         if not isinstance(other, Op):
             return NotImplemented
-        return self is other or (self.user is None and self.name == other.name)
+        return self._handle is other._handle or (self.user is None and self.name == other.name)
 
     def __hash__(self):
-        return hash(self.name) if self.user is None else id(self)
+        return hash(self.name) if self.user is None else id(self._handle)
 
     def __bool__(self):
         return self.function is not None
 
     def __reduce__(self):
+        # a predefined op unpickles as itself, a copy of one (MPI.Op(op)) as a copy, a
+        # user's op as a new op of the same function, as mpi4py pickles them
         if self.user is not None:
-            raise ValueError("cannot pickle a user-defined MPI.Op")
-        return (_predefined, (self.name,))
+            return (Op.Create, (self.user, self.commute))
+        canonical = _BY_NAME[self.name]
+        return (_predefined, (self.name,)) if self is canonical else (Op, (canonical,))
 
     def __repr__(self):
         return f"MPI.{(self.name or 'MPI_OP_NULL').removeprefix('MPI_')}"

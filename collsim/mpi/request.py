@@ -93,10 +93,10 @@ class Request:
     def __eq__(self, other):
         if not isinstance(other, Request):
             return NotImplemented
-        return self is other or (not self and not other and type(self) is type(other))
+        return self is other or (not self and not other)
 
     def __hash__(self):
-        return id(self)
+        return 0 if not self else id(self)
 
     def __reduce__(self):
         if self:
@@ -184,7 +184,7 @@ class Request:
         """``(index, True, object)`` of the first done active request; ``(UNDEFINED, True,
         None)`` if none is active; ``(UNDEFINED, False, None)`` after a poll if none is done."""
         requests = _requests(requests, "testany")
-        active = [i for i, r in enumerate(requests) if r]
+        active = [i for i, r in enumerate(requests) if r._active]
         if not active:
             if status is not None:
                 status._fill(*_EMPTY)
@@ -219,9 +219,9 @@ class Request:
     def testsome(cls, requests, statuses=None):
         """Indices and objects of every done active request (None if none is active)."""
         requests = _requests(requests, "testsome")
-        if not any(requests):
+        if not any(r._active for r in requests):
             return None, None
-        done = [i for i, r in enumerate(requests) if r and r._done()]
+        done = [i for i, r in enumerate(requests) if r._active and r._done()]
         statuses = _statuses(statuses, len(requests))
         return done, [requests[i]._conclude(statuses[n]) for n, i in enumerate(done)]
 
@@ -233,8 +233,8 @@ class Request:
     def waitsome(cls, requests, statuses=None):
         """Block until at least one active request is done; as :meth:`testsome`."""
         requests = _requests(requests, "waitsome")
-        if any(requests) and not any(r and r._done() for r in requests):
-            cls.waitany([r for r in requests if r])
+        if any(r._active for r in requests) and not any(r._active and r._done() for r in requests):
+            cls.waitany(requests)
         return cls.testsome(requests, statuses)
 
     @classmethod
@@ -285,6 +285,9 @@ class Prequest(Request):
 
     def __init__(self, start=None):
         super().__init__(None)
+        if isinstance(start, Prequest):  # MPI.Prequest(preq): another handle of it
+            self.__dict__ = start.__dict__
+            return
         self._start = start  # () -> Request: posts the operation once
         self._current = None
 
@@ -304,6 +307,13 @@ class Prequest(Request):
 
     def __bool__(self):
         return self._start is not None
+
+    __hash__ = Request.__hash__
+
+    def __eq__(self, other):
+        if isinstance(other, Prequest) and self.__dict__ is other.__dict__:
+            return True
+        return Request.__eq__(self, other)
 
     def _done(self):
         return self._current is None or self._current._done()

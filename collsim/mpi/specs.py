@@ -30,6 +30,7 @@ import numpy as np
 from ..collectives.checks import is_int
 from ..errors import shorten
 from .datatypes import BYTE, DATATYPES, Datatype, datatype_of
+from .dlpack import dlpack_view
 from .exceptions import value_error
 
 __all__ = ["Buffer", "buffer_of", "BOTTOM", "Bottom"]
@@ -172,6 +173,8 @@ def _array_of(spec, what, writable):
     if spec is None or isinstance(spec, Bottom):
         return np.zeros(0, np.uint8)
     if not isinstance(spec, np.ndarray):
+        spec = _exported(spec)
+    if not isinstance(spec, np.ndarray):
         try:
             view = memoryview(spec)
         except TypeError:
@@ -192,3 +195,24 @@ def _array_of(spec, what, writable):
             "pass a writeable array, e.g. x.copy()"
         )
     return spec
+
+
+class _Interface:
+    """An object numpy reads through ``__array_interface__`` (a copy of another's)."""
+
+    def __init__(self, interface, owner):
+        self.__array_interface__, self.owner = interface, owner
+
+
+def _exported(obj):
+    """A numpy view of an array that exports DLPack or an array interface
+    (``__cuda_array_interface__`` too: collsim's "GPU" memory is host memory)."""
+    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
+        return dlpack_view(obj)
+    for name in ("__array_interface__", "__cuda_array_interface__"):
+        interface = getattr(obj, name, None)
+        if isinstance(interface, dict):
+            interface = {k: v for k, v in interface.items() if k != "stream"}
+            interface["version"] = 3
+            return np.asarray(_Interface(interface, obj))
+    return obj

@@ -30,6 +30,8 @@ class Status:
     def __init__(self, status=None):
         self.source, self.tag, self.error, self.count = ANY_SOURCE, ANY_TAG, SUCCESS, 0
         self.cancelled = False
+        if status is not None and not isinstance(status, Status):
+            raise TypeError(f"MPI.Status({status!r}): give an MPI.Status to copy")
         if status is not None:
             self.source, self.tag, self.error = status.source, status.tag, status.error
             self.count, self.cancelled = status.count, status.cancelled

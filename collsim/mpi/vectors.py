@@ -31,7 +31,7 @@ Examples
 [([0.0, 1.0, 1.0, 2.0, 2.0, 2.0], 1.0), (None, 2.0), (None, 3.0)]
 """
 
-from .buffers import IN_PLACE, check_op
+from .buffers import IN_PLACE, check_op, in_place
 from .exceptions import value_error
 from .messages import land
 from .p2p import done_request
@@ -77,7 +77,7 @@ class VectorCollectives:
             self._round(rank, tag, sends=[(root, buffer_of(sendbuf, "Gatherv(sendbuf=...)").data)])
             return
         recv = _vector(recvbuf, size, "Gatherv", "recvbuf", writable=True)
-        if sendbuf is not IN_PLACE:
+        if not in_place(sendbuf):
             land(_piece(recv, root), buffer_of(sendbuf, "Gatherv(sendbuf=...)").data,
                  "Gatherv", "the root")  # fmt: skip
         others = [r for r in range(size) if r != root]
@@ -101,7 +101,7 @@ class VectorCollectives:
     def Allgatherv(self, sendbuf, recvbuf):
         rank, me, size = self._me("Allgatherv")
         recv = _vector(recvbuf, size, "Allgatherv", "recvbuf", writable=True)
-        if sendbuf is IN_PLACE:
+        if in_place(sendbuf):
             mine = recv.block(me).copy()
         else:
             mine = buffer_of(sendbuf, "Allgatherv(sendbuf=...)").data
@@ -115,7 +115,7 @@ class VectorCollectives:
     def Alltoallv(self, sendbuf, recvbuf):
         rank, me, size = self._me("Alltoallv")
         recv = _vector(recvbuf, size, "Alltoallv", "recvbuf", writable=True)
-        if sendbuf is IN_PLACE:
+        if in_place(sendbuf):
             send = Buffer(recv.data.copy(), recv.datatype, recv.counts, recv.displs)
         else:
             send = _vector(sendbuf, size, "Alltoallv", "sendbuf")
@@ -139,7 +139,7 @@ class VectorCollectives:
         counts = [recv.count] * size if recvcounts is None else [int(c) for c in recvcounts]
         if len(counts) != size:
             raise value_error(f"Reduce_scatter(recvcounts={counts}): give {size} counts")
-        x = recv.data.copy() if sendbuf is IN_PLACE else buffer_of(
+        x = recv.data.copy() if in_place(sendbuf) else buffer_of(
             sendbuf, "Reduce_scatter(sendbuf=...)").data  # fmt: skip
         total = self._reduced(rank, me, size, x[: sum(counts)], op, recv.datatype, None,
                               "Reduce_scatter")  # fmt: skip
@@ -150,7 +150,7 @@ class VectorCollectives:
         rank, me, size = self._me(call)
         op = check_op(op, call)
         recv = buffer_of(recvbuf, f"{call}(recvbuf=...)", writable=True)
-        x = recv.data.copy() if sendbuf is IN_PLACE else buffer_of(
+        x = recv.data.copy() if in_place(sendbuf) else buffer_of(
             sendbuf, f"{call}(sendbuf=...)").data  # fmt: skip
         tag = self._collective_tag(rank, call)
         before = self._round(rank, tag, recvs=[me - 1])[0].view(x.dtype) if me else None
@@ -170,6 +170,10 @@ class VectorCollectives:
     def Barrier(self):
         """The barrier (``Barrier`` and ``barrier`` are one: no buffer to move)."""
         self.barrier()
+
+    def ibarrier(self):
+        self.barrier()
+        return done_request(None, None)
 
 
 def _nonblocking(name):
