@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 CORE = ("test_comm", "test_p2p_buf", "test_p2p_obj", "test_cco_buf", "test_cco_obj")
 CORE += ("test_request", "test_status", "test_op", "test_datatype")
+MAX_OPS = 3_000_000  # collsim exec's guard against a rank that loops for ever
 RANK0 = re.compile(r"^\[1,0\]<std(?:out|err)>:")
 RAN = re.compile(r"^Ran (\d+) tests?")
 COUNT = re.compile(r"(failures|errors|skipped|expected failures|unexpected successes)=(\d+)")
@@ -73,7 +74,9 @@ def command(testdir, module, ranks, mpiexec, python):
     """The command that runs ``module`` of mpi4py's suite on ``ranks`` ranks."""
     runner = [str(Path(testdir) / "runtests.py"), "-i", f"^{re.escape(module)}\\.py$"]
     if mpiexec is None:
-        return [python, "-m", "collsim", "exec", "-n", str(ranks), *runner]
+        # the suite's heavier modules make millions of calls; the guard still stops a loop
+        guard = ["--max-ops", str(MAX_OPS)]
+        return [python, "-m", "collsim", "exec", "-n", str(ranks), *guard, *runner]
     return [*shlex.split(mpiexec), "--tag-output", "-n", str(ranks), python, *runner]
 
 

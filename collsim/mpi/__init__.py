@@ -92,6 +92,7 @@ from .making import (  # noqa: F401
     COMM_TYPE_RESOURCE_GUIDED,
     COMM_TYPE_SHARED,
 )
+from .probes import MESSAGE_NO_PROC, MESSAGE_NULL, Message
 from .reduction import (
     BAND,
     BOR,
@@ -122,7 +123,6 @@ KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
 BUFFER_AUTOMATIC = None
 Intercomm = type("Intercomm", (Comm,), {"__doc__": "Intercommunicators: not simulated."})
-Message = MESSAGE_NULL = MESSAGE_NO_PROC = None
 Grequest = Request
 
 
@@ -144,5 +144,5 @@ __all__ = [
     "InPlace", "IN_PLACE", "BOTTOM", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED",
     "TAG_UB", "KEYVAL_INVALID", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND",
     "BOR", "BXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL", "Exception",
-    "configure", "configured", *DATATYPES,
+    "configure", "configured", "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC", *DATATYPES,
 ]  # fmt: skip

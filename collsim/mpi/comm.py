@@ -34,6 +34,7 @@ from .group import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
 from .handles import ERRORS_ARE_FATAL, Errhandler, Info
 from .objects import ObjectCollectives
 from .p2p import MAX_TAG, PointToPoint
+from .probes import Probes
 from .status import UNDEFINED
 from .vectors import VectorCollectives
 
@@ -46,7 +47,7 @@ TAG_UB = 1681915905  # the attribute's key (MPICH's), for comm.Get_attr(MPI.TAG_
 HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE = range(1681915906, 1681915912)
 
 
-class Comm(PointToPoint, VectorCollectives, ObjectCollectives, BufferCollectives):
+class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCollectives):
     """An MPI communicator; ``MPI.Comm()`` is ``MPI.COMM_NULL``, ``MPI.Comm(c)`` the same
     communicator as ``c``."""
 

@@ -78,7 +78,9 @@ def pickled(obj, call="send"):
 
 def unpickle(value, call="recv"):
     """The object a lowercase send pickled into ``value``."""
-    if not isinstance(value, np.ndarray) or value.dtype != np.uint8:
+    if isinstance(value, np.ndarray) and value.dtype != np.uint8:
+        value = value.reshape(-1).view(np.uint8)  # a Send of other bytes: read as a pickle
+    if not isinstance(value, np.ndarray):
         what = (
             f"a {value.dtype} buffer of {value.size} elements"
             if isinstance(value, np.ndarray)
@@ -89,6 +91,8 @@ def unpickle(value, call="recv"):
             f"{call} received {what}, sent with an uppercase call (Send, Isend): receive "
             "buffers with Recv into an array",
         )
+    if value.size == 0:  # an empty message (a Send of no bytes): None, as in mpi4py
+        return None
     try:
         return pickle.loads(value.tobytes())
     except Exception as exc:

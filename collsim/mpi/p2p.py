@@ -23,6 +23,8 @@ Examples
 [2.0, 0.0, 1.0]
 """
 
+import warnings
+
 from ..collectives.checks import is_int
 from ..runtime import blocking
 from ..runtime.ops import ANY, TagPrefix
@@ -125,7 +127,8 @@ class PointToPoint:
         return self.irecv(buf, source, tag, _call="recv", _wait=True).wait(status)
 
     def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, _call="irecv", _wait=False):
-        # buf (mpi4py's preallocated pickle buffer) changes nothing here
+        if buf is not None and not is_int(buf):  # mpi4py warns that it reads no buffer
+            warnings.warn(f"{_call}(buf=...): the buffer is not used", UserWarning, stacklevel=3)
         return self._receive(
             _call,
             source,
@@ -212,14 +215,6 @@ class PointToPoint:
     ):
         call = "Sendrecv_replace"
         self.Isendrecv_replace(buf, dest, sendtag, source, recvtag, call).Wait(status)
-
-    def _probe(self, *args, **kwargs):
-        raise NotImplementedError(
-            "Comm.Probe (Iprobe, Mprobe, Improbe): collsim cannot look at a message "
-            "before it is received; receive with ANY_SOURCE/ANY_TAG and read the Status"
-        )
-
-    Probe = Iprobe = Mprobe = Improbe = probe = iprobe = mprobe = improbe = _probe
 
     def isendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                   recvtag=ANY_TAG):  # fmt: skip

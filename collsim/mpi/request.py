@@ -129,7 +129,10 @@ class Request:
         return self.test(status)[0]
 
     def Get_status(self, status=None):
-        """Whether it is done, without completing it (its status filled in if so)."""
+        """Whether it is done, without completing it (its status filled in if so); a
+        pending one lets a poll's simulated time pass, as :meth:`test` does."""
+        if not self._done():
+            self._poll_once("MPI Get_status (pending)")
         done = self._done()
         if done and status is not None:
             status._fill(*(self._status if not self._active else _EMPTY))
@@ -142,9 +145,10 @@ class Request:
         self._active, self._handle = False, None
 
     def Cancel(self):
-        raise NotImplementedError(
-            "MPI.Request.Cancel: collsim does not cancel posted operations; complete them with Wait"
-        )
+        """A cancel that does not succeed, which MPI allows: the operation still completes
+        (``Status.Is_cancelled()`` stays False), so the program receives or waits as usual."""
+
+    cancel = Cancel
 
     # -- many requests --------------------------------------------------------------------
 

@@ -136,7 +136,9 @@ class VectorCollectives:
         rank, me, size = self._me("Reduce_scatter")
         op = check_op(op, "Reduce_scatter")
         recv = buffer_of(recvbuf, "Reduce_scatter(recvbuf=...)", writable=True)
-        counts = [recv.count] * size if recvcounts is None else [int(c) for c in recvcounts]
+        if recvcounts is None:  # each rank's receive count, gathered as mpi4py does
+            recvcounts = self.allgather(recv.count)
+        counts = [int(c) for c in recvcounts]
         if len(counts) != size:
             raise value_error(f"Reduce_scatter(recvcounts={counts}): give {size} counts")
         x = recv.data.copy() if in_place(sendbuf) else buffer_of(
