@@ -77,29 +77,24 @@ def pickled(obj, call="send"):
 
 
 def unpickle(value, call="recv"):
-    """The object a lowercase send pickled into ``value``."""
-    if isinstance(value, np.ndarray) and value.dtype != np.uint8:
-        value = value.reshape(-1).view(np.uint8)  # a Send of other bytes: read as a pickle
+    """The object a lowercase send pickled into ``value`` (the bytes of any message: a
+    ``Send`` of a pickle's bytes reads as that object, an empty one as None)."""
     if not isinstance(value, np.ndarray):
+        raise mpi_error(ERR_TYPE, f"{call} received {value!r}, which is not a message")
+    if value.size == 0:  # an empty message (a Send of no bytes): None, as in mpi4py
+        return None
+    try:
+        return pickle.loads(value.reshape(-1).view(np.uint8).tobytes())
+    except Exception as exc:
         what = (
-            f"a {value.dtype} buffer of {value.size} elements"
-            if isinstance(value, np.ndarray)
-            else repr(value)
+            f"{value.size} bytes that are not a pickle ({exc})"
+            if value.dtype == np.uint8
+            else f"a {value.dtype} buffer of {value.size} elements"
         )
         raise mpi_error(
             ERR_TYPE,
             f"{call} received {what}, sent with an uppercase call (Send, Isend): receive "
             "buffers with Recv into an array",
-        )
-    if value.size == 0:  # an empty message (a Send of no bytes): None, as in mpi4py
-        return None
-    try:
-        return pickle.loads(value.tobytes())
-    except Exception as exc:
-        raise mpi_error(
-            ERR_TYPE,
-            f"{call} received {value.size} bytes that are not a pickle ({exc}): they were "
-            "sent with Send (a buffer); receive them with Recv into an array",
         ) from None
 
 
