@@ -38,7 +38,7 @@ from .. import topology as topo
 from ..errors import ConfigError, DeadlockError, UnmatchedMessagesError
 from ..runtime import Cluster, RunResult
 from ..runtime.blocking import MAX_THREADS
-from .failures import RankError, RankExit, rank_error
+from .failures import Exits, RankError, rank_error
 from .hook import mpi4py_as_collsim
 from .output import JOB_ID, TaggedWriter
 from .script import PerRankMain, load_script
@@ -293,18 +293,20 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict):
             if status != 0:
                 if not isinstance(status, int):  # sys.exit("message") prints it, status 1
                     print(status, file=sys.stderr)
-                raise RankExit(status) from None
+                    status = 1
+                if not blocking.stopped():  # not an exit while the run is being stopped
+                    exits.note(blocking.current_rank().id, status)
             return None
 
-    saved = sys.stdout, sys.stderr
+    saved, exits = (sys.stdout, sys.stderr), Exits()
     try:
         with mpi4py_as_collsim(), setting:
             sys.stdout, sys.stderr = out, err
             run, unmatched, report = _run_to_finalize(cluster, rank_main, strict)
     except BaseException as exc:  # Ctrl-C too: the ranks' unfinished lines are written
         out.finish(), err.finish()
-        if isinstance(exc, RankExit):
-            raise rank_error(exc, err) from None
+        if exits.first is not None and isinstance(exc, DeadlockError):
+            raise exits.error(str(exc).split(":", 2)[-1].strip()) from None  # waited for it
         if getattr(exc, "rank", None) is not None and not isinstance(exc, DeadlockError):
             raise rank_error(exc, err) from exc  # the user's code (or one of its calls)
         raise
@@ -312,6 +314,8 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict):
         sys.stdout, sys.stderr = saved
         _ACTIVE.release()
     out.finish(), err.finish()
+    if exits.first is not None:
+        raise exits.error()
     if trace_path is not None:
         try:
             run.trace.to_chrome(trace_path)

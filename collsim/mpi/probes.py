@@ -29,58 +29,66 @@ Examples
 
 from ..runtime import blocking
 from ..runtime.ops import ANY, TagPrefix
-from .messages import MessageTag
+from .messages import MessageTag, land, unpickle
+from .p2p import done_request
 from .request import FIRST_POLL, LAST_POLL
+from .specs import buffer_of
 from .status import ANY_SOURCE, ANY_TAG, PROC_NULL
 
 __all__ = ["Probes", "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC"]
 
 
 class Message:
-    """A probed message (``Mprobe``): receive it with ``Recv``/``recv``."""
+    """A probed message (``Mprobe``), taken out of matching at once as MPI's matched probe
+    takes it (a receive is posted for exactly it): ``Recv``/``recv`` complete that one."""
 
-    def __init__(self, comm=None, source=None, tag=None):
-        self._comm, self._source, self._tag = comm, source, tag
+    def __init__(self, request=None, source=None):
+        self._request, self._source = request, source  # source: PROC_NULL for no process
 
     def __bool__(self):
-        return self._comm is not None or self._source == PROC_NULL
+        return self._request is not None or self._source == PROC_NULL
 
     def __eq__(self, other):
         if not isinstance(other, Message):
             return NotImplemented
-        mine, theirs = (
-            (self._comm, self._source, self._tag),
-            (other._comm, other._source, other._tag),
-        )
-        return self is other or mine == theirs
+        if self is other or (not self and not other):
+            return True
+        return self._request is None and (self._source, other._request) == (other._source, None)
 
     __hash__ = object.__hash__
 
     def _take(self):
-        """Who to receive from (the message is used up: it becomes MESSAGE_NULL)."""
-        comm, source, tag = self._comm, self._source, self._tag
-        self._comm, self._source, self._tag = None, None, None
-        return comm, source, tag
+        """The posted receive (the message is used up: it becomes MESSAGE_NULL)."""
+        request, self._request, self._source = self._request, None, None
+        return request
 
     def Recv(self, buf, status=None):
-        comm, source, tag = self._take()
-        if source == PROC_NULL:
-            return comm.Recv(buf, PROC_NULL, ANY_TAG, status) if comm else status_null(status)
-        comm.Recv(buf, source, tag, status)
+        request = self._take()
+        value = None if request is None else request.wait(status)
+        if request is None:
+            status_null(status)
+        if value is not None:
+            land(buffer_of(buf, "Message.Recv(buf=...)", writable=True), value, "Message.Recv",
+                 "the probed message")  # fmt: skip
 
     def Irecv(self, buf):
-        comm, source, tag = self._take()
-        return comm.Irecv(buf, source, tag)
+        self.Recv(buf)
+        return done_request(None, None)
 
     def recv(self, status=None):
-        comm, source, tag = self._take()
-        if source == PROC_NULL:
-            return status_null(status)
-        return comm.recv(None, source, tag, status)
+        request = self._take()
+        if request is None:
+            status_null(status)
+            return None
+        return unpickle(request.wait(status), "Message.recv")
 
     def irecv(self):
-        comm, source, tag = self._take()
-        return comm.irecv(None, source, tag)
+        return done_request(self.recv(), None)
+
+
+def _raw(value, fields):
+    """A probed message's receive keeps the bytes until Recv or recv says what they are."""
+    return value
 
 
 def status_null(status):
@@ -90,7 +98,7 @@ def status_null(status):
 
 
 MESSAGE_NULL = Message()
-MESSAGE_NO_PROC = Message(None, PROC_NULL, ANY_TAG)
+MESSAGE_NO_PROC = Message(None, PROC_NULL)
 
 
 class Probes:
@@ -145,8 +153,9 @@ class Probes:
         if status is not None:
             status._fill(*fields)
         if fields[0] == PROC_NULL:
-            return Message(None, PROC_NULL, ANY_TAG)
-        return Message(self, fields[0], fields[1])
+            return Message(None, PROC_NULL)
+        # the first message of that source and tag is the probed one (they arrive in order)
+        return Message(self._receive("Mprobe", fields[0], fields[1], _raw), fields[0])
 
     mprobe = Mprobe
 
