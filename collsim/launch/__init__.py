@@ -41,6 +41,7 @@ from ..runtime.blocking import MAX_THREADS
 from .failures import Exits, RankError, rank_error
 from .hook import mpi4py_as_collsim
 from .output import JOB_ID, TaggedWriter
+from .rank_modules import script_modules
 from .script import PerRankMain, load_script
 
 __all__ = [
@@ -178,7 +179,8 @@ def exec_script(
     sys.argv, sys.path[:0] = [str(path), *map(str, argv)], [folder]
     sys.modules["__main__"] = main
     try:
-        return _launch(cluster, script, algorithm, trace_path, echo, strict)
+        with script_modules(folder):  # each rank's own copy of the script's helper modules
+            return _launch(cluster, script, algorithm, trace_path, echo, strict)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         if main._collsim_outer is not None:
