@@ -23,14 +23,13 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-import types
 
-from .script import _rank_id
+from .script import RankForwarding, _rank_id
 
 __all__ = ["PerRankModule", "script_modules"]
 
 
-class PerRankModule(types.ModuleType):
+class PerRankModule(RankForwarding):
     """``sys.modules[name]`` for a module of the script's folder: the calling rank's copy."""
 
     def __init__(self, spec):
@@ -50,20 +49,6 @@ class PerRankModule(types.ModuleType):
                 del copies[rank]
                 raise
         return module
-
-    def __getattribute__(self, name):
-        if name.startswith("_collsim_"):
-            return object.__getattribute__(self, name)
-        return getattr(self._collsim_target(), name)
-
-    def __setattr__(self, name, value):
-        setattr(self._collsim_target(), name, value)
-
-    def __delattr__(self, name):
-        delattr(self._collsim_target(), name)
-
-    def __dir__(self):
-        return dir(self._collsim_target())
 
 
 class _Loader:
