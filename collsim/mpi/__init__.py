@@ -119,7 +119,12 @@ from .topology import CART, DIST_GRAPH, GRAPH, Compute_dims
 
 # the datatypes as module constants: MPI.DOUBLE, MPI.INT, MPI.INT64_T, ...
 globals().update(DATATYPES)
+from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
+
 KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
+ORDER_C, ORDER_F = 0, 1  # array orders (Create_subarray is not simulated; the names exist)
+ORDER_FORTRAN = ORDER_F
+DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 121, 122, 123, -49767
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
 BUFFER_AUTOMATIC = None
 Intercomm = type("Intercomm", (Comm,), {"__doc__": "Intercommunicators: not simulated."})

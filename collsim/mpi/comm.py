@@ -229,6 +229,21 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
     def Call_errhandler(self, errorcode):
         self._me("Call_errhandler")
 
+    def Attach_buffer(self, buf):
+        """Nothing to attach: ``Bsend`` copies into the simulated message at once."""
+        self._me("Attach_buffer")
+
+    def Detach_buffer(self):
+        self._me("Detach_buffer")
+
+    def Flush_buffer(self):
+        self._me("Flush_buffer")
+
+    @classmethod
+    def Get_parent(cls):
+        """``MPI.COMM_NULL``: no collsim rank was spawned by another."""
+        return COMM_NULL
+
     # -- the end --------------------------------------------------------------------------
 
     def Free(self):

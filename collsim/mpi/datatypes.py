@@ -52,11 +52,16 @@ _ALIASES = {"C_FLOAT_COMPLEX": "C_COMPLEX", "BOOL": "C_BOOL", "SIGNED_SHORT": "S
             "SIGNED_INT": "INT", "SIGNED_LONG": "LONG", "SIGNED_LONG_LONG": "LONG_LONG",
             "UNSIGNED_INT": "UNSIGNED", "SINT8_T": "INT8_T", "SINT16_T": "INT16_T",
             "SINT32_T": "INT32_T", "SINT64_T": "INT64_T"}  # fmt: skip
-# names numpy has no element for (Fortran half precision, bfloat16, 128-bit integers) and
-# the pair types of MINLOC/MAXLOC, which need a structured element: DATATYPE_NULL here
-_NULL_NAMES = ("BFLOAT16_T", "REAL2", "COMPLEX4", "INTEGER16", "LOGICAL16", "SHORT_INT",
-               "INT_INT", "TWOINT", "LONG_INT", "FLOAT_INT", "DOUBLE_INT",
-               "LONG_DOUBLE_INT")  # fmt: skip
+# names numpy has no element for (Fortran half precision, bfloat16, 128-bit integers):
+# DATATYPE_NULL here, as mpi4py gives the ones its MPI library lacks
+_NULL_NAMES = ("BFLOAT16_T", "REAL2", "COMPLEX4", "INTEGER16", "LOGICAL16")
+# MINLOC/MAXLOC's (value, index) pairs: a C struct of the value and an int, aligned as C
+# aligns it (so DOUBLE_INT is 16 bytes), which numpy's aligned structured dtype matches
+_PAIRS = {"SHORT_INT": "h", "TWOINT": "i", "LONG_INT": "l", "FLOAT_INT": "f",
+          "DOUBLE_INT": "d", "LONG_DOUBLE_INT": "g"}  # fmt: skip
+TYPECLASS_INTEGER, TYPECLASS_REAL, TYPECLASS_COMPLEX, TYPECLASS_LOGICAL = 1, 2, 3, 4
+_TYPECLASSES = {TYPECLASS_INTEGER: "INTEGER", TYPECLASS_REAL: "REAL",
+                TYPECLASS_COMPLEX: "COMPLEX", TYPECLASS_LOGICAL: "LOGICAL"}  # fmt: skip
 
 
 class Datatype:
@@ -65,6 +70,8 @@ class Datatype:
 
     def __init__(self, datatype=None):
         # MPI.Datatype() is DATATYPE_NULL's value; MPI.Datatype(MPI.INT) a copy of INT's
+        if datatype is not None and not isinstance(datatype, Datatype):
+            raise TypeError(f"MPI.Datatype({datatype!r}): give an MPI.Datatype to copy")
         self.name = "MPI_DATATYPE_NULL" if datatype is None else datatype.name
         self.numpy = None if datatype is None else datatype.numpy
 
@@ -91,6 +98,26 @@ class Datatype:
         return 0, self.Get_size()
 
     Get_true_extent = Get_extent
+    true_lb = property(lambda self: 0)
+    true_ub = true_extent = property(lambda self: self.Get_size())
+
+    @staticmethod
+    def Get_value_index(value, index):
+        """The (value, index) pair type MINLOC and MAXLOC reduce, or DATATYPE_NULL."""
+        if not value or not index:
+            raise mpi_error(ERR_TYPE, "Datatype.Get_value_index of MPI.DATATYPE_NULL")
+        if index.name != "MPI_INT":
+            return DATATYPE_NULL
+        pairs = {code: name for name, code in _PAIRS.items()}
+        return DATATYPES.get(pairs.get(value.numpy.char), DATATYPE_NULL)
+
+    @staticmethod
+    def Match_size(typeclass, size):
+        """The Fortran type of ``typeclass`` (``MPI.TYPECLASS_REAL``, ...) and ``size`` bytes."""
+        found = DATATYPES.get(f"{_TYPECLASSES.get(typeclass, '?')}{size}")
+        if not found:
+            raise mpi_error(ERR_TYPE, f"Match_size({typeclass}, {size}): no such datatype")
+        return found
 
     @property
     def extent(self):
@@ -113,6 +140,8 @@ class Datatype:
 
     def tocode(self):
         return self._dtype("tocode").char
+
+    typestr = property(lambda self: self._dtype("typestr").str)
 
     def Is_predefined(self):
         return True
@@ -160,6 +189,11 @@ DATATYPE_NULL = Datatype()
 DATATYPES = {name: Datatype._named(name, code) for name, code in _CODES.items()}
 DATATYPES.update({alias: DATATYPES[name] for alias, name in _ALIASES.items()})
 DATATYPES.update({name: DATATYPE_NULL for name in _NULL_NAMES})
+DATATYPES.update({
+    name: Datatype._named(name, np.dtype([("value", code), ("index", "i")], align=True))
+    for name, code in _PAIRS.items()
+})  # fmt: skip
+DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
 DATATYPES["DATATYPE_NULL"] = DATATYPE_NULL
 _BY_NAME = {dt.name: dt for dt in reversed(DATATYPES.values())}
 BYTE, DOUBLE = DATATYPES["BYTE"], DATATYPES["DOUBLE"]

@@ -112,6 +112,14 @@ class CommunicatorMaker(Comm):
         kind = ("create_group", ranks, tag)
         return self._derived(rank, kind, ranks, f"{self._name}.Create_group()", None, counter)
 
+    @classmethod
+    def Create_from_group(cls, group, stringtag="", info=None, errhandler=None):
+        """The communicator of ``group``, called by its ranks only (MPI 4's form of
+        ``Create_group``, named by a string tag instead of a parent)."""
+        from .comm import _PREDEFINED
+
+        return _PREDEFINED[0].Create_group(group, ("from_group", str(stringtag)))
+
     def _group_ranks(self, rank, group, call):
         if not isinstance(group, Group) or not group:
             raise mpi_error(ERR_GROUP, f"{call}({group!r}): give an MPI.Group")
