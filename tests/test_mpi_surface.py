@@ -312,3 +312,24 @@ def test_cartesian_shift_coords_and_sub_follow_row_major_order(k, periodic):
 
         assert down == (rank_at(i - 1, j), rank_at(i + 1, j))
         assert left == (rank_at(i, j + 1), rank_at(i, j - 1))
+
+
+@settings(max_examples=6)
+@given(k=st.integers(1, 6), seed=st.integers(0, 2**16))
+def test_maxloc_and_minloc_on_pair_buffers_find_numpys_argmax_and_argmin(k, seed):
+    values = np.random.default_rng(seed).integers(0, 4, size=(k, 3)).astype(float)
+
+    def main():
+        comm = MPI.COMM_WORLD
+        pair = MPI.Datatype.Get_value_index(MPI.DOUBLE, MPI.INT)
+        mine = np.zeros(3, dtype=pair.numpy)
+        mine["value"], mine["index"] = values[comm.rank], comm.rank
+        high, low = np.zeros_like(mine), np.zeros_like(mine)
+        comm.Allreduce([mine, pair], [high, pair], op=MPI.MAXLOC)
+        comm.Allreduce([mine, pair], [low, pair], op=MPI.MINLOC)
+        return pair, high["index"].tolist(), low["index"].tolist()
+
+    for pair, high, low in run(k, main):
+        assert pair == MPI.DOUBLE_INT and pair.Get_size() == 16  # a C struct {double; int}
+        assert high == values.argmax(axis=0).tolist()  # ties: the lowest rank, as numpy
+        assert low == values.argmin(axis=0).tolist()
