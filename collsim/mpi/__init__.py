@@ -61,6 +61,7 @@ from .comm import (  # noqa: F401
     UNIVERSE_SIZE,
     WTIME_IS_GLOBAL,
     Comm,
+    Intercomm,
 )
 from .datatypes import DATATYPE_NULL, DATATYPES, Datatype
 from .environment import *  # noqa: F403  (get_vendor, Wtime, Win, ...: see its __all__)
@@ -127,7 +128,6 @@ ORDER_FORTRAN = ORDER_F
 DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 121, 122, 123, -49767
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
 BUFFER_AUTOMATIC = None
-Intercomm = type("Intercomm", (Comm,), {"__doc__": "Intercommunicators: not simulated."})
 Grequest = Request
 
 

@@ -108,10 +108,12 @@ class BufferCollectives:
             collective(x, group=self._members(rank), algorithm=algorithm, **kwargs)
         )
 
-    def _recv_buffer(self, spec, call, arg="recvbuf"):
+    def _recv_buffer(self, spec, call, arg="recvbuf", blocks=1):
+        """The receive buffer; ``blocks``: ranks it holds a block for (a count in the spec
+        is per block then, as in mpi4py)."""
         if spec is None or spec is IN_PLACE:
             raise mpi_error(ERR_ARG, f"{call}({arg}={spec!r}): give the buffer that receives")
-        return buffer_of(spec, f"{call}({arg}=...)", writable=True)
+        return buffer_of(spec, f"{call}({arg}=...)", writable=True, blocks=blocks)
 
     def Bcast(self, buf, root=0):
         rank, me, size = self._me("Bcast")
@@ -169,7 +171,7 @@ class BufferCollectives:
 
     def Allgather(self, sendbuf, recvbuf):
         rank, me, size = self._me("Allgather")
-        recv = self._recv_buffer(recvbuf, "Allgather")
+        recv = self._recv_buffer(recvbuf, "Allgather", blocks=size)
         n = _block(recv, size, "Allgather")
         if in_place(sendbuf):
             x = recv.data[me * n : (me + 1) * n].copy()
@@ -203,12 +205,12 @@ class BufferCollectives:
 
     def Alltoall(self, sendbuf, recvbuf):
         rank, me, size = self._me("Alltoall")
-        recv = self._recv_buffer(recvbuf, "Alltoall")
+        recv = self._recv_buffer(recvbuf, "Alltoall", blocks=size)
         n = _block(recv, size, "Alltoall")
         if in_place(sendbuf):
             x = recv.data.copy()
         else:
-            send = buffer_of(sendbuf, "Alltoall(sendbuf=...)")
+            send = buffer_of(sendbuf, "Alltoall(sendbuf=...)", blocks=size)
             _same(send, recv, "Alltoall")
             x = send.data.view(recv.data.dtype)
         if native(x):
@@ -237,7 +239,7 @@ class BufferCollectives:
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
             self._round(rank, tag, sends=[(root, send.data)])
             return
-        recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True)
+        recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True, blocks=size)
         n = _block(recv, size, "Gather")
         if sendbuf is not IN_PLACE and sendbuf is not None:  # None at the root: in place
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
@@ -258,7 +260,7 @@ class BufferCollectives:
             _exactly(value, recv.count, f"Scatter: the root ({root})")
             land(recv, value, "Scatter", f"the root ({root})")
             return
-        send = buffer_of(sendbuf, "Scatter(sendbuf=...)")
+        send = buffer_of(sendbuf, "Scatter(sendbuf=...)", blocks=size)
         n = _block(send, size, "Scatter")
         if recvbuf is not IN_PLACE and recvbuf is not None:  # None at the root: in place
             recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True)

@@ -38,7 +38,7 @@ from .probes import Probes
 from .status import UNDEFINED
 from .vectors import VectorCollectives
 
-__all__ = ["Comm", "COMM_NULL", "TAG_UB", "WORLD", "SELF", "NULL"]
+__all__ = ["Comm", "Intercomm", "COMM_NULL", "TAG_UB", "WORLD", "SELF", "NULL"]
 
 WORLD, SELF, NULL = "world", "self", "null"
 TAG_UB = 1681915905  # the attribute's key (MPICH's), for comm.Get_attr(MPI.TAG_UB)
@@ -55,6 +55,8 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
         if isinstance(ranks, Comm):  # MPI.Intracomm(comm): another handle of it
             self.__dict__.update(ranks.__dict__)
             return
+        if context is None and ranks != NULL:  # only collsim makes communicators of ranks
+            raise TypeError(f"MPI.Comm({ranks!r}): give a communicator to copy, or nothing")
         self._ranks = ranks  # a tuple of cluster ranks, or WORLD / SELF / NULL
         self._context = context  # the point-to-point tags' first field
         self._collective_context = collective_context  # the collectives' tags' first field
@@ -241,8 +243,8 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
 
     @classmethod
     def Get_parent(cls):
-        """``MPI.COMM_NULL``: no collsim rank was spawned by another."""
-        return COMM_NULL
+        """A null intercommunicator: no collsim rank was spawned by another."""
+        return Intercomm()
 
     # -- the end --------------------------------------------------------------------------
 
@@ -259,6 +261,11 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
     def Abort(self, errorcode=0):
         rank, me, _ = self._me("Abort")
         raise CollsimError(f"rank {me} of {self._name} called Abort({errorcode!r})")
+
+
+class Intercomm(Comm):
+    """``MPI.Intercomm``: intercommunicators are not simulated; only the null one exists
+    (what ``Comm.Get_parent`` gives a rank nobody spawned)."""
 
 
 def _predefined(name):
