@@ -221,13 +221,17 @@ class Request:
 
     @classmethod
     def testsome(cls, requests, statuses=None):
-        """Indices and objects of every done active request (None if none is active)."""
+        """Indices and objects of every done active request (None if none is active);
+        ``statuses``, a list, becomes their statuses, one each, as in mpi4py."""
         requests = _requests(requests, "testsome")
         if not any(r._active for r in requests):
             return None, None
         done = [i for i, r in enumerate(requests) if r._active and r._done()]
-        statuses = _statuses(statuses, len(requests))
-        return done, [requests[i]._conclude(statuses[n]) for n, i in enumerate(done)]
+        filled = [Status() for _ in done] if statuses is not None else [None] * len(done)
+        results = [requests[i]._conclude(s) for i, s in zip(done, filled, strict=True)]
+        if isinstance(statuses, list):
+            statuses[:] = filled
+        return done, results
 
     @classmethod
     def Testsome(cls, requests, statuses=None):
@@ -237,8 +241,9 @@ class Request:
     def waitsome(cls, requests, statuses=None):
         """Block until at least one active request is done; as :meth:`testsome`."""
         requests = _requests(requests, "waitsome")
-        if any(r._active for r in requests) and not any(r._active and r._done() for r in requests):
-            cls.waitany(requests)
+        active = [r for r in requests if r._active]
+        while active and not any(r._done() for r in active):
+            active[0]._poll_once("MPI Waitsome (pending)")
         return cls.testsome(requests, statuses)
 
     @classmethod
