@@ -272,7 +272,9 @@ def test_handles_pickle_to_the_same_object_and_the_rest_is_refused_by_name():
     assert MPI.REAL2 == MPI.DATATYPE_NULL and MPI.LONG_DOUBLE.Get_size() == np.dtype("g").itemsize
     for call, name in [(lambda: MPI.Win.Create(None), "MPI.Win.Create"),
                        (lambda: MPI.File.Open(MPI.COMM_WORLD, "x"), "MPI.File.Open"),
-                       (lambda: MPI.COMM_WORLD.Spawn("python"), "Intracomm.Spawn")]:  # fmt: skip
+                       (lambda: MPI.COMM_WORLD.Spawn("python"), "Intracomm.Spawn"),
+                       (lambda: MPI.Datatype.Create_vector(2, 1, 2, MPI.INT),
+                        "MPI.Datatype.Create_vector")]:  # fmt: skip
         with pytest.raises(NotImplementedError, match=name):
             call()
 
@@ -333,3 +335,20 @@ def test_maxloc_and_minloc_on_pair_buffers_find_numpys_argmax_and_argmin(k, seed
         assert pair == MPI.DOUBLE_INT and pair.Get_size() == 16  # a C struct {double; int}
         assert high == values.argmax(axis=0).tolist()  # ties: the lowest rank, as numpy
         assert low == values.argmin(axis=0).tolist()
+
+
+def test_handle_constructors_and_per_rank_counts_as_mpi4py_has_them():
+    def main():
+        comm = MPI.COMM_WORLD
+        sent = np.repeat(np.arange(comm.size, dtype=np.int32) + 10 * comm.rank, 2)
+        got = np.zeros(2 * comm.size + 3, np.int32)  # longer than needed: the count says
+        comm.Alltoall([sent, 2, MPI.INT], [got, 2, MPI.INT])
+        return got[: 2 * comm.size].tolist()
+
+    assert run(2, main) == [[0, 0, 10, 10], [1, 1, 11, 11]]
+    assert isinstance(MPI.Comm.Get_parent(), MPI.Intercomm) and not MPI.Comm.Get_parent()
+    with pytest.raises(TypeError):
+        MPI.Comm((1, 2, 3))
+    with pytest.raises(TypeError):
+        MPI.Datatype((1, 2, 3))
+    assert MPI.Datatype.fromcode("d") is MPI.DOUBLE
