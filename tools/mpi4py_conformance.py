@@ -58,10 +58,13 @@ errors=1, skipped=2)
     verdicts = [line for line in lines if line.startswith(("OK", "FAILED"))]
     if not ran or not verdicts:
         return ModuleResult(module, ranks, "crash")
+    # an expected failure is neither a pass nor a failure: counted with the skips; an
+    # unexpected success is a failure (unittest fails the run for it)
     counts = dict.fromkeys(("failures", "errors", "skipped"), 0)
+    where = {"expected failures": "skipped", "unexpected successes": "failures"}
     for name, value in COUNT.findall(verdicts[-1]):
-        counts[name.split()[-1] if name != "expected failures" else "skipped"] = int(value)
-    failures = counts["failures"] + counts.get("successes", 0)
+        counts[where.get(name, name)] += int(value)
+    failures = counts["failures"]
     run = ran[-1]
     passed = run - failures - counts["errors"] - counts["skipped"]
     outcome = "ok" if verdicts[-1].startswith("OK") else "failed"

@@ -7,28 +7,33 @@ messages are real numpy arrays on the simulated network, and :func:`Wtime` reads
 simulated clock.  Code between calls costs no simulated time unless the program says so
 (``collsim.runtime.blocking.compute(seconds=...)``).
 
-What is here, with mpi4py's names and semantics: ``COMM_WORLD``, ``COMM_SELF``,
-``Get_rank``/``Get_size``/``rank``/``size``; the lowercase calls on picklable objects
-(``send``, ``recv``, ``isend``, ``irecv``, ``sendrecv``, ``bcast``, ``scatter``,
-``gather``, ``allgather``, ``reduce``, ``allreduce``, ``alltoall``, ``barrier``); the
-uppercase calls on buffers (``Send``, ``Recv``, ``Isend``, ``Irecv``, ``Sendrecv``,
-``Bcast``, ``Scatter``, ``Gather``, ``Allgather``, ``Reduce``, ``Allreduce``,
-``Reduce_scatter_block``, ``Alltoall``, ``Barrier``) with numpy arrays or
-``[buf, MPI.DOUBLE]`` specs; ``IN_PLACE``; ``Request`` (``Wait``, ``Test``, ``Waitall``)
-and ``Status``; ``ANY_SOURCE``, ``ANY_TAG``, ``PROC_NULL``; the ops ``SUM``, ``PROD``,
-``MAX``, ``MIN`` (and the logical and bitwise ones for objects); ``Split``, ``Dup``,
-``Free``; ``Wtime`` and ``Wtick``.  Which algorithm each collective runs:
+What is here, with mpi4py's names and semantics (module by module):
+point-to-point on objects and buffers in every mode (``send``/``Send``, ``ssend``/``Ssend``,
+``bsend``/``Bsend``, ``I...``, ``Sendrecv``, ``Sendrecv_replace``, ``Isendrecv``,
+persistent ``Send_init``/``Recv_init``: :mod:`~collsim.mpi.p2p`), ``Probe``/``Iprobe``/
+``Mprobe`` and ``Message`` (:mod:`~collsim.mpi.probes`); requests that become
+``REQUEST_NULL`` when complete, ``Waitany``/``Waitsome``/``Testall``... and ``Prequest``
+(:mod:`~collsim.mpi.request`); the collectives on objects (:mod:`~collsim.mpi.objects`) and
+on buffers of every predefined datatype with every predefined op and ``Op.Create``
+(:mod:`~collsim.mpi.buffers`, :mod:`~collsim.mpi.trees`), the v-collectives, ``Scan``,
+``Exscan``, ``Reduce_scatter`` and the non-blocking and persistent forms
+(:mod:`~collsim.mpi.vectors`); buffer specs of any buffer object
+(:mod:`~collsim.mpi.specs`); groups, ``Split``/``Dup``/``Create``/``Create_group``/
+``Split_type`` (:mod:`~collsim.mpi.making`), Cartesian and graph topologies
+(:mod:`~collsim.mpi.intracomm`, ``Compute_dims``), ``Info`` and error handlers;
+``get_vendor``, ``Query_thread`` and the rest a program reads at start
+(:mod:`~collsim.mpi.environment`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
-:func:`configure`.
+:func:`configure`.  How much of mpi4py's own test suite passes: docs/mpi4py-conformance.md.
 
 Where it differs from a real MPI, on purpose: a blocking ``Send`` up to
 :func:`configure`'s ``eager_limit`` (64 KiB) returns at once, a larger one when the data
 has arrived (so a program that only works thanks to buffering deadlocks, with a report);
-a pending ``Request.Test`` lets a poll's simulated time pass; the uppercase collectives
-move the datatypes collsim's collectives move (DOUBLE, FLOAT, FLOAT16_T, INT, LONG) and
-reduce with SUM, PROD, MAX or MIN.  Not here: the v-variants (``Gatherv``, ...),
-``Probe``, ``Waitany``, user-defined ``Op.Create``, persistent requests, one-sided and
-intercommunicator calls.
+a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass; the
+non-blocking collectives run when called (their request is complete); a cancel never
+succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
+call: derived datatypes, one-sided communication (``Win``), MPI-IO (``File``), sessions,
+spawn and intercommunicators.
 
 Examples
 --------
