@@ -352,3 +352,32 @@ def test_handle_constructors_and_per_rank_counts_as_mpi4py_has_them():
     with pytest.raises(TypeError):
         MPI.Datatype((1, 2, 3))
     assert MPI.Datatype.fromcode("d") is MPI.DOUBLE
+
+
+@settings(max_examples=6)
+@given(k=st.integers(1, 5), count=st.integers(0, 3))
+def test_a_scalar_count_and_stride_in_a_v_spec_mean_every_rank_the_same(k, count):
+    stride = count + 1  # one spare element between the blocks
+    whole = np.arange(k * stride, dtype=np.float64)
+
+    def main():
+        comm = MPI.COMM_WORLD
+        mine = np.full(count, -1.0)
+        comm.Scatterv([whole, (count, stride), MPI.DOUBLE], mine, root=0)
+        back = np.full(k * count, -1.0) if comm.rank == 0 else None
+        comm.Gatherv(mine, [back, count] if comm.rank == 0 else None, root=0)  # count per rank
+        return mine.tolist(), None if back is None else back.tolist()
+
+    got = run(k, main)
+    blocks = [whole[r * stride : r * stride + count].tolist() for r in range(k)]
+    assert [mine for mine, _ in got] == blocks
+    assert got[0][1] == [v for block in blocks for v in block]
+
+
+def test_groups_pickle_as_mpi4py_pickles_them():
+    assert pickle.loads(pickle.dumps(MPI.GROUP_EMPTY)) is MPI.GROUP_EMPTY
+    copy = pickle.loads(pickle.dumps(MPI.Group(MPI.GROUP_NULL)))
+    assert copy == MPI.GROUP_NULL and copy is not MPI.GROUP_NULL
+    with pytest.raises(ValueError, match="cannot pickle"):
+        pickle.dumps(MPI.Group((0, 1)))
+    assert MPI.Group((4, 2)).Translate_ranks([1], group=MPI.Group((2, 3))) == [0]

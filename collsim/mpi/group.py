@@ -94,10 +94,10 @@ class Group:
         theirs = set(other._members("Difference"))
         return Group(r for r in self._members("Difference") if r not in theirs)
 
-    def Translate_ranks(self, ranks=None, other=None):
+    def Translate_ranks(self, ranks=None, group=None):
         """The positions in ``other`` of ``ranks`` of this group (``UNDEFINED`` where
         absent; ``PROC_NULL`` stays); all of this group's when ``ranks`` is None."""
-        members = self._members("Translate_ranks")
+        members, other = self._members("Translate_ranks"), group
         ranks = range(len(members)) if ranks is None else ranks
         if other is None:
             return [PROC_NULL if r == PROC_NULL else members[r] for r in ranks]
@@ -134,8 +134,22 @@ class Group:
     def __bool__(self):
         return self.ranks is not None
 
+    def __reduce__(self):
+        # the predefined groups unpickle as themselves; others hold cluster ranks, which
+        # mean nothing in another run (mpi4py refuses them too)
+        for name, predefined in (("GROUP_NULL", GROUP_NULL), ("GROUP_EMPTY", GROUP_EMPTY)):
+            if self is predefined:
+                return (_predefined, (name,))
+            if self == predefined:  # a copy unpickles as a copy
+                return (Group, (predefined,))
+        raise ValueError(f"cannot pickle {self!r}: only MPI.GROUP_NULL and GROUP_EMPTY pickle")
+
     def __repr__(self):
         return "MPI.GROUP_NULL" if self.ranks is None else f"<MPI.Group {list(self.ranks)}>"
+
+
+def _predefined(name):
+    return {"GROUP_NULL": GROUP_NULL, "GROUP_EMPTY": GROUP_EMPTY}[name]
 
 
 GROUP_NULL = Group()

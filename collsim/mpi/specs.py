@@ -148,8 +148,8 @@ def buffer_of(spec, what, writable=False, blocks=1):
 def _vector(flat, datatype, counts_displs, what):
     """A v-spec's buffer: counts (one per rank) and displacements (None: packed in order)."""
     counts, displs = counts_displs
-    if is_int(counts):
-        counts = None  # [buf, (count, displ), dt]: a scalar count for every rank, set later
+    if is_int(counts):  # [buf, (count, displ), dt]: one count (and stride) for every rank,
+        return Buffer(flat, datatype, int(counts), displs)  # spread when the size is known
     counts = tuple(int(c) for c in counts) if counts is not None else None
     if displs is None and counts is not None:
         displs = tuple(int(d) for d in np.concatenate([[0], np.cumsum(counts)[:-1]]))

@@ -31,6 +31,7 @@ Examples
 [([0.0, 1.0, 1.0, 2.0, 2.0, 2.0], 1.0), (None, 2.0), (None, 3.0)]
 """
 
+from ..collectives.checks import is_int
 from .buffers import IN_PLACE, check_op, in_place
 from .exceptions import value_error
 from .messages import land
@@ -44,7 +45,7 @@ __all__ = ["VectorCollectives"]
 
 def _vector(spec, size, call, arg, writable=False):
     """A v-spec's buffer, with one count and displacement per rank."""
-    buffer = buffer_of(spec, f"{call}({arg}=...)", writable=writable)
+    buffer = buffer_of(spec, f"{call}({arg}=...)", writable=writable, blocks=size)
     if buffer.counts is None:  # a plain buffer: equal blocks
         if buffer.count % size:
             raise value_error(
@@ -52,7 +53,17 @@ def _vector(spec, size, call, arg, writable=False):
                 "give [buf, (counts, displs), datatype]"
             )
         n = buffer.count // size
-        return Buffer(buffer.data, buffer.datatype, (n,) * size, tuple(range(0, n * size, n)))
+        return Buffer(buffer.data, buffer.datatype, (n,) * size, tuple(n * r for r in range(size)))
+    if is_int(buffer.counts):  # one count for every rank; a scalar displacement is a stride
+        count, stride = buffer.counts, buffer.displs
+        stride = count if stride is None else stride
+        displs = tuple(stride * r for r in range(size)) if is_int(stride) else tuple(stride)
+        buffer = Buffer(buffer.data, buffer.datatype, (count,) * size, displs)
+        if size and max(displs) + count > buffer.count:
+            raise value_error(
+                f"{call}({arg}=...): {size} blocks of {count} at {list(displs)} reach past "
+                f"the buffer's {buffer.count} elements"
+            )
     if len(buffer.counts) != size or len(buffer.displs) != size:
         raise value_error(
             f"{call}({arg}=...): {len(buffer.counts)} counts for a {size}-rank communicator: "
