@@ -381,3 +381,24 @@ def test_groups_pickle_as_mpi4py_pickles_them():
     with pytest.raises(ValueError, match="cannot pickle"):
         pickle.dumps(MPI.Group((0, 1)))
     assert MPI.Group((4, 2)).Translate_ranks([1], group=MPI.Group((2, 3))) == [0]
+
+
+@settings(max_examples=5)
+@given(k=st.integers(1, 6))
+def test_graph_and_distributed_graph_neighbours_are_the_edges_given(k):
+    # a ring as MPI_Graph_create takes it: index[i] counts the edges of nodes 0..i
+    index = [2 * (i + 1) for i in range(k)]
+    edges = [e for i in range(k) for e in ((i - 1) % k, (i + 1) % k)]
+
+    def main():
+        comm = MPI.COMM_WORLD
+        graph = comm.Create_graph(index, edges)
+        # each rank gives one edge, to its right; the others learn theirs from all
+        dist = comm.Create_dist_graph([comm.rank], [1], [(comm.rank + 1) % k])
+        return (graph.Get_topology(), graph.neighbors, dist.Get_topology(),
+                dist.Get_dist_neighbors()[:2], graph.toint())  # fmt: skip
+
+    for r, (kind, neighbours, dist_kind, (ins, outs), handle) in enumerate(run(k, main)):
+        assert (kind, dist_kind, handle) == (MPI.GRAPH, MPI.DIST_GRAPH, -1)
+        assert neighbours == [(r - 1) % k, (r + 1) % k]
+        assert (ins, outs) == ([(r - 1) % k], [(r + 1) % k])

@@ -128,6 +128,7 @@ globals().update(DATATYPES)
 from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
 
 KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
+UNWEIGHTED = WEIGHTS_EMPTY = None  # distributed graphs carry no weights here
 ORDER_C, ORDER_F = 0, 1  # array orders (Create_subarray is not simulated; the names exist)
 ORDER_FORTRAN = ORDER_F
 DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 121, 122, 123, -49767

@@ -155,7 +155,7 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
         self._me("Get_topology")
         return UNDEFINED
 
-    topology = property(Get_topology)
+    topology = property(lambda self: self.Get_topology())  # a topology's kind, if it has one
     is_topo = property(lambda self: self.Get_topology() != UNDEFINED)
 
     def Compare(self, other):
@@ -168,6 +168,13 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
         if mine == theirs:
             return CONGRUENT
         return SIMILAR if sorted(mine) == sorted(theirs) else UNEQUAL
+
+    def toint(self):
+        """-1: a collsim communicator has no C handle (mpi4py's ``toint`` for one that
+        cannot be converted)."""
+        return -1
+
+    py2f = toint
 
     def __eq__(self, other):
         if not isinstance(other, Comm):

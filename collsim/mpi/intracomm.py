@@ -45,7 +45,21 @@ class Intracomm(CommunicatorMaker):
 
     def Create_dist_graph_adjacent(self, sources, destinations, sourceweights=None,
                                    destweights=None, info=None, reorder=False):  # fmt: skip
-        return create_dist_graph_adjacent(self, sources, destinations)
+        weighted = sourceweights is not None or destweights is not None
+        return create_dist_graph_adjacent(self, sources, destinations, weighted)
+
+    def Create_dist_graph(self, sources, degrees, destinations, weights=None, info=None,
+                          reorder=False):  # fmt: skip
+        return create_dist_graph(self, sources, degrees, destinations, weights is not None)
+
+    def Cart_map(self, dims, periods=None):
+        """This rank's place in a grid of ``dims`` (ranks keep their order), or UNDEFINED."""
+        me = self.Get_rank()
+        return me if me < math.prod(dims) else UNDEFINED
+
+    def Graph_map(self, index, edges):
+        me = self.Get_rank()
+        return me if me < len(index) else UNDEFINED
 
 
 Intracomm._made_class = Intracomm
@@ -163,22 +177,22 @@ class Graphcomm(Topocomm):
     _kind = GRAPH
 
     def Get_dims(self):
-        return len(self._index), len(self._edges)
+        return len(self._graph_index), len(self._graph_edges)
 
     dims = property(Get_dims)
-    nnodes = property(lambda self: len(self._index))
-    nedges = property(lambda self: len(self._edges))
-    index = property(lambda self: list(self._index))
-    edges = property(lambda self: list(self._edges))
+    nnodes = property(lambda self: len(self._graph_index))
+    nedges = property(lambda self: len(self._graph_edges))
+    index = property(lambda self: list(self._graph_index))
+    edges = property(lambda self: list(self._graph_edges))
 
     def Get_topo(self):
-        return list(self._index), list(self._edges)
+        return list(self._graph_index), list(self._graph_edges)
 
     topo = property(Get_topo)
 
     def Get_neighbors(self, rank):
-        start = self._index[rank - 1] if rank else 0
-        return list(self._edges[start : self._index[rank]])
+        start = self._graph_index[rank - 1] if rank else 0
+        return list(self._graph_edges[start : self._graph_index[rank]])
 
     def Get_neighbors_count(self, rank):
         return len(self.Get_neighbors(rank))
@@ -200,7 +214,8 @@ class Distgraphcomm(Topocomm):
     _kind = DIST_GRAPH
 
     def Get_dist_neighbors_count(self):
-        return len(self._sources), len(self._destinations), False
+        """``(indegree, outdegree, weighted)``; the weights themselves are not kept."""
+        return len(self._sources), len(self._destinations), self._weighted
 
     def Get_dist_neighbors(self):
         return list(self._sources), list(self._destinations), None
@@ -223,7 +238,9 @@ def create_cart(comm, dims, periods=None, reorder=False):
     ``MPI.COMM_NULL``."""
     rank, me, size = comm._me("Create_cart")
     dims = [int(d) for d in dims]
-    periods = [bool(p) for p in (periods or [False] * len(dims))]
+    if periods is None or isinstance(periods, bool | int):  # one value for every dimension
+        periods = [bool(periods)] * len(dims)
+    periods = [bool(p) for p in periods]
     if len(periods) != len(dims) or any(d < 0 for d in dims) or math.prod(dims) > size:
         raise mpi_error(
             ERR_TOPOLOGY,
@@ -238,16 +255,39 @@ def create_cart(comm, dims, periods=None, reorder=False):
 def create_graph(comm, index, edges, reorder=False):
     rank, me, size = comm._me("Create_graph")
     index, edges = [int(i) for i in index], [int(e) for e in edges]
+    if len(index) == size + 1 and index[0] == 0:  # mpi4py also takes the leading 0
+        index = index[1:]
     if len(index) > size or (index and index[-1] != len(edges)):
-        raise mpi_error(ERR_TOPOLOGY, f"Create_graph(index={index}, edges={edges})")
+        raise mpi_error(
+            ERR_TOPOLOGY,
+            f"Create_graph(index={index}, edges={edges}): index[i] counts the edges of nodes "
+            f"0..i (the last is len(edges)), for at most {size} nodes",
+        )
     part = comm.Split(0 if me < len(index) else UNDEFINED, me)
-    return _as(Graphcomm, part, _index=tuple(index), _edges=tuple(edges))
+    return _as(Graphcomm, part, _graph_index=tuple(index), _graph_edges=tuple(edges))
 
 
-def create_dist_graph_adjacent(comm, sources, destinations):
-    part = comm.Dup()
-    fields = {"_sources": tuple(sources), "_destinations": tuple(destinations)}
-    return _as(Distgraphcomm, part, **fields)
+def create_dist_graph_adjacent(comm, sources, destinations, weighted=False):
+    """Each rank names its own in- and out-neighbours (no communication)."""
+    fields = {"_sources": tuple(sources or ()), "_destinations": tuple(destinations or ()),
+              "_weighted": weighted}  # fmt: skip
+    return _as(Distgraphcomm, comm.Dup(), **fields)
+
+
+def create_dist_graph(comm, sources, degrees, destinations, weighted=False):
+    """Each rank gives some edges (``degrees[i]`` from ``sources[i]``, in order, to the
+    next ``destinations``); every rank learns its neighbours from all of them (an
+    allgather of the edges)."""
+    given, at = [], 0
+    for source, degree in zip(sources, degrees, strict=True):
+        given += [(int(source), int(d)) for d in destinations[at : at + degree]]
+        at += degree
+    edges = [edge for part in comm.allgather(given) for edge in part]
+    me = comm.Get_rank()
+    fields = {"_sources": tuple(s for s, d in edges if d == me),
+              "_destinations": tuple(d for s, d in edges if s == me),
+              "_weighted": weighted}  # fmt: skip
+    return _as(Distgraphcomm, comm.Dup(), **fields)
 
 
 COMM_WORLD = Intracomm(WORLD, 0, 1, "MPI_COMM_WORLD")
