@@ -402,3 +402,28 @@ def test_graph_and_distributed_graph_neighbours_are_the_edges_given(k):
         assert (kind, dist_kind, handle) == (MPI.GRAPH, MPI.DIST_GRAPH, -1)
         assert neighbours == [(r - 1) % k, (r + 1) % k]
         assert (ins, outs) == ([(r - 1) % k], [(r + 1) % k])
+
+
+@pytest.mark.parametrize("dims", [[2], [3], [2, 2], [1, 3]])
+def test_neighbor_collectives_fill_mpis_slots_on_a_periodic_grid(dims):
+    # slot 2d is the -1 neighbour of dimension d, slot 2d+1 the +1 one; on a dimension of
+    # 2 ranks both are the same rank, and each block must still land in its own slot
+    k = int(np.prod(dims))
+
+    def main():
+        cart = MPI.COMM_WORLD.Create_cart(dims, periods=[True] * len(dims))
+        # the block for out-slot i says who sent it and to which slot
+        mine = np.array([[cart.rank, i] for i in range(2 * len(dims))], dtype=np.int32)
+        got = np.zeros_like(mine)
+        cart.Neighbor_alltoall(mine, got)
+        return cart.Get_coords(cart.rank), got.tolist(), cart.neighbor_allgather(cart.rank)
+
+    for coords, got, gathered in run(k, main):
+        for slot, (sender, sent_slot) in enumerate(got):
+            d, step = divmod(slot, 2)
+            step = -1 if step == 0 else 1
+            theirs = list(coords)
+            theirs[d] = (theirs[d] + step) % dims[d]
+            assert sender == int(np.ravel_multi_index(theirs, dims))
+            assert sent_slot == slot ^ 1  # it sent that block the other way
+            assert gathered[slot] == sender

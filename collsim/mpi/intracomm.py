@@ -27,6 +27,7 @@ from ..collectives.checks import is_int
 from .comm import _PREDEFINED, SELF, WORLD
 from .exceptions import ERR_ARG, ERR_RANK, ERR_TOPOLOGY, mpi_error
 from .making import CommunicatorMaker
+from .neighbors import NeighborCollectives
 from .status import PROC_NULL, UNDEFINED
 from .topology import CART, DIST_GRAPH, GRAPH
 
@@ -65,7 +66,7 @@ class Intracomm(CommunicatorMaker):
 Intracomm._made_class = Intracomm
 
 
-class Topocomm(Intracomm):
+class Topocomm(NeighborCollectives, Intracomm):
     """A communicator with a topology: who its neighbours are."""
 
     _topology = None

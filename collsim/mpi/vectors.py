@@ -45,7 +45,9 @@ __all__ = ["VectorCollectives"]
 
 def _vector(spec, size, call, arg, writable=False):
     """A v-spec's buffer, with one count and displacement per rank."""
-    buffer = buffer_of(spec, f"{call}({arg}=...)", writable=writable, blocks=size)
+    buffer = buffer_of(spec, f"{call}({arg}=...)", writable=writable, blocks=max(size, 1))
+    if size == 0:  # no neighbours: no blocks
+        return Buffer(buffer.data, buffer.datatype, (), ())
     if buffer.counts is None:  # a plain buffer: equal blocks
         if buffer.count % size:
             raise value_error(
@@ -189,7 +191,9 @@ class VectorCollectives:
         return done_request(None, None)
 
 
-def _nonblocking(name):
+def nonblocking(name):
+    """The I-form of the collective ``name``: it runs now; its request is complete."""
+
     def call(self, *args, **kwargs):
         getattr(self, name)(*args, **kwargs)
         return done_request(None, None)
@@ -199,10 +203,12 @@ def _nonblocking(name):
     return call
 
 
-def _persistent(name):
+def persistent(name):
+    """The _init form of the collective ``name``: each Start runs it."""
+
     def call(self, *args, **kwargs):
         self._me(f"{name}_init")
-        return Prequest(lambda: _nonblocking(name)(self, *args, **kwargs))
+        return Prequest(lambda: nonblocking(name)(self, *args, **kwargs))
 
     call.__name__ = f"{name}_init"
     return call
@@ -212,5 +218,5 @@ _COLLECTIVES = ("Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", 
                 "Allgatherv", "Alltoall", "Alltoallv", "Reduce", "Allreduce",
                 "Reduce_scatter_block", "Reduce_scatter", "Scan", "Exscan")  # fmt: skip
 for _name in _COLLECTIVES:
-    setattr(VectorCollectives, f"I{_name.lower()}", _nonblocking(_name))
-    setattr(VectorCollectives, f"{_name}_init", _persistent(_name))
+    setattr(VectorCollectives, f"I{_name.lower()}", nonblocking(_name))
+    setattr(VectorCollectives, f"{_name}_init", persistent(_name))
