@@ -63,3 +63,8 @@ def test_the_table_caps_each_module_at_real_mpis_passes(tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(real))
     assert t.main(["--table", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
                    "--ranks", "1"]) == 0  # fmt: skip
+
+
+def test_failing_subtests_give_a_lower_bound_not_a_negative_count():
+    text = "[1,0]<stderr>:Ran 11 tests in 2s\n[1,0]<stderr>:FAILED (failures=291, errors=292)"
+    assert tool().parse_summary("test_x", 1, text).passed == 0
