@@ -427,3 +427,13 @@ def test_neighbor_collectives_fill_mpis_slots_on_a_periodic_grid(dims):
             assert sender == int(np.ravel_multi_index(theirs, dims))
             assert sent_slot == slot ^ 1  # it sent that block the other way
             assert gathered[slot] == sender
+
+
+def test_a_status_is_one_block_of_memory_and_reduce_local_checks_counts():
+    status = MPI.Status()
+    status.source, status.tag = 11, 22
+    memory = status.tomemory()
+    memory[list(memory).index(22)] = 222  # writing the memory changes the field
+    assert (status.source, status.tag, MPI.Status(status).tag) == (11, 222, 222)
+    with pytest.raises(ValueError, match="mismatch in inbuf count 2 and inoutbuf count 3"):
+        MPI.SUM.Reduce_local([np.zeros(3), 2, MPI.DOUBLE], np.zeros(3))

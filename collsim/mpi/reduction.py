@@ -23,7 +23,7 @@ import operator
 
 import numpy as np
 
-from .exceptions import ERR_OP, mpi_error
+from .exceptions import ERR_OP, mpi_error, value_error
 
 __all__ = ["Op", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"]
 __all__ += ["MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL", "OPS", "object_op"]
@@ -105,6 +105,11 @@ class Op:
 
         source = buffer_of(inbuf, "Reduce_local(inbuf=...)")
         target = buffer_of(inoutbuf, "Reduce_local(inoutbuf=...)", writable=True)
+        if source.count != target.count:
+            raise value_error(
+                f"Reduce_local: mismatch in inbuf count {source.count} and inoutbuf count "
+                f"{target.count}"
+            )
         target.data[:] = self.reduce_arrays(source.data, target.data, target.datatype)
 
     def __eq__(self, other):

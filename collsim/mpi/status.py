@@ -11,6 +11,8 @@ Examples
 True
 """
 
+import numpy as np
+
 from .datatypes import BYTE, Datatype
 from .exceptions import ERR_TYPE, SUCCESS, mpi_error
 
@@ -28,16 +30,30 @@ class Status:
     (``Get_count(datatype)`` in elements).  ``Status(other)`` copies one."""
 
     def __init__(self, status=None):
-        self.source, self.tag, self.error, self.count = ANY_SOURCE, ANY_TAG, SUCCESS, 0
-        self.cancelled = False
         if status is not None and not isinstance(status, Status):
             raise TypeError(f"MPI.Status({status!r}): give an MPI.Status to copy")
+        # the fields live in one int64 array, as MPI_Status is one C struct: tomemory()
+        # hands out a writable view of it, as mpi4py's does
+        self._memory = np.array([ANY_SOURCE, ANY_TAG, SUCCESS, 0, 0], dtype=np.int64)
         if status is not None:
-            self.source, self.tag, self.error = status.source, status.tag, status.error
-            self.count, self.cancelled = status.count, status.cancelled
+            self._memory[:] = status._memory
+
+    source = property(lambda self: int(self._memory[0]), lambda self, v: self._set(0, v))
+    tag = property(lambda self: int(self._memory[1]), lambda self, v: self._set(1, v))
+    error = property(lambda self: int(self._memory[2]), lambda self, v: self._set(2, v))
+    count = property(lambda self: int(self._memory[3]), lambda self, v: self._set(3, v))
+    cancelled = property(lambda self: bool(self._memory[4]), lambda self, v: self._set(4, v))
+
+    def _set(self, field, value):
+        self._memory[field] = value
+
+    def tomemory(self):
+        """A writable view of the status's fields (source, tag, error, count in bytes,
+        cancelled)."""
+        return memoryview(self._memory)
 
     def _fill(self, source, tag, nbytes):
-        self.source, self.tag, self.count, self.error = source, tag, nbytes, SUCCESS
+        self._memory[:4] = (source, tag, SUCCESS, nbytes)
 
     def Get_source(self):
         return self.source
@@ -79,8 +95,7 @@ class Status:
     def __eq__(self, other):
         if not isinstance(other, Status):
             return NotImplemented
-        mine = (self.source, self.tag, self.error, self.count, self.cancelled)
-        return mine == (other.source, other.tag, other.error, other.count, other.cancelled)
+        return bool((self._memory == other._memory).all())
 
     __hash__ = None
 
