@@ -437,3 +437,5 @@ def test_a_status_is_one_block_of_memory_and_reduce_local_checks_counts():
     assert (status.source, status.tag, MPI.Status(status).tag) == (11, 222, 222)
     with pytest.raises(ValueError, match="mismatch in inbuf count 2 and inoutbuf count 3"):
         MPI.SUM.Reduce_local([np.zeros(3), 2, MPI.DOUBLE], np.zeros(3))
+    with pytest.raises(ValueError, match="MPI datatypes"):
+        MPI.SUM.Reduce_local([np.zeros(2, np.int32), MPI.INT], [np.zeros(4, np.int16), MPI.SHORT])

@@ -105,6 +105,11 @@ class Op:
 
         source = buffer_of(inbuf, "Reduce_local(inbuf=...)")
         target = buffer_of(inoutbuf, "Reduce_local(inoutbuf=...)", writable=True)
+        if source.datatype != target.datatype:
+            raise value_error(
+                f"Reduce_local: mismatch in inbuf and inoutbuf MPI datatypes "
+                f"({source.datatype!r} and {target.datatype!r})"
+            )
         if source.count != target.count:
             raise value_error(
                 f"Reduce_local: mismatch in inbuf count {source.count} and inoutbuf count "
