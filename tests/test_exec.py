@@ -245,12 +245,13 @@ def test_a_script_runs_as_main_with_its_argv_and_sys_is_restored(tmp_path):
     assert (sys.argv, sys.path) == (argv, syspath)
 
 
-def test_a_scripts_own_modules_are_imported_afresh_each_run(tmp_path):
+def test_a_scripts_own_modules_are_per_rank_and_imported_afresh_each_run(tmp_path):
+    # as under mpirun, where each rank is a process: a helper module's state is the rank's
     _write(tmp_path, "helper_mod_g.py", "COUNT = []\n")
     path = _write(tmp_path, "prog.py", "import helper_mod_g\nhelper_mod_g.COUNT.append(1)\n"
                                        "print(len(helper_mod_g.COUNT))\n")  # fmt: skip
-    for _ in range(2):  # the ranks share one import; the next run starts afresh
-        assert launch.exec_script(path, n=2, echo=False).stdout == ["1\n", "2\n"]
+    for _ in range(2):  # each rank has its own copy; the next run starts afresh
+        assert launch.exec_script(path, n=2, echo=False).stdout == ["1\n", "1\n"]
     assert "helper_mod_g" not in sys.modules
 
 

@@ -149,16 +149,22 @@ def test_waitall_as_a_static_method_and_lowercase_waitall():
     assert run(2, main).returns[0] == ([1.0, 11.0, 21.0], [0, 1, 2], 1)
 
 
-def test_wait_twice_and_test_after_wait():
+def test_a_completed_request_is_request_null_as_in_mpi():
+    # MPI_Wait sets the request to MPI_REQUEST_NULL; waiting on it again returns at once
+    # with an empty status (mpi4py: wait() gives None, test() (True, None))
     def main():
         comm = MPI.COMM_WORLD
         if comm.rank == 0:
-            comm.send("hi", dest=1)
+            comm.send("hi", dest=1, tag=3)
             return None
         request = comm.irecv(source=0)
-        return request.wait(), request.test(), request.Wait()
+        active = bool(request)
+        got, status = request.wait(), MPI.Status()
+        again = request.test(status), request.Wait()
+        return got, active, request == MPI.REQUEST_NULL, bool(request), again, status.source
 
-    assert run(2, main).returns[1] == ("hi", (True, "hi"), True)
+    got = run(2, main).returns[1]
+    assert got == ("hi", True, True, False, ((True, None), True), MPI.ANY_SOURCE)
 
 
 # -- eager and synchronous sends ------------------------------------------------------------

@@ -59,11 +59,13 @@ line. A program that loops for ever stops at a guard (--max-ops, --max-time), wi
 of what each rank was doing; Ctrl-C stops any run at once, says where each rank was and
 exits 130. A message no rank received is a warning at the end, as at MPI_Finalize (exit 0;
 --strict makes it an error). Each rank's __main__ is its own module, so unittest.main(),
-doctest.testmod() and pickle find the script's classes and functions.
+doctest.testmod() and pickle find the script's classes and functions; so is every module
+in the script's folder (each rank imports its own copy, as each mpirun process does).
 
-Differences from mpirun: the ranks share one interpreter, so modules are imported once for
-all ranks (module-level state is shared), sys.argv is the same for every rank, and so is
-sys.stdout (doctest's examples that communicate may mix the ranks' output).
+Differences from mpirun: the ranks share one interpreter, so library modules (numpy, ...)
+are imported once for all ranks (their module-level state is shared), sys.argv is the same
+for every rank, and so is sys.stdout (doctest's examples that communicate may mix the
+ranks' output).
 
 examples:
   collsim exec -n 4 examples/mpi_pi.py

@@ -38,9 +38,10 @@ from .. import topology as topo
 from ..errors import ConfigError, DeadlockError, UnmatchedMessagesError
 from ..runtime import Cluster, RunResult
 from ..runtime.blocking import MAX_THREADS
-from .failures import RankError, RankExit, rank_error
+from .failures import Exits, RankError, rank_error
 from .hook import mpi4py_as_collsim
 from .output import JOB_ID, TaggedWriter
+from .rank_modules import script_modules
 from .script import PerRankMain, load_script
 from .torch_hook import torch_setting
 
@@ -183,7 +184,8 @@ def exec_script(
     sys.argv, sys.path[:0] = [str(path), *map(str, argv)], [folder]
     sys.modules["__main__"] = main
     try:
-        return _launch(cluster, script, algorithm, trace_path, echo, strict, torch_run)
+        with script_modules(folder):  # each rank's own copy of the script's helper modules
+            return _launch(cluster, script, algorithm, trace_path, echo, strict, torch_run)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         if main._collsim_outer is not None:
@@ -303,18 +305,20 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict, torch_run):
             if status != 0:
                 if not isinstance(status, int):  # sys.exit("message") prints it, status 1
                     print(status, file=sys.stderr)
-                raise RankExit(status) from None
+                    status = 1
+                if not blocking.stopped():  # not an exit while the run is being stopped
+                    exits.note(blocking.current_rank().id, status)
             return None
 
-    saved = sys.stdout, sys.stderr
+    saved, exits = (sys.stdout, sys.stderr), Exits()
     try:
         with mpi4py_as_collsim(), setting, torch_run:
             sys.stdout, sys.stderr = out, err
             run, unmatched, report = _run_to_finalize(cluster, rank_main, strict)
     except BaseException as exc:  # Ctrl-C too: the ranks' unfinished lines are written
         out.finish(), err.finish()
-        if isinstance(exc, RankExit):
-            raise rank_error(exc, err) from None
+        if exits.first is not None and isinstance(exc, DeadlockError):
+            raise exits.error(str(exc).split(":", 2)[-1].strip()) from None  # waited for it
         if getattr(exc, "rank", None) is not None and not isinstance(exc, DeadlockError):
             raise rank_error(exc, err) from exc  # the user's code (or one of its calls)
         raise
@@ -322,6 +326,8 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict, torch_run):
         sys.stdout, sys.stderr = saved
         _ACTIVE.release()
     out.finish(), err.finish()
+    if exits.first is not None:
+        raise exits.error()
     if trace_path is not None:
         try:
             run.trace.to_chrome(trace_path)

@@ -6,7 +6,7 @@ import traceback
 
 from ..errors import CollsimError
 
-__all__ = ["RankError", "RankExit", "rank_error"]
+__all__ = ["RankError", "RankExit", "Exits", "rank_error"]
 
 
 class RankError(CollsimError):
@@ -29,6 +29,32 @@ class RankExit(Exception):
     def __init__(self, status):
         super().__init__(f"sys.exit({status!r})")
         self.status = status
+
+
+class Exits:
+    """The first non-zero ``sys.exit`` of a rank.  That rank ends there; the others run on
+    until they end or wait for it, as they do under mpirun (which then ends the job with
+    that status), so a status that only one rank reports (a unittest run whose failure is
+    local) does not cut the others' output short."""
+
+    def __init__(self):
+        self.first = None  # (rank, status)
+
+    def note(self, rank, status):
+        if self.first is None:
+            self.first = (rank, status)
+
+    def error(self, waiting=""):
+        """The :class:`RankError` the run ends with (``waiting``: who waited for it)."""
+        rank, status = self.first
+        note = f"\n{waiting}" if waiting else ""
+        return RankError(
+            f"rank {rank} called sys.exit({status!r}); the run stopped there{note}",
+            rank=rank,
+            error=RankExit(status),
+            others=waiting,
+            status=status,
+        )
 
 
 def rank_error(exc, err):

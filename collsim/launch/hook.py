@@ -1,5 +1,6 @@
 """The scoped import hook: within a run, ``mpi4py`` and ``mpi4py.MPI`` are collsim's."""
 
+import os
 import sys
 import types
 
@@ -7,18 +8,27 @@ __all__ = ["mpi4py_as_collsim"]
 
 
 def _mpi4py_package():
-    """A stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi`."""
+    """A stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi`,
+    ``mpi4py.util.dtlib`` is :mod:`collsim.mpi.dtlib`."""
     from .. import mpi
+    from ..mpi import dtlib
 
     package = types.ModuleType("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
     package.MPI = mpi
-    package.__path__ = []  # a package, so `import mpi4py.MPI` looks in sys.modules
+    # a package (so `import mpi4py.MPI` looks in sys.modules) whose folder is collsim.mpi's;
+    # _OnlyMPI keeps any other submodule from being searched for there
+    package.__file__ = mpi.__file__
+    package.__path__ = [os.path.dirname(mpi.__file__)]
     package.__version__ = "collsim"
     # mpi4py.rc: the options scripts set before `from mpi4py import MPI`; read by nobody
     package.rc = types.SimpleNamespace(
-        initialize=True, finalize=True, thread_level="multiple", threads=True
-    )
+        initialize=True, finalize=True, thread_level="multiple", threads=True,
+        fast_reduce=True, recv_mprobe=True, irecv_bufsz=32768, errors="exception",
+    )  # fmt: skip
     package.get_config = dict
+    util = types.ModuleType("mpi4py.util", "collsim's stand-in: only mpi4py.util.dtlib")
+    util.__path__, util.dtlib = [], dtlib
+    package.util = util
     return package
 
 
@@ -41,6 +51,8 @@ class mpi4py_as_collsim:  # a context manager, named like the function it acts a
         package = _mpi4py_package()
         sys.modules["mpi4py"] = package
         sys.modules["mpi4py.MPI"] = package.MPI
+        sys.modules["mpi4py.util"] = package.util
+        sys.modules["mpi4py.util.dtlib"] = package.util.dtlib
         sys.meta_path.insert(0, _OnlyMPI)
         return package
 
@@ -61,7 +73,7 @@ class _OnlyMPI:
         if _is_mpi4py(name) and name not in sys.modules:
             raise ModuleNotFoundError(
                 f"No module named {name!r}: under collsim, mpi4py has "
-                "only mpi4py.MPI (collsim.mpi)",
+                "only mpi4py.MPI (collsim.mpi) and mpi4py.util.dtlib",
                 name=name,
             )
         return None

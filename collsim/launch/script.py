@@ -7,12 +7,31 @@ from pathlib import Path
 
 from ..errors import ConfigError
 
-__all__ = ["load_script", "PerRankMain", "MAX_SCRIPT_BYTES"]
+__all__ = ["load_script", "PerRankMain", "RankForwarding", "MAX_SCRIPT_BYTES"]
 
 MAX_SCRIPT_BYTES = 16 * 2**20  # a script larger than this is not a program but a data file
 
 
-class PerRankMain(types.ModuleType):
+class RankForwarding(types.ModuleType):
+    """A module whose every attribute is the calling rank's module's
+    (``_collsim_target()``); its own fields start with ``_collsim_``."""
+
+    def __getattribute__(self, name):
+        if name.startswith("_collsim_"):
+            return object.__getattribute__(self, name)
+        return getattr(self._collsim_target(), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._collsim_target(), name, value)
+
+    def __delattr__(self, name):
+        delattr(self._collsim_target(), name)
+
+    def __dir__(self):
+        return dir(self._collsim_target())
+
+
+class PerRankMain(RankForwarding):
     """``sys.modules["__main__"]`` during a script's run: to the rank whose code reads it,
     that rank's own ``__main__`` module.
 
@@ -50,20 +69,6 @@ class PerRankMain(types.ModuleType):
         if module is None:
             raise AttributeError("module '__main__' is not available outside a rank")
         return module
-
-    def __getattribute__(self, name):
-        if name.startswith("_collsim_"):
-            return object.__getattribute__(self, name)
-        return getattr(self._collsim_target(), name)
-
-    def __setattr__(self, name, value):
-        setattr(self._collsim_target(), name, value)
-
-    def __delattr__(self, name):
-        delattr(self._collsim_target(), name)
-
-    def __dir__(self):
-        return dir(self._collsim_target())
 
 
 def _rank_id():

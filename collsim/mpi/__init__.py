@@ -7,28 +7,33 @@ messages are real numpy arrays on the simulated network, and :func:`Wtime` reads
 simulated clock.  Code between calls costs no simulated time unless the program says so
 (``collsim.runtime.blocking.compute(seconds=...)``).
 
-What is here, with mpi4py's names and semantics: ``COMM_WORLD``, ``COMM_SELF``,
-``Get_rank``/``Get_size``/``rank``/``size``; the lowercase calls on picklable objects
-(``send``, ``recv``, ``isend``, ``irecv``, ``sendrecv``, ``bcast``, ``scatter``,
-``gather``, ``allgather``, ``reduce``, ``allreduce``, ``alltoall``, ``barrier``); the
-uppercase calls on buffers (``Send``, ``Recv``, ``Isend``, ``Irecv``, ``Sendrecv``,
-``Bcast``, ``Scatter``, ``Gather``, ``Allgather``, ``Reduce``, ``Allreduce``,
-``Reduce_scatter_block``, ``Alltoall``, ``Barrier``) with numpy arrays or
-``[buf, MPI.DOUBLE]`` specs; ``IN_PLACE``; ``Request`` (``Wait``, ``Test``, ``Waitall``)
-and ``Status``; ``ANY_SOURCE``, ``ANY_TAG``, ``PROC_NULL``; the ops ``SUM``, ``PROD``,
-``MAX``, ``MIN`` (and the logical and bitwise ones for objects); ``Split``, ``Dup``,
-``Free``; ``Wtime`` and ``Wtick``.  Which algorithm each collective runs:
+What is here, with mpi4py's names and semantics (module by module):
+point-to-point on objects and buffers in every mode (``send``/``Send``, ``ssend``/``Ssend``,
+``bsend``/``Bsend``, ``I...``, ``Sendrecv``, ``Sendrecv_replace``, ``Isendrecv``,
+persistent ``Send_init``/``Recv_init``: :mod:`~collsim.mpi.p2p`), ``Probe``/``Iprobe``/
+``Mprobe`` and ``Message`` (:mod:`~collsim.mpi.probes`); requests that become
+``REQUEST_NULL`` when complete, ``Waitany``/``Waitsome``/``Testall``... and ``Prequest``
+(:mod:`~collsim.mpi.request`); the collectives on objects (:mod:`~collsim.mpi.objects`) and
+on buffers of every predefined datatype with every predefined op and ``Op.Create``
+(:mod:`~collsim.mpi.buffers`, :mod:`~collsim.mpi.trees`), the v-collectives, ``Scan``,
+``Exscan``, ``Reduce_scatter`` and the non-blocking and persistent forms
+(:mod:`~collsim.mpi.vectors`); buffer specs of any buffer object
+(:mod:`~collsim.mpi.specs`); groups, ``Split``/``Dup``/``Create``/``Create_group``/
+``Split_type`` (:mod:`~collsim.mpi.making`), Cartesian and graph topologies
+(:mod:`~collsim.mpi.intracomm`, ``Compute_dims``), ``Info`` and error handlers;
+``get_vendor``, ``Query_thread`` and the rest a program reads at start
+(:mod:`~collsim.mpi.environment`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
-:func:`configure`.
+:func:`configure`.  How much of mpi4py's own test suite passes: docs/mpi4py-conformance.md.
 
 Where it differs from a real MPI, on purpose: a blocking ``Send`` up to
 :func:`configure`'s ``eager_limit`` (64 KiB) returns at once, a larger one when the data
 has arrived (so a program that only works thanks to buffering deadlocks, with a report);
-a pending ``Request.Test`` lets a poll's simulated time pass; the uppercase collectives
-move the datatypes collsim's collectives move (DOUBLE, FLOAT, FLOAT16_T, INT, LONG) and
-reduce with SUM, PROD, MAX or MIN.  Not here: the v-variants (``Gatherv``, ...),
-``Probe``, ``Waitany``, user-defined ``Op.Create``, persistent requests, one-sided and
-intercommunicator calls.
+a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass; the
+non-blocking collectives run when called (their request is complete); a cancel never
+succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
+call: derived datatypes, one-sided communication (``Win``), MPI-IO (``File``), sessions,
+spawn and intercommunicators.
 
 Examples
 --------
@@ -49,121 +54,106 @@ Examples
 30.12288
 """
 
-from ..runtime import blocking
+from . import environment as _environment
 from .buffers import IN_PLACE, InPlace
-from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, TAG_UB, Comm, Intracomm
-from .datatypes import DATATYPES, Datatype
-from .exceptions import (
-    ERR_ARG,
-    ERR_BUFFER,
-    ERR_COMM,
-    ERR_COUNT,
-    ERR_OP,
-    ERR_OTHER,
-    ERR_RANK,
-    ERR_REQUEST,
-    ERR_ROOT,
-    ERR_TAG,
-    ERR_TRUNCATE,
-    ERR_TYPE,
-    SUCCESS,
-    Exception,
+from .comm import (  # noqa: F401
+    APPNUM,
+    COMM_NULL,
+    HOST,
+    IO,
+    LASTUSEDCODE,
+    TAG_UB,
+    UNIVERSE_SIZE,
+    WTIME_IS_GLOBAL,
+    Comm,
+    Intercomm,
 )
-from .reduction import BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MIN, PROD, SUM, Op
-from .request import ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED, Request, Status
+from .datatypes import DATATYPE_NULL, DATATYPES, Datatype
+from .environment import *  # noqa: F403  (get_vendor, Wtime, Win, ...: see its __all__)
+from .exceptions import *  # noqa: F403  (MPI.Exception, SUCCESS, ERR_*)
+from .exceptions import Exception
+from .group import CONGRUENT, GROUP_EMPTY, GROUP_NULL, IDENT, SIMILAR, UNEQUAL, Group
+from .handles import (
+    ERRHANDLER_NULL,
+    ERRORS_ABORT,
+    ERRORS_ARE_FATAL,
+    ERRORS_RETURN,
+    INFO_ENV,
+    INFO_NULL,
+    Errhandler,
+    Info,
+)
+from .intracomm import (
+    COMM_SELF,
+    COMM_WORLD,
+    Cartcomm,
+    Distgraphcomm,
+    Graphcomm,
+    Intracomm,
+    Topocomm,
+)
+from .making import (  # noqa: F401
+    COMM_TYPE_HW_GUIDED,
+    COMM_TYPE_HW_UNGUIDED,
+    COMM_TYPE_RESOURCE_GUIDED,
+    COMM_TYPE_SHARED,
+)
+from .probes import MESSAGE_NO_PROC, MESSAGE_NULL, Message
+from .reduction import (
+    BAND,
+    BOR,
+    BXOR,
+    LAND,
+    LOR,
+    LXOR,
+    MAX,
+    MAXLOC,
+    MIN,
+    MINLOC,
+    NO_OP,
+    OP_NULL,
+    PROD,
+    REPLACE,
+    SUM,
+    Op,
+)
+from .request import REQUEST_NULL, Prequest, Request
 from .settings import configure, configured
+from .specs import BOTTOM
+from .status import ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED, Status
+from .topology import CART, DIST_GRAPH, GRAPH, Compute_dims
 
 # the datatypes as module constants: MPI.DOUBLE, MPI.INT, MPI.INT64_T, ...
 globals().update(DATATYPES)
+from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
+
+KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
+UNWEIGHTED = WEIGHTS_EMPTY = None  # distributed graphs carry no weights here
+ORDER_C, ORDER_F = 0, 1  # array orders (Create_subarray is not simulated; the names exist)
+ORDER_FORTRAN = ORDER_F
+DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 121, 122, 123, -49767
+ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
+BUFFER_AUTOMATIC = None
+Grequest = Request
+
+
+def pickle_dumps(obj):  # mpi4py's MPI.pickle.dumps/loads: the pickling lowercase calls use
+    return __import__("pickle").dumps(obj, protocol=-1)
+
+
+pickle = type("Pickle", (), {"dumps": staticmethod(pickle_dumps),
+                             "loads": staticmethod(__import__("pickle").loads)})()  # fmt: skip
 
 __all__ = [
-    "COMM_WORLD",
-    "COMM_SELF",
-    "COMM_NULL",
-    "Comm",
-    "Intracomm",
-    "Request",
-    "Status",
-    "Datatype",
-    "Op",
-    "InPlace",
-    "IN_PLACE",
-    "ANY_SOURCE",
-    "ANY_TAG",
-    "PROC_NULL",
-    "UNDEFINED",
-    "TAG_UB",
-    "SUM",
-    "PROD",
-    "MAX",
-    "MIN",
-    "LAND",
-    "LOR",
-    "LXOR",
-    "BAND",
-    "BOR",
-    "BXOR",
-    "Wtime",
-    "Wtick",
-    "Exception",
-    "configure",
-    "configured",
-    "Init",
-    "Finalize",
-    "Is_initialized",
-    "Is_finalized",
-    "Get_processor_name",
-    "Get_version",
-    "SUCCESS",
-    "ERR_ARG",
-    "ERR_BUFFER",
-    "ERR_COMM",
-    "ERR_COUNT",
-    "ERR_OP",
-    "ERR_OTHER",
-    "ERR_RANK",
-    "ERR_REQUEST",
-    "ERR_ROOT",
-    "ERR_TAG",
-    "ERR_TRUNCATE",
-    "ERR_TYPE",
-    *DATATYPES,
-]
-
-WTICK = 1e-9  # seconds: the simulated clock is a float; reports round to nanoseconds
-
-
-def Wtime():
-    """Simulated seconds since the run started (the engine's clock, never wall time)."""
-    return blocking.now()
-
-
-def Wtick():
-    """The resolution of :func:`Wtime`, in seconds."""
-    return WTICK
-
-
-def Init():
-    """Nothing to do: a run starts initialized, as mpi4py initializes on import."""
-
-
-def Finalize():
-    """Nothing to do: the run ends when every rank's program returns."""
-
-
-def Is_initialized():
-    return True
-
-
-def Is_finalized():
-    return False
-
-
-def Get_processor_name():
-    """``"collsim-rank<r>"``: every rank is its own virtual GPU."""
-    return f"collsim-rank{blocking.current_rank().id}"
-
-
-def Get_version():
-    """The MPI standard version whose calls this follows (mpi4py's form: a pair)."""
-    return (3, 1)
+    *_environment.__all__,
+    "COMM_WORLD", "COMM_SELF", "COMM_NULL", "Comm", "Intracomm", "Intercomm", "Topocomm",
+    "Cartcomm", "Graphcomm", "Distgraphcomm", "Compute_dims", "CART", "GRAPH", "DIST_GRAPH",
+    "Group", "GROUP_EMPTY", "GROUP_NULL", "IDENT", "CONGRUENT", "SIMILAR", "UNEQUAL",
+    "Info", "INFO_NULL", "INFO_ENV", "Errhandler", "ERRHANDLER_NULL", "ERRORS_RETURN",
+    "ERRORS_ARE_FATAL", "ERRORS_ABORT", "COMM_TYPE_SHARED",
+    "Request", "Prequest", "REQUEST_NULL", "Status", "Datatype", "DATATYPE_NULL", "Op",
+    "InPlace", "IN_PLACE", "BOTTOM", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED",
+    "TAG_UB", "KEYVAL_INVALID", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND",
+    "BOR", "BXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL", "Exception",
+    "configure", "configured", "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC", *DATATYPES,
+]  # fmt: skip

@@ -6,11 +6,11 @@ all-to-all over the communicator's ranks, with the algorithm :func:`collsim.mpi.
 chose (by default the cluster's: ring for all-reduce, reduce-scatter and all-gather, as
 MPICH chooses for large messages; a binomial tree for broadcast and reduce; direct
 all-to-all; NCCL's choice on a hardware preset), so their bytes, steps and time are the
-simulator's.  ``Gather`` and ``Scatter`` are linear over point-to-point (the root
-exchanges with every rank at once).  ``MPI.IN_PLACE`` works where MPI allows it.
-
-They move the datatypes collsim's collectives move: DOUBLE, FLOAT, FLOAT16_T, INT
-(INT32_T) and LONG (INT64_T); the lowercase calls take any object.
+simulator's.  That is for the datatypes and ops collsim's collectives have (DOUBLE,
+FLOAT, FLOAT16_T, INT, LONG; SUM, PROD, MAX, MIN); every other predefined datatype and op
+runs the same schedules over point-to-point (:mod:`collsim.mpi.trees`).  ``Gather`` and
+``Scatter`` are linear over point-to-point (the root exchanges with every rank at once).
+``MPI.IN_PLACE`` works where MPI allows it.
 
 Examples
 --------
@@ -28,11 +28,12 @@ Examples
 
 from ..collectives.checks import NUMERIC_DTYPES
 from ..runtime import blocking
-from .datatypes import buffer_of
-from .exceptions import ERR_ARG, ERR_TYPE, mpi_error, value_error
+from .exceptions import ERR_ARG, ERR_OP, mpi_error, value_error
 from .messages import land
-from .reduction import SUM, collsim_op
+from .reduction import SUM, Op
 from .settings import run_state
+from .specs import buffer_of
+from .trees import direct_all_to_all, ring_all_gather, tree_broadcast, tree_reduce
 
 __all__ = ["BufferCollectives", "IN_PLACE", "InPlace"]
 
@@ -43,26 +44,36 @@ class InPlace:
     def __repr__(self):
         return "MPI.IN_PLACE"
 
+    def __reduce__(self):
+        return "IN_PLACE"
+
 
 IN_PLACE = InPlace()
-_SUPPORTED = "DOUBLE, FLOAT, FLOAT16_T, INT (INT32_T) and LONG (INT64_T)"
 
 
-def _movable(buffer, call):
-    """Refuse a datatype collsim's collectives do not move, before anything moves."""
-    if buffer.data.dtype.name not in NUMERIC_DTYPES:
-        raise mpi_error(
-            ERR_TYPE,
-            f"{call}: {buffer.datatype!r} buffers: collsim's collectives "
-            f"move {_SUPPORTED}; send other types with the lowercase call "
-            f"({call.lower()}), which takes any object",
-        )
-    return buffer
+def in_place(buf):
+    """Whether a send buffer is ``MPI.IN_PLACE`` (or None, which mpi4py reads as it)."""
+    return buf is IN_PLACE or buf is None
 
 
-def _same(send, recv, call, send_count=None, recv_count=None):
-    """mpi4py's own checks: matching datatypes and counts."""
-    if send.data.dtype != recv.data.dtype:
+def native(data, op=None):
+    """Whether collsim's own collective moves ``data`` (and reduces with ``op``)."""
+    if data.dtype.name not in NUMERIC_DTYPES or data.size == 0:
+        return False
+    return op is None or (op.user is None and op.collsim is not None)
+
+
+def check_op(op, call):
+    if isinstance(op, Op) and op:
+        return op
+    raise mpi_error(ERR_OP, f"{call}(op={op!r}): give an MPI.Op (MPI.SUM, MPI.MAX, ...)")
+
+
+def _same(send, recv, call, send_count=None, recv_count=None, reduction=False):
+    """mpi4py's own checks: matching datatypes and counts.  A reduction needs one datatype;
+    a copy, one element size (``MPI.BYTE`` and ``MPI.SIGNED_CHAR``: the bytes move)."""
+    mismatch = send.data.dtype != recv.data.dtype
+    if mismatch if reduction else send.data.dtype.itemsize != recv.data.dtype.itemsize:
         raise value_error(
             f"{call}: mismatch in send and receive MPI datatypes "
             f"({send.datatype!r} and {recv.datatype!r})"
@@ -97,90 +108,125 @@ class BufferCollectives:
             collective(x, group=self._members(rank), algorithm=algorithm, **kwargs)
         )
 
-    def _recv_buffer(self, spec, call, arg="recvbuf"):
+    def _recv_buffer(self, spec, call, arg="recvbuf", blocks=1):
+        """The receive buffer; ``blocks``: ranks it holds a block for (a count in the spec
+        is per block then, as in mpi4py)."""
         if spec is None or spec is IN_PLACE:
             raise mpi_error(ERR_ARG, f"{call}({arg}={spec!r}): give the buffer that receives")
-        return _movable(buffer_of(spec, f"{call}({arg}=...)", writable=True), call)
+        return buffer_of(spec, f"{call}({arg}=...)", writable=True, blocks=blocks)
 
     def Bcast(self, buf, root=0):
         rank, me, size = self._me("Bcast")
         root = self._root(root, size, "Bcast")
-        target = _movable(buffer_of(buf, "Bcast(buf=...)", writable=me != root), "Bcast")
-        result = self._run(rank, "broadcast", target.data, root=root)
+        target = buffer_of(buf, "Bcast(buf=...)", writable=me != root)
+        if size == 1:
+            return
+        if native(target.data):
+            result = self._run(rank, "broadcast", target.data, root=root)
+        else:
+            tag = self._collective_tag(rank, "Bcast")
+            result = tree_broadcast(self, rank, me, size, tag, target.data, root)
         if me != root:
-            target.data[:] = result
+            target.data[:] = result.view(target.data.dtype)
+
+    def _reduced(self, rank, me, size, x, op, datatype, root, call):
+        """``op`` over the ranks' ``x``: on every rank (root None) or at ``root``."""
+        if native(x, op):
+            if root is None:
+                return self._run(rank, "all_reduce", x, op=op.collsim)
+            return self._run(rank, "reduce", x, op=op.collsim, root=root)
+        tag = self._collective_tag(rank, call)
+        result = tree_reduce(self, rank, me, size, tag, x, op, datatype, root or 0)
+        if root is None:
+            result = tree_broadcast(self, rank, me, size, tag, result).view(x.dtype)
+        return result
 
     def Allreduce(self, sendbuf, recvbuf, op=SUM):
-        rank, _, _ = self._me("Allreduce")
-        name = collsim_op(op, "Allreduce")
+        rank, me, size = self._me("Allreduce")
+        op = check_op(op, "Allreduce")
         recv = self._recv_buffer(recvbuf, "Allreduce")
         x = self._input(sendbuf, recv, "Allreduce")
-        recv.data[:] = self._run(rank, "all_reduce", x, op=name)
+        recv.data[:] = self._reduced(rank, me, size, x, op, recv.datatype, None, "Allreduce")
 
     def Reduce(self, sendbuf, recvbuf, op=SUM, root=0):
         rank, me, size = self._me("Reduce")
         root = self._root(root, size, "Reduce")
-        name = collsim_op(op, "Reduce")
+        op = check_op(op, "Reduce")
+        recv = None
         if me == root:
             recv = self._recv_buffer(recvbuf, "Reduce")
             x = self._input(sendbuf, recv, "Reduce")
         else:
-            if sendbuf is IN_PLACE:
+            if in_place(sendbuf):
                 raise mpi_error(
                     ERR_ARG,
                     f"Reduce(sendbuf=MPI.IN_PLACE) on rank {me}: only the "
                     f"root ({root}) may reduce in place",
                 )
-            x = _movable(buffer_of(sendbuf, "Reduce(sendbuf=...)"), "Reduce").data
-        result = self._run(rank, "reduce", x, op=name, root=root)
+            x = buffer_of(sendbuf, "Reduce(sendbuf=...)").data
+        datatype = None if recv is None else recv.datatype
+        result = self._reduced(rank, me, size, x, op, datatype, root, "Reduce")
         if me == root:
             recv.data[:] = result
 
     def Allgather(self, sendbuf, recvbuf):
         rank, me, size = self._me("Allgather")
-        recv = self._recv_buffer(recvbuf, "Allgather")
+        recv = self._recv_buffer(recvbuf, "Allgather", blocks=size)
         n = _block(recv, size, "Allgather")
-        if sendbuf is IN_PLACE:
+        if in_place(sendbuf):
             x = recv.data[me * n : (me + 1) * n].copy()
         else:
-            send = _movable(buffer_of(sendbuf, "Allgather(sendbuf=...)"), "Allgather")
+            send = buffer_of(sendbuf, "Allgather(sendbuf=...)")
             _same(send, recv, "Allgather", send.count * size, recv.count)
-            x = send.data
-        recv.data[:] = self._run(rank, "all_gather", x)
+            x = send.data.view(recv.data.dtype)
+        if native(x):
+            recv.data[:] = self._run(rank, "all_gather", x)
+            return
+        tag = self._collective_tag(rank, "Allgather")
+        for r, block in enumerate(ring_all_gather(self, rank, me, size, tag, x)):
+            recv.data[r * n : (r + 1) * n] = block
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=SUM):
-        rank, _, size = self._me("Reduce_scatter_block")
-        name = collsim_op(op, "Reduce_scatter_block")
+        rank, me, size = self._me("Reduce_scatter_block")
+        op = check_op(op, "Reduce_scatter_block")
         recv = self._recv_buffer(recvbuf, "Reduce_scatter_block")
-        if sendbuf is IN_PLACE:  # the receive buffer holds all K blocks; block 0 is kept
+        if in_place(sendbuf):  # the receive buffer holds all K blocks; block 0 is kept
             n = _block(recv, size, "Reduce_scatter_block")
             x = recv.data.copy()
         else:
-            send = _movable(
-                buffer_of(sendbuf, "Reduce_scatter_block(sendbuf=...)"), "Reduce_scatter_block"
-            )
-            _same(send, recv, "Reduce_scatter_block", send.count, recv.count * size)
+            send = buffer_of(sendbuf, "Reduce_scatter_block(sendbuf=...)")
+            _same(send, recv, "Reduce_scatter_block", send.count, recv.count * size, True)
             n, x = recv.count, send.data
-        recv.data[:n] = self._run(rank, "reduce_scatter", x, op=name)
+        if native(x, op) and size > 1:
+            recv.data[:n] = self._run(rank, "reduce_scatter", x, op=op.collsim)
+            return
+        total = self._reduced(rank, me, size, x, op, recv.datatype, None, "Reduce_scatter")
+        recv.data[:n] = total[me * n : (me + 1) * n]
 
     def Alltoall(self, sendbuf, recvbuf):
-        rank, _, size = self._me("Alltoall")
-        recv = self._recv_buffer(recvbuf, "Alltoall")
-        _block(recv, size, "Alltoall")
-        if sendbuf is IN_PLACE:
+        rank, me, size = self._me("Alltoall")
+        recv = self._recv_buffer(recvbuf, "Alltoall", blocks=size)
+        n = _block(recv, size, "Alltoall")
+        if in_place(sendbuf):
             x = recv.data.copy()
         else:
-            send = _movable(buffer_of(sendbuf, "Alltoall(sendbuf=...)"), "Alltoall")
+            send = buffer_of(sendbuf, "Alltoall(sendbuf=...)", blocks=size)
             _same(send, recv, "Alltoall")
-            x = send.data
-        recv.data[:] = self._run(rank, "all_to_all", x)
+            x = send.data.view(recv.data.dtype)
+        if native(x):
+            recv.data[:] = self._run(rank, "all_to_all", x)
+            return
+        tag = self._collective_tag(rank, "Alltoall")
+        blocks = [x[r * n : (r + 1) * n] for r in range(size)]
+        for r, block in enumerate(direct_all_to_all(self, rank, me, size, tag, blocks)):
+            recv.data[r * n : (r + 1) * n] = block
 
     def _input(self, sendbuf, recv, call):
         """This rank's input: ``sendbuf``'s data, or (IN_PLACE) a copy of ``recv``'s."""
-        if sendbuf is IN_PLACE:
+        if in_place(sendbuf):
             return recv.data.copy()
-        send = _movable(buffer_of(sendbuf, f"{call}(sendbuf=...)"), call)
-        _same(send, recv, call)
+        send = buffer_of(sendbuf, f"{call}(sendbuf=...)")
+        _same(send, recv, call, reduction=True)
         return send.data
 
     # -- over point-to-point --------------------------------------------------------------
@@ -193,12 +239,12 @@ class BufferCollectives:
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
             self._round(rank, tag, sends=[(root, send.data)])
             return
-        recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True)
+        recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True, blocks=size)
         n = _block(recv, size, "Gather")
-        if sendbuf is not IN_PLACE:
+        if sendbuf is not IN_PLACE and sendbuf is not None:  # None at the root: in place
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
             _same(send, recv, "Gather", send.count * size, recv.count)
-            recv.data[root * n : (root + 1) * n] = send.data
+            recv.data[root * n : (root + 1) * n] = send.data.view(recv.data.dtype)
         others = [r for r in range(size) if r != root]
         for r, value in zip(others, self._round(rank, tag, recvs=others)):
             _exactly(value, n, f"Gather: rank {r}")
@@ -214,12 +260,12 @@ class BufferCollectives:
             _exactly(value, recv.count, f"Scatter: the root ({root})")
             land(recv, value, "Scatter", f"the root ({root})")
             return
-        send = buffer_of(sendbuf, "Scatter(sendbuf=...)")
+        send = buffer_of(sendbuf, "Scatter(sendbuf=...)", blocks=size)
         n = _block(send, size, "Scatter")
-        if recvbuf is not IN_PLACE:
+        if recvbuf is not IN_PLACE and recvbuf is not None:  # None at the root: in place
             recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True)
             _same(send, recv, "Scatter", n, recv.count)
-            recv.data[:] = send.data[root * n : (root + 1) * n]
+            recv.data[:] = send.data[root * n : (root + 1) * n].view(recv.data.dtype)
         blocks = [(r, send.data[r * n : (r + 1) * n]) for r in range(size) if r != root]
         self._round(rank, tag, sends=blocks)
 

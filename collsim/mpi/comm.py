@@ -1,4 +1,5 @@
-"""``MPI.Comm``: a communicator's ranks, point-to-point calls, and Split / Dup / Free.
+"""``MPI.Comm``: a communicator's ranks, and what every communicator has (rank, size,
+group, name, attributes, error handler, info, ``Compare``, ``Free``).
 
 A communicator is an ordered set of the cluster's ranks; a rank's position in it is its
 rank there.  Every message carries the tag ``(context, user_tag)``, with a context id of
@@ -6,13 +7,10 @@ its communicator, so messages of two communicators never match each other, and A
 matches only its own communicator's (collectives use a second context id of their own,
 as MPI keeps collective traffic apart from point-to-point).  ``COMM_WORLD`` and
 ``COMM_SELF`` are shared objects that read the calling rank from the run; the
-communicators Split and Dup return belong to the rank that made them.
-
-A blocking ``Send`` of at most the eager limit (64 KiB by default, see
-:func:`collsim.mpi.configure`) returns at once, as MPI implementations send small
-messages eagerly; a larger one returns when the data has arrived (the receive must be
-posted: a program whose two ranks ``Send`` large messages to each other first
-deadlocks, as on a real cluster).
+communicators ``Split``, ``Dup`` and ``Create`` return (:mod:`collsim.mpi.intracomm`)
+belong to the ranks that made them.  The calls themselves are mixins:
+point-to-point in :mod:`collsim.mpi.p2p`, collectives in :mod:`collsim.mpi.buffers`,
+:mod:`collsim.mpi.vectors` and :mod:`collsim.mpi.objects`.
 
 Examples
 --------
@@ -28,59 +26,69 @@ Examples
 [2.0, 0.0, 1.0]
 """
 
-from ..collectives.checks import is_int
 from ..errors import CollsimError
 from ..runtime import blocking
-from ..runtime.ops import ANY, TagPrefix
 from .buffers import BufferCollectives
-from .datatypes import buffer_of
-from .exceptions import ERR_ARG, ERR_COMM, ERR_RANK, ERR_TAG, mpi_error
-from .messages import MessageTag, land, pickled, unpickle
+from .exceptions import ERR_ARG, ERR_COMM, mpi_error
+from .group import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
+from .handles import ERRORS_ARE_FATAL, Errhandler, Info
 from .objects import ObjectCollectives
-from .request import ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED, Request
-from .settings import run_state
+from .p2p import MAX_TAG, PointToPoint
+from .probes import Probes
+from .status import UNDEFINED
+from .vectors import VectorCollectives
 
-__all__ = ["Comm", "Intracomm", "COMM_WORLD", "COMM_SELF", "COMM_NULL", "TAG_UB"]
+__all__ = ["Comm", "Intercomm", "COMM_NULL", "TAG_UB", "WORLD", "SELF", "NULL"]
 
-_WORLD, _SELF, _NULL = "world", "self", "null"
+WORLD, SELF, NULL = "world", "self", "null"
 TAG_UB = 1681915905  # the attribute's key (MPICH's), for comm.Get_attr(MPI.TAG_UB)
-MAX_TAG = 2**29 - 1  # its value: MPICH's largest tag (the standard promises >= 32767)
+# the other predefined attributes' keys; collsim has no value for them (None, as mpi4py
+# gives for an attribute that is not set)
+HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE = range(1681915906, 1681915912)
 
 
-class Comm(ObjectCollectives, BufferCollectives):
-    """An MPI communicator (mpi4py's ``Intracomm``)."""
+class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCollectives):
+    """An MPI communicator; ``MPI.Comm()`` is ``MPI.COMM_NULL``, ``MPI.Comm(c)`` the same
+    communicator as ``c``."""
 
-    def __init__(self, ranks, context, collective_context, name):
-        self._ranks = ranks  # a tuple of cluster ranks, or _WORLD / _SELF / _NULL
+    def __init__(self, ranks=NULL, context=None, collective_context=None, name="MPI_COMM_NULL"):
+        if isinstance(ranks, Comm):  # MPI.Intracomm(comm): another handle of it
+            self.__dict__.update(ranks.__dict__)
+            return
+        if context is None and ranks != NULL:  # only collsim makes communicators of ranks
+            raise TypeError(f"MPI.Comm({ranks!r}): give a communicator to copy, or nothing")
+        self._ranks = ranks  # a tuple of cluster ranks, or WORLD / SELF / NULL
         self._context = context  # the point-to-point tags' first field
         self._collective_context = collective_context  # the collectives' tags' first field
         self._name = name
         self._freed = False
         self._index = {r: i for i, r in enumerate(ranks)} if isinstance(ranks, tuple) else None
+        self._errhandler = ERRORS_ARE_FATAL
+        self._info = Info()
 
     # -- who is calling -------------------------------------------------------------------
 
     def _members(self, rank):
         """The cluster ranks of this communicator, in order."""
-        if self._ranks == _WORLD:
+        if self._ranks == WORLD:
             return tuple(range(rank.size))
-        if self._ranks == _SELF:
+        if self._ranks == SELF:
             return (rank.id,)
         return self._ranks
 
     def _me(self, call):
         """``(rank, my rank here, size)`` of the calling rank; refuses a dead handle."""
-        if self._ranks == _NULL or self._freed:
-            state = "MPI.COMM_NULL" if self._ranks == _NULL else f"{self._name}, freed,"
+        if self._ranks == NULL or self._freed:
+            state = "MPI.COMM_NULL" if self._ranks == NULL else f"{self._name}, freed,"
             raise mpi_error(
                 ERR_COMM,
                 f"{call} on {state}: a communicator cannot be used "
                 "after Free (or when Split gave COMM_NULL)",
             )
         rank = blocking.current_rank()
-        if self._ranks == _WORLD:
+        if self._ranks == WORLD:
             return rank, rank.id, rank.size
-        if self._ranks == _SELF:
+        if self._ranks == SELF:
             return rank, 0, 1
         me = self._index.get(rank.id)
         if me is None:
@@ -96,9 +104,9 @@ class Comm(ObjectCollectives, BufferCollectives):
         return self._members(rank)[r]
 
     def _local(self, rank, cluster_rank):
-        if self._ranks == _WORLD:
+        if self._ranks == WORLD:
             return cluster_rank
-        if self._ranks == _SELF:
+        if self._ranks == SELF:
             return 0
         return self._index[cluster_rank]
 
@@ -118,226 +126,157 @@ class Comm(ObjectCollectives, BufferCollectives):
     def size(self):
         return self.Get_size()
 
+    def Get_group(self):
+        rank, _, _ = self._me("Get_group")
+        return Group(self._members(rank))
+
+    group = property(Get_group)
+
     def Get_name(self):
         return self._name
 
     def Set_name(self, name):
         self._name = str(name)
 
+    name = property(Get_name, Set_name)
+
+    def Is_inter(self):
+        self._me("Is_inter")
+        return False
+
+    def Is_intra(self):
+        self._me("Is_intra")
+        return True
+
+    is_inter = property(Is_inter)
+    is_intra = property(Is_intra)
+
+    def Get_topology(self):
+        self._me("Get_topology")
+        return UNDEFINED
+
+    topology = property(lambda self: self.Get_topology())  # a topology's kind, if it has one
+    is_topo = property(lambda self: self.Get_topology() != UNDEFINED)
+
+    def Compare(self, other):
+        """``IDENT`` (one communicator), ``CONGRUENT`` (same ranks, same order),
+        ``SIMILAR`` (same ranks) or ``UNEQUAL``."""
+        rank, _, _ = self._me("Compare")
+        if self == other:
+            return IDENT
+        mine, theirs = self._members(rank), other._members(rank)
+        if mine == theirs:
+            return CONGRUENT
+        return SIMILAR if sorted(mine) == sorted(theirs) else UNEQUAL
+
+    def toint(self):
+        """-1: a collsim communicator has no C handle (mpi4py's ``toint`` for one that
+        cannot be converted)."""
+        return -1
+
+    py2f = toint
+
     def __eq__(self, other):
         if not isinstance(other, Comm):
             return NotImplemented
-        return self is other or (self._is_null() and other._is_null())
+        if self._is_null() or other._is_null():
+            return self._is_null() and other._is_null()
+        return self._context == other._context and self._ranks == other._ranks
 
     def __hash__(self):
-        return id(self)
+        return hash((self._context, self._ranks))
+
+    def __bool__(self):
+        return not self._is_null()
+
+    def __reduce__(self):
+        for predefined in (COMM_NULL, *_PREDEFINED):
+            if self is predefined:
+                return (_predefined, (predefined._name,))
+            if self == predefined:  # MPI.Comm(COMM_WORLD): a copy unpickles as a copy
+                return (type(self), (predefined,))
+        raise ValueError(f"cannot pickle {self!r}: only predefined communicators pickle")
 
     def _is_null(self):
-        return self._ranks == _NULL or self._freed
+        return self._ranks == NULL or self._freed
 
     def __repr__(self):
-        return f"<MPI.Intracomm {self._name}>"
+        return f"<MPI.{type(self).__name__} {self._name}>"
 
-    # -- checks ---------------------------------------------------------------------------
-
-    def _peer(self, value, size, call, arg, receive=False):
-        if is_int(value) and (0 <= value < size or value == PROC_NULL):
-            return int(value)
-        if receive and is_int(value) and value == ANY_SOURCE:
-            return ANY_SOURCE
-        extra = ", MPI.ANY_SOURCE" if receive else ""
-        raise mpi_error(
-            ERR_RANK,
-            f"{call}({arg}={value!r}): the ranks of this {size}-rank "
-            f"communicator are 0..{size - 1}{extra} or MPI.PROC_NULL",
-        )
-
-    def _tag(self, value, call, arg, receive=False):
-        if is_int(value) and (0 <= value <= MAX_TAG or (receive and value == ANY_TAG)):
-            return int(value)
-        extra = " or MPI.ANY_TAG" if receive else ""
-        raise mpi_error(
-            ERR_TAG,
-            f"{call}({arg}={value!r}): a tag is an int in 0..{MAX_TAG} "
-            f"(the attribute MPI.TAG_UB){extra}",
-        )
+    # -- attributes, info, errors ---------------------------------------------------------
 
     def Get_attr(self, keyval):
-        """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag)."""
+        """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag); None
+        for the others (no value set)."""
+        self._me("Get_attr")
         if keyval == TAG_UB:
             return MAX_TAG
+        if keyval in (HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE):
+            return None
         raise mpi_error(ERR_ARG, f"Get_attr({keyval!r}): the attribute collsim has is MPI.TAG_UB")
 
-    # -- point to point: the shared paths -------------------------------------------------
+    def Get_info(self):
+        self._me("Get_info")
+        return self._info.Dup()
 
-    def _send(self, call, payload, dest, tag, wait):
-        """Post ``payload`` to ``dest``; a Request, or None once a blocking send is done."""
-        rank, _, size = self._me(call)
-        dest = self._peer(dest, size, call, "dest")
-        tag = self._tag(tag, call, "tag")
-        if dest == PROC_NULL:
-            return None if wait else Request(None)
-        where, mpi_tag = self._global(rank, dest), MessageTag(self._context, tag)
-        if not wait:
-            return Request(blocking.call(rank.isend(where, payload, mpi_tag, label=call)))
-        if payload.nbytes <= run_state(rank).settings.eager_limit:
-            # eager: a copy travels, the sender goes on (it may reuse its buffer at once)
-            blocking.call(rank.isend(where, payload.copy(), mpi_tag, label=call))
-        else:
-            blocking.call(rank.send(where, payload, mpi_tag, label=call))
-        return None
+    def Set_info(self, info):
+        self._me("Set_info")
+        self._info = Info(info)
 
-    def _receive(self, call, source, tag, finish, wait=False):
-        """A Request for a receive (done already if ``wait``: a blocking receive, which the
-        deadlock report names as one); ``finish(value, status fields)`` gives its result."""
-        rank, _, size = self._me(call)
-        source = self._peer(source, size, call, "source", receive=True)
-        tag = self._tag(tag, call, "tag", receive=True)
-        if source == PROC_NULL:  # completes at once with nothing, as MPI's does
-            return _done_request(finish(None, None), (PROC_NULL, ANY_TAG, 0))
-        src = ANY if source == ANY_SOURCE else self._global(rank, source)
-        mpi_tag = TagPrefix((self._context,)) if tag == ANY_TAG else MessageTag(self._context, tag)
+    info = property(Get_info, Set_info)
 
-        def done(received):
-            fields = (self._local(rank, received.src), received.tag[1], received.nbytes)
-            return finish(received.value, fields), fields
+    def Get_errhandler(self):
+        self._me("Get_errhandler")
+        return self._errhandler
 
-        if wait:
-            return _done_request(*done(blocking.call(rank.recv(src, mpi_tag, status=True))))
-        return Request(blocking.call(rank.irecv(src, mpi_tag, status=True)), done)
+    def Set_errhandler(self, errhandler):
+        self._me("Set_errhandler")
+        if not isinstance(errhandler, Errhandler) or not errhandler:
+            raise mpi_error(ERR_ARG, f"Set_errhandler({errhandler!r}): give an MPI.Errhandler")
+        self._errhandler = errhandler
 
-    # -- lowercase: picklable objects -----------------------------------------------------
+    def Call_errhandler(self, errorcode):
+        self._me("Call_errhandler")
 
-    def send(self, obj, dest, tag=0):
-        self._send("send", pickled(obj, "send"), dest, tag, wait=True)
-
-    def isend(self, obj, dest, tag=0):
-        return self._send("isend", pickled(obj, "isend"), dest, tag, wait=False)
-
-    def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
-        return self.irecv(buf, source, tag, _call="recv", _wait=True).wait(status)
-
-    def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, _call="irecv", _wait=False):
-        # buf (mpi4py's preallocated pickle buffer) changes nothing here
-        return self._receive(
-            _call,
-            source,
-            tag,
-            lambda value, fields: None if value is None else unpickle(value, _call),
-            _wait,
+    def _buffer_call(self, *args):
+        raise NotImplementedError(
+            "Comm.Attach_buffer (Detach_buffer, Flush_buffer, Iflush_buffer): a "
+            "communicator's own Bsend buffer is MPI 4.1; collsim follows MPI 3.1, where "
+            "MPI.Attach_buffer serves the whole process"
         )
 
-    def sendrecv(
-        self,
-        sendobj,
-        dest,
-        sendtag=0,
-        recvbuf=None,
-        source=ANY_SOURCE,
-        recvtag=ANY_TAG,
-        status=None,
-    ):
-        sent = self._send("sendrecv", pickled(sendobj, "sendrecv"), dest, sendtag, wait=False)
-        got = self.irecv(recvbuf, source, recvtag, _call="sendrecv")
-        Request.waitall([sent, got])
-        return got.wait(status)
+    Attach_buffer = Detach_buffer = Flush_buffer = Iflush_buffer = _buffer_call
 
-    # -- uppercase: buffers ---------------------------------------------------------------
+    @classmethod
+    def Get_parent(cls):
+        """A null intercommunicator: no collsim rank was spawned by another."""
+        return Intercomm()
 
-    def Send(self, buf, dest, tag=0):
-        self._send("Send", buffer_of(buf, "Send(buf=...)").data, dest, tag, wait=True)
-
-    def Isend(self, buf, dest, tag=0):
-        return self._send("Isend", buffer_of(buf, "Isend(buf=...)").data, dest, tag, wait=False)
-
-    def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
-        self.Irecv(buf, source, tag, _call="Recv", _wait=True).Wait(status)
-
-    def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, _call="Irecv", _wait=False):
-        target = buffer_of(buf, f"{_call}(buf=...)", writable=True)
-
-        def finish(value, fields):
-            if value is not None:
-                land(target, value, _call, f"rank {fields[0]} (tag {fields[1]})")
-
-        return self._receive(_call, source, tag, finish, _wait)
-
-    def Sendrecv(
-        self,
-        sendbuf,
-        dest,
-        sendtag=0,
-        recvbuf=None,
-        source=ANY_SOURCE,
-        recvtag=ANY_TAG,
-        status=None,
-    ):
-        if recvbuf is None:
-            raise mpi_error(ERR_ARG, "Sendrecv(recvbuf=None): give the buffer to receive into")
-        data = buffer_of(sendbuf, "Sendrecv(sendbuf=...)").data
-        got = self.Irecv(recvbuf, source, recvtag, _call="Sendrecv")
-        sent = self._send("Sendrecv", data, dest, sendtag, wait=False)
-        Request.Waitall([sent, got])
-        got.Wait(status)
-
-    # -- communicators --------------------------------------------------------------------
-
-    def _derived(self, rank, kind, ranks, name):
-        """The communicator a Split or Dup of this one makes: ids every member agrees on."""
-        state = run_state(rank)
-        made = state.next_seq(rank.id, ("made", self._context))
-        context, collective = state.context((self._context, made, kind))
-        return Comm(ranks, context, collective, name)
-
-    def Split(self, color=0, key=0):
-        """Ranks of one ``color`` form a communicator, ordered by ``key`` then rank here;
-        ``color=MPI.UNDEFINED`` gives ``MPI.COMM_NULL``.  Collective (an allgather)."""
-        rank, me, _ = self._me("Split")
-        if not is_int(color) or (color < 0 and color != UNDEFINED):
-            raise mpi_error(
-                ERR_ARG, f"Split(color={color!r}): a color is an int >= 0 or MPI.UNDEFINED"
-            )
-        if not is_int(key):
-            raise mpi_error(ERR_ARG, f"Split(key={key!r}): a key is an int")
-        everyone = self.allgather((int(color), int(key)))
-        chosen = sorted((k, r) for r, (c, k) in enumerate(everyone) if c == color)
-        members = self._members(rank)
-        comm = self._derived(
-            rank,
-            ("split", int(color)),
-            tuple(members[r] for _, r in chosen),
-            f"{self._name}.Split({color})",
-        )
-        return COMM_NULL if color == UNDEFINED else comm
-
-    def Dup(self, info=None):
-        """A communicator of the same ranks whose messages never mix with this one's."""
-        rank, _, _ = self._me("Dup")
-        return self._derived(rank, "dup", self._members(rank), f"{self._name}.Dup()")
-
-    Clone = Dup
+    # -- the end --------------------------------------------------------------------------
 
     def Free(self):
-        if self._ranks in (_WORLD, _SELF):
+        if self._ranks in (WORLD, SELF):
             raise mpi_error(
                 ERR_COMM, f"Free() of {self._name}: a predefined communicator cannot be freed"
             )
         self._me("Free")
         self._freed = True
 
+    Disconnect = Free
+
     def Abort(self, errorcode=0):
         rank, me, _ = self._me("Abort")
         raise CollsimError(f"rank {me} of {self._name} called Abort({errorcode!r})")
 
 
-def _done_request(result, fields):
-    """A request that is complete already, with its result and status fields."""
-    request = Request(None)
-    request._result, request._status = result, fields
-    return request
+class Intercomm(Comm):
+    """``MPI.Intercomm``: intercommunicators are not simulated; only the null one exists
+    (what ``Comm.Get_parent`` gives a rank nobody spawned)."""
 
 
-Intracomm = Comm
-COMM_WORLD = Comm(_WORLD, 0, 1, "MPI_COMM_WORLD")
-COMM_SELF = Comm(_SELF, 2, 3, "MPI_COMM_SELF")
-COMM_NULL = Comm(_NULL, None, None, "MPI_COMM_NULL")
+def _predefined(name):
+    return {c._name: c for c in (COMM_NULL, *_PREDEFINED)}[name]
+
+
+COMM_NULL = Comm()
+_PREDEFINED = []  # COMM_WORLD and COMM_SELF, which intracomm.py makes

@@ -40,6 +40,18 @@ __all__ = [
     "ERR_ARG",
     "ERR_TRUNCATE",
     "ERR_OTHER",
+    "ERR_GROUP",
+    "ERR_TOPOLOGY",
+    "ERR_DIMS",
+    "ERR_UNKNOWN",
+    "ERR_INTERN",
+    "ERR_IN_STATUS",
+    "ERR_PENDING",
+    "ERR_INFO",
+    "ERR_INFO_KEY",
+    "ERR_INFO_NOKEY",
+    "ERR_UNSUPPORTED_OPERATION",
+    "ERR_LASTCODE",
 ]
 
 # MPICH's numbers for the classes (mpi.h); programs compare them with the names only
@@ -56,6 +68,18 @@ ERR_ARG = 12
 ERR_TRUNCATE = 14
 ERR_OTHER = 15
 ERR_REQUEST = 19
+ERR_GROUP = 8
+ERR_TOPOLOGY = 10
+ERR_DIMS = 11
+ERR_UNKNOWN = 13
+ERR_INTERN = 16
+ERR_IN_STATUS = 17
+ERR_PENDING = 18
+ERR_INFO = 28
+ERR_INFO_KEY = 29
+ERR_INFO_NOKEY = 31
+ERR_UNSUPPORTED_OPERATION = 52
+ERR_LASTCODE = 0x3FFFFFFF
 
 ERROR_NAMES = {
     SUCCESS: "MPI_SUCCESS",
@@ -71,15 +95,38 @@ ERROR_NAMES = {
     ERR_TRUNCATE: "MPI_ERR_TRUNCATE",
     ERR_OTHER: "MPI_ERR_OTHER",
     ERR_REQUEST: "MPI_ERR_REQUEST",
+    ERR_GROUP: "MPI_ERR_GROUP",
+    ERR_TOPOLOGY: "MPI_ERR_TOPOLOGY",
+    ERR_DIMS: "MPI_ERR_DIMS",
+    ERR_UNKNOWN: "MPI_ERR_UNKNOWN",
+    ERR_INTERN: "MPI_ERR_INTERN",
+    ERR_IN_STATUS: "MPI_ERR_IN_STATUS",
+    ERR_PENDING: "MPI_ERR_PENDING",
+    ERR_INFO: "MPI_ERR_INFO",
+    ERR_INFO_KEY: "MPI_ERR_INFO_KEY",
+    ERR_INFO_NOKEY: "MPI_ERR_INFO_NOKEY",
+    ERR_UNSUPPORTED_OPERATION: "MPI_ERR_UNSUPPORTED_OPERATION",
 }
 
 
 class Exception(ConfigError, builtins.RuntimeError):  # mpi4py's name (shadows the builtin)
     """An MPI error class raised as mpi4py's ``MPI.Exception`` (a RuntimeError there)."""
 
-    def __init__(self, message, error_class=ERR_OTHER):
+    def __init__(self, message=ERR_OTHER, error_class=ERR_OTHER):
+        if isinstance(message, int):  # MPI.Exception(MPI.ERR_OTHER), as mpi4py takes it
+            message, error_class = ERROR_NAMES.get(message, f"MPI error {message}"), message
         super().__init__(message)
-        self.error_class = error_class
+        self.error_class = self.error_code = error_class
+
+    def __int__(self):
+        return self.error_class
+
+    def __eq__(self, other):
+        if isinstance(other, int):
+            return self.error_class == other
+        return builtins.Exception.__eq__(self, other)
+
+    __hash__ = builtins.Exception.__hash__
 
     def Get_error_class(self):
         return self.error_class

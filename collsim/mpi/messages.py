@@ -9,7 +9,7 @@ arrived, refusing a message of another datatype or one longer than the buffer (M
 Examples
 --------
 >>> import numpy as np
->>> from .datatypes import buffer_of
+>>> from .specs import buffer_of
 >>> unpickle(pickled({"a": [1, 2]}), "recv")
 {'a': [1, 2]}
 >>> out = np.zeros(4)
@@ -77,31 +77,34 @@ def pickled(obj, call="send"):
 
 
 def unpickle(value, call="recv"):
-    """The object a lowercase send pickled into ``value``."""
-    if not isinstance(value, np.ndarray) or value.dtype != np.uint8:
+    """The object a lowercase send pickled into ``value`` (the bytes of any message: a
+    ``Send`` of a pickle's bytes reads as that object, an empty one as None)."""
+    if not isinstance(value, np.ndarray):
+        raise mpi_error(ERR_TYPE, f"{call} received {value!r}, which is not a message")
+    if value.size == 0:  # an empty message (a Send of no bytes): None, as in mpi4py
+        return None
+    try:
+        return pickle.loads(value.reshape(-1).view(np.uint8).tobytes())
+    except Exception as exc:
         what = (
-            f"a {value.dtype} buffer of {value.size} elements"
-            if isinstance(value, np.ndarray)
-            else repr(value)
+            f"{value.size} bytes that are not a pickle ({exc})"
+            if value.dtype == np.uint8
+            else f"a {value.dtype} buffer of {value.size} elements"
         )
         raise mpi_error(
             ERR_TYPE,
             f"{call} received {what}, sent with an uppercase call (Send, Isend): receive "
             "buffers with Recv into an array",
-        )
-    try:
-        return pickle.loads(value.tobytes())
-    except Exception as exc:
-        raise mpi_error(
-            ERR_TYPE,
-            f"{call} received {value.size} bytes that are not a pickle ({exc}): they were "
-            "sent with Send (a buffer); receive them with Recv into an array",
         ) from None
 
 
 def land(buffer, value, call, origin):
     """Copy the arrived message ``value`` into ``buffer``; ``origin`` says whence."""
-    if buffer.datatype is not BYTE and value.dtype.name != buffer.datatype.numpy:
+    if (
+        buffer.datatype != BYTE
+        and value.size
+        and value.dtype.itemsize != buffer.data.dtype.itemsize
+    ):
         sent = datatype_of(value.dtype)
         sent = repr(sent) if sent is not None else str(value.dtype)
         raise mpi_error(
@@ -111,8 +114,10 @@ def land(buffer, value, call, origin):
             f"(receive into a {value.dtype} array, or with MPI.BYTE)",
         )
     data = value.reshape(-1)
-    if buffer.datatype is BYTE or buffer.data.dtype == np.uint8:
+    if buffer.datatype == BYTE or buffer.data.dtype == np.uint8:
         data = data.view(np.uint8)
+    elif data.dtype != buffer.data.dtype:  # same size (BYTE and SIGNED_CHAR), or empty
+        data = data.view(np.uint8).view(buffer.data.dtype)
     if data.size > buffer.count:
         raise mpi_error(
             ERR_TRUNCATE,

@@ -215,6 +215,24 @@ class ObjectCollectives:
         data = pickled(result, "allreduce") if me == 0 else None
         return unpickle(self._spread(rank, me, size, 0, tag, data), "allreduce")
 
+    def _scan(self, sendobj, op, call, exclusive):
+        """The running prefix passed along the ranks: ``x0 op ... op xr`` on rank r
+        (``x0 op ... op x(r-1)`` if ``exclusive``; None on rank 0 then)."""
+        rank, me, size = self._me(call)
+        function = object_op(op, call)
+        tag = self._collective_tag(rank, call)
+        before = unpickle(self._round(rank, tag, recvs=[me - 1])[0], call) if me else None
+        mine = sendobj if me == 0 else function(before, sendobj)
+        if me + 1 < size:
+            self._round(rank, tag, sends=[(me + 1, pickled(mine, call))])
+        return before if exclusive else unpickle(pickled(mine, call), call)
+
+    def scan(self, sendobj, op=SUM):
+        return self._scan(sendobj, op, "scan", exclusive=False)
+
+    def exscan(self, sendobj, op=SUM):
+        return self._scan(sendobj, op, "exscan", exclusive=True)
+
     def barrier(self):
         rank, me, size = self._me("barrier")
         tag = self._collective_tag(rank, "barrier")

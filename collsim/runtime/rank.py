@@ -20,13 +20,17 @@ import numbers
 
 from ..errors import ConfigError
 from ..units import parse_time
+from .matching import Transfer
+from .matching import _tag_matches as tag_matches
 from .memory import MemoryTracker
 from .ops import (
+    ANY,
     Compute,
     Exchange,
     Handle,
     Incoming,
     Outgoing,
+    Received,
     Recv,
     Send,
     Start,
@@ -150,6 +154,17 @@ class Rank(RankChecks):
                     "the handles that isend, irecv and start return"
                 )
         return self._made(Wait(tuple(handles)))
+
+    def probe(self, src, tag=0):
+        """The first message sent to this rank that ``recv(src, tag)`` would take, still
+        not received (MPI's Iprobe): a :class:`~collsim.runtime.ops.Received` whose value
+        is None, or None.  Called, not yielded: looking costs no simulated time."""
+        src, tag = self._source(src), self._recv_tag(tag)
+        for (sender, dst, sent_tag), waiting in self._execution.mail.sends.items():
+            if dst == self.id and (src is ANY or sender == src) and tag_matches(tag, sent_tag):
+                message = waiting if type(waiting) is Transfer else waiting[0]
+                return Received(None, sender, sent_tag, message.payload.nbytes)
+        return None
 
     def exchange(self, sends=(), recvs=()):
         """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``

@@ -1,0 +1,191 @@
+"""What a program asks the MPI library about itself, and what collsim does not simulate.
+
+mpi4py's helpers read these when they start (``MPI.get_vendor()``, ``MPI.Query_thread()``,
+``MPI.Get_library_version()``), so they answer: the library is ``collsim``, following MPI
+3.1, and threads are ``THREAD_MULTIPLE`` (each rank is a thread; the engine runs one at a
+time).  One-sided communication (``Win``), MPI-IO (``File``), sessions and dynamic
+processes (``Comm.Spawn``, ports) are not simulated: they raise ``NotImplementedError``
+naming the call at once, so a program that needs them stops there.
+
+Examples
+--------
+>>> get_vendor()[0], Get_version(), Query_thread() == THREAD_MULTIPLE
+('collsim', (3, 1), True)
+>>> Win.Create(None)
+Traceback (most recent call last):
+...
+NotImplementedError: MPI.Win.Create: one-sided communication (Win) is not simulated by \
+collsim; use point-to-point or collective calls
+"""
+
+from ..runtime import blocking
+from .exceptions import ERROR_NAMES
+
+__all__ = [
+    "get_vendor", "Get_library_version", "Get_version", "Query_thread", "Init_thread",
+    "Is_thread_main", "Pcontrol", "Get_error_string", "Get_error_class", "Wtime", "Wtick",
+    "Init", "Finalize", "Is_initialized", "Is_finalized", "Get_processor_name",
+    "THREAD_SINGLE", "THREAD_FUNNELED", "THREAD_SERIALIZED", "THREAD_MULTIPLE",
+    "VERSION", "SUBVERSION", "Win", "File", "Session", "WIN_NULL", "FILE_NULL",
+    "SESSION_NULL", "Open_port", "Close_port", "Lookup_name", "Publish_name",
+    "Unpublish_name", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem",
+    "BSEND_OVERHEAD", "unsupported",
+]  # fmt: skip
+
+VERSION, SUBVERSION = 3, 1  # the MPI standard whose calls this follows
+COLLSIM_VERSION = (0, 1, 0)
+THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
+BSEND_OVERHEAD = 0  # Bsend copies into the simulated message at once: no buffer header
+WTICK = 1e-9  # seconds: the simulated clock is a float; reports round to nanoseconds
+
+
+def get_vendor():
+    """``("collsim", (major, minor, patch))``, as mpi4py names its MPI library."""
+    return "collsim", COLLSIM_VERSION
+
+
+def Get_library_version():
+    return "collsim {}.{}.{}: mpi4py's API on a simulated cluster".format(*COLLSIM_VERSION)
+
+
+def Get_version():
+    """The MPI standard version whose calls this follows (mpi4py's form: a pair)."""
+    return VERSION, SUBVERSION
+
+
+def Query_thread():
+    return THREAD_MULTIPLE
+
+
+def Init_thread(required=THREAD_MULTIPLE):
+    """Nothing to do: a run starts initialized; gives the level provided."""
+    return THREAD_MULTIPLE
+
+
+def Is_thread_main():
+    return True
+
+
+def Pcontrol(level):
+    """Profiling control: nothing to do (the trace records everything)."""
+
+
+def Get_error_class(errorcode):
+    return errorcode
+
+
+def Get_error_string(errorcode):
+    return ERROR_NAMES.get(errorcode, f"MPI error {errorcode}")
+
+
+def Wtime():
+    """Simulated seconds since the run started (the engine's clock, never wall time)."""
+    return blocking.now()
+
+
+def Wtick():
+    """The resolution of :func:`Wtime`, in seconds."""
+    return WTICK
+
+
+def Init():
+    """Nothing to do: a run starts initialized, as mpi4py initializes on import."""
+
+
+def Finalize():
+    """Nothing to do: the run ends when every rank's program returns."""
+
+
+def Is_initialized():
+    return True
+
+
+def Is_finalized():
+    return False
+
+
+def Get_processor_name():
+    """``"collsim-rank<r>"``: every rank is its own virtual GPU."""
+    return f"collsim-rank{blocking.current_rank().id}"
+
+
+def unsupported(call, what="this call"):
+    """The NotImplementedError for a call collsim does not simulate."""
+    return NotImplementedError(
+        f"{call}: {what} is not simulated by collsim; use point-to-point or collective calls"
+    )
+
+
+class _Unsimulated:
+    """A handle class of a part of MPI collsim does not simulate: every use raises."""
+
+    _what = ""
+
+    def __init__(self, *args, **kwargs):
+        raise unsupported(f"MPI.{type(self).__name__}()", self._what)
+
+    def __class_getitem__(cls, item):
+        return cls
+
+    def __init_subclass__(cls, what="", **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._what = what
+
+    @classmethod
+    def _refuse(cls, name):
+        def refuse(*args, **kwargs):
+            raise unsupported(f"MPI.{cls.__name__}.{name}", cls._what)
+
+        return refuse
+
+
+class _Refusing(type):
+    def __getattr__(cls, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return cls._refuse(name)
+
+
+class Win(_Unsimulated, metaclass=_Refusing, what="one-sided communication (Win)"):
+    """``MPI.Win``: not simulated."""
+
+
+class File(_Unsimulated, metaclass=_Refusing, what="MPI-IO (File)"):
+    """``MPI.File``: not simulated."""
+
+
+class Session(_Unsimulated, metaclass=_Refusing, what="MPI sessions"):
+    """``MPI.Session``: not simulated."""
+
+
+WIN_NULL = FILE_NULL = SESSION_NULL = None
+
+
+def _dynamic(name):
+    def refuse(*args, **kwargs):
+        raise unsupported(f"MPI.{name}", "dynamic process management (ports, names)")
+
+    refuse.__name__ = name
+    return refuse
+
+
+Open_port, Close_port = _dynamic("Open_port"), _dynamic("Close_port")
+Lookup_name, Publish_name = _dynamic("Lookup_name"), _dynamic("Publish_name")
+Unpublish_name = _dynamic("Unpublish_name")
+
+
+def Alloc_mem(size, info=None):
+    """``size`` bytes of memory (a bytearray: collsim has no special memory)."""
+    return bytearray(int(size))
+
+
+def Free_mem(mem):
+    """Nothing to free: the memory goes when nothing refers to it."""
+
+
+def Attach_buffer(buf):
+    """Nothing to attach: ``Bsend`` copies into the simulated message at once."""
+
+
+def Detach_buffer():
+    return None

@@ -1,0 +1,218 @@
+"""Buffer specs as mpi4py takes them: ``buf``, ``[buf, MPI.DOUBLE]``, ``[buf, count, dtype]``,
+``[buf, (counts, displs), dtype]`` and ``[buf, "d"]``.
+
+``buf`` is anything with Python's buffer protocol: a numpy array, ``array.array``,
+``bytes``/``bytearray``/``memoryview``, ``mmap``.  Its datatype is inferred from its type
+code (float64 is ``MPI.DOUBLE``, ``array('i')`` is ``MPI.INT``) unless the spec names one;
+a named datatype reads the buffer's bytes as its elements, as MPI does (``[int64 array of
+3, MPI.INT]`` is 6 ints).  ``None`` (or ``MPI.BOTTOM``) is an empty buffer.
+:func:`buffer_of` gives a :class:`Buffer`: a flat numpy view of the user's memory (writes
+land in it) with its datatype, and the counts and displacements of a v-spec.
+
+Examples
+--------
+>>> import array
+>>> b = buffer_of([np.zeros((2, 3)), 4, DATATYPES["DOUBLE"]], "Send(buf=...)")
+>>> b.count, b.datatype, b.data.shape
+(4, MPI.DOUBLE, (4,))
+>>> buffer_of(array.array("i", [1, 2]), "Bcast(buf=...)").datatype
+MPI.INT
+>>> buffer_of([np.zeros(3, np.int64), DATATYPES["INT"]], "Bcast(buf=...)").count
+6
+>>> buffer_of([np.zeros(4), ([1, 3], [0, 1]), "d"], "Gatherv(recvbuf=...)").counts
+(1, 3)
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..collectives.checks import is_int
+from ..errors import shorten
+from .datatypes import BYTE, DATATYPES, Datatype, datatype_of
+from .dlpack import dlpack_view
+from .exceptions import value_error
+
+__all__ = ["Buffer", "buffer_of", "BOTTOM", "Bottom"]
+
+
+class Bottom:
+    """``MPI.BOTTOM``: address zero; here an empty buffer."""
+
+    def __repr__(self):
+        return "MPI.BOTTOM"
+
+
+BOTTOM = Bottom()
+
+
+@dataclass
+class Buffer:
+    """A flat view of a user's buffer: ``data`` (``count`` elements of ``datatype``);
+    ``counts`` and ``displs`` (per rank, in elements) for a v-spec, else None."""
+
+    data: np.ndarray  # 1-D, a view of the user's memory (writes land in it)
+    datatype: Datatype
+    counts: tuple = None
+    displs: tuple = None
+
+    @property
+    def count(self):
+        return self.data.size
+
+    @property
+    def nbytes(self):
+        return self.data.nbytes
+
+    def block(self, r):
+        """Rank ``r``'s part of a v-spec, a view."""
+        start = self.displs[r]
+        return self.data[start : start + self.counts[r]]
+
+
+def _datatype(value, what):
+    if isinstance(value, Datatype):
+        return value
+    if isinstance(value, str):
+        found = DATATYPES.get(value) or datatype_of(value)
+        if found is not None:
+            return found
+    raise value_error(f"{what}: {value!r} is not an MPI datatype (e.g. MPI.DOUBLE or 'd')")
+
+
+def _split(spec, what):
+    """``(buf, count or (counts, displs) or None, datatype or None)`` of a spec."""
+    if not isinstance(spec, list | tuple):
+        return spec, None, None
+    if len(spec) == 2:
+        buf, second = spec
+        if isinstance(second, Datatype | str):
+            return buf, None, _datatype(second, what)
+        return buf, second, None
+    if len(spec) == 3 and isinstance(spec[2], Datatype | str):
+        return spec[0], spec[1], _datatype(spec[2], what)
+    if len(spec) == 4 and isinstance(spec[3], Datatype | str):  # [buf, counts, displs, dt]
+        return spec[0], (spec[1], spec[2]), _datatype(spec[3], what)
+    raise value_error(
+        f"{what}: {shorten(spec)} is not a buffer spec: give an array, [buf, datatype] "
+        "or [buf, count, datatype] (e.g. [x, MPI.DOUBLE])"
+    )
+
+
+def buffer_of(spec, what, writable=False, blocks=1):
+    """The :class:`Buffer` a buffer spec names; ``what`` names the argument in errors.
+
+    ``writable`` buffers receive data.  ``blocks`` is the number of ranks a "B" spec
+    (Gather's receive buffer, Scatter's send buffer) holds a block for: an explicit
+    count there is per block, as in mpi4py."""
+    buf, count, datatype = _split(spec, what)
+    array = _array_of(buf, what, writable)
+    if datatype is None:
+        datatype = datatype_of(array.dtype)
+        if datatype is None or array.dtype.kind in "OUSV" and array.size:
+            raise value_error(f"{what}: no MPI datatype for a {array.dtype} array")
+        if array.dtype.char == "B" and not isinstance(buf, np.ndarray):
+            datatype = BYTE  # bytes, bytearray: MPI.BYTE, as mpi4py infers
+    flat = array.reshape(-1)
+    if not datatype:
+        if flat.size:
+            raise value_error(f"{what}: MPI.DATATYPE_NULL describes no elements")
+        return Buffer(flat.view(np.uint8)[:0], datatype)
+    element = datatype.numpy
+    if flat.dtype != element:  # MPI reads the bytes as the datatype's elements
+        raw = flat.view(np.uint8)
+        if raw.size % element.itemsize:
+            raise value_error(
+                f"{what}: a buffer of {raw.size} bytes is not a whole number of "
+                f"{datatype!r} elements ({element.itemsize} bytes each)"
+            )
+        flat = raw.view(element)
+    if isinstance(count, tuple) and len(count) == 2:  # (counts, displs)
+        return _vector(flat, datatype, count, what)
+    if isinstance(count, list | tuple):  # counts, packed in rank order
+        return _vector(flat, datatype, (count, None), what)
+    if count is not None:
+        if not is_int(count) or count < 0:
+            raise value_error(f"{what}: count={count!r}: a count is an int >= 0")
+        total = int(count) * blocks
+        if total > flat.size:
+            each = f" ({count} per rank on {blocks} ranks)" if blocks > 1 else ""
+            raise value_error(
+                f"{what}: count {total}{each} is more than the buffer's {flat.size} "
+                f"{datatype!r} elements"
+            )
+        flat = flat[:total]
+    return Buffer(flat, datatype)
+
+
+def _vector(flat, datatype, counts_displs, what):
+    """A v-spec's buffer: counts (one per rank) and displacements (None: packed in order)."""
+    counts, displs = counts_displs
+    if is_int(counts):  # [buf, (count, displ), dt]: one count (and stride) for every rank,
+        return Buffer(flat, datatype, int(counts), displs)  # spread when the size is known
+    counts = tuple(int(c) for c in counts) if counts is not None else None
+    if displs is None and counts is not None:
+        displs = tuple(int(d) for d in np.concatenate([[0], np.cumsum(counts)[:-1]]))
+    elif displs is not None and not is_int(displs):
+        displs = tuple(int(d) for d in displs)
+    if counts is not None and any(c < 0 for c in counts):
+        raise value_error(f"{what}: counts {list(counts)}: every count is an int >= 0")
+    if counts is not None and is_int(displs):
+        displs = tuple(int(displs) + sum(counts[:i]) for i in range(len(counts)))
+    if counts is not None and displs is not None:
+        end = max((d + c for c, d in zip(counts, displs, strict=False)), default=0)
+        if end > flat.size:
+            raise value_error(
+                f"{what}: counts {list(counts)} at displacements {list(displs)} reach element "
+                f"{end}, past the buffer's {flat.size}"
+            )
+    return Buffer(flat, datatype, counts, displs)
+
+
+def _array_of(spec, what, writable):
+    if spec is None or isinstance(spec, Bottom):
+        return np.zeros(0, np.uint8)
+    if not isinstance(spec, np.ndarray):
+        spec = _exported(spec)
+    if not isinstance(spec, np.ndarray):
+        try:
+            view = memoryview(spec)
+        except TypeError:
+            raise value_error(
+                f"{what}: {shorten(spec)} (a {type(spec).__name__}) is not a buffer: give a "
+                "numpy array, array.array or bytes (lowercase calls such as send/bcast take "
+                "any Python object)"
+            ) from None
+        spec = np.frombuffer(view, np.uint8) if view.format in ("B", "c") else np.asarray(view)
+    if not spec.flags.c_contiguous:
+        raise value_error(
+            f"{what}: the array of shape {spec.shape} is not contiguous (a strided view): "
+            "pass np.ascontiguousarray(x), and copy the result back if it receives"
+        )
+    if writable and not spec.flags.writeable:
+        raise value_error(
+            f"{what}: the array of shape {spec.shape} is read-only, but it receives data: "
+            "pass a writeable array, e.g. x.copy()"
+        )
+    return spec
+
+
+class _Interface:
+    """An object numpy reads through ``__array_interface__`` (a copy of another's)."""
+
+    def __init__(self, interface, owner):
+        self.__array_interface__, self.owner = interface, owner
+
+
+def _exported(obj):
+    """A numpy view of an array that exports DLPack or an array interface
+    (``__cuda_array_interface__`` too: collsim's "GPU" memory is host memory)."""
+    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
+        return dlpack_view(obj)
+    for name in ("__array_interface__", "__cuda_array_interface__"):
+        interface = getattr(obj, name, None)
+        if isinstance(interface, dict):
+            interface = {k: v for k, v in interface.items() if k != "stream"}
+            interface["version"] = 3
+            return np.asarray(_Interface(interface, obj))
+    return obj

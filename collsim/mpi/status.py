@@ -1,0 +1,103 @@
+"""``MPI.Status``: where a received message came from, its tag and how much arrived.
+
+Examples
+--------
+>>> from .datatypes import DATATYPES
+>>> status = Status()
+>>> status._fill(3, 7, 24)
+>>> status.Get_source(), status.tag, status.Get_count(DATATYPES["DOUBLE"])
+(3, 7, 3)
+>>> status.Get_count(DATATYPES["LONG_DOUBLE"]) == UNDEFINED   # 24 B is not whole ones
+True
+"""
+
+import numpy as np
+
+from .datatypes import BYTE, Datatype
+from .exceptions import ERR_TYPE, SUCCESS, mpi_error
+
+__all__ = ["Status", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
+
+# mpi4py's values (MPICH's); a program compares against the names only
+ANY_SOURCE = -2
+ANY_TAG = -1
+PROC_NULL = -1
+UNDEFINED = -32766
+
+
+class Status:
+    """Where a message came from: ``source``, ``tag``, ``error`` and its size in bytes
+    (``Get_count(datatype)`` in elements).  ``Status(other)`` copies one."""
+
+    def __init__(self, status=None):
+        if status is not None and not isinstance(status, Status):
+            raise TypeError(f"MPI.Status({status!r}): give an MPI.Status to copy")
+        # the fields live in one int64 array, as MPI_Status is one C struct: tomemory()
+        # hands out a writable view of it, as mpi4py's does
+        self._memory = np.array([ANY_SOURCE, ANY_TAG, SUCCESS, 0, 0], dtype=np.int64)
+        if status is not None:
+            self._memory[:] = status._memory
+
+    source = property(lambda self: int(self._memory[0]), lambda self, v: self._set(0, v))
+    tag = property(lambda self: int(self._memory[1]), lambda self, v: self._set(1, v))
+    error = property(lambda self: int(self._memory[2]), lambda self, v: self._set(2, v))
+    count = property(lambda self: int(self._memory[3]), lambda self, v: self._set(3, v))
+    cancelled = property(lambda self: bool(self._memory[4]), lambda self, v: self._set(4, v))
+
+    def _set(self, field, value):
+        self._memory[field] = value
+
+    def tomemory(self):
+        """A writable view of the status's fields (source, tag, error, count in bytes,
+        cancelled)."""
+        return memoryview(self._memory)
+
+    def _fill(self, source, tag, nbytes):
+        self._memory[:4] = (source, tag, SUCCESS, nbytes)
+
+    def Get_source(self):
+        return self.source
+
+    def Get_tag(self):
+        return self.tag
+
+    def Get_error(self):
+        return self.error
+
+    def Get_count(self, datatype=BYTE):
+        """Elements of ``datatype`` that arrived (bytes by default); ``UNDEFINED`` where the
+        bytes are not a whole number of them."""
+        if not isinstance(datatype, Datatype) or not datatype:
+            raise mpi_error(ERR_TYPE, f"Status.Get_count({datatype!r}): give an MPI datatype")
+        whole, rest = divmod(self.count, datatype.Get_size())
+        return UNDEFINED if rest else whole
+
+    Get_elements = Get_count
+
+    def Set_elements(self, datatype, count):
+        self.count = count * datatype.Get_size()
+
+    def Set_source(self, source):
+        self.source = source
+
+    def Set_tag(self, tag):
+        self.tag = tag
+
+    def Set_error(self, error):
+        self.error = error
+
+    def Is_cancelled(self):
+        return self.cancelled
+
+    def Set_cancelled(self, flag):
+        self.cancelled = bool(flag)
+
+    def __eq__(self, other):
+        if not isinstance(other, Status):
+            return NotImplemented
+        return bool((self._memory == other._memory).all())
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"Status(source={self.source}, tag={self.tag}, count={self.count} B)"
