@@ -41,12 +41,13 @@ PRESETS = {
     "pcie-8gpu": lambda: hardware.topology("pcie-8gpu"),
 }
 CASES = [(name, algo, topo) for (name, algo) in BUILDERS for topo in {**GENERIC, **PRESETS}]
+RUNS_ON = {"nvls": "dgx-h100", "nvls_tree": "dgx-h100 x2"}  # NVLink SHARP: H100 only
 CASES += [
     (name, algo, topo)
     for (name, algo) in HARDWARE_BUILDERS
     for topo in PRESETS
-    if algo != "nvls" or topo == "dgx-h100"
-]  # NVLink SHARP: H100 only
+    if RUNS_ON.get(algo, topo) == topo
+]
 
 
 def _inputs(name, k, count, dtype="float64", seed=0):

@@ -96,11 +96,22 @@ def _foreign_dict_uses(tree):
         for target in n.targets
         if isinstance(target, ast.Name)
     }
+    # an object's own dict (``self.__dict__``), and a copy constructor that shares another
+    # handle's state on that line (mpi4py's ``Comm(comm)``: two handles, one communicator),
+    # keep nothing in a third object
+    own_lines = {
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and n.attr == "__dict__"
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "__dict__":
             name = node.value.id if isinstance(node.value, ast.Name) else None
-            if name not in own_classes | own_modules:
+            if name not in own_classes | own_modules and node.lineno not in own_lines:
                 found.append(node.lineno)
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "vars":
             found.append(node.lineno)
@@ -121,3 +132,7 @@ def test_the_dict_check_finds_what_it_looks_for():
     assert _foreign_dict_uses(ast.parse(code)) == [2]
     own = "class A:\n    pass\n\nSET = A.__dict__['x']\n"
     assert _foreign_dict_uses(ast.parse(own)) == []
+    copy = "class H:\n    def __init__(self, other):\n        self.__dict__ = other.__dict__\n"
+    assert _foreign_dict_uses(ast.parse(copy)) == []
+    stash = "def f(a, b):\n    a.__dict__.update(b.__dict__)\n"
+    assert _foreign_dict_uses(ast.parse(stash)) == [2, 2]

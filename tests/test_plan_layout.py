@@ -2,7 +2,8 @@
 
 ``collsim/plan/`` holds one module or subpackage per concept, in this order: the job
 description (``config``), memory, cost, the rules (with the nearest valid choices),
-the search, the report.  An import from a later concept would close a circle at the
+the search, the report, and serving a trained model (``inference``: KV cache and the
+roofline, for ``collsim infer --plan``).  An import from a later concept would close a circle at the
 concept level (as ``plan/report.py`` and ``plan/text.py`` once did at the module level);
 the modules stay short enough to read in one sitting.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_layering import MODULES, imports_of
 
-CONCEPTS = ("config", "memory", "cost", "rules", "search", "report")
+CONCEPTS = ("config", "memory", "cost", "rules", "search", "report", "inference")
 PLAN = sorted(m for m in MODULES if m.startswith("collsim.plan."))
 MAX_LINES = 320  # "about 300" (DESIGN.md): a module read in one sitting
 

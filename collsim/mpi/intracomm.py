@@ -230,7 +230,8 @@ def _as(cls, comm, **fields):
     if not comm:
         return comm
     made = cls(comm)
-    made.__dict__.update(fields)
+    for name, value in fields.items():
+        setattr(made, name, value)
     return made
 
 

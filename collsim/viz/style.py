@@ -32,6 +32,7 @@ collsim.errors.ConfigError: --style 'poster': choose one of paper, slides (neare
 
 import contextlib
 import contextvars
+import dataclasses
 import difflib
 import functools
 from dataclasses import dataclass
@@ -346,7 +347,7 @@ def styled(figure_function):
             kwargs["title"] = options["title"]  # the function's own title argument
         if not options:
             return finish(figure_function(*args, **kwargs))
-        chosen = look(**{**current().__dict__, **options})
+        chosen = look(**{**dataclasses.asdict(current()), **options})
         with use(chosen):
             return finish(figure_function(*args, **kwargs), chosen)
 
