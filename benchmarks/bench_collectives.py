@@ -52,8 +52,10 @@ def main():
     for k, n in cases:
         for model in ("maxmin", "ideal"):
             base, sim = numeric(k, n, model, 1 if args.quick else 3)
-            print(f"| {k} | 2^{int(np.log2(n))} | {model} | {base * 1e3:.1f} ms | "
-                  f"{sim * 1e3:.1f} ms | {sim / base:.2f}x |")  # fmt: skip
+            print(
+                f"| {k} | 2^{int(np.log2(n))} | {model} | {base * 1e3:.1f} ms | "
+                f"{sim * 1e3:.1f} ms | {sim / base:.2f}x |"
+            )
     k = 64 if args.quick else 1024
     seconds, transfers = count_only(k)
     print(

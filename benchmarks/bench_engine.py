@@ -156,13 +156,25 @@ def main(argv=None):
     parser.add_argument(
         "--quick", action="store_true", help="a small run (smoke test): 4,096 transfers per K"
     )
-    parser.add_argument("--ranks", type=str, default=None,
-                        help="comma-separated K to run (default 8,64,256,1024,4096)")  # fmt: skip
-    parser.add_argument("--transfers", type=int, default=None,
-                        help="about this many transfers per K (default 200,000; 4,096 with "
-                             "--quick); at least 2K, one round, are always moved")  # fmt: skip
-    parser.add_argument("--repeat", type=int, default=5,
-                        help="best of this many runs of each K, in turn (default 5)")  # fmt: skip
+    parser.add_argument(
+        "--ranks",
+        type=str,
+        default=None,
+        help="comma-separated K to run (default 8,64,256,1024,4096)",
+    )
+    parser.add_argument(
+        "--transfers",
+        type=int,
+        default=None,
+        help="about this many transfers per K (default 200,000; 4,096 with "
+        "--quick); at least 2K, one round, are always moved",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        help="best of this many runs of each K, in turn (default 5)",
+    )
     args = parser.parse_args(argv)
     try:
         sizes = SIZES if args.ranks is None else parse_ranks(args.ranks)

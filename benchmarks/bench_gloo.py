@@ -101,9 +101,10 @@ class GlooWorld:
         self.results = ctx.Queue()
         self.commands = [ctx.Queue() for _ in range(world)]
         port = free_port()
-        self.procs = [ctx.Process(target=gloo_worker,
-                                  args=(r, world, port, self.commands[r], self.results))
-                      for r in range(world)]  # fmt: skip
+        self.procs = [
+            ctx.Process(target=gloo_worker, args=(r, world, port, self.commands[r], self.results))
+            for r in range(world)
+        ]
         for p in self.procs:
             p.start()
 
@@ -164,9 +165,11 @@ def main(argv=None):
     args.ranks = args.ranks if args.ranks is not None else (2 if args.quick else 8)
     args.max_exp = args.max_exp if args.max_exp is not None else (12 if args.quick else 24)
     if args.ranks < 2 or args.repeats < 1 or not 0 <= args.min_exp <= args.max_exp <= 30:
-        parser.error(f"--ranks {args.ranks} --repeats {args.repeats} --min-exp "
-                     f"{args.min_exp} --max-exp {args.max_exp}: give K >= 2, at least one "
-                     "round and 0 <= min-exp <= max-exp <= 30")  # fmt: skip
+        parser.error(
+            f"--ranks {args.ranks} --repeats {args.repeats} --min-exp "
+            f"{args.min_exp} --max-exp {args.max_exp}: give K >= 2, at least one "
+            "round and 0 <= min-exp <= max-exp <= 30"
+        )
     print(machine_line())
     print(command_line(argv))
     try:
@@ -176,8 +179,10 @@ def main(argv=None):
         return 0
     print(f"torch {torch.__version__}; median of {args.repeats} interleaved round(s)")
     print()
-    print(f"| N (float32) | gloo, {args.ranks} processes | collsim ring, {args.ranks} ranks "
-          "| collsim / gloo |")  # fmt: skip
+    print(
+        f"| N (float32) | gloo, {args.ranks} processes | collsim ring, {args.ranks} ranks "
+        "| collsim / gloo |"
+    )
     print("|---|---|---|---|")
     cluster = collsim.Cluster(collsim.topology.ring(args.ranks, "100GB/s", "5us"))
     with GlooWorld(args.ranks) as gloo:

@@ -24,9 +24,11 @@ def numpy_baseline(k, n, dtype, seed=0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])  # fmt: skip
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     parser.add_argument("--quick", action="store_true", help="sizes 2^8 times smaller")
     args = parser.parse_args(argv)
     shrink = 8 if args.quick else 0
@@ -40,8 +42,10 @@ def main(argv=None):
         n >>= shrink
         base = best_of(3, lambda: numpy_baseline(k, n, dtype))  # noqa: B023
         ours = best_of(3, lambda: integer_inputs(k, n, dtype))  # noqa: B023
-        print(f"| {k} | 2^{n.bit_length() - 1} | {dtype} | {base * 1e3:.1f} ms "
-              f"| {ours * 1e3:.1f} ms | {ours / base:.2f}x |")  # fmt: skip
+        print(
+            f"| {k} | 2^{n.bit_length() - 1} | {dtype} | {base * 1e3:.1f} ms "
+            f"| {ours * 1e3:.1f} ms | {ours / base:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

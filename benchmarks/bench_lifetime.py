@@ -80,9 +80,11 @@ def fresh_clusters(count, k, n):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])  # fmt: skip
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     parser.add_argument("--clusters", type=int, default=50, help="fresh clusters (default 50)")
     parser.add_argument("--ranks", type=int, default=8, help="ranks per cluster (default 8)")
     parser.add_argument("--size", default="4MiB", help="float32 buffer per rank (default 4MiB)")
@@ -104,13 +106,17 @@ def main(argv=None):
     baseline = kept_baseline(k, n)
     alive, collected, grown, first, last = fresh_clusters(count, k, n)
     mib = units.format_size
-    print("| clusters | K | per rank | alive, collector off | alive after gc.collect() "
-          "| resident growth | one cluster kept (baseline) | growth / baseline "
-          "| first call | last call |")  # fmt: skip
+    print(
+        "| clusters | K | per rank | alive, collector off | alive after gc.collect() "
+        "| resident growth | one cluster kept (baseline) | growth / baseline "
+        "| first call | last call |"
+    )
     print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-    print(f"| {count} | {k} | {mib(n * 4)} | {alive} | {collected} | {mib(max(grown, 0))} "
-          f"| {mib(baseline)} | {grown / max(baseline, 1):.2f}x | {units.format_time(first)} "
-          f"| {units.format_time(last)} |")  # fmt: skip
+    print(
+        f"| {count} | {k} | {mib(n * 4)} | {alive} | {collected} | {mib(max(grown, 0))} "
+        f"| {mib(baseline)} | {grown / max(baseline, 1):.2f}x | {units.format_time(first)} "
+        f"| {units.format_time(last)} |"
+    )
 
 
 if __name__ == "__main__":

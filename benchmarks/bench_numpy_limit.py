@@ -113,8 +113,12 @@ def _format(seconds):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="K in {2, 8}, N in 2^10, 2^16")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="interleaved rounds (default 7, or 3 for N >= 2^20)")  # fmt: skip
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="interleaved rounds (default 7, or 3 for N >= 2^20)",
+    )
     args = parser.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give at least 1")
@@ -123,20 +127,23 @@ def main(argv=None):
     print(command_line(argv))
     print("median of interleaved rounds")
     print()
-    print("| K | N (float32) | numpy loop | numpy stack | numpy reduce | numpy prealloc "
-          "| collsim ring | collsim / fastest numpy |")  # fmt: skip
+    print(
+        "| K | N (float32) | numpy loop | numpy stack | numpy reduce | numpy prealloc "
+        "| collsim ring | collsim / fastest numpy |"
+    )
     print("|--:|--:|--:|--:|--:|--:|--:|--:|")
     for k in ks:
         for n in ns:
             if not fits(k, n):
-                print(f"| {k} | 2^{n.bit_length() - 1} | (left out: needs about "
-                      f"{4 * k * n * 4 / 2**30:.1f} GiB) | | | | | |")  # fmt: skip
+                print(
+                    f"| {k} | 2^{n.bit_length() - 1} | (left out: needs about "
+                    f"{4 * k * n * 4 / 2**30:.1f} GiB) | | | | | |"
+                )
                 continue
             rounds = args.rounds or (3 if n >= 2**20 else 7)
             times = measure(k, n, rounds)
             fastest = min(times[name] for name in [*VARIANTS, "prealloc"])
-            cells = " | ".join(_format(times[name])
-                               for name in [*VARIANTS, "prealloc", "collsim"])  # fmt: skip
+            cells = " | ".join(_format(times[name]) for name in [*VARIANTS, "prealloc", "collsim"])
             print(f"| {k} | 2^{n.bit_length() - 1} | {cells} | {times['collsim'] / fastest:.1f}x |")
 
 

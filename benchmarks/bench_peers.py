@@ -58,9 +58,11 @@ KS = (2, 8, 64)
 NS = (2**10, 2**16, 2**20, 2**24)
 PEERS = ("threaded", "gloo", "mpi")
 TITLES = {"threaded": "threaded PG", "gloo": "gloo", "mpi": "MPI"}
-INSTALL = {"threaded": "pip install torch==2.13.0 for a CPU build",
-           "gloo": "pip install torch==2.13.0 for a CPU build",
-           "mpi": "pip install mpi4py mpich"}  # fmt: skip
+INSTALL = {
+    "threaded": "pip install torch==2.13.0 for a CPU build",
+    "gloo": "pip install torch==2.13.0 for a CPU build",
+    "mpi": "pip install mpi4py mpich",
+}
 
 
 class ThreadedWorld:
@@ -76,11 +78,13 @@ class ThreadedWorld:
         multi_threaded_pg._install_threaded_pg()
         store = dist.HashStore()
         self.world, self.n, self.expected = world, None, None
-        self.go, self.start, self.done = (threading.Barrier(world + 1, timeout=timeout)
-                                          for _ in range(3))  # fmt: skip
+        self.go, self.start, self.done = (
+            threading.Barrier(world + 1, timeout=timeout) for _ in range(3)
+        )
         self.correct, self.errors = [True] * world, []
-        self.threads = [threading.Thread(target=self._rank, args=(r, store), daemon=True)
-                        for r in range(world)]  # fmt: skip
+        self.threads = [
+            threading.Thread(target=self._rank, args=(r, store), daemon=True) for r in range(world)
+        ]
         for t in self.threads:
             t.start()
 
@@ -178,10 +182,18 @@ class MpiWorld:
         self.folder = tempfile.mkdtemp(prefix="bench_peers_mpi_")
         for rank in range(world):
             os.mkfifo(os.path.join(self.folder, str(rank)))
-        cmd = [mpirun_path(), "-n", str(world), sys.executable, os.path.abspath(__file__),
-               "--mpi-worker", self.folder]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     text=True)  # fmt: skip
+        cmd = [
+            mpirun_path(),
+            "-n",
+            str(world),
+            sys.executable,
+            os.path.abspath(__file__),
+            "--mpi-worker",
+            self.folder,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
+        )
         # opening a FIFO for writing waits for its reader: every rank is up after this
         self.fifos = [open(os.path.join(self.folder, str(r)), "w") for r in range(world)]
 
@@ -283,8 +295,10 @@ def open_worlds(k, peers, mpi_max_ranks, notes):
         free = free_bytes()
         if free is not None and k * GLOO_RANK_BYTES > free / 2:
             need = format_size(k * GLOO_RANK_BYTES)
-            notes.append(f"left out: gloo at K = {k}: {k} processes with torch need about "
-                         f"{need}, over half the free memory")  # fmt: skip
+            notes.append(
+                f"left out: gloo at K = {k}: {k} processes with torch need about "
+                f"{need}, over half the free memory"
+            )
         else:
             worlds["gloo"] = GlooWorld(k)
     if "mpi" in peers:
@@ -303,8 +317,9 @@ def parse_sizes(text):
         try:
             n = 2 ** int(item[2:]) if item.startswith("2^") else int(item)
         except ValueError:
-            raise ValueError(f"--sizes {text!r}: {item!r} is neither 2^e nor a whole "
-                             "number (e.g. 2^10,2^16)") from None  # fmt: skip
+            raise ValueError(
+                f"--sizes {text!r}: {item!r} is neither 2^e nor a whole number (e.g. 2^10,2^16)"
+            ) from None
         if not 1 <= n <= 2**30:
             raise ValueError(f"--sizes {text!r}: {item!r} elements is outside 1..2^30")
         sizes.append(n)
@@ -315,8 +330,9 @@ def parse_peers(text):
     peers = () if text.strip() == "none" else tuple(p.strip() for p in text.split(","))
     bad = [p for p in peers if p not in PEERS]
     if bad:
-        raise ValueError(f"--peers {text!r}: no peer {bad[0]!r}; choose from "
-                         f"{','.join(PEERS)} or none")  # fmt: skip
+        raise ValueError(
+            f"--peers {text!r}: no peer {bad[0]!r}; choose from {','.join(PEERS)} or none"
+        )
     return peers
 
 
@@ -328,17 +344,30 @@ def main(argv=None):
     )
     parser.add_argument("--quick", action="store_true", help="K in {2, 8}, N in 2^10, 2^16")
     parser.add_argument("--ranks", help="comma-separated K (default 2,8,64)")
-    parser.add_argument("--sizes", help="comma-separated N, float32 per rank, as 2^e or a "
-                                        "number (default 2^10,2^16,2^20,2^24)")  # fmt: skip
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 7, or 3 for "
-                                                   "N >= 2^20; 3 with --quick)")  # fmt: skip
-    parser.add_argument("--peers", default=",".join(PEERS),
-                        help="comma-separated peers to run next to numpy and collsim: "
-                             "threaded, gloo, mpi or none (default: all installed)")  # fmt: skip
-    parser.add_argument("--mpi-max-ranks", type=int, default=8,
-                        help="run MPI only up to this K (default 8: MPICH ranks poll "
-                             "while they wait, so far more ranks than cores time the "
-                             "scheduler)")  # fmt: skip
+    parser.add_argument(
+        "--sizes",
+        help="comma-separated N, float32 per rank, as 2^e or a "
+        "number (default 2^10,2^16,2^20,2^24)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="interleaved rounds (default 7, or 3 for N >= 2^20; 3 with --quick)",
+    )
+    parser.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help="comma-separated peers to run next to numpy and collsim: "
+        "threaded, gloo, mpi or none (default: all installed)",
+    )
+    parser.add_argument(
+        "--mpi-max-ranks",
+        type=int,
+        default=8,
+        help="run MPI only up to this K (default 8: MPICH ranks poll "
+        "while they wait, so far more ranks than cores time the "
+        "scheduler)",
+    )
     parser.add_argument("--mpi-worker", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mpi_worker:
@@ -361,13 +390,16 @@ def main(argv=None):
     if "threaded" in peers or "gloo" in peers:
         import torch
 
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads "
-              "(gloo ranks: 1 each)")  # fmt: skip
+        print(
+            f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads "
+            "(gloo ranks: 1 each)"
+        )
     print("median of interleaved rounds")
     print()
     columns = ["numpy limit", "collsim ring", *(TITLES[p] for p in PEERS)]
-    print(f"| K | N (float32) | {' | '.join(columns)} | collsim / best peer "
-          "| collsim / numpy limit |")  # fmt: skip
+    print(
+        f"| K | N (float32) | {' | '.join(columns)} | collsim / best peer | collsim / numpy limit |"
+    )
     print("|--:|--:|" + "--:|" * (len(columns) + 2))
     notes = []
     for k in ks:
@@ -377,8 +409,10 @@ def main(argv=None):
                 ok, need = fits(k, n, len(worlds))
                 label = f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else f"{n:,}"
                 if not ok:
-                    print(f"| {k} | {label} | (left out: needs about {format_size(need)}, "
-                          "over half the free memory) |" + " |" * (len(columns) + 1))  # fmt: skip
+                    print(
+                        f"| {k} | {label} | (left out: needs about {format_size(need)}, "
+                        "over half the free memory) |" + " |" * (len(columns) + 1)
+                    )
                     continue
                 rounds = args.rounds or (3 if args.quick or n >= 2**20 else 7)
                 times = measure(k, n, rounds, worlds)
@@ -387,8 +421,10 @@ def main(argv=None):
             for world in worlds.values():
                 world.close()
     print()
-    print("numpy limit = the fastest of numpy loop / stack / reduce (named in brackets); "
-          "best peer = the fastest of the peers that ran; - = not run")  # fmt: skip
+    print(
+        "numpy limit = the fastest of numpy loop / stack / reduce (named in brackets); "
+        "best peer = the fastest of the peers that ran; - = not run"
+    )
     for note in notes:
         print(note)
     return 0

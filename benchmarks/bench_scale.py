@@ -115,8 +115,18 @@ def measure(k, count, records):
     alpha, beta = ring_alpha_beta(graph)
     expected = 2 * (k - 1) * (alpha + count * ITEMSIZE / (k * beta))
     assert abs(out.time - expected) <= 1e-9 * expected, (out.time, expected)
-    run = ScaleRun(k, transfers, build, call, call if cached else max(call - build, 0.0),
-                   cached, baseline, peak, out.time, expected)  # fmt: skip
+    run = ScaleRun(
+        k,
+        transfers,
+        build,
+        call,
+        call if cached else max(call - build, 0.0),
+        cached,
+        baseline,
+        peak,
+        out.time,
+        expected,
+    )
     print(json.dumps(dataclasses.asdict(run)), flush=True)
     if records:
         t0 = time.perf_counter()
@@ -164,8 +174,9 @@ def run_child(k, count, records, timeout, max_rss):
         stdout, _ = proc.communicate()
         stderr.seek(0)
         if not why and proc.returncode != 0:
-            raise SystemExit(f"bench_scale: K = {k} failed (exit {proc.returncode}):\n"
-                             f"{stderr.read()}")  # fmt: skip
+            raise SystemExit(
+                f"bench_scale: K = {k} failed (exit {proc.returncode}):\n{stderr.read()}"
+            )
     lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     run = ScaleRun(**lines[0]) if lines else None
     records = lines[1] if len(lines) > 1 else None
@@ -206,17 +217,33 @@ def main(argv=None):
         epilog="Example: python benchmarks/bench_scale.py --ranks 256,1024 --size 1MiB",
     )
     parser.add_argument("--quick", action="store_true", help="K = 64 and 256 only (seconds)")
-    parser.add_argument("--ranks", type=str, default=None,
-                        help="comma-separated K to run (default 256,1024,4096)")  # fmt: skip
-    parser.add_argument("--size", type=_size, default=2**20,
-                        help="bytes per rank, float32, e.g. 1MiB (default) or 64MiB; a "
-                             "multiple of 4*K bytes so that the K chunks are equal")  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=600.0,
-                        help="seconds one K may run before it is stopped (600)")  # fmt: skip
-    parser.add_argument("--max-rss", type=_size, default=8 * 2**30,
-                        help="resident memory at which a K is stopped (default 8GiB)")  # fmt: skip
-    parser.add_argument("--no-records", action="store_true",
-                        help="do not build the trace's transfer records after the run")  # fmt: skip
+    parser.add_argument(
+        "--ranks", type=str, default=None, help="comma-separated K to run (default 256,1024,4096)"
+    )
+    parser.add_argument(
+        "--size",
+        type=_size,
+        default=2**20,
+        help="bytes per rank, float32, e.g. 1MiB (default) or 64MiB; a "
+        "multiple of 4*K bytes so that the K chunks are equal",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds one K may run before it is stopped (600)",
+    )
+    parser.add_argument(
+        "--max-rss",
+        type=_size,
+        default=8 * 2**30,
+        help="resident memory at which a K is stopped (default 8GiB)",
+    )
+    parser.add_argument(
+        "--no-records",
+        action="store_true",
+        help="do not build the trace's transfer records after the run",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -232,22 +259,30 @@ def main(argv=None):
     for k in sizes:
         if args.size % (ITEMSIZE * k):
             nearest = max(1, round(args.size / (ITEMSIZE * k))) * ITEMSIZE * k
-            parser.error(f"--size {args.size} B is not K = {k} equal float32 chunks: give a "
-                         f"multiple of {ITEMSIZE * k} B, such as {nearest} B")  # fmt: skip
+            parser.error(
+                f"--size {args.size} B is not K = {k} equal float32 chunks: give a "
+                f"multiple of {ITEMSIZE * k} B, such as {nearest} B"
+            )
     count = args.size // ITEMSIZE
 
     print(machine_line())
     print(command_line(argv))
-    print(f"count-only ring all-reduce, {format_size(args.size)} float32 per rank; one run "
-          f"per K, each in a fresh process (limits {args.timeout:g} s, "
-          f"{format_size(args.max_rss)} resident)")  # fmt: skip
+    print(
+        f"count-only ring all-reduce, {format_size(args.size)} float32 per rank; one run "
+        f"per K, each in a fresh process (limits {args.timeout:g} s, "
+        f"{format_size(args.max_rss)} resident)"
+    )
     if SLOW_ON_UNBATCHED in sizes and not args.quick:
-        print(f"warning: K = {SLOW_ON_UNBATCHED} moves 16x the transfers of K = 1024 and can "
-              "take many minutes and gigabytes on code without batched steps")  # fmt: skip
+        print(
+            f"warning: K = {SLOW_ON_UNBATCHED} moves 16x the transfers of K = 1024 and can "
+            "take many minutes and gigabytes on code without batched steps"
+        )
     print()
-    print("| K ranks | transfers | build (s) | call (s) | run (s) | transfers/s | peak RSS "
-          "| bytes / transfer | records (s) | bytes / record | simulated time "
-          "| closed form |")  # fmt: skip
+    print(
+        "| K ranks | transfers | build (s) | call (s) | run (s) | transfers/s | peak RSS "
+        "| bytes / transfer | records (s) | bytes / record | simulated time "
+        "| closed form |"
+    )
     print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|")
     cached = False
     for k in sizes:
@@ -255,13 +290,18 @@ def main(argv=None):
         cached = cached or (run is not None and run.schedule_cached)
         print(row(k, run, records, why), flush=True)
     print()
-    how = ("run = the call (registry.build caches the schedule, so the timed build warmed it)"
-           if cached else "run = call - build (the call builds its schedule again)")  # fmt: skip
-    print(f"{how}; transfers/s = transfers / call; bytes / transfer = (peak RSS after the "
-          "call - the peak before the build) / transfers; records = building the trace's "
-          "transfer records afterwards (trace.transfers), and bytes / record the same with "
-          "the peak after that; closed form = 2(K-1)(alpha + S/(K beta)), its relative "
-          "error in brackets")  # fmt: skip
+    how = (
+        "run = the call (registry.build caches the schedule, so the timed build warmed it)"
+        if cached
+        else "run = call - build (the call builds its schedule again)"
+    )
+    print(
+        f"{how}; transfers/s = transfers / call; bytes / transfer = (peak RSS after the "
+        "call - the peak before the build) / transfers; records = building the trace's "
+        "transfer records afterwards (trace.transfers), and bytes / record the same with "
+        "the peak after that; closed form = 2(K-1)(alpha + S/(K beta)), its relative "
+        "error in brackets"
+    )
     return 0
 
 

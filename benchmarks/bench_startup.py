@@ -41,16 +41,26 @@ COMMANDS = [
 def timed(argv, code, cwd, rounds):
     """Best (wall, CPU) seconds of ``python -m collsim ARGV`` over ``rounds`` fresh
     interpreters, or None when the command is refused (an older checkout)."""
-    env = dict(os.environ, PYTHONPATH=str(code), MPLBACKEND="Agg",
-               COLLSIM_LESSON_OUT=str(Path(cwd) / "pictures"))  # fmt: skip
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(code),
+        MPLBACKEND="Agg",
+        COLLSIM_LESSON_OUT=str(Path(cwd) / "pictures"),
+    )
     for name in ("COLLSIM_LESSONS", "COLLSIM_SOLUTIONS", "COLLSIM_LANG"):
         env.pop(name, None)
     best = (float("inf"), float("inf"))
     for _ in range(rounds):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "collsim", *argv], cwd=cwd, env=env,
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "collsim", *argv],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -33,8 +33,10 @@ from collsim.viz.output import save_figure
 
 def table(curves):
     """The comparison as markdown rows: preset, algorithm, size, busbw, published, ratio."""
-    rows = ["| preset | GPUs | algorithm (ran) | size | collsim busbw | published busbw | ratio |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| preset | GPUs | algorithm (ran) | size | collsim busbw | published busbw | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for curve in curves:
         for p in published_for(curve):
             # the largest size measured up to the one the figure was read at
@@ -42,22 +44,29 @@ def table(curves):
             mine = curve.busbw_GBps[i]
             where = p.preset if p.nodes == 1 else f"{p.preset} x{p.nodes}"
             asked = p.algorithm or "auto"
-            rows.append(f"| {where} | {curve.ranks} | {asked} ({curve.chosen[i]}) | "
-                        f"{format_size(p.size)} | {mine:.1f} GB/s | ~{p.busbw_GBps:g} GB/s | "
-                        f"{mine / p.busbw_GBps:.3f} |")  # fmt: skip
+            rows.append(
+                f"| {where} | {curve.ranks} | {asked} ({curve.chosen[i]}) | "
+                f"{format_size(p.size)} | {mine:.1f} GB/s | ~{p.busbw_GBps:g} GB/s | "
+                f"{mine / p.busbw_GBps:.3f} |"
+            )
     return "\n".join(rows)
 
 
 def floors(curves):
     """The small-message end: time at the smallest size against the sum of its steps'
     latencies, and busbw there against busbw at the largest size."""
-    rows = ["| preset / algorithm | size | ran | steps | time | steps' latencies | "
-            "busbw there / at the largest size |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| preset / algorithm | size | ran | steps | time | steps' latencies | "
+        "busbw there / at the largest size |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for curve in curves:
         bw = curve.busbw_GBps
-        rows.append(f"| {curve.spec.key} | {format_size(curve.sizes[0])} | {curve.chosen[0]} | "
-                    f"{curve.steps[0]} | {curve.times[0] * 1e6:.2f} µs | "
-                    f"{curve.floors[0] * 1e6:.2f} µs | {bw[0] / bw[-1]:.1e} |")  # fmt: skip
+        rows.append(
+            f"| {curve.spec.key} | {format_size(curve.sizes[0])} | {curve.chosen[0]} | "
+            f"{curve.steps[0]} | {curve.times[0] * 1e6:.2f} µs | "
+            f"{curve.floors[0] * 1e6:.2f} µs | {bw[0] / bw[-1]:.1e} |"
+        )
     return "\n".join(rows)
 
 

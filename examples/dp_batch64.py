@@ -37,9 +37,12 @@ DP, BATCH, FEATURES, HIDDEN, STEPS = 4, 64, 16, 64, 3
 
 rng = np.random.default_rng(4)
 model = Sequential(
-    Linear.init(FEATURES, HIDDEN, rng), GELU(), Linear.init(HIDDEN, HIDDEN, rng), GELU(),
+    Linear.init(FEATURES, HIDDEN, rng),
+    GELU(),
+    Linear.init(HIDDEN, HIDDEN, rng),
+    GELU(),
     Linear.init(HIDDEN, FEATURES, rng),
-)  # fmt: skip
+)
 batches = [
     (rng.uniform(-1, 1, (BATCH, FEATURES)), rng.uniform(-1, 1, (BATCH, FEATURES)))
     for _ in range(STEPS)
@@ -47,8 +50,10 @@ batches = [
 cluster = Cluster(topology.switch(DP, bandwidth="100GB/s", latency="5us"), compute_rate=1e12)
 run = train_data_parallel(cluster, model, batches, dp=DP, optimizer=SGD(lr=0.1))
 
-print(f"global batch {BATCH} = micro batch {run.micro_batch} × dp {run.dp} × accumulation "
-      f"{run.accumulation}: each rank takes {BATCH // DP} samples")  # fmt: skip
+print(
+    f"global batch {BATCH} = micro batch {run.micro_batch} × dp {run.dp} × accumulation "
+    f"{run.accumulation}: each rank takes {BATCH // DP} samples"
+)
 first_pass = LayerPass("forward", "0 Linear")  # the record of the first layer's forward
 first = next(c for c in run.result.trace.computes if c.rank == 0 and c.meta == first_pass)
 rows = (first.end - first.start) * cluster.compute_rate / (2 * FEATURES * HIDDEN)
@@ -74,8 +79,9 @@ for s, (x, target) in enumerate(batches):
     diff = max(float(np.max(np.abs(step["grads"][k] - grads[k]))) for k in grads)
     print(f"{s + 1:>4}  {step['loss']:<14.10f}  {float(loss):<15.10f}  {diff:<14.3g}", end="  ")
     if s == STEPS - 1:
-        worst = max(float(np.max(np.abs(p[k] - reference.params[k])))
-                    for p in run.replicas for k in grads)  # fmt: skip
+        worst = max(
+            float(np.max(np.abs(p[k] - reference.params[k]))) for p in run.replicas for k in grads
+        )
         print(f"{worst:.3g}")
     else:
         print("(checked at the end)")
@@ -101,8 +107,10 @@ many = train_data_parallel(slow, model, batches[:1], dp=DP, bucket_bytes="2KiB")
 print("\none step at 1 GFLOP/s per rank, 1 GB/s and 1 us per link:")
 for name, r in (("one 25 MiB bucket", one), ("2 KiB buckets", many)):
     o = r.overlap[0]
-    print(f"  {name:<18} buckets {str(r.buckets):<19} step {format_time(r.time):>9}, "
-          f"communication {format_time(o.comm_s):>9}, "
-          f"exposed {format_time(o.exposed_s):>9}")  # fmt: skip
+    print(
+        f"  {name:<18} buckets {str(r.buckets):<19} step {format_time(r.time):>9}, "
+        f"communication {format_time(o.comm_s):>9}, "
+        f"exposed {format_time(o.exposed_s):>9}"
+    )
 assert many.overlap[0].exposed_s < one.overlap[0].exposed_s
 assert many.steps[0]["grads"].keys() == one.steps[0]["grads"].keys()

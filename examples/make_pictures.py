@@ -58,14 +58,15 @@ def fsdp_step(ranks=4, prefetch="both"):
     config = ParallelConfig(dp=ranks, zero=3, prefetch=prefetch, t_f=0)
     cluster = collsim.Cluster(topology.switch(ranks, "10GB/s", "5us"), compute_rate="1GFLOP/s")
     model = toy_model(4, hidden=16, heads=2)
-    return train(model, [toy_batch(ranks, seq=8, hidden=16)], config, cluster=cluster,
-                 optimizer=Adam(1e-3))  # fmt: skip
+    return train(
+        model, [toy_batch(ranks, seq=8, hidden=16)], config, cluster=cluster, optimizer=Adam(1e-3)
+    )
 
 
 def fsdp_memory_figure():
-    return memory_timeline_figure(fsdp_step(), ranks=[0],
-                                  title="FSDP (ZeRO-3) on 4 ranks, prefetch both: memory of "
-                                  "rank 0")  # fmt: skip
+    return memory_timeline_figure(
+        fsdp_step(), ranks=[0], title="FSDP (ZeRO-3) on 4 ranks, prefetch both: memory of rank 0"
+    )
 
 
 def pictures(folder):

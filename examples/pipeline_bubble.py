@@ -25,8 +25,10 @@ FREE = {"bandwidth": "inf", "latency": 0}  # links that cost nothing: the comput
 TIMES = {"t_f": 1e-3, "t_b": 1e-3, "t_w": 1e-3}  # seconds per micro-batch per stage
 
 print(f"p={P} stages, m={M} micro-batches, t_f = t_b = t_w = 1 ms, free links\n")
-print(f"{'schedule':<16} {'bubble':>8} {'formula':>8} {'fraction':>9} {'formula':>8}  "
-      f"{'peak in-flight per stage':<26} match")  # fmt: skip
+print(
+    f"{'schedule':<16} {'bubble':>8} {'formula':>8} {'fraction':>9} {'formula':>8}  "
+    f"{'peak in-flight per stage':<26} match"
+)
 for name, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1)):
     r = pipeline_step(name, P, M, virtual=v, **TIMES, **FREE)
     label = f"{name} v={v}" if v > 1 else name

@@ -129,12 +129,12 @@ def planner_activation_bytes(L, B, s, h, a):
     return memory["activations_layers"]
 
 
-cases = [(32, 1, 2048, 4096, 32), (24, 4, 1024, 2048, 16), (2, 8, 512, 768, 12), (96, 1, 2048, 12288, 96)]  # fmt: skip
+cases = [(32, 1, 2048, 4096, 32), (24, 4, 1024, 2048, 16), (2, 8, 512, 768, 12), (96, 1, 2048, 12288, 96)]
 teach.check_function("1.2", activation_bytes_answer, planner_activation_bytes, cases,
                      compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="B",
                      given={"L": "layers", "B": "samples in the micro-batch",
                             "s": "tokens per sequence", "h": "hidden size", "a": "heads"},
-                     hint="L times one layer's s·B·h·(34 + 5·a·s/h)")  # fmt: skip
+                     hint="L times one layer's s·B·h·(34 + 5·a·s/h)")
 
 # %% [markdown]
 # Now a concrete model: a GPT of about 7B parameters (32 layers, hidden 4096, 32 heads,
@@ -152,7 +152,7 @@ print(f"activations in total    {format_size(m1['activations'])} (with embedding
 print(f"model states            {format_size(m1['params'] + m1['grads'] + m1['optimizer'])}")
 print(f"total                   {format_size(m1['total'])} of {format_size(m1['gpu_memory'])}")
 for name, change in (("micro-batch", dict(micro_batch=2, global_batch=2)),
-                     ("layers", dict(layers=64))):  # fmt: skip
+                     ("layers", dict(layers=64))):
     m2 = plan(**{**shape, "micro_batch": 1, "global_batch": 1, **change}).memory
     print(
         f"double the {ljust(name, 14)} -> layers' activations x{m2['activations_layers'] / m1['activations_layers']:.3g}"
@@ -192,7 +192,7 @@ teach.check(
     hint="M_layer(4096) / M_layer(2048) = 2·(34 + 5as'/h) / (34 + 5as/h), s' = 2s",
 )
 print(f"activations per layer: {format_size(short)} at s = {shape['seq']}, "
-      f"{format_size(long)} at s = {2 * shape['seq']}")  # fmt: skip
+      f"{format_size(long)} at s = {2 * shape['seq']}")
 
 # %% [markdown]
 # More than double: the tokens double, and so does each token's attention-score term
@@ -234,12 +234,12 @@ teach.check(
 )
 print(f"activations per layer: {format_size(m1['activations_per_layer'])} -> "
       f"{format_size(mf['activations_per_layer'])} "
-      f"({m1['activations_per_layer'] / mf['activations_per_layer']:.3g}x less)")  # fmt: skip
+      f"({m1['activations_per_layer'] / mf['activations_per_layer']:.3g}x less)")
 print(
     f"activations in total:  {format_size(m1['activations'])} -> {format_size(mf['activations'])}"
 )
 print(f"FLOPs per token per parameter: {one_gpu.compute['flop_per_token_per_param']} -> "
-      f"{full.compute['flop_per_token_per_param']}")  # fmt: skip
+      f"{full.compute['flop_per_token_per_param']}")
 print(
     f"total on one GPU: {format_size(mf['total'])} of {format_size(mf['gpu_memory'])}: fits? {mf['fits']}"
 )

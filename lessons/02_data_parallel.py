@@ -52,7 +52,7 @@ from collsim.viz.utilization import time_unit, utilization_figure
 DP, BATCH, FEATURES, HIDDEN = 4, 64, 16, 64
 rng = np.random.default_rng(4)
 model = Sequential(Linear.init(FEATURES, HIDDEN, rng), GELU(), Linear.init(HIDDEN, HIDDEN, rng),
-                   GELU(), Linear.init(HIDDEN, FEATURES, rng))  # fmt: skip
+                   GELU(), Linear.init(HIDDEN, FEATURES, rng))
 x = rng.uniform(-1, 1, (BATCH, FEATURES))
 target = rng.uniform(-1, 1, (BATCH, FEATURES))
 
@@ -89,7 +89,7 @@ forgot_division_answer = None  # your prediction: |g_global| / |g_single|
 cluster = collsim.Cluster(topology.switch(DP, bandwidth="100GB/s", latency="5us"))
 per_rank = BATCH // DP
 local = [flat(gradient(model, x[r * per_rank : (r + 1) * per_rank],
-                       target[r * per_rank : (r + 1) * per_rank])) for r in range(DP)]  # fmt: skip
+                       target[r * per_rank : (r + 1) * per_rank])) for r in range(DP)]
 result = cluster.all_reduce(local, op="sum")
 g_global = result.outputs[0]
 g_avg = g_global / DP
@@ -98,11 +98,11 @@ teach.check("2.1", forgot_division_answer,
             given=[teach.Quantity("dp", DP, "data-parallel ranks"),
                    teach.Quantity("B", BATCH, "samples in the batch"),
                    teach.Quantity("B/dp", BATCH // DP, "samples per rank")],
-            hint="the all-reduce adds dp local gradients, each about as large as the mean one")  # fmt: skip
+            hint="the all-reduce adds dp local gradients, each about as large as the mean one")
 print(f"every rank got the same sum: {all(np.array_equal(o, g_global) for o in result.outputs)}")
 print(f"max |g_avg - g_single| = {np.max(np.abs(g_avg - g_single)):.3g} (float64 rounding)")
 print(f"all-reduce: {format_size(result.stats.bytes_sent[0])} sent per rank, "
-      f"{format_time(result.time)} simulated")  # fmt: skip
+      f"{format_time(result.time)} simulated")
 
 # %% [markdown]
 # (Lesson 4 explains those bytes: how a ring all-reduce moves them and why the number per
@@ -118,7 +118,7 @@ print(f"all-reduce: {format_size(result.stats.bytes_sent[0])} sent per rank, "
 # %%
 run = train_data_parallel(cluster, model, [(x, target)], dp=DP, optimizer=SGD(lr=0.1))
 print(f"global batch {BATCH} = micro-batch {run.micro_batch} x dp {run.dp} x "
-      f"accumulation {run.accumulation}")  # fmt: skip
+      f"accumulation {run.accumulation}")
 g_run = flat(run.steps[0]["grads"])
 print(f"max |g_rank0 - g_single| = {np.max(np.abs(g_run - g_single)):.3g}")
 
@@ -127,7 +127,7 @@ SGD(lr=0.1).step(reference.params, gradient(reference, x, target))
 worst = max(np.max(np.abs(p[k] - reference.params[k])) for p in run.replicas for k in p)
 same = all(np.array_equal(p[k], run.replicas[0][k]) for p in run.replicas for k in p)
 print(f"after one step: max |theta_replica - theta_1_device| = {worst:.3g}; "
-      f"the 4 replicas are bitwise identical: {same}")  # fmt: skip
+      f"the 4 replicas are bitwise identical: {same}")
 
 # %% [markdown]
 # The replicas are *bitwise* identical, not just close: the all-reduce hands every rank the
@@ -166,7 +166,7 @@ teach.check_function("2.2", accumulation_steps_answer, reference_accumulation, c
                      unit="micro-batches",
                      given={"global_batch": "samples per optimizer step",
                             "dp": "data-parallel replicas", "micro_batch": "samples per pass"},
-                     hint="global_batch = micro_batch · dp · accumulation, solved for accumulation")  # fmt: skip
+                     hint="global_batch = micro_batch · dp · accumulation, solved for accumulation")
 
 # %% [markdown]
 # A configuration that breaks the rule is refused with all four numbers and the choices
@@ -210,10 +210,10 @@ teach.check(
     hint="count the all-reduces per optimizer step, and the bytes of each",
 )
 print(f"global batch {BATCH} = micro-batch {accumulated.micro_batch} x dp {accumulated.dp} x "
-      f"accumulation {accumulated.accumulation}")  # fmt: skip
+      f"accumulation {accumulated.accumulation}")
 print(f"max |g_accumulated - g_single| = {np.max(np.abs(g_acc - g_single)):.3g}")
 print(f"all-reduce bytes per rank: {format_size(sent_one)} (accumulation 1), "
-      f"{format_size(sent_acc)} (accumulation 4)")  # fmt: skip
+      f"{format_size(sent_acc)} (accumulation 4)")
 
 # %% [markdown]
 # ## Hiding the all-reduce behind backward
@@ -241,19 +241,19 @@ spans = [c for c in buckets.result.trace.computes if c.rank == 0]
 forward_end = max(c.end for c in spans if c.meta.kind == "forward")
 backward_end = max(c.end for c in spans)
 print(f"rank 0: forward 0 s .. {format_time(forward_end)}, backward {format_time(forward_end)}"
-      f" .. {format_time(backward_end)}")  # fmt: skip
+      f" .. {format_time(backward_end)}")
 for name, r in (("one bucket", one_bucket), ("2 KiB buckets", buckets)):
     o = r.overlap[0]
     print(f"{name:<14} bucket sizes {r.buckets!s:<19} step {format_time(r.time):>9}, "
-          f"all-reduce {format_time(o.comm_s):>9} of which exposed {format_time(o.exposed_s):>9}")  # fmt: skip
+          f"all-reduce {format_time(o.comm_s):>9} of which exposed {format_time(o.exposed_s):>9}")
 fig = utilization_figure(slow_topology, buckets.result,
-                         title="data-parallel step on 4 ranks: gradient buckets on the links")  # fmt: skip
+                         title="data-parallel step on 4 ranks: gradient buckets on the links")
 # mark rank 0's forward and backward (from the same trace) on the time axis
 ax, scale = fig.axes[0], time_unit(buckets.time)[0]
 for start, end, name in ((0, forward_end, "forward"), (forward_end, backward_end, "backward")):
     ax.axvline(end / scale, color="black", ls="--", lw=1.2)
     ax.text((start + end) / 2 / scale, 7.3, name, ha="center", va="center", fontsize=12,
-            bbox={"fc": "white", "ec": "#999999"})  # fmt: skip
+            bbox={"fc": "white", "ec": "#999999"})
 teach.show(fig, "02_dp_buckets_utilization")
 
 # %% [markdown]

@@ -73,7 +73,7 @@ for stage in range(4):
     state = params + grads + optimizer
     print(f"  ZeRO-{stage}: {format_size(params):>10} + {format_size(grads):>10} + "
           f"{format_size(optimizer):>10} = {format_size(state):>10} per GPU "
-          f"({state / PSI_7B:5.2f} B per parameter), fits: {state <= GPU_MEMORY}")  # fmt: skip
+          f"({state / PSI_7B:5.2f} B per parameter), fits: {state <= GPU_MEMORY}")
 
 PSI_FIGURE_1, GPUS_FIGURE_1 = 7.5e9, 64
 print(f"\nthe ZeRO paper's Figure 1: Ψ = 7.5e9 parameters on {GPUS_FIGURE_1} GPUs")
@@ -114,7 +114,7 @@ def model_state(peak):
 FORMULAS = {0: "16Ψ", 1: "4Ψ + 12Ψ/N", 2: "2Ψ + 14Ψ/N", 3: "16Ψ/N"}
 print(f"\nbusiest rank of {DP}, peak bytes per category (model state = params + grads + optimizer)")
 print(f"{'stage':<7}{'params':>11}{'grads':>11}{'optimizer':>11}{'model state':>13}  "
-      f"{'formula':<12}{'formula value':>13}{'gathered':>11}  match")  # fmt: skip
+      f"{'formula':<12}{'formula value':>13}{'gathered':>11}  match")
 for stage, run in runs.items():
     peak = busiest(memory_peaks(run.trace, run.mesh.size))
     held = peak.to_dict()
@@ -122,7 +122,7 @@ for stage, run in runs.items():
     print(f"ZeRO-{stage}{format_size(held['params']):>12}{format_size(held['grads']):>11}"
           f"{format_size(held['optimizer']):>11}{format_size(model_state(peak)):>13}  "
           f"{FORMULAS[stage]:<12}{format_size(formula):>13}"
-          f"{format_size(held['gathered_params']):>11}  {run.match}")  # fmt: skip
+          f"{format_size(held['gathered_params']):>11}  {run.match}")
     assert model_state(peak) == formula  # measured = the ZeRO paper's formula, to the byte
 print(f"\none block in bf16: 2 × {UNIT_PSI:,} = {format_size(2 * UNIT_PSI)}")
 
@@ -156,12 +156,12 @@ def same_bytes(got, want):
 
 
 cases = [(0, 4, PSI), (1, 4, PSI), (2, 4, PSI), (3, 4, PSI), (1, 2, PSI), (2, 8, PSI),
-         (3, 8, PSI), (3, 8, PSI_7B), (1, 64, PSI_7B), (2, 64, PSI_7B)]  # fmt: skip
+         (3, 8, PSI), (3, 8, PSI_7B), (1, 64, PSI_7B), (2, 64, PSI_7B)]
 teach.check_function("3.1", model_state_per_rank_answer, measured_model_state, cases,
                      compare=same_bytes, unit="B",
                      given={"n": "data-parallel ranks", "psi": "parameters"},
                      hint="16Ψ at stage 0; stage 1 shards the 12Ψ of optimizer state over n, "
-                     "stage 2 the 2Ψ of gradients too, stage 3 the 2Ψ of parameters too")  # fmt: skip
+                     "stage 2 the 2Ψ of gradients too, stage 3 the 2Ψ of parameters too")
 
 # %% [markdown]
 # ## The bytes: ZeRO-3 sends 1.5× what data parallel sends
@@ -182,17 +182,17 @@ teach.check_function("3.1", model_state_per_rank_answer, measured_model_state, c
 # %%
 b = batch[0].dtype.itemsize  # bytes per element the numerics move (float64)
 ring = {name: closed_form(name, "ring", DP, PSI * b, alpha=0.0, beta=1.0).bytes_per_rank
-        for name in ("all_reduce", "reduce_scatter", "all_gather")}  # fmt: skip
+        for name in ("all_reduce", "reduce_scatter", "all_gather")}
 expected = {0: ring["all_reduce"], 1: ring["reduce_scatter"] + ring["all_gather"],
             2: ring["reduce_scatter"] + ring["all_gather"],
-            3: ring["reduce_scatter"] + 2 * ring["all_gather"]}  # fmt: skip
+            3: ring["reduce_scatter"] + 2 * ring["all_gather"]}
 print(f"bytes rank 0 sends in one step (b = {b} B per element, Ψ·b = {format_size(PSI * b)})")
 for stage, run in runs.items():
     sent = {name: per_rank[0] for (dim, name), per_rank in run.bytes_by_group.items()}
     total = sum(sent.values())
     parts = ", ".join(f"{name} {format_size(n)}" for name, n in sorted(sent.items()))
     print(f"ZeRO-{stage}: {format_size(total):>10} (closed form {format_size(expected[stage]):>10})"
-          f" = {total / runs[0].bytes_by_group[('dp', 'all_reduce')][0]:.2f}× DDP:  {parts}")  # fmt: skip
+          f" = {total / runs[0].bytes_by_group[('dp', 'all_reduce')][0]:.2f}× DDP:  {parts}")
     assert total == expected[stage]
 
 # %% [markdown]
@@ -205,7 +205,7 @@ all_gathers_answer = None  # your prediction: all-gather calls per step
 
 # %%
 calls = {(t.tag.group, t.tag.call) for t in runs[3].trace.transfers
-         if t.src == 0 and t.tag.collective == "all_gather"}  # fmt: skip
+         if t.src == 0 and t.tag.collective == "all_gather"}
 teach.check(
     "3.2",
     all_gathers_answer,
@@ -259,18 +259,18 @@ for prefetch, run in fsdp.items():
     print(f"prefetch={prefetch:<5} step {format_time(run.time):>9}; rank 0 communicates "
           f"{format_time(run.overlap[0].comm_s):>9}, exposed {format_time(run.overlap[0].exposed_s):>9};"
           f" gathered peak {format_size(gathered)} = {gathered / unit_bytes:g} block(s); "
-          f"match {run.match}")  # fmt: skip
+          f"match {run.match}")
 longest = max(run.time for run in fsdp.values())  # one time axis for both pictures
 for prefetch, how in (("none", "without"), ("both", "with")):
     title = f"FSDP on 4 ranks {how} prefetch: rank 0's memory over the step"
     fig = memory_timeline_figure(fsdp[prefetch].trace, ranks=[0], title=title,
-                                 window=(0, longest))  # fmt: skip
+                                 window=(0, longest))
     # mark where this run's step ends (the picture's time axis is in time_unit's unit)
     scale, ax = time_unit(longest)[0], fig.axes[0]
     ax.axvline(fsdp[prefetch].time / scale, color="black", ls="--", lw=1.2)
     ax.annotate("step ends", (fsdp[prefetch].time / scale, 0.3), xycoords=("data", "axes fraction"),
                 xytext=(-6, 0), textcoords="offset points", ha="right", fontsize=10,
-                bbox={"fc": "white", "ec": "#999999"})  # fmt: skip
+                bbox={"fc": "white", "ec": "#999999"})
     teach.show(fig, f"03_fsdp_memory_timeline_prefetch_{prefetch}")
 
 # %% [markdown]
@@ -296,7 +296,7 @@ for ax, (prefetch, run) in zip(axes, fsdp.items()):
     ax.set_ylabel("blocks gathered")
     ax.set_title(f"prefetch={prefetch!r}: step {format_time(run.time)}, exposed communication "
                  f"{format_time(run.overlap[0].exposed_s)} (bars on top: rank 0's all-gathers)",
-                 fontsize=11, loc="left")  # fmt: skip
+                 fontsize=11, loc="left")
 axes[-1].set_xlabel("simulated time (ms)")
 fig.suptitle("FSDP, rank 0: gathered parameters without and with prefetch", fontweight="bold")
 teach.show(fig, "03_fsdp_gathered_units")
@@ -334,9 +334,9 @@ hsdp_inter_node_answer = None  # your prediction: bytes between nodes, all 8 ran
 NODES, PER_NODE = 2, 4
 two_nodes = topology.hierarchical(NODES, PER_NODE)
 layouts = {"FSDP, shard over 8": ParallelConfig(dp=8, zero=3, t_f=0),
-           "HSDP, 2 replicas x 4 shards": ParallelConfig(dp=8, zero=3, dp_replicate=2, t_f=0)}  # fmt: skip
+           "HSDP, 2 replicas x 4 shards": ParallelConfig(dp=8, zero=3, dp_replicate=2, t_f=0)}
 hsdp_runs = {name: train(model, [batch], config, cluster=collsim.Cluster(two_nodes),
-                         optimizer=Adam(lr=1e-2)) for name, config in layouts.items()}  # fmt: skip
+                         optimizer=Adam(lr=1e-2)) for name, config in layouts.items()}
 
 
 def inter_node_bytes(run):
@@ -363,7 +363,7 @@ for name, run in hsdp_runs.items():
     state = model_state(busiest(memory_peaks(run.trace, run.mesh.size)))
     total = sum(t.nbytes for t in run.trace.transfers)
     print(f"{name:<29}{format_size(inter_node_bytes(run)):>14}{format_size(total):>12}"
-          f"{format_size(state):>18}{format_time(run.time):>10}  {run.match}")  # fmt: skip
+          f"{format_size(state):>18}{format_time(run.time):>10}  {run.match}")
 print("\nHSDP bytes per rank by mesh dimension:")
 for (dim, name), per_rank in sorted(hsdp.bytes_by_group.items()):
     print(f"  {dim:<13}{name:<15}{format_size(per_rank[0]):>10}")

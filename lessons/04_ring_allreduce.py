@@ -58,7 +58,7 @@ result = cluster.all_reduce(buffers, algorithm="ring")
 for view in result.steps(include_initial=True):
     print(view)
 print("every rank's output equals numpy's sum:",
-      all(np.array_equal(out, np.sum(buffers, axis=0)) for out in result.outputs))  # fmt: skip
+      all(np.array_equal(out, np.sum(buffers, axis=0)) for out in result.outputs))
 
 # %% [markdown]
 # The same, drawn. After step 3 of 6 (the last of the reduce-scatter) each rank holds
@@ -100,7 +100,7 @@ teach.check(
     hint="2(K-1) steps, each sending one chunk of N/K elements of b bytes",
 )
 print(f"bytes sent per rank: {format_size(big.stats.bytes_sent[0])} on every rank: "
-      f"{set(big.stats.bytes_sent) == {big.stats.bytes_sent[0]}} ({big.stats.steps} steps)")  # fmt: skip
+      f"{set(big.stats.bytes_sent) == {big.stats.bytes_sent[0]}} ({big.stats.steps} steps)")
 
 # %% [markdown]
 # ## Which chunk does rank r send at step s?
@@ -147,7 +147,7 @@ correct_4_2 = teach.check_function(
                                     "first send.")],
     hint="at step 1 rank r sends the chunk just before its own; each later step, the chunk "
     "it has just received; keep the index in 0 .. K-1",
-)  # fmt: skip
+)
 
 # %% [markdown]
 # That rule is the whole algorithm. Here it is as a **rank program**: a generator that
@@ -178,10 +178,10 @@ rule = chunk_sent_answer if correct_4_2 and chunk_sent_answer is not None else s
 mine = cluster.run(lambda rank: my_ring_all_reduce(rank, buffers[rank.id], rule))
 print("using", "your chunk_sent" if rule is chunk_sent_answer else "the schedule's rule")
 print("outputs equal numpy's sum:",
-      all(np.array_equal(out, np.sum(buffers, axis=0)) for out in mine.returns))  # fmt: skip
+      all(np.array_equal(out, np.sum(buffers, axis=0)) for out in mine.returns))
 print(f"bytes sent per rank: {format_size(mine.stats.bytes_sent[0])} "
       f"(collsim's: {format_size(result.stats.bytes_sent[0])}); "
-      f"the same on every rank: {mine.stats.bytes_sent == result.stats.bytes_sent}")  # fmt: skip
+      f"the same on every rank: {mine.stats.bytes_sent == result.stats.bytes_sent}")
 print(f"simulated time: {format_time(mine.time)} (collsim's: {format_time(result.time)})")
 
 # %% [markdown]
@@ -201,7 +201,7 @@ print(f"simulated time: {format_time(mine.time)} (collsim's: {format_time(result
 # %%
 alpha, beta = 5e-6, 100e9  # the links above: 5 us, 100 GB/s
 print(f"{'K':>3} {'steps':>5} {'bytes/rank':>11} {'/ S':>7} {'simulated':>10} "
-      f"{'closed form':>11} {'latency':>9} {'bandwidth':>9}")  # fmt: skip
+      f"{'closed form':>11} {'latency':>9} {'bandwidth':>9}")
 for k in (2, 4, 8, 16, 32, 64):
     run = collsim.Cluster(topology.ring(k, "100GB/s", "5us")).all_reduce(
         count=S // 4, dtype="float32"
@@ -211,7 +211,7 @@ for k in (2, 4, 8, 16, 32, 64):
     sent = run.stats.bytes_sent[0]
     print(f"{k:>3} {run.stats.steps:>5} {format_size(sent):>11} {sent / S:>7.4g} "
           f"{format_time(run.time):>10} {format_time(form.time_s):>11} "
-          f"{format_time(latency):>9} {format_time(form.time_s - latency):>9}")  # fmt: skip
+          f"{format_time(latency):>9} {format_time(form.time_s - latency):>9}")
 
 # %% [markdown]
 # The bandwidth column levels off; only the latency column keeps growing with $K$. For a
@@ -237,15 +237,15 @@ ring_on_switch = collsim.Cluster(switch8).all_reduce(
 )
 teach.check("4.3", root_link_bytes_answer, expected=naive.stats.link_bytes[("switch", 0)],
             unit="B", ranks=8, given=[teach.Quantity("S", S, "bytes in one buffer")],
-            hint="in the gather step every rank but the root sends its whole buffer to the root")  # fmt: skip
+            hint="in the gather step every rank but the root sends its whole buffer to the root")
 print(f"naive: {naive.stats.steps} steps; bytes on switch -> r0: "
-      f"{format_size(naive.stats.link_bytes[('switch', 0)])}")  # fmt: skip
+      f"{format_size(naive.stats.link_bytes[('switch', 0)])}")
 print(f"ring:  {ring_on_switch.stats.steps} steps; bytes on switch -> r0: "
-      f"{format_size(ring_on_switch.stats.link_bytes[('switch', 0)])}")  # fmt: skip
+      f"{format_size(ring_on_switch.stats.link_bytes[('switch', 0)])}")
 for name, r in (("naive", naive), ("ring", ring_on_switch)):
     loads = r.stats.link_bytes.values()
     print(f"{name:<5}  busiest link {format_size(max(loads))}, all links together "
-          f"{format_size(sum(loads))}")  # fmt: skip
+          f"{format_size(sum(loads))}")
 
 # %% [markdown]
 # Both algorithms move the same bytes in total (printed above); what differs is where.

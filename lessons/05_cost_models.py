@@ -64,7 +64,7 @@ teach.check(
     hint="α + n/β with n = 2^20 bytes and β = 10^11 bytes/s",
 )
 print(f"alpha = {format_time(alpha)}, beta = {format_rate(beta)}, "
-      f"alpha*beta = {format_size(alpha * beta)}")  # fmt: skip
+      f"alpha*beta = {format_size(alpha * beta)}")
 print(f"{'n':>10} {'simulated':>10} {'n/beta':>10} {'(n/beta)/alpha':>14}")
 for n in (8, 1024, 64 * 1024, int(alpha * beta), 2**20, 64 * 2**20):
     t = send_time(pair, n)
@@ -76,7 +76,7 @@ for n in (8, 1024, 64 * 1024, int(alpha * beta), 2**20, 64 * 2**20):
         else "balanced"
     )
     print(f"{format_size(n):>10} {format_time(t):>10} {format_time(n / beta):>10} "
-          f"{n / beta / alpha:>14.3g}  {bound}")  # fmt: skip
+          f"{n / beta / alpha:>14.3g}  {bound}")
 
 # %% [markdown]
 # ## A collective: steps · α + bytes / β
@@ -114,12 +114,12 @@ teach.check(
     hint="set 2(K-1)·α equal to 2(K-1)/K · S/β and solve for S",
 )
 print(f"latency term {format_time(latency_term)}; bandwidth term {format_time(per_byte)} "
-      f"per byte, {format_time(per_byte * 2**20)} per MiB")  # fmt: skip
+      f"per byte, {format_time(per_byte * 2**20)} per MiB")
 ring8 = collsim.Cluster(topology.ring(k, bandwidth="100GB/s", latency="5us"))
 for size in (balance / 64, balance, 64 * balance):
     t = ring8.all_reduce(count=int(size) // 4, dtype="float32").time
     print(f"S = {format_size(size):>10}: simulated {format_time(t):>10} = "
-          f"{t / latency_term:6.3g} x the latency term")  # fmt: skip
+          f"{t / latency_term:6.3g} x the latency term")
 
 # %% [markdown]
 # ## Tree against ring
@@ -159,13 +159,13 @@ def closed_form_crossover(K, alpha, beta):
 
 
 cases = [(4, 5e-6, 100e9), (8, 5e-6, 100e9), (16, 10e-6, 100e9), (64, 2e-6, 25e9),
-         (12, 1e-6, 300e9), (1000, 5e-6, 50e9)]  # fmt: skip
+         (12, 1e-6, 300e9), (1000, 5e-6, 50e9)]
 correct_5_3 = teach.check_function("5.3", crossover_answer, closed_form_crossover, cases,
                                    compare=lambda got, want: abs(got - want) <= 1e-6 * want,
                                    unit="B", given={"K": "ranks", "alpha": "latency (s)",
                                                     "beta": "bandwidth (B/s)"},
                                    hint="write 2⌈log2 K⌉(α + S/β) = 2(K-1)(α + S/(Kβ)) and "
-                                   "solve it for S; ⌈log2 K⌉ is math.ceil(math.log2(K))")  # fmt: skip
+                                   "solve it for S; ⌈log2 K⌉ is math.ceil(math.log2(K))")
 
 # %% [markdown]
 # Now the simulation: a sweep of buffer sizes on one switch of 16 ranks, tree against ring,
@@ -182,7 +182,7 @@ predicted = rule(16, a16, b16)
 data = sweep(switch16, algorithms=["tree", "ring"], sizes=[2**e for e in range(4, 29)])
 for i, before, after in data.changes():
     print(f"simulated: {before} fastest up to {format_size(data.sizes[i])}, "
-          f"{after} from {format_size(data.sizes[i + 1])}")  # fmt: skip
+          f"{after} from {format_size(data.sizes[i + 1])}")
 print(f"closed forms: crossover at {format_size(predicted)} (path alpha {format_time(a16)})")
 teach.show(sweep_figure(switch16, data=data), "05_sweep_tree_vs_ring")
 
@@ -220,15 +220,15 @@ switch8 = topology.switch(8, bandwidth="100GB/s", latency="5us")
 naive = {}
 for model in ("maxmin", "ideal"):
     naive[model] = collsim.Cluster(switch8, model=model).all_reduce(
-        count=S // 4, dtype="float32", algorithm="naive")  # fmt: skip
+        count=S // 4, dtype="float32", algorithm="naive")
     print(f"naive all-reduce of {format_size(S)}, {model=}: {format_time(naive[model].time)}")
 print(f"max-min / ideal: {naive['maxmin'].time / naive['ideal'].time:.3g}x")
 teach.show(utilization_figure(switch8, naive["maxmin"],
                               title="naive all-reduce, max-min sharing: the root's link is the bottleneck"),
-           "05_utilization_naive_maxmin")  # fmt: skip
+           "05_utilization_naive_maxmin")
 teach.show(utilization_figure(switch8, naive["ideal"],
                               title='naive all-reduce, model="ideal": every link looks busy'),
-           "05_utilization_naive_ideal")  # fmt: skip
+           "05_utilization_naive_ideal")
 
 # %% [markdown]
 # Read the two pictures row by row. With max-min sharing, the root's link (`switch → r0`
@@ -279,7 +279,7 @@ teach.check(
 )
 for model, (in_order_time, shuffled_time) in times.items():
     print(f"model={model!r:<8}: in order {format_time(in_order_time)}, "
-          f"ranks {order}: {format_time(shuffled_time)} ({ratios[model]:.3g}x)")  # fmt: skip
+          f"ranks {order}: {format_time(shuffled_time)} ({ratios[model]:.3g}x)")
 
 # %% [markdown]
 # The ideal model charges the mis-ordered ring only for the latency of its longer paths

@@ -48,12 +48,12 @@ report = plan(**job)
 dp = report.communication["dp"]
 tokens_per_gpu = report.scaling["tokens_per_dp_rank"]
 print(f"D = {report.derived['global_batch']} x {job['seq']} / {report.derived['dp']} "
-      f"= {tokens_per_gpu:,.0f} tokens per GPU per step")  # fmt: skip
+      f"= {tokens_per_gpu:,.0f} tokens per GPU per step")
 print(f"P = {format_flops(report.config.compute_rate)} per GPU, "
-      f"BW = {format_rate(dp['bandwidth'])} ({dp['link']}), b = {report.derived['element_bytes']} B")  # fmt: skip
+      f"BW = {format_rate(dp['bandwidth'])} ({dp['link']}), b = {report.derived['element_bytes']} B")
 print(f"compute per step:             {format_time(report.compute['time_s'])}")
 print(f"gradient all-reduce per step: {format_time(dp['time_s'])} "
-      f"({dp['ops']['gradient_all_reduce']['steps_per_call']} ring steps)")  # fmt: skip
+      f"({dp['ops']['gradient_all_reduce']['steps_per_call']} ring steps)")
 print(f"compute / communication:      {report.compute['time_s'] / dp['time_s']:.4g}")
 
 # %% [markdown]
@@ -73,7 +73,7 @@ for size in ("1.3B", "7B", "70B", "175B"):
     r = plan(**{**job, "params": size})
     t_comm = r.communication["dp"]["time_s"]
     print(f"{size:>6} {format_time(r.compute['time_s']):>10} {format_time(t_comm):>11} "
-          f"{r.compute['time_s'] / t_comm:>7.4g} {r.scaling['compute_to_communication']:>13.4g}")  # fmt: skip
+          f"{r.compute['time_s'] / t_comm:>7.4g} {r.scaling['compute_to_communication']:>13.4g}")
 
 # %% [markdown]
 # The ratio of the two times sits a little above $3D\,\mathrm{BW}/(Pb)$ because the ring
@@ -94,19 +94,19 @@ compute_to_comm_answer = None  # your function: def compute_to_comm(params, glob
 def planner_ratio(params, global_batch, seq, gpus, bandwidth, compute_rate, grad_bytes):
     r = plan(params=params, global_batch=global_batch, seq=seq, world_size=gpus,
              intra_bandwidth=bandwidth, inter_bandwidth=bandwidth, compute_rate=compute_rate,
-             precision={2: "bf16", 4: "fp32"}[grad_bytes])  # fmt: skip
+             precision={2: "bf16", 4: "fp32"}[grad_bytes])
     return r.scaling["compute_to_communication"]
 
 
 cases = [(7e9, 512, 2048, 64, 25e9, 150e12, 2), (70e9, 512, 2048, 64, 25e9, 150e12, 2),
          (1.3e9, 256, 1024, 32, 50e9, 400e12, 4), (175e9, 1536, 2048, 768, 25e9, 150e12, 2),
-         (7e9, 64, 4096, 8, 300e9, 150e12, 2)]  # fmt: skip
+         (7e9, 64, 4096, 8, 300e9, 150e12, 2)]
 teach.check_function("6.1", compute_to_comm_answer, planner_ratio, cases,
                      compare=lambda got, want: abs(got - want) <= 1e-9 * want, unit="x",
                      given={"global_batch": "sequences per step", "seq": "tokens per sequence",
                             "gpus": "GPUs", "grad_bytes": "bytes per gradient element"},
                      hint="D is the tokens per GPU, global_batch · seq / gpus; P and BW are "
-                     "compute_rate and bandwidth")  # fmt: skip
+                     "compute_rate and bandwidth")
 
 # %% [markdown]
 # ## Four knobs, not three
@@ -155,7 +155,7 @@ for name, change in changes.items():
     s = plan(**{**job, **change}).scaling
     ratio = s["compute_to_communication"]
     print(f"{name:<40} {ratio:>6.4g} {ratio / base:>8.3g} {format_time(s['step_time_s']):>9} "
-          f"{s['efficiency']:>10.1%}")  # fmt: skip
+          f"{s['efficiency']:>10.1%}")
 
 # %% [markdown]
 # The faster GPU still finishes the step sooner (compare the step column), but a larger
@@ -219,7 +219,7 @@ for row in scaling_rows(DEFAULT_JOB, gpus=[8, 16, 256, 512]):
     print(f"{row['gpus']:>4} GPUs ({row['link']}): compute {format_time(row['compute_s']):>9}, "
           f"communication {format_time(row['comm_bandwidth_s'] + row['comm_latency_s']):>9}, "
           f"efficiency {row['efficiency']:.1%} if nothing overlaps, "
-          f"{row['efficiency_overlapped']:.1%} if the all-reduce hides behind compute")  # fmt: skip
+          f"{row['efficiency_overlapped']:.1%} if the all-reduce hides behind compute")
 teach.show(scaling_figure(DEFAULT_JOB), "06_strong_scaling")
 
 # %% [markdown]

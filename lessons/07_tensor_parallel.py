@@ -93,7 +93,7 @@ per = D_OUT // TP
 for r, (shape, y, dx, dw) in enumerate(col.returns):
     same_dw = np.allclose(dw, grads_ref["weight"][:, r * per : (r + 1) * per])
     print(f"rank {r}: holds W_{r} of shape {shape};  Y == X·W: {np.allclose(y, y_ref)};  "
-          f"dX == one device's: {np.allclose(dx, dx_ref)};  dW_{r} == columns of dW: {same_dw}")  # fmt: skip
+          f"dX == one device's: {np.allclose(dx, dx_ref)};  dW_{r} == columns of dW: {same_dw}")
 col_bytes = collective_bytes(col.trace, TP)  # printed after Exercise 7.1, which predicts it
 
 # %% [markdown]
@@ -238,7 +238,7 @@ for name, program in [("Megatron f/g", megatron_program), ("gather, then split",
 # `collsim verify tp-mlp` does the same for several SGD steps against one device:
 report = verify("tp-mlp", tp=TP, batch=B, hidden=H, seq=S, steps=3)
 print(f"verify tp-mlp: 3 SGD steps match one device: {report.match} "
-      f"(largest relative difference {report.max_rel_diff:.1e})")  # fmt: skip
+      f"(largest relative difference {report.max_rel_diff:.1e})")
 
 # %% [markdown]
 # **Exercise 7.3 — predict, then check.** How many bytes does each rank send for one forward
@@ -254,7 +254,7 @@ teach.check("7.3", mlp_bytes_answer, expected=results["Megatron f/g"].stats.byte
                    teach.Quantity("N", B * S * H, "elements of one activation"),
                    teach.Quantity("all-reduces", 2, "all-reduces (g forward, f backward)")],
             hint="two all-reduces (g in the forward, f in the backward), each of B·S·H "
-            "elements: 2 × 2(t-1)/t · N · b")  # fmt: skip
+            "elements: 2 × 2(t-1)/t · N · b")
 for name, run in results.items():
     print(f"{name:>18}: {format_size(run.stats.bytes_sent[0])} sent per rank")
 ratio = (
@@ -282,7 +282,7 @@ print(f"\nthe unpaired version moves {ratio:.3g}× the bytes of Megatron's pairi
 
 # %%
 topo = collsim.topology.hierarchical(2, 4, intra="900GB/s", inter="50GB/s",
-                                     intra_latency="1us", inter_latency="5us")  # fmt: skip
+                                     intra_latency="1us", inter_latency="5us")
 alpha_in, beta_in = path_alpha_beta(topo, 0, 1)  # GPU -> node switch -> GPU
 alpha_out, beta_out = path_alpha_beta(topo, 0, 4)  # GPU -> NIC -> fabric -> NIC -> GPU
 print(f"inside a machine: α = {format_time(alpha_in)}, β = {format_rate(beta_in)}")
@@ -319,7 +319,7 @@ for name, mesh in placements.items():
     runs[name] = collsim.Cluster(topo).run(mlp_on_mesh, mesh)
     print(f"{name:>16}: forward + backward {format_time(runs[name].time):>9} simulated "
           f"(correct: {all(runs[name].returns)}), {format_size(runs[name].stats.bytes_sent[0])} "
-          "per rank")  # fmt: skip
+          "per rank")
 slow = runs["TP across nodes"].time / runs["TP inside a node"].time
 print(f"\nsame bytes, same math: crossing machines makes the step {slow:.3g}× slower")
 
@@ -379,11 +379,11 @@ teach.check(
 formula = closed_form("all_reduce", "ring", ranks=4, size=size, alpha=alpha_out, beta=beta_out)
 print(f"closed form: {format_time(formula.time_s)}")
 print(f"one all-reduce of {format_size(size)}: inside a node {format_time(inside.time)}, "
-      f"across nodes {format_time(across.time)} ({across.time / inside.time:.3g}× slower)")  # fmt: skip
+      f"across nodes {format_time(across.time)} ({across.time / inside.time:.3g}× slower)")
 for name, result in [("inside a node", inside), ("across nodes", across)]:
     total = 4 * LAYERS * result.time
     print(f"  {name}: 4 × {LAYERS} layers × {format_time(result.time)} = {format_time(total)} "
-          "of TP all-reduces per micro-batch, on the critical path")  # fmt: skip
+          "of TP all-reduces per micro-batch, on the critical path")
 
 # %% [markdown]
 # ## Takeaways

@@ -78,7 +78,7 @@ teach.check(
 )
 print(f"formula (p-1)/(m+p-1): {gpipe.formula_bubble_fraction():.6g}")
 print(f"step {format_time(gpipe.step_time)}; each stage busy {format_time(gpipe.busy_time[0])}, "
-      f"idle {format_time(gpipe.idle_time[0])}")  # fmt: skip
+      f"idle {format_time(gpipe.idle_time[0])}")
 teach.show(timeline_figure(gpipe), "08_gpipe_timeline")
 
 # %% [markdown]
@@ -100,7 +100,7 @@ for m in (1, 2, 4, 8, 16, 32):
 # %%
 TARGET = 0.10
 m_needed = next(m for m in range(1, 200)
-                if pipeline_step("1f1b", P, m).bubble_fraction <= TARGET + 1e-12)  # fmt: skip
+                if pipeline_step("1f1b", P, m).bubble_fraction <= TARGET + 1e-12)
 
 microbatches_needed_answer = None  # your prediction: a number of micro-batches
 
@@ -130,7 +130,7 @@ print(one_f_one_b.schedule.table())
 for r in (gpipe, one_f_one_b):
     print(f"\n{r.schedule.name:>5}: bubble {r.bubble_fraction:.2%};  peak in-flight micro-batches "
           f"per stage {r.peak_inflight} (formula {r.formula_peak_inflight()});  "
-          f"peak activation bytes per stage {r.peak_activation_bytes}")  # fmt: skip
+          f"peak activation bytes per stage {r.peak_activation_bytes}")
 teach.show(timeline_figure(one_f_one_b), "08_1f1b_timeline")
 
 # %%
@@ -160,7 +160,7 @@ teach.check("8.3", peak_inflight_answer, expected=one_f_one_b_16.peak_inflight[0
             alternatives=[teach.Alternative("m, what GPipe holds", 16,
                                             "1F1B starts its backwards after p - s warm-up "
                                             "forwards, and each backward frees one.")],
-            hint="stage s holds min(p - s, m); stage 0 is s = 0")  # fmt: skip
+            hint="stage s holds min(p - s, m); stage 0 is s = 0")
 gpipe_16 = pipeline_step("gpipe", stages=P, microbatches=16)
 print(f"GPipe with m=16 holds {gpipe_16.peak_inflight[0]} on stage 0")
 
@@ -186,9 +186,9 @@ for r in (one_f_one_b, interleaved):
     v = r.schedule.virtual
     print(f"{r.schedule.name:>11} v={v}: bubble {r.bubble_fraction:.2%} "
           f"(formula {r.formula_bubble_fraction():.2%});  {len(r.trace.transfers)} messages, "
-          f"{format_size(sum(r.run.stats.bytes_sent))};  match {r.match}")  # fmt: skip
+          f"{format_size(sum(r.run.stats.bytes_sent))};  match {r.match}")
 print(f"\npeak in-flight on each stage, counted in chunks (1/v of a stage's activations): "
-      f"{interleaved.peak_inflight}")  # fmt: skip
+      f"{interleaved.peak_inflight}")
 teach.show(timeline_figure(interleaved), "08_interleaved_timeline")
 
 # %% [markdown]
@@ -216,7 +216,7 @@ teach.check_function("8.4", bubble_answer, measured_bubble,
                          "Narayanan et al.'s bubble (p-1)/(v·m)", lambda p, m, v: (p - 1) / (v * m),
                          "It divides the idle time by the ideal compute time; the check measures "
                          "the share of the whole step.")],
-                     hint="the idle time shrinks v-fold: (p-1)/v slots out of m + (p-1)/v")  # fmt: skip
+                     hint="the idle time shrinks v-fold: (p-1)/v slots out of m + (p-1)/v")
 
 # %% [markdown]
 # ## Zero bubble: fill the gaps with weight gradients
@@ -263,9 +263,9 @@ teach.check(
     hint="(p-1)(t_f + t_b - t_w) with the pass times printed above",
 )
 print(f"\nzb-h1: bubble {zb.bubble_fraction:.2%} (formula {zb.formula_bubble_fraction():.2%}), "
-      f"peak in-flight {zb.peak_inflight}, match {zb.match}")  # fmt: skip
+      f"peak in-flight {zb.peak_inflight}, match {zb.match}")
 print(f"1f1b : idle per stage {format_time(one_f_one_b.bubble_time)};  "
-      f"zb-h1: {format_time(zb.bubble_time)}")  # fmt: skip
+      f"zb-h1: {format_time(zb.bubble_time)}")
 teach.show(timeline_figure(zb), "08_zb_h1_timeline")
 
 # %% [markdown]
@@ -278,7 +278,7 @@ teach.show(timeline_figure(zb), "08_zb_h1_timeline")
 
 # %%
 CLOSED_FORMS = {"gpipe": "(p-1)/(m+p-1)", "1f1b": "(p-1)/(m+p-1)",
-                "interleaved": "(p-1)/(v·m+p-1)", "zb-h1": "(p-1)(t_f+t_b-t_w)/step"}  # fmt: skip
+                "interleaved": "(p-1)/(v·m+p-1)", "zb-h1": "(p-1)(t_f+t_b-t_w)/step"}
 print(
     f"{'schedule':<17}{'bubble':>7}{'formula':>9}  {'closed form':<24}{'peak in-flight':<18}"
     "messages"

@@ -63,12 +63,12 @@ activations = B * S * D * BF16
 scores = B * H * S * S * BF16
 print(f"activations B·S·D·b   = {B}·{S}·{D}·{BF16} = {format_size(activations)} per layer")
 print(f"scores      B·H·S²·b  = {B}·{H}·{S}²·{BF16} = {format_size(scores)} per layer, "
-      f"{scores / activations:g}× the activations (H·S/D)")  # fmt: skip
+      f"{scores / activations:g}× the activations (H·S/D)")
 for cp in (1, 8):
     block = B * H * (S // cp) ** 2 * BF16  # S/cp queries against one block of S/cp keys
     kv = 2 * B * (S // cp) * D * BF16  # the K and V of S/cp tokens: what travels
     print(f"cp = {cp}: one rank's scores against one K/V block {format_size(block):>9}, "
-          f"the block itself {format_size(kv):>9}")  # fmt: skip
+          f"the block itself {format_size(kv):>9}")
 
 # %% [markdown]
 # No single GPU holds 64 GiB of scores for each of 32 layers. FlashAttention (Dao et al.
@@ -97,12 +97,12 @@ for step, (block, v) in enumerate(zip(np.split(q_scores, CP_DEMO), np.split(valu
     p = np.exp(block - m_new)
     l_sum, o = rescale * l_sum + p.sum(), rescale * o + p @ v
     print(f"{step + 1} of {CP_DEMO:<8}{block.max():>10.3f}{m:>9.3f}{m_new:>9.3f}{rescale:>10.4f}"
-          f"{l_sum:>10.4f}{o / l_sum:>10.4f}")  # fmt: skip
+          f"{l_sum:>10.4f}{o / l_sum:>10.4f}")
     m = m_new
 weights = np.exp(q_scores - q_scores.max())
 full = weights @ values / weights.sum()
 print(f"softmax over all 16 keys at once: {full:.4f};  online: {o / l_sum:.4f};  "
-      f"log-sum-exp m + log l = {m + math.log(l_sum):.4f} (kept for the backward)")  # fmt: skip
+      f"log-sum-exp m + log l = {m + math.log(l_sum):.4f} (kept for the backward)")
 assert abs(full - o / l_sum) < 1e-12
 
 # %% [markdown]
@@ -137,11 +137,11 @@ print(f"mesh {ring.mesh}; parameters after the Adam step match one device: {ring
 for step in range(1, CP + 1):
     held = sorted((c.rank, c.meta.kv_owner) for c in ring.trace.computes
                   if isinstance(c.meta, RingStep) and c.meta.kind == "forward"
-                  and c.meta.layer == "0.attn" and c.meta.step == step)  # fmt: skip
+                  and c.meta.layer == "0.attn" and c.meta.step == step)
     sent = sorted((t.src, t.dst) for t in ring.trace.transfers
                   if isinstance(t.tag, RingMessage) and t.tag.kind == "kv"
                   and t.tag.phase == "forward" and t.tag.layer == "0.attn"
-                  and t.tag.step == step)  # fmt: skip
+                  and t.tag.step == step)
     holds = ", ".join(f"r{r} scores K/V of r{owner}" for r, owner in held)
     sends = ", ".join(f"r{a}->r{b}" for a, b in sent) or "nothing (the last block stays)"
     print(f"step {step} of {CP}: {holds};  sends on: {sends}")
@@ -164,34 +164,34 @@ def ring_steps(run, layer="0.attn", kind="forward"):
     """{(rank, step): (kv_owner, FLOPs)} of one layer's ring steps, read from the trace."""
     return {(c.rank, c.meta.step): (c.meta.kv_owner, (c.end - c.start) * RATE)
             for c in run.trace.computes if isinstance(c.meta, RingStep)
-            and c.meta.layer == layer and c.meta.kind == kind}  # fmt: skip
+            and c.meta.layer == layer and c.meta.kind == kind}
 
 
 full_block = causal_attention_flops(SEQ, CP, "contiguous", batch=BATCH, heads=HEADS,
-                                    head_dim=WIDTH // HEADS, causal=False)[0] / CP  # fmt: skip
+                                    head_dim=WIDTH // HEADS, causal=False)[0] / CP
 fig = Figure(figsize=(11, 4.6), layout="constrained")
 for ax, (layout, run) in zip(fig.subplots(1, 2), runs.items()):
     steps = ring_steps(run)
     for (r, s), (owner, flops) in steps.items():
         share = min(flops / full_block, 1.0)  # float rounding can give 1 + 2e-16
         ax.add_patch(Rectangle((s - 0.47, r - 0.45), 0.94, 0.9, color=COLOURS[owner],
-                               alpha=0.15 + 0.85 * share))  # fmt: skip
+                               alpha=0.15 + 0.85 * share))
         ax.text(s - 0.03, r - 0.05, f"K/V of r{owner}\n{share:.0%}", ha="center", va="center",
-                fontsize=10, color="black" if share < 0.6 else "white", fontweight="bold")  # fmt: skip
+                fontsize=10, color="black" if share < 0.6 else "white", fontweight="bold")
     for r in range(CP):  # the row's total: the rank's work in the forward of this layer
         total = sum(f for (rank, _), (_, f) in steps.items() if rank == r) / full_block
         ax.text(CP + 0.58, r, f"{total:g}\nblocks", ha="left", va="center", fontsize=10)
     positions = [token_positions(SEQ, CP, r, layout) for r in range(CP)]
     ax.set_yticks(range(CP), [f"r{r}: tokens {p[0]}–{p[-1]}" if layout == "contiguous"
                               else f"r{r}: tokens {p[:2].min()}–{p[:len(p) // 2].max()}, "
-                              f"{p[len(p) // 2:].min()}–{p.max()}" for r, p in enumerate(positions)])  # fmt: skip
+                              f"{p[len(p) // 2:].min()}–{p.max()}" for r, p in enumerate(positions)])
     ax.set_xticks(range(1, CP + 1), [f"step {s} of {CP}" for s in range(1, CP + 1)])
     ax.set_xlim(0.45, CP + 1.2)
     ax.set_ylim(CP - 0.45, -0.55)
     ax.set_title(f"{layout} layout", fontsize=12)
 fig.suptitle("Ring attention, forward of layer 0 (cp=4, causal): whose K/V block each rank "
              "scores at each step\n(shade and % = the share of the block the causal mask "
-             "leaves to compute; right: the row's total)", fontsize=12)  # fmt: skip
+             "leaves to compute; right: the row's total)", fontsize=12)
 teach.show(fig, "09_ring_steps")
 
 # %% [markdown]
@@ -231,7 +231,7 @@ for cp in (2, 4):
         run = cp_run(variant, "balanced", cp=cp)
         bytes_runs[cp, variant] = run
         sent = sum(per_rank[0] for (dim, _), per_rank in run.bytes_by_group.items()
-                   if dim == "cp") / LAYERS  # fmt: skip
+                   if dim == "cp") / LAYERS
         formula = ring_attention_bytes if variant == "ring" else ulysses_attention_bytes
         closed = sum(formula(BATCH, SEQ, WIDTH, cp, b, pass_=p) for p in ("forward", "backward"))
         print(
@@ -246,7 +246,7 @@ for cp in (2, 4, 8, 16):
         ulysses_attention_bytes(B, S, D, cp, BF16, pass_=p) for p in ("forward", "backward")
     )
     print(f"  cp = {cp:>2}: ring {format_size(ring_b):>10}, all-to-all {format_size(a2a_b):>10}"
-          f"  ({ring_b / a2a_b:.3g}× as much for the ring)")  # fmt: skip
+          f"  ({ring_b / a2a_b:.3g}× as much for the ring)")
 
 # %% [markdown]
 # The ring sends `3cp − 2` K/V blocks per layer, `(3cp−2)/cp·2·B·S·D·b`: it *grows* towards
@@ -274,7 +274,7 @@ ring_layer_bytes_answer = None  # your function: def f(batch, seq, d_model, cp, 
 def measured_ring_layer_bytes(batch_size, seq, d_model, cp, bytes_per_element):
     if bytes_per_element != b:  # the 32k-token layer: the closed form
         return sum(ring_attention_bytes(batch_size, seq, d_model, cp, bytes_per_element, p)
-                   for p in ("forward", "backward"))  # fmt: skip
+                   for p in ("forward", "backward"))
     one_layer = toy_model(layers=1, hidden=d_model, heads=2)
     run = cp_run("ring", "balanced", cp, one_layer, toy_batch(batch_size, seq, d_model))
     return run.bytes_by_group[("cp", "send")][0]
@@ -285,14 +285,14 @@ def same_bytes(got, want):
 
 
 cases = [(2, 16, 16, 4, 8), (1, 16, 8, 2, 8), (3, 32, 8, 4, 8), (1, S, D, 8, BF16),
-         (4, S, D, 16, BF16)]  # fmt: skip
+         (4, S, D, 16, BF16)]
 teach.check_function("9.1", ring_layer_bytes_answer, measured_ring_layer_bytes, cases,
                      compare=same_bytes, unit="B",
                      given={"batch_size": "sequences", "seq": "tokens per sequence",
                             "d_model": "model width", "cp": "context-parallel ranks",
                             "bytes_per_element": "bytes per element"},
                      hint="3cp - 2 K/V blocks a layer (forward and backward), each of "
-                     "2·B·(S/cp)·D·b bytes (a K and a V)")  # fmt: skip
+                     "2·B·(S/cp)·D·b bytes (a K and a V)")
 
 # %% [markdown]
 # ## The causal imbalance, and the load-balanced layout
@@ -326,12 +326,12 @@ for layout, run in runs.items():
         module = RingAttention(attention, Group(range(CP)), rank, layout=layout)
         counted = module.attention_flops((BATCH, SEQ // CP, WIDTH))["forward"]
         print(f"{layout:<12}{rank:>5}{closed[rank]:>13,.0f}{counted:>10,.0f}{traced[rank]:>10,.0f}"
-              f"{traced[rank] / np.mean(traced):>8.3f}")  # fmt: skip
+              f"{traced[rank] / np.mean(traced):>8.3f}")
         assert math.isclose(closed[rank], counted) and math.isclose(counted, traced[rank])
 balance = causal_balance(SEQ, CP, "contiguous")
 print(f"contiguous, exact count of kept pairs: max/mean {balance.max_over_mean:.4f}, min/mean "
       f"{balance.min_over_mean:.4f}; as the tiles grow (2cp-1)/cp = {balance.max_limit} and "
-      f"1/(2cp) = {balance.min_limit}")  # fmt: skip
+      f"1/(2cp) = {balance.min_limit}")
 assert math.isclose(balance.max_over_mean, flops["contiguous"][-1] / np.mean(flops["contiguous"]))
 
 fig = Figure(figsize=(9, 4), layout="constrained")
@@ -348,7 +348,7 @@ ax.set_xticks(range(CP), [f"cp rank {r}" for r in range(CP)])
 ax.set_ylabel("attention FLOPs, forward of one layer (thousands)")
 ax.set_title(f"Causal attention work per rank, cp={CP}, S={SEQ}: contiguous last rank = "
              f"{flops['contiguous'][-1] / np.mean(flops['contiguous']):.2f}× the mean",
-             fontsize=11)  # fmt: skip
+             fontsize=11)
 ax.set_ylim(0, 1.12 * max(flops["contiguous"]) / 1e3)
 ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.9))
 teach.show(fig, "09_causal_work_per_rank")
@@ -401,7 +401,7 @@ teach.check_function("9.3", balanced_positions_answer, reference_positions,
                      cases=[(8, 2, 0), (8, 2, 1), (16, 4, 3), (32, 4, 0), (24, 3, 1)],
                      given={"seq": "tokens", "cp": "context-parallel ranks", "i": "the rank"},
                      hint="cut range(seq) into 2·cp equal chunks; rank i takes chunk i, then "
-                     "chunk 2cp-1-i")  # fmt: skip
+                     "chunk 2cp-1-i")
 
 # %% [markdown]
 # ## Takeaways

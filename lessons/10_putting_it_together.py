@@ -52,7 +52,7 @@ for r in (0, 5, 13, 31):
     print(f"rank {r:>2}: {big_mesh.coords(r)}, machine {r // GPUS_PER_NODE};  "
           f"TP group {list(big_mesh.group('tp', r).ranks)},  "
           f"DP group {list(big_mesh.group('dp', r).ranks)},  "
-          f"PP group {list(big_mesh.group('pp', r).ranks)}")  # fmt: skip
+          f"PP group {list(big_mesh.group('pp', r).ranks)}")
 
 
 def grid_figure(mesh, gpus_per_node):
@@ -66,12 +66,12 @@ def grid_figure(mesh, gpus_per_node):
         node, slot = divmod(r, gpus_per_node)
         ax.add_patch(Rectangle((slot, -node), 0.92, 0.85, color=colours[c["pp"] % 6], alpha=0.85))
         ax.text(slot + 0.46, -node + 0.42, f"r{r}\ntp{c['tp']} dp{c['dp']}\npp{c['pp']}",
-                ha="center", va="center", fontsize=9, color="white", fontweight="bold")  # fmt: skip
+                ha="center", va="center", fontsize=9, color="white", fontweight="bold")
     for g in mesh.groups("tp"):  # outline each TP group
         first, last = g.ranks[0], g.ranks[-1]
         node = first // gpus_per_node
         ax.add_patch(Rectangle((first % gpus_per_node - 0.04, -node - 0.05),
-                               last - first + 1, 0.95, fill=False, lw=2.5, ec="black"))  # fmt: skip
+                               last - first + 1, 0.95, fill=False, lw=2.5, ec="black"))
     for node in range(nodes):
         ax.text(-0.15, -node + 0.42, f"machine {node}", ha="right", va="center", fontsize=10)
     ax.set_xlim(-1.6, gpus_per_node + 0.1)
@@ -163,10 +163,10 @@ teach.show(traffic_figure(topo, three_d.run, title="one 3-D step, tp=dp=pp=2"), 
 
 # %%
 report = plan(world_size=64, tp=4, pp=2, layers=24, hidden=2048, heads=16, seq=2048,
-              global_batch=256, micro_batch=2)  # fmt: skip
+              global_batch=256, micro_batch=2)
 d = report.derived
 print(f"valid: {report.valid};  dp = {d['dp']},  accumulation = {d['accumulation']},  "
-      f"global batch = {d['micro_batch']}·{d['dp']}·{d['accumulation']} = {d['global_batch']}")  # fmt: skip
+      f"global batch = {d['micro_batch']}·{d['dp']}·{d['accumulation']} = {d['global_batch']}")
 
 # %% [markdown]
 # **Exercise 10.2 — predict, then check.** Same job, but the micro-batch no longer fits in
@@ -175,7 +175,7 @@ print(f"valid: {report.valid};  dp = {d['dp']},  accumulation = {d['accumulation
 
 # %%
 smaller = plan(world_size=64, tp=4, pp=2, layers=24, hidden=2048, heads=16, seq=2048,
-               global_batch=256, micro_batch=1)  # fmt: skip
+               global_batch=256, micro_batch=1)
 
 accumulation_answer = None  # your prediction: accumulation steps
 
@@ -186,7 +186,7 @@ teach.check("10.2", accumulation_answer, expected=smaller.derived["accumulation"
                    teach.Quantity("micro_batch", 1, "sample per pass"),
                    teach.Quantity("world", 64, "GPUs"), teach.Quantity("tp", 4, "TP ranks"),
                    teach.Quantity("pp", 2, "pipeline stages")],
-            hint="dp = world / (tp·pp); then global_batch = micro_batch · dp · accumulation")  # fmt: skip
+            hint="dp = world / (tp·pp); then global_batch = micro_batch · dp · accumulation")
 
 # %% [markdown]
 # A framework stops at its first failed assertion; the planner lists every broken rule with
@@ -194,7 +194,7 @@ teach.check("10.2", accumulation_answer, expected=smaller.derived["accumulation"
 
 # %%
 bad = plan(world_size=64, tp=16, pp=3, layers=24, hidden=2048, heads=24, seq=2048,
-           global_batch=256, micro_batch=2)  # fmt: skip
+           global_batch=256, micro_batch=2)
 for finding in bad.violations + bad.warnings:
     kind = "error" if finding in bad.violations else "warning"
     print(f"[{kind}] {finding.rule}: {finding.message}\n         hint: {finding.hint}")
@@ -289,7 +289,7 @@ for s in megatron784.suggestions:
 fixed = plan(megatron784.suggestions[0].config)
 print(f"\nwith {fixed_world} GPUs: valid {fixed.valid}, dp = {fixed.derived['dp']}, "
       f"accumulation = {fixed.derived['accumulation']}, "
-      f"{format_size(fixed.memory['total'])} per GPU, step ≈ {format_time(fixed.step_time_s)}")  # fmt: skip
+      f"{format_size(fixed.memory['total'])} per GPU, step ≈ {format_time(fixed.step_time_s)}")
 
 # %% [markdown]
 # ## Accelerate's batch formula, checked against Accelerate
@@ -318,7 +318,7 @@ print(hsdp.notes[0])
 mesh = RankGrid((2, 4, 2), ("dp_replicate", "dp_shard", "tp"))  # Accelerate's mesh order
 shards = {(mesh.coords(r)["dp_replicate"], mesh.coords(r)["dp_shard"]) for r in range(mesh.size)}
 print(f"\n{mesh.size} GPUs, {len(shards)} different batch shards "
-      f"(each TP pair shares one: ranks {list(mesh.group('tp', 0).ranks)} see the same samples)")  # fmt: skip
+      f"(each TP pair shares one: ranks {list(mesh.group('tp', 0).ranks)} see the same samples)")
 
 h = hsdp.derived
 guide_dp = h["dp_shard"] * h["dp_replicate"] / hsdp.config.tp
@@ -353,9 +353,9 @@ teach.check(
     hint="micro_batch · (dp_replicate · dp_shard) · accumulation",
 )
 print(f"valid: {hsdp.valid};  planner: dp = {hsdp.derived['dp']}, "
-      f"global batch = {hsdp.derived['global_batch']}")  # fmt: skip
+      f"global batch = {hsdp.derived['global_batch']}")
 print(f"the guide's formula: dp_world_size = {guide_dp:g}, effective batch = {guide_batch:g}"
-      f"  — {hsdp.derived['global_batch'] / guide_batch:g}× too small (a factor tp)")  # fmt: skip
+      f"  — {hsdp.derived['global_batch'] / guide_batch:g}× too small (a factor tp)")
 
 # %% [markdown]
 # ## Every strategy of Accelerate's ND-parallelism guide

@@ -61,18 +61,18 @@ def wait_for_figure(waiting, size, title):
     colours = ["#F0A150" if r in waiting else "#C44E52" for r in graph.nodes]
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colours, node_size=1500)
     nx.draw_networkx_labels(graph, pos, ax=ax, labels={r: f"rank {r}" for r in graph.nodes},
-                            font_size=10, font_weight="bold")  # fmt: skip
+                            font_size=10, font_weight="bold")
     nx.draw_networkx_edges(graph, pos, ax=ax, node_size=1500, arrowsize=22, width=2,
-                           connectionstyle="arc3,rad=0.12")  # fmt: skip
+                           connectionstyle="arc3,rad=0.12")
     labels = {}
     for a, b, verb in edges:
         labels[(a, b)] = " + ".join(sorted({labels.get((a, b), verb), verb}))
     nx.draw_networkx_edge_labels(graph, pos, ax=ax, edge_labels=labels, font_size=9,
-                                 connectionstyle="arc3,rad=0.12")  # fmt: skip
+                                 connectionstyle="arc3,rad=0.12")
     ax.set_title(title, fontsize=12, fontweight="bold")
     ax.text(0.5, -0.04, "orange: waiting · red: not waiting (finished, or never came)\n"
             "arrow a → b: rank a is blocked on a send to / recv from rank b",
-            transform=ax.transAxes, ha="center", va="top", fontsize=9)  # fmt: skip
+            transform=ax.transAxes, ha="center", va="top", fontsize=9)
     ax.axis("off")
     return fig
 
@@ -124,7 +124,7 @@ teach.check_rank("11.1", missing_rank_answer, expected=missing[0], ranks=K,
                  why="it is the one rank not waiting in the report: with 11 samples it had one "
                      "step fewer, finished its loop and left",
                  about={r: f"it is waiting: {whats[0]}" for r, whats in hang.waiting.items()},
-                 hint="the report lists the ranks that wait; one rank is not among them")  # fmt: skip
+                 hint="the report lists the ranks that wait; one rank is not among them")
 
 # %% [markdown]
 # **Exercise 11.2 — read the report.** At which position `#N` of the ranks' sequence of
@@ -133,7 +133,7 @@ teach.check_rank("11.1", missing_rank_answer, expected=missing[0], ranks=K,
 
 # %%
 positions = {int(p) for whats in hang.waiting.values() for w in whats
-             for p in re.findall(r"all_reduce #(\d+)", w)}  # fmt: skip
+             for p in re.findall(r"all_reduce #(\d+)", w)}
 hang_position_answer = None  # your answer: the position N
 
 hang_at = min(positions)  # every waiting rank names the same position
@@ -163,7 +163,7 @@ teach.check(
 padded = -(-N_SAMPLES // K) * K  # round up to a multiple of K, as DistributedSampler pads
 result = cluster.run(train, padded)
 print(f"with {padded} samples every rank runs {result.returns} steps; "
-      f"finished at t = {format_time(result.time)}")  # fmt: skip
+      f"finished at t = {format_time(result.time)}")
 
 # %% [markdown]
 # ## 2. Mismatched collectives
@@ -199,7 +199,7 @@ teach.check_rank("11.3", odd_rank_answer, expected=odd[0], ranks=K,
                  why=f"its call is the only one of its kind: {calls[str(odd[0])]}",
                  about={int(r): f"its call is the same as the other ranks': {call}"
                         for r, call in calls.items() if int(r) != odd[0]},
-                 hint="compare the calls line by line: count, dtype, op")  # fmt: skip
+                 hint="compare the calls line by line: count, dtype, op")
 
 # %% [markdown]
 # ## 3. A cycle of blocking sends
@@ -267,7 +267,7 @@ teach.check_function("11.4", shift_answer, reference_shift,
                      cases=[(4, 0), (2, 1), (3, 2), (5, 3), (8, 4)], adapt=run_on_ring,
                      given={"k": "ranks in the ring"},
                      hint="h = yield rank.isend(right, x); y = yield rank.recv(left); "
-                     "yield rank.wait(h); return y")  # fmt: skip
+                     "yield rank.wait(h); return y")
 
 # %% [markdown]
 # ## Takeaways

@@ -43,7 +43,7 @@ for name, machine in hardware.PRESETS.items():
     print(f"{name}: {machine.gpus_per_node} GPUs on {fabric}, "
           f"{format_rate(intra.effective_rate)} per GPU (line rate "
           f"{format_rate(intra.per_gpu_rate)}); {inter.nics} NICs of "
-          f"{format_rate(inter.effective_rate)} (line rate {format_rate(inter.nic_rate)})")  # fmt: skip
+          f"{format_rate(inter.effective_rate)} (line rate {format_rate(inter.nic_rate)})")
 
 
 # one message's (α, β) as the network charges it: the links' latency plus the protocol's
@@ -89,7 +89,7 @@ PLACEMENTS = {  # name: (topology, the TP group's ranks)
     "InfiniBand (8 x dgx-h100, GPU 0 of each)": (hardware.topology("dgx-h100", nodes=8),
                                                  list(range(0, 8 * TP, 8))),
     "PCIe (1 x pcie-8gpu)": (hardware.topology("pcie-8gpu"), list(range(TP))),
-}  # fmt: skip
+}
 CLUSTERS = {name: collsim.Cluster(g, protocol="simple") for name, (g, _) in PLACEMENTS.items()}
 
 
@@ -107,16 +107,16 @@ def tp_closed_form(name, size=TP_BYTES):
 
 
 print(f"one TP all-reduce: {TP_COUNT:,} bf16 elements = {format_size(TP_BYTES)}, "
-      f"{4 * LAYERS} of them per micro-batch")  # fmt: skip
+      f"{4 * LAYERS} of them per micro-batch")
 print(f"{'placement':<42} {'α':>8} {'β':>10} {'simulated':>10} {'closed form':>11} "
-      f"{'per micro-batch':>15}")  # fmt: skip
+      f"{'per micro-batch':>15}")
 tp_time = {}  # one TP all-reduce's simulated time, by placement
 for name, (graph, group) in PLACEMENTS.items():
     tp_time[name] = tp_all_reduce(name).time
     alpha, beta = hop(graph, group[0], group[1], SIMPLE)
     print(f"{name:<42} {format_time(alpha):>8} {format_rate(beta):>10} "
           f"{format_time(tp_time[name]):>10} {format_time(tp_closed_form(name).time_s):>11} "
-          f"{format_time(4 * LAYERS * tp_time[name]):>15}")  # fmt: skip
+          f"{format_time(4 * LAYERS * tp_time[name]):>15}")
 
 # %% [markdown]
 # On NVSwitch and on rail 0 every step of the ring crosses one switch between two GPUs and
@@ -166,7 +166,7 @@ def mark_size(ax, size, text, y=0.03, ha="left", ls=":"):
     """A vertical line at ``size`` with a boxed label beside it (``y`` in axes fraction)."""
     ax.axvline(size, color="#333333", ls=ls, lw=1.5)
     ax.text(size, y, text, transform=ax.get_xaxis_transform(), va="top" if y > 0.5 else "bottom",
-            ha=ha, fontsize=10, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"})  # fmt: skip
+            ha=ha, fontsize=10, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#999999"})
 
 
 def tp_placement_figure():
@@ -189,7 +189,7 @@ def tp_placement_figure():
     ax_b.set_title("busbw = S/t · 2(n−1)/n: higher is better", fontsize=12)
     ax_t.legend(title=f"TP group of {TP} GPUs", fontsize=10, loc="upper left")
     fig.suptitle("The same TP all-reduce on NVSwitch, InfiniBand and PCIe "
-                 "(ring, Simple, count-only)", fontsize=14, fontweight="bold")  # fmt: skip
+                 "(ring, Simple, count-only)", fontsize=14, fontweight="bold")
     return fig
 
 
@@ -215,7 +215,7 @@ teach.show(tp_placement_figure(), "12_tp_placement")
 A100 = hardware.preset("dgx-a100")
 NIC_RATE = A100.inter.effective_rate  # one HDR NIC as NCCL drives it
 print(f"dgx-a100: {A100.inter.nics} NICs x {format_rate(NIC_RATE)}; NVSwitch "
-      f"{format_rate(A100.intra.effective_rate)} per GPU")  # fmt: skip
+      f"{format_rate(A100.intra.effective_rate)} per GPU")
 BUSBW_COUNT = 2**32  # 8 GiB of bf16, the top of NVIDIA's nccl-tests sweep
 runs = {  # (nodes, algorithm)
     "1 node, ring (NVSwitch only)": (1, "ring"),
@@ -243,7 +243,7 @@ nic_ceiling_answer = None  # your prediction, in bytes/s (or a string like "100G
 # ranks=: the NIC count, so an answer of one NIC's rate is named as 1/8 of the ceiling
 teach.check("12.2", nic_ceiling_answer, expected=A100.inter.nics * NIC_RATE, unit="B/s",
             ranks=A100.inter.nics, hint="one channel per NIC, each at the NIC's effective "
-            "rate: the NICs' rates added up")  # fmt: skip
+            "rate: the NICs' rates added up")
 for name in ("2 nodes, nccl_ring (8 channels)", "4 nodes, nccl_ring (8 channels)"):
     print(f"{name}: {a100_busbw[name] / (A100.inter.nics * NIC_RATE):.1%} of the NICs' ceiling")
 
@@ -275,7 +275,7 @@ for name in ("2 nodes, nccl_ring (8 channels)", "4 nodes, nccl_ring (8 channels)
 for p in PROTOCOLS.values():
     print(f"{p.name:>6}: {p.efficiency:.4g} of the bandwidth, latency "
           f"{format_time(p.latency_for('nvlink'))} per message over NVLink, "
-          f"{format_time(p.latency_for('net'))} over the network")  # fmt: skip
+          f"{format_time(p.latency_for('net'))} over the network")
 
 # %% [markdown]
 # The same ring all-reduce on one DGX H100, forced to each protocol with
@@ -297,9 +297,9 @@ for size in PROTOCOL_SIZES:
         result = by_protocol[p].all_reduce(count=size // 2, dtype="bfloat16", algorithm="ring")
         protocol_times[p].append(result.time)
     auto_choice.append(auto.all_reduce(count=size // 2, dtype="bfloat16",
-                                       algorithm="ring").protocol.name)  # fmt: skip
+                                       algorithm="ring").protocol.name)
     print(f"{format_size(size):>9} " + " ".join(f"{format_time(protocol_times[p][-1]):>10}"
-                                                for p in NAMES) + f"  {auto_choice[-1]}")  # fmt: skip
+                                                for p in NAMES) + f"  {auto_choice[-1]}")
 
 
 def ring_time(size, protocol):
@@ -309,7 +309,7 @@ def ring_time(size, protocol):
 
 
 worst = max(abs(protocol_times[p][i] / ring_time(s, PROTOCOLS[p]) - 1)
-            for p in NAMES for i, s in enumerate(PROTOCOL_SIZES))  # fmt: skip
+            for p in NAMES for i, s in enumerate(PROTOCOL_SIZES))
 print(f"simulation against the closed form: at most {worst:.1e} apart")
 
 # %% [markdown]
@@ -360,12 +360,12 @@ def protocol_figure():
     colours = {"ll": "#55A868", "ll128": "#DD8452", "simple": "#4C72B0"}
     markers = {"ll": "s", "ll128": "^", "simple": "o"}
     edges = ([PROTOCOL_SIZES[0]] + [math.sqrt(a * b) for a, b in
-             zip(PROTOCOL_SIZES, PROTOCOL_SIZES[1:])] + [PROTOCOL_SIZES[-1]])  # fmt: skip
+             zip(PROTOCOL_SIZES, PROTOCOL_SIZES[1:])] + [PROTOCOL_SIZES[-1]])
     for ax in (ax_t, ax_b):
         for i, chosen in enumerate(auto_choice):
             ax.axvspan(edges[i], edges[i + 1], color=colours[chosen], alpha=0.12, lw=0)
         for where, text, y in ((ll_to_ll128, "LL = LL128", 0.97),
-                               (ll128_to_simple, "LL128 = Simple", 0.80)):  # fmt: skip
+                               (ll128_to_simple, "LL128 = Simple", 0.80)):
             if ax is ax_t:  # labelled once; the busbw lines reach the top of their panel
                 mark_size(ax, where, f"{text}\nat {format_size(where)} ", y=y, ha="right", ls="--")
             else:
@@ -374,7 +374,7 @@ def protocol_figure():
         style = dict(color=colours[p], marker=markers[p], lw=2.2, label=p)
         ax_t.plot(PROTOCOL_SIZES, protocol_times[p], **style)
         bus = [s / t * bus_factor("all_reduce", 8) / 1e9
-               for s, t in zip(PROTOCOL_SIZES, protocol_times[p])]  # fmt: skip
+               for s, t in zip(PROTOCOL_SIZES, protocol_times[p])]
         ax_b.plot(PROTOCOL_SIZES, bus, **style)
     for ax in (ax_t, ax_b):
         size_axis(ax, PROTOCOL_SIZES)
@@ -385,7 +385,7 @@ def protocol_figure():
     ax_b.set_title("busbw: LL tops out at half of Simple", fontsize=12)
     ax_t.legend(title="NCCL_PROTO", fontsize=10, loc="center left")
     fig.suptitle("Ring all-reduce on one DGX H100 with each protocol (count-only)",
-                 fontsize=14, fontweight="bold")  # fmt: skip
+                 fontsize=14, fontweight="bold")
     return fig
 
 
@@ -442,7 +442,7 @@ def show_finishes(algorithm):
     ]
     print(f"{algorithm}: healthy {format_time(max(finished[algorithm, 'healthy']))}, with the "
           f"slow link {format_time(max(finished[algorithm, 'slow link']))}; each rank's finish, "
-          f"x its healthy one: {' '.join(f'{r:.2f}' for r in ratios)}")  # fmt: skip
+          f"x its healthy one: {' '.join(f'{r:.2f}' for r in ratios)}")
 
 
 finished = {}
@@ -469,7 +469,7 @@ slow_ring_answer = None  # your prediction: degraded ring time / healthy ring ti
 # %%
 alpha, beta = hop(H100, 0, 1, SIMPLE)
 ring_slowdown = (degraded_ring_all_reduce_time(8, TP_BYTES, alpha, beta, factor=0.25)
-                 / degraded_ring_all_reduce_time(8, TP_BYTES, alpha, beta, factor=1.0))  # fmt: skip
+                 / degraded_ring_all_reduce_time(8, TP_BYTES, alpha, beta, factor=1.0))
 teach.check(
     "12.4",
     slow_ring_answer,
@@ -510,7 +510,7 @@ teach.check_rank("12.5", slow_partner_answer, expected=late, ranks=TP,
                            f"late reduce but without the slow broadcast" for r in others
                         if r != late},
                  hint="the slow port is rank 5's: which rank does rank 5 send to, and hear "
-                 "back from, in a binomial tree?")  # fmt: skip
+                 "back from, in a binomial tree?")
 
 
 # %%
@@ -521,7 +521,7 @@ def slow_link_figure():
     x = np.arange(TP)
     for ax, algorithm in zip(axes, ("ring", "tree")):
         ax.bar(x - 0.2, np.array(finished[algorithm, "healthy"]) * 1e3, 0.4, color="#9DB4D3",
-               label="healthy")  # fmt: skip
+               label="healthy")
         slow = np.array(finished[algorithm, "slow link"]) * 1e3
         ax.bar(x + 0.2, slow, 0.4, color="#DD6B20", label=f"GPU {SLOW_RANK}'s NVLink at 1/4")
         for r in x:  # how many times its healthy finish
@@ -530,13 +530,13 @@ def slow_link_figure():
         ax.set_xticks(x, [f"rank {r}" for r in x], fontsize=10)
         ax.get_xticklabels()[SLOW_RANK].set_fontweight("bold")
         ax.set_title(f"{algorithm}: {'every rank waits' if algorithm == 'ring' else 'the branch below the link waits most'}",
-                     fontsize=12)  # fmt: skip
+                     fontsize=12)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].set_ylim(0, 1.12 * max(max(v) for v in finished.values()) * 1e3)  # room for labels
     axes[0].set_ylabel("rank finished its part (ms, simulated)", fontsize=12)
     axes[0].legend(fontsize=10, loc="upper left")
     fig.suptitle(f"A {format_size(TP_BYTES)} all-reduce on one DGX H100 with one slow link",
-                 fontsize=14, fontweight="bold")  # fmt: skip
+                 fontsize=14, fontweight="bold")
     return fig
 
 
@@ -599,7 +599,7 @@ teach.check_rank("12.6", stopped_rank_answer, expected=report.culprit.rank, rank
                      "others wait in an all-reduce it never entered",
                  about={r: f"it waits in all_reduce #{line.entered[0]}"
                         for r, line in report.ranks.items() if line.crashed_at is None},
-                 hint="one line per rank: which one does not say it waits?")  # fmt: skip
+                 hint="one line per rank: which one does not say it waits?")
 
 # %% [markdown]
 # **Exercise 12.7 — read the report, then the program.** At which position `#N` (counting
@@ -644,7 +644,7 @@ def crash_figure(report):
     ax = fig.add_subplot()
     for c in trace.computes:
         ax.broken_barh([(c.start * 1e3, (c.end - c.start) * 1e3)], (c.rank - 0.3, 0.6),
-                       color="#9DB4D3", zorder=2)  # fmt: skip
+                       color="#9DB4D3", zorder=2)
     calls = {}  # (rank, position) -> first transfer's start, in each rank's all-reduces
     for t in trace.transfers:
         for r in (t.src, t.dst):
@@ -653,29 +653,29 @@ def crash_figure(report):
     for (r, position), start in sorted(calls.items()):
         ax.plot(start * 1e3, r, marker="v", color="#4C72B0", ms=9, zorder=3)
         ax.annotate(f"#{position}", (start * 1e3, r), xytext=(4, 7), textcoords="offset points",
-                    fontsize=9)  # fmt: skip
+                    fontsize=9)
     for r, line in report.ranks.items():
         if line.crashed_at is not None:
             ax.plot(line.crashed_at * 1e3, r, marker="X", color="#C53030", ms=14, zorder=4)
             ax.annotate(f"rank {r} crashed at {format_time(line.crashed_at)}",
                         (line.crashed_at * 1e3, r), xytext=(10, -4), textcoords="offset points",
-                        fontsize=10, color="#C53030", fontweight="bold")  # fmt: skip
+                        fontsize=10, color="#C53030", fontweight="bold")
         else:
             entered = max(c.end for c in trace.computes if c.rank == r)
             ax.broken_barh([(entered * 1e3, right - entered * 1e3)], (r - 0.3, 0.6),
-                           facecolor="none", edgecolor="#DD6B20", hatch="///", zorder=1)  # fmt: skip
+                           facecolor="none", edgecolor="#DD6B20", hatch="///", zorder=1)
             ax.text(right, r, f"waits in all_reduce #{line.entered[0]} ", ha="right",
                     va="center", fontsize=9, color="#9C4221",
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})  # fmt: skip
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})
     ax.set_xlim(0, right)
     ax.set_ylim(TP - 0.5, -0.5)
     ax.set_yticks(range(TP), [f"rank {r}" for r in range(TP)])
     ax.set_xlabel("simulated time (ms)", fontsize=12)
     ax.set_title(f"blue bars: 1 ms of compute per step; triangles: an all-reduce starts (#N, from "
                  f"0); hatched: waiting, until the watchdog fires at t = "
-                 f"{format_time(report.time)}", fontsize=10)  # fmt: skip
+                 f"{format_time(report.time)}", fontsize=10)
     fig.suptitle("Training with a rank that crashes: what the flight recorder saw",
-                 fontsize=14, fontweight="bold")  # fmt: skip
+                 fontsize=14, fontweight="bold")
     return fig
 
 
@@ -714,7 +714,7 @@ from collsim.cli import main
 for command in ("run all-reduce --topology dgx-h100 --algorithm nvls --min-bytes 1KiB "
                 "--max-bytes 1GiB --factor 1024 --count-only",
                 "run all-reduce --topology dgx-a100 --nodes 2 --algorithm auto --size 4KiB "
-                "--count-only"):  # fmt: skip
+                "--count-only"):
     print(f"$ collsim {command}")
     main(command.split())
 

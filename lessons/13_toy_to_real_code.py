@@ -106,7 +106,7 @@ def ring_mpi(inputs):
 real = collsim.exec(ring_mpi, cluster=cluster, args=(inputs,))
 print("every output equals numpy's sum:", all(np.array_equal(o, expected) for o in real.returns))
 print(f"the same bytes as the generator's (counted after Exercise 13.1): "
-      f"{real.bytes_sent == toy.stats.bytes_sent}")  # fmt: skip
+      f"{real.bytes_sent == toy.stats.bytes_sent}")
 print(f"simulated time: {format_time(real.time)} (the generator's: {format_time(toy.time)})")
 
 # %% [markdown]
@@ -134,7 +134,7 @@ teach.check(
     hint="2(K-1)/K · N · b",
 )
 print(f"bytes sent per rank: {[format_size(b) for b in real.bytes_sent]} "
-      f"(the generator's: the same? {real.bytes_sent == toy.stats.bytes_sent})")  # fmt: skip
+      f"(the generator's: the same? {real.bytes_sent == toy.stats.bytes_sent})")
 
 # %% [markdown]
 # ## 3. The library call: `comm.Allreduce`
@@ -157,7 +157,7 @@ def allreduce_mpi(inputs):
 
 library = collsim.exec(allreduce_mpi, cluster=cluster, args=(inputs,), algorithm="ring")
 print("every output equals numpy's sum:",
-      all(np.array_equal(o, expected) for o in library.returns))  # fmt: skip
+      all(np.array_equal(o, expected) for o in library.returns))
 
 
 # %% [markdown]
@@ -170,14 +170,14 @@ ring_messages_answer = None  # your prediction: messages in the whole all-reduce
 # %%
 teach.check("13.2", ring_messages_answer, expected=len(library.trace.transfers),
             unit="messages", ranks=K, given=[teach.Quantity("2(K-1)", 2 * (K - 1), "steps")],
-            hint="K ranks, each sending one message at each of the 2(K-1) steps")  # fmt: skip
+            hint="K ranks, each sending one message at each of the 2(K-1) steps")
 print(f"{'program':<28} {'bytes/rank':>11} {'messages':>9} {'time':>10}")
 for name, sent, messages, time in (
     ("generator, by hand", toy.stats.bytes_sent[0], len(toy.trace.transfers), toy.time),
     ("mpi4py Isend/Recv, by hand", real.bytes_sent[0], len(real.trace.transfers), real.time),
     ("mpi4py comm.Allreduce", library.bytes_sent[0], len(library.trace.transfers),
      library.time),
-):  # fmt: skip
+):
     print(f"{name:<28} {format_size(sent):>11} {messages:>9} {format_time(time):>10}")
 
 # %% [markdown]
@@ -205,7 +205,7 @@ def train_step(inputs, compute_seconds):
 for seconds in (0, 1e-3):
     step = collsim.exec(train_step, cluster=cluster, args=(inputs, seconds))
     print(f"collsim.compute(seconds={seconds:g}): the step ends at "
-          f"{format_time(max(step.returns))} of simulated time")  # fmt: skip
+          f"{format_time(max(step.returns))} of simulated time")
 
 # %% [markdown]
 # ## 4. Measuring a link: the ping-pong
@@ -274,7 +274,7 @@ teach.check(
 print(f"{'size':>10} {'measured t(n)':>14} {'alpha + n/beta':>15} {'bandwidth n/t':>14}")
 for n, t in zip(sizes, measured):
     print(f"{format_size(n):>10} {format_time(t):>14} {format_time(alpha + n / beta):>15} "
-          f"{format_rate(n / t):>14}")  # fmt: skip
+          f"{format_rate(n / t):>14}")
 
 # %% [markdown]
 # **Exercise 13.4.** A real benchmark prints a table, not $\alpha$ and $\beta$: you fit them.
@@ -304,10 +304,10 @@ teach.check_function(
     "13.4", fit_alpha_beta_answer, reference_fit, cases,
     compare=lambda got, want: np.allclose(got, want, rtol=1e-6),
     hint="slope, intercept = np.polyfit(sizes, times, 1); alpha is the intercept, beta 1/slope",
-)  # fmt: skip
+)
 fitted_alpha, fitted_beta = reference_fit(sizes, measured)
 print(f"fitted: alpha = {format_time(fitted_alpha)}, beta = {format_rate(fitted_beta)}; "
-      f"the link: {format_time(alpha)}, {format_rate(beta)}")  # fmt: skip
+      f"the link: {format_time(alpha)}, {format_rate(beta)}")
 
 # %% [markdown]
 # On collsim the fit gives back the link exactly: simulated time has no noise. On a real
@@ -354,14 +354,14 @@ def ping_pong_figure(sizes, measured, alpha, beta):
     left.text(n[0], alpha * 1.15, f"α = {format_time(alpha)}", fontsize=9, color="grey")
     left.set(ylabel="one-way time t(n) (s)", title="time: flat at α, then n/β")
     right.plot(dense, dense / (alpha + dense / beta) / 1e9, color="#4C72B0",
-               label="n / (α + n/β)")  # fmt: skip
+               label="n / (α + n/β)")
     right.plot(n, n / np.array(measured) / 1e9, "o", color="#DD8452", label="n / t(n), measured")
     right.axhline(beta / 1e9, color="#4C72B0", ls="--", lw=1, label=f"β = {format_rate(beta)}")
     half = alpha * beta
     right.plot([half], [beta / 2e9], "s", color="black")
     right.annotate(f"n½ = α·β = {format_size(half)}\n(half of β)", (half, beta / 2e9),
                    xytext=(-12, 0), textcoords="offset points", ha="right", va="center",
-                   fontsize=9)  # fmt: skip
+                   fontsize=9)
     right.set(ylabel="bandwidth (GB/s)", title="bandwidth: half of β at n½")
     right.legend(fontsize=9, loc="upper left")
     for ax in (left, right):
@@ -369,7 +369,7 @@ def ping_pong_figure(sizes, measured, alpha, beta):
         ax.set_xlabel("message size n (bytes)", fontsize=11)
     left.legend(fontsize=9, loc="upper left")
     fig.suptitle("Ping-pong on a 2 us, 25 GB/s link, measured as on a real cluster",
-                 fontweight="bold")  # fmt: skip
+                 fontweight="bold")
     return fig
 
 

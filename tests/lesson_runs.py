@@ -136,9 +136,13 @@ def _spy(calls, stream):
 def run(folder, number, progress, reveal=False, solutions=False):
     """Run lesson ``number`` of ``folder`` through ``collsim lesson``; a :class:`Run`."""
     stream, calls = io.StringIO(), {}
-    env = {"COLLSIM_PROGRESS": str(progress), "COLLSIM_SOLUTIONS": "1" if solutions else "",
-           "COLLSIM_REVEAL": "1" if reveal else "", "MPLBACKEND": "Agg",
-           "COLLSIM_LESSON_OUT": str(Path(progress).parent / "pictures")}  # fmt: skip
+    env = {
+        "COLLSIM_PROGRESS": str(progress),
+        "COLLSIM_SOLUTIONS": "1" if solutions else "",
+        "COLLSIM_REVEAL": "1" if reveal else "",
+        "MPLBACKEND": "Agg",
+        "COLLSIM_LESSON_OUT": str(Path(progress).parent / "pictures"),
+    }
     before = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:

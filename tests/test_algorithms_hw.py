@@ -60,8 +60,13 @@ def test_equals_numpy_on_small_nodes(algorithm, preset, gpus, nodes, count, op, 
     check_equals_numpy(hardware.topology(machine, nodes=nodes), algorithm, count, op, seed)
 
 
-PRESET_CASES = [(p, n, a) for p in ("dgx-a100", "dgx-h100", "pcie-8gpu") for n in (1, 2)
-                for a in ALGORITHMS if runnable(a, hardware.preset(p), n)]  # fmt: skip
+PRESET_CASES = [
+    (p, n, a)
+    for p in ("dgx-a100", "dgx-h100", "pcie-8gpu")
+    for n in (1, 2)
+    for a in ALGORITHMS
+    if runnable(a, hardware.preset(p), n)
+]
 
 
 @pytest.mark.parametrize("preset,nodes,algorithm", PRESET_CASES)
@@ -97,9 +102,15 @@ def test_bytes_per_rank_and_per_link_class_equal_the_closed_form(algorithm, gpus
     size = 4 * count
     out = cluster.all_reduce(count=count, dtype="float32", algorithm=algorithm)
     fabric = fabric_of(graph, tuple(range(k)))
-    cost = hardware_cost(algorithm, nodes, gpus, size, fabric, out.protocol,
-                         out.schedule.n_chunks // 2 if algorithm == "double_tree" else
-                         out.schedule.n_chunks // k)  # fmt: skip
+    cost = hardware_cost(
+        algorithm,
+        nodes,
+        gpus,
+        size,
+        fabric,
+        out.protocol,
+        out.schedule.n_chunks // 2 if algorithm == "double_tree" else out.schedule.n_chunks // k,
+    )
     assert out.stats.steps == cost.steps
     assert max(out.stats.bytes_sent) == cost.bytes_per_rank
     if algorithm == "double_tree":  # every rank's own count, from the two trees
@@ -115,10 +126,13 @@ def test_bytes_per_rank_and_per_link_class_equal_the_closed_form(algorithm, gpus
     assert set(by_class) <= {"nvlink", "net"}
 
 
-@pytest.mark.parametrize("algorithm,per_nic", [
-    ("nccl_ring", lambda k, g, m, s: 2 * (k - 1) / k * s / g),
-    ("hierarchical", lambda k, g, m, s: 2 * (m - 1) / m * s / g),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "algorithm,per_nic",
+    [
+        ("nccl_ring", lambda k, g, m, s: 2 * (k - 1) / k * s / g),
+        ("hierarchical", lambda k, g, m, s: 2 * (m - 1) / m * s / g),
+    ],
+)
 @pytest.mark.parametrize("gpus,nodes", [(2, 2), (3, 2), (4, 3), (8, 2)])
 def test_every_nic_carries_its_closed_form_each_way(algorithm, per_nic, gpus, nodes):
     graph = hardware.topology(mini("dgx-a100", gpus), nodes=nodes)
@@ -127,8 +141,11 @@ def test_every_nic_carries_its_closed_form_each_way(algorithm, per_nic, gpus, no
     count = MAX_PIECES * k * gpus
     out = cluster.all_reduce(count=count, dtype="float32", algorithm=algorithm)
     want = per_nic(k, gpus, nodes, 4 * count)
-    nics = [(u, v) for u, v, role in graph.edges(data="link_class") if role == "net"
-            and (isinstance(u, int) or isinstance(v, int))]  # fmt: skip
+    nics = [
+        (u, v)
+        for u, v, role in graph.edges(data="link_class")
+        if role == "net" and (isinstance(u, int) or isinstance(v, int))
+    ]
     assert len(nics) == 2 * k  # one NIC per GPU, both directions
     assert {out.stats.link_bytes.get(link, 0) for link in nics} == {want}
 
@@ -163,10 +180,18 @@ def test_nvls_pipelines_so_each_extra_piece_costs_one_step():
 # simulated time / closed form: the rings are exact (every step as slow as its slowest
 # hop, no hop shared); NVLS's pieces and the tree's fill, drain and uneven loads make
 # their forms upper bounds
-TIME_BOUNDS = {"nccl_ring": (0.999, 1.001), "hierarchical": (0.999, 1.001),
-               "nvls": (0.93, 1.001), "double_tree": (0.8, 1.001)}  # fmt: skip
-TIME_CASES = [(p, n, a) for p, n in (("dgx-a100", 1), ("dgx-a100", 2), ("dgx-h100", 1))
-              for a in ALGORITHMS if runnable(a, hardware.preset(p), n)]  # fmt: skip
+TIME_BOUNDS = {
+    "nccl_ring": (0.999, 1.001),
+    "hierarchical": (0.999, 1.001),
+    "nvls": (0.93, 1.001),
+    "double_tree": (0.8, 1.001),
+}
+TIME_CASES = [
+    (p, n, a)
+    for p, n in (("dgx-a100", 1), ("dgx-a100", 2), ("dgx-h100", 1))
+    for a in ALGORITHMS
+    if runnable(a, hardware.preset(p), n)
+]
 
 
 @pytest.mark.parametrize("preset,nodes,algorithm", TIME_CASES)

@@ -92,8 +92,21 @@ def test_the_choice_is_the_least_of_its_candidates(size_log2, nodes):
 
 
 def test_collsim_run_says_what_auto_chose_as_nccl_debug_info_does():
-    argv = ["run", "all-reduce", "--topology", "dgx-a100", "--nodes", "2", "--count-only",
-            "--min-bytes", "1KiB", "--max-bytes", "1GiB", "--factor", "32"]  # fmt: skip
+    argv = [
+        "run",
+        "all-reduce",
+        "--topology",
+        "dgx-a100",
+        "--nodes",
+        "2",
+        "--count-only",
+        "--min-bytes",
+        "1KiB",
+        "--max-bytes",
+        "1GiB",
+        "--factor",
+        "32",
+    ]
     out = run_cli(argv)
     assert out.status == 0, out.stderr
     info = [line for line in out.stdout.splitlines() if line.startswith("# NCCL INFO")]
@@ -105,21 +118,26 @@ def test_collsim_run_says_what_auto_chose_as_nccl_debug_info_does():
 
 
 def test_collsim_run_analytical_and_step_name_the_choice():
-    out = run_cli(["run", "all-reduce", "--topology", "dgx-h100", "--analytical", "--size",
-                   "1GiB", "--json"])  # fmt: skip
+    out = run_cli(
+        ["run", "all-reduce", "--topology", "dgx-h100", "--analytical", "--size", "1GiB", "--json"]
+    )
     assert out.status == 0 and '"algorithm": "nvls"' in out.stdout
-    step = run_cli(["step", "all-reduce", "--topology", "dgx-h100", "--no-pause", "--choice",
-                    "closed-form"])  # fmt: skip
+    step = run_cli(
+        ["step", "all-reduce", "--topology", "dgx-h100", "--no-pause", "--choice", "closed-form"]
+    )
     assert step.status == 0 and step.stdout.startswith("# NCCL INFO AllReduce 64 B")
     assert "reduce in nvswitch0" in step.stdout  # the switch sums, the step view says so
 
 
-@pytest.mark.parametrize("argv,bad", [
-    (["--topology", "dgx-a100", "--algorithm", "nvls"], "nvls"),
-    (["--topology", "dgx-a100", "--algorithm", "nvlss"], "nvlss"),
-    (["--topology", "hierarchical", "--ranks", "8", "--algorithm", "nvls"], "nvls"),
-    (["--topology", "dgx-h100", "--algorithm", "auto", "--protocol", "ll64"], "ll64"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv,bad",
+    [
+        (["--topology", "dgx-a100", "--algorithm", "nvls"], "nvls"),
+        (["--topology", "dgx-a100", "--algorithm", "nvlss"], "nvlss"),
+        (["--topology", "hierarchical", "--ranks", "8", "--algorithm", "nvls"], "nvls"),
+        (["--topology", "dgx-h100", "--algorithm", "auto", "--protocol", "ll64"], "ll64"),
+    ],
+)
 def test_collsim_run_refuses_what_cannot_run_naming_it(argv, bad):
     out = run_cli(["run", "all-reduce", "--size", "1KiB", *argv], bad=bad)
     assert out.status == 2
@@ -134,8 +152,24 @@ def test_build_refuses_auto_without_a_call():
 
 # names as a user types them (repr() escapes control characters and backslashes)
 PRINTABLE = st.characters(whitelist_categories=("L", "N"), whitelist_characters="-_ ;.'")
-NAMES = ["nccl_ring", "double_tree", "hierarchical", "nvls", "auto", "ring", "tree", "NVLS",
-         "dbtree", "2d", "nccl-ring", "nvl", "", "ring;tree", "\u00e9t\u00e9", "1e300"]  # fmt: skip
+NAMES = [
+    "nccl_ring",
+    "double_tree",
+    "hierarchical",
+    "nvls",
+    "auto",
+    "ring",
+    "tree",
+    "NVLS",
+    "dbtree",
+    "2d",
+    "nccl-ring",
+    "nvl",
+    "",
+    "ring;tree",
+    "\u00e9t\u00e9",
+    "1e300",
+]
 
 
 @settings(max_examples=20)
@@ -149,7 +183,7 @@ NAMES = ["nccl_ring", "double_tree", "hierarchical", "nvls", "auto", "ring", "tr
             ["--topology", "switch"],
             ["--topology", "hierarchical", "--ranks", "4"],
         ]
-    ),  # fmt: skip
+    ),
     command=st.sampled_from(["run", "step"]),
 )
 def test_algorithm_flag_fuzz(algorithm, where, command):
@@ -161,8 +195,10 @@ def test_algorithm_flag_fuzz(algorithm, where, command):
 
 
 @settings(max_examples=20)
-@given(protocol=st.sampled_from(["ll64", "simpel", "", "5", "LL", "auto", "simple"])
-       | st.text(PRINTABLE, max_size=6))  # fmt: skip
+@given(
+    protocol=st.sampled_from(["ll64", "simpel", "", "5", "LL", "auto", "simple"])
+    | st.text(PRINTABLE, max_size=6)
+)
 def test_protocol_argument_fuzz(protocol):
     cluster = collsim.Cluster(hardware.topology("dgx-h100"))
     check_api(cluster.collective, "all_reduce", count=8, protocol=protocol, bad=protocol)

@@ -64,8 +64,10 @@ def test_on_dgx_a100_every_inter_node_move_goes_through_its_own_rail_switch(node
     for _, move in schedule.moves():
         local = graph.nodes[move.src]["local"]
         if graph.nodes[move.src]["node"] != graph.nodes[move.dst]["node"]:
-            assert route(graph, move.src, move.dst) == [(move.src, f"rail{local}"),
-                                                        (f"rail{local}", move.dst)]  # fmt: skip
+            assert route(graph, move.src, move.dst) == [
+                (move.src, f"rail{local}"),
+                (f"rail{local}", move.dst),
+            ]
         else:
             assert route(graph, move.src, move.dst)[0] == (move.src, f"nvswitch{move.src // 8}")
 
@@ -103,10 +105,20 @@ def test_each_tree_moves_half_the_buffer_up_and_down_every_edge(nodes, gpus):
         for child, up in enumerate(parent):
             if up is None:
                 continue
-            going_up = [c for _, m in schedule.moves() if (m.src, m.dst) == (child, up)
-                        for c in m.chunks if c in half]  # fmt: skip
-            going_down = [c for _, m in schedule.moves() if (m.src, m.dst) == (up, child)
-                          for c in m.chunks if c in half]  # fmt: skip
+            going_up = [
+                c
+                for _, m in schedule.moves()
+                if (m.src, m.dst) == (child, up)
+                for c in m.chunks
+                if c in half
+            ]
+            going_down = [
+                c
+                for _, m in schedule.moves()
+                if (m.src, m.dst) == (up, child)
+                for c in m.chunks
+                if c in half
+            ]
             assert sorted(going_up) == sorted(going_down) == sorted(half)
             if up // gpus != child // gpus:  # between nodes: the heads, on one rail
                 assert up % gpus == child % gpus == (0 if t == 0 else gpus // 2)
@@ -176,12 +188,17 @@ def test_generic_topologies_offer_and_build_what_they_did():
 def test_small_machine_file_shapes_build():
     # a 3-GPU NVSwitch node: the rotation's exception for G | M - 1 (h = 1 on the last)
     machine = hardware.preset("dgx-a100")
-    small = dataclasses.replace(machine, name="three", gpus_per_node=3,
-                                inter=dataclasses.replace(machine.inter, nics=3))  # fmt: skip
+    small = dataclasses.replace(
+        machine, name="three", gpus_per_node=3, inter=dataclasses.replace(machine.inter, nics=3)
+    )
     graph = hardware.topology(small, nodes=4)  # M - 1 = 3: G divides it
     rings = channel_rings(node_layout(graph, range(12)))
-    assert all(a % 3 == b % 3 for ring in rings for a, b in zip(ring, ring[1:] + ring[:1])
-               if a // 3 != b // 3)  # fmt: skip
+    assert all(
+        a % 3 == b % 3
+        for ring in rings
+        for a, b in zip(ring, ring[1:] + ring[:1])
+        if a // 3 != b // 3
+    )
 
 
 def test_a_step_may_join_a_pair_twice_only_with_different_chunks():

@@ -81,8 +81,7 @@ def _assert_same(batched, general):
 
 @pytest.mark.parametrize("mode", ["numeric", "numeric, equal chunks", "count-only"])
 @pytest.mark.parametrize("name, algorithm, topo", CASES, ids=lambda v: str(v))
-def test_every_algorithm_and_topology_gives_the_same_result_either_way(name, algorithm,
-                                                                       topo, mode):  # fmt: skip
+def test_every_algorithm_and_topology_gives_the_same_result_either_way(name, algorithm, topo, mode):
     cluster = collsim.Cluster({**GENERIC, **PRESETS}[topo]())
     k = cluster.size
     options = dict(algorithm=algorithm, op="sum", root=3 % k)
@@ -139,8 +138,9 @@ def test_faults_in_switch_reduction_and_guards_take_the_per_transfer_path():
     assert "faults" in _batched(faulty, "all_reduce", "ring").reason
     h100 = collsim.Cluster(hardware.topology("dgx-h100"))
     out = run_collective(h100, "all_reduce", count=1 << 12, algorithm="nvls")
-    why = run_batched(h100, out.schedule, Group.of(None, 8), None, 1 << 12, "float32", "sum",
-                      out.protocol)  # fmt: skip
+    why = run_batched(
+        h100, out.schedule, Group.of(None, 8), None, 1 << 12, "float32", "sum", out.protocol
+    )
     assert "step 1 is reduced in the switch (NVLS)" == why.reason
     tight = collsim.Cluster(topology.ring(K), max_time=1e-6)
     assert "max_time" in _batched(tight, "all_reduce", "ring").reason
@@ -157,9 +157,11 @@ def test_a_per_transfer_run_too_big_for_the_engine_is_refused_before_it_starts(m
     cluster = collsim.Cluster(topology.switch(16))
     with pytest.raises(ConfigError) as err:  # 15 sends into the root, 15 out: 30 transfers
         cluster.all_reduce(count=64, algorithm="naive")
-    assert str(err.value).startswith("all-reduce (naive) on 16 ranks: 30 transfers would go "
-                                     "through the engine one at a time, because flows of "
-                                     "step 1 would share a link")  # fmt: skip
+    assert str(err.value).startswith(
+        "all-reduce (naive) on 16 ranks: 30 transfers would go "
+        "through the engine one at a time, because flows of "
+        "step 1 would share a link"
+    )
     assert "2,048 ranks and 29 transfers" in str(err.value) and "--analytical" in str(err.value)
     # the batched path has no such limit: a contention-free ring of the same size runs
     assert cluster.all_reduce(count=64, algorithm="ring").trace.transfer_count == 2 * 16 * 15
@@ -188,8 +190,11 @@ def test_events_and_time_equal_the_engines():
         run = _batched(cluster, "all_reduce", "ring", count=count)
 
         def program(rank, count=count):
-            return (yield from collective(rank, "all_reduce", None, None, "ring", "sum", 0,
-                                          count, "float32"))  # fmt: skip
+            return (
+                yield from collective(
+                    rank, "all_reduce", None, None, "ring", "sum", 0, count, "float32"
+                )
+            )
 
         general = cluster.run(program)
         assert (run.time, run.events, run.trace.transfers) == (
@@ -207,8 +212,9 @@ def test_a_group_of_some_ranks_and_every_protocol_agree():
     assert {t.src for t in batched.trace.transfers} == set(group)
     h100 = collsim.Cluster(hardware.topology("dgx-h100"))
     for protocol in ("simple", "ll128", "ll"):
-        batched, general = _both(h100, "all_reduce", count=1 << 10, algorithm="ring",
-                                 protocol=protocol)  # fmt: skip
+        batched, general = _both(
+            h100, "all_reduce", count=1 << 10, algorithm="ring", protocol=protocol
+        )
         _assert_same(batched, general)
         assert str(batched.protocol) == protocol
 
@@ -272,15 +278,19 @@ def test_moves_into_other_chunks_than_they_read_agree():
 
     k = 4
     steps = tuple(
-        tuple(ChunkMove(r, (r + 1) % k, range(c, c + 1), reduce, to=range((c + 2) % k,
-                        (c + 2) % k + 1)) for r in range(k) for c in [(r + s) % k])
+        tuple(
+            ChunkMove(
+                r, (r + 1) % k, range(c, c + 1), reduce, to=range((c + 2) % k, (c + 2) % k + 1)
+            )
+            for r in range(k)
+            for c in [(r + s) % k]
+        )
         for s, reduce in enumerate([True, False, True])
-    )  # fmt: skip
+    )
     schedule = Schedule("all_reduce", "shifted", k, k, steps)
     cluster = collsim.Cluster(topology.ring(k))
     buffers = _inputs("all_reduce", k, 4 * k, seed=5)
-    run = run_batched(cluster, schedule, Group.of(None, k), buffers, 4 * k, "float64", "sum",
-                      None)  # fmt: skip
+    run = run_batched(cluster, schedule, Group.of(None, k), buffers, 4 * k, "float64", "sum", None)
 
     def program(rank):
         return (yield from run_schedule(rank, schedule, buffers[rank.id], op="sum"))

@@ -68,8 +68,9 @@ def test_answers_still_held_are_never_overwritten():
 
 def _ring_sum(buffers):
     """Rank 2's answer from the per-transfer engine, which keeps no block."""
-    return run_collective(collsim.Cluster(topology.ring(K), fast=False), "all_reduce",
-                          buffers).outputs[2]  # fmt: skip
+    return run_collective(
+        collsim.Cluster(topology.ring(K), fast=False), "all_reduce", buffers
+    ).outputs[2]
 
 
 def test_only_blocks_up_to_the_limit_are_kept(monkeypatch):

@@ -25,28 +25,46 @@ HAS_MPI = importlib.util.find_spec("mpi4py") is not None
 def run_script(name, *args, timeout=60):
     """(exit code, stdout, stderr) of ``python benchmarks/<name>.py args`` in this tree."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, f"benchmarks/{name}.py", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, f"benchmarks/{name}.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
 TABLES = {
-    "bench_engine": (["--quick", "--ranks", "8,64", "--transfers", "512"],
-                     "| K ranks | rounds | transfers | events | wall (s) | transfers/s |"),
-    "bench_peers": (["--ranks", "2", "--sizes", "2^10", "--rounds", "1", "--peers", "threaded"],
-                    "| K | N (float32) | numpy limit | collsim ring | threaded PG | gloo | MPI |"),
-    "bench_numpy_limit": (["--quick", "--rounds", "1"],
-                          "| K | N (float32) | numpy loop | numpy stack | numpy reduce "
-                          "| numpy prealloc |"),
-    "bench_inputs": (["--quick"],
-                     "| K | N | dtype | numpy integers() | collsim integer_inputs | ratio |"),
-    "bench_stops": (["--quick"],
-                    "| program | ranks | stopped by | measured | seconds | / baseline |"),
+    "bench_engine": (
+        ["--quick", "--ranks", "8,64", "--transfers", "512"],
+        "| K ranks | rounds | transfers | events | wall (s) | transfers/s |",
+    ),
+    "bench_peers": (
+        ["--ranks", "2", "--sizes", "2^10", "--rounds", "1", "--peers", "threaded"],
+        "| K | N (float32) | numpy limit | collsim ring | threaded PG | gloo | MPI |",
+    ),
+    "bench_numpy_limit": (
+        ["--quick", "--rounds", "1"],
+        "| K | N (float32) | numpy loop | numpy stack | numpy reduce | numpy prealloc |",
+    ),
+    "bench_inputs": (
+        ["--quick"],
+        "| K | N | dtype | numpy integers() | collsim integer_inputs | ratio |",
+    ),
+    "bench_stops": (
+        ["--quick"],
+        "| program | ranks | stopped by | measured | seconds | / baseline |",
+    ),
     "bench_startup": (["--quick"], "| command | best of | wall seconds | CPU seconds |"),
-    "bench_lifetime": (["--quick"],
-                       "| clusters | K | per rank | alive, collector off "
-                       "| alive after gc.collect() | resident growth |"),
-}  # fmt: skip
+    "bench_lifetime": (
+        ["--quick"],
+        "| clusters | K | per rank | alive, collector off "
+        "| alive after gc.collect() | resident growth |",
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(TABLES))
@@ -81,10 +99,12 @@ def test_bench_scale_can_leave_the_records_unbuilt():
 
 @pytest.mark.parametrize(
     "args, said",
-    [(["--timeout", "0.05"], "timed out after 0.05 s"),
-     (["--max-rss", "1MiB"], "resident (--max-rss)")],
+    [
+        (["--timeout", "0.05"], "timed out after 0.05 s"),
+        (["--max-rss", "1MiB"], "resident (--max-rss)"),
+    ],
     ids=["timeout", "max-rss"],
-)  # fmt: skip
+)
 def test_bench_scale_stops_a_child_past_its_limit_and_says_so(args, said):
     code, out, err = run_script("bench_scale", "--ranks", "64", *args)
     assert code == 0, err
@@ -94,10 +114,14 @@ def test_bench_scale_stops_a_child_past_its_limit_and_says_so(args, said):
 
 @pytest.mark.parametrize(
     "args, bad",
-    [(["--ranks", "8,x"], "'x'"), (["--ranks", "1"], "1 ranks"),
-     (["--size", "1000"], "1000 B"), (["--size", "1XB"], "'1XB'")],
+    [
+        (["--ranks", "8,x"], "'x'"),
+        (["--ranks", "1"], "1 ranks"),
+        (["--size", "1000"], "1000 B"),
+        (["--size", "1XB"], "'1XB'"),
+    ],
     ids=["ranks-text", "ranks-one", "size-uneven", "size-unit"],
-)  # fmt: skip
+)
 def test_bench_scale_refuses_bad_flags_naming_the_value(args, bad):
     code, out, err = run_script("bench_scale", "--ranks", "8", *args)
     assert code == 2 and bad in err, err
@@ -105,8 +129,9 @@ def test_bench_scale_refuses_bad_flags_naming_the_value(args, bad):
 
 
 def test_bench_peers_without_a_peer_still_times_collsim_and_numpy():
-    code, out, err = run_script("bench_peers", "--ranks", "2", "--sizes", "2^10", "--rounds",
-                                "1", "--peers", "none")  # fmt: skip
+    code, out, err = run_script(
+        "bench_peers", "--ranks", "2", "--sizes", "2^10", "--rounds", "1", "--peers", "none"
+    )
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.startswith("| 2 | 2^10 |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -116,8 +141,9 @@ def test_bench_peers_without_a_peer_still_times_collsim_and_numpy():
 
 
 def test_bench_peers_names_the_pip_command_of_each_missing_peer():
-    code, out, err = run_script("bench_peers", "--ranks", "2", "--sizes", "2^10", "--rounds",
-                                "1", "--peers", "threaded,mpi")  # fmt: skip
+    code, out, err = run_script(
+        "bench_peers", "--ranks", "2", "--sizes", "2^10", "--rounds", "1", "--peers", "threaded,mpi"
+    )
     assert code == 0, err
     torch_line = "skipped: threaded PG: torch is not installed (pip install torch==2.13.0"
     mpi_line = "skipped: MPI: mpi4py is not installed (pip install mpi4py mpich)"
@@ -135,8 +161,9 @@ def test_bench_gloo_runs_or_says_how_to_install_torch():
         assert skipped in out, out
 
 
-@pytest.mark.parametrize("name", ["bench_engine", "bench_scale", "bench_peers", "bench_gloo",
-                                  "bench_lifetime"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["bench_engine", "bench_scale", "bench_peers", "bench_gloo", "bench_lifetime"]
+)
 def test_the_help_explains_what_is_measured(name):
     code, out, err = run_script(name, "--help")
     assert code == 0, err
@@ -155,8 +182,9 @@ def test_bench_engine_reports_the_memory_a_result_keeps_per_transfer():
 
 
 def test_bench_lifetime_finds_every_dropped_cluster_freed_by_reference_counting():
-    code, out, err = run_script("bench_lifetime", "--clusters", "6", "--ranks", "4", "--size",
-                                "1MiB")  # fmt: skip
+    code, out, err = run_script(
+        "bench_lifetime", "--clusters", "6", "--ranks", "4", "--size", "1MiB"
+    )
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.startswith("| 6 | 4 | 1 MiB |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]

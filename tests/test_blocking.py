@@ -172,8 +172,9 @@ def test_any_source_and_tag_prefix_receive_with_their_status():
     def main():
         rank = blocking.current_rank()
         if rank.id == 0:
-            got = [blocking.call(rank.recv(ANY, TagPrefix(("comm", 1)), status=True))
-                   for _ in range(2)]  # fmt: skip
+            got = [
+                blocking.call(rank.recv(ANY, TagPrefix(("comm", 1)), status=True)) for _ in range(2)
+            ]
             late = blocking.call(rank.recv(ANY, tag=ANY, status=True))
             return got, late
         if rank.id == 3:

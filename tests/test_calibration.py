@@ -105,8 +105,11 @@ def test_the_figure_marks_every_published_point_and_names_its_source(curves):
 def test_a_curve_without_a_published_point_draws_without_stars():
     curve = measure_curve(CurveSpec("pcie-8gpu", algorithm="ring"), sizes=[SMALL, 2**20])
     fig = calibration_figure([curve])
-    assert not [line for line in fig.axes[0].get_lines() if line.get_marker() == "*"
-                and len(line.get_xdata())]  # fmt: skip
+    assert not [
+        line
+        for line in fig.axes[0].get_lines()
+        if line.get_marker() == "*" and len(line.get_xdata())
+    ]
 
 
 @pytest.mark.parametrize("factor, bad", [(1, "1"), (2.5, "2.5"), ("4", "'4'")])

@@ -50,8 +50,7 @@ def test_what_was_saved_is_the_trained_state(zero):
     for key, tensors in kept[0].tensors.items():
         parts = [s.tensors[key] for s in sharded.saved]
         for name in ("master", "m", "v"):
-            np.testing.assert_array_equal(np.concatenate([p[name] for p in parts]),
-                                          tensors[name])  # fmt: skip
+            np.testing.assert_array_equal(np.concatenate([p[name] for p in parts]), tensors[name])
     masters = np.concatenate([t["master"] for t in kept[0].tensors.values()])
     params = np.concatenate([np.ravel(a) for a in full.params.values()])
     assert masters.size == params.size  # no padding: every unit's size divides by N

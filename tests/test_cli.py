@@ -86,18 +86,25 @@ def test_bad_input_is_a_collsim_error(capsys):
 
 
 def test_console_script_help_and_version():
-    help_text = subprocess.run([sys.executable, "-m", "collsim", "--help"], capture_output=True,
-                               text=True, check=True).stdout  # fmt: skip
+    help_text = subprocess.run(
+        [sys.executable, "-m", "collsim", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     for command in ("tour", "run", "step", "plan", "viz"):
         assert command in help_text
-    version = subprocess.run([sys.executable, "-m", "collsim", "--version"], capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
+    version = subprocess.run(
+        [sys.executable, "-m", "collsim", "--version"], capture_output=True, text=True, check=True
+    ).stdout
     assert version.startswith("collsim ")
 
 
 def test_tour_runs_without_a_terminal():
-    done = subprocess.run([sys.executable, "-m", "collsim", "tour"], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "collsim", "tour"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "ring all-reduce" in done.stdout and "closed form" in done.stdout
 

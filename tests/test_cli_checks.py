@@ -53,8 +53,23 @@ def test_verify_refuses_a_learning_rate_that_is_not_finite_and_positive(scheme, 
 
 
 def test_verify_cli_exits_1_on_nan_and_prints_valid_json():
-    outcome = run_cli(["verify", "dp", "--dp", "2", "--batch", "4", "--hidden", "8", "--heads",
-                       "2", "--lr", "1e300", "--json"])  # fmt: skip
+    outcome = run_cli(
+        [
+            "verify",
+            "dp",
+            "--dp",
+            "2",
+            "--batch",
+            "4",
+            "--hidden",
+            "8",
+            "--heads",
+            "2",
+            "--lr",
+            "1e300",
+            "--json",
+        ]
+    )
     assert outcome.status == 1
     report = json.loads(outcome.stdout)  # strict JSON: no NaN tokens
     assert report["match"] is False and report["non_finite"]
@@ -144,7 +159,7 @@ def test_check_fits_names_bytes_needed_available_and_the_way_out():
                 "2048",
             ],
             "2048",
-        ),  # fmt: skip
+        ),
         (["pipeline", "-p", "2", "-m", "2", "--hidden", "2048"], "2048"),
     ],
 )
@@ -170,8 +185,16 @@ def test_runs_that_would_take_minutes_are_refused_first(argv, bad):
 def test_work_estimate_is_within_the_limit_for_the_defaults():
     from collsim.cli.limits import MAX_WORK_SECONDS, transformer_seconds
 
-    default_dp = transformer_seconds(layers=2, params_per_layer=3072, tokens=64 * 8,
-                                     sequences=64, heads=4, seq=8, hidden=16, passes=6)  # fmt: skip
+    default_dp = transformer_seconds(
+        layers=2,
+        params_per_layer=3072,
+        tokens=64 * 8,
+        sequences=64,
+        heads=4,
+        seq=8,
+        hidden=16,
+        passes=6,
+    )
     assert 0 < default_dp < MAX_WORK_SECONDS / 10
 
 
@@ -187,10 +210,16 @@ def test_available_memory_reads_the_system():
 @pytest.mark.parametrize("command", ["run", "pipeline"])
 def test_bad_output_paths_are_refused_before_the_run(tmp_path, where, command):
     (tmp_path / "file").write_text("x")
-    path = {"missing": tmp_path / "no" / "t.png", "under_file": tmp_path / "file" / "t.png",
-            "folder": tmp_path}[where]  # fmt: skip
-    argv = ["run", "all-reduce", "-k", "4", "--trace", path] if command == "run" else [
-        "pipeline", "--out", path]  # fmt: skip
+    path = {
+        "missing": tmp_path / "no" / "t.png",
+        "under_file": tmp_path / "file" / "t.png",
+        "folder": tmp_path,
+    }[where]
+    argv = (
+        ["run", "all-reduce", "-k", "4", "--trace", path]
+        if command == "run"
+        else ["pipeline", "--out", path]
+    )
     refused(argv, str(path))
 
 
@@ -201,9 +230,13 @@ def test_step_runs_with_no_stdin_at_all(monkeypatch, capsys):
 
 
 def test_step_runs_with_stdin_closed():
-    done = subprocess.run([sys.executable, "-m", "collsim", "step", "all-reduce", "--ranks", "4"],
-                          capture_output=True, text=True, timeout=60,
-                          preexec_fn=lambda: os.close(0))  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "collsim", "step", "all-reduce", "--ranks", "4"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(0),
+    )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "step 6 of 6" in done.stdout
 
@@ -246,7 +279,11 @@ def test_every_mode_refuses_an_all_to_all_block_that_is_not_whole_elements(mode)
 
 def test_negative_values_reach_the_command():
     assert join_negative_values(["--latency", "-1us", "-s", "-.5KiB", "--", "-1"]) == [
-        "--latency=-1us", "-s=-.5KiB", "--", "-1"]  # fmt: skip
+        "--latency=-1us",
+        "-s=-.5KiB",
+        "--",
+        "-1",
+    ]
 
 
 # ---- item 17: the run table says what it shows ------------------------------------------
@@ -286,9 +323,22 @@ def test_wrong_counts_the_elements_that_differ(monkeypatch, capsys):
 
 
 def test_hierarchical_header_shows_the_links_between_nodes(capsys):
-    argv = ["run", "all-reduce", "-k", "4", "-s", "1KiB", "--topology", "hierarchical",
-            "--gpus-per-node", "2", "--inter-bandwidth", "25GB/s",
-            "--inter-latency", "7us"]  # fmt: skip
+    argv = [
+        "run",
+        "all-reduce",
+        "-k",
+        "4",
+        "-s",
+        "1KiB",
+        "--topology",
+        "hierarchical",
+        "--gpus-per-node",
+        "2",
+        "--inter-bandwidth",
+        "25GB/s",
+        "--inter-latency",
+        "7us",
+    ]
     assert main(argv) == 0
     header = capsys.readouterr().out.split("#           size")[0]
     assert "25GB/s" in header and "7us" in header and "2 GPUs per node" in header
@@ -346,8 +396,10 @@ def test_progress_reports_on_stderr_only_when_enabled(capsys):
 
 
 def test_progress_never_touches_json_stdout(capsys):
-    assert main(["run", "all-reduce", "-k", "4", "-b", "1KiB", "-e", "4KiB", "--json",
-                 "--progress"]) == 0  # fmt: skip
+    assert (
+        main(["run", "all-reduce", "-k", "4", "-b", "1KiB", "-e", "4KiB", "--json", "--progress"])
+        == 0
+    )
     assert len(json.loads(capsys.readouterr().out)["results"]) == 3
 
 

@@ -42,9 +42,19 @@ def test_a_refused_value_exits_2_naming_it(argv, bad):
 
 
 # the shortest valid start of each sub-command, so that the unknown flag is all that is wrong
-STARTS = [["tour"], ["run", "all-reduce"], ["step", "all-reduce"], ["plan"], ["pipeline"],
-          ["verify", "dp"], ["strategies"], ["hardware"], ["exec", "script.py"],
-          ["lesson", "list"], *(["viz", k] for k in _viz_kinds())]  # fmt: skip
+STARTS = [
+    ["tour"],
+    ["run", "all-reduce"],
+    ["step", "all-reduce"],
+    ["plan"],
+    ["pipeline"],
+    ["verify", "dp"],
+    ["strategies"],
+    ["hardware"],
+    ["exec", "script.py"],
+    ["lesson", "list"],
+    *(["viz", k] for k in _viz_kinds()),
+]
 
 
 @pytest.mark.parametrize("start", STARTS, ids=[" ".join(s) for s in STARTS])
@@ -81,8 +91,26 @@ def test_every_help_says_what_each_exit_status_means(path):
 
 
 def test_a_negative_verdict_still_exits_1(capsys):
-    invalid = ["plan", "--world-size", "784", "--tp", "8", "--pp", "4", "--layers", "96",
-               "--hidden", "12288", "--heads", "96", "--seq", "2048", "--global-batch", "1536",
-               "--micro-batch", "1"]  # fmt: skip
+    invalid = [
+        "plan",
+        "--world-size",
+        "784",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--layers",
+        "96",
+        "--hidden",
+        "12288",
+        "--heads",
+        "96",
+        "--seq",
+        "2048",
+        "--global-batch",
+        "1536",
+        "--micro-batch",
+        "1",
+    ]
     assert main(invalid) == 1
     assert "INVALID" in capsys.readouterr().out

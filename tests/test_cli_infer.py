@@ -10,8 +10,23 @@ from fuzzkit import run_cli
 from collsim.cli import main
 from collsim.nn import Decoder, DecoderConfig
 
-BASE = ["infer", "--tp", "2", "--pp", "2", "--layers", "4", "--hidden", "64", "--heads", "4",
-        "--prompt-len", "8", "--new-tokens", "8"]  # fmt: skip
+BASE = [
+    "infer",
+    "--tp",
+    "2",
+    "--pp",
+    "2",
+    "--layers",
+    "4",
+    "--hidden",
+    "64",
+    "--heads",
+    "4",
+    "--prompt-len",
+    "8",
+    "--new-tokens",
+    "8",
+]
 
 
 def figures(argv, capsys):
@@ -69,7 +84,7 @@ def test_one_shot_on_a_dgx_h100_makes_decode_latency_bound_and_faster(capsys):
             ["--tp", "64", "--pp", "1", "--heads", "64", "--hidden", "128", "--new-tokens", "64"],
             "--tp 64",
             "more than the 60 s a run may take",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_bad_input_exits_2_naming_the_value_the_rule_and_the_nearest_choice(flags, bad, words):

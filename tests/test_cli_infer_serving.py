@@ -12,8 +12,20 @@ from hypothesis import strategies as st
 from collsim.cli import main
 
 SMALL = ["--layers", "2", "--hidden", "16", "--heads", "2", "--vocab", "32"]
-SERVE = ["infer", *SMALL, "--requests", "6", "--prompt-len", "6", "--new-tokens", "4",
-         "--batch", "2", "--disaggregate", "1:2"]  # fmt: skip
+SERVE = [
+    "infer",
+    *SMALL,
+    "--requests",
+    "6",
+    "--prompt-len",
+    "6",
+    "--new-tokens",
+    "4",
+    "--batch",
+    "2",
+    "--disaggregate",
+    "1:2",
+]
 # Llama-2-7B's shape (32 layers, d_model 4096, 32 heads, vocab 32000)
 LLAMA_7B = ["--layers", "32", "--hidden", "4096", "--heads", "32", "--vocab", "32000"]
 
@@ -55,8 +67,21 @@ def test_requests_compare_colocated_and_disaggregated_on_the_same_gpus(capsys):
 
 
 def test_plan_prints_the_kv_cache_per_gpu_and_whether_it_fits(capsys):
-    argv = ["infer", "--plan", *LLAMA_7B, "--tp", "2", "--batch", "16", "--prompt-len", "4000",
-            "--new-tokens", "96", "--preset", "dgx-h100"]  # fmt: skip
+    argv = [
+        "infer",
+        "--plan",
+        *LLAMA_7B,
+        "--tp",
+        "2",
+        "--batch",
+        "16",
+        "--prompt-len",
+        "4000",
+        "--new-tokens",
+        "96",
+        "--preset",
+        "dgx-h100",
+    ]
     f = figures(argv, capsys)
     # 512 KiB a token in bf16 for the whole model, half of it on each of 2 TP ranks
     assert f["kv_bytes_per_sequence"] == 4096 * 512 * 1024 // 2

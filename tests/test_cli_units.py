@@ -25,10 +25,15 @@ def test_nccl_tests_sweep_to_8G_ends_at_8_GiB():
 
 @pytest.mark.parametrize(
     ("flags", "nbytes"),
-    [(["--size", "64M"], 64 * 2**20), (["--size", "64m"], 64 * 2**20),
-     (["--size", "64MB"], 64 * 10**6), (["--size", "64MiB"], 64 * 2**20),
-     (["-b", "1K"], 1024), (["-e", "1k", "-b", "1k"], 1024)],
-)  # fmt: skip
+    [
+        (["--size", "64M"], 64 * 2**20),
+        (["--size", "64m"], 64 * 2**20),
+        (["--size", "64MB"], 64 * 10**6),
+        (["--size", "64MiB"], 64 * 2**20),
+        (["-b", "1K"], 1024),
+        (["-e", "1k", "-b", "1k"], 1024),
+    ],
+)
 def test_a_prefix_alone_means_binary_on_every_size_flag(flags, nbytes):
     (row,) = _rows(["run", "all-reduce", "-k", "2", *flags, "--analytical"])
     assert row["size_bytes"] == nbytes
@@ -42,11 +47,13 @@ def test_help_states_the_size_rule():
 
 @pytest.mark.parametrize(
     ("argv", "bad", "spelling"),
-    [(["run", "all-reduce", "--size", "64Mb"], "64Mb", "64MB"),
-     (["run", "all-reduce", "--size", "64Mb", "--count-only"], "64Mb", "64MB"),
-     (["run", "all-reduce", "-b", "8", "-e", "8Gb"], "8Gb", "8GB"),
-     (["viz", "traffic", "--size", "1Mbit", "--out", "t.png"], "1Mbit", "1MB")],
-)  # fmt: skip
+    [
+        (["run", "all-reduce", "--size", "64Mb"], "64Mb", "64MB"),
+        (["run", "all-reduce", "--size", "64Mb", "--count-only"], "64Mb", "64MB"),
+        (["run", "all-reduce", "-b", "8", "-e", "8Gb"], "8Gb", "8GB"),
+        (["viz", "traffic", "--size", "1Mbit", "--out", "t.png"], "1Mbit", "1MB"),
+    ],
+)
 def test_a_buffer_size_in_bits_is_refused_with_the_byte_spelling(argv, bad, spelling, tmp_path):
     outcome = run_cli([str(tmp_path / a) if a.endswith(".png") else a for a in argv], bad=bad)
     assert outcome.status != 0 and outcome.stdout == ""
@@ -75,21 +82,58 @@ def test_a_time_without_a_unit_is_refused_as_a_bare_bandwidth_is(argv, tmp_path)
 
 
 def test_zero_alone_is_still_a_free_latency():
-    (row,) = _rows(["run", "all-reduce", "-k", "2", "-s", "8", "--latency", "0",
-                    "--bandwidth", "inf", "--count-only"])  # fmt: skip
+    (row,) = _rows(
+        [
+            "run",
+            "all-reduce",
+            "-k",
+            "2",
+            "-s",
+            "8",
+            "--latency",
+            "0",
+            "--bandwidth",
+            "inf",
+            "--count-only",
+        ]
+    )
     assert row["time_s"] == 0
 
 
 def test_the_header_prints_every_flag_as_typed_and_as_read():
-    out = run_cli(["run", "all-reduce", "-k", "4", "--bandwidth", "100Gbps", "--latency", "2us",
-                   "--size", "64M", "--count-only"]).stdout  # fmt: skip
+    out = run_cli(
+        [
+            "run",
+            "all-reduce",
+            "-k",
+            "4",
+            "--bandwidth",
+            "100Gbps",
+            "--latency",
+            "2us",
+            "--size",
+            "64M",
+            "--count-only",
+        ]
+    ).stdout
     assert "--bandwidth 100Gbps = 12.5 GB/s per link and direction" in out
     assert "--latency 2us = 2 us" in out
     assert "--size 64M = 67,108,864 B (64 MiB)" in out
     sweep = run_cli(["run", "all-reduce", "-b", "8", "-e", "8G", "--analytical"]).stdout
     assert "--min-bytes 8 = 8 B .. --max-bytes 8G = 8,589,934,592 B (8 GiB)" in sweep
-    hierarchical = run_cli(["run", "all-reduce", "-k", "8", "--topology", "hierarchical",
-                            "--inter-bandwidth", "400Gbit/s", "--count-only"]).stdout  # fmt: skip
+    hierarchical = run_cli(
+        [
+            "run",
+            "all-reduce",
+            "-k",
+            "8",
+            "--topology",
+            "hierarchical",
+            "--inter-bandwidth",
+            "400Gbit/s",
+            "--count-only",
+        ]
+    ).stdout
     assert "--inter-bandwidth 400Gbit/s = 50 GB/s per NIC" in hierarchical
 
 

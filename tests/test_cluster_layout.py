@@ -11,8 +11,17 @@ import collsim
 from collsim.errors import ConfigError
 from collsim.runtime.faults import Faults
 
-METHODS = ("collective", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
-           "all_to_all", "run", "route")  # fmt: skip
+METHODS = (
+    "collective",
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "broadcast",
+    "reduce",
+    "all_to_all",
+    "run",
+    "route",
+)
 
 
 @pytest.mark.parametrize("name", METHODS)

@@ -92,8 +92,9 @@ def _rank_program(cluster):
 
 
 def _training(cluster):
-    run = train(toy_model(layers=2), [toy_batch(batch=4)], ParallelConfig(dp=2, tp=2),
-                cluster=cluster)  # fmt: skip
+    run = train(
+        toy_model(layers=2), [toy_batch(batch=4)], ParallelConfig(dp=2, tp=2), cluster=cluster
+    )
     assert run.match  # equal to one device
 
 
@@ -248,10 +249,14 @@ def _exec_deadlock(cluster):
     exec_spmd(main, cluster=cluster, echo=False)
 
 
-FAILURES = {"deadlock": (_deadlock, DeadlockError), "error": (_error_in_a_rank, ValueError),
-            "guard": (_guard, SimulationLimitError), "watchdog": (_watchdog, WatchdogTimeout),
-            "exec-error": (_exec_error, RankError),
-            "exec-deadlock": (_exec_deadlock, DeadlockError)}  # fmt: skip
+FAILURES = {
+    "deadlock": (_deadlock, DeadlockError),
+    "error": (_error_in_a_rank, ValueError),
+    "guard": (_guard, SimulationLimitError),
+    "watchdog": (_watchdog, WatchdogTimeout),
+    "exec-error": (_exec_error, RankError),
+    "exec-deadlock": (_exec_deadlock, DeadlockError),
+}
 CRASH = {"watchdog": ["1@1us"]}  # the faults of a failure's cluster
 
 

@@ -20,8 +20,9 @@ KS = [1, 2, 3, 5, 8]
 # recursive halving / doubling pair rank r with r XOR 2^i: K must be a power of two
 POWER_OF_TWO_ONLY = {("reduce_scatter", "halving_doubling"), ("all_gather", "halving_doubling")}
 POWER_OF_TWO_KS = [1, 2, 4, 8]
-CASES = [(c, a, k) for c, a in PAIRS
-         for k in (POWER_OF_TWO_KS if (c, a) in POWER_OF_TWO_ONLY else KS)]  # fmt: skip
+CASES = [
+    (c, a, k) for c, a in PAIRS for k in (POWER_OF_TWO_KS if (c, a) in POWER_OF_TWO_ONLY else KS)
+]
 DTYPES = ["float64", "float32", "float16", "int64", "int32"]
 REDUCING = [case for case in CASES if case[0] in ("all_reduce", "reduce_scatter", "reduce")]
 ROOTED = ("broadcast", "reduce")
@@ -78,8 +79,10 @@ def expected_outputs(collective, xs, op, root):
     if collective == "broadcast":
         return [xs[root]] * k
     if collective == "all_to_all":
-        return [np.concatenate([split(xs[src], k)[dst] for src in range(k)]).reshape(xs[0].shape)
-                for dst in range(k)]  # fmt: skip
+        return [
+            np.concatenate([split(xs[src], k)[dst] for src in range(k)]).reshape(xs[0].shape)
+            for dst in range(k)
+        ]
     total = reduce_all(xs, op)
     if collective == "reduce_scatter":
         return split(total, k)
@@ -136,21 +139,27 @@ def test_shapes_follow_torch(collective, algorithm, k):
 
 def ring_moves(k, first, steps_before=0, chunk_shift=1):
     """Step s: rank r sends chunk (r - s - shift) mod K to r + 1."""
-    return {(steps_before + s, r, (r + 1) % k, ((r - s - chunk_shift) % k,))
-            for s in range(k - 1) for r in range(k)}  # fmt: skip
+    return {
+        (steps_before + s, r, (r + 1) % k, ((r - s - chunk_shift) % k,))
+        for s in range(k - 1)
+        for r in range(k)
+    }
 
 
 def chain_moves(k, first):
     """Chain first -> first+1 -> ... (K ranks): chunk c crosses hop h at step c + h."""
-    return {(c + h, (first + h) % k, (first + h + 1) % k, (c,))
-            for h in range(k - 1) for c in range(k)}  # fmt: skip
+    return {
+        (c + h, (first + h) % k, (first + h + 1) % k, (c,)) for h in range(k - 1) for c in range(k)
+    }
 
 
 def tree_steps(k, root):
     """Binomial broadcast: step d sends from rel < 2^d to rel + 2^d."""
     depth = math.ceil(math.log2(k)) if k > 1 else 0
-    return [[((root + rel) % k, (root + rel + 2**d) % k) for rel in range(2**d) if rel + 2**d < k]
-            for d in range(depth)]  # fmt: skip
+    return [
+        [((root + rel) % k, (root + rel + 2**d) % k) for rel in range(2**d) if rel + 2**d < k]
+        for d in range(depth)
+    ]
 
 
 def tree_moves(k, root, reverse=False, steps_before=0):
@@ -214,8 +223,11 @@ def halving_moves(k):
 
 def doubling_moves(k):
     """Recursive doubling, step i: rank r sends its block of 2^i chunks to r XOR 2^i."""
-    return {(i, r, r ^ (1 << i), tuple(range(r - r % (1 << i), r - r % (1 << i) + (1 << i))))
-            for i in range(int(math.log2(k))) for r in range(k)}  # fmt: skip
+    return {
+        (i, r, r ^ (1 << i), tuple(range(r - r % (1 << i), r - r % (1 << i) + (1 << i))))
+        for i in range(int(math.log2(k)))
+        for r in range(k)
+    }
 
 
 def expected_counts(collective, algorithm, k, size, root):
@@ -225,8 +237,11 @@ def expected_counts(collective, algorithm, k, size, root):
         return 0, 0, [0]
     depth = math.ceil(math.log2(k))
     ring = [(k - 1) * size // k] * k
-    if (collective, algorithm) in (("reduce_scatter", "ring"), ("all_gather", "ring"),
-                                   ("all_to_all", "direct")):  # fmt: skip
+    if (collective, algorithm) in (
+        ("reduce_scatter", "ring"),
+        ("all_gather", "ring"),
+        ("all_to_all", "direct"),
+    ):
         return k - 1, k * (k - 1), ring
     if algorithm == "pat":  # partners 1, 2, 4, ...: n = min(d, K - d) chunks, of which a
         # range wrapping past chunk K - 1 is two messages (n - 1 ranks' ranges wrap)
@@ -247,9 +262,14 @@ def expected_counts(collective, algorithm, k, size, root):
             for src, dst in step:
                 sent[dst if collective == "reduce" else src] += size
         if collective == "all_reduce":  # reduce, then the same tree broadcasting
-            sent = [size * (len([1 for st in steps for s, _ in st if s == r])
-                            + len([1 for st in steps for _, d in st if d == r]))
-                    for r in range(k)]  # fmt: skip
+            sent = [
+                size
+                * (
+                    len([1 for st in steps for s, _ in st if s == r])
+                    + len([1 for st in steps for _, d in st if d == r])
+                )
+                for r in range(k)
+            ]
             return 2 * depth, 2 * (k - 1), sent
         return depth, k - 1, sent
     if algorithm == "naive":
@@ -273,8 +293,9 @@ def test_structure_from_the_trace(collective, algorithm, k):
     size = N * itemsize
     cluster = collsim.Cluster(topology.switch(k, "25GB/s", "3us"))
     for root in roots(collective, k):
-        out = cluster.collective(collective, count=count, dtype="float64", algorithm=algorithm,
-                                 root=root)  # fmt: skip
+        out = cluster.collective(
+            collective, count=count, dtype="float64", algorithm=algorithm, root=root
+        )
         steps, n_transfers, sent = expected_counts(collective, algorithm, k, size, root)
         transfers = out.trace.transfers
         assert out.stats.steps == out.schedule.n_steps == steps
@@ -284,8 +305,9 @@ def test_structure_from_the_trace(collective, algorithm, k):
         # the trace holds exactly the schedule's moves: step, pair, bytes of its chunks
         chunk_bytes = size // out.schedule.n_chunks
         traced = sorted((t.tag.step, t.src, t.dst, t.nbytes) for t in transfers)
-        scheduled = sorted((s, m.src, m.dst, len(m.chunks) * chunk_bytes)
-                           for s, m in out.schedule.moves())  # fmt: skip
+        scheduled = sorted(
+            (s, m.src, m.dst, len(m.chunks) * chunk_bytes) for s, m in out.schedule.moves()
+        )
         assert traced == scheduled
         want = expected_moves(collective, algorithm, k, root)
         if want is not None:
@@ -332,8 +354,9 @@ def test_ring_algorithms_on_a_ring_meet_no_contention(preset, collective, algori
     size = 64 * k * k * 4
     count = size // 4 // (k if collective == "all_gather" else 1)
     for root in roots(collective, k):
-        out = cluster.collective(collective, count=count, dtype="float32", algorithm=algorithm,
-                                 root=root)  # fmt: skip
+        out = cluster.collective(
+            collective, count=count, dtype="float32", algorithm=algorithm, root=root
+        )
         assert all(len(t.links) == 1 for t in out.trace.transfers)  # every hop one link
         per_step = {}
         for t in out.trace.transfers:  # no two transfers of one step share a link
@@ -365,8 +388,7 @@ def test_halving_doubling_pairs_r_xor_2_to_the_i_and_halves_or_doubles_bytes(col
     size = 64 * k * 8  # bytes
     count = size // 8 // (k if collective == "all_gather" else 1)
     cluster = collsim.Cluster(topology.switch(k, "25GB/s", "3us"))
-    out = cluster.collective(collective, count=count, dtype="float64",
-                             algorithm="halving_doubling")  # fmt: skip
+    out = cluster.collective(collective, count=count, dtype="float64", algorithm="halving_doubling")
     depth = int(math.log2(k))
     assert out.stats.steps == depth
     for i in range(depth):
@@ -376,8 +398,9 @@ def test_halving_doubling_pairs_r_xor_2_to_the_i_and_halves_or_doubles_bytes(col
         nbytes = size >> (i + 1) if collective == "reduce_scatter" else (size // k) << i
         step = sorted((t.src, t.dst, t.nbytes) for t in out.trace.transfers if t.tag.step == i)
         assert step == [(r, r ^ mask, nbytes) for r in range(k)]
-    assert out.time == pytest.approx(closed_form(collective, "halving_doubling", k, size, 6e-6,
-                                                 25e9).time_s, rel=1e-12)  # fmt: skip
+    assert out.time == pytest.approx(
+        closed_form(collective, "halving_doubling", k, size, 6e-6, 25e9).time_s, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("k", [3, 5])

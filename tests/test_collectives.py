@@ -546,8 +546,9 @@ def gather_schedule(k, root):
 
     spec = CollectiveSpec("gather", rooted=True, output_shape_rule=CONCAT_FIRST_AXIS)
     moves = tuple(ChunkMove(r, root, range(r, r + 1), False) for r in range(k) if r != root)
-    return Schedule("gather", "direct", k, k, (moves,) if moves else (), (), "own_chunk", "root",
-                    root, spec)  # fmt: skip
+    return Schedule(
+        "gather", "direct", k, k, (moves,) if moves else (), (), "own_chunk", "root", root, spec
+    )
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5])

@@ -21,8 +21,12 @@ from collsim.parallel.context.layouts import token_positions
 LAYOUTS = ("contiguous", "balanced")
 
 
-@given(cp=st.integers(1, 8), tiles=st.integers(1, 6), layout=st.sampled_from(LAYOUTS),
-       causal=st.booleans())  # fmt: skip
+@given(
+    cp=st.integers(1, 8),
+    tiles=st.integers(1, 6),
+    layout=st.sampled_from(LAYOUTS),
+    causal=st.booleans(),
+)
 def test_causal_pairs_count_what_the_mask_keeps(cp, tiles, layout, causal):
     seq = 2 * cp * tiles  # splits in either layout
     pairs = causal_pairs(seq, cp, layout, causal)
@@ -40,12 +44,24 @@ def test_causal_pairs_count_what_the_mask_keeps(cp, tiles, layout, causal):
 ODD = [0, -1, 2.5, True, "8", None, 10**30]
 
 
-KEYS = ["batch", "seq", "hidden", "cp", "bytes_per_element", "tp", "layers", "microbatches",
-        "steps"]  # fmt: skip
+KEYS = [
+    "batch",
+    "seq",
+    "hidden",
+    "cp",
+    "bytes_per_element",
+    "tp",
+    "layers",
+    "microbatches",
+    "steps",
+]
 
 
-@given(key=st.sampled_from(KEYS), value=st.sampled_from(ODD),
-       variant=st.sampled_from(["ring", "all-to-all", "rings"]))  # fmt: skip
+@given(
+    key=st.sampled_from(KEYS),
+    value=st.sampled_from(ODD),
+    variant=st.sampled_from(["ring", "all-to-all", "rings"]),
+)
 def test_context_parallel_bytes_succeeds_or_names_the_value(key, value, variant):
     sizes = dict(batch=2, seq=16, hidden=8, cp=2, bytes_per_element=8, tp=2)
     sizes[key] = value

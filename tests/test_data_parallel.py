@@ -40,8 +40,10 @@ def mlp(rng, features, hidden, layernorm=True):
 
 
 def batches(rng, steps, rows, features):
-    return [(rng.uniform(-1, 1, (rows, features)), rng.uniform(-1, 1, (rows, features)))
-            for _ in range(steps)]  # fmt: skip
+    return [
+        (rng.uniform(-1, 1, (rows, features)), rng.uniform(-1, 1, (rows, features)))
+        for _ in range(steps)
+    ]
 
 
 def cluster(k, compute_rate=100e12, latency="5us"):
@@ -57,7 +59,7 @@ FIRST = LayerPass("forward", "0 Linear")  # the record of the first layer's forw
 def test_batch64_on_dp4_takes_16_samples_per_rank_and_averages_the_gradient():
     rng = np.random.default_rng(4)
     model = mlp(rng, 8, 32)
-    (x, target), = batches(rng, 1, 64, 8)  # fmt: skip
+    ((x, target),) = batches(rng, 1, 64, 8)
     run = train_data_parallel(cluster(4, compute_rate=1e12), model, [(x, target)], dp=4)
     assert (run.micro_batch, run.accumulation) == (16, 1)
     # each rank's first matmul is 2·16·8·32 FLOPs: it really saw 16 rows
@@ -95,8 +97,14 @@ def dp_configs(draw):
     return dp, micro, accumulation
 
 
-@given(dp_configs(), st.integers(1, 4), st.integers(1, 6), st.sampled_from([64, 512, 2**25]),
-       st.booleans(), seeds)  # fmt: skip
+@given(
+    dp_configs(),
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.sampled_from([64, 512, 2**25]),
+    st.booleans(),
+    seeds,
+)
 def test_training_equals_one_device_and_replicas_stay_identical(
     config, features, hidden, bucket_bytes, adam, seed
 ):
@@ -105,8 +113,15 @@ def test_training_equals_one_device_and_replicas_stay_identical(
     model = mlp(rng, features, hidden)
     data = batches(rng, 3, micro * dp * accumulation, features)
     optimizer = Adam(lr=1e-2) if adam else SGD(lr=0.1, momentum=0.5)
-    run = train_data_parallel(cluster(dp), model, data, dp=dp, micro_batch=micro,
-                              optimizer=optimizer, bucket_bytes=bucket_bytes)  # fmt: skip
+    run = train_data_parallel(
+        cluster(dp),
+        model,
+        data,
+        dp=dp,
+        micro_batch=micro,
+        optimizer=optimizer,
+        bucket_bytes=bucket_bytes,
+    )
     assert run.accumulation == accumulation
     oracle = single_device(model, data, optimizer)
     for mine, ref in zip(run.steps, oracle):
@@ -123,8 +138,18 @@ def test_training_equals_one_device_and_replicas_stay_identical(
 
 @given(st.integers(1, 4), st.integers(1, 2), st.integers(1, 2), seeds)
 def test_transformer_blocks_through_verify(dp, layers, accumulation, seed):
-    report = verify("dp", dp=dp, batch=2 * dp * accumulation, micro_batch=2, hidden=4,
-                    heads=2, seq=3, layers=layers, steps=2, seed=seed)  # fmt: skip
+    report = verify(
+        "dp",
+        dp=dp,
+        batch=2 * dp * accumulation,
+        micro_batch=2,
+        hidden=4,
+        heads=2,
+        seq=3,
+        layers=layers,
+        steps=2,
+        seed=seed,
+    )
     assert report.match, report
     assert report.dp_replica_diff == 0.0
     assert report.config["accumulation"] == accumulation
@@ -144,8 +169,12 @@ def test_batch_rule(dp, micro, accumulation, off_by):
     with pytest.raises(ConfigError) as err:
         resolve_batch(global_batch, dp, micro, accumulation)
     message = str(err.value)
-    for number in (f"global batch {global_batch}", f"micro batch {micro}", f"dp {dp}",
-                   f"accumulation {accumulation}"):  # fmt: skip
+    for number in (
+        f"global batch {global_batch}",
+        f"micro batch {micro}",
+        f"dp {dp}",
+        f"accumulation {accumulation}",
+    ):
         assert number in message
     assert "global_batch = micro_batch · dp · accumulation" in message
 
@@ -163,13 +192,13 @@ def test_batch_rule_names_the_choices_that_work():
 # ---- bytes: 2(K-1)/K·P·b per rank per step ------------------------------------------------------
 
 
-@given(st.integers(2, 5), st.integers(1, 5), st.integers(1, 3), st.sampled_from([64, 2**25]),
-       seeds)  # fmt: skip
+@given(st.integers(2, 5), st.integers(1, 5), st.integers(1, 3), st.sampled_from([64, 2**25]), seeds)
 def test_all_reduce_bytes_equal_the_formula(dp, hidden, steps, bucket_bytes, seed):
     rng = np.random.default_rng(seed)
     model = mlp(rng, 3, hidden)
-    run = train_data_parallel(cluster(dp), model, batches(rng, steps, dp, 3),
-                              bucket_bytes=bucket_bytes)  # fmt: skip
+    run = train_data_parallel(
+        cluster(dp), model, batches(rng, steps, dp, 3), bucket_bytes=bucket_bytes
+    )
     P = sum(v.size for v in model.params.values())
     assert sum(run.buckets) == P
     sent = run.bytes_by_collective["all_reduce"]

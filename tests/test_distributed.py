@@ -14,8 +14,13 @@ import collsim.distributed as dist
 from collsim.runtime import blocking
 
 DTYPES = ["float64", "float32", "float16", "int64", "int32"]
-OPS = [dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN,
-       dist.ReduceOp.MAX]  # fmt: skip
+OPS = [
+    dist.ReduceOp.SUM,
+    dist.ReduceOp.AVG,
+    dist.ReduceOp.PRODUCT,
+    dist.ReduceOp.MIN,
+    dist.ReduceOp.MAX,
+]
 FEW = settings(max_examples=12)  # each example is a run of up to 16 rank threads
 
 worlds = st.integers(1, 16)
@@ -52,8 +57,12 @@ def reference(op, stack):
         if np.issubdtype(dtype, np.integer):
             return np.trunc(total / k).astype(dtype)  # NCCL's integer average truncates
         return (stack.sum(axis=0).astype(dtype) / dtype.type(k)).astype(dtype)
-    fn = {dist.ReduceOp.SUM: np.sum, dist.ReduceOp.PRODUCT: np.prod,
-          dist.ReduceOp.MIN: np.min, dist.ReduceOp.MAX: np.max}[op]  # fmt: skip
+    fn = {
+        dist.ReduceOp.SUM: np.sum,
+        dist.ReduceOp.PRODUCT: np.prod,
+        dist.ReduceOp.MIN: np.min,
+        dist.ReduceOp.MAX: np.max,
+    }[op]
     return fn(stack, axis=0).astype(dtype)
 
 
@@ -286,27 +295,39 @@ def test_recv_from_any_rank_returns_the_sender(nonblocking, k, shape, dtype, see
 
 ASYNC_CALLS = {
     # name -> (program(x, k, me) -> (work, tensor written), reference(x, k, me))
-    "all_reduce": (lambda x, k, me: _async(dist.all_reduce, x[me].copy()),
-                   lambda x, k, me: x.sum(axis=0)),
-    "reduce": (lambda x, k, me: _async(dist.reduce, x[me].copy(), dst=0),
-               lambda x, k, me: x.sum(axis=0) if me == 0 else x[me]),
-    "broadcast": (lambda x, k, me: _async(dist.broadcast, x[me].copy(), src=k - 1),
-                  lambda x, k, me: x[k - 1]),
+    "all_reduce": (
+        lambda x, k, me: _async(dist.all_reduce, x[me].copy()),
+        lambda x, k, me: x.sum(axis=0),
+    ),
+    "reduce": (
+        lambda x, k, me: _async(dist.reduce, x[me].copy(), dst=0),
+        lambda x, k, me: x.sum(axis=0) if me == 0 else x[me],
+    ),
+    "broadcast": (
+        lambda x, k, me: _async(dist.broadcast, x[me].copy(), src=k - 1),
+        lambda x, k, me: x[k - 1],
+    ),
     "all_gather_into_tensor": (
         lambda x, k, me: _async(dist.all_gather_into_tensor, np.zeros((k, 3)), x[me], out=0),
-        lambda x, k, me: x),
-    "all_gather": (lambda x, k, me: _async(dist.all_gather, [np.zeros(3) for _ in range(k)],
-                                           x[me], out=0),
-                   lambda x, k, me: x),
+        lambda x, k, me: x,
+    ),
+    "all_gather": (
+        lambda x, k, me: _async(dist.all_gather, [np.zeros(3) for _ in range(k)], x[me], out=0),
+        lambda x, k, me: x,
+    ),
     "reduce_scatter_tensor": (
-        lambda x, k, me: _async(dist.reduce_scatter_tensor, np.zeros(3),
-                                np.stack([x[me]] * k), out=0),
-        lambda x, k, me: x.sum(axis=0)),
+        lambda x, k, me: _async(
+            dist.reduce_scatter_tensor, np.zeros(3), np.stack([x[me]] * k), out=0
+        ),
+        lambda x, k, me: x.sum(axis=0),
+    ),
     "all_to_all_single": (
-        lambda x, k, me: _async(dist.all_to_all_single, np.zeros((k, 3)),
-                                np.stack([x[me]] * k), out=0),
-        lambda x, k, me: x),
-}  # fmt: skip
+        lambda x, k, me: _async(
+            dist.all_to_all_single, np.zeros((k, 3)), np.stack([x[me]] * k), out=0
+        ),
+        lambda x, k, me: x,
+    ),
+}
 
 
 def _async(fn, *args, out=None, **kwargs):

@@ -66,44 +66,67 @@ BAD_CALLS = {
         "ReduceOp.PREMUL_SUM",
     ),
     "reduce op MAX?": (lambda: dist.reduce(np.zeros(2), dst=0, op=max), "op=<built-in"),
-    "all_gather list of 3": (lambda: dist.all_gather([np.zeros(2)] * 3, np.zeros(2)),
-                             "got 3 tensors"),
-    "all_gather entry shape": (lambda: dist.all_gather([np.zeros(2)] * 3 + [np.zeros(5)],
-                                                       np.zeros(2)), "(5,)"),
+    "all_gather list of 3": (
+        lambda: dist.all_gather([np.zeros(2)] * 3, np.zeros(2)),
+        "got 3 tensors",
+    ),
+    "all_gather entry shape": (
+        lambda: dist.all_gather([np.zeros(2)] * 3 + [np.zeros(5)], np.zeros(2)),
+        "(5,)",
+    ),
     "all_gather_into_tensor size": (
-        lambda: dist.all_gather_into_tensor(np.zeros(7), np.zeros(2)), "(7,)"),
+        lambda: dist.all_gather_into_tensor(np.zeros(7), np.zeros(2)),
+        "(7,)",
+    ),
     "all_gather_into_tensor dtype": (
-        lambda: dist.all_gather_into_tensor(np.zeros(8, np.float32), np.zeros(2)), "float32"),
+        lambda: dist.all_gather_into_tensor(np.zeros(8, np.float32), np.zeros(2)),
+        "float32",
+    ),
     "reduce_scatter_tensor size": (
-        lambda: dist.reduce_scatter_tensor(np.zeros(3), np.zeros(10)), "(10,)"),
+        lambda: dist.reduce_scatter_tensor(np.zeros(3), np.zeros(10)),
+        "(10,)",
+    ),
     "all_to_all_single rows": (
-        lambda: dist.all_to_all_single(np.zeros((6, 2)), np.zeros((6, 2))), "nearest: 4 or 8"),
+        lambda: dist.all_to_all_single(np.zeros((6, 2)), np.zeros((6, 2))),
+        "nearest: 4 or 8",
+    ),
     "all_to_all_single splits": (
         lambda: dist.all_to_all_single(np.zeros(8), np.zeros(8), input_split_sizes=[1, 1, 3, 3]),
-        "[1, 1, 3, 3]"),
-    "all_to_all_single output": (
-        lambda: dist.all_to_all_single(np.zeros(4), np.zeros(8)), "(4,)"),
+        "[1, 1, 3, 3]",
+    ),
+    "all_to_all_single output": (lambda: dist.all_to_all_single(np.zeros(4), np.zeros(8)), "(4,)"),
     "broadcast src=7": (lambda: dist.broadcast(np.zeros(2), src=7), "src=7"),
     "broadcast src=1.5": (lambda: dist.broadcast(np.zeros(2), src=1.5), "src=1.5"),
     "broadcast src missing": (lambda: dist.broadcast(np.zeros(2)), "src=None"),
-    "broadcast src and group_src": (lambda: dist.broadcast(np.zeros(2), src=0, group_src=0),
-                                    "group_src=0"),
+    "broadcast src and group_src": (
+        lambda: dist.broadcast(np.zeros(2), src=0, group_src=0),
+        "group_src=0",
+    ),
     "reduce dst=-1": (lambda: dist.reduce(np.zeros(2), dst=-1), "dst=-1"),
     "group_dst=4": (lambda: dist.reduce(np.zeros(2), group_dst=4), "group_dst=4"),
     "send to itself": (lambda: dist.send(np.zeros(2), dst=dist.get_rank()), "itself"),
     "send dst=True": (lambda: dist.send(np.zeros(2), dst=True), "dst=True"),
     "recv src=9": (lambda: dist.recv(np.zeros(2), src=9), "src=9"),
     "irecv from itself": (lambda: dist.irecv(np.zeros(2), src=dist.get_rank()), "itself"),
-    "tag is text": (lambda: dist.isend(np.zeros(2), dst=(dist.get_rank() + 1) % 4, tag="x"),
-                    "tag='x'"),
-    "all_to_all list of 2": (lambda: dist.all_to_all([np.zeros(1)] * 2, [np.zeros(1)] * 4),
-                             "got 2 tensors"),
-    "uneven splits sum": (lambda: dist.all_to_all_single(np.zeros(4), np.zeros(4), [1] * 4,
-                                                         [1, 1, 1, 2]), "add up to 5"),
+    "tag is text": (
+        lambda: dist.isend(np.zeros(2), dst=(dist.get_rank() + 1) % 4, tag="x"),
+        "tag='x'",
+    ),
+    "all_to_all list of 2": (
+        lambda: dist.all_to_all([np.zeros(1)] * 2, [np.zeros(1)] * 4),
+        "got 2 tensors",
+    ),
+    "uneven splits sum": (
+        lambda: dist.all_to_all_single(np.zeros(4), np.zeros(4), [1] * 4, [1, 1, 1, 2]),
+        "add up to 5",
+    ),
     "gather_list off dst": (lambda: dist.gather(np.zeros(1), [np.zeros(1)] * 4, dst=3), "dst=3"),
-    "scatter_list short": (lambda: dist.scatter(np.zeros(1), [np.zeros(1)] * 3 if
-                                                dist.get_rank() == 0 else None, src=0),
-                           "got 3 tensors"),
+    "scatter_list short": (
+        lambda: dist.scatter(
+            np.zeros(1), [np.zeros(1)] * 3 if dist.get_rank() == 0 else None, src=0
+        ),
+        "got 3 tensors",
+    ),
     "group is a list": (lambda: dist.all_reduce(np.zeros(2), group=[0, 1]), "new_group([0, 1])"),
     "new_group rank 9": (lambda: dist.new_group([0, 9]), "[9]"),
     "new_group twice": (lambda: dist.new_group([1, 1]), "twice"),
@@ -111,10 +134,14 @@ BAD_CALLS = {
     "init twice": (lambda: dist.init_process_group(), "already"),
     "mesh shape (3,)": (lambda: dist.init_device_mesh("cuda", (3,)), "(3,)"),
     "mesh shape zero": (lambda: dist.init_device_mesh("cuda", (0, 4)), "(0, 4)"),
-    "mesh names": (lambda: dist.init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp",)),
-                   "('dp',)"),
-    "mesh same names": (lambda: dist.init_device_mesh("cuda", (2, 2), mesh_dim_names=("a", "a")),
-                        "('a', 'a')"),
+    "mesh names": (
+        lambda: dist.init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp",)),
+        "('dp',)",
+    ),
+    "mesh same names": (
+        lambda: dist.init_device_mesh("cuda", (2, 2), mesh_dim_names=("a", "a")),
+        "('a', 'a')",
+    ),
     "mesh no dim pp": (lambda: _mesh()["pp"], "'pp'"),
     "mesh order": (lambda: _mesh()["tp", "dp"], "mesh[('dp', 'tp')]"),
     "mesh get_group()": (lambda: _mesh().get_group(), "get_group()"),
@@ -124,7 +151,7 @@ BAD_CALLS = {
     "mesh device": (lambda: dist.DeviceMesh(3, [0, 1]), "device_type=3"),
     "destroyed group": (lambda: dist.all_reduce(np.zeros(1), group=_destroyed()), "destroyed"),
     "destroyed world": (lambda: dist.barrier(group=_destroyed_with_the_world()), "destroyed"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(BAD_CALLS))
@@ -153,9 +180,12 @@ def test_a_collective_on_a_group_the_rank_is_not_in():
 
 @pytest.mark.parametrize("call", ["get_rank", "all_reduce", "new_group", "init_device_mesh"])
 def test_calls_before_init_process_group_say_to_call_it(call):
-    calls = {"get_rank": dist.get_rank, "all_reduce": lambda: dist.all_reduce(np.zeros(1)),
-             "new_group": lambda: dist.new_group([0]),
-             "init_device_mesh": lambda: _mesh().get_group("tp")}  # fmt: skip
+    calls = {
+        "get_rank": dist.get_rank,
+        "all_reduce": lambda: dist.all_reduce(np.zeros(1)),
+        "new_group": lambda: dist.new_group([0]),
+        "init_device_mesh": lambda: _mesh().get_group("tp"),
+    }
     if call == "init_device_mesh":  # like torch, it makes the default group itself
         assert blocking.run(_cluster(4), calls[call]).returns[0].ranks == (0, 1)
         return
@@ -171,19 +201,27 @@ def test_outside_a_run_init_says_to_use_collsim_exec():
         dist.all_reduce(np.zeros(2))
 
 
-@pytest.mark.parametrize("kwargs, bad", [
-    ({"backend": "tpu"}, "'tpu'"),
-    ({"world_size": 8}, "world_size=8"),
-    ({"rank": 3}, "rank=3"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs, bad",
+    [
+        ({"backend": "tpu"}, "'tpu'"),
+        ({"world_size": 8}, "world_size=8"),
+        ({"rank": 3}, "rank=3"),
+    ],
+)
 def test_init_refuses_what_does_not_fit_the_run(kwargs, bad):
     with pytest.raises(ConfigError) as caught:
         blocking.run(_cluster(2), lambda: dist.init_process_group(**kwargs))
     assert bad in str(caught.value)
 
 
-_values = st.one_of(st.integers(-(2**62), 2**62), st.floats(allow_nan=True), st.text(max_size=4),
-                    st.none(), st.booleans())  # fmt: skip
+_values = st.one_of(
+    st.integers(-(2**62), 2**62),
+    st.floats(allow_nan=True),
+    st.text(max_size=4),
+    st.none(),
+    st.booleans(),
+)
 
 
 @settings(max_examples=25)
@@ -227,9 +265,11 @@ _sizes = st.lists(st.integers(0, 5), min_size=1, max_size=2).map(tuple)
 
 
 @settings(max_examples=25)
-@given(out_shape=_sizes, in_shape=_sizes,
-       call=st.sampled_from(["all_gather_into_tensor", "reduce_scatter_tensor",
-                             "all_to_all_single"]))  # fmt: skip
+@given(
+    out_shape=_sizes,
+    in_shape=_sizes,
+    call=st.sampled_from(["all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single"]),
+)
 def test_fuzzed_tensor_shapes_run_or_are_refused_naming_them(out_shape, in_shape, call):
     def main():
         dist.init_process_group()
@@ -241,8 +281,11 @@ def test_fuzzed_tensor_shapes_run_or_are_refused_naming_them(out_shape, in_shape
 
 
 @settings(max_examples=25)
-@given(out_shape=_sizes, in_shapes=st.lists(_sizes, max_size=4),
-       call=st.sampled_from(["reduce_scatter", "all_reduce_coalesced"]))  # fmt: skip
+@given(
+    out_shape=_sizes,
+    in_shapes=st.lists(_sizes, max_size=4),
+    call=st.sampled_from(["reduce_scatter", "all_reduce_coalesced"]),
+)
 def test_fuzzed_tensor_lists_run_or_are_refused_naming_them(out_shape, in_shapes, call):
     def main():
         dist.init_process_group()

@@ -35,8 +35,13 @@ def values(seed, shape, dtype):
 
 @pytest.mark.parametrize("async_op", [False, True], ids=["blocking", "async_op"])
 @FEW
-@given(k=st.integers(1, 16), shape=st.lists(st.integers(1, 3), max_size=2).map(tuple),
-       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16), data=st.data())  # fmt: skip
+@given(
+    k=st.integers(1, 16),
+    shape=st.lists(st.integers(1, 3), max_size=2).map(tuple),
+    dtype=st.sampled_from(DTYPES),
+    seed=st.integers(0, 2**16),
+    data=st.data(),
+)
 def test_gather_and_scatter(async_op, k, shape, dtype, seed, data):
     x = values(seed, (k, *shape), dtype)
     root = data.draw(st.integers(0, k - 1))
@@ -61,8 +66,13 @@ def test_gather_and_scatter(async_op, k, shape, dtype, seed, data):
 
 @pytest.mark.parametrize("async_op", [False, True], ids=["blocking", "async_op"])
 @FEW
-@given(k=st.integers(1, 8), tail=st.lists(st.integers(1, 3), max_size=2).map(tuple),
-       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16), data=st.data())  # fmt: skip
+@given(
+    k=st.integers(1, 8),
+    tail=st.lists(st.integers(1, 3), max_size=2).map(tuple),
+    dtype=st.sampled_from(DTYPES),
+    seed=st.integers(0, 2**16),
+    data=st.data(),
+)
 def test_all_to_all_single_with_uneven_splits(async_op, k, tail, dtype, seed, data):
     row = st.lists(st.integers(0, 3), min_size=k, max_size=k)
     rows = np.array(data.draw(st.lists(row, min_size=k, max_size=k)))  # [i][j]: i sends to j
@@ -90,8 +100,12 @@ def test_all_to_all_single_gives_the_output_of_torchs_own_example():
     inputs = [np.arange(0, 6), np.arange(10, 19), np.arange(20, 25), np.arange(30, 37)]
     input_splits = [[2, 2, 1, 1], [3, 2, 2, 2], [2, 1, 1, 1], [2, 2, 2, 1]]
     output_splits = [[2, 3, 2, 2], [2, 2, 1, 2], [1, 2, 1, 2], [1, 2, 1, 1]]
-    torch_says = [[0, 1, 10, 11, 12, 20, 21, 30, 31], [2, 3, 13, 14, 22, 32, 33],
-                  [4, 15, 16, 23, 34, 35], [5, 17, 18, 24, 36]]  # fmt: skip
+    torch_says = [
+        [0, 1, 10, 11, 12, 20, 21, 30, 31],
+        [2, 3, 13, 14, 22, 32, 33],
+        [4, 15, 16, 23, 34, 35],
+        [5, 17, 18, 24, 36],
+    ]
 
     def main():
         dist.init_process_group()
@@ -173,8 +187,9 @@ def test_the_launchers_algorithm_runs_the_collectives_that_have_it(algorithm):
     assert dist.settings.algorithm_for("all_reduce") is None  # only for the block's run
 
 
-@pytest.mark.parametrize("algorithm, bad", [("fastest", "'fastest'"), (3, "3"),
-                                            ({"gather": "ring"}, "'gather'")])  # fmt: skip
+@pytest.mark.parametrize(
+    "algorithm, bad", [("fastest", "'fastest'"), (3, "3"), ({"gather": "ring"}, "'gather'")]
+)
 def test_an_unknown_algorithm_setting_is_refused_naming_it(algorithm, bad):
     with pytest.raises(ConfigError, match=bad):
         dist.configure(algorithm=algorithm)
@@ -232,12 +247,15 @@ def test_object_collectives_copy_picklable_objects_and_count_their_bytes():
     assert result.stats.bytes_sent[1] > 0  # the pickles moved on the network
 
 
-@pytest.mark.parametrize("call, bad", [
-    (lambda: dist.broadcast_object_list((1, 2), src=0), "(1, 2)"),
-    (lambda: dist.all_gather_object([None], 1), "[None]"),
-    (lambda: dist.all_gather_object([None] * 2, lambda: 0), "cannot be pickled"),
-    (lambda: dist.broadcast_object_list([1] * (dist.get_rank() + 1), src=0), "sent 1 objects"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call, bad",
+    [
+        (lambda: dist.broadcast_object_list((1, 2), src=0), "(1, 2)"),
+        (lambda: dist.all_gather_object([None], 1), "[None]"),
+        (lambda: dist.all_gather_object([None] * 2, lambda: 0), "cannot be pickled"),
+        (lambda: dist.broadcast_object_list([1] * (dist.get_rank() + 1), src=0), "sent 1 objects"),
+    ],
+)
 def test_object_collectives_refuse_what_they_cannot_copy(call, bad):
     def main():
         dist.init_process_group()

@@ -40,8 +40,10 @@ def test_init_binds_each_rank_and_destroy_forgets_it():
         return before, inside, dist.is_initialized(), world.ranks, backend, again
 
     returns = run(3, main).returns
-    assert returns == [(False, (True, r, 3), False, (0, 1, 2), "nccl",
-                        ("cpu:gloo,cuda:nccl", True)) for r in range(3)]  # fmt: skip
+    assert returns == [
+        (False, (True, r, 3), False, (0, 1, 2), "nccl", ("cpu:gloo,cuda:nccl", True))
+        for r in range(3)
+    ]
     assert dist.is_initialized() is False  # outside a run
 
 
@@ -138,8 +140,13 @@ def test_device_mesh_groups_are_slices_and_transfers_name_their_dimension(layout
         for name in names:
             t = np.full(2, float(me))
             dist.all_reduce(t, group=mesh.get_group(name))
-            out[name] = (mesh.get_group(name).ranks, mesh.get_local_rank(name),
-                         mesh.size(name), mesh[name].mesh.tolist(), t[0])  # fmt: skip
+            out[name] = (
+                mesh.get_group(name).ranks,
+                mesh.get_local_rank(name),
+                mesh.size(name),
+                mesh[name].mesh.tolist(),
+                t[0],
+            )
         return out, mesh.get_coordinate(), mesh.size(), mesh.shape, mesh.ndim
 
     result = run(8, main)
@@ -168,8 +175,9 @@ def test_device_mesh_groups_are_slices_and_transfers_name_their_dimension(layout
 @st.composite
 def meshes(draw):
     """A mesh shape of 1-3 dimensions of 1-4 ranks each, at most 16 ranks, with names."""
-    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3).filter(
-        lambda s: int(np.prod(s)) <= 16))  # fmt: skip
+    shape = draw(
+        st.lists(st.integers(1, 4), min_size=1, max_size=3).filter(lambda s: int(np.prod(s)) <= 16)
+    )
     return tuple(shape), ("pp", "dp", "tp")[3 - len(shape) :]
 
 
@@ -266,8 +274,7 @@ def test_group_src_and_dst_are_group_ranks(call):
         return t[0]
 
     returns = run(3, main).returns
-    assert returns[1:] == {"broadcast": [2.0, 2.0], "reduce": [1.0, 3.0],
-                           "send": [2.0, 2.0]}[call]  # fmt: skip
+    assert returns[1:] == {"broadcast": [2.0, 2.0], "reduce": [1.0, 3.0], "send": [2.0, 2.0]}[call]
 
 
 def test_a_finished_run_leaves_no_state_behind():
@@ -305,11 +312,14 @@ def test_new_subgroups_cut_the_world_into_consecutive_groups():
     assert returns[1] == ((0, 1, 2), [(0, 1, 2), (3, 4, 5)], 3.0, (1, 3, 5))
 
 
-@pytest.mark.parametrize("call, bad", [
-    (lambda: dist.new_subgroups(group_size=4), "group_size=4"),
-    (lambda: dist.new_subgroups(), "group_size=None"),
-    (lambda: dist.new_subgroups_by_enumeration([[0, 1], [1, 2]]), "rank 1 is in two"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call, bad",
+    [
+        (lambda: dist.new_subgroups(group_size=4), "group_size=4"),
+        (lambda: dist.new_subgroups(), "group_size=None"),
+        (lambda: dist.new_subgroups_by_enumeration([[0, 1], [1, 2]]), "rank 1 is in two"),
+    ],
+)
 def test_new_subgroups_refuse_sizes_that_do_not_cut_the_world(call, bad):
     def main():
         dist.init_process_group()

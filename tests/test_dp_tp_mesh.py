@@ -40,9 +40,21 @@ def mesh_configs(draw):
 @given(mesh_configs(), seeds)
 def test_dp_tp_trains_like_one_device(config, seed):
     dp, tp, sp, accumulation, layers = config
-    report = verify("dp-tp", dp=dp, tp=tp, sequence_parallel=sp, batch=dp * accumulation,
-                    micro_batch=1, hidden=4, heads=4, ffn_hidden=8, seq=4, layers=layers,
-                    steps=3, seed=seed)  # fmt: skip
+    report = verify(
+        "dp-tp",
+        dp=dp,
+        tp=tp,
+        sequence_parallel=sp,
+        batch=dp * accumulation,
+        micro_batch=1,
+        hidden=4,
+        heads=4,
+        ffn_hidden=8,
+        seq=4,
+        layers=layers,
+        steps=3,
+        seed=seed,
+    )
     assert report.match, report
     assert report.max_rel_diff < 1e-10
     assert report.dp_replica_diff == 0.0  # DP replicas bitwise identical
@@ -66,8 +78,9 @@ def test_groups_follow_the_grid_and_nothing_crosses_them():
         return [("0", ParallelTransformerBlock.from_full(block, group, tp_rank))]
 
     config = ParallelConfig(dp=3, tp=2, t_f=0)  # time from the layers' FLOPs alone
-    run = train(make, [(x, target)] * 2, config, cluster=Cluster(topology.switch(6)),
-                optimizer=SGD(lr=0.1))  # fmt: skip
+    run = train(
+        make, [(x, target)] * 2, config, cluster=Cluster(topology.switch(6)), optimizer=SGD(lr=0.1)
+    )
     assert set(run.bytes_by_group) == {("dp", "all_reduce"), ("tp", "all_reduce")}
     for t in run.trace.transfers:
         dim = mesh_dimension(mesh, t.src, t.dst)
@@ -93,8 +106,12 @@ def test_batch64_two_dimensional_grid_example():
 def test_the_trainer_refuses_a_cluster_of_the_wrong_size():
     make = lambda group, tp_rank: []  # noqa: E731 -- never built: refused first
     with pytest.raises(ConfigError, match="exactly 4 ranks"):
-        train(make, [(np.zeros((2, 1)),) * 2], ParallelConfig(dp=2, tp=2),
-              cluster=Cluster(topology.switch(6)))  # fmt: skip
+        train(
+            make,
+            [(np.zeros((2, 1)),) * 2],
+            ParallelConfig(dp=2, tp=2),
+            cluster=Cluster(topology.switch(6)),
+        )
 
 
 # ---- the command ------------------------------------------------------------------------------
@@ -102,8 +119,25 @@ def test_the_trainer_refuses_a_cluster_of_the_wrong_size():
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_cli_json_for_every_scheme(scheme, capsys):
-    status = main(["verify", scheme, "--batch", "8", "--hidden", "8", "--heads", "4",
-                   "--seq", "4", "--steps", "2", "--layers", "1", "--json"])  # fmt: skip
+    status = main(
+        [
+            "verify",
+            scheme,
+            "--batch",
+            "8",
+            "--hidden",
+            "8",
+            "--heads",
+            "4",
+            "--seq",
+            "4",
+            "--steps",
+            "2",
+            "--layers",
+            "1",
+            "--json",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert status == 0
     for key in ("scheme", "max_abs_diff", "match", "bytes_sent", "bytes_by_collective", "time_s"):

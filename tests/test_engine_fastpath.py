@@ -94,10 +94,12 @@ def _shared_links():
         k = rank.size
         for step in range(2):
             yield rank.exchange(
-                sends=[((rank.id + 1) % k, CountOnly(3000), step),
-                       ((rank.id + 2) % k, CountOnly(1000), step)],
+                sends=[
+                    ((rank.id + 1) % k, CountOnly(3000), step),
+                    ((rank.id + 2) % k, CountOnly(1000), step),
+                ],
                 recvs=[((rank.id - 1) % k, step), ((rank.id - 2) % k, step)],
-            )  # fmt: skip
+            )
 
     r = collsim.Cluster(topology.ring(6, bandwidth="1GB/s", latency="1us")).run(program)
     return _digest(_without_flows(r.trace.to_chrome())), repr(r.time), r.events
@@ -125,8 +127,9 @@ def test_exchanges_give_the_trace_of_the_code_before_the_fast_path(run):
 def test_a_deadlock_inside_an_exchange_names_the_posts_still_pending():
     def program(rank):
         if rank.id == 0:  # its messages with rank 1 arrive; those with rank 2 never do
-            yield rank.exchange(sends=[(1, CountOnly(8), 0), (2, CountOnly(8), 0)],
-                                recvs=[(1, 0), (2, 0), (ANY, 4)])  # fmt: skip
+            yield rank.exchange(
+                sends=[(1, CountOnly(8), 0), (2, CountOnly(8), 0)], recvs=[(1, 0), (2, 0), (ANY, 4)]
+            )
         elif rank.id == 1:
             yield rank.exchange(sends=[(0, CountOnly(8), 0)], recvs=[(0, 0)])
 
@@ -157,18 +160,18 @@ def _endless_exchange(rank):
                 "rank 0: 2,500 x exchange with ranks [1], 2,500 x message sent in "
                 "an exchange or a collective's step"
             ],
-        ),  # fmt: skip
+        ),
         (
             {"max_time": 1e-4},
             ["rank 0 (main) was in: wait for send to rank 1 tag 0; recv from rank 1 tag 0"],
-        ),  # fmt: skip
+        ),
         (
             {"max_events": 300},
             [
                 "at t=0.000380006 s",
                 "rank 1 (main) was in: wait for send to rank 0 tag 0; recv from rank 0 tag 0",
             ],
-        ),  # fmt: skip
+        ),
     ],
     ids=["max_ops", "max_time", "max_events"],
 )
@@ -253,8 +256,10 @@ def test_an_exchange_makes_no_handle_per_message(monkeypatch):
 def _ring_of(rank, rounds):
     left, right = (rank.id - 1) % rank.size, (rank.id + 1) % rank.size
     for step in range(rounds):
-        yield rank.exchange(sends=[(left, CountOnly(8), step), (right, CountOnly(8), step)],
-                            recvs=[(right, step), (left, step)])  # fmt: skip
+        yield rank.exchange(
+            sends=[(left, CountOnly(8), step), (right, CountOnly(8), step)],
+            recvs=[(right, step), (left, step)],
+        )
 
 
 def test_a_lone_post_waits_without_a_queue_and_a_second_at_its_key_queues_behind_it():
@@ -288,8 +293,13 @@ def test_events_of_one_instant_share_one_heap_entry():
     assert engine.events == 1001 and engine.now == 2.0
 
 
-@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from([FINISH, START]),
-                          st.integers(0, 3)), min_size=1, max_size=60))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from([FINISH, START]), st.integers(0, 3)),
+        min_size=1,
+        max_size=60,
+    )
+)
 def test_the_engine_runs_events_in_the_order_of_a_heap_of_time_priority_seq(plan):
     # event i of the plan runs at its time with its priority and schedules `count` more,
     # at its own instant (to run within it) or later: the order must be that of the heap

@@ -92,8 +92,10 @@ def test_each_line_is_tagged_with_its_rank_as_tag_output_does(capsys):
         "[1,1]<stdout>:no newline",
     ]
     assert err.splitlines() == ["[1,0]<stderr>:oops 0", "[1,1]<stderr>:oops 1"]
-    assert result.stdout == ["hello from 0!\ntwo\nlines 0\n",
-                             "hello from 1!\ntwo\nlines 1\nno newline"]  # fmt: skip
+    assert result.stdout == [
+        "hello from 0!\ntwo\nlines 0\n",
+        "hello from 1!\ntwo\nlines 1\nno newline",
+    ]
     assert result.stderr == ["oops 0\n", "oops 1\n"]
 
 
@@ -137,8 +139,10 @@ def test_runs_on_a_given_cluster_or_topology():
     on_graph = launch.exec(_shift, topology=graph, args=(1.0,), echo=False)
     assert on_graph.time == pytest.approx(1e-6 + 32 / 10e9)
     assert launch.exec(_shift, n=3, topology="switch", args=(1.0,), echo=False).returns == [
-        2.0, 0.0, 1.0,
-    ]  # fmt: skip
+        2.0,
+        0.0,
+        1.0,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -248,8 +252,11 @@ def test_a_script_runs_as_main_with_its_argv_and_sys_is_restored(tmp_path):
 def test_a_scripts_own_modules_are_per_rank_and_imported_afresh_each_run(tmp_path):
     # as under mpirun, where each rank is a process: a helper module's state is the rank's
     _write(tmp_path, "helper_mod_g.py", "COUNT = []\n")
-    path = _write(tmp_path, "prog.py", "import helper_mod_g\nhelper_mod_g.COUNT.append(1)\n"
-                                       "print(len(helper_mod_g.COUNT))\n")  # fmt: skip
+    path = _write(
+        tmp_path,
+        "prog.py",
+        "import helper_mod_g\nhelper_mod_g.COUNT.append(1)\nprint(len(helper_mod_g.COUNT))\n",
+    )
     for _ in range(2):  # each rank has its own copy; the next run starts afresh
         assert launch.exec_script(path, n=2, echo=False).stdout == ["1\n", "1\n"]
     assert "helper_mod_g" not in sys.modules

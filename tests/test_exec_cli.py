@@ -53,8 +53,12 @@ print(f"hello from {comm.Get_rank()} of {comm.Get_size()}", sys.argv[1:])
 def scripts(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("scripts")
     paths = {}
-    for name, text in (("raises", RAISES), ("recv_first", BOTH_RECV_FIRST),
-                       ("skips", SKIPS_A_COLLECTIVE), ("hello", HELLO)):  # fmt: skip
+    for name, text in (
+        ("raises", RAISES),
+        ("recv_first", BOTH_RECV_FIRST),
+        ("skips", SKIPS_A_COLLECTIVE),
+        ("hello", HELLO),
+    ):
         paths[name] = tmp_path / f"{name}.py"
         paths[name].write_text(text, encoding="utf-8")
     return paths
@@ -91,8 +95,7 @@ def test_a_raising_script_names_the_rank_and_the_line_and_exits_1(scripts):
     [("recv_first", 2, {0: 7, 1: 7}), ("skips", 3, {0: 5, 1: 5})],
     ids=["both-recv-first", "a-rank-skips-a-collective"],
 )
-def test_a_deadlocking_script_names_each_blocked_rank_and_its_line(scripts, name, ranks,
-                                                                   lines):  # fmt: skip
+def test_a_deadlocking_script_names_each_blocked_rank_and_its_line(scripts, name, ranks, lines):
     before = threading.active_count()
     outcome = run_cli(["exec", "-n", str(ranks), scripts[name]], bad="hang", timeout=20)
     assert outcome.status == 1
@@ -116,15 +119,33 @@ def test_the_trace_is_written_and_identical_on_a_second_run(tmp_path):
 
 # ---- refusals, before any rank runs -----------------------------------------------------
 
-BAD_COUNTS = ["0", "-1", "-4", "nan", "inf", "", "x", "1e300", str(2**62), "3.5", "1025",
-              "0x4", "4 ranks"]  # fmt: skip
+BAD_COUNTS = [
+    "0",
+    "-1",
+    "-4",
+    "nan",
+    "inf",
+    "",
+    "x",
+    "1e300",
+    str(2**62),
+    "3.5",
+    "1025",
+    "0x4",
+    "4 ranks",
+]
 
 
-@given(count=st.one_of(st.sampled_from(BAD_COUNTS),
-                       st.integers(min_value=1025, max_value=2**70).map(str),
-                       st.integers(max_value=0).map(str),
-                       st.text(string.ascii_letters + string.punctuation, min_size=1,
-                               max_size=8).filter(lambda s: not s.startswith("-"))))  # fmt: skip
+@given(
+    count=st.one_of(
+        st.sampled_from(BAD_COUNTS),
+        st.integers(min_value=1025, max_value=2**70).map(str),
+        st.integers(max_value=0).map(str),
+        st.text(string.ascii_letters + string.punctuation, min_size=1, max_size=8).filter(
+            lambda s: not s.startswith("-")
+        ),
+    )
+)
 def test_bad_rank_counts_are_refused_naming_them(count):
     before = threading.active_count()
     outcome = run_cli(["exec", "-n", count, "hello.py"], bad=count, timeout=5)
@@ -153,20 +174,33 @@ def bad_paths(tmp_path_factory):
     }
 
 
-@pytest.mark.parametrize("case", ["missing", "missing folder", "under a file", "a folder",
-                                  "a device", "empty", "binary", "syntax error"])  # fmt: skip
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing",
+        "missing folder",
+        "under a file",
+        "a folder",
+        "a device",
+        "empty",
+        "binary",
+        "syntax error",
+    ],
+)
 def test_bad_scripts_are_refused_naming_them(case, bad_paths):
     path = bad_paths[case]
     outcome = run_cli(["exec", "-n", "2", path], bad=path or "''", timeout=5)
     assert outcome.status == 2 and "collsim: error: script" in outcome.stderr
 
 
-@pytest.mark.parametrize("case", ["missing folder", "under a file", "a folder", "a device",
-                                  "empty"])  # fmt: skip
+@pytest.mark.parametrize(
+    "case", ["missing folder", "under a file", "a folder", "a device", "empty"]
+)
 def test_bad_trace_paths_are_refused_before_the_run(case, bad_paths, scripts):
     path = bad_paths[case]
-    outcome = run_cli(["exec", "-n", "2", "--trace", path, scripts["hello"]],
-                      bad=path or "''", timeout=5)  # fmt: skip
+    outcome = run_cli(
+        ["exec", "-n", "2", "--trace", path, scripts["hello"]], bad=path or "''", timeout=5
+    )
     assert outcome.status == 2 and "hello from" not in outcome.stdout
 
 
@@ -175,8 +209,9 @@ def test_bad_trace_paths_are_refused_before_the_run(case, bad_paths, scripts):
     value=st.sampled_from(["-1", "0x", "nan", "inf", "1e300", "warp", "fast", "-5us", "1 GB/s/s"]),
 )
 def test_bad_network_flags_are_refused_naming_them(flag, value, scripts):
-    outcome = run_cli(["exec", "-n", "2", f"{flag}={value}", scripts["hello"]], bad=value,
-                      timeout=5)  # fmt: skip
+    outcome = run_cli(
+        ["exec", "-n", "2", f"{flag}={value}", scripts["hello"]], bad=value, timeout=5
+    )
     assert outcome.status == 0 or "hello from" not in outcome.stdout
 
 
@@ -197,9 +232,24 @@ def test_help_teaches_what_runs_where_and_that_compute_is_free():
 
 def test_the_script_gets_its_negative_arguments_as_typed(scripts):
     # a real command line: collsim's main() joins "--shift -1" for its own flags, not the script's
-    done = subprocess.run([sys.executable, "-m", "collsim", "exec", "-n", "2", scripts["hello"],
-                           "--shift", "-1", "-n", "-3"], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "collsim",
+            "exec",
+            "-n",
+            "2",
+            scripts["hello"],
+            "--shift",
+            "-1",
+            "-n",
+            "-3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         f"[1,{r}]<stdout>:hello from {r} of 2 ['--shift', '-1', '-n', '-3']" for r in range(2)

@@ -38,8 +38,16 @@ def test_every_example_is_plain_mpi4py():
 
 @pytest.mark.parametrize(("latency", "bandwidth"), [("2us", "25GB/s"), ("5us", "100GB/s")])
 def test_ping_pong_measures_the_alpha_beta_closed_form_of_the_link(latency, bandwidth):
-    lines = collsim_exec("-n", 2, "--latency", latency, "--bandwidth", bandwidth,
-                         EXAMPLES / "mpi_ping_pong.py", 2**20)  # fmt: skip
+    lines = collsim_exec(
+        "-n",
+        2,
+        "--latency",
+        latency,
+        "--bandwidth",
+        bandwidth,
+        EXAMPLES / "mpi_ping_pong.py",
+        2**20,
+    )
     alpha, beta = float(latency[:-2]) * 1e-6, float(bandwidth[:-4]) * 1e9
     rows = [r.split() for r in lines[0][1:-1]]
     assert [int(r[0]) for r in rows] == [4**i for i in range(11)]  # 1 B .. 1 MiB
@@ -47,8 +55,7 @@ def test_ping_pong_measures_the_alpha_beta_closed_form_of_the_link(latency, band
         t = alpha + int(size) / beta
         assert float(one_way_us) == pytest.approx(t * 1e6, abs=5e-4)
         assert float(gbps) == pytest.approx(int(size) / t / 1e9, abs=5e-4)
-    assert lines[0][-1] == (f"fit: latency {alpha * 1e6:.3f} us, bandwidth "
-                            f"{beta / 1e9:.3f} GB/s")  # fmt: skip
+    assert lines[0][-1] == (f"fit: latency {alpha * 1e6:.3f} us, bandwidth {beta / 1e9:.3f} GB/s")
     assert 1 not in lines  # only rank 0 prints
 
 
@@ -67,8 +74,9 @@ def test_pi_by_integration_reduces_the_partial_sums_on_rank_0(ranks):
     for r in range(ranks):
         x = h * (np.arange(r, n, ranks) + 0.5)
         partials.append(h * np.sum(4.0 / (1.0 + x * x)))
-        assert lines[r][0] == (f"rank {r}: {len(x)} of {n} intervals, partial sum "
-                               f"{partials[-1]:.12f}")  # fmt: skip
+        assert lines[r][0] == (
+            f"rank {r}: {len(x)} of {n} intervals, partial sum {partials[-1]:.12f}"
+        )
     pi = float(re.search(r"approximately (\S+),", lines[0][1]).group(1))
     assert pi == pytest.approx(sum(partials), abs=1e-12)
     assert abs(pi - np.pi) < 1e-8 and "error" in lines[0][1]
@@ -79,13 +87,16 @@ SUM_RUNS = [(4, "ring"), (3, "ring"), (8, "tree"), (4, "halving_doubling"), (2, 
 
 @pytest.mark.parametrize(("ranks", "algorithm"), SUM_RUNS)
 def test_parallel_sum_gives_every_rank_the_total(ranks, algorithm):
-    lines = collsim_exec("-n", ranks, "--algorithm", algorithm, EXAMPLES / "mpi_parallel_sum.py",
-                         1000)  # fmt: skip
+    lines = collsim_exec(
+        "-n", ranks, "--algorithm", algorithm, EXAMPLES / "mpi_parallel_sum.py", 1000
+    )
     slices = np.array_split(np.arange(1, 1001), ranks)
     assert sorted(lines) == list(range(ranks))
     for r in range(ranks):
-        assert lines[r] == [f"rank {r}: {len(slices[r])} numbers sum to {slices[r].sum()}; "
-                            "the total is 500500 (correct)"]  # fmt: skip
+        assert lines[r] == [
+            f"rank {r}: {len(slices[r])} numbers sum to {slices[r].sum()}; "
+            "the total is 500500 (correct)"
+        ]
 
 
 @pytest.mark.parametrize("ranks", [2, 5])
@@ -93,31 +104,35 @@ def test_ring_pass_carries_the_token_around_once(ranks):
     lines = collsim_exec("-n", ranks, EXAMPLES / "mpi_ring_pass.py")
     token = 0
     for r in range(1, ranks):
-        assert lines[r] == [f"rank {r}: received {token} from rank {r - 1}, passing "
-                            f"{token + r} to rank {(r + 1) % ranks}"]  # fmt: skip
+        assert lines[r] == [
+            f"rank {r}: received {token} from rank {r - 1}, passing "
+            f"{token + r} to rank {(r + 1) % ranks}"
+        ]
         token += r
     total = ranks * (ranks - 1) // 2
-    assert lines[0] == [f"rank 0: the token is back after {ranks} hops: {total} "
-                        f"(0 + 1 + ... + {ranks - 1} = {total})"]  # fmt: skip
+    assert lines[0] == [
+        f"rank 0: the token is back after {ranks} hops: {total} "
+        f"(0 + 1 + ... + {ranks - 1} = {total})"
+    ]
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(2, 3), (3, 2), (1, 4)])
 def test_split_makes_row_and_column_communicators(rows, cols):
     size = rows * cols
-    lines = collsim_exec("-n", size, "--topology", "switch", EXAMPLES / "mpi_split.py", rows,
-                         cols)  # fmt: skip
+    lines = collsim_exec("-n", size, "--topology", "switch", EXAMPLES / "mpi_split.py", rows, cols)
     for r in range(size):
         row, col = divmod(r, cols)
         row_sum = sum(range(row * cols, (row + 1) * cols))
         col_sum = sum(range(col, size, cols))
-        assert lines[r] == [f"world rank {r} at ({row}, {col}): row rank {col} of {cols}, "
-                            f"column rank {row} of {rows}; row sum {row_sum}, column sum "
-                            f"{col_sum}"]  # fmt: skip
+        assert lines[r] == [
+            f"world rank {r} at ({row}, {col}): row rank {col} of {cols}, "
+            f"column rank {row} of {rows}; row sum {row_sum}, column sum "
+            f"{col_sum}"
+        ]
 
 
 def test_split_on_a_grid_that_does_not_fit_exits_with_the_scripts_message():
-    outcome = run_cli(["exec", "-n", "4", str(EXAMPLES / "mpi_split.py"), "3", "3"],
-                      bad="sys.exit")  # fmt: skip
+    outcome = run_cli(["exec", "-n", "4", str(EXAMPLES / "mpi_split.py"), "3", "3"], bad="sys.exit")
     assert outcome.status == 1
     assert "[1,0]<stderr>:a 3 x 3 grid needs 9 ranks, not 4" in outcome.stderr
 

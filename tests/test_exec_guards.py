@@ -43,8 +43,12 @@ def _write(tmp_path, text, name="script.py"):
 def test_a_busy_program_stops_by_default_naming_the_flag(tmp_path):
     script = _write(tmp_path, BUSY_SENDS)
     try:  # a bound on a hang only; the seconds it takes are bench_stops.py's figure
-        proc = subprocess.run([sys.executable, "-m", "collsim", "exec", "-n", "2", str(script)],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "collsim", "exec", "-n", "2", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("the busy program ran for 2 minutes")
     assert proc.returncode == 1, proc.stderr
@@ -76,9 +80,16 @@ def test_max_time_from_the_command_line_names_its_flag(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "flag, value",
-    [("--max-ops", "0"), ("--max-ops", "2.5"), ("--max-ops", "lots"), ("--max-time", "-1s"),
-     ("--max-time", "0"), ("--max-time", "soon"), ("--max-events", "nan")],
-)  # fmt: skip
+    [
+        ("--max-ops", "0"),
+        ("--max-ops", "2.5"),
+        ("--max-ops", "lots"),
+        ("--max-time", "-1s"),
+        ("--max-time", "0"),
+        ("--max-time", "soon"),
+        ("--max-events", "nan"),
+    ],
+)
 def test_bad_guard_values_are_refused_by_flag_before_the_run(tmp_path, capsys, flag, value):
     script = _write(tmp_path, "print('ran')\n")
     status = main(["exec", "-n", "2", f"{flag}={value}", str(script)])

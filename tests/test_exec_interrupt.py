@@ -45,9 +45,13 @@ def _interrupt(tmp_path, text, ready):
     script.write_text(text, encoding="utf-8")
     # a child started from a background job inherits SIGINT ignored, and then Python does
     # not turn it into KeyboardInterrupt: give the child the default, as a terminal does
-    proc = subprocess.Popen([sys.executable, "-m", "collsim", "exec", "-n", "3", str(script)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_sigint)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collsim", "exec", "-n", "3", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+    )
     try:
         line = proc.stdout.readline()
         assert ready in line, line + proc.stderr.read()

@@ -165,8 +165,9 @@ def heat_oracle(rows, cols, steps, alpha=0.1):
     return grid[1:-1, 1:-1]
 
 
-@pytest.mark.parametrize(("ranks", "layout"), [(1, "1 x 1"), (2, "2 x 1"), (4, "2 x 2"),
-                                               (6, "3 x 2")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("ranks", "layout"), [(1, "1 x 1"), (2, "2 x 1"), (4, "2 x 2"), (6, "3 x 2")]
+)
 def test_the_heat_stencil_equals_one_process(ranks, layout):
     rows, cols, steps = 12, 24, 30
     out = collsim_exec("-n", ranks, EXAMPLES / "mpi_heat_stencil.py", rows, cols, steps).stdout

@@ -158,8 +158,12 @@ def test_a_deadlock_inside_a_unittest_test_ends_with_the_report(tmp_path):
     script = tmp_path / "deadlock_test.py"
     script.write_text(DEADLOCK_IN_A_TEST, encoding="utf-8")
     try:
-        proc = subprocess.run([sys.executable, "-m", "collsim", "exec", "-n", "2", str(script)],
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "collsim", "exec", "-n", "2", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("a deadlock inside a unittest test hung the run")
     assert proc.returncode not in (0, 130), proc.stderr

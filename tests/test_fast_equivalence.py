@@ -137,6 +137,12 @@ def test_the_reference_path_never_imports_the_fast_package():
         "print('collsim.fast' in sys.modules)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "COLLSIM_FAST"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, timeout=120, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
     assert out.stdout.split() == ["False", "True"]

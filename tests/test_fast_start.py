@@ -25,8 +25,11 @@ def loaded(argv, cwd):
     """The heavy packages a fresh interpreter has imported after ``collsim ARGV``."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(argv=argv, heavy=set(HEAVY))],
-        capture_output=True, text=True, cwd=cwd, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return {name.split(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
 
@@ -48,8 +51,9 @@ def test_import_collsim_alone_loads_no_simulator_and_the_names_still_work(tmp_pa
         "from collsim import ConfigError, Cluster, exec, compute\n"
         "print(before, ring.size, Cluster is collsim.Cluster, callable(exec))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert done.stdout.split() == ["[]", "4", "True", "True"], done.stderr
 
 

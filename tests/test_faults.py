@@ -25,8 +25,13 @@ def _buffers(k, n=96):
 
 
 def test_parse_reads_every_flag_as_the_issue_writes_it():
-    f = Faults.parse(slow_rank=["3:2x"], slow_link=["2-3:0.25"], fail_link=["2-3@1ms"],
-                     crash_rank=["5@2ms"], watchdog="10s")  # fmt: skip
+    f = Faults.parse(
+        slow_rank=["3:2x"],
+        slow_link=["2-3:0.25"],
+        fail_link=["2-3@1ms"],
+        crash_rank=["5@2ms"],
+        watchdog="10s",
+    )
     assert f.slow_ranks == (SlowRank(3, 2.0),)
     assert f.slow_links == (SlowLink(2, 3, 0.25),)
     assert f.fail_links == (FailLink(2, 3, 0.001),)
@@ -38,16 +43,32 @@ def test_parse_reads_every_flag_as_the_issue_writes_it():
 @pytest.mark.parametrize(
     "flag, value",
     [
-        ("slow_rank", "3"), ("slow_rank", "3:"), ("slow_rank", "x:2"), ("slow_rank", "-1:2"),
-        ("slow_rank", "3:0"), ("slow_rank", "3:nan"), ("slow_rank", "3:inf"),
-        ("slow_rank", "3:1e300"), ("slow_rank", "3:-2x"), ("slow_link", "2-3"),
-        ("slow_link", "2:0.5"), ("slow_link", "2-2:0.5"), ("slow_link", "2-3-4:0.5"),
-        ("slow_link", "2-$:0.5"), ("slow_link", "2-3:abc"), ("fail_link", "2-3"),
-        ("fail_link", "2-3@-1ms"), ("fail_link", "2-3@1parsec"), ("fail_link", "2-3@2days"),
-        ("fail_link", "2-3@1e300s"), ("crash_rank", "5"), ("crash_rank", "5@"),
-        ("crash_rank", "five@1ms"), ("crash_rank", "5@nan"),
+        ("slow_rank", "3"),
+        ("slow_rank", "3:"),
+        ("slow_rank", "x:2"),
+        ("slow_rank", "-1:2"),
+        ("slow_rank", "3:0"),
+        ("slow_rank", "3:nan"),
+        ("slow_rank", "3:inf"),
+        ("slow_rank", "3:1e300"),
+        ("slow_rank", "3:-2x"),
+        ("slow_link", "2-3"),
+        ("slow_link", "2:0.5"),
+        ("slow_link", "2-2:0.5"),
+        ("slow_link", "2-3-4:0.5"),
+        ("slow_link", "2-$:0.5"),
+        ("slow_link", "2-3:abc"),
+        ("fail_link", "2-3"),
+        ("fail_link", "2-3@-1ms"),
+        ("fail_link", "2-3@1parsec"),
+        ("fail_link", "2-3@2days"),
+        ("fail_link", "2-3@1e300s"),
+        ("crash_rank", "5"),
+        ("crash_rank", "5@"),
+        ("crash_rank", "five@1ms"),
+        ("crash_rank", "5@nan"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_value_is_refused_naming_it(flag, value):
     with pytest.raises(ConfigError) as err:
         Faults.parse(**{flag: [value]})
@@ -106,8 +127,9 @@ def test_one_slow_link_sets_the_ring_all_reduce_time(name, k, where, factor, mod
     u = {"first": 0, "middle": k // 2, "wrap": k - 1}[where]
     v = (u + 1) % k
     graph = topology.PRESETS[name](k, "100GB/s", "5us")
-    cluster = collsim.Cluster(graph, model=model,
-                              faults=Faults.parse(slow_link=[f"{u}-{v}:{factor}"]))  # fmt: skip
+    cluster = collsim.Cluster(
+        graph, model=model, faults=Faults.parse(slow_link=[f"{u}-{v}:{factor}"])
+    )
     size = 4 * k * 4096  # whole float32 chunks
     result = cluster.all_reduce(count=size // 4, dtype="float32")
     closed = degraded_ring_all_reduce_time(k, size, ALPHA, BETA, factor)
@@ -216,8 +238,12 @@ def _stall_time(graph, faults):
     return err.value
 
 
-@given(k=st.integers(3, 8), which=st.integers(0, 7), when=st.floats(0.0, 0.95),
-       timeout=st.sampled_from(["1ms", "1s", "10s", "3600s"]))  # fmt: skip
+@given(
+    k=st.integers(3, 8),
+    which=st.integers(0, 7),
+    when=st.floats(0.0, 0.95),
+    timeout=st.sampled_from(["1ms", "1s", "10s", "3600s"]),
+)
 def test_a_crashed_rank_is_named_at_the_timeout_after_the_stall(k, which, when, timeout):
     rank = which % k
     graph = topology.ring(k, "100GB/s", "5us")
@@ -311,8 +337,10 @@ def test_a_fault_after_plain_function_programs_does_not_move_the_clock():
     assert result.returns == [0, 2, 4] and result.time == 0.0
 
 
-@given(flag=st.sampled_from(["slow_rank", "slow_link", "fail_link", "crash_rank"]),
-       text=st.text(alphabet="0123456789-:@.xsmunabr_ ", max_size=12))  # fmt: skip
+@given(
+    flag=st.sampled_from(["slow_rank", "slow_link", "fail_link", "crash_rank"]),
+    text=st.text(alphabet="0123456789-:@.xsmunabr_ ", max_size=12),
+)
 def test_fuzz_parse_any_text_is_read_or_refused_by_name(flag, text):
     from fuzzkit import check_api
 

@@ -22,8 +22,9 @@ T = 3e-3  # t_f = t_b = t_w = 1 ms
 
 
 def _cluster(p, faults):
-    return collsim.Cluster(topology.bidirectional_ring(p, "inf", 0), compute_rate=float("inf"),
-                           faults=faults)  # fmt: skip
+    return collsim.Cluster(
+        topology.bidirectional_ring(p, "inf", 0), compute_rate=float("inf"), faults=faults
+    )
 
 
 @pytest.mark.parametrize("p, m", [(2, 4), (4, 8)])

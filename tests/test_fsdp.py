@@ -46,8 +46,9 @@ def run_fsdp(n=4, m=1, steps=2, cluster=None, **knobs):
     model, batches = problem(n * m)
     config = ParallelConfig(dp=n, microbatches=m, zero=3, **knobs)
     cluster = cluster or slow_cluster(config.world_size)
-    return model, train(model, batches[:steps], config, cluster=cluster,
-                        optimizer=Adam(1e-2, eps=1e-6))  # fmt: skip
+    return model, train(
+        model, batches[:steps], config, cluster=cluster, optimizer=Adam(1e-2, eps=1e-6)
+    )
 
 
 @pytest.mark.parametrize("reshard", [True, False])
@@ -58,8 +59,9 @@ def test_every_knob_trains_like_one_device(prefetch, reshard):
     assert run.dp_replica_diff == 0.0
 
 
-@pytest.mark.parametrize("prefetch, units", [("none", 1), ("forward", 2), ("backward", 2),
-                                             ("both", 2)])  # fmt: skip
+@pytest.mark.parametrize(
+    "prefetch, units", [("none", 1), ("forward", 2), ("backward", 2), ("both", 2)]
+)
 def test_prefetch_holds_the_next_unit_too(prefetch, units):
     model, run = run_fsdp(prefetch=prefetch)
     peak = busiest(memory_peaks(run.trace, run.mesh.size))
@@ -114,8 +116,13 @@ def test_hsdp_matches_one_device_and_sends_only_the_shard_all_reduce_between_nod
     n = replicas * shards
     model, batches = problem(n)
     config = ParallelConfig(dp=n, zero=3, dp_replicate=replicas)
-    run = train(model, batches[:1], config, cluster=slow_cluster(n, per_node=shards),
-                optimizer=Adam(1e-2, eps=1e-6))  # fmt: skip
+    run = train(
+        model,
+        batches[:1],
+        config,
+        cluster=slow_cluster(n, per_node=shards),
+        optimizer=Adam(1e-2, eps=1e-6),
+    )
     assert run.match is True and run.dp_replica_diff == 0.0  # every replica of a shard agrees
     sent = {key: per_rank[0] for key, per_rank in run.bytes_by_group.items()}
     per_unit = sum(a.size for a in model[0].params.values())

@@ -25,7 +25,7 @@ TIMEOUT = 5.0
 TEXT = st.text(
     alphabet=st.characters(
         codec="ascii", categories=["L", "N", "P", "S", "Zs"], exclude_characters="'\"\\"
-    ),  # fmt: skip
+    ),
     max_size=12,
 )
 BAD_NUMBERS = st.sampled_from(
@@ -49,7 +49,7 @@ BAD_NUMBERS = st.sampled_from(
         False,
         np.float64("nan"),
         np.int64(-3),
-    ]  # fmt: skip
+    ]
 )
 JUNK = st.one_of(st.none(), TEXT, st.lists(st.integers(-3, 3), max_size=3), st.just({}))
 NUMBER_TEXT = st.builds(
@@ -74,7 +74,7 @@ NUMBER_TEXT = st.builds(
             "e400",
             "TFLOP/s",
         ]
-    ),  # fmt: skip
+    ),
 )
 QUANTITY = st.one_of(BAD_NUMBERS, NUMBER_TEXT, TEXT, JUNK, st.floats(), st.integers())
 RANK_COUNT = st.one_of(
@@ -119,8 +119,10 @@ def test_link_values(name, value, which):
     check_api(topology.PRESETS[name], 3, **{which: value}, bad=shown(value), timeout=TIMEOUT)
 
 
-@given(st.sampled_from([units.parse_size, units.parse_rate, units.parse_time,
-                        units.parse_flops]), QUANTITY)  # fmt: skip
+@given(
+    st.sampled_from([units.parse_size, units.parse_rate, units.parse_time, units.parse_flops]),
+    QUANTITY,
+)
 def test_units_parse_or_name_the_value(parse, value):
     check_api(parse, value, bad=shown(value), timeout=TIMEOUT)
 
@@ -135,8 +137,9 @@ def test_units_format_numbers_or_name_the_value(fmt, value):
     st.one_of(QUANTITY, st.sampled_from(["maxmin", "ideal", "1ms", "100TFLOP/s"])),
 )
 def test_cluster_options(option, value):
-    outcome = check_api(collsim.Cluster, topology.ring(2), **{option: value}, bad=shown(value),
-                        timeout=TIMEOUT)  # fmt: skip
+    outcome = check_api(
+        collsim.Cluster, topology.ring(2), **{option: value}, bad=shown(value), timeout=TIMEOUT
+    )
     # a count guard is a whole number > 0 (max_ops=1e7 too), or math.inf
     count = whole(value) or (isinstance(value, float) and math.isfinite(value) and value % 1 == 0)
     if option in ("max_events", "max_ops") and not (
@@ -184,7 +187,7 @@ OUT = st.sampled_from(
         np.zeros(2),
         np.zeros(2).view(np.ndarray)[::-1],
         np.frombuffer(b"\0" * 16),
-    ]  # fmt: skip
+    ]
 )
 
 
@@ -229,8 +232,11 @@ def test_wait(value):
     refused(outcome, value)  # nothing drawn here is a handle
 
 
-@given(st.one_of(st.lists(st.one_of(st.integers(-2, 6), BAD_NUMBERS), max_size=5), TEXT, JUNK,
-                 BAD_NUMBERS))  # fmt: skip
+@given(
+    st.one_of(
+        st.lists(st.one_of(st.integers(-2, 6), BAD_NUMBERS), max_size=5), TEXT, JUNK, BAD_NUMBERS
+    )
+)
 def test_groups(ranks):
     outcome = check_api(Group, ranks, bad=shown(ranks), timeout=TIMEOUT)
     valid = isinstance(ranks, list) and ranks and all(whole(r) and r >= 0 for r in ranks)

@@ -41,11 +41,19 @@ BASES = {
         "1",
         "--steps",
         "1",
-    ],  # fmt: skip
+    ],
     "pipeline": ["pipeline", "-p", "2", "-m", "2"],
 }
-CLUSTER = ["--ranks", "--topology", "--bandwidth", "--latency", "--model", "--gpus-per-node",
-           "--inter-bandwidth", "--inter-latency"]  # fmt: skip
+CLUSTER = [
+    "--ranks",
+    "--topology",
+    "--bandwidth",
+    "--latency",
+    "--model",
+    "--gpus-per-node",
+    "--inter-bandwidth",
+    "--inter-latency",
+]
 FLAGS = {
     "run": [
         "--algorithm",
@@ -58,7 +66,7 @@ FLAGS = {
         "--root",
         "--seed",
         *CLUSTER,
-    ],  # fmt: skip
+    ],
     "step": ["--algorithm", "--count", *CLUSTER],
     "verify": [
         "--dp",
@@ -78,7 +86,7 @@ FLAGS = {
         "--latency",
         "--compute-rate",
         "--bucket-size",
-    ],  # fmt: skip
+    ],
     "pipeline": [
         "--schedule",
         "--stages",
@@ -94,7 +102,7 @@ FLAGS = {
         "--micro-batch-size",
         "--bandwidth",
         "--latency",
-    ],  # fmt: skip
+    ],
 }
 CASES = [(base, flag) for base, argv in BASES.items() for flag in FLAGS[argv[0]]]
 

@@ -13,8 +13,10 @@ from collsim.collectives import ALGORITHMS
 K = 4
 COLLECTIVES = list(ALGORITHMS)
 # text a user might type; no quotes or backslashes, so the value reads the same in repr()
-TEXT = st.text(st.characters(codec="ascii", categories=("L", "N", "P", "S", "Zs"),
-                             exclude_characters="'\"\\"), max_size=8)  # fmt: skip
+TEXT = st.text(
+    st.characters(codec="ascii", categories=("L", "N", "P", "S", "Zs"), exclude_characters="'\"\\"),
+    max_size=8,
+)
 NUMBERS = st.one_of(
     st.integers(-(2**70), 2**70),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -36,8 +38,11 @@ def test_roots(collective, root):
     check_api(cluster().collective, collective, buffers(), root=root, bad=root)
 
 
-@given(collective=st.sampled_from(COLLECTIVES), count=ANYTHING,
-       dtype=st.sampled_from(["float32", "int64", "bfloat16"]))  # fmt: skip
+@given(
+    collective=st.sampled_from(COLLECTIVES),
+    count=ANYTHING,
+    dtype=st.sampled_from(["float32", "int64", "bfloat16"]),
+)
 def test_counts(collective, count, dtype):
     # count-only runs need no memory, so even 2**62 elements must finish at once
     outcome = check_api(cluster().collective, collective, count=count, dtype=dtype, bad=count)
@@ -83,7 +88,7 @@ def test_count_only_dtypes(dtype):
             "object",
             "U3",
         ]
-    ),  # fmt: skip
+    ),
     shape=st.lists(st.integers(0, 5), max_size=3).map(tuple),
     n_buffers=st.integers(0, 6),
     odd=st.sampled_from([None, "shape", "dtype"]),

@@ -5,11 +5,37 @@ from fuzzkit import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-BASE = ["infer", "--tp", "2", "--layers", "2", "--hidden", "16", "--heads", "2",
-        "--prompt-len", "3", "--new-tokens", "2"]  # fmt: skip
-FLAGS = ["--tp", "--pp", "--layers", "--hidden", "--heads", "--vocab", "--batch",
-         "--prompt-len", "--new-tokens", "--seed", "--preset", "--algorithm", "--bandwidth",
-         "--latency"]  # fmt: skip
+BASE = [
+    "infer",
+    "--tp",
+    "2",
+    "--layers",
+    "2",
+    "--hidden",
+    "16",
+    "--heads",
+    "2",
+    "--prompt-len",
+    "3",
+    "--new-tokens",
+    "2",
+]
+FLAGS = [
+    "--tp",
+    "--pp",
+    "--layers",
+    "--hidden",
+    "--heads",
+    "--vocab",
+    "--batch",
+    "--prompt-len",
+    "--new-tokens",
+    "--seed",
+    "--preset",
+    "--algorithm",
+    "--bandwidth",
+    "--latency",
+]
 BAD = ["-1", "0", "3", "nan", "inf", str(2**62), "1.5", "abc", "", "ring ", "dgx", "-5GB/s"]
 
 

@@ -17,8 +17,24 @@ from collsim.cli.lesson import find_lessons, lessons_dir
 # the first number past the last lesson file (lessons/NN_topic.py, 01..13 today)
 NO_SUCH_LESSON = max(find_lessons(lessons_dir())) + 1
 # (argparse takes "-inf" or "--" for options before collsim sees them: not fuzzed here)
-BAD_NUMBERS = ["-1", "0", "nan", "inf", str(2**62), "1e300", "3.5", "three", "", " ", "１",
-               "0x3", "100", "3;rm", "99", "-2.5"]  # fmt: skip
+BAD_NUMBERS = [
+    "-1",
+    "0",
+    "nan",
+    "inf",
+    str(2**62),
+    "1e300",
+    "3.5",
+    "three",
+    "",
+    " ",
+    "１",
+    "0x3",
+    "100",
+    "3;rm",
+    "99",
+    "-2.5",
+]
 bad_which = st.one_of(
     st.sampled_from(BAD_NUMBERS),
     st.integers(min_value=NO_SUCH_LESSON, max_value=2**70).map(str),
@@ -67,8 +83,15 @@ def test_the_first_number_past_the_last_lesson_is_refused():
     assert outcome.status == 2 and "no lesson 14" in outcome.stderr
 
 
-PATH_CASES = ["missing", "under a file", "a file", "a device", "empty string",
-              "trailing slash", "too long"]  # fmt: skip
+PATH_CASES = [
+    "missing",
+    "under a file",
+    "a file",
+    "a device",
+    "empty string",
+    "trailing slash",
+    "too long",
+]
 
 
 @pytest.mark.parametrize("case", PATH_CASES)
@@ -134,6 +157,9 @@ bad_exercise = st.one_of(
 @given(exercise=bad_exercise)
 def test_lesson_refuses_an_exercise_it_does_not_have_before_running_anything(exercise):
     # lesson 4 has exercises 4.1, 4.2 and 4.3; anything else is refused, naming the value
-    outcome = run_cli(["lesson", "4", "--exercise", exercise, "--no-pause", "--lang", "en"],
-                      bad=exercise.strip() or exercise, timeout=5)  # fmt: skip
+    outcome = run_cli(
+        ["lesson", "4", "--exercise", exercise, "--no-pause", "--lang", "en"],
+        bad=exercise.strip() or exercise,
+        timeout=5,
+    )
     assert outcome.status == 2 and ">>>" not in outcome.stdout, outcome

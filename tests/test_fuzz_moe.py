@@ -15,8 +15,20 @@ BAD = st.sampled_from(
     ["-1", "0", "nan", "inf", "-inf", HUGE, "1e300", "1.5", "abc", "", "softmx", "zipff"]
 )
 BASE = ["verify", "moe", "--ep", "2", "--experts", "4", "--batch", "2", "--seq", "2"]
-FLAGS = ["--ep", "--experts", "--top-k", "--capacity-factor", "--drop-policy", "--routing",
-         "--router-score", "--batch", "--seq", "--hidden", "--ffn-hidden", "--seed"]  # fmt: skip
+FLAGS = [
+    "--ep",
+    "--experts",
+    "--top-k",
+    "--capacity-factor",
+    "--drop-policy",
+    "--routing",
+    "--router-score",
+    "--batch",
+    "--seq",
+    "--hidden",
+    "--ffn-hidden",
+    "--seed",
+]
 
 
 @given(flag=st.sampled_from(FLAGS), value=BAD, joined=st.booleans())

@@ -22,13 +22,37 @@ BAD_UNITS = ["-1GiB", "nan", "inf", "1e300", "12 parsecs", "abc", "", "0"]
 BAD_NAMES = ["", "nope", "LLAMA", "1f1b1", "gpt-3"]
 
 INT_FLAGS = [
-    "--layers", "--hidden", "--heads", "--kv-heads", "--ffn-hidden", "--vocab", "--seq",
-    "--world-size", "--gpus-per-node", "--tp", "--pp", "--dp", "--cp", "--vpp",
-    "--dp-replicate-size", "--dp-shard-size", "--global-batch", "--micro-batch",
-    "--accumulation", "--top", "--suggestions",
-]  # fmt: skip
-UNIT_FLAGS = ["--params", "--gpu-memory", "--compute-rate", "--intra-bandwidth",
-              "--inter-bandwidth", "--intra-latency", "--inter-latency"]  # fmt: skip
+    "--layers",
+    "--hidden",
+    "--heads",
+    "--kv-heads",
+    "--ffn-hidden",
+    "--vocab",
+    "--seq",
+    "--world-size",
+    "--gpus-per-node",
+    "--tp",
+    "--pp",
+    "--dp",
+    "--cp",
+    "--vpp",
+    "--dp-replicate-size",
+    "--dp-shard-size",
+    "--global-batch",
+    "--micro-batch",
+    "--accumulation",
+    "--top",
+    "--suggestions",
+]
+UNIT_FLAGS = [
+    "--params",
+    "--gpu-memory",
+    "--compute-rate",
+    "--intra-bandwidth",
+    "--inter-bandwidth",
+    "--intra-latency",
+    "--inter-latency",
+]
 NAME_FLAGS = ["--model", "--zero", "--recompute", "--precision", "--schedule", "--architecture"]
 
 
@@ -86,9 +110,16 @@ def test_search_flags_too():
 
 @pytest.mark.parametrize(
     "path",
-    ["/no/such/folder/job.toml", "/etc/hostname/job.toml", "/tmp", "/dev/full", "/dev/null",
-     "job.yaml", ""],
-)  # fmt: skip
+    [
+        "/no/such/folder/job.toml",
+        "/etc/hostname/job.toml",
+        "/tmp",
+        "/dev/full",
+        "/dev/null",
+        "job.yaml",
+        "",
+    ],
+)
 def test_config_paths_that_cannot_be_read_are_refused_naming_them(path):
     outcome = run_cli(["plan", f"--config={path}"], bad=path, timeout=5)
     assert outcome.status == 2
@@ -105,13 +136,20 @@ COUNTS = st.one_of(
     values=st.fixed_dictionaries(
         {},
         optional={
-            "--tp": COUNTS, "--pp": COUNTS, "--cp": COUNTS, "--vpp": COUNTS,
-            "--world-size": COUNTS, "--global-batch": COUNTS, "--micro-batch": COUNTS,
-            "--dp-replicate-size": COUNTS, "--dp-shard-size": COUNTS, "--kv-heads": COUNTS,
+            "--tp": COUNTS,
+            "--pp": COUNTS,
+            "--cp": COUNTS,
+            "--vpp": COUNTS,
+            "--world-size": COUNTS,
+            "--global-batch": COUNTS,
+            "--micro-batch": COUNTS,
+            "--dp-replicate-size": COUNTS,
+            "--dp-shard-size": COUNTS,
+            "--kv-heads": COUNTS,
         },
     ),
     search=st.booleans(),
-)  # fmt: skip
+)
 def test_combinations_of_flags_never_traceback_or_hang(values, search):
     argv = ["plan", *SMALL, "--suggestions", "2"]
     for flag, value in values.items():

@@ -44,5 +44,6 @@ def test_roofline_and_plan_take_bad_numbers(peak, hbm, width):
     check_api(call, bad=None, timeout=10)
     for name, value in (("batch", peak), ("tokens", hbm), ("tp", width)):
         kwargs = {"batch": 2, "tokens": 64, name: value}
-        check_api(plan_inference, SHAPE, Roofline(1e12, 1e12), gpu_memory=80e9, **kwargs,
-                  bad=repr(value))  # fmt: skip
+        check_api(
+            plan_inference, SHAPE, Roofline(1e12, 1e12), gpu_memory=80e9, **kwargs, bad=repr(value)
+        )

@@ -30,8 +30,16 @@ BASES = {
     "compare": ["viz", "compare", "ring", "tree", *SMALL],
     "mesh": ["viz", "mesh", "--tp", "2", "--dp", "2", "--pp", "1"],
 }
-CLUSTER = ["--ranks", "--topology", "--bandwidth", "--latency", "--model", "--gpus-per-node",
-           "--inter-bandwidth", "--inter-latency"]  # fmt: skip
+CLUSTER = [
+    "--ranks",
+    "--topology",
+    "--bandwidth",
+    "--latency",
+    "--model",
+    "--gpus-per-node",
+    "--inter-bandwidth",
+    "--inter-latency",
+]
 COLLECTIVE = ["--algorithm", "--size", "--dtype", *CLUSTER]
 FLAGS = {
     "ring": [*COLLECTIVE, "--step", "--fps", "--channel", "--cells"],
@@ -49,7 +57,7 @@ FLAGS = {
         "--t-weight",
         "--bandwidth",
         "--latency",
-    ],  # fmt: skip
+    ],
     "scaling": ["--max-gpus", "--batch-per-gpu", "--params", "--global-batch", "--tp"],
     "memory": ["--params", "--world-size", "--tp", "--micro-batch", "--gpu-memory"],
     "memory-timeline": [
@@ -64,7 +72,7 @@ FLAGS = {
         "--bandwidth",
         "--latency",
         "--compute-rate",
-    ],  # fmt: skip
+    ],
     "mesh": [
         "--tp",
         "--cp",

@@ -113,8 +113,10 @@ def test_bad_node_counts_and_names_are_refused_by_value():
 
 def test_a_toml_file_starting_from_a_preset_changes_only_what_it_names(tmp_path):
     path = tmp_path / "box.toml"
-    path.write_text('base = "dgx-a100"\nname = "a100-4nic"\n[inter]\nnics = 4\n'
-                    'nic_rate = "400Gbit/s"\nfabric = "switch"\n')  # fmt: skip
+    path.write_text(
+        'base = "dgx-a100"\nname = "a100-4nic"\n[inter]\nnics = 4\n'
+        'nic_rate = "400Gbit/s"\nfabric = "switch"\n'
+    )
     machine = hardware.load(path)
     assert (machine.name, machine.inter.nics, machine.inter.nic_rate) == ("a100-4nic", 4, 50 * GB)
     assert machine.intra == hardware.preset("dgx-a100").intra
@@ -124,11 +126,19 @@ def test_a_toml_file_starting_from_a_preset_changes_only_what_it_names(tmp_path)
 
 def test_a_json_file_with_every_field(tmp_path):
     spec = {
-        "name": "tiny", "gpu": "toy", "gpus_per_node": 2, "compute_rate": "10TFLOP/s",
-        "intra": {"kind": "nvswitch", "link_rate": "10GB/s", "links": 2, "efficiency": 0.5,
-                  "latency": "1us"},
+        "name": "tiny",
+        "gpu": "toy",
+        "gpus_per_node": 2,
+        "compute_rate": "10TFLOP/s",
+        "intra": {
+            "kind": "nvswitch",
+            "link_rate": "10GB/s",
+            "links": 2,
+            "efficiency": 0.5,
+            "latency": "1us",
+        },
         "inter": {"nics": 1, "nic_rate": "1GB/s", "latency": "2us", "fabric": "rail"},
-    }  # fmt: skip
+    }
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps(spec))
     machine = hardware.load(path)
@@ -200,8 +210,23 @@ def test_cluster_flags_on_presets_are_checked_by_value(capsys, argv, bad):
 def test_a_preset_run_takes_its_ranks_from_the_nodes(capsys):
     from collsim.cli import main
 
-    assert main(["run", "all-reduce", "--topology", "dgx-a100", "--nodes", "2", "--count-only",
-                 "--size", "1MiB", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                "all-reduce",
+                "--topology",
+                "dgx-a100",
+                "--nodes",
+                "2",
+                "--count-only",
+                "--size",
+                "1MiB",
+                "--json",
+            ]
+        )
+        == 0
+    )
     row = json.loads(capsys.readouterr().out)["results"][0]
     assert row["ranks"] == 16 and row["topology"] == "dgx-a100x2"
 
@@ -220,8 +245,18 @@ def test_a_cluster_on_a_preset_computes_at_its_gpus_rate():
 def test_the_planner_reads_a_machines_rates_and_flags_override_them(capsys):
     from collsim.cli import main
 
-    argv = ["plan", "--params", "7B", "--tp", "8", "--world-size", "16", "--global-batch", "32",
-            "--json"]  # fmt: skip
+    argv = [
+        "plan",
+        "--params",
+        "7B",
+        "--tp",
+        "8",
+        "--world-size",
+        "16",
+        "--global-batch",
+        "32",
+        "--json",
+    ]
     assert main([*argv, "--machine", "dgx-h100"]) == 0
     config = json.loads(capsys.readouterr().out)["config"]
     assert config["intra_bandwidth"] == pytest.approx(18 * 20.6 * GB)

@@ -55,8 +55,10 @@ def test_no_protocol_is_the_plain_alpha_beta_message():
 
 def test_ll_wins_small_messages_and_simple_wins_large_ones():
     g = hardware.topology("dgx-a100")
-    times = {size: {p: _one_message(g, 0, 1, size, hardware.PROTOCOLS[p]).time
-                    for p in PROTOCOL_NAMES} for size in (64, 1 << 26)}  # fmt: skip
+    times = {
+        size: {p: _one_message(g, 0, 1, size, hardware.PROTOCOLS[p]).time for p in PROTOCOL_NAMES}
+        for size in (64, 1 << 26)
+    }
     assert min(times[64], key=times[64].get) == "ll"
     assert min(times[1 << 26], key=times[1 << 26].get) == "simple"
 
@@ -74,8 +76,7 @@ def _in_switch(k, switch, efficiency, multicast):
         for r in range(k):
             if r != c:
                 src, dst = (c, r) if multicast else (r, c)
-                moves.append(ChunkMove(src, dst, range(c, c + 1), not multicast,
-                                       combine=combine))  # fmt: skip
+                moves.append(ChunkMove(src, dst, range(c, c + 1), not multicast, combine=combine))
     moves.sort(key=lambda m: (m.src, m.dst))
     if multicast:
         return Schedule("all_gather", "nvls", k, k, (tuple(moves),), (), "own_chunk", "full")
@@ -89,8 +90,11 @@ def _run(graph, schedule, inputs):
     return collsim.Cluster(graph).run(program)
 
 
-@given(count=st.integers(1, 64).map(lambda n: 8 * n), seed=st.integers(0, 2**16),
-       efficiency=st.sampled_from([1.0, 0.5]))  # fmt: skip
+@given(
+    count=st.integers(1, 64).map(lambda n: 8 * n),
+    seed=st.integers(0, 2**16),
+    efficiency=st.sampled_from([1.0, 0.5]),
+)
 def test_in_switch_reduction_sums_and_crosses_the_down_link_once(count, seed, efficiency):
     g = hardware.topology("dgx-h100")
     rng = np.random.default_rng(seed)
@@ -155,8 +159,9 @@ def test_rank_programs_and_cluster_methods_on_a_preset_use_ncclss_choice():
     # auto, on a preset: NCCL's model takes its LL ring for 512 B (15.9 us against NVLS's 25)
     assert {t.tag.algorithm for t in result.trace.transfers} == {"nccl_ring"}
     assert {t.tag.protocol.name for t in result.trace.transfers} == {"ll"}
-    forced = collsim.Cluster(g).all_reduce(count=1 << 20, dtype="float32", algorithm="ring",
-                                           protocol="ll")  # fmt: skip
+    forced = collsim.Cluster(g).all_reduce(
+        count=1 << 20, dtype="float32", algorithm="ring", protocol="ll"
+    )
     assert {t.tag.protocol.name for t in forced.trace.transfers} == {"ll"}
     plain = collsim.Cluster(collsim.topology.ring(4)).all_reduce(count=64, dtype="float32")
     assert {t.tag.protocol for t in plain.trace.transfers} == {None}

@@ -46,14 +46,28 @@ def test_lesson_list_in_japanese_aligns_its_columns(tmp_path, monkeypatch, capsy
 
 
 def run_japanese(number, *flags, cwd):
-    env = dict(os.environ, COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg",
-               COLLSIM_LESSON_OUT=str(cwd))  # fmt: skip
+    env = dict(os.environ, COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg", COLLSIM_LESSON_OUT=str(cwd))
     env.pop("COLLSIM_LESSONS", None)
     done = subprocess.run(
-        [sys.executable, "-m", "collsim", "lesson", str(number), "--lang", "ja", "--no-pause",
-         "--dir", str(ROOT / "lessons"), *flags],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "collsim",
+            "lesson",
+            str(number),
+            "--lang",
+            "ja",
+            "--no-pause",
+            "--dir",
+            str(ROOT / "lessons"),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.splitlines()
 

@@ -118,8 +118,9 @@ def test_exercise_runs_up_to_its_check_and_no_further(home, capsys):
 @pytest.mark.parametrize(
     ("given", "named"), [("9", "the nearest is 3"), ("5.1", "no exercise 5.1"), ("x", "x")]
 )
-def test_an_exercise_the_lesson_does_not_have_is_refused_with_the_nearest(home, capsys, given,
-                                                                           named):  # fmt: skip
+def test_an_exercise_the_lesson_does_not_have_is_refused_with_the_nearest(
+    home, capsys, given, named
+):
     assert main(["lesson", "4", "--exercise", given, "--no-pause"]) == 2
     err = capsys.readouterr().err
     assert named in err and "4.1, 4.2, 4.3" in err
@@ -167,10 +168,21 @@ def test_a_built_wheel_carries_the_lessons_and_runs_lesson_1_outside_the_checkou
     """`pip wheel .`, installed with --target into a folder outside the checkout, copies and
     runs lesson 1: the lessons are package data, not the repository's folder."""
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-         "-w", str(tmp_path / "wheel"), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(tmp_path / "wheel"),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = (tmp_path / "wheel").glob("collsim-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -179,23 +191,45 @@ def test_a_built_wheel_carries_the_lessons_and_runs_lesson_1_outside_the_checkou
         assert f"collsim/course/lessons/solutions/{path.name}" in names
         assert f"collsim/course/lessons/ja/{path.stem}.md" in names
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                    str(target), str(wheel)], check=True, timeout=600)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        timeout=600,
+    )
     student = tmp_path / "student"
     student.mkdir()
     env = {"PYTHONPATH": str(target), "MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"}
     run = [sys.executable, "-m", "collsim", "lesson"]
-    init = subprocess.run([*run, "init"], cwd=student, env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    init = subprocess.run(
+        [*run, "init"], cwd=student, env=env, capture_output=True, text=True, timeout=120
+    )
     assert init.returncode == 0, init.stderr
-    lesson = subprocess.run([*run, "1", "--no-pause"], cwd=student, env=env, text=True,
-                            capture_output=True, timeout=300)  # fmt: skip
+    lesson = subprocess.run(
+        [*run, "1", "--no-pause"], cwd=student, env=env, text=True, capture_output=True, timeout=300
+    )
     assert lesson.returncode == 0, lesson.stderr[-2000:]
     assert "(running collsim-lessons/01_why_not_one_device.py: your copy)" in lesson.stdout
-    assert str(target) in subprocess.run(
-        [sys.executable, "-c", "import collsim.course.catalog as c; print(c.course_lessons())"],
-        cwd=student, env=env, capture_output=True, text=True, timeout=60,
-    ).stdout  # fmt: skip
+    assert (
+        str(target)
+        in subprocess.run(
+            [sys.executable, "-c", "import collsim.course.catalog as c; print(c.course_lessons())"],
+            cwd=student,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
 
 
 def test_progress_is_kept_in_the_copy_found_from_the_working_folder(home):

@@ -132,8 +132,10 @@ def rounds():
     grouped = defaultdict(list)
     for row in TRIED:
         taken = [r for r in grouped if r[0] == row.lesson]
-        free = next((r for r in taken if row.exercise not in {t.exercise for t in grouped[r]}),
-                    (row.lesson, len(taken)))  # fmt: skip
+        free = next(
+            (r for r in taken if row.exercise not in {t.exercise for t in grouped[r]}),
+            (row.lesson, len(taken)),
+        )
         grouped[free].append(row)
     return grouped
 
@@ -163,6 +165,16 @@ def test_a_wrong_answer_gets_the_diagnosis_it_deserves(key, tmp_path):
 
 def test_the_table_covers_every_misdiagnosis_and_alternative_the_issue_names():
     named = {(r.lesson, r.exercise) for r in TRIED}
-    for needed in [(6, "6.3"), (10, "10.2"), (4, "4.2"), (13, "13.3"), (2, "2.3"), (8, "8.1"),
-                   (8, "8.4"), (10, "10.5"), (11, "11.2"), (12, "12.7")]:  # fmt: skip
+    for needed in [
+        (6, "6.3"),
+        (10, "10.2"),
+        (4, "4.2"),
+        (13, "13.3"),
+        (2, "2.3"),
+        (8, "8.1"),
+        (8, "8.4"),
+        (10, "10.5"),
+        (11, "11.2"),
+        (12, "12.7"),
+    ]:
         assert needed in named, needed

@@ -79,8 +79,9 @@ def test_every_lesson_runs_as_a_notebook_and_shows_its_pictures(copy, number, la
     folder = copy if lang == "en" else copy / "ja"
     path = folder / LESSONS[number].with_suffix(".ipynb").name
     notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(folder)}})  # fmt: skip
+    client = nbclient.NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    )
     client.execute()  # raises CellExecutionError, with the cell, if any cell fails
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     images = [o for o in outputs if "image/png" in o.get("data", {})]

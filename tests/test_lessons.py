@@ -30,10 +30,18 @@ def test_there_are_lessons():
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_lesson_runs_and_every_check_passes(path, tmp_path):
-    env = dict(os.environ, COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg",
-               COLLSIM_LESSON_OUT=str(tmp_path))  # fmt: skip
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    env = dict(
+        os.environ, COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg", COLLSIM_LESSON_OUT=str(tmp_path)
+    )
+    done = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Not yet" not in done.stdout
     assert "Correct!" in done.stdout  # at least one exercise was checked
@@ -54,8 +62,11 @@ def test_lesson_shape(path):
 
 def _check_calls(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-             and getattr(n.func, "attr", None) in CHECKS]  # fmt: skip
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) in CHECKS
+    ]
     return tree, sorted(calls, key=lambda n: n.lineno)
 
 
@@ -70,8 +81,13 @@ def test_every_exercise_has_its_own_answer_slot_and_the_solutions_define_it(path
         slots.append(answer.id)
     assert len(set(slots)) == len(slots), f"an answer name is reused: {slots}"
     assert all(name.endswith("_answer") for name in slots), slots
-    assigned = [t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
-                for t in n.targets if isinstance(t, ast.Name)]  # fmt: skip
+    assigned = [
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    ]
     for name in slots:
         assert assigned.count(name) == 1, f"{name} must be assigned once (= None)"
     spec = importlib.util.spec_from_file_location("_sol", LESSONS / "solutions" / path.name)
@@ -192,8 +208,9 @@ def test_cells_remember_their_file_lines():
         assert lines[cell.line - 1] == cell.source.splitlines()[0]
 
 
-def test_terminal_runner_names_the_file_and_line_of_the_answer_slot(tiny_lessons, capsys,
-                                                                      monkeypatch):  # fmt: skip
+def test_terminal_runner_names_the_file_and_line_of_the_answer_slot(
+    tiny_lessons, capsys, monkeypatch
+):
     monkeypatch.delenv("COLLSIM_SOLUTIONS", raising=False)
     assert main(["lesson", "1", "--no-pause", "--dir", str(tiny_lessons)]) == 0
     out = capsys.readouterr().out
@@ -204,8 +221,9 @@ def test_terminal_runner_names_the_file_and_line_of_the_answer_slot(tiny_lessons
     assert "your prediction: bytes in a KiB" in out
 
 
-def test_terminal_runner_fills_the_answer_from_the_solution_of_that_name(tiny_lessons, capsys,
-                                                                         monkeypatch):  # fmt: skip
+def test_terminal_runner_fills_the_answer_from_the_solution_of_that_name(
+    tiny_lessons, capsys, monkeypatch
+):
     monkeypatch.setenv("COLLSIM_SOLUTIONS", "1")
     assert main(["lesson", "1", "--no-pause", "--dir", str(tiny_lessons)]) == 0
     assert "Correct! 1.1: 1,024 B (1 KiB)" in capsys.readouterr().out
@@ -218,9 +236,11 @@ def test_a_cell_that_raises_stops_the_lesson_with_its_line(tiny_lessons, capsys)
     assert "02_broken.py:5: the cell starting here raised ZeroDivisionError" in err
 
 
-@pytest.mark.parametrize("command", [["tour"], ["tour", "--no-pause"],
-                                     ["lesson", "1"], ["lesson", "1", "--no-pause"]],
-                         ids=" ".join)  # fmt: skip
+@pytest.mark.parametrize(
+    "command",
+    [["tour"], ["tour", "--no-pause"], ["lesson", "1"], ["lesson", "1", "--no-pause"]],
+    ids=" ".join,
+)
 def test_stdin_closed_does_not_crash(command, tiny_lessons, monkeypatch, capsys):
     # `collsim tour <&-`: Python then has sys.stdin = None
     monkeypatch.setattr(sys, "stdin", None)
@@ -231,9 +251,13 @@ def test_stdin_closed_does_not_crash(command, tiny_lessons, monkeypatch, capsys)
 
 def test_stdin_closed_for_real_in_a_subprocess(tiny_lessons):
     # the real thing, fd 0 closed before Python starts
-    done = subprocess.run([sys.executable, "-m", "collsim", "lesson", "1", "--dir",
-                           str(tiny_lessons)], capture_output=True, text=True, timeout=60,
-                          preexec_fn=lambda: os.close(0))  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "collsim", "lesson", "1", "--dir", str(tiny_lessons)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(0),
+    )
     assert done.returncode == 0, done.stderr
     assert "isatty" not in done.stderr
 
@@ -257,16 +281,31 @@ def test_lesson_4_pictures_show_the_steps_its_text_names():
 
 # ---- the lesson order and every reference to a lesson's number --------------------------
 
-ORDER = ["why_not_one_device", "data_parallel", "sharding", "ring_allreduce", "cost_models",
-         "where_scaling_stops", "tensor_parallel", "pipeline_parallel", "context_parallel",
-         "putting_it_together", "debugging_a_hang", "real_hardware",
-         "toy_to_real_code"]  # fmt: skip
+ORDER = [
+    "why_not_one_device",
+    "data_parallel",
+    "sharding",
+    "ring_allreduce",
+    "cost_models",
+    "where_scaling_stops",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "context_parallel",
+    "putting_it_together",
+    "debugging_a_hang",
+    "real_hardware",
+    "toy_to_real_code",
+]
 # what a person reads that names lessons by number or by file
-REFERRING = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(ROOT.glob("docs/*.md")),
-             *sorted(LESSONS.glob("*.py")),
-             *sorted((LESSONS / "solutions").glob("*.py")),
-             *sorted((ROOT / "examples").glob("*.py")),
-             *sorted((ROOT / "collsim").rglob("*.py"))]  # fmt: skip
+REFERRING = [
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    *sorted(ROOT.glob("docs/*.md")),
+    *sorted(LESSONS.glob("*.py")),
+    *sorted((LESSONS / "solutions").glob("*.py")),
+    *sorted((ROOT / "examples").glob("*.py")),
+    *sorted((ROOT / "collsim").rglob("*.py")),
+]
 LESSON_NUMBER = re.compile(r"\b[Ll]essons? (\d+)(?:(?: and |–|-|, )(\d+))?")
 LESSON_PATH = re.compile(r"lessons/(?:solutions/)?(\d\d_[a-z_]+\.py)")
 
@@ -297,8 +336,11 @@ def _tags(path):
     """The lesson's exercise ids ("3.1") and picture names ("03_...") as its code says."""
     tree, calls = _check_calls(path)
     ids = [c.args[0].value for c in calls]
-    shows = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-             and getattr(n.func, "attr", None) == "show" and len(n.args) == 2]  # fmt: skip
+    shows = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "show" and len(n.args) == 2
+    ]
     return ids, [_leading_text(s.args[1]) for s in shows]
 
 
@@ -342,8 +384,7 @@ def test_the_readme_lists_every_lesson_in_order_with_its_title():
 def test_putting_it_together_names_every_strategy_of_the_nd_guide_and_the_commands():
     text = (LESSONS / "10_putting_it_together.py").read_text(encoding="utf-8")
     rows = re.findall(r"^# \| ([A-Z+]+) \| (?:`|all four)", text, flags=re.M)
-    assert rows == ["DP", "FSDP", "TP", "CP", "HSDP", "FSDP+TP", "FSDP+CP", "HSDP+TP",
-                    "HSDP+TP+CP"]  # fmt: skip
+    assert rows == ["DP", "FSDP", "TP", "CP", "HSDP", "FSDP+TP", "FSDP+CP", "HSDP+TP", "HSDP+TP+CP"]
     for command in ("collsim strategies", "collsim verify cp", "collsim verify nd"):
         assert f"`{command}`" in text, command
 
@@ -351,6 +392,11 @@ def test_putting_it_together_names_every_strategy_of_the_nd_guide_and_the_comman
 def test_context_parallel_lesson_draws_the_ring_from_the_trace_records():
     # the step grid and the work bars are read from RingStep spans, not recomputed
     text = (LESSONS / "09_context_parallel.py").read_text(encoding="utf-8")
-    for needed in ("isinstance(c.meta, RingStep)", "isinstance(t.tag, RingMessage)",
-                   "causal_attention_flops", "ulysses_attention_bytes", ".match"):  # fmt: skip
+    for needed in (
+        "isinstance(c.meta, RingStep)",
+        "isinstance(t.tag, RingMessage)",
+        "causal_attention_flops",
+        "ulysses_attention_bytes",
+        ".match",
+    ):
         assert needed in text, needed

@@ -64,22 +64,32 @@ def twin_solutions(path):
 
 def _run(english, out):
     path = working_copy(english, "ja", folder=out / "ja").lesson  # beside its own solutions
-    env = {k: v for k, v in os.environ.items() if k not in ("COLLSIM_LANG", "LC_ALL",
-                                                            "LC_MESSAGES")}  # fmt: skip
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("COLLSIM_LANG", "LC_ALL", "LC_MESSAGES")
+    }
     # an English locale: the feedback must be Japanese because the lesson is under ja/
-    env.update(LANG="C.UTF-8", COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg",
-               COLLSIM_LESSON_OUT=str(out))  # fmt: skip
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env,
-                          cwd=out, stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    env.update(LANG="C.UTF-8", COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg", COLLSIM_LESSON_OUT=str(out))
+    done = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=out,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
     return done, out
 
 
 @pytest.fixture(scope="module")
 def lesson_runs(request, tmp_path_factory):
     """Start every selected Japanese lesson at once, two at a time (they dominate the time)."""
-    wanted = [item.callspec.params["path"] for item in request.session.items
-              if getattr(item, "originalname", "") == "test_japanese_lesson_runs_in_japanese"
-              and translation_path(item.callspec.params["path"], "ja").exists()]  # fmt: skip
+    wanted = [
+        item.callspec.params["path"]
+        for item in request.session.items
+        if getattr(item, "originalname", "") == "test_japanese_lesson_runs_in_japanese"
+        and translation_path(item.callspec.params["path"], "ja").exists()
+    ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield {p: pool.submit(_run, p, tmp_path_factory.mktemp(p.stem)) for p in wanted}
 
@@ -135,8 +145,9 @@ def test_every_translated_string_is_one_the_english_code_has(path):
 
 
 def test_the_japanese_lessons_keep_no_code_of_their_own():
-    tracked = subprocess.run(["git", "ls-files", "lessons/ja"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()  # fmt: skip
+    tracked = subprocess.run(
+        ["git", "ls-files", "lessons/ja"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert tracked, "git lists the Japanese translations"
     assert [f for f in tracked if not f.endswith(".md")] == [], "only prose lives in lessons/ja"
     assert len([f for f in tracked if re.search(r"/\d\d_[a-z_]+\.md$", f)]) == len(FILES)
@@ -151,9 +162,13 @@ class _StringsAside(ast.NodeTransformer):
         return node
 
     def visit_JoinedStr(self, node):
-        values = [ast.FormattedValue(value=self.visit(v.value), conversion=v.conversion,
-                                     format_spec=v.format_spec)  # the spec is code: kept
-                  for v in node.values if isinstance(v, ast.FormattedValue)]  # fmt: skip
+        values = [
+            ast.FormattedValue(
+                value=self.visit(v.value), conversion=v.conversion, format_spec=v.format_spec
+            )  # the spec is code: kept
+            for v in node.values
+            if isinstance(v, ast.FormattedValue)
+        ]
         return ast.copy_location(ast.JoinedStr(values=values), node)
 
 
@@ -177,14 +192,23 @@ def _exercises(text):
     """The exercises in source order: each check (function, id, answer slot, unit), the
     answer slots assigned, and the picture names shown."""
     tree = ast.parse(text)
-    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
-                   key=lambda n: (n.lineno, n.col_offset))  # fmt: skip
+    calls = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
     name = lambda n: getattr(n.func, "attr", getattr(n.func, "id", None))  # noqa: E731
-    checks = [(name(c), ast.unparse(c.args[0]), ast.unparse(c.args[1]), _unit(c))
-              for c in calls if name(c) in CHECKS and len(c.args) >= 2]  # fmt: skip
-    slots = [t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
-             for t in n.targets
-             if isinstance(t, ast.Name) and t.id.endswith("_answer")]  # fmt: skip
+    checks = [
+        (name(c), ast.unparse(c.args[0]), ast.unparse(c.args[1]), _unit(c))
+        for c in calls
+        if name(c) in CHECKS and len(c.args) >= 2
+    ]
+    slots = [
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id.endswith("_answer")
+    ]
     shows = [ast.unparse(c.args[1]) for c in calls if name(c) == "show" and len(c.args) == 2]
     return {"checks": checks, "slots": slots, "pictures": shows}
 
@@ -192,8 +216,9 @@ def _exercises(text):
 def differences(english, japanese):
     """What makes two lesson texts' code differ ([] when it is the same)."""
     problems = []
-    markers = [[line for line in text.splitlines() if CELL.match(line)]
-               for text in (english, japanese)]  # fmt: skip
+    markers = [
+        [line for line in text.splitlines() if CELL.match(line)] for text in (english, japanese)
+    ]
     if markers[0] != markers[1]:
         problems.append(f"cell markers differ: {len(markers[0])} vs {len(markers[1])}")
     en, ja = cells(english), cells(japanese)
@@ -209,8 +234,9 @@ def differences(english, japanese):
             continue
         if not same:
             problems.append(f"cell {i + 1} (line {a.splitlines()[0]!r}): the code differs")
-    for what, (x, y) in {k: (v, _exercises(japanese)[k])
-                         for k, v in _exercises(english).items()}.items():  # fmt: skip
+    for what, (x, y) in {
+        k: (v, _exercises(japanese)[k]) for k, v in _exercises(english).items()
+    }.items():
         if x != y:
             problems.append(f"{what} differ: {x} vs {y}")
     return problems
@@ -245,14 +271,18 @@ def _sample():
     return read(FILES[0]), twin(FILES[0])
 
 
-@pytest.mark.parametrize("what, mutate", [
-    ("a number", lambda t: _mutate(t, tokenize.NUMBER, lambda s: s + "1")),
-    ("a name", lambda t: _mutate(t, tokenize.NAME, lambda s: s + "_x")),
-    ("a keyword argument", lambda t: t.replace('unit="', 'rel=1, unit="', 1)),
-    ("a unit teach reads", lambda t: t.replace('unit="B"', 'unit="s"', 1)),
-    ("a cell marker", lambda t: t.replace("\n# %%\n", "\n", 1)),
-    ("a statement added", lambda t: t.replace("\n# %%\n", "\n# %%\nprint('追加')\n", 1)),
-], ids=lambda x: x if isinstance(x, str) else "")  # fmt: skip
+@pytest.mark.parametrize(
+    "what, mutate",
+    [
+        ("a number", lambda t: _mutate(t, tokenize.NUMBER, lambda s: s + "1")),
+        ("a name", lambda t: _mutate(t, tokenize.NAME, lambda s: s + "_x")),
+        ("a keyword argument", lambda t: t.replace('unit="', 'rel=1, unit="', 1)),
+        ("a unit teach reads", lambda t: t.replace('unit="B"', 'unit="s"', 1)),
+        ("a cell marker", lambda t: t.replace("\n# %%\n", "\n", 1)),
+        ("a statement added", lambda t: t.replace("\n# %%\n", "\n# %%\nprint('追加')\n", 1)),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
 def test_changing_the_code_of_a_japanese_lesson_fails_the_comparison(what, mutate):
     english, japanese = _sample()
     changed = mutate(japanese)
@@ -260,10 +290,14 @@ def test_changing_the_code_of_a_japanese_lesson_fails_the_comparison(what, mutat
     assert differences(english, changed), f"changing {what} went unnoticed"
 
 
-@pytest.mark.parametrize("what, mutate", [
-    ("a string", lambda t: _mutate(t, tokenize.STRING, lambda s: '"翻訳した文字列"')),
-    ("a comment", lambda t: t.replace("\n# %%\n", "\n# %%\n# 日本語のコメント\n", 1)),
-], ids=lambda x: x if isinstance(x, str) else "")  # fmt: skip
+@pytest.mark.parametrize(
+    "what, mutate",
+    [
+        ("a string", lambda t: _mutate(t, tokenize.STRING, lambda s: '"翻訳した文字列"')),
+        ("a comment", lambda t: t.replace("\n# %%\n", "\n# %%\n# 日本語のコメント\n", 1)),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
 def test_translating_strings_and_comments_keeps_the_code_the_same(what, mutate):
     english, japanese = _sample()
     changed = mutate(japanese)
@@ -301,12 +335,14 @@ SET_ASIDE = [
 def prose_letters(markdown):
     """``(kana and kanji, all letters)`` of a markdown cell, outside code, math and URLs
     (Greek letters count as math)."""
-    text = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#")
-                     for line in markdown.splitlines())  # fmt: skip
+    text = "\n".join(
+        line[2:] if line.startswith("# ") else line.lstrip("#") for line in markdown.splitlines()
+    )
     for pattern, blank in SET_ASIDE:
         text = pattern.sub(blank, text)
-    letters = [c for c in text if unicodedata.category(c).startswith("L")
-               and not "\u0370" <= c <= "\u03ff"]  # fmt: skip
+    letters = [
+        c for c in text if unicodedata.category(c).startswith("L") and not "\u0370" <= c <= "\u03ff"
+    ]
     return sum(bool(KANA_KANJI.match(c)) for c in letters), len(letters)
 
 
@@ -320,20 +356,27 @@ def is_japanese(markdown):
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_every_markdown_cell_is_japanese(path):
     english = [c for c in cells(twin(path)) if c[0] == "markdown"]
-    bad = [f"cell {i + 1}: {prose_letters(s)} {s.splitlines()[0]!r}"
-           for i, (_, s) in enumerate(english) if not is_japanese(s)]  # fmt: skip
+    bad = [
+        f"cell {i + 1}: {prose_letters(s)} {s.splitlines()[0]!r}"
+        for i, (_, s) in enumerate(english)
+        if not is_japanese(s)
+    ]
     assert not bad, "markdown cells that are not mostly Japanese:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize("markdown, japanese", [
-    ("# ## Takeaways", False),
-    ("# ## まとめ", True),
-    ("# $2(K-1)/K \\cdot N \\cdot b$", True),
-    ("# The ring sends `2(K-1)/K` of the buffer in every step of the all-reduce.", False),
-    ("# リングは各ステップでバッファの `2(K-1)/K` を送ります (all-reduce)。", True),
-    ("# See [the NCCL docs](https://docs.nvidia.com/nccl/) にあります", False),
-    ("# 詳しくは [NCCL のドキュメント](https://docs.nvidia.com/nccl/) を見てください", True),
-], ids=lambda x: str(x)[:30])  # fmt: skip
+@pytest.mark.parametrize(
+    "markdown, japanese",
+    [
+        ("# ## Takeaways", False),
+        ("# ## まとめ", True),
+        ("# $2(K-1)/K \\cdot N \\cdot b$", True),
+        ("# The ring sends `2(K-1)/K` of the buffer in every step of the all-reduce.", False),
+        ("# リングは各ステップでバッファの `2(K-1)/K` を送ります (all-reduce)。", True),
+        ("# See [the NCCL docs](https://docs.nvidia.com/nccl/) にあります", False),
+        ("# 詳しくは [NCCL のドキュメント](https://docs.nvidia.com/nccl/) を見てください", True),
+    ],
+    ids=lambda x: str(x)[:30],
+)
 def test_the_japanese_prose_rule(markdown, japanese):
     assert is_japanese(markdown) is japanese
 
@@ -378,8 +421,11 @@ def test_the_glossary_parses():
     rows = glossary()
     assert len(rows) >= 50
     assert (["gradient accumulation"], ["勾配蓄積"], ["勾配累積"]) in rows
-    assert (["activation checkpointing", "recomputation"],
-            ["活性値チェックポイント", "再計算"], []) in rows  # fmt: skip
+    assert (
+        ["activation checkpointing", "recomputation"],
+        ["活性値チェックポイント", "再計算"],
+        [],
+    ) in rows
 
 
 def glossary_problems(english_text, japanese_text, japanese_solutions=""):
@@ -389,16 +435,20 @@ def glossary_problems(english_text, japanese_text, japanese_solutions=""):
     japanese = re.sub(r"\s+", "", _prose(japanese_text))
     problems = []
     for en_terms, ja_terms, banned in glossary():
-        problems += [f"uses {b!r} (the glossary says {ja_terms[0]!r})" for b in banned
-                     if b in japanese_text + japanese_solutions]  # fmt: skip
+        problems += [
+            f"uses {b!r} (the glossary says {ja_terms[0]!r})"
+            for b in banned
+            if b in japanese_text + japanese_solutions
+        ]
         # the term or its plural ("ranks", "switches"), not a longer word ("sharding"); any
         # of the row's Japanese terms will do ("shard the states": シャーディングする)
-        used = [t for t in en_terms
-                if re.search(rf"\b{re.escape(t.lower())}(?:s|es)?\b", english)]  # fmt: skip
+        used = [t for t in en_terms if re.search(rf"\b{re.escape(t.lower())}(?:s|es)?\b", english)]
         spellings = [s for t in ja_terms for s in _spellings(t)]
         if used and not any(s in japanese for s in spellings):
-            problems.append(f"{used[0]!r} is in the English prose, {' / '.join(ja_terms)!r} "
-                            "is not in the Japanese")  # fmt: skip
+            problems.append(
+                f"{used[0]!r} is in the English prose, {' / '.join(ja_terms)!r} "
+                "is not in the Japanese"
+            )
     return problems
 
 

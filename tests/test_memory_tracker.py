@@ -88,13 +88,24 @@ def test_peak_of_the_sum_differs_from_the_sum_of_category_peaks_where_it_should(
     peaks = memory_peaks(run(two_phase).trace, 2)
     zero, one = peaks
     assert zero == MemoryPeak(0, 800, zero.by_category, 1 * US)
-    assert zero.by_category == {**dict.fromkeys(CATEGORIES, 0), "params": 200,
-                                "activations": 600, "grads": 400}  # fmt: skip
+    assert zero.by_category == {
+        **dict.fromkeys(CATEGORIES, 0),
+        "params": 200,
+        "activations": 600,
+        "grads": 400,
+    }
     assert sum(zero.by_category.values()) == 1200 > zero.total  # not at the same time
     assert one.total == sum(one.by_category.values()) == 1200  # all held at once
     assert busiest(peaks) is one
-    assert one.to_dict() == {"params": 200, "grads": 400, "optimizer": 0, "activations": 600,
-                             "gathered_params": 0, "comm_buffers": 0, "total": 1200}  # fmt: skip
+    assert one.to_dict() == {
+        "params": 200,
+        "grads": 400,
+        "optimizer": 0,
+        "activations": 600,
+        "gathered_params": 0,
+        "comm_buffers": 0,
+        "total": 1200,
+    }
     assert all(type(v) is int for v in one.to_dict().values())
 
 
@@ -120,7 +131,7 @@ def test_busiest_takes_the_lowest_rank_on_ties_and_a_silent_rank_has_zero_peaks(
         ("activations", 10, 20),
         ("gathered_params", 10, 20),
         ("comm_buffers", 10, 20),
-    ],  # fmt: skip
+    ],
 )
 def test_precision_defaults(category, elements, expected):
     def program(rank):
@@ -179,7 +190,7 @@ def _refused(program, *words):
         ("Grads", "'grads'"),
         ("", "nearest valid"),
         (3, "nearest valid"),
-    ],  # fmt: skip
+    ],
 )
 def test_an_unknown_category_names_the_value_and_the_nearest_choice(category, nearest):
     exc = _refused(lambda rank: rank.alloc(category, "w", 1), repr(category), nearest)

@@ -39,8 +39,16 @@ def step_3d(
 ):
     """One step of the mesh trainer; ``fields`` are ParallelConfig's (``virtual`` is vpp)."""
     config = ParallelConfig(vpp=virtual, **fields)
-    return train(model, [(x, target)], config, cluster=cluster, optimizer=optimizer, check=check,
-                 bandwidth=bandwidth, latency=latency)  # fmt: skip
+    return train(
+        model,
+        [(x, target)],
+        config,
+        cluster=cluster,
+        optimizer=optimizer,
+        check=check,
+        bandwidth=bandwidth,
+        latency=latency,
+    )
 
 
 def model_and_batch(layers, rows, seed=0):
@@ -77,8 +85,18 @@ def test_one_step_matches_one_device(config, opt):
     ref_loss, ref_grads = single_device_step(reference, x, target, optimizer=make())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # uneven layer splits warn
-        result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
-                        virtual=v, optimizer=make())  # fmt: skip
+        result = step_3d(
+            model,
+            x,
+            target,
+            dp=dp,
+            pp=pp,
+            tp=tp,
+            schedule=name,
+            microbatches=m,
+            virtual=v,
+            optimizer=make(),
+        )
     assert result.match is True and result.max_error < 1e-10
     assert result.dp_replica_diff == 0.0  # the dp replicas stay bitwise in sync
     assert result.loss == pytest.approx(ref_loss, rel=1e-12)
@@ -87,15 +105,28 @@ def test_one_step_matches_one_device(config, opt):
         np.testing.assert_allclose(result.grads[key], grad, rtol=1e-10, atol=1e-12)
         # Adam turns the exactly-zero key-bias gradient's rounding (~1e-17, in a different
         # order on every layout) into lr·1e-17/eps ~ 1e-13 steps: allow 1e-11 there
-        np.testing.assert_allclose(result.params[key], reference.params[key], rtol=1e-10,
-                                   atol=1e-12 if opt == "sgd" else 1e-11)  # fmt: skip
+        np.testing.assert_allclose(
+            result.params[key],
+            reference.params[key],
+            rtol=1e-10,
+            atol=1e-12 if opt == "sgd" else 1e-11,
+        )
 
 
 @pytest.mark.parametrize("dp, pp, tp", [(2, 2, 4), (2, 4, 2), (1, 4, 4), (4, 2, 2)])
 def test_sixteen_ranks_train_a_transformer(dp, pp, tp):
     model, x, target = model_and_batch(pp, dp * 4 * 2)
-    result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule="1f1b", microbatches=4,
-                    optimizer=SGD(lr=0.1))  # fmt: skip
+    result = step_3d(
+        model,
+        x,
+        target,
+        dp=dp,
+        pp=pp,
+        tp=tp,
+        schedule="1f1b",
+        microbatches=4,
+        optimizer=SGD(lr=0.1),
+    )
     assert result.mesh.size == 16 and result.match and result.dp_replica_diff == 0.0
 
 
@@ -117,8 +148,19 @@ def test_mesh_order_is_tp_innermost_then_dp_then_pp():
 def test_each_tp_rank_sends_its_share_to_its_pipeline_neighbour(dp, pp, tp, name, v):
     m, B, b = pp * 2, 2, 8  # micro-batches, sequences per micro-batch, bytes per float64
     model, x, target = model_and_batch(pp * v, dp * m * B)
-    result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
-                    virtual=v, bandwidth="50GB/s", latency="1us")  # fmt: skip
+    result = step_3d(
+        model,
+        x,
+        target,
+        dp=dp,
+        pp=pp,
+        tp=tp,
+        schedule=name,
+        microbatches=m,
+        virtual=v,
+        bandwidth="50GB/s",
+        latency="1us",
+    )
     assert result.match
     mesh = result.mesh
     pipe = [t for t in result.trace.transfers if isinstance(t.tag, PipelineMessage)]
@@ -143,8 +185,19 @@ def test_every_pipeline_has_the_formula_bubble_with_free_links(name, v):
     dp, pp, tp, m = 2, 2, 2, 4
     model, x, target = model_and_batch(pp * v, dp * m)
     times = {"t_f": 1.0, "t_b": 1.0, "t_w": 0.5}
-    result = step_3d(model, x, target, dp=dp, pp=pp, tp=tp, schedule=name, microbatches=m,
-                    virtual=v, check=False, **times)  # fmt: skip
+    result = step_3d(
+        model,
+        x,
+        target,
+        dp=dp,
+        pp=pp,
+        tp=tp,
+        schedule=name,
+        microbatches=m,
+        virtual=v,
+        check=False,
+        **times,
+    )
     expected = result.schedule.formula_bubble_time(**times)
     assert len(result.pipelines) == dp * tp
     for pipeline in result.pipelines.values():

@@ -26,8 +26,9 @@ MESHES = [(1, 2, 1), (2, 2, 1), (1, 4, 1), (1, 2, 2), (2, 2, 2)]  # (dp, cp, pp)
 def run(dp, cp, pp, variant, layout, heads=4, seq=16, steps=2, seed=0):
     model = toy_model(layers=2, hidden=8, heads=heads, seed=seed)
     batches = [toy_batch(dp * 2, seq=seq, seed=seed + 1 + s) for s in range(steps)]
-    config = ParallelConfig(dp=dp, cp=cp, pp=pp, microbatches=2, cp_variant=variant,
-                            cp_layout=layout)  # fmt: skip
+    config = ParallelConfig(
+        dp=dp, cp=cp, pp=pp, microbatches=2, cp_variant=variant, cp_layout=layout
+    )
     return train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
 
 
@@ -70,8 +71,13 @@ def test_property_cp_meshes_match_one_device(cp, dp, variant, layout, seed):
     assert result.match, (cp, dp, variant, layout, result.max_error)
 
 
-SHARDED = [dict(zero=1), dict(zero=2), dict(zero=3), dict(zero=3, prefetch="both"),
-           dict(zero=3, dp_replicate=2)]  # fmt: skip
+SHARDED = [
+    dict(zero=1),
+    dict(zero=2),
+    dict(zero=3),
+    dict(zero=3, prefetch="both"),
+    dict(zero=3, dp_replicate=2),
+]
 
 
 @pytest.mark.parametrize("sharding", SHARDED, ids=str)
@@ -84,8 +90,11 @@ def test_zero_fsdp_and_hsdp_with_context_parallelism_train_like_one_device(varia
     result = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
     assert result.match is True and result.dp_replica_diff == 0.0
     if sharding["zero"] == 3:  # FSDP shards over dp_shard x cp, as Accelerate and Megatron do
-        gathers = [t.tag.group for t in result.trace.transfers
-                   if is_collective(t.tag) and t.tag.collective == "all_gather"]  # fmt: skip
+        gathers = [
+            t.tag.group
+            for t in result.trace.transfers
+            if is_collective(t.tag) and t.tag.collective == "all_gather"
+        ]
         assert gathers
 
 
@@ -144,14 +153,16 @@ def test_what_context_parallelism_does_not_run_yet_is_refused_by_name():
     variant=st.sampled_from(VARIANTS),
     seed=st.integers(0, 999),
 )
-def test_property_nd_meshes_up_to_16_ranks_match_one_device(replicate, shard, cp, tp, pp, sp,
-                                                            variant, seed):  # fmt: skip
+def test_property_nd_meshes_up_to_16_ranks_match_one_device(
+    replicate, shard, cp, tp, pp, sp, variant, seed
+):
     dp = replicate * shard
     assume(dp * cp * tp * pp <= 16)
     sp = sp and tp > 1  # sequence parallelism lives inside tp
     sharding = dict(zero=3, dp_replicate=replicate) if shard > 1 else dict(dp_replicate=dp)
-    config = ParallelConfig(dp=dp, cp=cp, tp=tp, pp=pp, microbatches=pp, cp_variant=variant,
-                            sp=sp, **sharding)  # fmt: skip
+    config = ParallelConfig(
+        dp=dp, cp=cp, tp=tp, pp=pp, microbatches=pp, cp_variant=variant, sp=sp, **sharding
+    )
     model = toy_model(layers=2, hidden=16, heads=8, seed=seed)  # 8/tp heads divide by cp
     batches = [toy_batch(dp * pp, seq=16, hidden=16, seed=seed + 1)]
     result = train(model, batches, config, optimizer=Adam(1e-2, eps=1e-6))
@@ -169,8 +180,9 @@ def test_groups_are_the_ones_megatrons_rank_generator_forms(pp, dp, cp, tp):
     def rank(p, d, c, t):
         return t + tp * (c + cp * (d + dp * p))
 
-    coords = [(p, d, c, t) for p in range(pp) for d in range(dp) for c in range(cp)
-              for t in range(tp)]  # fmt: skip
+    coords = [
+        (p, d, c, t) for p in range(pp) for d in range(dp) for c in range(cp) for t in range(tp)
+    ]
     sizes = {"pp": pp, "dp": dp, "cp": cp, "tp": tp}
     for name, axis in (("tp", 3), ("cp", 2), ("dp", 1), ("pp", 0)):
         if name not in mesh.names:

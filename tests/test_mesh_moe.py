@@ -75,8 +75,9 @@ def meshes(draw):
 
 def run_case(case):
     config = case["config"]
-    model = moe_model(case["experts"], case["top_k"], config.ep, case["seed"],
-                      case["routing"], **case["router"])  # fmt: skip
+    model = moe_model(
+        case["experts"], case["top_k"], config.ep, case["seed"], case["routing"], **case["router"]
+    )
     samples = config.dp * config.microbatches * case["per_rank"]
     seq = 2 * config.cp * config.tp  # balanced cp chunks, each split over tp under sp
     return train(model, [batch(samples, seq, case["seed"] + 1)], config)
@@ -93,16 +94,32 @@ def test_every_mesh_with_moe_blocks_trains_like_one_device(case):
 
 @pytest.mark.parametrize(
     "dp, cp, pp, ep, m, tp, sp",
-    [(2, 1, 1, 2, 1, 1, False), (4, 1, 1, 4, 2, 1, False), (4, 1, 2, 2, 1, 1, False),
-     (2, 2, 1, 4, 1, 1, False), (2, 2, 2, 2, 2, 1, False), (8, 1, 2, 8, 1, 1, False),
-     (4, 2, 2, 8, 1, 1, False), (2, 1, 1, 2, 1, 2, False), (2, 1, 2, 2, 2, 2, True),
-     (2, 2, 1, 4, 1, 2, True), (2, 2, 2, 4, 1, 2, True)],  # the last: 16 ranks
-)  # fmt: skip
+    [
+        (2, 1, 1, 2, 1, 1, False),
+        (4, 1, 1, 4, 2, 1, False),
+        (4, 1, 2, 2, 1, 1, False),
+        (2, 2, 1, 4, 1, 1, False),
+        (2, 2, 2, 2, 2, 1, False),
+        (8, 1, 2, 8, 1, 1, False),
+        (4, 2, 2, 8, 1, 1, False),
+        (2, 1, 1, 2, 1, 2, False),
+        (2, 1, 2, 2, 2, 2, True),
+        (2, 2, 1, 4, 1, 2, True),
+        (2, 2, 2, 4, 1, 2, True),
+    ],  # the last: 16 ranks
+)
 @pytest.mark.parametrize("routing", ["uniform", "adversarial"])
 def test_each_mesh_and_routing_trains_like_one_device(dp, cp, pp, ep, m, tp, sp, routing):
     config = ParallelConfig(dp=dp, cp=cp, pp=pp, ep=ep, microbatches=m, tp=tp, sp=sp)
-    case = {"config": config, "experts": 2 * ep, "top_k": 2, "router": {}, "routing": routing,
-            "seed": 3, "per_rank": 1}  # fmt: skip
+    case = {
+        "config": config,
+        "experts": 2 * ep,
+        "top_k": 2,
+        "router": {},
+        "routing": routing,
+        "seed": 3,
+        "per_rank": 1,
+    }
     result = run_case(case)
     assert result.match is True and result.max_error < 1e-10
     assert result.mesh.size == dp * cp * pp * tp and result.dp_replica_diff == 0.0
@@ -119,8 +136,15 @@ def dispatched_to(result):
 
 def test_adversarial_routing_leaves_ranks_with_zero_tokens_and_still_matches():
     config = ParallelConfig(dp=4, ep=4)
-    case = {"config": config, "experts": 4, "top_k": 1, "router": {}, "routing": "adversarial",
-            "seed": 0, "per_rank": 1}  # fmt: skip
+    case = {
+        "config": config,
+        "experts": 4,
+        "top_k": 1,
+        "router": {},
+        "routing": "adversarial",
+        "seed": 0,
+        "per_rank": 1,
+    }
     result = run_case(case)
     assert result.match is True
     received = dispatched_to(result)
@@ -130,8 +154,15 @@ def test_adversarial_routing_leaves_ranks_with_zero_tokens_and_still_matches():
 
 def test_expert_traffic_stays_in_the_ep_group():
     config = ParallelConfig(dp=4, pp=2, ep=2)
-    case = {"config": config, "experts": 4, "top_k": 2, "router": {}, "routing": "uniform",
-            "seed": 1, "per_rank": 1}  # fmt: skip
+    case = {
+        "config": config,
+        "experts": 4,
+        "top_k": 2,
+        "router": {},
+        "routing": "uniform",
+        "seed": 1,
+        "per_rank": 1,
+    }
     result = run_case(case)
     pairs = {(t.src, t.dst) for t in result.trace.transfers if isinstance(t.meta, RaggedTransfer)}
     # ranks (stage-major, dp inner): ep groups {0,1}, {2,3}, {4,5}, {6,7}
@@ -165,8 +196,15 @@ def test_injected_gradient_bugs_are_caught(monkeypatch, bug):
     else:
         monkeypatch.setattr(data_sync.DDPSync, "_add", unsummed_router)
     config = ParallelConfig(dp=2, ep=2)
-    case = {"config": config, "experts": 4, "top_k": 2, "router": {}, "routing": "uniform",
-            "seed": 5, "per_rank": 1}  # fmt: skip
+    case = {
+        "config": config,
+        "experts": 4,
+        "top_k": 2,
+        "router": {},
+        "routing": "uniform",
+        "seed": 5,
+        "per_rank": 1,
+    }
     result = run_case(case)
     assert result.match is False
     if bug == "doubled":  # exactly twice one device's expert gradients
@@ -228,8 +266,15 @@ def test_the_load_balancing_loss_is_scaled_per_micro_batch(monkeypatch):
     from collsim.parallel.experts import block_mlp
 
     config = ParallelConfig(dp=2, ep=2, microbatches=2)
-    case = {"config": config, "experts": 4, "top_k": 2, "routing": "zipf", "seed": 4,
-            "per_rank": 1, "router": {"aux_loss_coeff": 0.1}}  # fmt: skip
+    case = {
+        "config": config,
+        "experts": 4,
+        "top_k": 2,
+        "routing": "zipf",
+        "seed": 4,
+        "per_rank": 1,
+        "router": {"aux_loss_coeff": 0.1},
+    }
     assert run_case(case).match is True
     original = block_mlp.ExpertParallelMLP.__init__
 
@@ -256,8 +301,15 @@ def test_under_sp_the_moe_gradients_are_summed_over_tp(monkeypatch):
 
     original = block_mlp.ExpertParallelMLP.__init__
     config = ParallelConfig(dp=2, tp=2, sp=True, ep=2)
-    case = {"config": config, "experts": 4, "top_k": 2, "router": {}, "routing": "uniform",
-            "seed": 2, "per_rank": 1}  # fmt: skip
+    case = {
+        "config": config,
+        "experts": 4,
+        "top_k": 2,
+        "router": {},
+        "routing": "uniform",
+        "seed": 2,
+        "per_rank": 1,
+    }
     assert run_case(case).match is True
     monkeypatch.setattr(block_mlp.ExpertParallelMLP, "__init__", whole)
     assert run_case(case).match is False

@@ -106,8 +106,13 @@ def test_pp1_mesh_trainer_is_ddp_with_gradient_accumulation(dp, accumulation):
     cluster = Cluster(topology.switch(dp), compute_rate="1TFLOP/s")
     ddp = train_data_parallel(cluster, model, [(x, target)], accumulation=accumulation)
     config = ParallelConfig(dp=dp, microbatches=accumulation, t_f=0)
-    mesh = train(model, [(x, target)], config, cluster=Cluster(topology.switch(dp),
-                 compute_rate="1TFLOP/s"), optimizer=SGD(lr=0.1))  # fmt: skip
+    mesh = train(
+        model,
+        [(x, target)],
+        config,
+        cluster=Cluster(topology.switch(dp), compute_rate="1TFLOP/s"),
+        optimizer=SGD(lr=0.1),
+    )
     for key, grad in ddp.steps[0]["grads"].items():
         np.testing.assert_allclose(mesh.grads[key], grad, rtol=0, atol=1e-13)
     assert mesh.buckets == ddp.buckets
@@ -141,8 +146,13 @@ def test_pipeline_messages_are_the_schedules_cross_stage_dependencies(name, p):
     assert len(sent) == 2 * m * (p * v - 1)  # each micro-batch crosses every boundary twice
     for (stage, op), (inbox, out) in links.items():
         here = op.chunk * p + stage
-        assert len(inbox) == (0 if (op.kind == "F" and here == 0) or op.kind == "W" else
-                              0 if op.kind != "F" and here == p * v - 1 else 1)  # fmt: skip
+        assert len(inbox) == (
+            0
+            if (op.kind == "F" and here == 0) or op.kind == "W"
+            else 0
+            if op.kind != "F" and here == p * v - 1
+            else 1
+        )
         for _, tag in inbox + out:
             assert isinstance(tag, PipelineMessage) and tag.microbatch == op.microbatch
             assert tag.kind == ("act" if op.kind == "F" else "grad")
@@ -182,8 +192,9 @@ def test_mesh_layout_is_megatrons_pp_dp_tp():
 
 def test_pass_times_are_charged_per_pass():
     model, x, target = problem(2, 4)
-    run = train(model, [(x, target)], ParallelConfig(pp=2, microbatches=2, t_f=1.0, t_b=2.0,
-                                                     t_w=0.5))  # fmt: skip
+    run = train(
+        model, [(x, target)], ParallelConfig(pp=2, microbatches=2, t_f=1.0, t_b=2.0, t_w=0.5)
+    )
     pipeline = run.pipelines[(0, 0)]
     assert pipeline.times == {"t_f": 1.0, "t_b": 2.0, "t_w": 0.5}
     assert math.isclose(pipeline.bubble_time, run.schedule.formula_bubble_time(1.0, 2.0, 0.5))

@@ -64,8 +64,9 @@ def problem(case):
 def ep_error(case, **options):
     moe, x, target, prior = problem(case)
     dispatcher, nodes = case.get("dispatcher", "alltoall"), case.get("gpus_per_node")
-    run = expert_parallel_step(moe, x, target, case["ep"], prior, dispatcher=dispatcher,
-                               gpus_per_node=nodes, **options)  # fmt: skip
+    run = expert_parallel_step(
+        moe, x, target, case["ep"], prior, dispatcher=dispatcher, gpus_per_node=nodes, **options
+    )
     return max_rel_diff(run.result, dense_step(moe, x, target, case["ep"], prior))
 
 
@@ -155,8 +156,9 @@ def test_bytes_and_exchange_are_the_routings_closed_form(case):
     assert padding >= 0 and (padding == 0 or moe.config.pad_to_capacity)
     # the hierarchical dispatcher: once a token and node across, once a slot inside it
     G = case["gpus_per_node"]
-    two = expert_parallel_step(moe, x, target, ep, prior, dispatcher="hierarchical",
-                               gpus_per_node=G)  # fmt: skip
+    two = expert_parallel_step(
+        moe, x, target, ep, prior, dispatcher="hierarchical", gpus_per_node=G
+    )
     out, back = hierarchical_bytes(
         two.expert_counts, two.node_tokens, ep, G, row_bytes, moe.config.experts
     )
@@ -173,8 +175,13 @@ def test_bytes_and_exchange_are_the_routings_closed_form(case):
 
 
 def test_same_inputs_same_trace():
-    case = {"config": RouterConfig(8, 2, capacity_factor=1.0), "ep": 4, "tokens": 16,
-            "routing": "zipf", "seed": 5}  # fmt: skip
+    case = {
+        "config": RouterConfig(8, 2, capacity_factor=1.0),
+        "ep": 4,
+        "tokens": 16,
+        "routing": "zipf",
+        "seed": 5,
+    }
     runs = [expert_parallel_step(*problem(case)[:3], 4, problem(case)[3]) for _ in range(2)]
     first, second = (
         [(t.src, t.dst, t.tag, t.nbytes, t.start, t.end, t.meta) for t in run.trace.transfers]
@@ -200,8 +207,14 @@ def test_the_rank_module_follows_the_protocol():
 def test_hierarchical_dispatch_crosses_nodes_once_a_token():
     # top-4 of 8 experts on 2 nodes of 2 GPUs: a token's 4 experts span at most 2 nodes, so
     # the flat all-to-all sends up to 4 rows across where the two-level one sends 1 (wider)
-    case = {"config": RouterConfig(8, 4), "ep": 4, "tokens": 32, "routing": "uniform",
-            "seed": 2, "hidden": 64}  # fmt: skip
+    case = {
+        "config": RouterConfig(8, 4),
+        "ep": 4,
+        "tokens": 32,
+        "routing": "uniform",
+        "seed": 2,
+        "hidden": 64,
+    }
     moe, x, target, prior = problem(case)
     flat = expert_parallel_step(moe, x, target, 4, prior, gpus_per_node=2)
     two = expert_parallel_step(moe, x, target, 4, prior, gpus_per_node=2, dispatcher="hierarchical")

@@ -51,18 +51,23 @@ def test_the_command_runs_one_module_under_collsim_exec_or_mpiexec():
 
 def test_the_table_caps_each_module_at_real_mpis_passes(tmp_path):
     t = tool()
-    ours = [t.ModuleResult("test_op", 1, "failed", 11, 12, 0, 0, 0)._asdict(),
-            t.ModuleResult("test_comm", 1, "crash")._asdict()]  # fmt: skip
-    real = [t.ModuleResult("test_op", 1, "ok", 11, 10, 0, 0, 1)._asdict(),
-            t.ModuleResult("test_comm", 1, "ok", 101, 85, 0, 0, 16)._asdict()]  # fmt: skip
+    ours = [
+        t.ModuleResult("test_op", 1, "failed", 11, 12, 0, 0, 0)._asdict(),
+        t.ModuleResult("test_comm", 1, "crash")._asdict(),
+    ]
+    real = [
+        t.ModuleResult("test_op", 1, "ok", 11, 10, 0, 0, 1)._asdict(),
+        t.ModuleResult("test_comm", 1, "ok", 101, 85, 0, 0, 16)._asdict(),
+    ]
     table = t.table(ours, real, ranks=(1,))
     assert "| test_op | 12 / 10 (11, 0, 0, 0) |" in table
     assert "| test_comm | 0 / 85 (crash) |" in table
     assert "10 / 95 (11 %)" in table  # all modules: min(12, 10) + 0 of 10 + 85
     (tmp_path / "a.json").write_text(json.dumps(ours))
     (tmp_path / "b.json").write_text(json.dumps(real))
-    assert t.main(["--table", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
-                   "--ranks", "1"]) == 0  # fmt: skip
+    assert (
+        t.main(["--table", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--ranks", "1"]) == 0
+    )
 
 
 def test_failing_subtests_give_a_lower_bound_not_a_negative_count():

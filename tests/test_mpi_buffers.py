@@ -48,8 +48,14 @@ class Case:
 def cases(draw, max_k=16):
     k = draw(st.integers(1, max_k))
     shape = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=3)))
-    return Case(k, shape, draw(st.sampled_from(DTYPES)), draw(st.integers(0, k - 1)),
-                draw(st.sampled_from(sorted(OPS))), draw(st.integers(0, 2**16)))  # fmt: skip
+    return Case(
+        k,
+        shape,
+        draw(st.sampled_from(DTYPES)),
+        draw(st.integers(0, k - 1)),
+        draw(st.sampled_from(sorted(OPS))),
+        draw(st.integers(0, 2**16)),
+    )
 
 
 def run(k, main, *args, topology=None):
@@ -85,8 +91,10 @@ def p_send_recv(comm, case, xs):  # a ring pass: Send to the right, Recv from th
 def p_isend_irecv(comm, case, xs):
     r, k = comm.rank, comm.size
     got = np.empty_like(xs[r])
-    reqs = [comm.Irecv([got, MPI.BYTE], source=(r - 1) % k, tag=5),
-            comm.Isend(xs[r], dest=(r + 1) % k, tag=5)]  # fmt: skip
+    reqs = [
+        comm.Irecv([got, MPI.BYTE], source=(r - 1) % k, tag=5),
+        comm.Isend(xs[r], dest=(r + 1) % k, tag=5),
+    ]
     MPI.Request.Waitall(reqs)
     return got
 
@@ -153,8 +161,13 @@ def p_barrier(comm, case, xs):
     return np.array(MPI.Wtime() >= 1e-3 * (comm.size - 1))
 
 
-OPS_TYPE = {"float64": MPI.DOUBLE, "float32": MPI.FLOAT, "float16": MPI.FLOAT16_T,
-            "int64": MPI.INT64_T, "int32": MPI.INT32_T}  # fmt: skip
+OPS_TYPE = {
+    "float64": MPI.DOUBLE,
+    "float32": MPI.FLOAT,
+    "float16": MPI.FLOAT16_T,
+    "int64": MPI.INT64_T,
+    "int32": MPI.INT32_T,
+}
 
 
 def blocks(xs, k):
@@ -181,7 +194,7 @@ CALLS = {
         p_alltoall,
         "k",
         lambda c, xs, r: np.concatenate([x.reshape(c.k, *c.shape)[r] for x in xs]),
-    ),  # fmt: skip
+    ),
     "Barrier": (p_barrier, 1, lambda c, xs, r: np.array(True)),
 }
 
@@ -270,8 +283,15 @@ def _in_place_expected(call, xs, r):
     return np.concatenate([xs[s] + 10 * r for s in range(k)])  # Alltoall
 
 
-IN_PLACE_CALLS = ["Allreduce", "Reduce", "Allgather", "Gather", "Scatter",
-                  "Reduce_scatter_block", "Alltoall"]  # fmt: skip
+IN_PLACE_CALLS = [
+    "Allreduce",
+    "Reduce",
+    "Allgather",
+    "Gather",
+    "Scatter",
+    "Reduce_scatter_block",
+    "Alltoall",
+]
 
 
 @pytest.mark.parametrize("call", IN_PLACE_CALLS)
@@ -314,8 +334,9 @@ def test_configured_algorithm_runs_and_is_correct(call, collective, algorithm, k
     xs = case.inputs(k if per == "k" else 1)
     with MPI.configured(algorithm={collective: algorithm}):
         result = run(k, lambda: program(MPI.COMM_WORLD, case, xs))
-    used = {(t.tag.collective, t.tag.algorithm) for t in result.trace.transfers
-            if is_collective(t.tag)}  # fmt: skip
+    used = {
+        (t.tag.collective, t.tag.algorithm) for t in result.trace.transfers if is_collective(t.tag)
+    }
     assert used == {(collective, algorithm)}
     for r, got in enumerate(result.returns):
         want = expected(case, xs, r)

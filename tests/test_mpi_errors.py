@@ -31,36 +31,61 @@ BAD_CALLS = {
     "object root": (lambda c: c.bcast(1, root=-1), "bcast(root=-1)", MPI.ERR_ROOT),
     "dest out of range": (lambda c: c.Send(x3(), dest=9), "Send(dest=9)", MPI.ERR_RANK),
     "negative tag": (lambda c: c.send(1, dest=0, tag=-5), "send(tag=-5)", MPI.ERR_TAG),
-    "tag past TAG_UB": (lambda c: c.Send(x3(), dest=0, tag=2**29), "in 0..536870911",
-                        MPI.ERR_TAG),
+    "tag past TAG_UB": (lambda c: c.Send(x3(), dest=0, tag=2**29), "in 0..536870911", MPI.ERR_TAG),
     "source a string": (lambda c: c.recv(source="0"), "recv(source='0')", MPI.ERR_RANK),
-    "count mismatch": (lambda c: c.Allreduce(x3(), np.zeros(4)),
-                       "mismatch in send count 3 and receive count 4", None),
-    "dtype mismatch": (lambda c: c.Allreduce(x3(), np.zeros(3, np.int64)),
-                       "mismatch in send and receive MPI datatypes", None),
-    "spec of another size": (lambda c: c.Bcast([np.zeros(3, np.int32), MPI.DOUBLE]),
-                             "a buffer of 12 bytes is not a whole number of MPI.DOUBLE",
-                             None),
-    "count past the buffer": (lambda c: c.Send([x3(), 7, MPI.DOUBLE], dest=0),
-                              "count 7 is more than the buffer's 3", None),
+    "count mismatch": (
+        lambda c: c.Allreduce(x3(), np.zeros(4)),
+        "mismatch in send count 3 and receive count 4",
+        None,
+    ),
+    "dtype mismatch": (
+        lambda c: c.Allreduce(x3(), np.zeros(3, np.int64)),
+        "mismatch in send and receive MPI datatypes",
+        None,
+    ),
+    "spec of another size": (
+        lambda c: c.Bcast([np.zeros(3, np.int32), MPI.DOUBLE]),
+        "a buffer of 12 bytes is not a whole number of MPI.DOUBLE",
+        None,
+    ),
+    "count past the buffer": (
+        lambda c: c.Send([x3(), 7, MPI.DOUBLE], dest=0),
+        "count 7 is more than the buffer's 3",
+        None,
+    ),
     "not a buffer": (lambda c: c.Bcast([1, 2, 3]), "[1, 2, 3] is not a buffer spec", None),
     "strided buffer": (lambda c: c.Bcast(np.zeros((3, 4))[:, 1]), "not contiguous", None),
-    "read-only receive": (lambda c: c.Recv(np.frombuffer(b"12345678", np.uint8), source=0),
-                          "read-only", None),
-    "null datatype": (lambda c: c.Send([x3(), MPI.DATATYPE_NULL], dest=0),
-                      "MPI.DATATYPE_NULL describes no elements", None),
-    "not an MPI op": (lambda c: c.Allreduce(x3(), x3(), op="sum"),
-                      "Allreduce(op='sum')", MPI.ERR_OP),
+    "read-only receive": (
+        lambda c: c.Recv(np.frombuffer(b"12345678", np.uint8), source=0),
+        "read-only",
+        None,
+    ),
+    "null datatype": (
+        lambda c: c.Send([x3(), MPI.DATATYPE_NULL], dest=0),
+        "MPI.DATATYPE_NULL describes no elements",
+        None,
+    ),
+    "not an MPI op": (
+        lambda c: c.Allreduce(x3(), x3(), op="sum"),
+        "Allreduce(op='sum')",
+        MPI.ERR_OP,
+    ),
     "not an op": (lambda c: c.allreduce(1, op="sum"), "allreduce(op='sum')", MPI.ERR_OP),
-    "block count": (lambda c: c.Alltoall(np.zeros(3), np.zeros(3)),
-                    "count must be a multiple of 2 (nearest: 2 or 4)", None),
-    "scatter items": (lambda c: c.scatter([1, 2, 3], root=c.rank),
-                      "expecting 2 items, got 3", None),
+    "block count": (
+        lambda c: c.Alltoall(np.zeros(3), np.zeros(3)),
+        "count must be a multiple of 2 (nearest: 2 or 4)",
+        None,
+    ),
+    "scatter items": (
+        lambda c: c.scatter([1, 2, 3], root=c.rank),
+        "expecting 2 items, got 3",
+        None,
+    ),
     "unpicklable": (lambda c: c.send(lambda: 0, dest=0), "cannot be pickled", None),
     "split color": (lambda c: c.Split(color=-4), "Split(color=-4)", MPI.ERR_ARG),
     "free world": (lambda c: c.Free(), "MPI_COMM_WORLD", MPI.ERR_COMM),
     "null recvbuf": (lambda c: c.Allreduce(x3(), None), "Allreduce(recvbuf=None)", MPI.ERR_ARG),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", list(BAD_CALLS))
@@ -88,8 +113,11 @@ def test_a_truncated_message_is_mpi_err_truncate():
         else:
             comm.Recv(np.zeros(2), source=0, tag=1)
 
-    with pytest.raises(MPI.Exception, match="5 MPI.DOUBLE elements .40 bytes. from rank 0 "
-                       r"\(tag 1\) is longer than the receive buffer of 2") as caught:  # fmt: skip
+    with pytest.raises(
+        MPI.Exception,
+        match="5 MPI.DOUBLE elements .40 bytes. from rank 0 "
+        r"\(tag 1\) is longer than the receive buffer of 2",
+    ) as caught:
         run(2, main)
     assert caught.value.Get_error_class() == MPI.ERR_TRUNCATE
 
@@ -111,14 +139,17 @@ def test_a_call_outside_a_run_says_how_to_run_it():
         MPI.COMM_WORLD.Get_rank()
 
 
-@pytest.mark.parametrize("setting, words", [
-    ({"algorithm": "warp"}, "algorithm='warp'"),
-    ({"algorithm": {"all_reduce": "warp"}}, "'warp'"),
-    ({"algorithm": {"gather": "ring"}}, "'gather'"),
-    ({"algorithm": 3}, "algorithm=3"),
-    ({"eager_limit": -1}, "eager_limit=-1"),
-    ({"eager_limit": 1.5}, "eager_limit=1.5"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ({"algorithm": "warp"}, "algorithm='warp'"),
+        ({"algorithm": {"all_reduce": "warp"}}, "'warp'"),
+        ({"algorithm": {"gather": "ring"}}, "'gather'"),
+        ({"algorithm": 3}, "algorithm=3"),
+        ({"eager_limit": -1}, "eager_limit=-1"),
+        ({"eager_limit": 1.5}, "eager_limit=1.5"),
+    ],
+)
 def test_configure_refuses_bad_settings(setting, words):
     before = MPI.settings.current()
     with pytest.raises(ConfigError) as caught:
@@ -127,9 +158,11 @@ def test_configure_refuses_bad_settings(setting, words):
     assert MPI.settings.current() == before  # nothing half-set
 
 
-BAD_VALUES = st.one_of(st.integers(-(2**62), -3), st.integers(2, 2**62),
-                       st.sampled_from([1.5, float("nan"), float("inf"), "x", "", None, True,
-                                        (1,), [0]]))  # fmt: skip
+BAD_VALUES = st.one_of(
+    st.integers(-(2**62), -3),
+    st.integers(2, 2**62),
+    st.sampled_from([1.5, float("nan"), float("inf"), "x", "", None, True, (1,), [0]]),
+)
 
 
 @settings(max_examples=25)

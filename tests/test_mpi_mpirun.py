@@ -19,8 +19,9 @@ PROGRAMS = ROOT / "tools" / "mpirun_programs"
 
 
 def _recorder():
-    spec = importlib.util.spec_from_file_location("record_mpirun", ROOT / "tools" /
-                                                  "record_mpirun.py")  # fmt: skip
+    spec = importlib.util.spec_from_file_location(
+        "record_mpirun", ROOT / "tools" / "record_mpirun.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

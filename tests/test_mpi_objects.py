@@ -21,9 +21,16 @@ def objects(k, seed):
     """One object per rank: a dict of a list, a string, a tuple and an array (values drawn
     from a seeded generator)."""
     rng = np.random.default_rng(seed)
-    return [{"rank": r, "values": rng.integers(-50, 50, size=int(rng.integers(0, 5))).tolist(),
-             "name": "x" * int(rng.integers(0, 4)), "pair": (r, -r),
-             "array": rng.standard_normal(2)} for r in range(k)]  # fmt: skip
+    return [
+        {
+            "rank": r,
+            "values": rng.integers(-50, 50, size=int(rng.integers(0, 5))).tolist(),
+            "name": "x" * int(rng.integers(0, 4)),
+            "pair": (r, -r),
+            "array": rng.standard_normal(2),
+        }
+        for r in range(k)
+    ]
 
 
 def same(a, b):
@@ -47,9 +54,14 @@ def fold(values, op):
 # call name: (program(comm, objs, root) -> the rank's result, expected(objs, root, r))
 CALLS = {
     "send/recv": (
-        lambda c, o, root: (c.send(o[c.rank], dest=(c.rank + 1) % c.size, tag=2),
-                            c.recv(source=(c.rank - 1) % c.size, tag=2))[1]
-        if c.size > 1 else o[0],
+        lambda c, o, root: (
+            (
+                c.send(o[c.rank], dest=(c.rank + 1) % c.size, tag=2),
+                c.recv(source=(c.rank - 1) % c.size, tag=2),
+            )[1]
+            if c.size > 1
+            else o[0]
+        ),
         lambda o, root, r: o[(r - 1) % len(o)],
     ),
     "isend/irecv": (
@@ -59,27 +71,38 @@ CALLS = {
         lambda o, root, r: o[(r - 1) % len(o)],
     ),
     "sendrecv": (
-        lambda c, o, root: c.sendrecv(o[c.rank], dest=(c.rank + 1) % c.size,
-                                      source=(c.rank - 1) % c.size),
+        lambda c, o, root: c.sendrecv(
+            o[c.rank], dest=(c.rank + 1) % c.size, source=(c.rank - 1) % c.size
+        ),
         lambda o, root, r: o[(r - 1) % len(o)],
     ),
-    "bcast": (lambda c, o, root: c.bcast(o[c.rank] if c.rank == root else None, root=root),
-              lambda o, root, r: o[root]),
-    "scatter": (lambda c, o, root: c.scatter(o if c.rank == root else None, root=root),
-                lambda o, root, r: o[r]),
-    "gather": (lambda c, o, root: c.gather(o[c.rank], root=root),
-               lambda o, root, r: o if r == root else None),
+    "bcast": (
+        lambda c, o, root: c.bcast(o[c.rank] if c.rank == root else None, root=root),
+        lambda o, root, r: o[root],
+    ),
+    "scatter": (
+        lambda c, o, root: c.scatter(o if c.rank == root else None, root=root),
+        lambda o, root, r: o[r],
+    ),
+    "gather": (
+        lambda c, o, root: c.gather(o[c.rank], root=root),
+        lambda o, root, r: o if r == root else None,
+    ),
     "allgather": (lambda c, o, root: c.allgather(o[c.rank]), lambda o, root, r: o),
-    "reduce": (lambda c, o, root: c.reduce(o[c.rank]["values"], op=MPI.SUM, root=root),
-               lambda o, root, r: fold([x["values"] for x in o], list.__add__)
-               if r == root else None),
-    "allreduce": (lambda c, o, root: c.allreduce(o[c.rank]["pair"], op=MPI.MAX),
-                  lambda o, root, r: max(x["pair"] for x in o)),
-    "alltoall": (lambda c, o, root: c.alltoall([(c.rank, j, o[c.rank]["name"])
-                                                for j in range(c.size)]),
-                 lambda o, root, r: [(s, r, o[s]["name"]) for s in range(len(o))]),
+    "reduce": (
+        lambda c, o, root: c.reduce(o[c.rank]["values"], op=MPI.SUM, root=root),
+        lambda o, root, r: fold([x["values"] for x in o], list.__add__) if r == root else None,
+    ),
+    "allreduce": (
+        lambda c, o, root: c.allreduce(o[c.rank]["pair"], op=MPI.MAX),
+        lambda o, root, r: max(x["pair"] for x in o),
+    ),
+    "alltoall": (
+        lambda c, o, root: c.alltoall([(c.rank, j, o[c.rank]["name"]) for j in range(c.size)]),
+        lambda o, root, r: [(s, r, o[s]["name"]) for s in range(len(o))],
+    ),
     "barrier": (lambda c, o, root: c.barrier(), lambda o, root, r: None),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", list(CALLS))
@@ -103,19 +126,23 @@ def test_object_call_on_sixteen_ranks(name):
         assert same(got, expected(objs, 13, r)), (name, r)
 
 
-@pytest.mark.parametrize("op, python", [(MPI.SUM, sum), (MPI.PROD, np.prod), (MPI.MAX, max),
-                                        (MPI.MIN, min)])  # fmt: skip
+@pytest.mark.parametrize(
+    "op, python", [(MPI.SUM, sum), (MPI.PROD, np.prod), (MPI.MAX, max), (MPI.MIN, min)]
+)
 def test_every_op_on_numbers(op, python):
     values = [3, -2, 5, 1, 4]
     returns = run(5, lambda: MPI.COMM_WORLD.allreduce(values[MPI.COMM_WORLD.rank], op=op)).returns
     assert returns == [python(values)] * 5
 
 
-@pytest.mark.parametrize("k, folded", [
-    (3, "((r0,r1),r2)"),
-    (4, "((r0,r1),(r2,r3))"),
-    (6, "(((r0,r1),(r2,r3)),(r4,r5))"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "k, folded",
+    [
+        (3, "((r0,r1),r2)"),
+        (4, "((r0,r1),(r2,r3))"),
+        (6, "(((r0,r1),(r2,r3)),(r4,r5))"),
+    ],
+)
 @pytest.mark.parametrize("root", [0, 2])
 def test_a_function_op_combines_in_mpi4pys_order(k, folded, root):
     # not commutative: the result shows the order, a binomial tree over the ranks in order

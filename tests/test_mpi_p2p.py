@@ -29,8 +29,9 @@ def test_any_source_any_tag_with_status(k, seed):
     def main():
         comm = MPI.COMM_WORLD
         if comm.rank != 0:
-            comm.Send(np.full(counts[comm.rank], comm.rank, dtype=np.int32), dest=0,
-                      tag=10 * comm.rank)  # fmt: skip
+            comm.Send(
+                np.full(counts[comm.rank], comm.rank, dtype=np.int32), dest=0, tag=10 * comm.rank
+            )
             return None
         seen = []
         for _ in range(comm.size - 1):
@@ -38,8 +39,9 @@ def test_any_source_any_tag_with_status(k, seed):
             status = MPI.Status()
             comm.Recv(buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
             n = status.Get_count(MPI.INT)
-            seen.append((status.Get_source(), status.Get_tag(), n, buf[:n].tolist(),
-                         status.Get_count()))  # fmt: skip
+            seen.append(
+                (status.Get_source(), status.Get_tag(), n, buf[:n].tolist(), status.Get_count())
+            )
         return seen
 
     seen = run(k, main).returns[0]
@@ -77,13 +79,16 @@ def test_a_shorter_message_fills_the_front_and_status_counts_it():
     assert run(2, main).returns[1] == ([0.0, 1.0, 2.0, 0.0, 0.0], 3, 24, 0)
 
 
-@pytest.mark.parametrize("spec, sent", [
-    (lambda x: x, 6),
-    (lambda x: [x, MPI.DOUBLE], 6),
-    (lambda x: [x, 2, MPI.DOUBLE], 2),
-    (lambda x: (x, 0, MPI.DOUBLE), 0),
-    (lambda x: [x, MPI.BYTE], 6),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec, sent",
+    [
+        (lambda x: x, 6),
+        (lambda x: [x, MPI.DOUBLE], 6),
+        (lambda x: [x, 2, MPI.DOUBLE], 2),
+        (lambda x: (x, 0, MPI.DOUBLE), 0),
+        (lambda x: [x, MPI.BYTE], 6),
+    ],
+)
 def test_buffer_specs_send_their_count(spec, sent):
     def main():
         comm = MPI.COMM_WORLD
@@ -105,8 +110,9 @@ def test_proc_null_is_a_no_op_as_in_mpi():
         left = comm.rank - 1 if comm.rank > 0 else MPI.PROC_NULL  # a line, not a ring
         right = comm.rank + 1 if comm.rank < comm.size - 1 else MPI.PROC_NULL
         got, status = np.full(1, -1.0), MPI.Status()
-        comm.Sendrecv(np.full(1, float(comm.rank)), dest=right, recvbuf=got, source=left,
-                      status=status)  # fmt: skip
+        comm.Sendrecv(
+            np.full(1, float(comm.rank)), dest=right, recvbuf=got, source=left, status=status
+        )
         return got[0], status.Get_source()
 
     assert run(3, main).returns == [(-1.0, MPI.PROC_NULL), (0.0, 0), (1.0, 1)]
@@ -139,8 +145,7 @@ def test_waitall_as_a_static_method_and_lowercase_waitall():
         peer = 1 - comm.rank
         bufs = [np.zeros(2) for _ in range(3)]
         reqs = [comm.Irecv(b, source=peer, tag=t) for t, b in enumerate(bufs)]
-        reqs += [comm.Isend(np.full(2, 10.0 * t + comm.rank), dest=peer, tag=t)
-                 for t in range(3)]  # fmt: skip
+        reqs += [comm.Isend(np.full(2, 10.0 * t + comm.rank), dest=peer, tag=t) for t in range(3)]
         statuses = []
         assert MPI.Request.Waitall(reqs, statuses) is True
         objs = MPI.Request.waitall([comm.irecv(source=peer), comm.isend(comm.rank, peer)])
@@ -212,15 +217,30 @@ def test_split_into_rows_and_columns(rows, cols):
         backwards = world.Split(color=0, key=-world.rank)  # key orders the new ranks
         order = np.zeros(world.size, dtype=np.int64)  # collsim's all-gather in that order
         backwards.Allgather(np.array([world.rank]), order)
-        return (row_comm.rank, row_comm.size, row_sum[0], col_comm.rank, col_comm.size,
-                col_members, backwards.rank, order.tolist())  # fmt: skip
+        return (
+            row_comm.rank,
+            row_comm.size,
+            row_sum[0],
+            col_comm.rank,
+            col_comm.size,
+            col_members,
+            backwards.rank,
+            order.tolist(),
+        )
 
     for r, got in enumerate(run(k, main).returns):
         row, col = divmod(r, cols)
         members = [row * cols + c for c in range(cols)]
-        assert got == (col, cols, float(sum(members)), row, rows,
-                       [rr * cols + col for rr in range(rows)], k - 1 - r,
-                       list(range(k - 1, -1, -1)))  # fmt: skip
+        assert got == (
+            col,
+            cols,
+            float(sum(members)),
+            row,
+            rows,
+            [rr * cols + col for rr in range(rows)],
+            k - 1 - r,
+            list(range(k - 1, -1, -1)),
+        )
 
 
 def test_split_undefined_gives_comm_null_and_free_ends_a_communicator():
@@ -244,9 +264,14 @@ def test_split_undefined_gives_comm_null_and_free_ends_a_communicator():
 def test_comm_self_and_world_identity():
     def main():
         self_comm = MPI.COMM_SELF
-        return (self_comm.Get_rank(), self_comm.Get_size(), self_comm.allreduce(5),
-                MPI.COMM_WORLD.Get_name(), MPI.Get_processor_name(),
-                MPI.COMM_WORLD.Get_attr(MPI.TAG_UB))  # fmt: skip
+        return (
+            self_comm.Get_rank(),
+            self_comm.Get_size(),
+            self_comm.allreduce(5),
+            MPI.COMM_WORLD.Get_name(),
+            MPI.Get_processor_name(),
+            MPI.COMM_WORLD.Get_attr(MPI.TAG_UB),
+        )
 
     assert run(2, main).returns[1] == (0, 1, 5, "MPI_COMM_WORLD", "collsim-rank1", 2**29 - 1)
 

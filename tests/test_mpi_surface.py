@@ -33,12 +33,26 @@ def rank_values(rank, n, dtype):
 # every predefined datatype numpy holds (MPI name -> numpy dtype), from the MPI standard's
 # C types; DATATYPE_NULL ones are left out, as mpi4py's suite leaves them out
 DATATYPES = {
-    "SIGNED_CHAR": "b", "UNSIGNED_CHAR": "B", "SHORT": "h", "UNSIGNED_SHORT": "H", "INT": "i",
-    "UNSIGNED": "I", "LONG": "l", "UNSIGNED_LONG": "L", "LONG_LONG": "q",
-    "UNSIGNED_LONG_LONG": "Q", "FLOAT": "f", "DOUBLE": "d", "LONG_DOUBLE": "g",
-    "C_BOOL": "?", "C_FLOAT_COMPLEX": "F", "C_DOUBLE_COMPLEX": "D", "INT8_T": "i1",
-    "UINT64_T": "u8", "FLOAT16_T": "e",
-}  # fmt: skip
+    "SIGNED_CHAR": "b",
+    "UNSIGNED_CHAR": "B",
+    "SHORT": "h",
+    "UNSIGNED_SHORT": "H",
+    "INT": "i",
+    "UNSIGNED": "I",
+    "LONG": "l",
+    "UNSIGNED_LONG": "L",
+    "LONG_LONG": "q",
+    "UNSIGNED_LONG_LONG": "Q",
+    "FLOAT": "f",
+    "DOUBLE": "d",
+    "LONG_DOUBLE": "g",
+    "C_BOOL": "?",
+    "C_FLOAT_COMPLEX": "F",
+    "C_DOUBLE_COMPLEX": "D",
+    "INT8_T": "i1",
+    "UINT64_T": "u8",
+    "FLOAT16_T": "e",
+}
 # which ops the MPI standard defines on which kinds of element (section 6.9.2)
 OPS_BY_KIND = {
     "i": ("SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"),
@@ -47,9 +61,18 @@ OPS_BY_KIND = {
     "c": ("SUM", "PROD"),
     "b": ("LAND", "LOR", "LXOR"),
 }
-NUMPY_OPS = {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum,
-             "LAND": np.logical_and, "LOR": np.logical_or, "LXOR": np.logical_xor,
-             "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}  # fmt: skip
+NUMPY_OPS = {
+    "SUM": np.add,
+    "PROD": np.multiply,
+    "MAX": np.maximum,
+    "MIN": np.minimum,
+    "LAND": np.logical_and,
+    "LOR": np.logical_or,
+    "LXOR": np.logical_xor,
+    "BAND": np.bitwise_and,
+    "BOR": np.bitwise_or,
+    "BXOR": np.bitwise_xor,
+}
 PAIRS = [(name, op) for name, c in DATATYPES.items() for op in OPS_BY_KIND[np.dtype(c).kind]]
 
 
@@ -270,11 +293,12 @@ def test_handles_pickle_to_the_same_object_and_the_rest_is_refused_by_name():
     assert pickle.loads(pickle.dumps(MPI.MAX)) is MPI.MAX
     assert pickle.loads(pickle.dumps(MPI.DOUBLE)) is MPI.DOUBLE
     assert MPI.REAL2 == MPI.DATATYPE_NULL and MPI.LONG_DOUBLE.Get_size() == np.dtype("g").itemsize
-    for call, name in [(lambda: MPI.Win.Create(None), "MPI.Win.Create"),
-                       (lambda: MPI.File.Open(MPI.COMM_WORLD, "x"), "MPI.File.Open"),
-                       (lambda: MPI.COMM_WORLD.Spawn("python"), "Intracomm.Spawn"),
-                       (lambda: MPI.Datatype.Create_vector(2, 1, 2, MPI.INT),
-                        "MPI.Datatype.Create_vector")]:  # fmt: skip
+    for call, name in [
+        (lambda: MPI.Win.Create(None), "MPI.Win.Create"),
+        (lambda: MPI.File.Open(MPI.COMM_WORLD, "x"), "MPI.File.Open"),
+        (lambda: MPI.COMM_WORLD.Spawn("python"), "Intracomm.Spawn"),
+        (lambda: MPI.Datatype.Create_vector(2, 1, 2, MPI.INT), "MPI.Datatype.Create_vector"),
+    ]:
         with pytest.raises(NotImplementedError, match=name):
             call()
 
@@ -395,8 +419,13 @@ def test_graph_and_distributed_graph_neighbours_are_the_edges_given(k):
         graph = comm.Create_graph(index, edges)
         # each rank gives one edge, to its right; the others learn theirs from all
         dist = comm.Create_dist_graph([comm.rank], [1], [(comm.rank + 1) % k])
-        return (graph.Get_topology(), graph.neighbors, dist.Get_topology(),
-                dist.Get_dist_neighbors()[:2], graph.toint())  # fmt: skip
+        return (
+            graph.Get_topology(),
+            graph.neighbors,
+            dist.Get_topology(),
+            dist.Get_dist_neighbors()[:2],
+            graph.toint(),
+        )
 
     for r, (kind, neighbours, dist_kind, (ins, outs), handle) in enumerate(run(k, main)):
         assert (kind, dist_kind, handle) == (MPI.GRAPH, MPI.DIST_GRAPH, -1)

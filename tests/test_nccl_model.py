@@ -127,9 +127,20 @@ def test_a_filter_changes_the_choice_only_where_it_applies(monkeypatch):
         "all-reduce", "--topology", "dgx-a100", "--nodes", "4", "-b", "8", "-e", "8G", "-f", "64"
     )
     forced = run_tune(
-        "all-reduce", "--topology", "dgx-a100", "--nodes", "4", "-b", "8", "-e", "8G", "-f", "64",
-        "--algo", "ring",
-    )  # fmt: skip
+        "all-reduce",
+        "--topology",
+        "dgx-a100",
+        "--nodes",
+        "4",
+        "-b",
+        "8",
+        "-e",
+        "8G",
+        "-f",
+        "64",
+        "--algo",
+        "ring",
+    )
     assert "tree/" in base.choices() and "tree/" not in forced.choices()
     monkeypatch.setenv("NCCL_PROTO", "simple")
     from_env = run_tune("all-reduce", "--topology", "dgx-a100", "--size", "8")

@@ -67,10 +67,13 @@ def test_the_tree_runs_on_rails_and_the_switches_sum_and_copy_per_part():
         assert {g.switch for g in groups.values()} == {f"nvswitch{n}" for n in range(4)}
 
 
-@pytest.mark.parametrize("argv, names", [
-    (["--topology", "dgx-a100", "--nodes", "2"], "NVSwitches reduce"),
-    (["--topology", "dgx-h100"], "inside one node use 'nvls'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--topology", "dgx-a100", "--nodes", "2"], "NVSwitches reduce"),
+        (["--topology", "dgx-h100"], "inside one node use 'nvls'"),
+    ],
+)
 def test_refused_where_it_cannot_run(argv, names, capsys):
     assert main(["run", "all-reduce", "--algorithm", "nvls_tree", "--size", "1MiB", *argv]) == 2
     assert names in capsys.readouterr().err

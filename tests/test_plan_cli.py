@@ -132,16 +132,35 @@ MODEL_784 = "--layers 96 --hidden 12288 --heads 96 --global-batch 1536".split()
     [
         (["--world-size", HUGE, "--tp", "8", "--pp", "4", *MODEL_784], HUGE, "limit of 1048576"),
         (["--search", "--world-size", HUGE, *MODEL_784], HUGE, "limit of 1048576"),
-        (["--world-size", "784", "--layers", HUGE, "--hidden", "64", "--heads", "4"], HUGE,
-         "limit of 16384"),
+        (
+            ["--world-size", "784", "--layers", HUGE, "--hidden", "64", "--heads", "4"],
+            HUGE,
+            "limit of 16384",
+        ),
         (["--tp", HUGE, "--params", "7B"], HUGE, "limit of 1048576"),
         (["--search", "--top", "-1", "--world-size", "8", *SMALL], "-1", "between 0 and 1000"),
         (["--suggestions", "-3", "--world-size", "8", *SMALL], "-3", "between 0 and 1000"),
-        (["--search", "--world-size", "720720", "--layers", "10080", "--hidden", "65520",
-          "--heads", "720", "--global-batch", "16216200", "--gpus-per-node", "1024"],
-         "720720", "more than its bound of 50000"),
+        (
+            [
+                "--search",
+                "--world-size",
+                "720720",
+                "--layers",
+                "10080",
+                "--hidden",
+                "65520",
+                "--heads",
+                "720",
+                "--global-batch",
+                "16216200",
+                "--gpus-per-node",
+                "1024",
+            ],
+            "720720",
+            "more than its bound of 50000",
+        ),
     ],
-)  # fmt: skip
+)
 def test_huge_or_negative_sizes_are_refused_before_any_search(argv, bad, rule, capsys):
     from fuzzkit import run_cli
 

@@ -207,10 +207,17 @@ def test_the_planners_cp_bytes_are_the_simulators_closed_form(sizes):
     report = plan(**{**TP, "world_size": world, "global_batch": 8}, **sizes)
     d = report.resolved
     width = 64 * sizes.get("kv_heads", 4) // 4  # K/V width: the key/value heads' share
-    expected = context_parallel_bytes("ring", batch=2, seq=32, hidden=width, cp=sizes["cp"],
-                                      bytes_per_element=2, tp=sizes.get("tp", 1),
-                                      layers=d.layers_per_stage,
-                                      microbatches=d.accumulation)  # fmt: skip
+    expected = context_parallel_bytes(
+        "ring",
+        batch=2,
+        seq=32,
+        hidden=width,
+        cp=sizes["cp"],
+        bytes_per_element=2,
+        tp=sizes.get("tp", 1),
+        layers=d.layers_per_stage,
+        microbatches=d.accumulation,
+    )
     assert report.communication["cp"]["bytes_per_rank"] == expected
 
 
@@ -254,8 +261,18 @@ def test_planner_bubble_and_in_flight_match_an_interleaved_run(p, m, v):
     from collsim.parallel.pipeline.schedules import build_schedule
 
     layers = p * v
-    report = plan(layers=layers, hidden=64, heads=4, seq=64, world_size=p, pp=p, vpp=v,
-                  micro_batch=1, global_batch=m, suggestions=0)  # fmt: skip
+    report = plan(
+        layers=layers,
+        hidden=64,
+        heads=4,
+        seq=64,
+        world_size=p,
+        pp=p,
+        vpp=v,
+        micro_batch=1,
+        global_batch=m,
+        suggestions=0,
+    )
     sched = build_schedule("interleaved", p=p, m=m, v=v)
     model = toy_model(layers=layers)
     x, target = toy_batch(batch=2 * m)
@@ -272,8 +289,17 @@ def test_one_f_one_b_bubble_matches_a_run():
     from collsim.parallel.pipeline.runner import run_pipeline, toy_batch, toy_model
     from collsim.parallel.pipeline.schedules import build_schedule
 
-    report = plan(layers=4, hidden=64, heads=4, seq=64, world_size=4, pp=4, micro_batch=1,
-                  global_batch=8, suggestions=0)  # fmt: skip
+    report = plan(
+        layers=4,
+        hidden=64,
+        heads=4,
+        seq=64,
+        world_size=4,
+        pp=4,
+        micro_batch=1,
+        global_batch=8,
+        suggestions=0,
+    )
     measured = run_pipeline(build_schedule("1f1b", p=4, m=8), toy_model(4), *toy_batch(16))
     assert report.compute["bubble_fraction"] == pytest.approx(measured.bubble_fraction)
     assert report.memory["in_flight_microbatches"] == measured.peak_inflight[0]

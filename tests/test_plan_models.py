@@ -66,8 +66,11 @@ def test_a_bare_parameter_count_gets_the_nearest_gpt3_row(params, row):
     assert assumed_shape(params).name == row
     cfg = PlanConfig(params=params)
     assert cfg.assumed_shape == row
-    assert (cfg.layers, cfg.hidden, cfg.heads) == (PRESETS[row].layers, PRESETS[row].hidden,
-                                                   PRESETS[row].heads)  # fmt: skip
+    assert (cfg.layers, cfg.hidden, cfg.heads) == (
+        PRESETS[row].layers,
+        PRESETS[row].hidden,
+        PRESETS[row].heads,
+    )
     # the row follows the count when the count changes
     assert cfg.replace(params=GPT3_ROWS[0].nominal_params).assumed_shape == "gpt3-125m"
 

@@ -43,8 +43,16 @@ def test_a_dense_model_is_unchanged_and_has_no_experts():
     "ep, etp, tp, pp", [(1, 1, 1, 1), (8, 1, 1, 1), (4, 2, 2, 2), (2, 1, 2, 1)]
 )
 def test_memory_shards_the_experts_over_ep_etp_and_the_rest_over_tp_pp(ep, etp, tp, pp):
-    cfg = PlanConfig(model="mixtral-8x7b", world_size=16, ep=ep, etp=etp, tp=tp, pp=pp,
-                     sp=tp > 1, global_batch=16)  # fmt: skip
+    cfg = PlanConfig(
+        model="mixtral-8x7b",
+        world_size=16,
+        ep=ep,
+        etp=etp,
+        tp=tp,
+        pp=pp,
+        sp=tp > 1,
+        global_batch=16,
+    )
     d = derive(cfg)
     mem = estimate(cfg, d)
     routed = d.routed_params
@@ -65,14 +73,30 @@ def test_zero_shards_the_experts_state_over_their_expert_data_parallel_group():
 
 
 def test_the_report_prints_the_formula_and_its_numbers(capsys):
-    status = main(["plan", "--model", "mixtral-8x7b", "--world-size", "16", "--ep", "8",
-                   "--global-batch", "16", "--zero", "1", "--recompute", "full"])  # fmt: skip
+    status = main(
+        [
+            "plan",
+            "--model",
+            "mixtral-8x7b",
+            "--world-size",
+            "16",
+            "--ep",
+            "8",
+            "--global-batch",
+            "16",
+            "--zero",
+            "1",
+            "--recompute",
+            "full",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0 and "VALID" in out
     assert "dense/(tp·pp) + routed experts/(ep·etp·pp)" in out
     assert "8 routed per MoE layer, top-2" in out and "ep=8 etp=1" in out
-    report = plan(model="mixtral-8x7b", world_size=16, ep=8, global_batch=16, zero=1,
-                  recompute="full")  # fmt: skip
+    report = plan(
+        model="mixtral-8x7b", world_size=16, ep=8, global_batch=16, zero=1, recompute="full"
+    )
     assert f"{report.memory['params_per_gpu'] / 1e9:.4g} B parameters each" in out
 
 
@@ -82,17 +106,37 @@ def plan_json(argv, capsys):
 
 
 BROKEN = [
-    (["--model", "mixtral-8x7b", "--ep", "3"], "moe_experts_ep",
-     ["experts = 8", "ep = 3", "num_moe_experts"], "nearest valid ep = 2"),
-    (["--model", "qwen3-30b-a3b", "--ep", "32"], "moe_folding",
-     ["ep · etp = 32·1 = 32", "dp · cp · tp = 16·1·1 = 16"], "nearest valid ep = 16"),
-    (["--model", "mixtral-8x7b", "--ep", "2", "--tp", "2"], "moe_sp",
-     ["ep = 2 with tp = 2", "sequence parallelism"], "set sp"),
-    (["--model", "llama2-7b", "--ep", "2"], "moe_ep_dense", ["ep = 2", "dense"],
-     "nearest valid ep = 1"),
-    (["--model", "mixtral-8x7b", "--etp", "3"], "moe_ffn_etp", ["14336", "etp = 3"],
-     "nearest valid etp = 2"),
-]  # fmt: skip
+    (
+        ["--model", "mixtral-8x7b", "--ep", "3"],
+        "moe_experts_ep",
+        ["experts = 8", "ep = 3", "num_moe_experts"],
+        "nearest valid ep = 2",
+    ),
+    (
+        ["--model", "qwen3-30b-a3b", "--ep", "32"],
+        "moe_folding",
+        ["ep · etp = 32·1 = 32", "dp · cp · tp = 16·1·1 = 16"],
+        "nearest valid ep = 16",
+    ),
+    (
+        ["--model", "mixtral-8x7b", "--ep", "2", "--tp", "2"],
+        "moe_sp",
+        ["ep = 2 with tp = 2", "sequence parallelism"],
+        "set sp",
+    ),
+    (
+        ["--model", "llama2-7b", "--ep", "2"],
+        "moe_ep_dense",
+        ["ep = 2", "dense"],
+        "nearest valid ep = 1",
+    ),
+    (
+        ["--model", "mixtral-8x7b", "--etp", "3"],
+        "moe_ffn_etp",
+        ["14336", "etp = 3"],
+        "nearest valid etp = 2",
+    ),
+]
 
 
 @pytest.mark.parametrize("argv, rule, words, hint", BROKEN, ids=lambda v: str(v)[:40])
@@ -107,8 +151,21 @@ def test_each_moe_rule_broken_names_value_rule_and_nearest(argv, rule, words, hi
 
 
 def test_ep_times_tp_past_the_node_is_a_warning_not_an_error(capsys):
-    argv = ["--model", "deepseek-v3", "--ep", "8", "--tp", "2", "--sp", "--pp", "16",
-            "--world-size", "256", "--global-batch", "256"]  # fmt: skip
+    argv = [
+        "--model",
+        "deepseek-v3",
+        "--ep",
+        "8",
+        "--tp",
+        "2",
+        "--sp",
+        "--pp",
+        "16",
+        "--world-size",
+        "256",
+        "--global-batch",
+        "256",
+    ]
     status, report = plan_json(argv, capsys)
     warned = [w for w in report["warnings"] if w["rule"] == "moe_node"]
     assert warned and "ep · tp = 8·2 = 16 > 8 GPUs per node" in warned[0]["message"]
@@ -120,13 +177,16 @@ def test_ep_times_tp_past_the_node_is_a_warning_not_an_error(capsys):
     [
         (["--model", "mixtral-8x7b", "--top-k", "9"], "top_k = 9", "nearest valid top_k = 8"),
         (["--model", "llama2-7b", "--top-k", "2"], "top_k = 2", "experts is not given"),
-        (["--model", "deepseek-v3", "--dense-layers", "61"], "dense_layers = 61",
-         "nearest valid dense_layers = 60"),
+        (
+            ["--model", "deepseek-v3", "--dense-layers", "61"],
+            "dense_layers = 61",
+            "nearest valid dense_layers = 60",
+        ),
         (["--experts", "0", "--params", "7B"], "experts = 0", "whole number >= 1"),
         (["--model", "mixtral-8x7b", "--ep", "0"], "ep = 0", "whole number >= 1"),
         (["--model", "mixtral-8x7b", "--shared-experts", "-1"], "-1", ">= 0"),
     ],
-)  # fmt: skip
+)
 def test_bad_moe_values_exit_2_naming_them(argv, bad, phrase):
     outcome = run_cli(["plan", *argv, "--world-size", "8"], bad=bad, timeout=10)
     assert outcome.status == 2 and outcome.stdout == "", outcome
@@ -134,8 +194,20 @@ def test_bad_moe_values_exit_2_naming_them(argv, bad, phrase):
 
 
 def test_megatron_flag_names_are_accepted(capsys):
-    argv = ["--model", "mixtral-8x7b", "--expert-model-parallel-size", "4", "--num-experts",
-            "8", "--moe-router-topk", "1", "--world-size", "8", "--global-batch", "8"]  # fmt: skip
+    argv = [
+        "--model",
+        "mixtral-8x7b",
+        "--expert-model-parallel-size",
+        "4",
+        "--num-experts",
+        "8",
+        "--moe-router-topk",
+        "1",
+        "--world-size",
+        "8",
+        "--global-batch",
+        "8",
+    ]
     _, report = plan_json(argv, capsys)
     assert report["config"]["ep"] == 4 and report["config"]["top_k"] == 1
 

@@ -279,8 +279,15 @@ def test_config_files_are_regular_bounded_and_shallow(tmp_path):
 
 
 def test_suggestions_for_accelerate_sizes_obey_accelerate_and_offer_sharding():
-    report = plan(world_size=8, dp_replicate=4, dp_shard=1, tp=2, model="gpt3-125m",
-                  global_batch=16, suggestions=5)  # fmt: skip
+    report = plan(
+        world_size=8,
+        dp_replicate=4,
+        dp_shard=1,
+        tp=2,
+        model="gpt3-125m",
+        global_batch=16,
+        suggestions=5,
+    )
     assert [v.rule for v in report.violations] == ["accelerate_replicate"]
     assert report.suggestions
     for s in report.suggestions:

@@ -16,8 +16,14 @@ from collsim.runtime.group import Group
 @given(dp=st.integers(2, 8), blocks=st.integers(1, 64))
 def test_dp_gradient_all_reduce_bytes_and_time(dp, blocks):
     params = dp * blocks * 8  # dp divides the gradient, as the closed form assumes
-    report = plan(params=params, world_size=dp, global_batch=dp, micro_batch=1,
-                  intra_bandwidth="300GB/s", intra_latency="2us")  # fmt: skip
+    report = plan(
+        params=params,
+        world_size=dp,
+        global_batch=dp,
+        micro_batch=1,
+        intra_bandwidth="300GB/s",
+        intra_latency="2us",
+    )
     op = report.communication["dp"]["ops"]["gradient_all_reduce"]
     # the simulator: the same all-reduce of the bf16 gradients, counted on the wire
     cluster = collsim.Cluster(collsim.topology.fully_connected(dp, "300GB/s", "2us"))
@@ -30,8 +36,17 @@ def test_dp_gradient_all_reduce_bytes_and_time(dp, blocks):
 @pytest.mark.parametrize("tp", [2, 4])
 def test_tp_mlp_all_reduce_bytes_match_a_real_megatron_mlp(tp):
     batch, seq, hidden = 2, 4, 8
-    report = plan(layers=1, hidden=hidden, heads=tp, seq=seq, micro_batch=batch,
-                  global_batch=batch, world_size=tp, tp=tp, precision="fp32")  # fmt: skip
+    report = plan(
+        layers=1,
+        hidden=hidden,
+        heads=tp,
+        seq=seq,
+        micro_batch=batch,
+        global_batch=batch,
+        world_size=tp,
+        tp=tp,
+        precision="fp32",
+    )
     ops = report.communication["tp"]["ops"]
     rng = np.random.default_rng(0)
     mlp = MLP.init(hidden, rng, dtype=np.float32)

@@ -162,14 +162,21 @@ def test_viz_traffic_names_the_busiest_link_only_when_it_is_alone(tmp_path):
     ],
 )
 def test_lesson_6_names_what_each_efficiency_means(tmp_path, lesson, serial, overlapped):
-    env = dict(os.environ, COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg",
-               COLLSIM_LESSON_OUT=str(tmp_path))  # fmt: skip
+    env = dict(
+        os.environ, COLLSIM_SOLUTIONS="1", MPLBACKEND="Agg", COLLSIM_LESSON_OUT=str(tmp_path)
+    )
     path = ROOT / "lessons" / "06_where_scaling_stops.py"
     if lesson == "ja":  # built from the English code and the Japanese prose
         path = working_copy(path, "ja", folder=tmp_path / "ja").lesson
-    done = subprocess.run([sys.executable, str(path)], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if re.match(r"\s*\d+ GPUs? \(", line)]
     assert len(rows) == 4, done.stdout[-2000:]

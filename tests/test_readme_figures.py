@@ -103,8 +103,9 @@ def output(command):
             argv[argv.index("--out") + 1] = str(picture)
         if argv[0] == "python":  # a benchmark: the same interpreter, run from the checkout
             argv = [sys.executable, *argv[1:], "--out", str(picture)]
-            text = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
-                                  timeout=300).stdout  # fmt: skip
+            text = subprocess.run(
+                argv, cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
+            ).stdout
         else:
             stdout = io.StringIO()
             with contextlib.redirect_stdout(stdout):
@@ -180,7 +181,6 @@ def test_the_strategies_table_is_what_collsim_strategies_prints():
         name_at = rf"^{re.escape(name)}\s+"
         sizes = r"\d \d \d \d \d"  # R S C T E
         memory = re.search(rf"{name_at}{sizes}\s+yes\s+.*\s{size}$", printed.getvalue(), re.M)
-        comm = re.search(rf"{name_at}{size}\s+{size}\s+{time}\s+{time}\s", printed.getvalue(),
-                         re.M)  # fmt: skip
+        comm = re.search(rf"{name_at}{size}\s+{size}\s+{time}\s+{time}\s", printed.getvalue(), re.M)
         assert memory and comm, f"`collsim strategies` prints no row for {name}"
         assert (memory.group(1), *comm.groups()) == (total, intra, inter, step, exposed), name

@@ -12,8 +12,14 @@ import pytest
 from collsim.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ["python3 -m venv", "/bin/activate", "pip install .", "collsim tour",
-         "collsim lesson init", "collsim lesson 1"]  # fmt: skip
+STEPS = [
+    "python3 -m venv",
+    "/bin/activate",
+    "pip install .",
+    "collsim tour",
+    "collsim lesson init",
+    "collsim lesson 1",
+]
 
 
 def read(name):
@@ -65,8 +71,13 @@ def test_the_contributors_command_stays_labelled_and_the_internals_moved_to_docs
     assert all((ROOT / link).is_file() for link in links)
 
 
-@pytest.mark.parametrize(("lang", "next_line"), [("en", "next: collsim lesson init, then "
-                         "collsim lesson 1"), ("ja", "collsim lesson 1 --lang ja")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("lang", "next_line"),
+    [
+        ("en", "next: collsim lesson init, then collsim lesson 1"),
+        ("ja", "collsim lesson 1 --lang ja"),
+    ],
+)
 def test_the_tour_ends_pointing_at_lesson_1(capsys, lang, next_line):
     assert main(["tour", "--lang", lang]) == 0
     last = capsys.readouterr().out.rstrip().splitlines()[-1]

@@ -36,17 +36,23 @@ def test_recomputation_trains_like_one_device(name, zero):
 def test_recomputation_saves_activations_and_costs_one_more_forward():
     plain, again = run(dp=2, t_f=0), run(dp=2, t_f=0, recompute="full")
     assert plain.match and again.match
-    kept = [busiest(memory_peaks(r.trace, r.mesh.size)).by_category["activations"]
-            for r in (plain, again)]  # fmt: skip
+    kept = [
+        busiest(memory_peaks(r.trace, r.mesh.size)).by_category["activations"]
+        for r in (plain, again)
+    ]
     assert kept[1] < 0.4 * kept[0]  # inputs only, plus one unit's recomputed activations
-    forward = sum(c.end - c.start for c in plain.trace.computes
-                  if c.rank == 0 and getattr(c.meta, "kind", None) == "forward")  # fmt: skip
+    forward = sum(
+        c.end - c.start
+        for c in plain.trace.computes
+        if c.rank == 0 and getattr(c.meta, "kind", None) == "forward"
+    )
     busy = [r.run.stats.compute_time[0] for r in (plain, again)]
     assert busy[1] - busy[0] == pytest.approx(forward, rel=1e-9)  # every forward once more
     assert busy[1] / busy[0] == pytest.approx(4 / 3, rel=0.02)  # backward = 2x the forward
 
 
 def test_selective_recomputation_is_refused_with_the_reason():
-    with pytest.raises(ConfigError, match="recompute='selective' is not one of none, full .*"
-                                          "Korthikanti"):  # fmt: skip
+    with pytest.raises(
+        ConfigError, match="recompute='selective' is not one of none, full .*Korthikanti"
+    ):
         ParallelConfig(recompute="selective")

@@ -17,8 +17,9 @@ from collsim.errors import CollsimError, DeadlockError, WatchdogTimeout
 from collsim.runtime.faults import CrashRank, Faults
 
 SENT_1_AWAITED_0 = "rank 0 sent tag 1 to rank 1, which waits for tag 0"
-MPI_MISMATCH = ("rank 0 sent MPI tag 1 (communicator 0) to rank 1, which waits for MPI tag 0 "
-                "(communicator 0)")  # fmt: skip
+MPI_MISMATCH = (
+    "rank 0 sent MPI tag 1 (communicator 0) to rank 1, which waits for MPI tag 0 (communicator 0)"
+)
 TAG_MISMATCH_SCRIPT = """\
 import numpy as np
 from mpi4py import MPI
@@ -95,8 +96,9 @@ def test_collsim_exec_names_the_mpi_message_sent_with_the_other_tag(tmp_path):
     outcome = run_cli(["exec", "-n", "2", script])
     assert outcome.status != 0
     line = next(x for x in outcome.stderr.splitlines() if "rank 1 waits in" in x)
-    assert line.startswith(f"  rank 1 waits in recv from rank 0 (MPI tag 0 (communicator 0)): "
-                           f"{MPI_MISMATCH}")  # fmt: skip
+    assert line.startswith(
+        f"  rank 1 waits in recv from rank 0 (MPI tag 0 (communicator 0)): {MPI_MISMATCH}"
+    )
     assert "never sent it" not in outcome.stderr
 
 
@@ -110,8 +112,10 @@ def test_a_rank_that_skipped_the_barrier_is_named_with_where_it_finished():
             yield from rank.all_reduce(np.zeros(1))
 
     _, text = _deadlock(skips, k=3)
-    assert "rank 2 finished at t=1 ms when its program skips() returned, while ranks [0, 1] " \
-           "wait for it" in text.splitlines()  # fmt: skip
+    assert (
+        "rank 2 finished at t=1 ms when its program skips() returned, while ranks [0, 1] "
+        "wait for it" in text.splitlines()
+    )
 
 
 def test_collsim_exec_names_the_rank_that_skipped_the_barrier_and_its_last_line(tmp_path):
@@ -121,8 +125,11 @@ def test_collsim_exec_names_the_rank_that_skipped_the_barrier_and_its_last_line(
     assert outcome.status != 0
     finished = [x for x in outcome.stderr.splitlines() if " finished at " in x]
     assert len(finished) == 1
-    assert re.fullmatch(r"rank 2 finished at t=[\d.]+ us after its last call at skip\.py:4 "
-                        r"in <module>, while ranks \[0, 1\] wait for it", finished[0])  # fmt: skip
+    assert re.fullmatch(
+        r"rank 2 finished at t=[\d.]+ us after its last call at skip\.py:4 "
+        r"in <module>, while ranks \[0, 1\] wait for it",
+        finished[0],
+    )
     assert "rank 0 waits in wait for recv from rank 2 MPI barrier call #1" in outcome.stderr
 
 
@@ -162,22 +169,42 @@ def test_the_watchdog_groups_a_calls_pending_steps_to_one_peer_into_a_range():
 
     text = _crash_rank_1(program)
     line = next(x for x in text.splitlines() if x.startswith("  rank 0:"))
-    assert line.endswith("waits for send to rank 1: all_reduce call #3, steps 1–7; "
-                         "send to rank 2: all_reduce call #3, step 1")  # fmt: skip
+    assert line.endswith(
+        "waits for send to rank 1: all_reduce call #3, steps 1–7; "
+        "send to rank 2: all_reduce call #3, step 1"
+    )
     assert "CollectiveStep(" not in text
     assert max(len(x) for x in text.splitlines()) <= 200
 
 
 def test_the_watchdog_report_of_a_multi_channel_ring_keeps_every_line_short():
-    outcome = run_cli(["run", "all-reduce", "-k", "16", "--nodes", "2", "--topology",
-                       "dgx-a100", "--algorithm", "nccl_ring", "-s", "64MiB", "--count-only",
-                       "--crash-rank", "1@30us"], bad="1@30us")  # fmt: skip
+    outcome = run_cli(
+        [
+            "run",
+            "all-reduce",
+            "-k",
+            "16",
+            "--nodes",
+            "2",
+            "--topology",
+            "dgx-a100",
+            "--algorithm",
+            "nccl_ring",
+            "-s",
+            "64MiB",
+            "--count-only",
+            "--crash-rank",
+            "1@30us",
+        ],
+        bad="1@30us",
+    )
     assert outcome.status == 1
     lines = outcome.stderr.splitlines()
     assert max(len(x) for x in lines) <= 200
     # rank 1 waited on four peers: one line each, its 7 channels counted on one
-    at = lines.index("  rank 1: CRASHED at t=30 us; last entered #0 all_reduce, last "
-                     "completed none;")  # fmt: skip
+    at = lines.index(
+        "  rank 1: CRASHED at t=30 us; last entered #0 all_reduce, last completed none;"
+    )
     assert lines[at + 1 : at + 6] == [
         "      was waiting in all_reduce #0, for:",
         "        send to rank 2: all_reduce call #0, step 2 (x7)",

@@ -129,12 +129,14 @@ def test_bytes_ring_order_and_tags(cp, layout):
     for t in transfers:  # every message goes to the next cp rank
         assert t.dst == ranks[(ranks.index(t.src) + 1) % cp]
         assert t.tag.layer == "attn" and 1 <= t.tag.step <= cp
-        assert (t.tag.kind, t.tag.phase) in {("kv", "forward"), ("kv", "backward"),
-                                             ("dkv", "backward")}  # fmt: skip
+        assert (t.tag.kind, t.tag.phase) in {
+            ("kv", "forward"),
+            ("kv", "backward"),
+            ("dkv", "backward"),
+        }
     for r in ranks:
         mine = [t for t in transfers if t.src == r]
-        for phase, kinds in (("forward", {"kv": cp - 1}), ("backward", {"kv": cp - 1,
-                                                                        "dkv": cp})):  # fmt: skip
+        for phase, kinds in (("forward", {"kv": cp - 1}), ("backward", {"kv": cp - 1, "dkv": cp})):
             sent = [t for t in mine if t.tag.phase == phase]
             expected = ring_attention_bytes(batch, seq, d, cp, 8, pass_=phase)
             assert sum(t.nbytes for t in sent) == expected
@@ -178,8 +180,9 @@ def test_causal_flops_by_layout(cp, pass_):
     for layout, flops in (("balanced", balanced), ("contiguous", contiguous)):
         kept = [sum(int(t) + 1 for t in token_positions(48, cp, i, layout)) for i in range(cp)]
         assert flops == [unit * n for n in kept]
-        assert flops == causal_attention_flops(48, cp, layout, batch=3, heads=2, head_dim=4,
-                                               pass_=pass_)  # fmt: skip
+        assert flops == causal_attention_flops(
+            48, cp, layout, batch=3, heads=2, head_dim=4, pass_=pass_
+        )
     assert len(set(balanced)) == 1  # every rank the same
     assert sum(balanced) == sum(contiguous) == unit * 48 * 49 // 2
     tile, mean = 48 // cp, sum(contiguous) / cp
@@ -217,8 +220,9 @@ def test_kv_transfer_overlaps_the_step_compute():
     cp, rng = 4, np.random.default_rng(5)
     attn = _attention(2, 8, False, rng)
     x = dy = rng.uniform(-1, 1, (2, 64, 16))
-    cluster = collsim.Cluster(collsim.topology.ring(cp, bandwidth="10GB/s", latency="1us"),
-                              compute_rate=1e12)  # fmt: skip
+    cluster = collsim.Cluster(
+        collsim.topology.ring(cp, bandwidth="10GB/s", latency="1us"), compute_rate=1e12
+    )
     result, *_ = _run(attn, x, dy, cp, "contiguous", cluster=cluster)
     computes = [c for c in result.trace.computes if isinstance(c.meta, RingStep)]
     kv = [t for t in result.trace.transfers if t.tag.kind == "kv"]

@@ -144,8 +144,12 @@ def test_no_algorithm_file_writes_its_schedule_as_numpy_columns(path):
     # the plain form is the definition: chunk moves a person reads; the column form is the
     # fast package's own (collsim/fast/columns.py), built from the moves
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-             for alias in node.names}  # fmt: skip
+    names = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
     modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "StepColumns" not in names and "ColumnSteps" not in names
     assert not any(m and m.endswith("columns") for m in modules)

@@ -59,8 +59,22 @@ def test_auto_moves_from_one_shot_to_two_shot_where_alpha_and_beta_say(latency, 
     chosen = {}
     for factor in (0.5, 2.0):
         count = int(crossover * factor) // 4 // 8 * 8  # float32 elements, K divides them
-        argv = ["run", "all-reduce", "-k", "8", "--topology", "switch", "--bandwidth",
-                "100GB/s", "--latency", latency, "-s", str(4 * count), "-a", "auto"]  # fmt: skip
+        argv = [
+            "run",
+            "all-reduce",
+            "-k",
+            "8",
+            "--topology",
+            "switch",
+            "--bandwidth",
+            "100GB/s",
+            "--latency",
+            latency,
+            "-s",
+            str(4 * count),
+            "-a",
+            "auto",
+        ]
         chosen[factor] = run_json(argv, capsys)["algorithm"]
     assert chosen == {0.5: "one_shot", 2.0: "two_shot"}
 

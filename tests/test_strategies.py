@@ -18,8 +18,19 @@ from collsim.parallel.experts.sync import EXPERT_KEYS as EXPERTS
 from collsim.parallel.runs.pipeline import toy_model
 from collsim.verify import strategies as measured
 
-NAMES = ["DP", "FSDP", "TP", "CP", "HSDP", "FSDP+TP", "FSDP+CP", "HSDP+TP", "HSDP+TP+CP", "EP",
-         "DP+EP"]  # fmt: skip
+NAMES = [
+    "DP",
+    "FSDP",
+    "TP",
+    "CP",
+    "HSDP",
+    "FSDP+TP",
+    "FSDP+CP",
+    "HSDP+TP",
+    "HSDP+TP+CP",
+    "EP",
+    "DP+EP",
+]
 MEMORY = ["params", "grads", "optimizer", "activations", "gathered_params", "comm_buffers", "total"]
 
 
@@ -97,8 +108,10 @@ def test_expert_parallel_tokens_cross_nodes_only_when_ep_spans_them(rows):
 
 def test_fsdp_shards_model_state_and_cp_shrinks_activations(rows):
     r = by_name(rows)
-    state = {n: sum(r[n].peak_memory_bytes[k] for k in ("params", "grads", "optimizer"))
-             for n in ("DP", "FSDP")}  # fmt: skip
+    state = {
+        n: sum(r[n].peak_memory_bytes[k] for k in ("params", "grads", "optimizer"))
+        for n in ("DP", "FSDP")
+    }
     assert state["FSDP"] * 8 == state["DP"]  # 8 shards of the same state
     assert r["CP"].peak_memory_bytes["activations"] < r["DP"].peak_memory_bytes["activations"]
 

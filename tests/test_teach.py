@@ -92,9 +92,10 @@ def test_every_reply_carries_its_unit(unit, value, text, capsys, monkeypatch):
     assert f"The answer is {text}" in reply(capsys)
 
 
-@pytest.mark.parametrize("unit, answer, expected", [("B", "14MiB", 14680064),
-                                                    ("s", "15us", 1.5e-5),
-                                                    ("B/s", "100GB/s", 1e11)])  # fmt: skip
+@pytest.mark.parametrize(
+    "unit, answer, expected",
+    [("B", "14MiB", 14680064), ("s", "15us", 1.5e-5), ("B/s", "100GB/s", 1e11)],
+)
 def test_a_string_answer_is_read_in_its_unit(unit, answer, expected, capsys):
     assert teach.check("s", answer, expected=expected, unit=unit) is True
 
@@ -159,8 +160,9 @@ def test_check_function_shows_arrays_by_shape_and_reports_exceptions(capsys):
 
 
 def test_check_function_adapts_the_answer_before_calling_it(capsys):
-    twice = teach.check_function("g", lambda x: x, lambda x: 2 * x, [(3,)],
-                                 adapt=lambda f: lambda x: 2 * f(x))  # fmt: skip
+    twice = teach.check_function(
+        "g", lambda x: x, lambda x: 2 * x, [(3,)], adapt=lambda f: lambda x: 2 * f(x)
+    )
     assert twice is True
 
 
@@ -169,8 +171,17 @@ def test_check_function_adapts_the_answer_before_calling_it(capsys):
 
 def test_a_wrong_rank_says_which_rank_and_why(capsys, monkeypatch):
     monkeypatch.setenv("COLLSIM_REVEAL", "1")
-    assert teach.check_rank("r", 1, expected=3, ranks=4, why="it never joined",
-                            about={1: "it waits in all_reduce #2"}) is False  # fmt: skip
+    assert (
+        teach.check_rank(
+            "r",
+            1,
+            expected=3,
+            ranks=4,
+            why="it never joined",
+            about={1: "it waits in all_reduce #2"},
+        )
+        is False
+    )
     out = reply(capsys)
     assert "you named rank 1, but it waits in all_reduce #2" in out
     assert "The answer is rank 3: it never joined" in out

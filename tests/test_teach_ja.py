@@ -97,9 +97,17 @@ def test_current_language(environ, path, expected):
     assert current_language(path, environ=environ) == expected
 
 
-@pytest.mark.parametrize("value, code", [("ja", "ja"), ("JA", "ja"), (" en ", "en"),
-                                         ("japanese", "ja"), ("ja_JP.UTF-8", "ja"),
-                                         ("English", "en")])  # fmt: skip
+@pytest.mark.parametrize(
+    "value, code",
+    [
+        ("ja", "ja"),
+        ("JA", "ja"),
+        (" en ", "en"),
+        ("japanese", "ja"),
+        ("ja_JP.UTF-8", "ja"),
+        ("English", "en"),
+    ],
+)
 def test_parse_language_reads_the_usual_spellings(value, code):
     assert parse_language(value) == code
 
@@ -135,8 +143,14 @@ def test_japanese_feedback_for_every_kind_of_check(monkeypatch, capsys):
     monkeypatch.setenv("COLLSIM_REVEAL", "1")  # the answers below, asked for
     teach.check_function("f", lambda a: a + 1, lambda a: a * 2, [(1,), (3,)])
     assert "ケース 2 (a=3): 4 が返りましたが、期待値は 6 です" in reply(capsys)
-    teach.check_rank("r", 1, expected=3, ranks=4, why="参加していません",
-                     about={1: "all_reduce #2 で待っています"})  # fmt: skip
+    teach.check_rank(
+        "r",
+        1,
+        expected=3,
+        ranks=4,
+        why="参加していません",
+        about={1: "all_reduce #2 で待っています"},
+    )
     assert reply(capsys).startswith(
         "まだ正解ではありません。r: あなたが挙げたのはランク 1 ですが、"
         "all_reduce #2 で待っています。正解はランク 3 です: 参加していません。"
@@ -368,12 +382,18 @@ def test_no_japanese_folder_is_a_collsim_error(tmp_path, capsys):
     assert "no Japanese lessons at" in capsys.readouterr().err
 
 
-@given(value=st.one_of(st.sampled_from(["fr", "jp", "", " ", "en-US", "日本語", "ja ja", "1"]),
-                       st.text(string.ascii_letters + "-_.", min_size=1, max_size=8)
-                       .filter(lambda s: s.strip().lower() not in ("en", "ja", "english",
-                                                                    "japanese")
-                               and not s.lower().startswith(("en_", "ja_"))
-                               and not s.startswith("-"))))  # fmt: skip
+@given(
+    value=st.one_of(
+        st.sampled_from(["fr", "jp", "", " ", "en-US", "日本語", "ja ja", "1"]),
+        st.text(string.ascii_letters + "-_.", min_size=1, max_size=8).filter(
+            lambda s: (
+                s.strip().lower() not in ("en", "ja", "english", "japanese")
+                and not s.lower().startswith(("en_", "ja_"))
+                and not s.startswith("-")
+            )
+        ),
+    )
+)
 def test_a_bad_lang_is_refused_by_name_before_any_work(value):
     for command in (["lesson", "list"], ["lesson", "99"], ["tour", "--no-pause"]):
         outcome = run_cli([*command, "--lang", value], bad=value, timeout=5)
@@ -407,7 +427,8 @@ def test_the_japanese_tour_has_the_same_runs_and_numbers(capsys):
         if number in missing:
             missing.remove(number)
     assert not missing, missing
-    views = [line for line in english.splitlines()
-             if line.startswith("  rank ") or "  chunk " in line]  # fmt: skip
+    views = [
+        line for line in english.splitlines() if line.startswith("  rank ") or "  chunk " in line
+    ]
     assert views and all(line in japanese.splitlines() for line in views)
     assert "step 1 of 6" in japanese  # the views are `collsim step`'s

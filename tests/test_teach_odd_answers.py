@@ -44,9 +44,24 @@ def broken_generator():
     raise ValueError("the generator broke")
 
 
-ODD = [None, "lots", [1, 2], (3,), {"a": 1}, {1, 2}, np.arange(4), np.float64("nan"), 1j,
-       float("inf"), Stubborn(), (i for i in range(3)), broken_generator(), b"bytes",
-       [np.ones(2), np.ones(3)], object()]  # fmt: skip
+ODD = [
+    None,
+    "lots",
+    [1, 2],
+    (3,),
+    {"a": 1},
+    {1, 2},
+    np.arange(4),
+    np.float64("nan"),
+    1j,
+    float("inf"),
+    Stubborn(),
+    (i for i in range(3)),
+    broken_generator(),
+    b"bytes",
+    [np.ones(2), np.ones(3)],
+    object(),
+]
 
 
 @pytest.mark.parametrize("value", ODD, ids=lambda v: type(v).__name__)
@@ -74,8 +89,11 @@ def test_any_value_a_function_returns_gets_a_message_not_a_crash(value, capsys):
 
 def test_a_list_asked_for_may_come_as_an_array_a_tuple_or_a_generator(capsys):
     positions = lambda seq, cp, i: [0, 1, 6, 7]  # noqa: E731 - the reference returns a list
-    for answer in (lambda *a: np.array([0, 1, 6, 7]), lambda *a: (0, 1, 6, 7),
-                   lambda *a: (p for p in [0, 1, 6, 7])):  # fmt: skip
+    for answer in (
+        lambda *a: np.array([0, 1, 6, 7]),
+        lambda *a: (0, 1, 6, 7),
+        lambda *a: (p for p in [0, 1, 6, 7]),
+    ):
         assert teach.check_function("x.6", answer, positions, [(8, 2, 0)]) is True
 
 
@@ -84,8 +102,10 @@ def test_a_function_that_raises_or_is_not_a_function_is_named(capsys):
     assert "case 1 (n=3) raised ZeroDivisionError" in reply(capsys)
     assert teach.check_function("x.7", 42, lambda n: n, [(3,)]) is False
     assert "your answer 42 is not a function: write def f(n)" in reply(capsys)
-    assert teach.check_function("x.7", lambda n: n, lambda n: n, [(3,)],
-                                adapt=lambda f: 1 / 0) is False  # fmt: skip
+    assert (
+        teach.check_function("x.7", lambda n: n, lambda n: n, [(3,)], adapt=lambda f: 1 / 0)
+        is False
+    )
     assert "could not be set up to run: ZeroDivisionError" in reply(capsys)
 
 
@@ -137,8 +157,10 @@ def test_reveal_shows_the_answer_at_once(capsys, monkeypatch):
 def test_the_lesson_command_takes_reveal(tmp_path, capsys):
     folder = tmp_path / "lessons"
     (folder / "solutions").mkdir(parents=True)
-    lesson = ('# %%\nfrom collsim import teach\n\n# %%\nguess_answer = 2048  # bytes in a KiB\n\n'
-              '# %%\nteach.check("1.1", guess_answer, expected=1024, unit="B")\n')  # fmt: skip
+    lesson = (
+        "# %%\nfrom collsim import teach\n\n# %%\nguess_answer = 2048  # bytes in a KiB\n\n"
+        '# %%\nteach.check("1.1", guess_answer, expected=1024, unit="B")\n'
+    )
     (folder / "01_tiny.py").write_text(lesson, encoding="utf-8")
     assert main(["lesson", "1", "--no-pause", "--dir", str(folder)]) == 0
     first = reply(capsys)

@@ -120,9 +120,13 @@ def test_row_parallel(tp, rows, per, d_out, input_is_parallel, seed):
     rng = np.random.default_rng(seed)
     full = Linear(u(rng, tp * per, d_out), u(rng, d_out))
     x, dy = u(rng, rows, 2, tp * per), u(rng, rows, 2, d_out)
-    out = run_tp(lambda g, j: RowParallelLinear.from_full(full, g, j,
-                                                          input_is_parallel=input_is_parallel),
-                 tp, x, dy, "last" if input_is_parallel else "full")  # fmt: skip
+    out = run_tp(
+        lambda g, j: RowParallelLinear.from_full(full, g, j, input_is_parallel=input_is_parallel),
+        tp,
+        x,
+        dy,
+        "last" if input_is_parallel else "full",
+    )
     check_against(full, x, dy, *out[:4])
     if tp > 1:
         got = tp_bytes(out[4], tp)
@@ -140,8 +144,14 @@ def test_megatron_mlp(tp, B, S_per, H_per, per, sp, seed):
     S = tp * S_per if sp else S_per
     x, dy = u(rng, B, S, H), u(rng, B, S, H)
     layout = "seq" if sp else "full"
-    out = run_tp(lambda g, j: ParallelMLP.from_full(full, g, j, sequence_parallel=sp),
-                 tp, x, dy, layout, layout)  # fmt: skip
+    out = run_tp(
+        lambda g, j: ParallelMLP.from_full(full, g, j, sequence_parallel=sp),
+        tp,
+        x,
+        dy,
+        layout,
+        layout,
+    )
     check_against(full, x, dy, *out[:4])
     if tp == 1:
         return
@@ -166,8 +176,14 @@ def test_head_split_attention(tp, B, S_per, heads_per, head_dim, causal, sp, see
     S = tp * S_per if sp else S_per + 1
     x, dy = u(rng, B, S, D), u(rng, B, S, D)
     layout = "seq" if sp else "full"
-    out = run_tp(lambda g, j: ParallelAttention.from_full(full, g, j, sequence_parallel=sp),
-                 tp, x, dy, layout, layout)  # fmt: skip
+    out = run_tp(
+        lambda g, j: ParallelAttention.from_full(full, g, j, sequence_parallel=sp),
+        tp,
+        x,
+        dy,
+        layout,
+        layout,
+    )
     check_against(full, x, dy, *out[:4])
     if tp > 1:
         act = 2 * (tp - 1) / tp * B * S * D * 8
@@ -191,8 +207,9 @@ def test_transformer_block(tp, B, S_per, sp, seed):
     S = tp * S_per
     x, dy = u(rng, B, S, H), u(rng, B, S, H)
     layout = "seq" if sp else "full"
-    out = run_tp(lambda g, j: ParallelTransformerBlock.from_full(full, g, j, sp),
-                 tp, x, dy, layout, layout)  # fmt: skip
+    out = run_tp(
+        lambda g, j: ParallelTransformerBlock.from_full(full, g, j, sp), tp, x, dy, layout, layout
+    )
     check_against(full, x, dy, *out[:4])
     if tp == 1:
         return
@@ -212,8 +229,9 @@ def test_sequence_parallel_moves_the_same_bytes_as_tensor_parallel():
     full = TransformerBlock.init(8, 4, rng)
     x, dy = u(rng, 2, 4, 8), u(rng, 2, 4, 8)
     tp_run = run_tp(lambda g, j: ParallelTransformerBlock.from_full(full, g, j), 4, x, dy)[4]
-    sp_run = run_tp(lambda g, j: ParallelTransformerBlock.from_full(full, g, j, True),
-                    4, x, dy, "seq", "seq")[4]  # fmt: skip
+    sp_run = run_tp(
+        lambda g, j: ParallelTransformerBlock.from_full(full, g, j, True), 4, x, dy, "seq", "seq"
+    )[4]
     tp_bytes_, sp_bytes = tp_bytes(tp_run, 4), tp_bytes(sp_run, 4)
     activations = [a + b for a, b in zip(sp_bytes["reduce_scatter"], sp_bytes["all_gather"])]
     assert activations == tp_bytes_["all_reduce"]
@@ -239,11 +257,26 @@ def test_weight_gradient_without_a_backward_input_communicates_again():
 # ---- training steps: replicated parameters stay identical --------------------------------------
 
 
-@given(st.sampled_from(["tp-column", "tp-row", "tp-mlp", "tp-attention", "sp"]),
-       st.sampled_from([1, 2, 4]), small, st.integers(1, 2), seeds)  # fmt: skip
+@given(
+    st.sampled_from(["tp-column", "tp-row", "tp-mlp", "tp-attention", "sp"]),
+    st.sampled_from([1, 2, 4]),
+    small,
+    st.integers(1, 2),
+    seeds,
+)
 def test_training_steps_match_one_device(scheme, tp, B, S_per, seed):
-    report = verify(scheme, tp=tp, batch=B, hidden=4, heads=4, ffn_hidden=8, seq=4 * S_per,
-                    layers=1, steps=3, seed=seed)  # fmt: skip
+    report = verify(
+        scheme,
+        tp=tp,
+        batch=B,
+        hidden=4,
+        heads=4,
+        ffn_hidden=8,
+        seq=4 * S_per,
+        layers=1,
+        steps=3,
+        seed=seed,
+    )
     assert report.match, report
     assert report.tp_replica_diff == 0.0
     for key, formula in report.formula_bytes.items():
@@ -253,8 +286,14 @@ def test_training_steps_match_one_device(scheme, tp, B, S_per, seed):
 # ---- the rules -------------------------------------------------------------------------------
 
 
-@given(degrees, st.integers(1, 24), st.integers(1, 12), st.integers(1, 48), st.integers(1, 12),
-       st.booleans())  # fmt: skip
+@given(
+    degrees,
+    st.integers(1, 24),
+    st.integers(1, 12),
+    st.integers(1, 48),
+    st.integers(1, 12),
+    st.booleans(),
+)
 def test_check_tp_names_every_bad_size_and_the_degrees_that_work(tp, hidden, heads, ffn, seq, sp):
     sizes = {"hidden": hidden, "heads": heads, "ffn_hidden": ffn}
     if sp:
@@ -292,8 +331,9 @@ def test_layers_refuse_sizes_tp_does_not_divide():
     with pytest.raises(ConfigError, match=r"seq=6 .*tp values that divide .*nearest first: 2, 1$"):
         verify("sp", tp=4, seq=6)
     with pytest.raises(ConfigError, match="cannot gather its output under sequence"):
-        ColumnParallelLinear.from_full(Linear.init(2, 3, rng), g3, 0, gather_output=True,
-                                       sequence_parallel=True)  # fmt: skip
+        ColumnParallelLinear.from_full(
+            Linear.init(2, 3, rng), g3, 0, gather_output=True, sequence_parallel=True
+        )
 
 
 def test_a_shard_on_the_wrong_rank_is_refused():
@@ -310,8 +350,12 @@ def test_a_shard_on_the_wrong_rank_is_refused():
 
 def test_shards_copy_their_slices():
     full = LayerNorm.init(4)
-    block = TransformerBlock(full, MultiHeadAttention.init(4, 2, np.random.default_rng(0)),
-                             LayerNorm.init(4), MLP.init(4, np.random.default_rng(1)))  # fmt: skip
+    block = TransformerBlock(
+        full,
+        MultiHeadAttention.init(4, 2, np.random.default_rng(0)),
+        LayerNorm.init(4),
+        MLP.init(4, np.random.default_rng(1)),
+    )
     shard = ParallelTransformerBlock.from_full(block, Group([0, 1]), 0)
     for name, value in shard.params.items():
         value += 1.0

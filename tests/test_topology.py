@@ -307,8 +307,9 @@ def test_torus2d_refuses_bad_sides(rows, cols, bad):
         topology.torus2d(rows, cols)
 
 
-@pytest.mark.parametrize("nodes, gpus, bad", [(-1, -1, "-1"), (2, 0.5, "0.5"), (None, 4, "None"),
-                                              (2**17, 2, "262144")])  # fmt: skip
+@pytest.mark.parametrize(
+    "nodes, gpus, bad", [(-1, -1, "-1"), (2, 0.5, "0.5"), (None, 4, "None"), (2**17, 2, "262144")]
+)
 def test_hierarchical_refuses_bad_sizes(nodes, gpus, bad):
     with pytest.raises(ConfigError, match=re.escape(bad)):
         topology.hierarchical(nodes, gpus)

@@ -37,9 +37,13 @@ from collsim.verify import verify
 
 SMALL = {"hidden": 8, "heads": 2, "seq": 4, "layers": 1, "steps": 1}
 LINKS = {"bandwidth": "1GB/s", "latency": "3us"}
-STEP_THROUGH = [("all_reduce", "ring", 4), ("reduce_scatter", "halving_doubling", 4),
-                ("all_gather", "ring", 3), ("broadcast", "tree", 5),
-                ("all_to_all", "direct", 3)]  # fmt: skip
+STEP_THROUGH = [
+    ("all_reduce", "ring", 4),
+    ("reduce_scatter", "halving_doubling", 4),
+    ("all_gather", "ring", 3),
+    ("broadcast", "tree", 5),
+    ("all_to_all", "direct", 3),
+]
 
 # -- the runs and what they measure -----------------------------------------------------
 
@@ -59,10 +63,13 @@ def step_through_figures():
     for name, algorithm, k in STEP_THROUGH:
         cluster = collsim.Cluster(topology.ring(k, "10GB/s", "1us"))
         count = 4 * k
-        result = cluster.collective(name, [np.arange(float(count)) + r for r in range(k)],
-                                    algorithm=algorithm)  # fmt: skip
-        views = [(v.number, v.phase, v.phase_step, v.transfers, v.labels(), str(v))
-                 for v in result.steps(include_initial=True)]  # fmt: skip
+        result = cluster.collective(
+            name, [np.arange(float(count)) + r for r in range(k)], algorithm=algorithm
+        )
+        views = [
+            (v.number, v.phase, v.phase_step, v.transfers, v.labels(), str(v))
+            for v in result.steps(include_initial=True)
+        ]
         outputs = [o.tolist() for o in result.outputs if o is not None]
         out[(name, algorithm)] = (views, collective_bytes(result.trace, k), result.time, outputs)
     return out
@@ -71,8 +78,12 @@ def step_through_figures():
 def mesh_figures():
     mesh = RankGrid((2, 2), ("dp", "tp"))
     run = collsim.Cluster(topology.switch(4, "10GB/s", "1us")).run(mesh_program, mesh)
-    return (collective_bytes(run.trace, 4, mesh), collective_bytes(run.trace, 4), run.time,
-            [r.tolist() for r in run.returns])  # fmt: skip
+    return (
+        collective_bytes(run.trace, 4, mesh),
+        collective_bytes(run.trace, 4),
+        run.time,
+        [r.tolist() for r in run.returns],
+    )
 
 
 def pipeline_figures():
@@ -178,8 +189,9 @@ def test_every_collective_transfer_carries_its_step_and_its_move(collective, alg
     k, itemsize = 4, 4
     cluster = collsim.Cluster(topology.switch(6))
     group = Group([5, 1, 3, 0])  # group ranks differ from global ranks
-    out = cluster.collective(collective, count=8 * k, dtype="float32", algorithm=algorithm,
-                             group=group, root=1)  # fmt: skip
+    out = cluster.collective(
+        collective, count=8 * k, dtype="float32", algorithm=algorithm, group=group, root=1
+    )
     schedule = out.schedule
     bounds = chunk_bounds(schedule.buffer_elements(out.count), schedule.n_chunks)
     # a pair may carry two moves in one step (PAT's wrapped chunk ranges): key by chunk too
@@ -237,11 +249,14 @@ def test_layer_passes_carry_their_records():
 
     trace = collsim.Cluster(topology.switch(1)).run(program).trace
     records = [c.meta for c in trace.computes]
-    assert records == [LayerPass("forward", "0 Linear"), LayerPass("forward", "1 Linear"),
-                       LayerPass("backward_input", "1 Linear"),
-                       LayerPass("backward_weight", "1 Linear"),
-                       LayerPass("backward_input", "0 Linear"),
-                       LayerPass("backward_weight", "0 Linear")]  # fmt: skip
+    assert records == [
+        LayerPass("forward", "0 Linear"),
+        LayerPass("forward", "1 Linear"),
+        LayerPass("backward_input", "1 Linear"),
+        LayerPass("backward_weight", "1 Linear"),
+        LayerPass("backward_input", "0 Linear"),
+        LayerPass("backward_weight", "0 Linear"),
+    ]
     assert [c.label for c in trace.computes][:2] == ["F 0 Linear", "F 1 Linear"]  # display
 
 

@@ -73,8 +73,9 @@ def cli_json(capsys, name, p, m, v):
 
 @pytest.mark.parametrize("wording", list(WORDINGS))
 @pytest.mark.parametrize("name, p, m, v", CASES)
-def test_rewording_pass_labels_changes_no_pipeline_figure(monkeypatch, capsys, name, p, m, v,
-                                                          wording):  # fmt: skip
+def test_rewording_pass_labels_changes_no_pipeline_figure(
+    monkeypatch, capsys, name, p, m, v, wording
+):
     plain = pipeline_step(name, p, m, v, **LINKS)
     before = pipeline_figures(plain)
     cli_before = cli_json(capsys, name, p, m, v)
@@ -199,8 +200,9 @@ def test_chrome_export_carries_each_pass_record_and_is_byte_identical():
     messages = [e for e in events if e["ph"] == "X" and e["tid"] == 1]
     assert len(messages) == len(result.trace.transfers) == 2 * 4 * 2
     for event in messages:
-        tag = PipelineMessage(event["args"]["kind"], event["args"]["microbatch"],
-                              event["args"]["virtual_stage"])  # fmt: skip
+        tag = PipelineMessage(
+            event["args"]["kind"], event["args"]["microbatch"], event["args"]["virtual_stage"]
+        )
         assert event["args"]["tag"] == str(tag) and event["pid"] == event["args"]["src"]
         assert event["args"]["dst"] == tag.virtual_stage  # p stages on ranks 0..p-1, v = 1
 

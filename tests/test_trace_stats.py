@@ -45,15 +45,23 @@ def _random_exchanges(rank, seed, rounds):
     sizes = [int(s) for s in rng.integers(0, 4, size=rounds) * 1024]  # repeats, and zeros
     k = rank.size
     for step, size in enumerate(sizes):
-        yield rank.exchange(sends=[((rank.id + 1) % k, CountOnly(size), step)],
-                            recvs=[((rank.id - 1) % k, step)])  # fmt: skip
+        yield rank.exchange(
+            sends=[((rank.id + 1) % k, CountOnly(size), step)], recvs=[((rank.id - 1) % k, step)]
+        )
 
 
-@given(k=st.integers(2, 9), seed=st.integers(0, 2**16), rounds=st.integers(1, 6),
-       shape=st.sampled_from(["ring", "switch", "fully_connected"]))  # fmt: skip
+@given(
+    k=st.integers(2, 9),
+    seed=st.integers(0, 2**16),
+    rounds=st.integers(1, 6),
+    shape=st.sampled_from(["ring", "switch", "fully_connected"]),
+)
 def test_the_counts_of_random_exchanges_are_those_added_one_by_one(k, seed, rounds, shape):
-    topo = {"ring": lambda: topology.ring(k), "switch": lambda: topology.switch(k),
-            "fully_connected": lambda: topology.fully_connected(k)}[shape]()  # fmt: skip
+    topo = {
+        "ring": lambda: topology.ring(k),
+        "switch": lambda: topology.switch(k),
+        "fully_connected": lambda: topology.fully_connected(k),
+    }[shape]()
     result = collsim.Cluster(topo).run(_random_exchanges, seed, rounds)
     assert result.trace.transfer_count == len(list(result.trace._records())) == k * rounds
     assert_same_as_record_by_record(result.trace, k)
@@ -68,8 +76,10 @@ def test_the_counts_of_a_per_transfer_collective_are_those_added_one_by_one(algo
     trace = out.run.trace
     assert trace.transfer_count and not trace._blocks
     if algorithm == "nvls":
-        assert any(links == () or links[0][0] != src for src, _, _, _, _, _, links, _, _
-                   in trace._records())  # fmt: skip
+        assert any(
+            links == () or links[0][0] != src
+            for src, _, _, _, _, _, links, _, _ in trace._records()
+        )
     assert_same_as_record_by_record(trace, 8)
 
 
@@ -109,8 +119,7 @@ def test_whole_sizes_of_any_integer_type_are_multiplied_exactly():
     assert stats.bytes_sent == [7000, 0, 1000 * (3 << 40)]
     assert stats.bytes_received == [1000 * (3 << 40), 0, 7000]
     assert stats.messages_sent == [1000, 0, 1000]
-    assert stats.link_bytes == {(2, 1): 1000 * (3 << 40), (1, 0): 1000 * (3 << 40),
-                                (0, 2): 7000}  # fmt: skip
+    assert stats.link_bytes == {(2, 1): 1000 * (3 << 40), (1, 0): 1000 * (3 << 40), (0, 2): 7000}
 
 
 def test_the_recorder_is_add_transfer():
@@ -139,8 +148,17 @@ def test_packing_keeps_every_record_its_order_and_the_counts():
     packed, plain = Trace(), Trace()
     for i in range(1000):
         src, dst = (int(x) for x in rng.integers(0, 5, size=2))
-        record = (src, dst, i, int(rng.integers(0, 9)) * 512, float(i), float(i) + 0.5,
-                  ((src, dst),) if src != dst else (), f"m{i % 3}", None)  # fmt: skip
+        record = (
+            src,
+            dst,
+            i,
+            int(rng.integers(0, 9)) * 512,
+            float(i),
+            float(i) + 0.5,
+            ((src, dst),) if src != dst else (),
+            f"m{i % 3}",
+            None,
+        )
         packed.transfer_recorder()(record)
         plain.transfer_recorder()(record)
         if i % 97 == 0:

@@ -165,8 +165,22 @@ def test_the_cli_builds_one_config_and_every_rule_runs_once(monkeypatch):
 
     monkeypatch.setattr(collsim.verify.run, "train_on_cluster", no_training)
     monkeypatch.setattr(collsim.verify, "verify", spy)
-    argv = ["verify", "zero", "--stage", "2", "--dp", "2", "--hidden", "8", "--heads", "2",
-            "--seq", "4", "--steps", "1"]  # fmt: skip
+    argv = [
+        "verify",
+        "zero",
+        "--stage",
+        "2",
+        "--dp",
+        "2",
+        "--hidden",
+        "8",
+        "--heads",
+        "2",
+        "--seq",
+        "4",
+        "--steps",
+        "1",
+    ]
 
     def run():
         with pytest.raises(Trained):
@@ -184,8 +198,9 @@ def test_the_cli_builds_one_config_and_every_rule_runs_once(monkeypatch):
 
 
 def test_a_config_and_its_keywords_run_the_same_check():
-    by_keywords = collsim.verify.verify("tp-row", tp=2, batch=2, hidden=4, ffn_hidden=8, seq=2,
-                                        steps=1)  # fmt: skip
+    by_keywords = collsim.verify.verify(
+        "tp-row", tp=2, batch=2, hidden=4, ffn_hidden=8, seq=2, steps=1
+    )
     config = VerifyConfig("tp-row", tp=2, batch=2, hidden=4, ffn_hidden=8, seq=2, steps=1)
     assert collsim.verify.verify(config).to_dict() == by_keywords.to_dict()
     assert by_keywords.match

@@ -50,8 +50,13 @@ def test_a_started_transfer_arrives_once_records_and_completes_both_posts():
     assert transfer.sender.done and transfer.receiver.done
     assert transfer.receiver.value == CountOnly(2_000)
     (record,) = mail.trace.transfers
-    assert (record.src, record.dst, record.tag, record.nbytes, record.label) == (0, 1, 7, 2_000,
-                                                                                 "x")  # fmt: skip
+    assert (record.src, record.dst, record.tag, record.nbytes, record.label) == (
+        0,
+        1,
+        7,
+        2_000,
+        "x",
+    )
     assert record.links == ((0, 1),)
     assert record.end == pytest.approx(1e-6 + 2_000 / 1e9, rel=1e-12)
 
@@ -132,11 +137,15 @@ _PEERS = st.sampled_from([0, 1, 3, 4, -1, True, 2.0, "1"])  # in range, out of r
 
 
 @given(
-    sends=st.lists(st.tuples(_PEERS, st.sampled_from(["size", "array", "list"]),
-                             st.sampled_from([0, 7, True, "t"])), max_size=3),
+    sends=st.lists(
+        st.tuples(
+            _PEERS, st.sampled_from(["size", "array", "list"]), st.sampled_from([0, 7, True, "t"])
+        ),
+        max_size=3,
+    ),
     recvs=st.lists(st.tuples(_PEERS, st.sampled_from([0, 7, None, "t"])), max_size=3),
     as_list=st.booleans(),
-)  # fmt: skip
+)
 def test_an_exchange_is_plain_exactly_when_every_entry_passes_the_named_checks(
     sends, recvs, as_list
 ):
@@ -148,8 +157,9 @@ def test_an_exchange_is_plain_exactly_when_every_entry_passes_the_named_checks(
     send_entries = [(d, payloads[p], t) for d, p, t in sends]
     recv_entries = [(s, t) if t is not None else (s,) for s, t in recvs]
 
-    entries = (send_entries, recv_entries) if as_list else (tuple(send_entries),
-                                                             tuple(recv_entries))  # fmt: skip
+    entries = (
+        (send_entries, recv_entries) if as_list else (tuple(send_entries), tuple(recv_entries))
+    )
     op = _exchange_made_on_rank_0(entries)
     plain = all(plain_send(e, 4) for e in send_entries) and all(
         plain_recv(e, 4) for e in recv_entries
@@ -244,8 +254,9 @@ def test_a_waiting_post_is_the_message_with_its_sides_named():
         if rank.id == 0:
             handle = yield rank.isend(1, CountOnly(8), tag=3, label="x")
             waiting = rank._execution.mail.sends[(0, 1, 3)]
-            seen.append((waiting.payload, waiting.label, waiting.sender is handle,
-                         waiting.receiver))  # fmt: skip
+            seen.append(
+                (waiting.payload, waiting.label, waiting.sender is handle, waiting.receiver)
+            )
             yield rank.wait(handle)
         else:
             yield rank.compute(seconds=1e-3)

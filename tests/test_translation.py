@@ -110,13 +110,17 @@ def test_only_string_and_comment_tokens_are_replaced():
     )
 
 
-@pytest.mark.parametrize("text, named", [
-    ("<!-- cell 2 -->\nprose\n", "expected <!-- cell 1 -->"),
-    ("<!-- cell 1 -->\na\n<!-- strings -->\n<!-- cell 2 -->\nb\n", "expected <!-- cell 2 -->"),
-    ("stray prose\n<!-- cell 1 -->\na\n", "'stray prose' is outside any section"),
-    ("<!-- cell 1 -->\na\n<!-- strings -->\n- \"a\"\n- \"b\"\n", "come in pairs"),
-    ("<!-- cell 1 -->\na\n<!-- strings -->\n- \"a\"\n", "come in pairs"),
-], ids=["first not 1", "after strings", "outside", "two english", "no translation"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("<!-- cell 2 -->\nprose\n", "expected <!-- cell 1 -->"),
+        ("<!-- cell 1 -->\na\n<!-- strings -->\n<!-- cell 2 -->\nb\n", "expected <!-- cell 2 -->"),
+        ("stray prose\n<!-- cell 1 -->\na\n", "'stray prose' is outside any section"),
+        ('<!-- cell 1 -->\na\n<!-- strings -->\n- "a"\n- "b"\n', "come in pairs"),
+        ('<!-- cell 1 -->\na\n<!-- strings -->\n- "a"\n', "come in pairs"),
+    ],
+    ids=["first not 1", "after strings", "outside", "two english", "no translation"],
+)
 def test_a_malformed_translation_is_refused_with_its_file_and_line(text, named):
     with pytest.raises(ConfigError) as info:
         parse_translation(text, source="lessons/ja/01_x.md")

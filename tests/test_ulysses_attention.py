@@ -222,19 +222,25 @@ def test_weights_are_copies_and_replicated():
 @pytest.mark.parametrize(
     ("call", "pieces"),
     [
-        (lambda full: UlyssesAttention.from_full(full, Group(range(4)), 0),
-         ["heads=6", "cp=4", "nearest first: 3, 2, 6, 1"]),
-        (lambda full: UlyssesAttention.from_full(full, Group(range(2)), 0, layout="balance"),
-         ["'balance'", "'balanced'"]),
+        (
+            lambda full: UlyssesAttention.from_full(full, Group(range(4)), 0),
+            ["heads=6", "cp=4", "nearest first: 3, 2, 6, 1"],
+        ),
+        (
+            lambda full: UlyssesAttention.from_full(full, Group(range(2)), 0, layout="balance"),
+            ["'balance'", "'balanced'"],
+        ),
         (lambda full: UlyssesAttention.from_full(full, Group(range(2)), 2), ["cp_rank=2", "0..1"]),
         (lambda full: UlyssesAttention.from_full(object(), Group(range(2)), 0), ["object"]),
-        (lambda full: ulysses_attention_bytes(2, 8, 8, 2, 8, "backwards"),
-         ["'backwards'", "'backward'"]),
+        (
+            lambda full: ulysses_attention_bytes(2, 8, 8, 2, 8, "backwards"),
+            ["'backwards'", "'backward'"],
+        ),
         (lambda full: ulysses_attention_bytes(2, 9, 8, 2, 8), ["seq=9", "cp=2"]),
         (lambda full: ulysses_attention_bytes(2, 8, 8, 0, 8), ["got cp=0"]),
         (lambda full: ulysses_attention_bytes(2, 8, 8, 2, 2.5), ["bytes_per_element", "2.5"]),
     ],
-)  # fmt: skip
+)
 def test_bad_configurations_are_refused(call, pieces):
     full = make_attention(np.random.default_rng(0), heads=6, head_dim=2)
     with pytest.raises(ConfigError) as info:
@@ -244,11 +250,10 @@ def test_bad_configurations_are_refused(call, pieces):
 
 
 @pytest.mark.parametrize(
-    ("tokens", "layout", "pieces"), [(3, "balanced", ["(1, 3, 8)", "seq=6", "4 or 8"]),
-                                     (4, "contiguous", None)],
-)  # fmt: skip
-def test_a_rank_input_the_layout_cannot_hold_is_refused_before_any_transfer(tokens, layout,
-                                                                            pieces):  # fmt: skip
+    ("tokens", "layout", "pieces"),
+    [(3, "balanced", ["(1, 3, 8)", "seq=6", "4 or 8"]), (4, "contiguous", None)],
+)
+def test_a_rank_input_the_layout_cannot_hold_is_refused_before_any_transfer(tokens, layout, pieces):
     full = make_attention(np.random.default_rng(0), heads=2, head_dim=4)
     group = Group([0, 1])
 

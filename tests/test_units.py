@@ -71,10 +71,19 @@ def test_a_size_in_bits_is_refused_naming_the_byte_spelling(text, spelling):
 
 @pytest.mark.parametrize(
     "text, nbytes",
-    [("8", 8), ("1K", 2**10), ("1k", 2**10), ("64M", 64 * 2**20), ("64m", 64 * 2**20),
-     ("8G", 8 * 2**30), ("8g", 8 * 2**30), ("1.5G", 3 * 2**29), ("2 T", 2 * 2**40),
-     ("1P", 2**50)],
-)  # fmt: skip
+    [
+        ("8", 8),
+        ("1K", 2**10),
+        ("1k", 2**10),
+        ("64M", 64 * 2**20),
+        ("64m", 64 * 2**20),
+        ("8G", 8 * 2**30),
+        ("8g", 8 * 2**30),
+        ("1.5G", 3 * 2**29),
+        ("2 T", 2 * 2**40),
+        ("1P", 2**50),
+    ],
+)
 def test_a_prefix_alone_is_binary_as_nccl_tests_reads_it(text, nbytes):
     # issue 25, item 10: nccl-tests' parsesize reads K, M and G as powers of 1,024
     assert parse_size(text) == nbytes
@@ -327,10 +336,17 @@ def test_formatters_refuse_what_is_not_a_number(fmt, bad):
         fmt(bad)
 
 
-@pytest.mark.parametrize("rate, text", [
-    (1.5e14, "150 TFLOP/s"), (3.12e14, "312 TFLOP/s"), (2e15, "2 PFLOP/s"),
-    (5e9, "5 GFLOP/s"), (12.0, "12 FLOP/s"), (float("inf"), "inf FLOP/s"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "rate, text",
+    [
+        (1.5e14, "150 TFLOP/s"),
+        (3.12e14, "312 TFLOP/s"),
+        (2e15, "2 PFLOP/s"),
+        (5e9, "5 GFLOP/s"),
+        (12.0, "12 FLOP/s"),
+        (float("inf"), "inf FLOP/s"),
+    ],
+)
 def test_format_flops_reads_like_a_datasheet(rate, text):
     from collsim import units
 

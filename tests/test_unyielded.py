@@ -107,8 +107,10 @@ def test_a_hang_caused_by_a_forgotten_receive_says_so_in_the_deadlock_report():
         ring().run(program)
     text = str(info.value)
     for r in range(3):
-        assert (f"rank {r} made rank.recv({(r - 1) % 3}) and never yielded it, so it never "
-                f"ran: write `y = yield rank.recv({(r - 1) % 3})`") in text  # fmt: skip
+        assert (
+            f"rank {r} made rank.recv({(r - 1) % 3}) and never yielded it, so it never "
+            f"ran: write `y = yield rank.recv({(r - 1) % 3})`"
+        ) in text
 
 
 def test_programs_that_yield_all_they_make_run_as_before():

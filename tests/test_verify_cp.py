@@ -38,10 +38,14 @@ def test_cp_matches_one_device_and_its_bytes_and_flops_their_closed_forms(varian
     if variant == "ring":  # every pass of every layer and step, by the closed form
         hd = SMALL["hidden"] // SMALL["heads"]
         closed = [
-            sum(causal_attention_flops(16, cp, layout, batch=2, heads=4, head_dim=hd, pass_=p)[i]
-                for p in ("forward", "backward")) * SMALL["layers"] * SMALL["steps"]
+            sum(
+                causal_attention_flops(16, cp, layout, batch=2, heads=4, head_dim=hd, pass_=p)[i]
+                for p in ("forward", "backward")
+            )
+            * SMALL["layers"]
+            * SMALL["steps"]
             for i in range(cp)
-        ]  # fmt: skip
+        ]
         assert flops == closed
     if variant == "ring" and layout == "contiguous":  # the causal imbalance
         tile = 16 // cp  # rank i keeps i·tile² + tile(tile+1)/2 (query, key) pairs
@@ -64,8 +68,19 @@ def test_without_a_causal_mask_even_the_contiguous_layout_is_balanced():
     [(1, 2, 2, 1, 1), (2, 2, 2, 1, 1), (1, 1, 2, 1, 2), (2, 2, 1, 2, 1)],
 )
 def test_nd_meshes_train_like_one_device(replicate, shard, cp, tp, pp):
-    report = verify_context("nd", dp_replicate=replicate, dp_shard=shard, cp=cp, tp=tp, pp=pp,
-                            hidden=8, heads=4, seq=8, layers=2, steps=2)  # fmt: skip
+    report = verify_context(
+        "nd",
+        dp_replicate=replicate,
+        dp_shard=shard,
+        cp=cp,
+        tp=tp,
+        pp=pp,
+        hidden=8,
+        heads=4,
+        seq=8,
+        layers=2,
+        steps=2,
+    )
     f = report.context
     assert report.match is True
     assert f.mesh == dict(dp_replicate=replicate, dp_shard=shard, cp=cp, tp=tp, pp=pp)
@@ -87,11 +102,17 @@ def refused(argv, bad, phrase):
 
 
 REFUSALS = [
-    (["cp", "--cp", "4", "--variant", "all-to-all", "--heads", "2", "--hidden", "8"], "heads=2",
-     "DeepSpeed-Ulysses needs heads divisible by cp"),
+    (
+        ["cp", "--cp", "4", "--variant", "all-to-all", "--heads", "2", "--hidden", "8"],
+        "heads=2",
+        "DeepSpeed-Ulysses needs heads divisible by cp",
+    ),
     (["cp", "--cp", "4", "--seq", "12"], "--seq 12", "nearest valid --seq 8 or 16"),
-    (["cp", "--cp", "4", "--seq", "6", "--layout", "contiguous"], "--seq 6",
-     "nearest valid --seq 4 or 8"),
+    (
+        ["cp", "--cp", "4", "--seq", "6", "--layout", "contiguous"],
+        "--seq 6",
+        "nearest valid --seq 4 or 8",
+    ),
     (["cp", "--variant", "ulysses"], "ulysses", "nearest valid choice 'all-to-all'"),
     (["cp", "--layout", "zigzag"], "zigzag", "not one of contiguous, balanced"),
     (["cp", "--cp", "0"], "--cp 0", "whole number >= 1"),
@@ -106,7 +127,7 @@ REFUSALS = [
     (["cp", "--lr", "inf"], "inf", "learning rate"),
     (["cp", "--stage", "2"], "--stage", "does not apply"),
     (["cp", "--gpus-per-node", "3"], "--gpus-per-node 3", "nearest valid --gpus-per-node 2"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("argv, bad, phrase", REFUSALS, ids=lambda v: str(v)[:40])
@@ -115,12 +136,28 @@ def test_bad_flags_are_refused_by_name_before_any_work(argv, bad, phrase):
 
 
 BAD_NUMBERS = ["-1", "0", "nan", "inf", "-inf", str(2**62), "1e300", "abc", "2.5"]
-SIZE_FLAGS = ["--cp", "--pp", "--dp-replicate", "--dp-shard", "--tp", "--seq", "--heads",
-              "--hidden", "--layers", "--steps", "--batch", "--gpus-per-node", "--lr"]  # fmt: skip
+SIZE_FLAGS = [
+    "--cp",
+    "--pp",
+    "--dp-replicate",
+    "--dp-shard",
+    "--tp",
+    "--seq",
+    "--heads",
+    "--hidden",
+    "--layers",
+    "--steps",
+    "--batch",
+    "--gpus-per-node",
+    "--lr",
+]
 
 
-@given(scheme=st.sampled_from(["cp", "nd"]), flag=st.sampled_from(SIZE_FLAGS),
-       bad=st.sampled_from(BAD_NUMBERS))  # fmt: skip
+@given(
+    scheme=st.sampled_from(["cp", "nd"]),
+    flag=st.sampled_from(SIZE_FLAGS),
+    bad=st.sampled_from(BAD_NUMBERS),
+)
 def test_fuzz_bad_numbers_are_refused_by_value_without_a_traceback(scheme, flag, bad):
     if flag == "--lr" and bad in (str(2**62), "1e300", "2.5"):
         return  # a finite learning rate > 0 is valid, however large: not a refusal
@@ -134,14 +171,24 @@ def test_the_api_refuses_what_the_trainer_would_refuse_before_training():
         verify_context("xx")
 
 
-KEYS = {"match": bool, "bytes_per_rank": list, "bytes_by_collective": dict,
-        "bytes_by_link_class": dict, "peak_memory": dict, "time_s": float,
-        "exposed_comm_s": list, "attention_flops_per_rank": list, "formula_bytes": list,
-        "cp_bytes_per_rank": list}  # fmt: skip
+KEYS = {
+    "match": bool,
+    "bytes_per_rank": list,
+    "bytes_by_collective": dict,
+    "bytes_by_link_class": dict,
+    "peak_memory": dict,
+    "time_s": float,
+    "exposed_comm_s": list,
+    "attention_flops_per_rank": list,
+    "formula_bytes": list,
+    "cp_bytes_per_rank": list,
+}
 
 
-@pytest.mark.parametrize("scheme, flags", [("cp", ["--cp", "2", "--layout", "contiguous"]),
-                                           ("nd", ["--dp-shard", "2", "--cp", "2"])])  # fmt: skip
+@pytest.mark.parametrize(
+    "scheme, flags",
+    [("cp", ["--cp", "2", "--layout", "contiguous"]), ("nd", ["--dp-shard", "2", "--cp", "2"])],
+)
 def test_json_has_the_verify_keys_and_the_cp_ones(scheme, flags):
     outcome = run_cli(["verify", scheme, *flags, "--steps", "1", "--json"])
     assert outcome.status == 0

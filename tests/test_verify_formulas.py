@@ -19,8 +19,9 @@ from collsim.parallel.config import ParallelConfig
 from collsim.verify import SCHEMES, expected_bytes, verify
 
 # expected_bytes' arguments for each scheme: degrees > 1 on every dimension it uses
-SIZES = dict(micro_batch=2, accumulation=2, steps=3, seq=4, hidden=8, ffn=32, layers=2,
-             local_params=1000)  # fmt: skip
+SIZES = dict(
+    micro_batch=2, accumulation=2, steps=3, seq=4, hidden=8, ffn=32, layers=2, local_params=1000
+)
 DEGREES = {"dp": dict(dp=4, tp=1), "dp-tp": dict(dp=2, tp=4)}
 CASES = [(scheme, False) for scheme in SCHEMES] + [("dp-tp", True)]  # dp-tp with and without SP
 IDS = [f"{scheme}{'-sp' if sp else ''}" for scheme, sp in CASES]
@@ -83,7 +84,7 @@ TRAIN_CASES = {
     "dp-tp": (
         dict(dp=2, tp=2, sequence_parallel=True, bucket_bytes="1KiB"),
         dict(dp=2, tp=2, sp=True, bucket_bytes=1024),
-    ),  # fmt: skip
+    ),
     "zero": (dict(dp=2, stage=2), dict(dp=2, zero=2)),
     "fsdp": (
         dict(dp=2, prefetch="forward", reshard_after_forward=False),
@@ -118,8 +119,18 @@ def test_verify_hands_the_trainer_one_parallel_config(scheme, trained_configs):
 
 
 def test_sequence_parallel_over_one_tp_rank_is_no_split_in_the_config(trained_configs):
-    report = verify("dp-tp", dp=2, tp=1, sequence_parallel=True, batch=2, hidden=4, heads=4,
-                    seq=4, layers=1, steps=1)  # fmt: skip
+    report = verify(
+        "dp-tp",
+        dp=2,
+        tp=1,
+        sequence_parallel=True,
+        batch=2,
+        hidden=4,
+        heads=4,
+        seq=4,
+        layers=1,
+        steps=1,
+    )
     assert report.match and report.config["sequence_parallel"] is True
     assert trained_configs[0].sp is False and trained_configs[0].tp == 1
 
@@ -148,8 +159,24 @@ def test_refusals_come_before_any_training(options, bad, monkeypatch):
 
 
 def test_the_command_refuses_an_empty_gradient_bucket_by_its_flag():
-    argv = ["verify", "dp", "--dp", "2", "--batch", "4", "--hidden", "8", "--heads", "2",
-            "--layers", "1", "--steps", "1", "--bucket-size", "0"]  # fmt: skip
+    argv = [
+        "verify",
+        "dp",
+        "--dp",
+        "2",
+        "--batch",
+        "4",
+        "--hidden",
+        "8",
+        "--heads",
+        "2",
+        "--layers",
+        "1",
+        "--steps",
+        "1",
+        "--bucket-size",
+        "0",
+    ]
     outcome = run_cli(argv, bad="--bucket-size 0", timeout=10)
     assert outcome.status == 2 and outcome.stdout == ""
     assert "1B" in outcome.stderr  # the nearest valid size

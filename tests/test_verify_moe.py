@@ -16,9 +16,21 @@ from collsim.parallel.experts.sync import EXPERT_KEYS
 @pytest.mark.parametrize("routing", ["uniform", "zipf", "lognormal", "hot", "adversarial"])
 def test_match_for_every_ep_and_routing(ep, routing, capsys):
     status = main(
-        ["verify", "moe", "--ep", str(ep), "--experts", "8", "--routing", routing,
-         "--capacity-factor", "1.25", "--drop-policy", "position"]
-    )  # fmt: skip
+        [
+            "verify",
+            "moe",
+            "--ep",
+            str(ep),
+            "--experts",
+            "8",
+            "--routing",
+            routing,
+            "--capacity-factor",
+            "1.25",
+            "--drop-policy",
+            "position",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0, out
     assert out.startswith("MATCH") and f"routing {routing}" in out
@@ -44,8 +56,9 @@ def test_json_report_counts_every_token_and_byte(capsys):
 
 
 def test_the_allgather_dispatcher_moves_every_token(capsys):
-    status, report = run_json("--dispatcher", "allgather", "--routing", "adversarial",
-                              capsys=capsys)  # fmt: skip
+    status, report = run_json(
+        "--dispatcher", "allgather", "--routing", "adversarial", capsys=capsys
+    )
     assert status == 0 and report["match"] and report["dispatcher"] == "allgather"
     for rank in report["ranks"]:  # whatever the routing: every rank's 16 tokens to 3 others
         assert rank["dispatch_sent_bytes"] == 3 * 16 * (16 + 2 * 8) * 8
@@ -74,8 +87,22 @@ def test_dropped_tokens_are_counted(capsys):
 
 @pytest.mark.parametrize("dispatcher", ["alltoall", "allgather", "hierarchical"])
 def test_two_nodes(dispatcher, capsys):
-    status = main(["verify", "moe", "--ep", "8", "--experts", "16", "--top-k", "4",
-                   "--gpus-per-node", "4", "--dispatcher", dispatcher])  # fmt: skip
+    status = main(
+        [
+            "verify",
+            "moe",
+            "--ep",
+            "8",
+            "--experts",
+            "16",
+            "--top-k",
+            "4",
+            "--gpus-per-node",
+            "4",
+            "--dispatcher",
+            dispatcher,
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0 and out.startswith("MATCH"), out
     assert f"2 node(s) of 4 GPUs, {dispatcher} dispatcher" in out

@@ -75,20 +75,32 @@ def refused(argv, bad, phrase):
 
 REFUSALS = [
     (["--dp-replicate", "2", "--ep", "3"], "--ep 3", "must divide 2; nearest valid --ep 2"),
-    (["--dp-replicate", "4", "--ep", "2", "--experts", "3"], "--experts 3",
-     "not divisible by --ep 2"),
-    (["--dp-replicate", "2", "--tp", "2", "--sp", "--ep", "2", "--capacity-factor", "1.0"],
-     "--capacity-factor 1.0", "one block of the batch"),
-    (["--cp", "2", "--ep", "2", "--capacity-factor", "1.5"], "--capacity-factor 1.5",
-     "one block of the batch"),
+    (
+        ["--dp-replicate", "4", "--ep", "2", "--experts", "3"],
+        "--experts 3",
+        "not divisible by --ep 2",
+    ),
+    (
+        ["--dp-replicate", "2", "--tp", "2", "--sp", "--ep", "2", "--capacity-factor", "1.0"],
+        "--capacity-factor 1.0",
+        "one block of the batch",
+    ),
+    (
+        ["--cp", "2", "--ep", "2", "--capacity-factor", "1.5"],
+        "--capacity-factor 1.5",
+        "one block of the batch",
+    ),
     (["--dp-shard", "2", "--ep", "2"], "zero=3", "set zero=0"),
-    (["--dp-replicate", "2", "--ep", "2", "--dispatcher", "allgather"], "--dispatcher",
-     "applies to scheme moe"),
+    (
+        ["--dp-replicate", "2", "--ep", "2", "--dispatcher", "allgather"],
+        "--dispatcher",
+        "applies to scheme moe",
+    ),
     (["--dp-replicate", "2", "--ep", "2", "--top-k", "5"], "--top-k 5", "nearest valid --top-k 4"),
     (["--dp-replicate", "2", "--ep", "0"], "--ep 0", "whole number >= 1"),
     (["--dp-replicate", "2", "--ep", "2", "--routing", "zipff"], "zipff", "zipf"),
     (["--dp-replicate", "2", "--ep", "2", "--capacity-factor", "-1"], "-1", "> 0"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("argv, bad, phrase", REFUSALS, ids=lambda v: str(v)[:50])

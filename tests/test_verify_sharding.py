@@ -74,16 +74,22 @@ def test_every_zero_stage_matches_one_device_with_the_papers_memory_and_bytes(st
     assert s.bytes_by_link_class == {"intra_node": sum(report.bytes_sent), "inter_node": 0}
 
 
-@given(stage=st.sampled_from([1, 2, 3]), dp=st.integers(1, 8), seed=st.integers(0, 2**32),
-       hidden=st.sampled_from([4, 8]), layers=st.integers(1, 2))  # fmt: skip
+@given(
+    stage=st.sampled_from([1, 2, 3]),
+    dp=st.integers(1, 8),
+    seed=st.integers(0, 2**32),
+    hidden=st.sampled_from([4, 8]),
+    layers=st.integers(1, 2),
+)
 def test_drawn_shard_counts_shapes_and_seeds_match_with_identical_replicas(
     stage, dp, seed, hidden, layers
 ):
     """Any dp from 1 to 8, including ones that do not divide Ψ (the shards are zero-padded
     as FSDP pads its flat parameters): Adam steps equal one device's, replicas agree, and
     the bytes equal the closed forms on the padded buffers."""
-    report = verify("zero", stage=stage, dp=dp, hidden=hidden, heads=2, seq=4, layers=layers,
-                    steps=2, seed=seed)  # fmt: skip
+    report = verify(
+        "zero", stage=stage, dp=dp, hidden=hidden, heads=2, seq=4, layers=layers, steps=2, seed=seed
+    )
     assert report.match and report.dp_replica_diff == 0.0
     s = report.sharding
     padded = padded_params(s.unit_params, stage, dp)
@@ -98,8 +104,13 @@ def test_drawn_shard_counts_shapes_and_seeds_match_with_identical_replicas(
 @pytest.mark.parametrize("prefetch", PREFETCH)
 def test_fsdp_with_every_prefetch_and_reshard_matches_and_gathers_as_scheduled(prefetch, reshard):
     layers = 3  # so that one, two and all units gathered differ
-    report = verify("fsdp", dp=4, prefetch=prefetch, reshard_after_forward=reshard,
-                    **{**SMALL, "layers": layers})  # fmt: skip
+    report = verify(
+        "fsdp",
+        dp=4,
+        prefetch=prefetch,
+        reshard_after_forward=reshard,
+        **{**SMALL, "layers": layers},
+    )
     assert report.match
     assert report.config["prefetch"] == prefetch
     assert report.config["reshard_after_forward"] is reshard
@@ -111,8 +122,14 @@ def test_fsdp_with_every_prefetch_and_reshard_matches_and_gathers_as_scheduled(p
     assert report.sharding.peak["gathered_params"] == 2 * UNIT * held
     assert report.sharding.model_state == 16 * layers * UNIT // 4
     data = report.to_dict()
-    for key in ("match", "bytes_per_rank", "bytes_by_collective", "bytes_by_link_class",
-                "peak_memory", "peak_memory_per_rank"):  # fmt: skip
+    for key in (
+        "match",
+        "bytes_per_rank",
+        "bytes_by_collective",
+        "bytes_by_link_class",
+        "peak_memory",
+        "peak_memory_per_rank",
+    ):
         assert key in data
 
 
@@ -191,8 +208,11 @@ REFUSED = [
     (["zero", "--stage", "4"], "--stage 4", "nearest valid --stage 3"),
     (["zero", "--stage", "0"], "--stage 0", "nearest valid --stage 1"),
     (["zero", "--stage", "x"], "--stage 'x'", "whole number"),
-    (["hsdp", "--dp-replicate", "3", "--dp-shard", "0"], "--dp-shard 0",
-     "nearest valid --dp-shard 1"),
+    (
+        ["hsdp", "--dp-replicate", "3", "--dp-shard", "0"],
+        "--dp-shard 0",
+        "nearest valid --dp-shard 1",
+    ),
     (["fsdp", "--prefetch", "sideways"], "--prefetch sideways", "nearest valid --prefetch"),
     (["fsdp", "--prefetch", "backwards"], "backwards", "nearest valid --prefetch backward"),
     (["zero", "--optimizer", "adamw"], "adamw", "nearest valid --optimizer adam"),
@@ -204,7 +224,7 @@ REFUSED = [
     (["hsdp", "--dp", "8"], "--dp 8", "2 × 2 = 4"),
     (["hsdp", "--dp-replicate", "16", "--dp-shard", "8"], "--dp-shard 8", "more than the 64"),
     (["zero", "--tp", "2"], "tp=2", "data parallel only"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("argv", "bad", "rule"), REFUSED, ids=[" ".join(a) for a, _, _ in REFUSED])
@@ -230,15 +250,36 @@ def test_the_api_refuses_by_keyword(scheme, options, bad, no_training):
 
 
 BAD_VALUES = ["-1", "0", "nan", "inf", "-inf", str(2**62), "1e300", "abc", "", "2.5", "NaN"]
-FLAG_SCHEME = {"--stage": "zero", "--dp-replicate": "hsdp", "--dp-shard": "hsdp",
-               "--gpus-per-node": "hsdp", "--prefetch": "fsdp", "--optimizer": "zero"}  # fmt: skip
+FLAG_SCHEME = {
+    "--stage": "zero",
+    "--dp-replicate": "hsdp",
+    "--dp-shard": "hsdp",
+    "--gpus-per-node": "hsdp",
+    "--prefetch": "fsdp",
+    "--optimizer": "zero",
+}
 
 
-@given(flag=st.sampled_from(sorted(FLAG_SCHEME)), value=st.sampled_from(BAD_VALUES),
-       joined=st.booleans())  # fmt: skip
+@given(
+    flag=st.sampled_from(sorted(FLAG_SCHEME)),
+    value=st.sampled_from(BAD_VALUES),
+    joined=st.booleans(),
+)
 def test_fuzz_sharding_flags_name_the_bad_value(flag, value, joined):
-    argv = ["verify", FLAG_SCHEME[flag], "--hidden", "8", "--heads", "2", "--seq", "4",
-            "--layers", "1", "--steps", "1"]  # fmt: skip
+    argv = [
+        "verify",
+        FLAG_SCHEME[flag],
+        "--hidden",
+        "8",
+        "--heads",
+        "2",
+        "--seq",
+        "4",
+        "--layers",
+        "1",
+        "--steps",
+        "1",
+    ]
     argv += [f"{flag}={value}"] if joined else [flag, value]
     outcome = run_cli(argv, bad=value, timeout=10)
     assert outcome.status in (1, 2)
@@ -252,8 +293,15 @@ SCHEME_ARGV = {
     "hsdp": ["hsdp", "--dp-replicate", "2", "--dp-shard", "2"],
 }
 SMALL_ARGV = ["--hidden", "8", "--heads", "2", "--seq", "4", "--layers", "2", "--steps", "2"]
-CATEGORIES = {"params", "grads", "optimizer", "activations", "gathered_params", "comm_buffers",
-              "total"}  # fmt: skip
+CATEGORIES = {
+    "params",
+    "grads",
+    "optimizer",
+    "activations",
+    "gathered_params",
+    "comm_buffers",
+    "total",
+}
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEME_ARGV))
@@ -292,6 +340,12 @@ def test_the_human_report_shows_units_and_the_formulas():
 def test_the_help_teaches_what_each_stage_shards():
     outcome = run_cli(["verify", "--help"])
     text = " ".join(outcome.stdout.split())
-    for phrase in ("16 bytes per parameter", "4Ψ + 12Ψ/N", "2Ψ + 14Ψ/N", "16Ψ/N",
-                   "--dp-replicate", "--no-reshard-after-forward"):  # fmt: skip
+    for phrase in (
+        "16 bytes per parameter",
+        "4Ψ + 12Ψ/N",
+        "2Ψ + 14Ψ/N",
+        "16Ψ/N",
+        "--dp-replicate",
+        "--no-reshard-after-forward",
+    ):
         assert phrase in text

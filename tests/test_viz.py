@@ -338,8 +338,24 @@ def test_default_sweep_draws_every_algorithm_that_runs_on_that_many_ranks(
     from collsim.cli import main
 
     out = tmp_path / "s.png"
-    assert main(["viz", "sweep", collective, "--ranks", str(ranks), "--topology", "switch",
-                 "--max-bytes", "64KiB", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "viz",
+                "sweep",
+                collective,
+                "--ranks",
+                str(ranks),
+                "--topology",
+                "switch",
+                "--max-bytes",
+                "64KiB",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     from collsim import Cluster, topology
     from collsim.viz.sweep import sweep
 

@@ -39,8 +39,9 @@ def test_utilization_counts_payload_and_hatches_the_protocols_latency(protocol):
     from collsim.viz.utilization import latency_intervals, utilization
 
     g = hardware.topology("dgx-a100")
-    result = collsim.Cluster(g).all_reduce(count=1 << 22, dtype="float32", algorithm="ring",
-                                           protocol=protocol)  # fmt: skip
+    result = collsim.Cluster(g).all_reduce(
+        count=1 << 22, dtype="float32", algorithm="ring", protocol=protocol
+    )
     _, _, share = utilization(g, result.trace, bins=400)
     efficiency = hardware.PROTOCOLS[protocol].efficiency
     assert share.max() == pytest.approx(efficiency, rel=0.01)  # a busy link carries e of it

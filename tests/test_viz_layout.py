@@ -132,7 +132,7 @@ FOUND_BROKEN = {
         "--nodes",
         "4",
         "--all-links",
-    ],  # fmt: skip
+    ],
 }
 
 

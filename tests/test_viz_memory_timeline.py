@@ -149,7 +149,7 @@ def test_more_than_eight_ranks_is_refused_with_the_limit():
         ([True], "True"),
         ([], "1 to 8"),
         (3, "3"),
-    ],  # fmt: skip
+    ],
 )
 def test_bad_ranks_are_refused(ranks, bad):
     with pytest.raises(ConfigError, match=bad):
@@ -231,7 +231,7 @@ def test_a_window_zooms_in_on_simulated_time():
         ((0, 1, 2), "(start, end)"),
         ("1us", "(start, end)"),
         (5, "(start, end)"),
-    ],  # fmt: skip
+    ],
 )
 def test_bad_windows_are_refused(window, bad):
     with pytest.raises(ConfigError) as info:

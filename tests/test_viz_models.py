@@ -5,10 +5,13 @@ import pytest
 from collsim.cli import main
 
 
-@pytest.mark.parametrize("kind, module, function", [
-    ("memory", "collsim.viz.memory", "memory_figure"),
-    ("scaling", "collsim.viz.scaling", "scaling_figure"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, module, function",
+    [
+        ("memory", "collsim.viz.memory", "memory_figure"),
+        ("scaling", "collsim.viz.scaling", "scaling_figure"),
+    ],
+)
 def test_a_named_model_is_drawn_with_its_own_shape(kind, module, function, monkeypatch, tmp_path):
     seen = []
 

@@ -90,8 +90,10 @@ def test_bytes_per_rank_are_the_closed_forms(zero, n):
     if zero == 0:
         assert sent == {"all_reduce": [ring("all_reduce", psi)] * n}
     elif zero in (1, 2):
-        assert sent == {"reduce_scatter": [ring("reduce_scatter", padded)] * n,
-                        "all_gather": [ring("all_gather", padded)] * n}  # fmt: skip
+        assert sent == {
+            "reduce_scatter": [ring("reduce_scatter", padded)] * n,
+            "all_gather": [ring("all_gather", padded)] * n,
+        }
     else:  # every unit gathered twice (forward, backward), reduce-scattered once
         units = [sum(a.size for a in block.params.values()) for block in model]
         units = [FlatLayout.of({"p": np.zeros(u)}, n).padded for u in units]
@@ -130,8 +132,12 @@ def test_measured_model_state_is_the_zero_formula_and_the_planners(zero, n, opti
     assert peak["optimizer"] == k * psi / shard[2]
     if k == 12:  # mixed-precision Adam: 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N
         state = peak["params"] + peak["grads"] + peak["optimizer"]
-        assert state == {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 2 * psi + 14 * psi / n,
-                         3: 16 * psi / n}[zero]  # fmt: skip
+        assert (
+            state
+            == {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 2 * psi + 14 * psi / n, 3: 16 * psi / n}[
+                zero
+            ]
+        )
         assert (peak["params"], peak["grads"], peak["optimizer"]) == model_state_bytes(psi, zero, n)
     block = sum(a.size for a in model[0].params.values())
     assert peak["gathered_params"] == (2 * block if zero == 3 else 0)  # one unit, gathered
@@ -161,8 +167,12 @@ def test_config_refuses_a_stage_that_does_not_exist():
 def test_stage_1_can_all_reduce_its_gradients_instead(n):
     model, batches = problem(rows=n)
     scattered = train(model, batches, ParallelConfig(dp=n, zero=1), optimizer=Adam(1e-2))
-    reduced = train(model, batches, ParallelConfig(dp=n, zero=1, zero1_gradients="all_reduce"),
-                    optimizer=Adam(1e-2))  # fmt: skip
+    reduced = train(
+        model,
+        batches,
+        ParallelConfig(dp=n, zero=1, zero1_gradients="all_reduce"),
+        optimizer=Adam(1e-2),
+    )
     assert reduced.match and scattered.match
     for key, value in scattered.params.items():
         np.testing.assert_allclose(reduced.params[key], value, rtol=0, atol=1e-13)

@@ -17,8 +17,9 @@ from collsim.collectives.formulas import ALGORITHMS
 from collsim.collectives.registry import algorithms_for
 
 KS = (1, 2, 3, 5, 8)
-CASES = [(name, algorithm, k) for name in ALGORITHMS for k in KS
-         for algorithm in algorithms_for(name, k)]  # fmt: skip
+CASES = [
+    (name, algorithm, k) for name in ALGORITHMS for k in KS for algorithm in algorithms_for(name, k)
+]
 
 
 def _nothing_moved(out):
@@ -68,8 +69,9 @@ def test_a_rank_program_does_not_wait_for_a_zero_byte_call():
     assert result.trace.transfer_count == 0
 
 
-@pytest.mark.parametrize("mode", [[], ["--count-only"], ["--analytical"]],
-                         ids=["numeric", "count-only", "analytical"])  # fmt: skip
+@pytest.mark.parametrize(
+    "mode", [[], ["--count-only"], ["--analytical"]], ids=["numeric", "count-only", "analytical"]
+)
 @pytest.mark.parametrize("collective", ["all-reduce", "all-gather", "broadcast", "all-to-all"])
 def test_collsim_run_reports_zero_steps_time_and_bytes(collective, mode):
     outcome = run_cli(["run", collective, "--ranks", "5", "--size", "0", *mode, "--json"])

@@ -23,16 +23,25 @@ ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "tools" / "mpirun_programs"
 GOLDEN = ROOT / "tests" / "data" / "mpirun"
 # the rank counts each program is recorded on
-RANKS = {"mpi_objects": (1, 3, 4), "mpi_buffers": (1, 2, 5), "mpi_ring": (1, 2, 4),
-         "mpi_split": (2, 6), "mpi_errors": (2,)}  # fmt: skip
+RANKS = {
+    "mpi_objects": (1, 3, 4),
+    "mpi_buffers": (1, 2, 5),
+    "mpi_ring": (1, 2, 4),
+    "mpi_split": (2, 6),
+    "mpi_errors": (2,),
+}
 
 
 def per_rank_output(mpiexec, python, program, n, timeout=60):
     """Each rank's stdout lines of ``mpiexec -n n python program``."""
     with tempfile.TemporaryDirectory() as tmp:
         pattern = str(Path(tmp) / "out.%r")
-        subprocess.run([mpiexec, "-n", str(n), "-outfile-pattern", pattern, python, str(program)],
-                       check=True, timeout=timeout, cwd=tmp)  # fmt: skip
+        subprocess.run(
+            [mpiexec, "-n", str(n), "-outfile-pattern", pattern, python, str(program)],
+            check=True,
+            timeout=timeout,
+            cwd=tmp,
+        )
         return [(Path(tmp) / f"out.{r}").read_text().splitlines() for r in range(n)]
 
 
@@ -43,8 +52,10 @@ def golden_text(lines_per_rank, header):
 
 
 def versions(python):
-    code = ("from mpi4py import MPI; import mpi4py; print(f'mpi4py {mpi4py.__version__}, '"
-            " + MPI.Get_library_version().splitlines()[0])")  # fmt: skip
+    code = (
+        "from mpi4py import MPI; import mpi4py; print(f'mpi4py {mpi4py.__version__}, '"
+        " + MPI.Get_library_version().splitlines()[0])"
+    )
     out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True)
     return " ".join(out.stdout.split())
 

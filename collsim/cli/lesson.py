@@ -239,8 +239,14 @@ def run(args):
             f"lesson {which} {args.folder}: only `lesson init` takes a folder; the lessons "
             "are found in your copy (COLLSIM_LESSONS, or the folder you run in)"
         )
-    number_flags = [flag for flag, given in (("--exercise", args.exercise is not None),
-                                             ("--notebook", args.notebook)) if given]  # fmt: skip
+    number_flags = [
+        flag
+        for flag, given in (
+            ("--exercise", args.exercise is not None),
+            ("--notebook", args.notebook),
+        )
+        if given
+    ]
     if number_flags and not which.isdigit():
         raise ConfigError(f"lesson {which} {number_flags[0]}: give a lesson number, such as 4")
     if len(number_flags) == 2:

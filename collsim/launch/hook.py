@@ -22,9 +22,15 @@ def _mpi4py_package():
     package.__version__ = "collsim"
     # mpi4py.rc: the options scripts set before `from mpi4py import MPI`; read by nobody
     package.rc = types.SimpleNamespace(
-        initialize=True, finalize=True, thread_level="multiple", threads=True,
-        fast_reduce=True, recv_mprobe=True, irecv_bufsz=32768, errors="exception",
-    )  # fmt: skip
+        initialize=True,
+        finalize=True,
+        thread_level="multiple",
+        threads=True,
+        fast_reduce=True,
+        recv_mprobe=True,
+        irecv_bufsz=32768,
+        errors="exception",
+    )
     package.get_config = dict
     util = types.ModuleType("mpi4py.util", "collsim's stand-in: only mpi4py.util.dtlib")
     util.__path__, util.dtlib = [], dtlib

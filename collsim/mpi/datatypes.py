@@ -30,38 +30,107 @@ __all__ = ["Datatype", "DATATYPES", "DATATYPE_NULL", "BYTE", "DOUBLE", "datatype
 # MPI name -> numpy type code of one element (C types as the standard names them; the
 # Fortran ones by their kind); aliases (C_COMPLEX and C_FLOAT_COMPLEX) are one handle
 _CODES = {
-    "CHAR": "c", "SIGNED_CHAR": "b", "UNSIGNED_CHAR": "B", "BYTE": "B", "WCHAR": "i",
-    "SHORT": "h", "UNSIGNED_SHORT": "H", "INT": "i", "UNSIGNED": "I", "LONG": "l",
-    "UNSIGNED_LONG": "L", "LONG_LONG": "q", "UNSIGNED_LONG_LONG": "Q",
-    "FLOAT": "f", "DOUBLE": "d", "LONG_DOUBLE": "g", "C_BOOL": "?",
-    "INT8_T": "i1", "INT16_T": "i2", "INT32_T": "i4", "INT64_T": "i8",
-    "UINT8_T": "u1", "UINT16_T": "u2", "UINT32_T": "u4", "UINT64_T": "u8",
-    "FLOAT16_T": "e", "FLOAT32_T": "f4", "FLOAT64_T": "f8",
-    "C_COMPLEX": "F", "C_DOUBLE_COMPLEX": "D", "C_LONG_DOUBLE_COMPLEX": "G",
-    "CXX_BOOL": "?", "CXX_FLOAT_COMPLEX": "F", "CXX_DOUBLE_COMPLEX": "D",
-    "CXX_LONG_DOUBLE_COMPLEX": "G", "AINT": "p", "OFFSET": "q", "COUNT": "q", "PACKED": "B",
-    "CHARACTER": "c", "LOGICAL": "i4", "INTEGER": "i4", "REAL": "f4",
-    "DOUBLE_PRECISION": "f8", "COMPLEX": "c8", "DOUBLE_COMPLEX": "c16",
-    "LOGICAL1": "i1", "LOGICAL2": "i2", "LOGICAL4": "i4", "LOGICAL8": "i8",
-    "INTEGER1": "i1", "INTEGER2": "i2", "INTEGER4": "i4", "INTEGER8": "i8",
-    "REAL4": "f4", "REAL8": "f8", "REAL16": "g", "COMPLEX8": "c8", "COMPLEX16": "c16",
-    "COMPLEX32": "G", "F_BOOL": "i4", "F_INT": "i4", "F_FLOAT": "f4", "F_DOUBLE": "f8",
-    "F_COMPLEX": "c8", "F_FLOAT_COMPLEX": "c8", "F_DOUBLE_COMPLEX": "c16",
-}  # fmt: skip
-_ALIASES = {"C_FLOAT_COMPLEX": "C_COMPLEX", "BOOL": "C_BOOL", "SIGNED_SHORT": "SHORT",
-            "SIGNED_INT": "INT", "SIGNED_LONG": "LONG", "SIGNED_LONG_LONG": "LONG_LONG",
-            "UNSIGNED_INT": "UNSIGNED", "SINT8_T": "INT8_T", "SINT16_T": "INT16_T",
-            "SINT32_T": "INT32_T", "SINT64_T": "INT64_T"}  # fmt: skip
+    "CHAR": "c",
+    "SIGNED_CHAR": "b",
+    "UNSIGNED_CHAR": "B",
+    "BYTE": "B",
+    "WCHAR": "i",
+    "SHORT": "h",
+    "UNSIGNED_SHORT": "H",
+    "INT": "i",
+    "UNSIGNED": "I",
+    "LONG": "l",
+    "UNSIGNED_LONG": "L",
+    "LONG_LONG": "q",
+    "UNSIGNED_LONG_LONG": "Q",
+    "FLOAT": "f",
+    "DOUBLE": "d",
+    "LONG_DOUBLE": "g",
+    "C_BOOL": "?",
+    "INT8_T": "i1",
+    "INT16_T": "i2",
+    "INT32_T": "i4",
+    "INT64_T": "i8",
+    "UINT8_T": "u1",
+    "UINT16_T": "u2",
+    "UINT32_T": "u4",
+    "UINT64_T": "u8",
+    "FLOAT16_T": "e",
+    "FLOAT32_T": "f4",
+    "FLOAT64_T": "f8",
+    "C_COMPLEX": "F",
+    "C_DOUBLE_COMPLEX": "D",
+    "C_LONG_DOUBLE_COMPLEX": "G",
+    "CXX_BOOL": "?",
+    "CXX_FLOAT_COMPLEX": "F",
+    "CXX_DOUBLE_COMPLEX": "D",
+    "CXX_LONG_DOUBLE_COMPLEX": "G",
+    "AINT": "p",
+    "OFFSET": "q",
+    "COUNT": "q",
+    "PACKED": "B",
+    "CHARACTER": "c",
+    "LOGICAL": "i4",
+    "INTEGER": "i4",
+    "REAL": "f4",
+    "DOUBLE_PRECISION": "f8",
+    "COMPLEX": "c8",
+    "DOUBLE_COMPLEX": "c16",
+    "LOGICAL1": "i1",
+    "LOGICAL2": "i2",
+    "LOGICAL4": "i4",
+    "LOGICAL8": "i8",
+    "INTEGER1": "i1",
+    "INTEGER2": "i2",
+    "INTEGER4": "i4",
+    "INTEGER8": "i8",
+    "REAL4": "f4",
+    "REAL8": "f8",
+    "REAL16": "g",
+    "COMPLEX8": "c8",
+    "COMPLEX16": "c16",
+    "COMPLEX32": "G",
+    "F_BOOL": "i4",
+    "F_INT": "i4",
+    "F_FLOAT": "f4",
+    "F_DOUBLE": "f8",
+    "F_COMPLEX": "c8",
+    "F_FLOAT_COMPLEX": "c8",
+    "F_DOUBLE_COMPLEX": "c16",
+}
+_ALIASES = {
+    "C_FLOAT_COMPLEX": "C_COMPLEX",
+    "BOOL": "C_BOOL",
+    "SIGNED_SHORT": "SHORT",
+    "SIGNED_INT": "INT",
+    "SIGNED_LONG": "LONG",
+    "SIGNED_LONG_LONG": "LONG_LONG",
+    "UNSIGNED_INT": "UNSIGNED",
+    "SINT8_T": "INT8_T",
+    "SINT16_T": "INT16_T",
+    "SINT32_T": "INT32_T",
+    "SINT64_T": "INT64_T",
+}
 # names numpy has no element for (Fortran half precision, bfloat16, 128-bit integers):
 # DATATYPE_NULL here, as mpi4py gives the ones its MPI library lacks
 _NULL_NAMES = ("BFLOAT16_T", "REAL2", "COMPLEX4", "INTEGER16", "LOGICAL16")
 # MINLOC/MAXLOC's (value, index) pairs: a C struct of the value and an int, aligned as C
 # aligns it (so DOUBLE_INT is 16 bytes), which numpy's aligned structured dtype matches
-_PAIRS = {"SHORT_INT": "h", "TWOINT": "i", "LONG_INT": "l", "FLOAT_INT": "f",
-          "DOUBLE_INT": "d", "LONG_DOUBLE_INT": "g"}  # fmt: skip
+_PAIRS = {
+    "SHORT_INT": "h",
+    "TWOINT": "i",
+    "LONG_INT": "l",
+    "FLOAT_INT": "f",
+    "DOUBLE_INT": "d",
+    "LONG_DOUBLE_INT": "g",
+}
 TYPECLASS_INTEGER, TYPECLASS_REAL, TYPECLASS_COMPLEX, TYPECLASS_LOGICAL = 1, 2, 3, 4
-_TYPECLASSES = {TYPECLASS_INTEGER: "INTEGER", TYPECLASS_REAL: "REAL",
-                TYPECLASS_COMPLEX: "COMPLEX", TYPECLASS_LOGICAL: "LOGICAL"}  # fmt: skip
+_TYPECLASSES = {
+    TYPECLASS_INTEGER: "INTEGER",
+    TYPECLASS_REAL: "REAL",
+    TYPECLASS_COMPLEX: "COMPLEX",
+    TYPECLASS_LOGICAL: "LOGICAL",
+}
 
 
 class Datatype:
@@ -203,12 +272,31 @@ def _not_simulated(name):
     return staticmethod(refuse)
 
 
-for _name in ("Create_contiguous", "Create_vector", "Create_hvector", "Create_indexed",
-              "Create_hindexed", "Create_indexed_block", "Create_hindexed_block",
-              "Create_struct", "Create_subarray", "Create_darray", "Create_resized",
-              "Create_f90_integer", "Create_f90_real", "Create_f90_complex", "Get_envelope",
-              "Get_contents", "decode", "Pack", "Unpack", "Pack_size", "Pack_external",
-              "Unpack_external", "Pack_external_size"):  # fmt: skip
+for _name in (
+    "Create_contiguous",
+    "Create_vector",
+    "Create_hvector",
+    "Create_indexed",
+    "Create_hindexed",
+    "Create_indexed_block",
+    "Create_hindexed_block",
+    "Create_struct",
+    "Create_subarray",
+    "Create_darray",
+    "Create_resized",
+    "Create_f90_integer",
+    "Create_f90_real",
+    "Create_f90_complex",
+    "Get_envelope",
+    "Get_contents",
+    "decode",
+    "Pack",
+    "Unpack",
+    "Pack_size",
+    "Pack_external",
+    "Unpack_external",
+    "Pack_external_size",
+):
     setattr(Datatype, _name, _not_simulated(_name))
 
 
@@ -216,22 +304,45 @@ DATATYPE_NULL = Datatype()
 DATATYPES = {name: Datatype._named(name, code) for name, code in _CODES.items()}
 DATATYPES.update({alias: DATATYPES[name] for alias, name in _ALIASES.items()})
 DATATYPES.update({name: DATATYPE_NULL for name in _NULL_NAMES})
-DATATYPES.update({
-    name: Datatype._named(name, np.dtype([("value", code), ("index", "i")], align=True))
-    for name, code in _PAIRS.items()
-})  # fmt: skip
+DATATYPES.update(
+    {
+        name: Datatype._named(name, np.dtype([("value", code), ("index", "i")], align=True))
+        for name, code in _PAIRS.items()
+    }
+)
 DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
 DATATYPES["DATATYPE_NULL"] = DATATYPE_NULL
 _BY_NAME = {dt.name: dt for dt in reversed(DATATYPES.values())}
 BYTE, DOUBLE = DATATYPES["BYTE"], DATATYPES["DOUBLE"]
 # the datatype mpi4py infers from a buffer's type code (numpy's dtype.char or array's)
-_BY_CODE = {c: DATATYPES[n] for c, n in (
-    ("b", "SIGNED_CHAR"), ("B", "UNSIGNED_CHAR"), ("h", "SHORT"), ("H", "UNSIGNED_SHORT"),
-    ("i", "INT"), ("I", "UNSIGNED"), ("l", "LONG"), ("L", "UNSIGNED_LONG"),
-    ("q", "LONG_LONG"), ("Q", "UNSIGNED_LONG_LONG"), ("f", "FLOAT"), ("d", "DOUBLE"),
-    ("g", "LONG_DOUBLE"), ("e", "FLOAT16_T"), ("?", "C_BOOL"), ("F", "C_COMPLEX"),
-    ("D", "C_DOUBLE_COMPLEX"), ("G", "C_LONG_DOUBLE_COMPLEX"), ("c", "CHAR"),
-    ("S", "CHAR"), ("u", "WCHAR"), ("w", "WCHAR"), ("p", "AINT"))}  # fmt: skip
+_BY_CODE = {
+    c: DATATYPES[n]
+    for c, n in (
+        ("b", "SIGNED_CHAR"),
+        ("B", "UNSIGNED_CHAR"),
+        ("h", "SHORT"),
+        ("H", "UNSIGNED_SHORT"),
+        ("i", "INT"),
+        ("I", "UNSIGNED"),
+        ("l", "LONG"),
+        ("L", "UNSIGNED_LONG"),
+        ("q", "LONG_LONG"),
+        ("Q", "UNSIGNED_LONG_LONG"),
+        ("f", "FLOAT"),
+        ("d", "DOUBLE"),
+        ("g", "LONG_DOUBLE"),
+        ("e", "FLOAT16_T"),
+        ("?", "C_BOOL"),
+        ("F", "C_COMPLEX"),
+        ("D", "C_DOUBLE_COMPLEX"),
+        ("G", "C_LONG_DOUBLE_COMPLEX"),
+        ("c", "CHAR"),
+        ("S", "CHAR"),
+        ("u", "WCHAR"),
+        ("w", "WCHAR"),
+        ("p", "AINT"),
+    )
+}
 
 
 def _predefined(name):

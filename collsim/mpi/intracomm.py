@@ -44,13 +44,15 @@ class Intracomm(CommunicatorMaker):
     def Create_graph(self, index, edges, reorder=False):
         return create_graph(self, index, edges, reorder)
 
-    def Create_dist_graph_adjacent(self, sources, destinations, sourceweights=None,
-                                   destweights=None, info=None, reorder=False):  # fmt: skip
+    def Create_dist_graph_adjacent(
+        self, sources, destinations, sourceweights=None, destweights=None, info=None, reorder=False
+    ):
         weighted = sourceweights is not None or destweights is not None
         return create_dist_graph_adjacent(self, sources, destinations, weighted)
 
-    def Create_dist_graph(self, sources, degrees, destinations, weights=None, info=None,
-                          reorder=False):  # fmt: skip
+    def Create_dist_graph(
+        self, sources, degrees, destinations, weights=None, info=None, reorder=False
+    ):
         return create_dist_graph(self, sources, degrees, destinations, weights is not None)
 
     def Cart_map(self, dims, periods=None):
@@ -271,8 +273,11 @@ def create_graph(comm, index, edges, reorder=False):
 
 def create_dist_graph_adjacent(comm, sources, destinations, weighted=False):
     """Each rank names its own in- and out-neighbours (no communication)."""
-    fields = {"_sources": tuple(sources or ()), "_destinations": tuple(destinations or ()),
-              "_weighted": weighted}  # fmt: skip
+    fields = {
+        "_sources": tuple(sources or ()),
+        "_destinations": tuple(destinations or ()),
+        "_weighted": weighted,
+    }
     return _as(Distgraphcomm, comm.Dup(), **fields)
 
 
@@ -286,9 +291,11 @@ def create_dist_graph(comm, sources, degrees, destinations, weighted=False):
         at += degree
     edges = [edge for part in comm.allgather(given) for edge in part]
     me = comm.Get_rank()
-    fields = {"_sources": tuple(s for s, d in edges if d == me),
-              "_destinations": tuple(d for s, d in edges if s == me),
-              "_weighted": weighted}  # fmt: skip
+    fields = {
+        "_sources": tuple(s for s, d in edges if d == me),
+        "_destinations": tuple(d for s, d in edges if s == me),
+        "_weighted": weighted,
+    }
     return _as(Distgraphcomm, comm.Dup(), **fields)
 
 

@@ -112,8 +112,12 @@ class NeighborCollectives:
         )
 
 
-for _name in ("Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall",
-              "Neighbor_alltoallv"):  # fmt: skip
+for _name in (
+    "Neighbor_allgather",
+    "Neighbor_allgatherv",
+    "Neighbor_alltoall",
+    "Neighbor_alltoallv",
+):
     setattr(NeighborCollectives, f"I{_name.lower()}", nonblocking(_name))
     setattr(NeighborCollectives, f"{_name}_init", persistent(_name))
 NeighborCollectives.Ineighbor_alltoallw = NeighborCollectives.Neighbor_alltoallw

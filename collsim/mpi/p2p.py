@@ -138,9 +138,15 @@ class PointToPoint:
         )
 
     def sendrecv(
-        self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG,
+        self,
+        sendobj,
+        dest,
+        sendtag=0,
+        recvbuf=None,
+        source=ANY_SOURCE,
+        recvtag=ANY_TAG,
         status=None,
-    ):  # fmt: skip
+    ):
         sent = self._send("sendrecv", pickled(sendobj, "sendrecv"), dest, sendtag, "request")
         got = self.irecv(recvbuf, source, recvtag, _call="sendrecv")
         return Request.waitall([sent, got], [None, status])[1]
@@ -185,9 +191,15 @@ class PointToPoint:
         return self._receive(_call, source, tag, finish, _wait)
 
     def Isendrecv(
-        self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG,
+        self,
+        sendbuf,
+        dest,
+        sendtag=0,
+        recvbuf=None,
+        source=ANY_SOURCE,
+        recvtag=ANY_TAG,
         _call="Isendrecv",
-    ):  # fmt: skip
+    ):
         """Both halves posted at once; one Request that completes when both have."""
         data = buffer_of(sendbuf, f"{_call}(sendbuf=...)").data  # None: nothing, as in mpi4py
         got = self.Irecv(recvbuf, source, recvtag, _call=_call)
@@ -195,15 +207,26 @@ class PointToPoint:
         return _both(sent, got)
 
     def Sendrecv(
-        self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG,
+        self,
+        sendbuf,
+        dest,
+        sendtag=0,
+        recvbuf=None,
+        source=ANY_SOURCE,
+        recvtag=ANY_TAG,
         status=None,
-    ):  # fmt: skip
+    ):
         self.Isendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, "Sendrecv").Wait(status)
 
     def Isendrecv_replace(
-        self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG,
+        self,
+        buf,
+        dest,
+        sendtag=0,
+        source=ANY_SOURCE,
+        recvtag=ANY_TAG,
         _call="Isendrecv_replace",
-    ):  # fmt: skip
+    ):
         """Send ``buf`` and receive into it: the data sent is a copy taken first."""
         target = buffer_of(buf, f"{_call}(buf=...)", writable=True)
         got = self.Irecv(buf, source, recvtag, _call=_call)
@@ -216,8 +239,7 @@ class PointToPoint:
         call = "Sendrecv_replace"
         self.Isendrecv_replace(buf, dest, sendtag, source, recvtag, call).Wait(status)
 
-    def isendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
-                  recvtag=ANY_TAG):  # fmt: skip
+    def isendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG):
         sent = self._send("isendrecv", pickled(sendobj, "isendrecv"), dest, sendtag, "request")
         return _both(sent, self.irecv(recvbuf, source, recvtag, _call="isendrecv"))
 

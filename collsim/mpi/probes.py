@@ -68,8 +68,12 @@ class Message:
         if request is None:
             status_null(status)
         if value is not None:
-            land(buffer_of(buf, "Message.Recv(buf=...)", writable=True), value, "Message.Recv",
-                 "the probed message")  # fmt: skip
+            land(
+                buffer_of(buf, "Message.Recv(buf=...)", writable=True),
+                value,
+                "Message.Recv",
+                "the probed message",
+            )
 
     def Irecv(self, buf):
         self.Recv(buf)

@@ -48,8 +48,9 @@ def _minloc(x, y):
 class Op:
     """A reduction: ``op(x, y)`` combines two contributions (``x`` the lower rank's)."""
 
-    def __init__(self, op=None, name=None, function=None, ufunc=None, collsim=None,
-                 commute=True, user=None):  # fmt: skip
+    def __init__(
+        self, op=None, name=None, function=None, ufunc=None, collsim=None, commute=True, user=None
+    ):
         if isinstance(op, Op):  # MPI.Op(MPI.SUM): another handle of the same op
             self.__dict__.update(op.__dict__)
             return
@@ -150,17 +151,16 @@ MAX = Op(name="MPI_MAX", function=_max, ufunc=np.maximum, collsim="max")
 MIN = Op(name="MPI_MIN", function=_min, ufunc=np.minimum, collsim="min")
 LAND = Op(name="MPI_LAND", function=lambda x, y: bool(x and y), ufunc=_logical(np.logical_and))
 LOR = Op(name="MPI_LOR", function=lambda x, y: bool(x or y), ufunc=_logical(np.logical_or))
-LXOR = Op(name="MPI_LXOR", function=lambda x, y: bool(x) != bool(y),
-          ufunc=_logical(np.logical_xor))  # fmt: skip
+LXOR = Op(name="MPI_LXOR", function=lambda x, y: bool(x) != bool(y), ufunc=_logical(np.logical_xor))
 BAND = Op(name="MPI_BAND", function=operator.and_, ufunc=np.bitwise_and)
 BOR = Op(name="MPI_BOR", function=operator.or_, ufunc=np.bitwise_or)
 BXOR = Op(name="MPI_BXOR", function=operator.xor, ufunc=np.bitwise_xor)
 MAXLOC = Op(name="MPI_MAXLOC", function=_maxloc)
 MINLOC = Op(name="MPI_MINLOC", function=_minloc)
-REPLACE = Op(name="MPI_REPLACE", function=lambda x, y: y, ufunc=lambda x, y: y.copy(),
-             commute=False)  # fmt: skip
-NO_OP = Op(name="MPI_NO_OP", function=lambda x, y: x, ufunc=lambda x, y: x.copy(),
-           commute=False)  # fmt: skip
+REPLACE = Op(
+    name="MPI_REPLACE", function=lambda x, y: y, ufunc=lambda x, y: y.copy(), commute=False
+)
+NO_OP = Op(name="MPI_NO_OP", function=lambda x, y: x, ufunc=lambda x, y: x.copy(), commute=False)
 OP_NULL = Op()
 OPS = (SUM, PROD, MAX, MIN, LAND, LOR, LXOR, BAND, BOR, BXOR, MAXLOC, MINLOC, REPLACE, NO_OP)
 _BY_NAME = {op.name: op for op in (*OPS, OP_NULL)}

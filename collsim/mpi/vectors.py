@@ -91,8 +91,12 @@ class VectorCollectives:
             return
         recv = _vector(recvbuf, size, "Gatherv", "recvbuf", writable=True)
         if not in_place(sendbuf):
-            land(_piece(recv, root), buffer_of(sendbuf, "Gatherv(sendbuf=...)").data,
-                 "Gatherv", "the root")  # fmt: skip
+            land(
+                _piece(recv, root),
+                buffer_of(sendbuf, "Gatherv(sendbuf=...)").data,
+                "Gatherv",
+                "the root",
+            )
         others = [r for r in range(size) if r != root]
         for r, value in zip(others, self._round(rank, tag, recvs=others), strict=True):
             land(_piece(recv, r), value, "Gatherv", f"rank {r}")
@@ -154,10 +158,14 @@ class VectorCollectives:
         counts = [int(c) for c in recvcounts]
         if len(counts) != size:
             raise value_error(f"Reduce_scatter(recvcounts={counts}): give {size} counts")
-        x = recv.data.copy() if in_place(sendbuf) else buffer_of(
-            sendbuf, "Reduce_scatter(sendbuf=...)").data  # fmt: skip
-        total = self._reduced(rank, me, size, x[: sum(counts)], op, recv.datatype, None,
-                              "Reduce_scatter")  # fmt: skip
+        x = (
+            recv.data.copy()
+            if in_place(sendbuf)
+            else buffer_of(sendbuf, "Reduce_scatter(sendbuf=...)").data
+        )
+        total = self._reduced(
+            rank, me, size, x[: sum(counts)], op, recv.datatype, None, "Reduce_scatter"
+        )
         start = sum(counts[:me])
         recv.data[: counts[me]] = total[start : start + counts[me]]
 
@@ -165,8 +173,11 @@ class VectorCollectives:
         rank, me, size = self._me(call)
         op = check_op(op, call)
         recv = buffer_of(recvbuf, f"{call}(recvbuf=...)", writable=True)
-        x = recv.data.copy() if in_place(sendbuf) else buffer_of(
-            sendbuf, f"{call}(sendbuf=...)").data  # fmt: skip
+        x = (
+            recv.data.copy()
+            if in_place(sendbuf)
+            else buffer_of(sendbuf, f"{call}(sendbuf=...)").data
+        )
         tag = self._collective_tag(rank, call)
         before = self._round(rank, tag, recvs=[me - 1])[0].view(x.dtype) if me else None
         mine = x if before is None else op.reduce_arrays(before, x, recv.datatype)
@@ -214,9 +225,24 @@ def persistent(name):
     return call
 
 
-_COLLECTIVES = ("Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
-                "Allgatherv", "Alltoall", "Alltoallv", "Reduce", "Allreduce",
-                "Reduce_scatter_block", "Reduce_scatter", "Scan", "Exscan")  # fmt: skip
+_COLLECTIVES = (
+    "Barrier",
+    "Bcast",
+    "Gather",
+    "Gatherv",
+    "Scatter",
+    "Scatterv",
+    "Allgather",
+    "Allgatherv",
+    "Alltoall",
+    "Alltoallv",
+    "Reduce",
+    "Allreduce",
+    "Reduce_scatter_block",
+    "Reduce_scatter",
+    "Scan",
+    "Exscan",
+)
 for _name in _COLLECTIVES:
     setattr(VectorCollectives, f"I{_name.lower()}", nonblocking(_name))
     setattr(VectorCollectives, f"{_name}_init", persistent(_name))

@@ -199,9 +199,17 @@ def route(logits, config, expert_bias=None, ranks=1):
     slots.sort(key=lambda s: (s[0], s[1], s[2]))
     table = np.array(slots, dtype=np.int64).reshape(-1, 4)
     return Routing(
-        scores, selected, gates, kept, capacity, counts, table[:, 2], table[:, 1], table[:, 3],
+        scores,
+        selected,
+        gates,
+        kept,
+        capacity,
+        counts,
+        table[:, 2],
+        table[:, 1],
+        table[:, 3],
         table[:, 0],
-    )  # fmt: skip
+    )
 
 
 def _top_k(choice, config):

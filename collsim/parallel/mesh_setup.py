@@ -207,9 +207,16 @@ def _moe_layer(layer, ep_group, r, tp_group, cp_group, name, config):
             )
         else:
             attn = TensorContextAttention.from_full(
-                layer.attn, tp_group, tp_rank, cp_group, cp_group.index(r), config.cp_variant,
-                config.cp_layout, f"{name}.attn", config.sp,
-            )  # fmt: skip
+                layer.attn,
+                tp_group,
+                tp_rank,
+                cp_group,
+                cp_group.index(r),
+                config.cp_variant,
+                config.cp_layout,
+                f"{name}.attn",
+                config.sp,
+            )
         ln1, ln2 = (
             Local(copy.deepcopy(getattr(layer, p)), name=f"{name}.{p}") for p in ("ln1", "ln2")
         )

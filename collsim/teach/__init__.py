@@ -46,7 +46,9 @@ from .known_slips import one_message_slips as _one_message_slips
 from .ladder import REVEAL_AFTER, climb
 from .language import current_language
 from .messages import message
+from .pictures import show
 from .slots import AnswerSlot, caller, find_slot
+from .slots import lesson_language as _language
 
 __all__ = [
     "check",
@@ -71,18 +73,6 @@ class LessonCheckError(AssertionError):
 def solutions_mode():
     """True when ``COLLSIM_SOLUTIONS=1``: unanswered exercises use the solutions."""
     return os.environ.get("COLLSIM_SOLUTIONS", "") == "1"
-
-
-def _language():
-    """The language of the lesson that called the check (its file's folder, the env).
-
-    In a notebook the cell has no file; Jupyter runs the kernel in the notebook's folder, so
-    a lesson opened from ``lessons/ja/`` is recognised by the working folder instead.
-    """
-    frame = caller()
-    filename = frame.f_code.co_filename if frame is not None else ""
-    lesson = filename if os.path.isfile(filename) else Path.cwd() / "notebook.py"
-    return current_language(lesson)
 
 
 def _solution(slot, exercise, lang):
@@ -158,8 +148,9 @@ def _wrong(exercise, answer, reply, lang, hint="", what=None):
     return _fail(exercise, " ".join(parts), lang)
 
 
-def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None, given=(), alternatives=(),
-          hint=""):  # fmt: skip
+def check(
+    exercise, answer, expected, rel=1e-6, unit="", ranks=None, given=(), alternatives=(), hint=""
+):
     """Compare a predicted number with what collsim computed (relative tolerance ``rel``).
 
     ``unit`` ("B", "s", "B/s", "x", "GPUs", ...) formats both numbers (bytes in binary
@@ -182,8 +173,16 @@ def check(exercise, answer, expected, rel=1e-6, unit="", ranks=None, given=(), a
     if math.isclose(value, float(expected), rel_tol=rel, abs_tol=1e-300):
         return _correct(exercise, answer, quantity(expected, unit), lang)
     said, want = distinct(value, expected, unit)
-    how = explain_number(value, expected, rel=rel, ranks=ranks, lang=lang, unit=unit,
-                         quantities=given, alternatives=alternatives)  # fmt: skip
+    how = explain_number(
+        value,
+        expected,
+        rel=rel,
+        ranks=ranks,
+        lang=lang,
+        unit=unit,
+        quantities=given,
+        alternatives=alternatives,
+    )
 
     def reply(reveal):
         text = message("said", lang, said=said, how=how)
@@ -230,8 +229,18 @@ def _case_alternatives(alternatives, args):
     return out
 
 
-def check_function(exercise, function, reference, cases, compare=None, unit="", adapt=None,
-                   given=None, alternatives=(), hint=""):  # fmt: skip
+def check_function(
+    exercise,
+    function,
+    reference,
+    cases,
+    compare=None,
+    unit="",
+    adapt=None,
+    given=None,
+    alternatives=(),
+    hint="",
+):
     """Run a student's ``function`` and the ``reference`` on every case (a tuple of
     arguments) and report the first case where they differ, and how.
 
@@ -247,8 +256,9 @@ def check_function(exercise, function, reference, cases, compare=None, unit="", 
     parameters = _parameters(reference)
     raw = function
     if function is not None and not callable(function):
-        problem = message("not_a_function", lang, answer=short(function, 60),
-                          parameters=", ".join(parameters))  # fmt: skip
+        problem = message(
+            "not_a_function", lang, answer=short(function, 60), parameters=", ".join(parameters)
+        )
         return _wrong(exercise, raw, lambda reveal: problem, lang, hint, what)
     try:
         function, _ = _resolve(exercise, function, what, lang, adapt)
@@ -263,11 +273,14 @@ def check_function(exercise, function, reference, cases, compare=None, unit="", 
         try:
             got = function(*args)
         except Exception as exc:  # the student's code: report, don't crash the lesson
-            raised = message("case_raised", lang, case=i + 1, args=label,
-                             error=type(exc).__name__, text=exc)  # fmt: skip
+            raised = message(
+                "case_raised", lang, case=i + 1, args=label, error=type(exc).__name__, text=exc
+            )
             return _wrong(exercise, raw, lambda reveal, text=raised: text, lang, hint, what)
-        context = dict(quantities=_case_quantities(parameters, args, given or {}),
-                       alternatives=_case_alternatives(alternatives, args))  # fmt: skip
+        context = dict(
+            quantities=_case_quantities(parameters, args, given or {}),
+            alternatives=_case_alternatives(alternatives, args),
+        )
         differs = describe_difference(got, want, unit=unit, lang=lang, **context)
         try:
             same = compare(got, want) if compare else not differs
@@ -276,11 +289,13 @@ def check_function(exercise, function, reference, cases, compare=None, unit="", 
         if not same:
 
             def reply(reveal, got=got, want=want, label=label, case=i + 1, context=context):
-                how = describe_difference(got, want, unit=unit, lang=lang, reveal=reveal,
-                                          **context)  # fmt: skip
+                how = describe_difference(got, want, unit=unit, lang=lang, reveal=reveal, **context)
                 if not how:
-                    how = (message("got_expected", lang, got=short(got), want=short(want))
-                           if reveal else message("got_only", lang, got=short(got)))  # fmt: skip
+                    how = (
+                        message("got_expected", lang, got=short(got), want=short(want))
+                        if reveal
+                        else message("got_only", lang, got=short(got))
+                    )
                 return message("case_differs", lang, case=case, args=label, how=how)
 
             return _wrong(exercise, raw, reply, lang, hint, what)
@@ -334,47 +349,3 @@ def one_message_slips(alpha, beta, nbytes):
     """The slips of a one-message time α + n/β, in the lesson's language, for ``check(...,
     **teach.one_message_slips(alpha, beta, nbytes))``."""
     return _one_message_slips(alpha, beta, nbytes, _language())
-
-
-def show(fig, name):
-    """Display a figure in a notebook; in a script, save it as PNG and print the path.
-
-    Pictures go to ``$COLLSIM_LESSON_OUT`` (default ``./collsim-lesson-pictures``).
-    """
-    if _in_kernel():
-        # as PNG bytes, not display(fig): a Figure shows as an image only under Jupyter's
-        # own matplotlib backend, and MPLBACKEND=Agg (set by `collsim lesson`, CI, a
-        # terminal) turns it into the text "<Figure size 1020x850 with 2 Axes>"; this needs
-        # no setup cell
-        import io
-
-        from IPython.display import Image, display
-
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=100)
-        _close(fig)
-        display(Image(data=png.getvalue(), format="png"))
-        return None
-    folder = Path(os.environ.get("COLLSIM_LESSON_OUT", "collsim-lesson-pictures"))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.png"
-    fig.savefig(path, dpi=100)
-    _close(fig)
-    print(message("picture_saved", _language(), path=path))
-    return path
-
-
-def _in_kernel():
-    """True inside a Jupyter kernel (IPython's kernel app), where a picture is displayed."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and "IPKernelApp" in shell.config
-
-
-def _close(fig):
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)

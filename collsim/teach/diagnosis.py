@@ -100,7 +100,7 @@ def _declared(quantities, lang):
                 symbol=q.symbol,
                 value=_format(q.value, q.unit),
                 meaning=q.meaning,
-            )  # fmt: skip
+            )
             for q in group
         )
         symbols = message("or", lang).join(q.symbol for q in group)
@@ -131,10 +131,24 @@ def slips(ranks=None, quantities=(), lang="en", unit=""):
 
     out = []
     for value, f in _declared(quantities, lang):
-        out.append(Slip(value, say("q_times_what", **f), say("q_times_question", **f),
-                        f["names"], declared=True))  # fmt: skip
-        out.append(Slip(1 / value, say("q_over_what", **f), say("q_over_question", **f),
-                        f"1/({f['names']})", declared=True))  # fmt: skip
+        out.append(
+            Slip(
+                value,
+                say("q_times_what", **f),
+                say("q_times_question", **f),
+                f["names"],
+                declared=True,
+            )
+        )
+        out.append(
+            Slip(
+                1 / value,
+                say("q_over_what", **f),
+                say("q_over_question", **f),
+                f"1/({f['names']})",
+                declared=True,
+            )
+        )
     out += [
         Slip(-1.0, say("sign_what"), say("sign_question"), "-1"),
         Slip(2.0, say("twice_what"), say("twice_question"), "2"),
@@ -157,8 +171,10 @@ def slips(ranks=None, quantities=(), lang="en", unit=""):
     sizes, prefixed, parts = _kinds(unit)
 
     def both(value, times, over, question, name):  # a unit slip and its inverse
-        return [Slip(value, times, question, name, unit=True),
-                Slip(1 / value, over, question, f"1/{name}", unit=True)]  # fmt: skip
+        return [
+            Slip(value, times, question, name, unit=True),
+            Slip(1 / value, over, question, f"1/{name}", unit=True),
+        ]
 
     if sizes:
         out += both(8.0, say("eight_what"), say("eighth_what"), say("bits_question"), "8")
@@ -174,8 +190,13 @@ def slips(ranks=None, quantities=(), lang="en", unit=""):
     for n, (binary, decimal) in enumerate((("KiB", "KB"), ("MiB", "MB"), ("GiB", "GB")), 1):
         if not sizes:
             break
-        hint = say("binary_question", binary=binary, decimal=decimal,
-                   binary_bytes=f"{1024**n:,}", decimal_bytes=f"{1000**n:,}")  # fmt: skip
+        hint = say(
+            "binary_question",
+            binary=binary,
+            decimal=decimal,
+            binary_bytes=f"{1024**n:,}",
+            decimal_bytes=f"{1000**n:,}",
+        )
         times, over = say("binary_times_what", n=n), say("binary_fraction_what", n=n)
         out += both(1.024**n, times, over, hint, f"(1024/1000)^{n}")
         times, over = (say(k, factor=f"{1024**n:,}") for k in ("times_what", "fraction_what"))
@@ -202,8 +223,12 @@ def _terms(answer, expected, quantities, lang):
     """A declared quantity added, or left out of a sum (or of a ``% K``)."""
     for value, f in _declared(quantities, lang):
         for sign, key in ((1, "q_plus"), (-1, "q_minus")):
-            text = message("factor_sentence", lang, what=message(f"{key}_what", lang, **f),
-                           question=message(f"{key}_question", lang, **f))  # fmt: skip
+            text = message(
+                "factor_sentence",
+                lang,
+                what=message(f"{key}_what", lang, **f),
+                question=message(f"{key}_question", lang, **f),
+            )
             yield (lambda a, v=sign * value: _close(answer, expected + v, a)), text
 
 
@@ -230,8 +255,9 @@ def _single(answer, expected, ranks, quantities, alternatives, lang, unit, gaps=
     if ratio > 0 and not _close(abs(expected), 1.0, NEAR):  # a division the wrong way round
         yield (lambda a: _close(answer * expected, 1.0, a)), message("reciprocal", lang)
     single = slips(ranks, quantities, lang, unit)
-    sentence = [(s, message("factor_sentence", lang, what=s.what, question=s.question))
-                for s in single]  # fmt: skip
+    sentence = [
+        (s, message("factor_sentence", lang, what=s.what, question=s.question)) for s in single
+    ]
     for slip, text in sentence:
         if slip.declared:
             yield (lambda a, s=slip: _close(ratio, s.value, a)), text
@@ -253,13 +279,28 @@ def _products(answer, expected, ranks, quantities, lang, unit):
     for first, second in combinations(products, 2):
         if _close(first.value * second.value, 1.0, EXACT):
             continue  # a factor and its inverse: no explanation at all
-        text = message("product_sentence", lang, first=first.name, second=second.name,
-                       what_first=first.what, what_second=second.what)  # fmt: skip
+        text = message(
+            "product_sentence",
+            lang,
+            first=first.name,
+            second=second.name,
+            what_first=first.what,
+            what_second=second.what,
+        )
         yield (lambda a, v=first.value * second.value: _close(ratio, v, a)), text
 
 
-def explanation(answer, expected, rel=1e-6, ranks=None, lang="en", quantities=(),
-                alternatives=(), unit="", gaps=True):  # fmt: skip
+def explanation(
+    answer,
+    expected,
+    rel=1e-6,
+    ranks=None,
+    lang="en",
+    quantities=(),
+    alternatives=(),
+    unit="",
+    gaps=True,
+):
     """The simplest explanation of ``answer`` for ``expected``, or None when nothing fits;
     ``gaps=False`` for a ratio, where nothing was added or left out.
 
@@ -278,9 +319,16 @@ def explanation(answer, expected, rel=1e-6, ranks=None, lang="en", quantities=()
 
 
 def explain_number(
-    answer, expected, rel=1e-6, ranks=None, counts=True, lang="en", quantities=(),
-    alternatives=(), unit="",
-):  # fmt: skip
+    answer,
+    expected,
+    rel=1e-6,
+    ranks=None,
+    counts=True,
+    lang="en",
+    quantities=(),
+    alternatives=(),
+    unit="",
+):
     """Why ``answer`` is not ``expected``: an alternative by name, the simplest product of
     declared quantities and usual slips that turns one into the other (:func:`explanation`),
     or how far off and which way."""

@@ -27,6 +27,6 @@ def one_message_slips(alpha, beta, nbytes, lang="en"):
                 message("decimal_megabyte", lang),
                 alpha + nbytes / 1.048576 / beta,
                 message("decimal_megabyte_why", lang),
-            )  # fmt: skip
+            )
         ],
     }

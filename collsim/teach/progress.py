@@ -135,8 +135,10 @@ def record_try(lesson, exercise, correct, answer=None, where=None):
         last=None if correct else said,
     )
     lessons = data["lessons"].get(str(lesson))
-    data["lessons"][str(lesson)] = {**(lessons if isinstance(lessons, dict) else {}),
-                                    str(exercise): entry}  # fmt: skip
+    data["lessons"][str(lesson)] = {
+        **(lessons if isinstance(lessons, dict) else {}),
+        str(exercise): entry,
+    }
     data["version"] = VERSION
     _save(data, where)
     return _attempts(entry)

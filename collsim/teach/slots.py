@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .language import current_language
 from .messages import message
 
 __all__ = ["AnswerSlot", "CHECKS", "caller", "find_slot"]
@@ -91,3 +92,15 @@ def find_slot(frame):
     hint = text.split("#", 1)[1].strip() if "#" in text else ""
     notebook = "ipykernel" in filename or not os.path.isfile(filename)
     return AnswerSlot(name, None if notebook else filename, line, hint)
+
+
+def lesson_language():
+    """The language of the lesson that called the check (its file's folder, the env).
+
+    In a notebook the cell has no file; Jupyter runs the kernel in the notebook's folder, so
+    a lesson opened from ``lessons/ja/`` is recognised by the working folder instead.
+    """
+    frame = caller()
+    filename = frame.f_code.co_filename if frame is not None else ""
+    lesson = filename if os.path.isfile(filename) else Path.cwd() / "notebook.py"
+    return current_language(lesson)

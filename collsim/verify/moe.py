@@ -70,8 +70,16 @@ NOT_MOE = (
     "causal",
     "lr",
 )
-MOE_ONLY = ("ep", "experts", "top_k", "capacity_factor", "drop_policy", "routing", "router_score",
-            "dispatcher")  # fmt: skip
+MOE_ONLY = (
+    "ep",
+    "experts",
+    "top_k",
+    "capacity_factor",
+    "drop_policy",
+    "routing",
+    "router_score",
+    "dispatcher",
+)
 
 
 @dataclass(frozen=True)
@@ -172,9 +180,19 @@ def moe_sizes(c):
             "minutes); the check shows the same at the defaults (--hidden 16, --seq 8)"
         )
     return MoESizes(
-        ep, router, tokens, hidden, ffn, routing, c.seed, parse_rate(c.bandwidth),
-        parse_time(c.latency), float(c.compute_rate), dispatcher, gpus_per_node,
-    )  # fmt: skip
+        ep,
+        router,
+        tokens,
+        hidden,
+        ffn,
+        routing,
+        c.seed,
+        parse_rate(c.bandwidth),
+        parse_time(c.latency),
+        float(c.compute_rate),
+        dispatcher,
+        gpus_per_node,
+    )
 
 
 def refuse_moe_options(c, takes=()):
@@ -222,22 +240,38 @@ def verify_moe(sizes):
     target = rng.normal(size=(sizes.tokens, sizes.hidden))
     prior = routing_prior(sizes.routing, sizes.tokens, router.experts, router.top_k, sizes.ep, rng)
     run = expert_parallel_step(
-        moe, x, target, sizes.ep, prior, bandwidth=sizes.bandwidth, latency=sizes.latency,
-        compute_rate=sizes.compute_rate, dispatcher=sizes.dispatcher,
+        moe,
+        x,
+        target,
+        sizes.ep,
+        prior,
+        bandwidth=sizes.bandwidth,
+        latency=sizes.latency,
+        compute_rate=sizes.compute_rate,
+        dispatcher=sizes.dispatcher,
         gpus_per_node=sizes.gpus_per_node,
-    )  # fmt: skip
+    )
     oracle = dense_step(moe, x, target, sizes.ep, prior)
     row_bytes = sizes.hidden * 8  # float64 rows
     per_rank = sizes.tokens // sizes.ep
-    routed = (dispatch_bytes(run.expert_counts, sizes.ep, row_bytes),
-              combine_bytes(run.expert_counts, sizes.ep, row_bytes))  # fmt: skip
+    routed = (
+        dispatch_bytes(run.expert_counts, sizes.ep, row_bytes),
+        combine_bytes(run.expert_counts, sizes.ep, row_bytes),
+    )
     gathered = allgather_bytes(per_rank, sizes.ep, row_bytes, router.experts)
     ran, other = (gathered, routed) if sizes.dispatcher == "allgather" else (routed, gathered)
     if sizes.dispatcher == "hierarchical":
-        ran, other = hierarchical_bytes(
-            run.expert_counts, run.node_tokens, sizes.ep, sizes.gpus_per_node or sizes.ep,
-            row_bytes, router.experts,
-        ), routed  # fmt: skip
+        ran, other = (
+            hierarchical_bytes(
+                run.expert_counts,
+                run.node_tokens,
+                sizes.ep,
+                sizes.gpus_per_node or sizes.ep,
+                row_bytes,
+                router.experts,
+            ),
+            routed,
+        )
     return MoEReport(
         sizes=sizes,
         max_rel_diff=max_rel_diff(run.result, oracle),

@@ -65,8 +65,14 @@ def choice_map_figure(panels, sizes, title):
                 ax.add_patch(_cell(x, y, _colour(label)))
                 algorithm, protocol = label.split("/")
                 seen.setdefault(label, _colour(label))
-                ax.text(x, y, f"{algorithm}\n{PROTOCOL_NAMES.get(protocol, protocol)}",
-                        ha="center", va="center", fontsize="x-small")  # fmt: skip
+                ax.text(
+                    x,
+                    y,
+                    f"{algorithm}\n{PROTOCOL_NAMES.get(protocol, protocol)}",
+                    ha="center",
+                    va="center",
+                    fontsize="x-small",
+                )
         ax.set_xlim(-0.5, len(sizes) - 0.5)
         ax.set_ylim(len(panel.rows) - 0.5, -0.5)
         ax.set_xticks(range(len(sizes)), [format_size(s) for s in sizes], rotation=45, ha="right")

@@ -145,7 +145,7 @@ def _draw_panel(ax, grid, name, per, nodes):
                 lw=1.0,
                 ls="--",
                 gid=f"node {node}",
-            )  # fmt: skip
+            )
         )
     ax.set_yticks(range(nodes), [say("node {node}", node=n) for n in range(nodes)])
     for index, group in enumerate(grid.groups(name)):
@@ -163,16 +163,40 @@ def _draw_panel(ax, grid, name, per, nodes):
                     lw=1.2,
                     zorder=2,
                     gid=f"{name} group {index} rank {rank}",
-                )  # fmt: skip
+                )
             )
-            ax.text(x, y - 0.04, str(rank), ha="center", va="center", fontsize="large",
-                    fontweight="bold", color=ink_on((1, 1, 1)), zorder=4)  # fmt: skip
-            ax.text(x, y + 0.24, f"g{index}", ha="center", va="center", fontsize="x-small",
-                    color=colour, zorder=4)  # fmt: skip
+            ax.text(
+                x,
+                y - 0.04,
+                str(rank),
+                ha="center",
+                va="center",
+                fontsize="large",
+                fontweight="bold",
+                color=ink_on((1, 1, 1)),
+                zorder=4,
+            )
+            ax.text(
+                x,
+                y + 0.24,
+                f"g{index}",
+                ha="center",
+                va="center",
+                fontsize="x-small",
+                color=colour,
+                zorder=4,
+            )
         if len(places) > 1:  # join the members behind the cells: seen between them only
             xs, ys = zip(*places)
-            ax.plot(xs, ys, color=colour, lw=rcParams["lines.linewidth"] * 2, alpha=0.7,
-                    zorder=1, gid=f"{name} group {index} line")  # fmt: skip
+            ax.plot(
+                xs,
+                ys,
+                color=colour,
+                lw=rcParams["lines.linewidth"] * 2,
+                alpha=0.7,
+                zorder=1,
+                gid=f"{name} group {index} line",
+            )
     ax.set_xlim(-0.7, per - 0.3)
     ax.set_ylim(nodes - 0.45, -0.55)
     ax.set_xticks([])

@@ -203,8 +203,17 @@ class Look:
         return self.dpi or (SLIDE_DPI if self.style == "slides" else 150)
 
 
-def look(style="paper", theme="light", dpi=None, width=None, height=None, aspect=None,
-         transparent=False, title=None, lang="en"):  # fmt: skip
+def look(
+    style="paper",
+    theme="light",
+    dpi=None,
+    width=None,
+    height=None,
+    aspect=None,
+    transparent=False,
+    title=None,
+    lang="en",
+):
     """A checked :class:`Look`; each refusal names the flag, the value and the choices."""
     if dpi is not None:
         given = dpi

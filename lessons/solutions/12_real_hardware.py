@@ -40,7 +40,7 @@ nic_ceiling_answer = A100.inter.nics * A100.inter.effective_rate
 # S = K·β·(λ_LL128 - λ_LL) / (1/e_LL - 1/e_LL128)
 _, NVLINK = path_alpha_beta(H100, 0, 1)
 ll128_crossover_answer = (TP * NVLINK * (LL128.latency_for("nvlink") - LL.latency_for("nvlink"))
-                          / (1 / LL.efficiency - 1 / LL128.efficiency))  # fmt: skip
+                          / (1 / LL.efficiency - 1 / LL128.efficiency))
 
 # 12.4: the degraded ring's closed form, α and β of one NVSwitch hop with Simple
 _alpha, _beta = path_alpha_beta(H100, 0, 1)

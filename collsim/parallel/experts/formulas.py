@@ -123,5 +123,7 @@ def hierarchical_bytes(expert_counts, node_tokens, ep, gpus_per_node, row_bytes,
                 out_recv[j] += row_bytes * slots
                 back_sent[j] += row_bytes * slots
                 back_recv[r] += row_bytes * slots
-    return (RaggedBytes(tuple(out_sent), tuple(out_recv)),
-            RaggedBytes(tuple(back_sent), tuple(back_recv)))  # fmt: skip
+    return (
+        RaggedBytes(tuple(out_sent), tuple(out_recv)),
+        RaggedBytes(tuple(back_sent), tuple(back_recv)),
+    )

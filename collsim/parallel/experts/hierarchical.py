@@ -91,10 +91,20 @@ def hierarchical_forward(layer, rank, x, routing):
     sent_tokens = np.concatenate(sent_tokens)
     partial = np.zeros_like(x)
     np.add.at(partial, sent_tokens, back)
-    ctx = {"sent_tokens": sent_tokens, "slot_row": slot_row, "slot_gate": slot_gate,
-           "slot_expert": slot_expert + n * per_node, "out": out, "saved": saved,
-           "layout": layout, "arrived": len(got), "node": node, "rail": rail,
-           "out_schedule": out_schedule, "back_schedule": back_schedule}  # fmt: skip
+    ctx = {
+        "sent_tokens": sent_tokens,
+        "slot_row": slot_row,
+        "slot_gate": slot_gate,
+        "slot_expert": slot_expert + n * per_node,
+        "out": out,
+        "saved": saved,
+        "layout": layout,
+        "arrived": len(got),
+        "node": node,
+        "rail": rail,
+        "out_schedule": out_schedule,
+        "back_schedule": back_schedule,
+    }
     return partial, ctx
 
 

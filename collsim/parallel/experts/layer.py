@@ -62,9 +62,17 @@ class ExpertParallelMoE:
     """
 
     def __init__(
-        self, router, experts, config, group, ep_rank, expert_bias=None, name="moe",
-        dispatcher="alltoall", gpus_per_node=None,
-    ):  # fmt: skip
+        self,
+        router,
+        experts,
+        config,
+        group,
+        ep_rank,
+        expert_bias=None,
+        name="moe",
+        dispatcher="alltoall",
+        gpus_per_node=None,
+    ):
         self.dispatcher = check_dispatcher(dispatcher)
         self.router = np.array(router, dtype=np.float64)
         self.experts, self.config, self.group, self.name = experts, config, group, name
@@ -87,9 +95,16 @@ class ExpertParallelMoE:
         mine = expert_slice(moe.config.experts, group.size, ep_rank)
         experts = SwiGLUExperts(*(w[mine] for w in moe.experts.params.values()))
         return cls(
-            moe.router, experts, moe.config, group, ep_rank, moe.expert_bias, name, dispatcher,
+            moe.router,
+            experts,
+            moe.config,
+            group,
+            ep_rank,
+            moe.expert_bias,
+            name,
+            dispatcher,
             gpus_per_node,
-        )  # fmt: skip
+        )
 
     @property
     def params(self):

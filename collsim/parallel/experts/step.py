@@ -146,10 +146,17 @@ def expert_parallel_step(
         grads = yield from sync(rank, layer, grads)
         routing = ctx["routing"]
         return _RankOutcome(
-            y, dx, grads, float(loss) + ctx["aux_loss"], routing.counts(1)[0], routing.dropped,
-            int(np.sum(ctx["per_expert"])), finished, forward_end,
+            y,
+            dx,
+            grads,
+            float(loss) + ctx["aux_loss"],
+            routing.counts(1)[0],
+            routing.dropped,
+            int(np.sum(ctx["per_expert"])),
+            finished,
+            forward_end,
             _node_tokens(routing, moe.config.experts, ep // layer.gpus_per_node),
-        )  # fmt: skip
+        )
 
     G = ep if gpus_per_node is None else gpus_per_node
     check_nodes(ep, G, moe.config.experts)
@@ -177,9 +184,14 @@ def expert_parallel_step(
 
 
 # the forward pass's exchanges by the name each dispatcher gives them
-FORWARD_CALLS = {"dispatch": "dispatch", "dispatch-inter": "dispatch",
-                 "dispatch-intra": "dispatch", "combine": "combine",
-                 "combine-intra": "combine", "combine-inter": "combine"}  # fmt: skip
+FORWARD_CALLS = {
+    "dispatch": "dispatch",
+    "dispatch-inter": "dispatch",
+    "dispatch-intra": "dispatch",
+    "combine": "combine",
+    "combine-intra": "combine",
+    "combine-inter": "combine",
+}
 
 
 def _node_tokens(routing, experts, nodes):

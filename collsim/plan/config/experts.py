@@ -67,8 +67,9 @@ def check_moe_fields(cfg):
     set_ = object.__setattr__
     for name in ("shared_experts", "dense_layers"):
         value = getattr(cfg, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 0):  # fmt: skip
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
             raise ConfigError(f"{name} = {value!r} must be a whole number >= 0")
     if cfg.experts is None:
         given = [n for n in MOE_FIELDS[1:] if getattr(cfg, n)]

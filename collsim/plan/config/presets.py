@@ -151,15 +151,45 @@ def _moe(name, n, shape, experts, top_k, moe_ffn, shared, dense, source, head_di
 #: MoE presets, the shapes of their released configs; seq is the pre-training length
 #: (Mixtral's is not published: 4096 as the others)
 MOE_PRESETS = (
-    _moe("mixtral-8x7b", 46.7e9, (32, 4096, 32, 8, 14336, 32000, 4096), 8, 2, 14336, 0, 0,
-         _MIXTRAL),
-    _moe("deepseek-v3", 671e9, (61, 7168, 128, 128, 18432, 129280, 4096), 256, 8, 2048, 1, 3,
-         _DEEPSEEK),
-    _moe("qwen3-30b-a3b", 30.5e9, (48, 2048, 32, 4, 6144, 151936, 4096), 128, 8, 768, 0, 0,
-         _QWEN3, 128),
-    _moe("qwen3-235b-a22b", 235e9, (94, 4096, 64, 4, 12288, 151936, 4096), 128, 8, 1536, 0,
-         0, _QWEN3, 128),
-)  # fmt: skip
+    _moe(
+        "mixtral-8x7b", 46.7e9, (32, 4096, 32, 8, 14336, 32000, 4096), 8, 2, 14336, 0, 0, _MIXTRAL
+    ),
+    _moe(
+        "deepseek-v3",
+        671e9,
+        (61, 7168, 128, 128, 18432, 129280, 4096),
+        256,
+        8,
+        2048,
+        1,
+        3,
+        _DEEPSEEK,
+    ),
+    _moe(
+        "qwen3-30b-a3b",
+        30.5e9,
+        (48, 2048, 32, 4, 6144, 151936, 4096),
+        128,
+        8,
+        768,
+        0,
+        0,
+        _QWEN3,
+        128,
+    ),
+    _moe(
+        "qwen3-235b-a22b",
+        235e9,
+        (94, 4096, 64, 4, 12288, 151936, 4096),
+        128,
+        8,
+        1536,
+        0,
+        0,
+        _QWEN3,
+        128,
+    ),
+)
 PRESETS.update((m.name, m) for m in MOE_PRESETS)
 
 

@@ -26,8 +26,15 @@ def data_parallel(cfg, d, m):
     _sync(dim, "", grads, group, sharded, d, m)
     if sharded and d.dp_replicate > 1:  # HSDP: the shards' replicas all-reduce
         replica = _dimension(cfg, d.dp_replicate, cfg.tp * cfg.cp * d.dp_shard)
-        _add(dim, "replica_all_reduce", "all_reduce", grads / d.shard_degree,
-             m if d.zero >= 2 else 1, ranks=d.dp_replicate, link=replica)  # fmt: skip
+        _add(
+            dim,
+            "replica_all_reduce",
+            "all_reduce",
+            grads / d.shard_degree,
+            m if d.zero >= 2 else 1,
+            ranks=d.dp_replicate,
+            link=replica,
+        )
         dim["replicate_link"] = replica["link"]
     if experts:
         edp = expert_shard_degree(d.dp * cfg.cp, cfg.tp, cfg.ep, cfg.expert_tp)
