@@ -393,12 +393,14 @@ teach.show(protocol_figure(), "12_protocols")
 
 # %% [markdown]
 # This is the latency floor nccl-tests shows at small sizes: below a few hundred KiB the
-# time hardly moves with `S`, and the protocol's latency, not the link, sets it. `auto`
-# switches exactly where the closed forms cross, because it *is* the closed forms. NCCL's
-# tuner does the same with its own table of latencies and bandwidths, per algorithm too:
-# with `algorithm="auto"` (next to `protocol="auto"`) collsim also weighs NVLS, NCCL's ring
-# on rails, the double binary tree and the 2-D hierarchical all-reduce, and the result's
-# `choice` prints what it chose and why, as `NCCL_DEBUG=INFO` does:
+# time hardly moves with `S`, and the protocol's latency, not the link, sets it. For the
+# plain ring, `auto` switches exactly where these closed forms cross, because it *is* the
+# closed forms. NCCL's tuner decides from its own published table of latencies and
+# bandwidths, per algorithm too (`collsim tune all-reduce --topology dgx-h100` prints it):
+# with `algorithm="auto"` (the default on a preset) collsim asks that model, as NCCL does,
+# among NCCL's ring on rails, the double binary tree, NVLS and NVLS-Tree, and the result's
+# `choice` prints what it chose and why, as `NCCL_DEBUG=INFO` does
+# (`Cluster(..., choice="closed_form")` lets collsim's own closed forms choose instead):
 
 # %%
 for size in (2**12, 2**30):
