@@ -157,14 +157,7 @@ def moe_sizes(c):
     seq, hidden = whole(c.seq, "seq", names), whole(c.hidden, "hidden", names)
     ffn = whole(2 * hidden if c.ffn_hidden is None else c.ffn_hidden, "ffn_hidden", names)
     try:
-        router = RouterConfig(
-            experts,
-            top_k,
-            score=c.router_score or "softmax",
-            capacity_factor=c.capacity_factor,
-            drop_policy=c.drop_policy or "probs",
-            pad_to_capacity=bool(c.pad_to_capacity),
-        )
+        router = router_config(c, experts, top_k)
         routing = check_routing(c.routing or "uniform")
         dispatcher = check_dispatcher(c.dispatcher or "alltoall")
         gpus_per_node = _node_size(c.gpus_per_node, ep, names)
@@ -293,3 +286,16 @@ def _capacity(sizes):
     if r.capacity_factor is None:
         return None
     return expert_capacity(sizes.tokens // sizes.ep, r.top_k, r.experts, r.capacity_factor)
+
+
+def router_config(c, experts, top_k):
+    """The router the VerifyConfig ``c`` asks for: softmax scores, dropless (or dropping by
+    probability under a capacity factor) and no padding unless it says otherwise."""
+    return RouterConfig(
+        experts,
+        top_k,
+        score=c.router_score or "softmax",
+        capacity_factor=c.capacity_factor,
+        drop_policy=c.drop_policy or "probs",
+        pad_to_capacity=bool(c.pad_to_capacity),
+    )

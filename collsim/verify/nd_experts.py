@@ -27,7 +27,7 @@ from ..errors import ConfigError, nearest_first
 from ..nn import MoE, MoEMLP, RouterConfig, Sequential, TransformerBlock
 from ..parallel.experts.generators import check_routing, routing_bias
 from .context_checks import as_given, flag_name, whole
-from .moe import MAX_EXPERTS, MOE_ONLY, as_flags
+from .moe import MAX_EXPERTS, MOE_ONLY, as_flags, router_config
 
 __all__ = ["NDExperts", "ND_MOE_OPTIONS", "resolve_nd_experts", "moe_blocks", "moe_shown"]
 
@@ -99,14 +99,7 @@ def resolve_nd_experts(c, mesh, names=None):
             f"{flag_name(names, 'capacity_factor')} (dropless)"
         )
     try:
-        router = RouterConfig(
-            experts,
-            top_k,
-            score=c.router_score or "softmax",
-            capacity_factor=c.capacity_factor,
-            drop_policy=c.drop_policy or "probs",
-            pad_to_capacity=bool(c.pad_to_capacity),
-        )
+        router = router_config(c, experts, top_k)
         routing = check_routing(c.routing or "uniform")
     except ConfigError as exc:
         raise ConfigError(as_flags(str(exc), names)) from None
