@@ -17,7 +17,7 @@ import math
 
 from .schedule import ChunkMove, Schedule
 
-__all__ = ["tree_broadcast", "tree_reduce", "tree_all_reduce"]
+__all__ = ["tree_broadcast", "tree_reduce", "tree_all_reduce", "rank_order_reduce"]
 
 WHOLE = range(0, 1)  # trees move the whole buffer as one chunk
 
@@ -91,4 +91,24 @@ def tree_all_reduce(k):
         (("reduce", 0, n), ("broadcast", n, 2 * n)),
         "full",
         "full",
+    )
+
+
+def rank_order_reduce(k):
+    """A binomial reduce to rank 0 that combines ranks in their order, as MPI requires of an
+    operation that does not commute: in step i every rank r that is an odd multiple of 2^i
+    sends to r - 2^i what it holds, the ranks r .. r + 2^i - 1, which the receiver puts
+    after its own.  ⌈log2 K⌉ steps, as :func:`tree_reduce`, whose pairs (rel, rel + 2^d)
+    from the farthest first would combine x0 with x4 before x1.
+
+    >>> [[(m.src, m.dst) for m in step] for step in rank_order_reduce(5).steps]
+    [[(1, 0), (3, 2)], [(2, 0)], [(4, 0)]]
+    """
+    steps, mask = [], 1
+    while mask < k:
+        moves = [ChunkMove(r, r - mask, WHOLE, True) for r in range(mask, k, 2 * mask)]
+        steps.append(tuple(moves))
+        mask *= 2
+    return Schedule(
+        "reduce", "tree", k, 1, tuple(steps), (("reduce", 0, len(steps)),), "full", "root", 0
     )

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..collectives.checks import is_int
 from ..collectives.registry import build
+from ..collectives.tree import rank_order_reduce
 from ..runtime import blocking
 from .exceptions import ERR_ROOT, mpi_error, value_error
 from .messages import CollectiveTag, pickled, unpickle
@@ -181,21 +182,20 @@ class ObjectCollectives:
         return [unpickle(held[r], "alltoall") for r in range(size)]
 
     def _fold(self, rank, me, size, root, tag, sendobj, op, call):
-        """Binomial-tree reduction to rank 0 in rank order, then (if the root is another
-        rank) rank 0 sends the result to the root: the root's result, None elsewhere."""
+        """Reduction to rank 0 on :func:`~collsim.collectives.tree.rank_order_reduce`'s
+        schedule (each receiver puts the sender's ranks after its own: MPI's order), then
+        (if the root is another rank) rank 0 sends the result to the root: the root's
+        result, None elsewhere."""
         function = object_op(op, call)
         value = unpickle(pickled(sendobj, call), call)  # the result is never the input
-        mask = 1
-        while mask < size:
-            if me & mask:  # hand what this subtree holds to its parent, and leave
-                self._round(rank, tag, sends=[(me - mask, pickled(value, call))])
-                value = None
-                break
-            if me + mask < size:  # the lower ranks' value first: op(x0..., x(me+mask)...)
-                value = function(
-                    value, unpickle(self._round(rank, tag, recvs=[me + mask])[0], call)
-                )
-            mask <<= 1
+        for step in rank_order_reduce(size).steps:
+            for move in step:
+                if move.src == me:  # hand what this subtree holds to its parent, and leave
+                    self._round(rank, tag, sends=[(move.dst, pickled(value, call))])
+                    value = None
+                elif move.dst == me:  # the lower ranks' value first: op(x0..., x(src)...)
+                    got = self._round(rank, tag, recvs=[move.src])[0]
+                    value = function(value, unpickle(got, call))
         if root != 0 and me == 0:
             self._round(rank, tag, sends=[(root, pickled(value, call))])
         elif root != 0 and me == root:
