@@ -152,6 +152,8 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
 def _label(row):
     s = row["sizes"]
     sizes = "x".join(str(s[k]) for k in ("dp_replicate", "dp_shard", "cp", "tp"))
+    if s.get("ep", 1) > 1:  # expert parallelism is carved from dp x cp: said beside them
+        sizes += f", ep {s['ep']}"
     return row["name"].replace("+", "\n+") + f"\n{sizes}"
 
 
