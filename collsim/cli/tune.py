@@ -295,6 +295,7 @@ def _simulator(machine, graph, collective):
     from ..collectives.nccl_choice import COUNTERPARTS
     from ..collectives.nccl_model import tune_table
     from ..collectives.nccl_tables import PROTOCOLS
+    from ..collectives.simulated_choice import count_for
     from ..runtime import Cluster
 
     if graph.ranks_per_node != machine.gpus_per_node:
@@ -312,11 +313,7 @@ def _simulator(machine, graph, collective):
             for e in tune_table(graph, collective, algorithms, protocols)
             if not e.disabled
         }
-        elements = max(1, nbytes // 4)  # float32, S as nccl-tests counts it
-        if collective == "all_gather":  # count is each rank's share
-            elements = max(1, elements // k)
-        elif collective == "reduce_scatter":  # the input splits into K equal blocks
-            elements = max(k, elements // k * k)
+        elements = count_for(collective, nbytes, k)  # float32, S as nccl-tests counts it
         best = None
         for nccl_name, ours in runs.items():
             for protocol in PROTOCOLS:

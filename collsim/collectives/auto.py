@@ -87,12 +87,13 @@ def placement_of(graph, ranks):
     return layout, None
 
 
-def fabric_of(graph, ranks):
+def fabric_of(graph, ranks, placement=None):
     """The :class:`Fabric` of group ``ranks`` on ``graph``: the slowest way from its
     first node's first rank to the node's others for the intra-node hop (the CPU link on
     a PCIe machine), the first ranks of its first two nodes for the inter-node one (a
-    hop as slow as the intra one where there is a single node)."""
-    layout, switch = placement_of(graph, ranks)
+    hop as slow as the intra one where there is a single node).  ``placement`` is the
+    group's :func:`placement_of`, where the caller has it already."""
+    layout, switch = placement_of(graph, ranks) if placement is None else placement
     first = [ranks[i] for i in layout.nodes[0]]
     intra = None
     if len(first) > 1:  # the slowest way from the node's first GPU to another of its GPUs
@@ -136,14 +137,14 @@ def choose(graph, ranks, collective, size, protocol, algorithm="auto", choice="c
     who predicts: ``"nccl"`` NCCL's cost model where it applies (a hardware preset, equal
     nodes), ``"closed_form"`` collsim's closed forms, ``"simulated"`` a run of each
     candidate."""
+    placement = placement_of(graph, ranks)  # where the ranks sit: read once, used by both
     if choice == "nccl":
         from .nccl_choice import nccl_choice
 
-        placement = placement_of(graph, ranks)
         found = nccl_choice(graph, placement, collective, size, protocol, algorithm)
         if found is not None:
             return found
-    ranked = _closed_form_choice(graph, ranks, collective, size, protocol, algorithm)
+    ranked = _closed_form_choice(graph, ranks, placement, collective, size, protocol, algorithm)
     if choice == "simulated" and len(ranked.candidates) > 1:
         from .simulated_choice import simulated_choice
 
@@ -151,9 +152,9 @@ def choose(graph, ranks, collective, size, protocol, algorithm="auto", choice="c
     return ranked
 
 
-def _closed_form_choice(graph, ranks, collective, size, protocol, algorithm):
-    layout, switch = placement_of(graph, ranks)
-    fabric = fabric_of(graph, ranks)
+def _closed_form_choice(graph, ranks, placement, collective, size, protocol, algorithm):
+    layout, switch = placement
+    fabric = fabric_of(graph, ranks, placement)
     k = len(ranks)
     if algorithm == "auto":
         machine = graph.graph.get("machine") is not None
