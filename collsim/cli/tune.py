@@ -41,14 +41,6 @@ examples:
       # rules.csv:  allreduce,0,65535,ring,simple,-1,-1,-1
 """
 
-NCCL_NAMES = {
-    "all_reduce": "AllReduce",
-    "all_gather": "AllGather",
-    "reduce_scatter": "ReduceScatter",
-    "broadcast": "Broadcast",
-    "reduce": "Reduce",
-}
-
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -125,7 +117,6 @@ def run(args):
             f"collective {args.collective!r}: NCCL's model covers "
             + ", ".join(c.replace("_", "-") for c in COLLECTIVES)
         )
-    args.protocol = None
     machine = machine_from_args(args)
     if machine is None:
         raise ConfigError(
@@ -192,6 +183,8 @@ def _draw_map(args, machine, collective, limits):
     panels = [ChoicePanel("NCCL's cost model", tuple(model_rows))]
     if args.simulate:
         panels.append(ChoicePanel("collsim's simulated fastest", tuple(simulated_rows)))
+    from ..collectives.choices import NCCL_NAMES
+
     title = f"{NCCL_NAMES[collective]} on {machine.name}, {per} GPUs per node"
     save_figure(choice_map_figure(panels, sizes, title), args.map, fmt)
     print(f"# wrote {args.map}: {len(counts)} GPU counts x {len(sizes)} sizes")
@@ -225,6 +218,8 @@ def _sizes(args):
 
 
 def _header(machine, graph, collective):
+    from ..collectives.choices import NCCL_NAMES
+
     return [
         f"# NCCL's cost model (src/graph/tuning.cc, NCCL 2.23-2.27) for {NCCL_NAMES[collective]} "
         f"on {graph.nodes} x {machine.name}: {graph.ranks} GPUs, {graph.ranks_per_node} per node",
