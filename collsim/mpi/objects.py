@@ -190,20 +190,18 @@ class ObjectCollectives:
         (if the root is another rank) rank 0 sends the result to the root: the root's
         result, None elsewhere."""
         function = object_op(op, call)
-        value = unpickle(pickled(sendobj, call), call)  # the result is never the input
-        for step in rank_order_reduce(size).steps:
-            for move in step:
-                if move.src == me:  # hand what this subtree holds to its parent, and leave
-                    self._round(rank, tag, sends=[(move.dst, pickled(value, call))])
-                    value = None
-                elif move.dst == me:  # the lower ranks' value first: op(x0..., x(src)...)
-                    got = self._round(rank, tag, recvs=[move.src])[0]
-                    value = function(value, unpickle(got, call))
+
+        def combine(lower, higher):  # the lower ranks' values first: op(x0..., x(src)...)
+            return pickled(function(unpickle(lower, call), unpickle(higher, call)), call)
+
+        held = {0: pickled(sendobj, call)}  # the one chunk: what this rank's subtree holds
+        self._run_moves(rank, me, tag, rank_order_reduce(size), held, combine)
+        result = held[0]  # on rank 0: every rank's value, combined in rank order
         if root != 0 and me == 0:
-            self._round(rank, tag, sends=[(root, pickled(value, call))])
+            self._round(rank, tag, sends=[(root, result)])
         elif root != 0 and me == root:
-            value = unpickle(self._round(rank, tag, recvs=[0])[0], call)
-        return value if me == root else None
+            result = self._round(rank, tag, recvs=[0])[0]
+        return unpickle(result, call) if me == root else None  # never the input itself
 
     def reduce(self, sendobj, op=SUM, root=0):
         rank, me, size = self._me("reduce")
