@@ -35,14 +35,15 @@ from operator import itemgetter
 
 import numpy as np
 
-from ..network.trace import Transfer, count_transfers, transfer_order
+from ..network.trace import Transfer, count_transfers
 from .blocks import block_stats
 
 __all__ = ["PackedTransfers", "PACK_RECORDS"]
 
 PACK_RECORDS = 4096  # transfers recorded one at a time between two packs
 
-_GROUP = itemgetter(0, 1, 3, 6)  # a recent tuple's (src, dst, nbytes, links): what stats add
+_GROUP = itemgetter(0, 1, 3, 6)  # a row's (src, dst, nbytes, links): what stats add
+_ORDER = itemgetter(5, 4, 0, 1)  # a row's (end, start, src, dst): the trace's order
 
 
 class PackedTransfers:
@@ -94,13 +95,14 @@ class PackedTransfers:
         return map(Transfer._make, self._rows())
 
     def in_order(self):
-        """The records in the trace's order (:func:`~collsim.network.trace.transfer_order`),
-        built with the cyclic collector off: millions of acyclic records, which it would
-        otherwise rescan again and again while they are made (most of the time here)."""
+        """The records in the trace's order (``network.trace.transfer_order``: a stable
+        sort of the rows, by end, start, sender, receiver), built with the cyclic collector
+        off: millions of acyclic records, which it would otherwise rescan again and again
+        while they are made (most of the time here)."""
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return sorted(map(Transfer._make, self._rows()), key=transfer_order)
+            return list(map(Transfer._make, sorted(self._rows(), key=_ORDER)))
         finally:
             if collecting:
                 gc.enable()

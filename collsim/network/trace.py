@@ -21,6 +21,7 @@ Examples
 
 from collections import namedtuple
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ..errors import ConfigError
 from ..units import available_memory, format_size, format_time
@@ -231,9 +232,8 @@ class TransferLog:
         return min(t.start for t in self.records), max(t.end for t in self.records)
 
 
-def transfer_order(transfer):
-    """The key the trace orders its transfers by: ``(end, start, src, dst)``."""
-    return (transfer.end, transfer.start, transfer.src, transfer.dst)
+# the key the trace orders its transfers by
+transfer_order = attrgetter("end", "start", "src", "dst")
 
 
 def count_transfers(stats, src, dst, nbytes, links, times=1):
