@@ -46,22 +46,21 @@ def _fast_storage_names(tree):
     return found
 
 
-def test_only_the_fast_package_switches_the_collector_off():
-    found = {
+def _found_outside_fast(check):
+    """``{module: lines}`` where ``check`` finds something, outside ``collsim/fast/``."""
+    return {
         str(path.relative_to(PACKAGE)): lines
         for path, tree in _outside_fast()
-        if (lines := _collector_switches(tree))
+        if (lines := check(tree))
     }
-    assert found == {}
+
+
+def test_only_the_fast_package_switches_the_collector_off():
+    assert _found_outside_fast(_collector_switches) == {}
 
 
 def test_only_the_fast_package_knows_how_it_stores_transfers():
-    found = {
-        str(path.relative_to(PACKAGE)): lines
-        for path, tree in _outside_fast()
-        if (lines := _fast_storage_names(tree))
-    }
-    assert found == {}
+    assert _found_outside_fast(_fast_storage_names) == {}
 
 
 def test_the_checks_find_what_they_look_for():
