@@ -77,17 +77,16 @@ def _check(args, limits):
             check_int(value, flag, minimum=minimum, maximum=limit)
 
 
-def run_plan_inference(args):
-    """``collsim plan --inference``: the plan of the PlanConfig the flags describe; 0 if the
-    weights and KV cache fit in --gpu-memory, 1 if not."""
+def run_plan_inference(args, cfg):
+    """``collsim plan --inference``: the plan of ``cfg``, the PlanConfig the flags describe
+    (``collsim plan`` builds it); 0 if the weights and KV cache fit in --gpu-memory, 1 if
+    not."""
     from .. import hardware
     from .flag_checks import flag_value
-    from .plan import config_from_args
 
     limits = {k: v for k, v in PLAN_LIMITS.items() if k not in ("--layers", "--hidden")}
     _check(args, {k: v for k, v in limits.items() if k in ("--batch", "--prompt-len")})
     _check(args, {"--new-tokens": PLAN_LIMITS["--new-tokens"]})
-    cfg = config_from_args(args)
     machine = None
     if args.machine is not None:
         if str(args.machine).lower().endswith(hardware.FILE_SUFFIXES):

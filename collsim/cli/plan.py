@@ -321,12 +321,13 @@ def run(args):
     """Print the report (or the search table); 0 when valid, 1 when not."""
     args.top = _count("--top", args.top, 0)
     args.suggestions = _count("--suggestions", args.suggestions, 0)
+    if not args.inference:
+        _refuse_serving_flags(args)
+    cfg = config_from_args(args)
     if args.inference:
         from .infer_plan import run_plan_inference
 
-        return run_plan_inference(args)
-    _refuse_serving_flags(args)
-    cfg = config_from_args(args)
+        return run_plan_inference(args, cfg)
     if args.search:
         return _search(cfg, args)
     from ..plan import plan
