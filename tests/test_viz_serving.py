@@ -9,7 +9,9 @@ import math
 
 import numpy as np
 import pytest
-from fuzzkit import run_cli
+from fuzzkit import check_api, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_viz_style import MIN_DELTA_E, closest_pair
 
 import collsim
@@ -166,3 +168,38 @@ def test_the_same_file_byte_for_byte(argv, tmp_path):
 def test_bad_input_is_refused_by_name(argv, bad, rule, tmp_path):
     outcome = run_cli(["viz", *argv, "--out", str(tmp_path / "x.png")], bad=bad, timeout=60)
     assert outcome.status == 2 and rule in outcome.stderr, outcome.stderr
+
+
+BAD = ["-1", "0", "1", "9", "nan", str(2**62), "1.5", "abc", "", "dgx-h200"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    argv=st.sampled_from(
+        [
+            ["decode-step", "--tp"],
+            ["decode-step", "--step"],
+            ["decode-step", "--new-tokens"],
+            ["decode-step", "--pp"],
+            ["decode-step", "--preset"],
+            ["all-reduce-choice", "--max-gpus"],
+            ["all-reduce-choice", "--machine"],
+        ]
+    ),
+    value=st.sampled_from(BAD),
+)
+def test_the_serving_pictures_take_bad_values_without_a_traceback(argv, value, tmp_path_factory):
+    out = tmp_path_factory.mktemp("fuzz") / "x.png"
+    outcome = run_cli(["viz", *argv, value, "--out", str(out)], bad=value or None, timeout=60)
+    assert outcome.status in (0, 2)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    machine=st.sampled_from(["dgx-h100", "dgx-a100", "pcie-8gpu", "dgx-h200", "", 3]),
+    ranks=st.sampled_from([(2,), (8,), (0,), (9,), (-1,), ()]),
+    size=st.sampled_from([1, 512, 2**30, 0, -5, math.nan]),
+)
+def test_the_choice_grid_and_vllm_s_rule_take_bad_input(machine, ranks, size):
+    check_api(choice_grid, machine, ranks=ranks, sizes=[size], bad=None, timeout=30)
+    check_api(vllm_choice, ranks[0] if ranks else 0, size, bad=None, timeout=5)

@@ -28,6 +28,7 @@ Examples
 import math
 from typing import NamedTuple
 
+from ..errors import ConfigError
 from ..hardware import preset, topology
 from .auto import fabric_of
 from .formulas import closed_form, one_shot_crossover
@@ -79,10 +80,25 @@ def _first_win(ranks, fabric, algorithm):
     return math.inf
 
 
+def _one_node(machine, ranks):
+    """The preset and its graph, once ``ranks`` are group sizes 2 .. GPUs of one node."""
+    spec = preset(machine)
+    ranks = tuple(ranks)
+    if not ranks:
+        raise ConfigError("ranks=(): give at least one group size, e.g. ranks=(2, 4, 8)")
+    for k in ranks:
+        if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= spec.gpus_per_node:
+            raise ConfigError(
+                f"ranks: {k!r} GPUs: a group of one {spec.name} node has 2 .. "
+                f"{spec.gpus_per_node} GPUs; nearest valid: "
+                f"{min(max(int(k) if isinstance(k, int) else 2, 2), spec.gpus_per_node)}"
+            )
+    return spec, topology(spec), ranks
+
+
 def crossovers(machine, ranks=(2, 4, 8)):
     """A :class:`Crossover` per group size in ``ranks`` on one node of preset ``machine``."""
-    spec = preset(machine)
-    graph = topology(spec)
+    spec, graph, ranks = _one_node(machine, ranks)
     rows = []
     for k in ranks:
         fabric = fabric_of(graph, tuple(range(k)))
@@ -135,8 +151,9 @@ def choice_grid(machine, ranks=(2, 3, 4, 5, 6, 7, 8), sizes=None):
     ``machine``): each algorithm's closed-form time at each size of ``sizes`` (bytes;
     default 256 B to 64 MiB by powers of 4), on the NVLink hop as ``auto`` reads it."""
     sizes = tuple(sizes or (2.0 ** (8 + 2 * i) for i in range(10)))
-    spec = preset(machine)
-    graph = topology(spec)
+    for size in sizes:
+        _check_size(size)
+    spec, graph, ranks = _one_node(machine, ranks)
     rows = []
     for k in ranks:
         fabric = fabric_of(graph, tuple(range(k)))
@@ -169,8 +186,16 @@ def vllm_choice(world_size, size):
     >>> [vllm_choice(8, s) for s in (128 * 2**10, 1 * 2**20, 16 * 2**20)]
     ['one_shot', 'two_shot', 'nccl']
     """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ConfigError(f"world_size={world_size!r} must be a whole number of GPUs >= 1")
+    _check_size(size)
     if size >= VLLM_MAX_SIZE or world_size > 8:
         return "nccl"
     if world_size == 2 or any(world_size <= k and size < below for k, below in VLLM_ONE_SHOT_BELOW):
         return "one_shot"
     return "two_shot"
+
+
+def _check_size(size):
+    if isinstance(size, bool) or not isinstance(size, int | float) or not 0 < size < math.inf:
+        raise ConfigError(f"size={size!r} must be a number of bytes > 0 (e.g. 512 or 2**20)")
