@@ -108,3 +108,13 @@ BAD = ["-1", "0", "nan", "inf", str(2**62), "1.5", "abc", "", "bf16", "7B"]
 def test_inference_flags_take_bad_values_without_a_traceback(flag, value):
     outcome = run_cli([*LLAMA_70B_TP8, "--prompt-len", "64", flag, value], bad=value or None)
     assert outcome.status in (0, 1, 2)
+
+
+def test_the_help_s_serving_example_runs(capsys):
+    from collsim.cli.plan import EPILOG
+
+    text = EPILOG.replace("\\\n", " ")
+    (line,) = [x for x in text.splitlines() if "--inference" in x]
+    argv = line[line.index("collsim plan") :].split()[1:]
+    assert main(argv) == 0
+    assert "KV cache per GPU: 2.5 GiB (40 KiB a token" in capsys.readouterr().out

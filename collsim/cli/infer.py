@@ -64,7 +64,9 @@ network to D GPUs that only decode (DistServe, Splitwise), and compares TTFT and
 
 --plan prints, without running, the weights and KV cache per GPU of --batch sequences of
 --prompt-len + --new-tokens positions at --dtype, whether they fit in --gpu-memory, the
-largest batch that does, and the roofline's prefill and decode step times (any size)."""
+largest batch that does, and the roofline's prefill and decode step times (any size): the
+plan `collsim plan --inference` prints, which also takes model presets (--model llama2-70b)
+with their key/value heads."""
 
 EPILOG = """\
 examples:
@@ -76,6 +78,7 @@ examples:
   prefill and decode pools vs colocated: collsim infer --requests 8 --disaggregate 1:3 --batch 2
   (docs/inference.md states a larger workload, with the link it needs and why)
   KV cache per GPU of a 7B shape:       collsim infer --plan --layers 32 --hidden 4096 --heads 32
+  (or of a preset:                      collsim plan --inference --model llama2-70b --tp 8)
 """
 
 

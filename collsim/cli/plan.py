@@ -52,7 +52,7 @@ examples:
                  --seq 2048 --global-batch 1536 --micro-batch 1
   the same as data:           ... --json
   a preset model:             collsim plan --model llama2-7b --world-size 8 --global-batch 64
-  mixture of experts:         collsim plan --model mixtral-8x7b --world-size 16 --ep 8 \
+  mixture of experts:         collsim plan --model mixtral-8x7b --world-size 16 --ep 8 \\
                                 --global-batch 16 --zero 1 --recompute full
   every valid configuration:  collsim plan --search --world-size 64 --model llama2-7b \\
                                 --seq 4096 --global-batch 512
