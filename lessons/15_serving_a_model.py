@@ -191,6 +191,8 @@ teach.check(
                           "The ring's 2(K−1) steps each pay α; one-shot has one step."),
         teach.Alternative("the bytes alone, (K−1)·S/β", (K - 1) * S / BETA,
                           "Every message also pays α, and at 16 KiB α is most of the time."),
+        teach.Alternative("one peer's buffer, α + S/β", ALPHA + S / BETA,
+                          "Each GPU reads all K−1 peers' buffers, not one."),
     ],
     hint="one step: α + (K−1)·S/β",
 )
