@@ -28,6 +28,15 @@ row to the GPU of node m holding its expert.  So rank r = (n, l) sends
 ``(d+2E)·b·Σ_{m≠n} U[r][m]`` across nodes and ``d·b·Σ_{s: local index l} Σ_{j on node n,
 j≠r} N[s][j]`` inside its node; the combine sends ``d·b`` rows back the same ways.
 
+The **ragged top-k form**: a token's k experts are k distinct experts of E; when each is
+equally likely (uniform routing), the chance that none of them is on a given rank, which
+holds E/ep of the experts, is ``C(E − E/ep, k) / C(E, k)``, so a token goes to
+``ep·(1 − C(E − E/ep, k)/C(E, k))`` distinct ranks on average
+(:func:`expected_destination_ranks`).  Drawn with replacement it would be
+``ep·(1 − (1 − 1/ep)^k)``, the many-experts limit.  A dispatcher that sends a token once
+per destination rank (DeepEP's) moves that many rows a token; one that sends a row per
+slot (Megatron-Core's all-to-all) moves k.
+
 Examples
 --------
 >>> dispatch_bytes([[3, 1, 0, 2], [0, 0, 4, 4]], ep=2, row_bytes=16)
@@ -35,6 +44,8 @@ RaggedBytes(sent=(32, 0), received=(0, 32))
 >>> allgather_dispatch_bytes(tokens=4, ep=2, row_bytes=16)
 64
 """
+
+import math
 
 import numpy as np
 
@@ -48,6 +59,7 @@ __all__ = [
     "allgather_dispatch_bytes",
     "allgather_bytes",
     "hierarchical_bytes",
+    "expected_destination_ranks",
 ]
 
 COUNT_BYTES = 8  # int64 counts; the all-gather dispatcher's maps are float64, 8 B too
@@ -127,3 +139,16 @@ def hierarchical_bytes(expert_counts, node_tokens, ep, gpus_per_node, row_bytes,
         RaggedBytes(tuple(out_sent), tuple(out_recv)),
         RaggedBytes(tuple(back_sent), tuple(back_recv)),
     )
+
+
+def expected_destination_ranks(experts, ep, top_k):
+    """Distinct ranks a token's ``top_k`` experts sit on, on average, when it picks k
+    distinct experts of ``experts`` uniformly and each of the ``ep`` ranks holds E/ep.
+
+    >>> round(expected_destination_ranks(256, 8, 8), 3)  # DeepSeek-V3's 256 experts, top-8
+    5.295
+    >>> expected_destination_ranks(8, 4, 2)  # 2 of 8 experts on 4 ranks: 1 + 24/28
+    1.8571428571428572
+    """
+    none_here = math.comb(experts - experts // ep, top_k) / math.comb(experts, top_k)
+    return ep * (1.0 - none_here)
