@@ -33,7 +33,7 @@ import numpy as np
 from ...collectives.all_to_allv import direct_all_to_allv, run_all_to_allv
 from ...errors import ConfigError
 from ...hardware import preset, topology
-from ...nn.routing import RouterConfig, route
+from ...nn.routing import RouterConfig, choose_experts
 from ...runtime.cluster import Cluster
 from ...runtime.group import Group
 from ...runtime.ops import CountOnly
@@ -87,8 +87,8 @@ class DeepEPBandwidth:
 
 def deepep_routing(config, nodes, gpus_per_node):
     """(ep, T, ep) bool: whether source rank r's token t has an expert on rank j.  Scores
-    are drawn as DeepEP's tests draw them (|N(0, 1)| + 1 per token and expert), and routed
-    by :func:`collsim.nn.routing.route`, the experts grouped by node."""
+    are drawn as DeepEP's tests draw them (|N(0, 1)| + 1 per token and expert), and the
+    experts chosen by :func:`collsim.nn.routing.choose_experts`, grouped by node."""
     ep = nodes * gpus_per_node
     if config.experts % ep:
         raise ConfigError(f"experts={config.experts} is not divisible by ep={ep}")
@@ -98,7 +98,7 @@ def deepep_routing(config, nodes, gpus_per_node):
     reaches = np.zeros((ep, config.tokens, ep), dtype=bool)
     for r in range(ep):
         scores = np.abs(rng.normal(size=(config.tokens, config.experts))) + 1.0
-        selected = route(np.log(scores), router).selected  # softmax keeps the order
+        _, selected = choose_experts(np.log(scores), router)  # softmax keeps the order
         token = np.repeat(np.arange(config.tokens), config.top_k)
         reaches[r, token, selected.ravel() // (config.experts // ep)] = True
     return reaches
