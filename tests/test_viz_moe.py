@@ -142,11 +142,12 @@ def test_japanese_words_on_every_moe_picture(kind, monkeypatch, tmp_path):
         (["--dispatcher", "allgather"], "alltoall"),
         (["--capacity-factor", "lots"], "--capacity-factor 'lots'"),
         (["--top-k", "two"], "--top-k 'two'"),
+        (["--compute-rate", "1.5"], "--compute-rate 1.5"),  # would outlast the run's clock
     ],
 )
 def test_bad_flags_are_refused_with_exit_2_naming_them(argv, named, capsys, tmp_path):
     out = tmp_path / "x.png"
     assert cli.main(["viz", "moe-load", *argv, "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert named in err and "nearest" in err or "like" in err, err
+    assert named in err and ("nearest" in err or "like" in err), err
     assert not out.exists()

@@ -26,7 +26,8 @@ FLAGS = {
     "compute_rate": "--compute-rate",
 }
 WHOLE = ("ep", "experts", "top_k", "gpus_per_node", "batch", "seq", "seed")
-DISPATCHERS = ("alltoall", "hierarchical")  # the ones whose messages carry a RaggedTransfer
+DISPATCHERS = ("alltoall", "hierarchical")
+MIN_COMPUTE_RATE = 1e6  # FLOP/s  # the ones whose messages carry a RaggedTransfer
 
 
 def _arguments(parser):
@@ -99,6 +100,11 @@ def moe_step(args):
             ) from None
     dispatcher = check_choice(args.dispatcher, "--dispatcher", DISPATCHERS)
     rate = flag_value(parse_flops, args.compute_rate, "--compute-rate")
+    if not rate >= MIN_COMPUTE_RATE:  # the toy experts' FLOPs would last simulated days
+        raise ConfigError(
+            f"--compute-rate {args.compute_rate}: under 1MFLOP/s the step's compute outlasts "
+            "the picture's clock; nearest valid --compute-rate 1MFLOP/s"
+        )
     config = VerifyConfig(
         scheme="moe",
         capacity_factor=cf,
