@@ -63,7 +63,7 @@ def routing_figure(routing, ep, title=None):
         tokens[lost],
         routing.selected.ravel()[lost],
         marker="x",
-        s=40,
+        s=40 if T <= 128 else 12,  # many tokens: small crosses that stay apart
         color=DROP,
         linewidths=2.0,
         label=say("dropped by capacity ({count})", count=int(lost.sum())),
