@@ -267,15 +267,22 @@ teach.show(load_figure(routing, EP, capped_step.loads), "14_load")
 #   token shards at full weight, where the model's loss averages them.
 #
 # Both mistakes were reported in open MoE training code in 2025: expert gradients exactly
-# twice too large with `ep = 2`, and router gradient parts that were never summed. A **property test** catches them: for many
-# random layers, sizes and routings, the cluster's gradients must equal one device's. Here
-# is a gradient sync with both bugs, and that test.
+# twice too large with `ep = 2`, and router gradient parts that were never summed. A
+# **property test** catches them: for many random layers, sizes and routings, the
+# cluster's gradients must equal one device's. Here are two gradient syncs, one with both
+# bugs and one that averages the router and leaves the experts alone, and that test.
 
 # %%
 def buggy_sync(rank, layer, grads):
     """Returns the gradients as they came out of backward: nothing reduced, nothing scaled."""
     return grads
     yield  # a rank program: collsim runs it with `yield from`
+
+
+def router_only_sync(rank, layer, grads):
+    """Averages the router's gradient over the ep group; the experts' stay as they came."""
+    router = yield from rank.all_reduce(grads["router"], group=layer.group, op="avg")
+    return {**grads, "router": router}
 
 
 CASES = [(2, "uniform", 1), (4, "zipf", 2), (4, "adversarial", 3)]  # (ep, routing, seed)
@@ -310,7 +317,8 @@ def property_test(sync):
     return sorted(wrong)
 
 
-print(f"buggy_sync differs from one device in: {property_test(buggy_sync)}")
+for sync in (buggy_sync, router_only_sync):
+    print(f"{sync.__name__} differs from one device in: {property_test(sync)}")
 
 # %% [markdown]
 # **Exercise 14.5 — predict, then check.** With `ep = 2`, by what factor are `buggy_sync`'s
