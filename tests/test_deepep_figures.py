@@ -10,6 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fuzzkit import check_api
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collsim.parallel.experts.deepep import (
     BF16_ELEMENT,
@@ -103,3 +106,24 @@ def test_a_count_only_all_to_allv_moves_the_counts_rows_and_no_data():
     moved = {(t.src, t.dst): t.nbytes for t in run.trace.transfers}
     want = {(s, d): 10 * n for s, row in enumerate(counts) for d, n in enumerate(row) if n}
     assert moved == {k: v for k, v in want.items() if k[0] != k[1]}
+
+
+BAD_COUNTS = st.one_of(st.integers(-3, 0), st.sampled_from([1.5, float("nan"), True, "8"]))
+
+
+@given(bad=BAD_COUNTS, which=st.sampled_from(["tokens", "hidden", "top_k", "experts"]))
+def test_a_bad_size_is_refused_naming_it(bad, which):
+    check_api(lambda: DeepEPConfig(**{which: bad}), bad=bad)
+
+
+@given(bad=st.one_of(BAD_COUNTS, st.integers(17, 10**6)))
+def test_a_bad_node_count_is_refused_before_anything_runs(bad):
+    check_api(deepep_bandwidth, DeepEPConfig(tokens=4, hidden=8, experts=16), nodes=bad, bad=bad)
+
+
+@given(experts=st.integers(1, 64), ep=st.integers(1, 16), top_k=st.integers(1, 70), bad=BAD_COUNTS)
+def test_the_closed_form_counts_or_refuses_naming_the_value(experts, ep, top_k, bad):
+    value = check_api(expected_destination_ranks, experts, ep, top_k, bad=None)
+    if value.error is None:  # a valid triple: between 1 rank and min(k, ep)
+        assert 1 - 1e-12 <= value.value <= min(top_k, ep) + 1e-12
+    check_api(expected_destination_ranks, bad, ep, top_k, bad=bad)

@@ -40,6 +40,7 @@ from ...runtime.ops import CountOnly
 
 __all__ = ["DeepEPConfig", "DeepEPBandwidth", "deepep_routing", "deepep_bandwidth"]
 
+MAX_NODES = 16  # 128 GPUs of DeepEP's 4,096 tokens: a few seconds of simulation
 FP8_ELEMENT = 1 + 4 / 128  # bytes a value: FP8 and one fp32 scale per 128 (DeepEP's factor)
 BF16_ELEMENT = 2
 
@@ -56,6 +57,21 @@ class DeepEPConfig:
     dispatch_element: float = FP8_ELEMENT  # bytes a value on the way out
     combine_element: float = BF16_ELEMENT  # bytes a value on the way back
     seed: int = 0
+
+    def __post_init__(self):
+        for name in ("tokens", "hidden", "top_k", "experts", "max_nodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name}={value!r} must be a whole number >= 1, like {name}=8")
+        if self.top_k > self.experts:
+            raise ConfigError(
+                f"top_k={self.top_k} is more than experts={self.experts}; nearest valid "
+                f"top_k={self.experts}"
+            )
+        for name in ("dispatch_element", "combine_element"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < 64):
+                raise ConfigError(f"{name}={value!r}: bytes a value, > 0 (FP8 is 1 + 4/128)")
 
 
 @dataclass(frozen=True)
@@ -89,9 +105,20 @@ def deepep_routing(config, nodes, gpus_per_node):
     """(ep, T, ep) bool: whether source rank r's token t has an expert on rank j.  Scores
     are drawn as DeepEP's tests draw them (|N(0, 1)| + 1 per token and expert), and the
     experts chosen by :func:`collsim.nn.routing.choose_experts`, grouped by node."""
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        near = MAX_NODES if isinstance(nodes, int) and nodes > MAX_NODES else 1
+        raise ConfigError(
+            f"nodes={nodes!r}: give 1 to {MAX_NODES} machines (a count-only run moves every "
+            f"token's bytes on every rank); nearest valid nodes={near}"
+        )
     ep = nodes * gpus_per_node
     if config.experts % ep:
-        raise ConfigError(f"experts={config.experts} is not divisible by ep={ep}")
+        near = [n for n in range(1, nodes + 1) if config.experts % (n * gpus_per_node) == 0]
+        raise ConfigError(
+            f"experts={config.experts} is not divisible by ep={ep} ({nodes} nodes of "
+            f"{gpus_per_node} GPUs): each rank holds E/ep experts; nearest valid nodes="
+            f"{max(near) if near else 1}"
+        )
     rng = np.random.default_rng(config.seed)
     limit = min(nodes, config.max_nodes)
     router = RouterConfig(config.experts, config.top_k, groups=nodes, topk_groups=limit)

@@ -50,6 +50,7 @@ import math
 import numpy as np
 
 from ...collectives.formulas import RaggedBytes, all_to_allv_bytes
+from ...errors import ConfigError
 
 __all__ = [
     "rank_counts",
@@ -150,5 +151,19 @@ def expected_destination_ranks(experts, ep, top_k):
     >>> expected_destination_ranks(8, 4, 2)  # 2 of 8 experts on 4 ranks: 1 + 24/28
     1.8571428571428572
     """
+    for name, value in (("experts", experts), ("ep", ep), ("top_k", top_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r} must be a whole number >= 1, like {name}=8")
+    if experts % ep:
+        near = max(e for e in range(1, experts + 1) if experts % e == 0 and e <= ep)
+        raise ConfigError(
+            f"experts={experts} is not divisible by ep={ep}: each rank holds E/ep experts; "
+            f"nearest valid ep={near}"
+        )
+    if top_k > experts:
+        raise ConfigError(
+            f"top_k={top_k} is more than experts={experts}: a token picks k distinct experts; "
+            f"nearest valid top_k={experts}"
+        )
     none_here = math.comb(experts - experts // ep, top_k) / math.comb(experts, top_k)
     return ep * (1.0 - none_here)
