@@ -13,7 +13,7 @@ The figures are simulated time, the same on every machine (it takes a few second
 
 import argparse
 
-from collsim.parallel.experts.deepep import deepep_bandwidth
+from collsim.parallel.experts.deepep import MAX_NODES, deepep_bandwidth
 
 # DeepEP's README (legacy V1 table, normal kernels on H800 with ~160 GB/s NVLink and one
 # CX7 400 Gb/s NIC a GPU, ~50 GB/s): bottleneck bandwidth, GB/s, (dispatch, combine)
@@ -24,6 +24,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ep", type=int, nargs="+", default=sorted(PUBLISHED))
     args = parser.parse_args(argv)
+    for ep in args.ep:
+        if ep < 8 or ep % 8 or ep > 8 * MAX_NODES:
+            near = min(max(8, round(ep / 8) * 8), 8 * MAX_NODES)
+            parser.error(
+                f"--ep {ep}: whole DGX H100 nodes of 8 GPUs, 8 to {8 * MAX_NODES}; "
+                f"nearest valid --ep {near}"
+            )
     print("| EP | counted | DeepEP on H800: dispatch / combine | collsim DGX H100: dispatch / "
           "combine | legs overlapped: dispatch / combine |")  # fmt: skip
     print("|--:|---|--:|--:|--:|")

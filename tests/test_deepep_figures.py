@@ -58,6 +58,17 @@ def test_the_benchmark_prints_the_rows_the_doc_quotes():
     assert line in DOC
 
 
+def test_the_benchmark_refuses_an_ep_that_is_not_whole_nodes():
+    run = subprocess.run(
+        [sys.executable, "benchmarks/deepep_bandwidth.py", "--ep", "12"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "--ep 12" in run.stderr and "nearest valid --ep 16" in run.stderr
+
+
 def test_the_run_moves_one_row_per_token_and_destination_rank_inside_a_node():
     config = DeepEPConfig(tokens=128, hidden=64, experts=32)
     reaches = deepep_routing(config, nodes=1, gpus_per_node=8)
