@@ -45,27 +45,21 @@ def test_the_quoted_collsim_figures_are_what_the_simulation_gives(ep):
     assert [round(x / 1e9) for x in bw.overlapped] == [over_out, over_back]
 
 
+def benchmark(*args):
+    """``python benchmarks/deepep_bandwidth.py *args`` in this tree."""
+    script = [sys.executable, "benchmarks/deepep_bandwidth.py", *args]
+    return subprocess.run(script, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 def test_the_benchmark_prints_the_rows_the_doc_quotes():
-    run = subprocess.run(
-        [sys.executable, "benchmarks/deepep_bandwidth.py", "--ep", "8"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    run = benchmark("--ep", "8")
+    assert run.returncode == 0, run.stderr
     (line,) = [x for x in run.stdout.splitlines() if x.startswith("| 8 |")]
     assert line in DOC
 
 
 def test_the_benchmark_refuses_an_ep_that_is_not_whole_nodes():
-    run = subprocess.run(
-        [sys.executable, "benchmarks/deepep_bandwidth.py", "--ep", "12"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = benchmark("--ep", "12")
     assert run.returncode == 2 and "--ep 12" in run.stderr and "nearest valid --ep 16" in run.stderr
 
 
