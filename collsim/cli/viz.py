@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     viz_collectives,
     viz_compare,
     viz_mesh,
+    viz_moe,
     viz_serving,
     viz_strategies,
     viz_training,
