@@ -170,6 +170,24 @@ JA = {
         "MoE のステップ: ランク {rank} のエキスパートの計算が最も長く, コンバインはそれを待つ "
         "(破線: 最後のコンバインのメッセージ)"
     ),
+    # ---- serving: a decode step (decode_step.py), the all-reduce choice (all_reduce_choice.py)
+    "all-reduce": "all-reduce",
+    "other collective": "その他の集団通信",
+    "stage hand-off": "ステージ間の受け渡し",
+    "Decode step {step}: {time} {unit}; rank 0 spends {share} in {calls} all-reduces of {size}": (
+        "デコードステップ {step}: {time} {unit}; ランク 0 は {size} の all-reduce {calls} 回に"
+        " {share} を使う"
+    ),
+    "one-shot": "one-shot",
+    "two-shot": "two-shot",
+    "ring": "リング",
+    "NVLS": "NVLS",
+    "ring ×{ratio}": "リング ×{ratio}",
+    "message size S (bytes a GPU)": "メッセージサイズ S (GPU あたりのバイト数)",
+    "vLLM changes its choice": "vLLM が選択を変える位置",
+    "Fastest all-reduce on one {machine} node (closed forms, α–β)": (
+        "{machine} 1 ノードで最速の all-reduce (閉形式, α–β)"
+    ),
 }
 
 
