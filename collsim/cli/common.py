@@ -106,6 +106,13 @@ def add_cluster_arguments(
         "--nodes 4 is 32 GPUs on 8 rails",
     )
     g.add_argument(
+        "--sharp",
+        action="store_true",
+        help="hardware presets: the network's switches reduce (InfiniBand SHARP), so "
+        "NCCL's CollNet runs (--algorithm collnet_direct or collnet_chain, and auto may "
+        "take them, as with NCCL_COLLNET_ENABLE=1); off by default",
+    )
+    g.add_argument(
         "--bandwidth",
         default="100GB/s",
         help="per link and direction, e.g. 100GB/s, 400Gbit/s, inf; a number needs its unit "
@@ -199,6 +206,11 @@ def resolve_cluster_args(args):
                 "for a generic two-level network use --topology hierarchical "
                 "--gpus-per-node"
             )
+        if getattr(args, "sharp", False):
+            raise ConfigError(
+                f"--sharp on --topology {args.topology!r}: in-network reduction is a switch "
+                "of a hardware preset's network (e.g. --topology dgx-h100 --nodes 2 --sharp)"
+            )
         if args.ranks is None:
             args.ranks = default
         return None
@@ -228,7 +240,7 @@ def build_topology(args, analytical=None):
     if machine is not None:
         from .. import hardware
 
-        return hardware.topology(machine, args.nodes)
+        return hardware.topology(machine, args.nodes, sharp=getattr(args, "sharp", False) or None)
     # parsed here so that a bad value is named by its flag; the topology gets the text
     bandwidth, latency = args.bandwidth, args.latency
     link_rate(bandwidth, "--bandwidth"), link_latency(latency, "--latency")

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 
 from ..runtime.group import Group
 from ..topology import path_alpha_beta
-from .auto import choose, fabric_of, placement_of
-from .call_plan import call_protocol, default_algorithm, naming_the_algorithm
+from .auto import choose, fabric_of
+from .call_plan import call_protocol, checked_placement, default_algorithm, naming_the_algorithm
 from .formulas import closed_form
 from .hardware_forms import HARDWARE_ALGORITHMS, hardware_cost
-from .hierarchical import check_equal_nodes
-from .nvls import nvls_switch
 from .registry import AUTO, canonical_algorithm, canonical_collective
 
 __all__ = ["AnalyticalPlan", "analytical_plan"]
@@ -58,11 +56,7 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         alpha, beta = path_alpha_beta(topology, group.ranks[0], group.ranks[1])
         cost = closed_form(name, algorithm, group.size, size, alpha, beta)
         return AnalyticalPlan(algorithm, None, cost)
-    layout, switch = placement_of(topology, group.ranks)
-    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
-        nvls_switch(topology, group.ranks)
-    if algorithm in ("double_tree", "hierarchical", "nvls_tree"):
-        check_equal_nodes(layout, algorithm)
+    layout, _ = checked_placement(topology, group.ranks, algorithm)
     # who chooses is the cluster's setting, but a plan runs nothing: no simulated choice
     who = "nccl" if getattr(cluster, "choice", None) == "nccl" else "closed_form"
     choice = choose(topology, group.ranks, name, int(size), protocol, algorithm, who)

@@ -3,8 +3,8 @@ protocol of a call on a hardware preset, among the ones collsim runs there.
 
 NCCL's names map onto collsim's schedules: ring is ``nccl_ring`` for all-reduce (the ring
 laid through the nodes) and ``ring`` for the others, tree is ``double_tree``, NVLS is
-``nvls``, NVLS-Tree ``nvls_tree`` and PAT ``pat``.  CollNet has no schedule yet, so it is
-left out of the choice, as if ``NCCL_ALGO`` left it out.
+``nvls``, NVLS-Tree ``nvls_tree``, PAT ``pat``, CollNet ``collnet_direct`` and
+``collnet_chain`` (all-reduce, where the machine's network reduces: ``sharp=True``).
 
 Examples
 --------
@@ -29,6 +29,8 @@ COUNTERPARTS = {
         "tree": "double_tree",
         "nvls": "nvls",
         "nvls_tree": "nvls_tree",
+        "collnet_direct": "collnet_direct",
+        "collnet_chain": "collnet_chain",
     },
     "all_gather": {"ring": "ring", "pat": "pat"},
     "reduce_scatter": {"ring": "ring", "pat": "pat"},
@@ -60,12 +62,17 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
         runnable.pop("nvls", None)  # NVLS runs inside one node
     if switch is None or layout.n_nodes == 1:
         runnable.pop("nvls_tree", None)  # NVLS-Tree across nodes whose switches reduce
+    # CollNet where the network's switches reduce (SHARP), as NCCL_COLLNET_ENABLE=1
+    sharp = machine.inter.sharp and layout.n_nodes > 1
+    if not sharp:
+        runnable.pop("collnet_direct", None)
+        runnable.pop("collnet_chain", None)
     if algorithm != "auto":
         runnable = {n: ours for n, ours in runnable.items() if ours == algorithm}
         if not runnable:
             return None
     protocols = None if isinstance(protocol, str) else {protocol.name}
-    model = graph_of(machine, layout.n_nodes, layout.gpus_per_node)
+    model = graph_of(machine, layout.n_nodes, layout.gpus_per_node, collnet=sharp)
     try:
         predictions, winner = predict(model, collective, int(size), set(runnable), protocols)
     except ConfigError:  # NCCL would not run any of them here (LL128 off PCIe, say)

@@ -23,6 +23,7 @@ import difflib
 from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
 from .checks import is_int, is_power_of_two
+from .collnet import COLLNET, SharpRails, collnet_all_reduce
 from .double_tree import double_tree_all_reduce
 from .formulas import ALGORITHMS
 from .halving_doubling import (
@@ -99,8 +100,15 @@ HARDWARE_BUILDERS = {
     ("all_reduce", "nvls_tree"): lambda layout, switch, pieces: nvls_tree_all_reduce(
         layout, switch.names, switch.efficiency
     ),
+    ("all_reduce", "collnet_direct"): lambda layout, switch, pieces: collnet_all_reduce(
+        "collnet_direct", layout, switch, pieces
+    ),
+    ("all_reduce", "collnet_chain"): lambda layout, switch, pieces: collnet_all_reduce(
+        "collnet_chain", layout, switch, pieces
+    ),
 }
-PIPELINED = frozenset({("all_reduce", "double_tree"), ("all_reduce", "nvls")})  # take pieces=
+# take pieces=
+PIPELINED = frozenset(("all_reduce", a) for a in ("double_tree", "nvls", *COLLNET))
 # pairs whose builder refuses K that is not a power of two (partners r XOR 2^i)
 POWER_OF_TWO_ONLY = frozenset(
     {("reduce_scatter", "halving_doubling"), ("all_gather", "halving_doubling")}
@@ -123,6 +131,9 @@ _ALGORITHM_ALIASES = {
     "2d": "hierarchical",
     "nvlink_sharp": "nvls",
     "sharp": "nvls",
+    "collnet": "collnet_direct",
+    "collnetdirect": "collnet_direct",
+    "collnetchain": "collnet_chain",
     "oneshot": "one_shot",  # vLLM's and NCCL's spellings
     "twoshot": "two_shot",
 }
@@ -190,6 +201,10 @@ def algorithms_for(collective, k, layout=None, switch=None):
         "hierarchical": layout.gpus_per_node is not None,
         "nvls": switch is not None and layout.n_nodes == 1,
         "nvls_tree": switch is not None and layout.n_nodes > 1,
+        # CollNet needs the network's switches to reduce (SHARP), which the placement's
+        # NVSwitches do not say: NCCL's model weighs it where SHARP is on (nccl_choice)
+        "collnet_direct": False,
+        "collnet_chain": False,
     }
     return found + tuple(a for a in HARDWARE_ALGORITHMS.get(collective, ()) if runs[a])
 
@@ -233,6 +248,12 @@ def build(collective, algorithm, k, root=0, layout=None, switch=None, pieces=Non
                 "nvls needs a node whose NVSwitch reduces (reduces=True, NVLink SHARP, as "
                 "on dgx-h100); use algorithm 'nccl_ring' or 'ring' here"
             )
+    if algorithm in COLLNET and not isinstance(switch, SharpRails):
+        raise ConfigError(
+            f"{algorithm} needs the switches of the group's rails that reduce (SHARP): "
+            "give switch=collnet.sharp_rails(graph, ranks, layout), or run it on a "
+            "topology with --sharp"
+        )
     if algorithm == "nvls_tree" and (layout.n_nodes == 1 or switch is None):
         raise ConfigError(
             "nvls_tree needs a group of whole nodes, two or more, whose NVSwitches reduce "
