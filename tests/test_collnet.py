@@ -136,3 +136,26 @@ def test_tune_shows_collnet_with_sharp(capsys):
     # 7 x 0.4) + 31 = 44.0 us
     row = [line for line in on.splitlines() if "collnet_direct " in line]
     assert "needs CollNet" in off and row and "44.0/" in row[0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    topology=st.sampled_from(["ring", "dgx-a100", "dgx-h100", "pcie-8gpu"]),
+    nodes=st.sampled_from([None, "1", "2", "3"]),
+    sharp=st.booleans(),
+    algorithm=st.sampled_from([*COLLNET, "collnet", "auto", "collnet_tree"]),
+)
+def test_fuzz_run_with_sharp(topology, nodes, sharp, algorithm):
+    """Every mix of topology, nodes, --sharp and a CollNet name runs or is refused with
+    an error that names what was wrong (fuzzkit's rules)."""
+    from fuzzkit import run_cli
+
+    argv = ["run", "all-reduce", "--topology", topology, "-a", algorithm, "-s", "64KiB"]
+    argv += (["--nodes", nodes] if nodes else []) + (["--sharp"] if sharp else [])
+    # on a generic topology --nodes and --sharp are refused first, naming themselves
+    preset = topology != "ring"
+    bad = algorithm if algorithm == "collnet_tree" and preset else None
+    outcome = run_cli([*argv, "--count-only"], bad=bad, timeout=60)
+    assert outcome.status in (0, 2)
+    if not preset and (nodes or sharp):
+        assert outcome.status == 2 and ("--nodes" in outcome.stderr or "--sharp" in outcome.stderr)

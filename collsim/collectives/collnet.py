@@ -1,4 +1,4 @@
-"""CollNet (NCCL 2.12+): the all-reduce whose sum across nodes is taken by the network's
+"""NCCL's CollNet: the all-reduce whose sum across nodes is taken by the network's
 switches (InfiniBand SHARP), Direct and Chain.
 
 A SHARP switch adds up what the nodes send through it and sends the sum back, so each
