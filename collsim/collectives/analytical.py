@@ -9,7 +9,7 @@ Examples
 ('ring', None, 6)
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..runtime.group import Group
 from ..topology import path_alpha_beta
@@ -17,6 +17,7 @@ from .auto import choose, fabric_of
 from .call_plan import call_protocol, checked_placement, default_algorithm, naming_the_algorithm
 from .formulas import closed_form
 from .hardware_forms import HARDWARE_ALGORITHMS, hardware_cost
+from .nccl_choice import call_launch
 from .registry import AUTO, canonical_algorithm, canonical_collective
 
 __all__ = ["AnalyticalPlan", "analytical_plan"]
@@ -69,4 +70,7 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         cost = closed_form(
             name, "ring" if chosen == "nccl_ring" else chosen, group.size, size, alpha, beta
         )
+    # once a call, as a run pays it; a call of 0 bytes returns at once, as NCCL's does
+    launch = call_launch(topology, name, chosen, protocol) if size else 0.0
+    cost = replace(cost, time_s=cost.time_s + launch) if launch else cost
     return AnalyticalPlan(chosen, protocol, cost, choice if algorithm == AUTO else None)

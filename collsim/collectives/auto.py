@@ -10,7 +10,9 @@ algorithms, :func:`~collsim.collectives.formulas.closed_form` with the slowest h
 β for the others) on the group's :class:`Fabric`: α and β of a GPU-to-GPU hop inside a
 node and of a same-rail hop between nodes, read from the topology.
 A protocol adds its latency for the hop's link class to α and multiplies β by its payload
-fraction.  NVLS runs with Simple only, as in NCCL.  Ties go to the earlier candidate
+fraction; on a machine a call of an algorithm NCCL runs also pays NCCL's base latency
+once (:func:`~collsim.collectives.nccl_choice.call_launch`), as its simulated run does.
+NVLS runs with Simple only, as in NCCL.  Ties go to the earlier candidate
 (algorithms in ``algorithms_for`` order, protocols Simple, LL128, LL), so the choice is
 deterministic.
 
@@ -36,6 +38,7 @@ from ..topology import path_alpha_beta, route
 from .choices import NCCL_NAMES, AutoChoice, Candidate
 from .formulas import closed_form
 from .hardware_forms import HARDWARE_ALGORITHMS, Fabric, hardware_cost
+from .nccl_choice import call_launch
 from .registry import algorithms_for
 
 __all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES"]
@@ -171,19 +174,20 @@ def _closed_form_choice(graph, ranks, placement, collective, size, protocol, alg
     else:
         names = (algorithm,)
     found = []
+
+    def timed(name, proto):  # the closed form, and NCCL's base latency once a call
+        launch = call_launch(graph, collective, name, proto) if size else 0.0
+        return Candidate(name, proto, _time(collective, name, layout, size, fabric, proto) + launch)
+
     for name in names:
         for proto in _protocols(protocol):
             if name == "nvls" and proto is not None and proto.name != "simple":
                 continue  # NVLS runs with Simple only
-            found.append(
-                Candidate(name, proto, _time(collective, name, layout, size, fabric, proto))
-            )
+            found.append(timed(name, proto))
     if not found:  # nvls with a forced LL/LL128: run it with Simple, as NCCL would
         from ..hardware.protocols import PROTOCOLS
 
-        simple = PROTOCOLS["simple"]
-        time = _time(collective, algorithm, layout, size, fabric, simple)
-        found.append(Candidate(algorithm, simple, time))
+        found.append(timed(algorithm, PROTOCOLS["simple"]))
     ordered = tuple(sorted(found, key=lambda c: c.time_s))  # sorted() is stable: ties keep order
     best = ordered[0]
     return AutoChoice(collective, int(size), best.algorithm, best.protocol, best.time_s, ordered)

@@ -33,6 +33,7 @@ from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
 from .context import context_of
+from .nccl_choice import call_launch
 from .records import CollectiveStep
 from .reference import reference
 from .schedule import chunk_bounds
@@ -228,7 +229,8 @@ def run_schedule(
     context = context_of(rank._execution)
     bounds = _chunk_bounds(context, n, schedule.n_chunks)
     ranks = group.ranks
-    tags = _step_tags(context, schedule, ranks, group.dim, seq, protocol)
+    launch = call_launch(rank.cluster.topology, schedule.collective, schedule.algorithm, protocol)
+    tags = _step_tags(context, schedule, ranks, group.dim, seq, protocol, launch)
     plan = _plan(context, schedule)
     if numeric:
         work = _prepare(schedule, data, n, me, bounds)
@@ -305,10 +307,11 @@ def _chunk_bounds(context, n, n_chunks):
     return bounds
 
 
-def _step_tags(context, schedule, ranks, dim, seq, protocol=None):
+def _step_tags(context, schedule, ranks, dim, seq, protocol=None, launch=0.0):
     """The message tag (a :class:`CollectiveStep`) of every step of collective call
     ``seq`` on group ``ranks``: one per step, shared by all ranks of the group (the trace
-    keeps a tag per transfer, and two million equal tags would cost memory and time)."""
+    keeps a tag per transfer, and two million equal tags would cost memory and time).
+    The first step's protocol carries the call's base latency ``launch`` (seconds)."""
     # tags carry a small group id, not the rank tuple: a tuple of 1,024 ranks would be
     # hashed again for every message
     group_ids = context.group_ids
@@ -317,8 +320,9 @@ def _step_tags(context, schedule, ranks, dim, seq, protocol=None):
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
     collective, algorithm = schedule.collective, schedule.algorithm
+    first = protocol.with_launch(launch) if launch else protocol
     tags.extend(
-        CollectiveStep(collective, algorithm, gid, seq, s, dim, protocol)
+        CollectiveStep(collective, algorithm, gid, seq, s, dim, first if s == 0 else protocol)
         for s in range(len(tags), schedule.n_steps)
     )
     return tags

@@ -19,8 +19,9 @@ Examples
 from ..errors import ConfigError
 from .choices import AutoChoice, Candidate
 from .nccl_model import graph_of, predict
+from .nccl_tables import BASE_LATENCY_US
 
-__all__ = ["nccl_choice", "COUNTERPARTS"]
+__all__ = ["nccl_choice", "COUNTERPARTS", "base_latency", "call_launch"]
 
 # NCCL's algorithm -> collsim's schedule, per collective
 COUNTERPARTS = {
@@ -37,6 +38,37 @@ COUNTERPARTS = {
     "broadcast": {"ring": "ring"},
     "reduce": {"ring": "ring"},
 }
+
+
+def base_latency(collective, algorithm, protocol):
+    """Seconds NCCL's cost model charges once per call of collsim's ``algorithm`` with
+    ``protocol`` (a Protocol): the base latency of its NCCL counterpart, 0 where NCCL has
+    none (NVLS, NVLS-Tree, CollNet; an algorithm NCCL does not run, such as
+    halving_doubling or the plain ring all-reduce).
+
+    >>> from collsim.hardware.protocols import PROTOCOLS
+    >>> [round(base_latency("all_reduce", a, PROTOCOLS["simple"]) * 1e6, 1)
+    ...  for a in ("nccl_ring", "double_tree", "nvls", "halving_doubling")]
+    [8.4, 8.4, 0.0, 0.0]
+    >>> round(base_latency("all_gather", "pat", PROTOCOLS["simple"]) * 1e6, 1)
+    8.0
+    """
+    if protocol is None:
+        return 0.0
+    for nccl, ours in COUNTERPARTS.get(collective, {}).items():
+        if ours == algorithm:
+            us = BASE_LATENCY_US[nccl].of(protocol.name)
+            return 0.0 if us is None else us * 1e-6
+    return 0.0
+
+
+def call_launch(graph, collective, algorithm, protocol):
+    """The :func:`base_latency` a call of ``algorithm`` on topology ``graph`` pays: on a
+    machine (a hardware preset or machine file) only, so a plain α-β topology keeps its
+    times even with a protocol."""
+    if protocol is None or graph.graph.get("machine") is None:
+        return 0.0
+    return base_latency(collective, algorithm, protocol)
 
 
 def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
