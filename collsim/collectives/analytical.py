@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 from ..runtime.group import Group
 from ..topology import path_alpha_beta
-from .auto import choose, fabric_of
-from .call_plan import call_protocol, checked_placement, default_algorithm, naming_the_algorithm
+from .auto import checked_placement, choose, fabric_of
+from .call_plan import call_protocol, default_algorithm, naming_the_algorithm
 from .formulas import closed_form
 from .hardware_forms import HARDWARE_ALGORITHMS, hardware_cost
 from .nccl_choice import call_launch

@@ -41,7 +41,15 @@ from .hardware_forms import HARDWARE_ALGORITHMS, Fabric, hardware_cost
 from .nccl_choice import call_launch
 from .registry import algorithms_for
 
-__all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES"]
+__all__ = [
+    "AutoChoice",
+    "Candidate",
+    "choose",
+    "fabric_of",
+    "placement_of",
+    "checked_placement",
+    "NCCL_NAMES",
+]
 
 
 PROTOCOL_ORDER = ("simple", "ll128", "ll")
@@ -88,6 +96,23 @@ def placement_of(graph, ranks):
     except ConfigError:
         pass
     return layout, None
+
+
+def checked_placement(topology, ranks, algorithm):
+    """The group's :func:`~collsim.collectives.auto.placement_of`, after refusing an
+    ``algorithm`` the group cannot run, naming the rule it breaks."""
+    from .collnet import COLLNET, sharp_rails
+    from .hierarchical import check_equal_nodes
+    from .nvls import nvls_switch
+
+    layout, switch = placement_of(topology, ranks)
+    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
+        nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
+    if algorithm in ("double_tree", "hierarchical", "nvls_tree", *COLLNET):
+        check_equal_nodes(layout, algorithm)
+    if algorithm in COLLNET:
+        sharp_rails(topology, ranks, layout, algorithm)
+    return layout, switch
 
 
 def fabric_of(graph, ranks, placement=None):

@@ -22,8 +22,6 @@ from ..errors import ConfigError
 from .checks import DTYPE_BYTES, check_count, check_dtype
 from .collnet import COLLNET, sharp_rails
 from .hardware_forms import HARDWARE_ALGORITHMS, best_pieces
-from .hierarchical import check_equal_nodes
-from .nvls import nvls_switch
 from .registry import AUTO, PIPELINED, build, canonical_algorithm
 
 __all__ = [
@@ -34,7 +32,6 @@ __all__ = [
     "first_schedule",
     "naming_the_algorithm",
     "call_size",
-    "checked_placement",
 ]
 
 
@@ -101,7 +98,7 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed
     if not hardware and algorithm != AUTO and not isinstance(protocol, str):
         return shared_schedule(name, algorithm, k, root), None, protocol
     # something to tune: the topology's placement, NCCL's closed forms, the protocols
-    from .auto import choose, fabric_of
+    from .auto import checked_placement, choose, fabric_of
 
     layout, switch = checked_placement(topology, ranks, algorithm)
     choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice)
@@ -123,21 +120,6 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed
             )
         schedule = shared_schedule(name, chosen, k, root, layout, switch, pieces)
     return schedule, (choice if algorithm == AUTO else None), protocol
-
-
-def checked_placement(topology, ranks, algorithm):
-    """The group's :func:`~collsim.collectives.auto.placement_of`, after refusing an
-    ``algorithm`` the group cannot run, naming the rule it breaks."""
-    from .auto import placement_of
-
-    layout, switch = placement_of(topology, ranks)
-    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
-        nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
-    if algorithm in ("double_tree", "hierarchical", "nvls_tree", *COLLNET):
-        check_equal_nodes(layout, algorithm)
-    if algorithm in COLLNET:
-        sharp_rails(topology, ranks, layout, algorithm)
-    return layout, switch
 
 
 @contextlib.contextmanager

@@ -96,6 +96,11 @@ def collnet_all_reduce(algorithm, layout, rails, pieces=1):
     """The CollNet Direct or Chain all-reduce of a group of whole, equal nodes
     (``layout``, two or more) whose rails' switches reduce (``rails``, a
     :class:`SharpRails`), the switch's phase in ``pieces`` pieces."""
+    if not isinstance(rails, SharpRails):
+        raise ConfigError(
+            f"{algorithm} needs the switches of the group's rails that reduce (SHARP): give "
+            "switch=collnet.sharp_rails(graph, ranks, layout), or run it on a topology with --sharp"
+        )
     g, m, p = layout.gpus_per_node, layout.n_nodes, pieces
     direct = algorithm == "collnet_direct"
     parts = g if direct else 1  # the sums the network takes: one per rail used

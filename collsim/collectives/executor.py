@@ -229,8 +229,7 @@ def run_schedule(
     context = context_of(rank._execution)
     bounds = _chunk_bounds(context, n, schedule.n_chunks)
     ranks = group.ranks
-    launch = call_launch(rank.cluster.topology, schedule.collective, schedule.algorithm, protocol)
-    tags = _step_tags(context, schedule, ranks, group.dim, seq, protocol, launch)
+    tags = _step_tags(context, schedule, ranks, group.dim, seq, protocol, rank.cluster.topology)
     plan = _plan(context, schedule)
     if numeric:
         work = _prepare(schedule, data, n, me, bounds)
@@ -307,11 +306,10 @@ def _chunk_bounds(context, n, n_chunks):
     return bounds
 
 
-def _step_tags(context, schedule, ranks, dim, seq, protocol=None, launch=0.0):
+def _step_tags(context, schedule, ranks, dim, seq, protocol=None, topology=None):
     """The message tag (a :class:`CollectiveStep`) of every step of collective call
     ``seq`` on group ``ranks``: one per step, shared by all ranks of the group (the trace
-    keeps a tag per transfer, and two million equal tags would cost memory and time).
-    The first step's protocol carries the call's base latency ``launch`` (seconds)."""
+    keeps a tag per transfer, and two million equal tags would cost memory and time)."""
     # tags carry a small group id, not the rank tuple: a tuple of 1,024 ranks would be
     # hashed again for every message
     group_ids = context.group_ids
@@ -320,7 +318,8 @@ def _step_tags(context, schedule, ranks, dim, seq, protocol=None, launch=0.0):
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
     collective, algorithm = schedule.collective, schedule.algorithm
-    first = protocol.with_launch(launch) if launch else protocol
+    launch = call_launch(topology, collective, algorithm, protocol) if protocol else 0.0
+    first = protocol.with_launch(launch) if launch else protocol  # NCCL's base latency, once
     tags.extend(
         CollectiveStep(collective, algorithm, gid, seq, s, dim, first if s == 0 else protocol)
         for s in range(len(tags), schedule.n_steps)

@@ -19,11 +19,12 @@ Examples
 """
 
 import difflib
+from functools import partial
 
 from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
 from .checks import is_int, is_power_of_two
-from .collnet import COLLNET, SharpRails, collnet_all_reduce
+from .collnet import COLLNET, collnet_all_reduce
 from .double_tree import double_tree_all_reduce
 from .formulas import ALGORITHMS
 from .halving_doubling import (
@@ -100,12 +101,7 @@ HARDWARE_BUILDERS = {
     ("all_reduce", "nvls_tree"): lambda layout, switch, pieces: nvls_tree_all_reduce(
         layout, switch.names, switch.efficiency
     ),
-    ("all_reduce", "collnet_direct"): lambda layout, switch, pieces: collnet_all_reduce(
-        "collnet_direct", layout, switch, pieces
-    ),
-    ("all_reduce", "collnet_chain"): lambda layout, switch, pieces: collnet_all_reduce(
-        "collnet_chain", layout, switch, pieces
-    ),
+    **{("all_reduce", a): partial(collnet_all_reduce, a) for a in COLLNET},
 }
 # take pieces=
 PIPELINED = frozenset(("all_reduce", a) for a in ("double_tree", "nvls", *COLLNET))
@@ -201,10 +197,7 @@ def algorithms_for(collective, k, layout=None, switch=None):
         "hierarchical": layout.gpus_per_node is not None,
         "nvls": switch is not None and layout.n_nodes == 1,
         "nvls_tree": switch is not None and layout.n_nodes > 1,
-        # CollNet needs the network's switches to reduce (SHARP), which the placement's
-        # NVSwitches do not say: NCCL's model weighs it where SHARP is on (nccl_choice)
-        "collnet_direct": False,
-        "collnet_chain": False,
+        **dict.fromkeys(COLLNET, False),  # where SHARP is on, NCCL's model weighs them
     }
     return found + tuple(a for a in HARDWARE_ALGORITHMS.get(collective, ()) if runs[a])
 
@@ -248,12 +241,6 @@ def build(collective, algorithm, k, root=0, layout=None, switch=None, pieces=Non
                 "nvls needs a node whose NVSwitch reduces (reduces=True, NVLink SHARP, as "
                 "on dgx-h100); use algorithm 'nccl_ring' or 'ring' here"
             )
-    if algorithm in COLLNET and not isinstance(switch, SharpRails):
-        raise ConfigError(
-            f"{algorithm} needs the switches of the group's rails that reduce (SHARP): "
-            "give switch=collnet.sharp_rails(graph, ranks, layout), or run it on a "
-            "topology with --sharp"
-        )
     if algorithm == "nvls_tree" and (layout.n_nodes == 1 or switch is None):
         raise ConfigError(
             "nvls_tree needs a group of whole nodes, two or more, whose NVSwitches reduce "
