@@ -116,6 +116,23 @@ TRIED = [
     Tried(8, "8.3", "16", ("what GPipe holds",), (), "m, as GPipe"),
     Tried(10, "10.4", "800", ("the multiple above 784",), (), "the other multiple"),
     Tried(12, "12.2", '"24GB/s"', ("K = 8",), ("% too low",), "one NIC's rate"),
+    # PAT against the ring in NCCL's model: the steps' ratio is the natural prediction
+    Tried(
+        12,
+        "12.8",
+        "63 / 6",
+        ("the ratio of the step counts", "2.8 µs for every rank"),
+        (),
+        "log against linear steps, NCCL's per-rank term forgotten",
+    ),
+    Tried(
+        12,
+        "12.8",
+        "890.4 / (8 + 6 * 14)",
+        ("a full network hop a step",),
+        (),
+        "PAT's steps priced as the ring's",
+    ),
     Tried(
         1,
         "1.1",
