@@ -24,6 +24,7 @@ Examples
 import contextlib
 import difflib
 import math
+import os
 
 from .. import topology
 from ..errors import ConfigError
@@ -47,6 +48,7 @@ __all__ = [
     "flag_value",
     "add_cluster_arguments",
     "cluster_from_args",
+    "tuner_rules",
     "resolve_cluster_args",
     "machine_from_args",
     "TOPOLOGIES",
@@ -145,6 +147,15 @@ def add_cluster_arguments(
         "model, as NCCL decides; see `collsim tune`), closed-form (collsim's closed forms "
         "on the preset's links) or simulated (run every candidate, take the fastest); "
         "default nccl",
+    )
+    g.add_argument(
+        "--tuner-config",
+        default=None,
+        metavar="CSV",
+        help="rules of NCCL's example tuner plugin, one a line: collective,min_bytes,"
+        "max_bytes,algorithm,protocol,channels,nNodes,nRanks; where one matches a call, it "
+        "decides --choice nccl's pick, as under NCCL (default: $NCCL_TUNER_CONFIG_FILE, "
+        "else none; see `collsim tune --help`)",
     )
     g.add_argument(
         "--gpus-per-node", type=int, default=4, help="hierarchical only: GPUs per node (default 4)"
@@ -280,11 +291,22 @@ def cluster_from_args(args, analytical=None, **options):
     return Cluster(
         build_topology(args, analytical),
         choice=getattr(args, "choice", "nccl"),
+        tuner=tuner_rules(args),
         model=args.model,
         protocol=args.protocol,
         faults=faults,
         **options,
     )
+
+
+def tuner_rules(args):
+    """The rules of ``--tuner-config`` (or ``$NCCL_TUNER_CONFIG_FILE``), () for none."""
+    path = getattr(args, "tuner_config", None) or os.environ.get("NCCL_TUNER_CONFIG_FILE")
+    if not path:
+        return ()
+    from ..collectives.nccl_tuner_file import read_rules
+
+    return tuple(read_rules(path))
 
 
 @contextlib.contextmanager

@@ -256,10 +256,9 @@ def _table_lines(table):
 
 
 def _rules(args):
-    from ..collectives.nccl_tuner_file import read_rules
+    from .common import tuner_rules
 
-    path = args.tuner_config or os.environ.get("NCCL_TUNER_CONFIG_FILE")
-    return read_rules(path) if path else ()
+    return tuner_rules(args)
 
 
 def _choices(graph, collective, sizes, limits, simulate):

@@ -60,7 +60,8 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
     layout, _ = checked_placement(topology, group.ranks, algorithm)
     # who chooses is the cluster's setting, but a plan runs nothing: no simulated choice
     who = "nccl" if getattr(cluster, "choice", None) == "nccl" else "closed_form"
-    choice = choose(topology, group.ranks, name, int(size), protocol, algorithm, who)
+    rules = getattr(cluster, "tuner", ())
+    choice = choose(topology, group.ranks, name, int(size), protocol, algorithm, who, rules)
     chosen, protocol = choice.algorithm, choice.protocol
     fabric = fabric_of(topology, group.ranks)
     if chosen in HARDWARE_ALGORITHMS.get(name, ()) and layout.gpus_per_node is not None:

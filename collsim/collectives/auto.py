@@ -110,8 +110,8 @@ def checked_placement(topology, ranks, algorithm):
         nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
     if algorithm in ("double_tree", "hierarchical", "nvls_tree", *COLLNET):
         check_equal_nodes(layout, algorithm)
-    if algorithm in COLLNET:
-        sharp_rails(topology, ranks, layout, algorithm)
+    if algorithm in COLLNET:  # the network's switches sum, not the NVSwitches
+        return layout, sharp_rails(topology, ranks, layout, algorithm)
     return layout, switch
 
 
@@ -158,18 +158,21 @@ def _time(collective, algorithm, layout, size, fabric, protocol):
     return closed_form(collective, algorithm, layout.ranks, size, alpha, beta).time_s
 
 
-def choose(graph, ranks, collective, size, protocol, algorithm="auto", choice="closed_form"):
+def choose(
+    graph, ranks, collective, size, protocol, algorithm="auto", choice="closed_form", rules=()
+):
     """The :class:`AutoChoice` for ``collective`` of S = ``size`` bytes on group ``ranks``
     of ``graph``.  ``protocol`` is the setting (``"auto"``, a Protocol, or None);
     ``algorithm`` a name to choose only the protocol for, or ``"auto"``.  ``choice`` says
     who predicts: ``"nccl"`` NCCL's cost model where it applies (a hardware preset, equal
     nodes), ``"closed_form"`` collsim's closed forms, ``"simulated"`` a run of each
-    candidate."""
+    candidate.  ``rules`` are a tuner file's (NCCL's example plugin), which override
+    NCCL's model where one matches."""
     placement = placement_of(graph, ranks)  # where the ranks sit: read once, used by both
     if choice == "nccl":
         from .nccl_choice import nccl_choice
 
-        found = nccl_choice(graph, placement, collective, size, protocol, algorithm)
+        found = nccl_choice(graph, placement, collective, size, protocol, algorithm, rules)
         if found is not None:
             return found
     ranked = _closed_form_choice(graph, ranks, placement, collective, size, protocol, algorithm)

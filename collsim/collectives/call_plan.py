@@ -20,7 +20,6 @@ import numpy as np
 
 from ..errors import ConfigError
 from .checks import DTYPE_BYTES, check_count, check_dtype
-from .collnet import COLLNET, sharp_rails
 from .hardware_forms import HARDWARE_ALGORITHMS, best_pieces
 from .registry import AUTO, PIPELINED, build, canonical_algorithm
 
@@ -84,7 +83,7 @@ def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
         if len(plans) >= _KEEP_PLANS:
             plans.pop(next(iter(plans)))  # the oldest
         choice = getattr(cluster, "choice", "closed_form")
-        found = plans[key] = _plan(cluster.topology, *key, choice=choice)
+        found = plans[key] = _plan(cluster.topology, *key, choice=choice, rules=cluster.tuner)
     return found
 
 
@@ -92,7 +91,7 @@ def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
 _KEEP_PLANS = 256
 
 
-def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed_form"):
+def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed_form", rules=()):
     k = len(ranks)
     hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ())
     if not hardware and algorithm != AUTO and not isinstance(protocol, str):
@@ -101,13 +100,12 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed
     from .auto import checked_placement, choose, fabric_of
 
     layout, switch = checked_placement(topology, ranks, algorithm)
-    choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice)
+    choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice, rules)
     chosen, protocol = choice.algorithm, choice.protocol
     if chosen not in HARDWARE_ALGORITHMS.get(name, ()):
         schedule = shared_schedule(name, chosen, k, root)
     else:
-        if chosen in COLLNET:  # the network's switches sum, not the NVSwitches
-            switch = sharp_rails(topology, ranks, layout, chosen)
+        switch = checked_placement(topology, ranks, chosen)[1]  # what sums for it (CollNet)
         pieces = None
         if (name, chosen) in PIPELINED:
             pieces = best_pieces(

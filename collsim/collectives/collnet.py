@@ -34,12 +34,13 @@ Examples
 """
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from ..errors import ConfigError
 from .nvls import nvls_all_reduce
 from .schedule import ChunkMove, Schedule
 
-__all__ = ["COLLNET", "SharpRails", "sharp_rails", "collnet_all_reduce"]
+__all__ = ["COLLNET", "COLLNET_BUILDERS", "SharpRails", "sharp_rails", "collnet_all_reduce"]
 
 COLLNET = ("collnet_direct", "collnet_chain")
 
@@ -173,3 +174,7 @@ def _chain(layout, chunks):
         for i in range(g - 1)
     ]
     return up, down
+
+
+# the registry's builders (layout, switch, pieces) -> Schedule, one per algorithm
+COLLNET_BUILDERS = {("all_reduce", a): partial(collnet_all_reduce, a) for a in COLLNET}

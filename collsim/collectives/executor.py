@@ -33,7 +33,7 @@ from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
 from .context import context_of
-from .nccl_choice import call_launch
+from .nccl_choice import opening
 from .records import CollectiveStep
 from .reference import reference
 from .schedule import chunk_bounds
@@ -318,8 +318,7 @@ def _step_tags(context, schedule, ranks, dim, seq, protocol=None, topology=None)
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
     collective, algorithm = schedule.collective, schedule.algorithm
-    launch = call_launch(topology, collective, algorithm, protocol) if protocol else 0.0
-    first = protocol.with_launch(launch) if launch else protocol  # NCCL's base latency, once
+    first = protocol and opening(topology, collective, algorithm, protocol)  # + base latency
     tags.extend(
         CollectiveStep(collective, algorithm, gid, seq, s, dim, first if s == 0 else protocol)
         for s in range(len(tags), schedule.n_steps)

@@ -21,7 +21,7 @@ from .choices import AutoChoice, Candidate
 from .nccl_model import graph_of, predict
 from .nccl_tables import BASE_LATENCY_US
 
-__all__ = ["nccl_choice", "COUNTERPARTS", "base_latency", "call_launch"]
+__all__ = ["nccl_choice", "COUNTERPARTS", "base_latency", "call_launch", "opening"]
 
 # NCCL's algorithm -> collsim's schedule, per collective
 COUNTERPARTS = {
@@ -71,7 +71,14 @@ def call_launch(graph, collective, algorithm, protocol):
     return base_latency(collective, algorithm, protocol)
 
 
-def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
+def opening(graph, collective, algorithm, protocol):
+    """``protocol`` as a call's first step carries it: with the :func:`call_launch`
+    base latency, which its messages pay once for the call."""
+    launch = call_launch(graph, collective, algorithm, protocol)
+    return protocol.with_launch(launch) if launch else protocol
+
+
+def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto", rules=()):
     """The :class:`~collsim.collectives.auto.AutoChoice` NCCL's model makes for this call,
     or None where the model does not apply (no machine, nodes of unequal size, a
     collective NCCL does not tune, or an algorithm it has no name for).
@@ -79,7 +86,9 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
     ``placement`` is the group's ``(NodeLayout, NvlsSwitch or None)``
     (:func:`~collsim.collectives.auto.placement_of`); ``protocol`` the setting: ``"auto"``
     weighs LL, LL128 and Simple, a Protocol only itself; ``algorithm`` a collsim name to
-    choose only the protocol for, or ``"auto"``."""
+    choose only the protocol for, or ``"auto"``; ``rules`` a tuner file's
+    (:mod:`.nccl_tuner_file`): the first that matches and names a pair collsim runs here
+    decides, as NCCL's example tuner plugin does."""
     from ..hardware.protocols import PROTOCOLS
 
     machine = graph.graph.get("machine")
@@ -106,7 +115,7 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
     protocols = None if isinstance(protocol, str) else {protocol.name}
     model = graph_of(machine, layout.n_nodes, layout.gpus_per_node, collnet=sharp)
     try:
-        predictions, winner = predict(model, collective, int(size), set(runnable), protocols)
+        predictions, winner = predict(model, collective, int(size), set(runnable), protocols, rules)
     except ConfigError:  # NCCL would not run any of them here (LL128 off PCIe, say)
         return None
     candidates = tuple(
@@ -125,4 +134,5 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
         winner.time_us * 1e-6,
         candidates,
         source="nccl",
+        rule=winner.rule,
     )

@@ -19,12 +19,11 @@ Examples
 """
 
 import difflib
-from functools import partial
 
 from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
 from .checks import is_int, is_power_of_two
-from .collnet import COLLNET, collnet_all_reduce
+from .collnet import COLLNET, COLLNET_BUILDERS
 from .double_tree import double_tree_all_reduce
 from .formulas import ALGORITHMS
 from .halving_doubling import (
@@ -101,10 +100,9 @@ HARDWARE_BUILDERS = {
     ("all_reduce", "nvls_tree"): lambda layout, switch, pieces: nvls_tree_all_reduce(
         layout, switch.names, switch.efficiency
     ),
-    **{("all_reduce", a): partial(collnet_all_reduce, a) for a in COLLNET},
+    **COLLNET_BUILDERS,
 }
-# take pieces=
-PIPELINED = frozenset(("all_reduce", a) for a in ("double_tree", "nvls", *COLLNET))
+PIPELINED = frozenset(("all_reduce", a) for a in ("double_tree", "nvls", *COLLNET))  # pieces=
 # pairs whose builder refuses K that is not a power of two (partners r XOR 2^i)
 POWER_OF_TWO_ONLY = frozenset(
     {("reduce_scatter", "halving_doubling"), ("all_gather", "halving_doubling")}
@@ -127,9 +125,7 @@ _ALGORITHM_ALIASES = {
     "2d": "hierarchical",
     "nvlink_sharp": "nvls",
     "sharp": "nvls",
-    "collnet": "collnet_direct",
-    "collnetdirect": "collnet_direct",
-    "collnetchain": "collnet_chain",
+    **dict(collnet="collnet_direct", collnetdirect="collnet_direct", collnetchain="collnet_chain"),
     "oneshot": "one_shot",  # vLLM's and NCCL's spellings
     "twoshot": "two_shot",
 }

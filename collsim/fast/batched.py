@@ -46,7 +46,7 @@ import numpy as np
 
 from ..collectives import executor  # step_labels read through the module: one wording
 from ..collectives.executor import DTYPE_BYTES, REDUCE_OPS
-from ..collectives.nccl_choice import call_launch
+from ..collectives.nccl_choice import opening as nccl_opening
 from ..collectives.records import CollectiveStep
 from ..collectives.schedule import chunk_bounds
 from ..network.trace import Trace
@@ -98,8 +98,10 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
     gc.disable()  # as Cluster.run: millions of acyclic arrays and records
     try:
         timing = _Timing(cluster, np.asarray(group.ranks, dtype=np.int64), protocol)
-        launch = call_launch(cluster.topology, schedule.collective, schedule.algorithm, protocol)
-        opening = protocol.with_launch(launch) if launch else None  # step 1's protocol
+        opening = protocol and nccl_opening(
+            cluster.topology, schedule.collective, schedule.algorithm, protocol
+        )
+        opening = None if opening is protocol else opening  # step 1's, where it pays a launch
         sizes = (last - first) * itemsize  # bytes of each chunk
         equal = int(sizes[0]) if len(sizes) and sizes.min() == sizes.max() else None
         steps = []
