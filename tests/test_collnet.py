@@ -3,6 +3,8 @@ across nodes (InfiniBand SHARP, a topology with sharp=True); values equal numpy,
 bytes per rank and per link class and the time equal hardware_forms' closed form, and
 NCCL's model takes CollNet only where SHARP is on."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -159,3 +161,16 @@ def test_fuzz_run_with_sharp(topology, nodes, sharp, algorithm):
     assert outcome.status in (0, 2)
     if not preset and (nodes or sharp):
         assert outcome.status == 2 and ("--nodes" in outcome.stderr or "--sharp" in outcome.stderr)
+
+
+def test_tune_simulates_collnet_beside_the_model_with_sharp(capsys):
+    argv = ["tune", "all-reduce", "--topology", "dgx-h100", "--nodes", "2", "--sharp"]
+    assert main([*argv, "--size", "1GiB", "--simulate"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    # NCCL's model weighs multi-node NVLS (NVLS with CollNet), which collsim does not run;
+    # the simulated column is the fastest of what collsim runs there
+    simulated = re.search(r"\d ms\s+(\S+)\s+\d", row).group(1)
+    assert "1 GiB" in row and simulated in {"ring/simple", "tree/simple", "nvls_tree/simple"} | {
+        "collnet_direct/simple",
+        "collnet_chain/simple",
+    }

@@ -304,7 +304,11 @@ def _simulator(machine, graph, collective):
             f"or give {machine.gpus_per_node}"
         )
     cluster = Cluster(hardware.topology(machine, graph.nodes, sharp=graph.collnet))
-    runs = COUNTERPARTS[collective]
+    # NCCL's NVLS across nodes is NVLS with CollNet, which collsim does not run: its nvls
+    # runs inside one node
+    runs = {
+        n: ours for n, ours in COUNTERPARTS[collective].items() if n != "nvls" or graph.nodes == 1
+    }
     k = graph.ranks
 
     def fastest(nbytes, algorithms, protocols):
