@@ -89,6 +89,23 @@ TRIED = [
     ),
     Tried(11, "11.2", "3", ("counted from 1",), ("one too many",), "1-based position"),
     Tried(12, "12.7", "3", ("counted from 1",), ("one too many",), "1-based position"),
+    # PAT against the ring in NCCL's model: the steps' ratio is the natural prediction
+    Tried(
+        12,
+        "12.8",
+        "63 / 6",
+        ("the ratio of the step counts", "2.8 µs for every rank"),
+        (),
+        "log against linear steps, NCCL's per-rank term forgotten",
+    ),
+    Tried(
+        12,
+        "12.8",
+        "890.4 / (8 + 6 * 14)",
+        ("a full network hop a step",),
+        (),
+        "PAT's steps priced as the ring's",
+    ),
     # off by exactly one of the exercise's quantities, named (the old checker: "N too few")
     Tried(
         1,
