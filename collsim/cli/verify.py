@@ -198,7 +198,18 @@ def register(subparsers):
     )
     context.add_argument("--pp", help="nd: pipeline stages (default 1)")
     moe = parser.add_argument_group("moe: a mixture-of-experts layer, expert parallelism")
-    moe.add_argument("--ep", type=int, help="expert-parallel ranks (default 4)")
+    moe.add_argument(
+        "--ep",
+        type=int,
+        help="expert-parallel ranks (moe: default 4; nd: default 1, folded over dp·cp·tp)",
+    )
+    moe.add_argument(
+        "--etp",
+        type=int,
+        help="nd: expert tensor parallelism, each expert's MLP split by columns and rows over "
+        "etp ranks (default --tp, as Megatron-Core's --expert-tensor-parallel-size); "
+        "ep·etp must divide dp·cp·tp",
+    )
     moe.add_argument("--experts", type=int, help="experts, divisible by --ep (default 8)")
     moe.add_argument("--top-k", type=int, help="experts each token is sent to (default 2)")
     moe.add_argument(
