@@ -46,21 +46,27 @@ def batch(samples, seq, seed):
 
 
 @st.composite
-def meshes(draw):
-    dp, cp, tp = (draw(st.sampled_from(v)) for v in ([1, 2, 4], [1, 2], [1, 2]))
-    pp = draw(st.sampled_from([p for p in (1, 2) if dp * cp * tp * p <= 16]))
-    sp = tp > 1 and draw(st.booleans())
-    ep = draw(st.sampled_from([e for e in (1, 2, 4) if (dp * cp) % e == 0]))
-    experts = ep * draw(st.sampled_from([1, 2]))
-    one_block = cp == 1 and not sp  # a rank's tokens are one block of the batch
+def routers(draw, one_block):
+    """RouterConfig keywords: capacity and the load-balancing loss only where a rank's
+    tokens are one block of the batch (no cp, no sp), as the one-device check needs."""
     capacity = draw(st.sampled_from([None, 0.5, 1.0, 1.5])) if one_block else None
-    router = {
+    return {
         "score": draw(st.sampled_from(["softmax", "sigmoid"])),
         "capacity_factor": capacity,
         "drop_policy": draw(st.sampled_from(["probs", "position"])),
         "pad_to_capacity": capacity is not None and draw(st.booleans()),
         "aux_loss_coeff": draw(st.sampled_from([0.0, 0.1])) if one_block else 0.0,
     }
+
+
+@st.composite
+def meshes(draw):
+    dp, cp, tp = (draw(st.sampled_from(v)) for v in ([1, 2, 4], [1, 2], [1, 2]))
+    pp = draw(st.sampled_from([p for p in (1, 2) if dp * cp * tp * p <= 16]))
+    sp = tp > 1 and draw(st.booleans())
+    ep = draw(st.sampled_from([e for e in (1, 2, 4) if (dp * cp) % e == 0]))
+    experts = ep * draw(st.sampled_from([1, 2]))
+    router = draw(routers(one_block=cp == 1 and not sp))
     return {
         "config": ParallelConfig(
             dp=dp, cp=cp, tp=tp, sp=sp, pp=pp, ep=ep, microbatches=draw(st.sampled_from([1, 2]))
