@@ -45,7 +45,10 @@ schemes:
                 --routing generator; one forward and backward against the dense layer
   nd            Accelerate's N-D mesh --dp-replicate R × --dp-shard S × --cp C × --tp T
                 (× --pp P, --sp inside tp): ZeRO-3 over dp_shard × cp when S > 1, else plain
-                data parallel; Adam
+                data parallel; Adam.  With --ep E (and --etp X, default T) the blocks' MLPs
+                are MoEs folded over the stage's dp·cp·tp ranks as Megatron-Core folds them:
+                experts over ep, each expert's columns over etp, their gradients (and their
+                ZeRO-3 shards) over the expert-data-parallel dp·cp·tp/(E·X) ranks
 
 mixture of experts (moe): each rank routes its own tokens (top-k of softmax or sigmoid
 scores), sends each token to the ranks holding its experts (an all-to-all of the
@@ -96,7 +99,9 @@ examples:
                                         --dp-shard 2 --cp 2 --tp 1
   MoE, 8 experts on 4 ranks, top-2, capacity 1.25:   collsim verify moe --ep 4 --experts 8 \\
                                         --top-k 2 --capacity-factor 1.25
-  every token to one rank (the others get none):     collsim verify moe --routing adversarial"""
+  every token to one rank (the others get none):     collsim verify moe --routing adversarial
+  FSDP beside ep, experts' columns over etp 2:        collsim verify nd --dp-replicate 2 \
+                                        --dp-shard 4 --ep 2 --etp 2"""
 
 
 def register(subparsers):

@@ -89,7 +89,7 @@ class VerifyConfig:
     causal: bool | None = None  # causal attention (default True)
     pp: int | None = None  # nd: pipeline stages (1)
     # moe: one MoE layer with expert parallelism
-    ep: int | None = None  # expert-parallel ranks (moe: 4; nd: 1, carved from dp x cp);
+    ep: int | None = None  # expert-parallel ranks (moe: 4; nd: 1, folded over dp x cp x tp);
     # experts must be divisible by it (nd: any MoE option makes the blocks' MLPs MoEs)
     etp: int | None = None  # nd: expert tensor parallelism, each expert's MLP split by
     # columns and rows over etp ranks (default tp, as Megatron-Core); ep x etp | dp·cp·tp

@@ -79,12 +79,13 @@ def resolve_nd_experts(c, mesh, names=None, ffn=None):
     ep = whole(1 if c.ep is None else c.ep, "ep", names)
     etp = whole(mesh["tp"] if c.etp is None else c.etp, "etp", names)
     experts = whole(2 * ep if c.experts is None else c.experts, "experts", names)
+    # the folding first: a huge --ep is refused by name, not by the experts it implies
+    _planner_rules(c, mesh, ep, etp, experts, 4 * c.hidden if ffn is None else ffn, names)
     if experts > MAX_EXPERTS:
         raise ConfigError(
             f"{as_given(names, 'experts', experts)}: the check takes at most {MAX_EXPERTS}; "
             f"nearest valid {as_given(names, 'experts', MAX_EXPERTS)}"
         )
-    _planner_rules(c, mesh, ep, etp, experts, 4 * c.hidden if ffn is None else ffn, names)
     top_k = whole(min(2, experts) if c.top_k is None else c.top_k, "top_k", names)
     split = (
         as_given(names, "cp", mesh["cp"])
