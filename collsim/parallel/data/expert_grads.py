@@ -22,7 +22,8 @@ def expert_grad_share(grad, shards):
     """An expert's gradient on its rank, as its share of the edp group's average.
 
     The rank's experts received the tokens of ``shards`` ranks' worth of the batch (ep
-    ranks, times etp when those gather their own tokens; :func:`expert_token_shards`), each
+    ranks, times etp when those gather their own tokens;
+    :func:`~collsim.parallel.experts.folding.expert_token_shards`), each
     weighted by its own rank's loss scale: averaging it over the edp group and dividing by
     ``shards`` gives the mean over every dp x cp rank.  Leaving out the division is the
     doubled gradient with ep = 2.

@@ -9,7 +9,9 @@ inputs' gradients back the same way; the router's gradient never leaves the rank
 partial sums are reduced with the other replicated weights, :mod:`.sync`).
 
 It follows the :class:`~collsim.parallel.modules.RankModule` protocol; ``shard_axes`` says
-the experts' stacks are split along axis 0 and the router is whole on every rank.
+the experts' stacks are split along axis 0 and the router is whole on every rank.  With an
+etp group each expert is further split by columns (``w_gate``, ``w_up`` along axis 2,
+``w_down``'s rows along axis 1) and the group exchanges rows around the experts (:mod:`.etp`).
 
 Examples
 --------
