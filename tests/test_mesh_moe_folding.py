@@ -50,6 +50,12 @@ SHARDED = [  # (fields, the gradient groups the trace must name)
     ({"dp": 4, "ep": 1, "etp": 2, "zero": 3, "dp_replicate": 2}, {"dp_shard", "edp_replicate"}),
     ({"dp": 4, "ep": 2, "etp": 2, "zero": 2}, {"dp"}),
     ({"dp": 2, "tp": 2, "ep": 2, "zero": 3}, {"dp"}),  # etp = tp: experts' columns over tp
+    ({"dp": 4, "ep": 2, "etp": 2, "zero": 3, "recompute": "full"}, {"dp"}),
+    ({"dp": 4, "ep": 2, "zero": 3, "prefetch": "both"}, {"dp", "edp"}),  # both flat params
+    (
+        {"dp": 8, "ep": 2, "zero": 3, "dp_replicate": 2, "reshard_after_forward": False},
+        {"dp_shard", "edp_shard", "edp_replicate"},
+    ),
 ]
 
 
