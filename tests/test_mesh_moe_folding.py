@@ -249,6 +249,37 @@ def test_the_property_catches_the_doubled_expert_gradient_with_sharding_on(case)
     assert result.match is (not moved)
 
 
+@st.composite
+def megatron_1628_meshes(draw):
+    """Meshes where ep = 1 and the experts' edp group is not the dense group: etp folded over
+    data or context-parallel ranks (etp > tp), or inside tp under sp (etp < tp)."""
+    dp, cp, tp = (draw(st.sampled_from(v)) for v in ([2, 4], [1, 2], [1, 2]))
+    etp = 1 if tp == 2 else 2  # FFN = 6 splits over 2 columns at most; etp != tp
+    sp = tp > 1  # without sp an etp inside tp shares its tokens: the bug hides (copies agree)
+    zero = draw(st.sampled_from([0, 1, 2, 3]))
+    config = ParallelConfig(dp=dp, cp=cp, tp=tp, sp=sp, ep=1, etp=etp, zero=zero)
+    return {
+        "config": config,
+        "experts": draw(st.sampled_from([2, 4])),
+        "top_k": draw(st.sampled_from([1, 2])),
+        "routing": draw(st.sampled_from(ROUTINGS)),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@given(megatron_1628_meshes())
+def test_the_property_catches_megatron_1628_experts_synced_as_dense_when_ep_is_1(case):
+    args = {k: v for k, v in case.items() if k != "config"}
+    assert run(case["config"], steps=1, **args).match is True
+    original = expert_grads.is_expert_gradient
+    expert_grads.is_expert_gradient = megatron_1628
+    try:
+        result = run(case["config"], steps=1, **args)
+    finally:
+        expert_grads.is_expert_gradient = original
+    assert result.match is False
+
+
 def expert_grads_are_scaled(config):
     """Whether the experts' gradient share differs from 1 (else no bug to see)."""
     from collsim.parallel.experts.folding import expert_token_shards
