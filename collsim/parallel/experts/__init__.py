@@ -12,6 +12,7 @@ module                 what it holds
 :mod:`.block_mlp`      the MoE in a transformer block on the mesh, beside tp
 :mod:`.folding`        MoE parallel folding: a stage's ranks as etp-ep-edp, the experts' groups
 :mod:`.etp`            expert tensor parallelism: each expert's columns and rows over etp ranks
+:mod:`.deepep`         DeepEP's normal kernels' bytes, count-only on a hardware preset, its units
 =====================  ================================================================
 """
 
