@@ -31,7 +31,8 @@ from ..runtime import blocking
 from .buffers import BufferCollectives
 from .exceptions import ERR_ARG, ERR_COMM, mpi_error
 from .group import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
-from .handles import ERRORS_ARE_FATAL, Errhandler, Info
+from .handles import Errhandler, Info
+from .lifecycle import errhandler_by_default
 from .objects import ObjectCollectives
 from .p2p import MAX_TAG, PointToPoint
 from .probes import Probes
@@ -51,6 +52,11 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
     """An MPI communicator; ``MPI.Comm()`` is ``MPI.COMM_NULL``, ``MPI.Comm(c)`` the same
     communicator as ``c``."""
 
+    def __new__(cls, *args, **kwargs):
+        # mpi4py's Comm takes its argument in __new__, so a subclass may write
+        # ``super().__new__(cls, comm)`` (mpi4py's reductions demo does); __init__ copies it
+        return super().__new__(cls)
+
     def __init__(self, ranks=NULL, context=None, collective_context=None, name="MPI_COMM_NULL"):
         if isinstance(ranks, Comm):  # MPI.Intracomm(comm): another handle of it
             self.__dict__.update(ranks.__dict__)
@@ -63,7 +69,7 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
         self._name = name
         self._freed = False
         self._index = {r: i for i, r in enumerate(ranks)} if isinstance(ranks, tuple) else None
-        self._errhandler = ERRORS_ARE_FATAL
+        self._errhandler = None  # until Set_errhandler: mpi4py.rc.errors's handler
         self._info = Info()
 
     # -- who is calling -------------------------------------------------------------------
@@ -227,7 +233,7 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
 
     def Get_errhandler(self):
         self._me("Get_errhandler")
-        return self._errhandler
+        return errhandler_by_default() if self._errhandler is None else self._errhandler
 
     def Set_errhandler(self, errhandler):
         self._me("Set_errhandler")
