@@ -76,12 +76,19 @@ def under_collsim(capsys, *args):
     return status, [lines.get(r, []) for r in range(len(lines))], captured.err
 
 
-@pytest.mark.parametrize("k", [3, 4])
-def test_every_call_prints_what_gloo_prints(capsys, k):
-    expected = under_gloo(EVERY_CALL, k)
-    status, got, err = under_collsim(capsys, "-n", k, EVERY_CALL)
+def same_as_gloo(capsys, program, k):
+    """``(each rank's lines, collsim's stderr)`` of ``program`` under ``collsim exec -n k``,
+    checked equal to gloo's."""
+    expected = under_gloo(program, k)
+    status, got, err = under_collsim(capsys, "-n", k, program)
     assert status == 0, err
     assert got == expected
+    return got, err
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_every_call_prints_what_gloo_prints(capsys, k):
+    got, err = same_as_gloo(capsys, EVERY_CALL, k)
     assert any("device mesh dp" in line for line in got[0])  # the whole script ran
     assert re.search(r"simulated time \d+ us; bytes sent [\d.]+ KiB", err)
 
@@ -111,22 +118,29 @@ def test_init_process_group_collsim_async_op_and_refusals():
         t = torch.full((4,), float(dist.get_rank()))
         work = dist.all_reduce(t, async_op=True)
         before = t.tolist()  # not yet: the all-reduce runs in simulated time
+        future = dist.all_reduce(torch.ones(2), async_op=True).get_future()
+        pending = future.done()  # the second all-reduce has not run in simulated time yet
         work.wait()
-        refused = []
-        try:
-            work.get_future()
-        except NotImplementedError as exc:
-            refused.append(f"{type(exc).__name__}: {exc}")
         backend = dist.get_backend()
+        value = future.value()[0].tolist()
         dist.destroy_process_group()
-        return before, t.tolist(), work.is_completed(), backend, refused
+        return before, t.tolist(), work.is_completed(), backend, (pending, value)
 
     result = collsim.exec(main, n=2, echo=False)
-    before, after, completed, backend, refused = result.returns[1]
+    before, after, completed, backend, future = result.returns[1]
     assert before == [1.0] * 4 and after == [1.0] * 4 and completed
     assert backend == "collsim"
-    assert "NotImplementedError: Work.get_future() is not supported" in refused[0]
+    assert future == (False, [2.0, 2.0])
     assert result.time > 0 and result.trace.transfer_count > 0
+
+
+FUTURES = ROOT / "tests" / "data" / "torch_programs" / "futures.py"
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_work_futures_give_what_gloos_give(capsys, k):
+    got, _ = same_as_gloo(capsys, FUTURES, k)
+    assert got[0][0] == f"all_reduce: list [{[i * k * (k + 1) // 2 for i in range(3)]}] done=True"
 
 
 def test_an_unsupported_dtype_is_refused_naming_it():
