@@ -34,7 +34,7 @@ a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass;
 non-blocking collectives run when called (their request is complete); a cancel never
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
 call: derived datatypes, one-sided communication (``Win``), MPI-IO (``File``), sessions,
-spawn and intercommunicators.
+spawn and collectives on intercommunicators (:mod:`~collsim.mpi.intercomm` makes them).
 
 Examples
 --------
@@ -68,7 +68,6 @@ from .comm import (  # noqa: F401
     UNIVERSE_SIZE,
     WTIME_IS_GLOBAL,
     Comm,
-    Intercomm,
 )
 from .datatypes import DATATYPE_NULL, DATATYPES, Datatype
 from .environment import *  # noqa: F403  (get_vendor, Wtime, Win, ...: see its __all__)
@@ -85,6 +84,7 @@ from .handles import (
     Errhandler,
     Info,
 )
+from .intercomm import Intercomm
 from .intracomm import (
     COMM_SELF,
     COMM_WORLD,
