@@ -13,11 +13,7 @@ os.environ["COLLSIM_LANG"] = "en"
 # the torch backend's modules import torch (an optional extra, `pip install 'collsim[torch]'`):
 # where it is not installed their docstrings are not collected; tests/test_torch_backend.py
 # skips with that command as the reason
-TORCH_MODULES = [
-    "collsim/distributed/torch_backend.py",
-    "collsim/distributed/torch_future.py",
-    "collsim/distributed/torch_run.py",
-]
+TORCH_MODULES = ["collsim/distributed/torch_backend.py", "collsim/distributed/torch_run.py"]
 collect_ignore = [] if importlib.util.find_spec("torch") else TORCH_MODULES
 # programs the tests run under `collsim exec` (and real mpirun or torch): data, not modules to
 # import; a torch program would not even import where torch is not installed

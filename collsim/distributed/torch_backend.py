@@ -22,7 +22,6 @@ import torch.distributed as dist
 from . import collectives, exchange, p2p
 from .checks import TensorTypeError
 from .reduce_op import ReduceOp
-from .torch_future import work_future
 
 __all__ = ["CollsimProcessGroup", "CollsimWork", "BACKEND_NAME", "as_array"]
 
@@ -84,10 +83,14 @@ class CollsimWork(dist.distributed_c10d.Work):
         return self._group.group.index(self._works[0]._source_rank())
 
     def get_future(self):
-        """A ``torch.futures.Future`` of the output tensors, completed when the rank waits
-        for it (:mod:`collsim.distributed.torch_future`); the same one every call."""
+        """A completed ``torch.futures.Future`` of the output tensors (gloo's value: a
+        list), the same one every call.  It waits for the operation first, in simulated
+        time: torch waits on futures inside its C++ (DDP's reducer does), where a rank
+        cannot let simulated time go on, so a pending future would hang the run."""
         if self._future is None:
-            self._future = work_future(self, self._result)
+            self.wait()
+            self._future = torch.futures.Future()
+            self._future.set_result(self._result)
         return self._future
 
 

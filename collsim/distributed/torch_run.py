@@ -42,7 +42,6 @@ from ..errors import ConfigError
 from ..runtime import blocking
 from . import groups, process_group
 from .torch_backend import BACKEND_NAME, CollsimProcessGroup
-from .torch_future import CollsimFuture
 
 __all__ = ["torch_on_collsim", "register"]
 
@@ -136,21 +135,6 @@ def _init_on_collsim(original):
     return init_process_group
 
 
-def _settled_first(original):
-    """``torch.futures.wait_all`` (or ``collect_all``) as a rank calls it: collsim's
-    futures are completed first, waiting in simulated time, so that torch's C++, which
-    blocks outside collsim's calls, finds them done."""
-
-    def call(futures):
-        for future in futures:
-            if isinstance(future, CollsimFuture):
-                future._settle()  # an error stays in the future, as torch keeps it
-        return original(futures)
-
-    call.__wrapped__, call.__doc__ = original, original.__doc__
-    return call
-
-
 def _no_registry(isolated):
     """A torch without the registry of group names has nothing to isolate."""
 
@@ -165,8 +149,6 @@ def torch_on_collsim():
     saved_hook = sys.excepthook  # init_process_group prefixes it with "[rank0]"
     c10d._world = _RankWorld(saved_world)
     dist.init_process_group = _init_on_collsim(saved_init)
-    saved_futures = torch.futures.wait_all, torch.futures.collect_all
-    torch.futures.wait_all, torch.futures.collect_all = map(_settled_first, saved_futures)
     # as torch's threaded tests do: the registry of group names (which the functional
     # collectives and the device mesh read) one per thread, since every rank names its
     # groups "0", "1", ...; and autograd's device threads off, which would run a rank's
@@ -180,6 +162,5 @@ def torch_on_collsim():
         multithreading.__exit__(None, None, None)
         isolate(False)
         dist.init_process_group = saved_init
-        torch.futures.wait_all, torch.futures.collect_all = saved_futures
         c10d._world = saved_world
         sys.excepthook = saved_hook
