@@ -29,6 +29,8 @@ from collsim.cli import main as cli  # noqa: E402
 ROOT = Path(__file__).parents[1]
 EVERY_CALL = ROOT / "tests" / "data" / "torch_programs" / "every_call.py"
 DDP_EXAMPLE = ROOT / "examples" / "torch_ddp_by_hand.py"
+FUTURES = ROOT / "tests" / "data" / "torch_programs" / "futures.py"
+DDP_MODULE = ROOT / "tests" / "data" / "torch_programs" / "ddp_module.py"
 TAGGED = re.compile(r"^\[1,(\d+)\]<stdout>:(.*)$")
 
 
@@ -93,10 +95,11 @@ def test_every_call_prints_what_gloo_prints(capsys, k):
     assert re.search(r"simulated time \d+ us; bytes sent [\d.]+ KiB", err)
 
 
-def test_a_run_twice_writes_byte_identical_traces(capsys, tmp_path):
+@pytest.mark.parametrize("program", [EVERY_CALL, DDP_MODULE], ids=lambda p: p.stem)
+def test_a_run_twice_writes_byte_identical_traces(capsys, tmp_path, program):
     traces = []
     for name in ("first.json", "second.json"):
-        status, got, err = under_collsim(capsys, "-n", 4, "--trace", tmp_path / name, EVERY_CALL)
+        status, got, err = under_collsim(capsys, "-n", 4, "--trace", tmp_path / name, program)
         assert status == 0, err
         traces.append((tmp_path / name).read_bytes())
     assert traces[0] == traces[1]
@@ -132,10 +135,6 @@ def test_init_process_group_collsim_async_op_and_refusals():
     assert backend == "collsim"
     assert future == (True, [2.0, 2.0])
     assert result.time > 0 and result.trace.transfer_count > 0
-
-
-FUTURES = ROOT / "tests" / "data" / "torch_programs" / "futures.py"
-DDP_MODULE = ROOT / "tests" / "data" / "torch_programs" / "ddp_module.py"
 
 
 @pytest.mark.parametrize("k", [2, 3])
