@@ -72,3 +72,10 @@ def test_every_demo_file_is_run_or_excluded_with_a_reason(tmp_path):
     table = t.table([t.Outcome(t.DemoRun("helloworld.py", 5), "same")], tmp_path)
     assert "| `helloworld.py` | 5 | same output |  |" in table
     assert "| `osu_bw.py` | - | excluded | prints timings" in table
+
+
+def test_the_tools_docstring_examples_hold():
+    import doctest
+
+    results = doctest.testmod(tool())  # tools/ is outside pytest's doctest paths
+    assert results.failed == 0 and results.attempted >= 7
