@@ -35,6 +35,9 @@ HARDWARE = [(name, algo) for name, algos in HARDWARE_ALGORITHMS.items() for algo
 CASES = [(name, algo, topo) for name, algo in GENERIC for topo in TOPOLOGIES]
 # NVLS-Tree across two nodes whose NVSwitches reduce: only the hardware cases run there
 TOPOLOGIES["dgx-h100 x2"] = lambda: hardware.topology("dgx-h100", nodes=2)
+# CollNet where the network's switches reduce (InfiniBand SHARP)
+TOPOLOGIES["dgx-a100 x2 sharp"] = lambda: hardware.topology("dgx-a100", nodes=2, sharp=True)
+HARDWARE_TOPOLOGY.update(collnet_direct="dgx-a100 x2 sharp", collnet_chain="dgx-a100 x2 sharp")
 CASES += [(name, algo, HARDWARE_TOPOLOGY.get(algo, "dgx-a100 x2")) for name, algo in HARDWARE]
 
 

@@ -295,6 +295,7 @@ ORDER = [
     "debugging_a_hang",
     "real_hardware",
     "toy_to_real_code",
+    "mixture_of_experts",
 ]
 # what a person reads that names lessons by number or by file
 REFERRING = [

@@ -125,6 +125,8 @@ class Cluster(CollectiveCalls):
         runs there), collsim's closed forms on the topology's links, or a count-only run
         of each candidate.  Where NCCL's model does not apply (a generic topology, nodes
         of unequal size) the closed forms decide.
+    tuner : rules of NCCL's example tuner plugin (``nccl_tuner_file.read_rules(path)``), of
+        which the first that matches a call decides ``choice="nccl"``'s pick, as under NCCL.
 
     Every guard takes ``math.inf`` to switch it off; the numbers and why they were
     chosen are in :mod:`collsim.runtime.guards`.  The collective methods
@@ -144,6 +146,7 @@ class Cluster(CollectiveCalls):
         guard_flags=None,
         fast=None,
         choice="nccl",
+        tuner=(),
     ):
         self.size = topo.check_topology(topology, "Cluster")
         if not isinstance(model, str) or model not in MODELS:
@@ -173,6 +176,9 @@ class Cluster(CollectiveCalls):
         self.guard_flags = dict(guard_flags or {})
         self.fast = _fast_setting(fast)
         self.choice = choice_setting(choice)
+        if isinstance(tuner, str | bytes) or not hasattr(tuner, "__iter__"):
+            raise ConfigError(f"tuner={tuner!r}: give read_rules(path)'s rules, or () for none")
+        self.tuner = tuple(tuner)
         self._routes = {}  # (src, dst) -> (links, α, β): the topology is fixed from here
         self.caches = ClusterCaches()  # what the collectives keep between calls, for its life
 

@@ -16,6 +16,7 @@ Examples
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,8 @@ from .resolve import check_numbers
 __all__ = [
     "MOE_SCHEMES",
     "MoESizes",
+    "MoEInputs",
+    "moe_inputs",
     "moe_sizes",
     "verify_moe",
     "refuse_moe_options",
@@ -224,14 +227,32 @@ def as_flags(message, names):
     return message
 
 
-def verify_moe(sizes):
-    """Run the check ``sizes`` describes (a :class:`MoESizes`); a :class:`MoEReport`."""
+class MoEInputs(NamedTuple):
+    """What the check draws from its seed: the layer, the tokens, their targets and the
+    routing generator's prior."""
+
+    moe: MoE
+    x: np.ndarray  # (T, d)
+    target: np.ndarray  # (T, d)
+    prior: np.ndarray  # (T, E)
+
+
+def moe_inputs(sizes):
+    """The layer and data of the check ``sizes`` describes, drawn from its seed (the
+    pictures of ``collsim viz moe-*`` route the same tokens)."""
     rng = np.random.default_rng(sizes.seed)
     router = sizes.router
     moe = MoE.init(sizes.hidden, sizes.ffn_hidden, router, rng)
     x = rng.normal(size=(sizes.tokens, sizes.hidden))
     target = rng.normal(size=(sizes.tokens, sizes.hidden))
     prior = routing_prior(sizes.routing, sizes.tokens, router.experts, router.top_k, sizes.ep, rng)
+    return MoEInputs(moe, x, target, prior)
+
+
+def verify_moe(sizes):
+    """Run the check ``sizes`` describes (a :class:`MoESizes`); a :class:`MoEReport`."""
+    router = sizes.router
+    moe, x, target, prior = moe_inputs(sizes)
     run = expert_parallel_step(
         moe,
         x,

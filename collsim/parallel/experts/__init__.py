@@ -10,6 +10,7 @@ module                 what it holds
 :mod:`.step`           one forward and backward on a cluster, next to one device
 :mod:`.formulas`       dispatch and combine bytes by closed form; the all-gather dispatcher
 :mod:`.block_mlp`      the MoE in a transformer block on the mesh: ep and edp groups, beside tp
+:mod:`.deepep`         DeepEP's normal kernels' bytes, count-only on a hardware preset, its units
 =====================  ================================================================
 """
 
