@@ -77,10 +77,10 @@ def test_lesson_refuses_bad_numbers_and_names(which):
 
 
 def test_the_first_number_past_the_last_lesson_is_refused():
-    # lesson 14 (mixture of experts) is the last; 15 is the first that does not exist
-    assert NO_SUCH_LESSON == 15
-    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="15", timeout=5)
-    assert outcome.status == 2 and "no lesson 15" in outcome.stderr
+    # lesson 15 (serving a model) is the last; 16 is the first that does not exist
+    assert NO_SUCH_LESSON == 16
+    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="16", timeout=5)
+    assert outcome.status == 2 and "no lesson 16" in outcome.stderr
 
 
 PATH_CASES = [

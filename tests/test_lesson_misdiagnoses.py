@@ -171,6 +171,10 @@ TRIED = [
         ("% too low",),
         "the optimizer states only",
     ),
+    # lesson 13's stencil: the natural slips of a halo count
+    Tried(13, "13.6", "2 * (14 + 10) * 8", ("four neighbours", "PROC_NULL"), (), "4 sides"),
+    Tried(13, "13.6", "(12 + 8) * 8", ("corner cells",), (), "the block's edges, no corners"),
+    Tried(13, "13.6", "14 + 10", ("b = 8",), (), "values, not bytes"),
 ]
 
 

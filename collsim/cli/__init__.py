@@ -47,7 +47,7 @@ def build_parser(commands=COMMAND_MODULES):
             "count every byte and latency step, and check parallel training against one device."
         ),
         epilog="New here? `collsim tour` (a minute), then `collsim lesson 1`; `collsim lesson "
-        "list` shows all 14.  Every sub-command has its own --help.\n\n"
+        "list` shows all 15.  Every sub-command has its own --help.\n\n"
         + exit_status.epilog(
             exit_status.Meaning(
                 "done, and the command's check passed",

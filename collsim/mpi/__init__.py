@@ -22,7 +22,8 @@ on buffers of every predefined datatype with every predefined op and ``Op.Create
 ``Split_type`` (:mod:`~collsim.mpi.making`), Cartesian and graph topologies
 (:mod:`~collsim.mpi.intracomm`, ``Compute_dims``), ``Info`` and error handlers;
 ``get_vendor``, ``Query_thread`` and the rest a program reads at start
-(:mod:`~collsim.mpi.environment`).  Which algorithm each collective runs:
+(:mod:`~collsim.mpi.environment`); ``Init``, ``Finalize`` and ``mpi4py.rc``'s options
+(:mod:`~collsim.mpi.lifecycle`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
 :func:`configure`.  How much of mpi4py's own test suite passes: docs/mpi4py-conformance.md.
 
@@ -33,7 +34,7 @@ a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass;
 non-blocking collectives run when called (their request is complete); a cancel never
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
 call: derived datatypes, one-sided communication (``Win``), MPI-IO (``File``), sessions,
-spawn and intercommunicators.
+spawn and collectives on intercommunicators (:mod:`~collsim.mpi.intercomm` makes them).
 
 Examples
 --------
@@ -55,6 +56,7 @@ Examples
 """
 
 from . import environment as _environment
+from . import lifecycle as _lifecycle
 from .buffers import IN_PLACE, InPlace
 from .comm import (  # noqa: F401
     APPNUM,
@@ -66,7 +68,6 @@ from .comm import (  # noqa: F401
     UNIVERSE_SIZE,
     WTIME_IS_GLOBAL,
     Comm,
-    Intercomm,
 )
 from .datatypes import DATATYPE_NULL, DATATYPES, Datatype
 from .environment import *  # noqa: F403  (get_vendor, Wtime, Win, ...: see its __all__)
@@ -83,6 +84,7 @@ from .handles import (
     Errhandler,
     Info,
 )
+from .intercomm import Intercomm
 from .intracomm import (
     COMM_SELF,
     COMM_WORLD,
@@ -92,6 +94,7 @@ from .intracomm import (
     Intracomm,
     Topocomm,
 )
+from .lifecycle import *  # noqa: F403  (Init, Finalize, Is_initialized, ...: its __all__)
 from .making import (  # noqa: F401
     COMM_TYPE_HW_GUIDED,
     COMM_TYPE_HW_UNGUIDED,
@@ -149,6 +152,7 @@ pickle = type(
 
 __all__ = [
     *_environment.__all__,
+    *_lifecycle.__all__,
     "COMM_WORLD",
     "COMM_SELF",
     "COMM_NULL",

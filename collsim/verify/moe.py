@@ -58,6 +58,7 @@ MAX_EP = 64
 MAX_EXPERTS = 512
 # options the moe check does not take (it trains nothing and uses no other mesh dimension)
 NOT_MOE = (
+    "etp",
     "dp",
     "tp",
     "cp",
@@ -75,6 +76,7 @@ NOT_MOE = (
 )
 MOE_ONLY = (
     "ep",
+    "etp",  # nd only: the experts' columns over etp ranks (moe refuses it, NOT_MOE)
     "experts",
     "top_k",
     "capacity_factor",
@@ -198,8 +200,10 @@ def refuse_moe_options(c, takes=()):
     given += ["pad_to_capacity"] if c.pad_to_capacity and "pad_to_capacity" not in takes else []
     if given:
         key = given[0]
+        where = "nd" if key == "etp" else "moe"  # expert tensor parallelism runs in the mesh
         raise ConfigError(
-            f"{as_given(c.names, key, getattr(c, key))} applies to scheme moe, not to {c.scheme!r}"
+            f"{as_given(c.names, key, getattr(c, key))} applies to scheme {where}, not to "
+            f"{c.scheme!r}"
         )
 
 
