@@ -55,6 +55,7 @@ from .blocks import TransferBlock
 from .columns import schedule_columns
 from .moves import step_moves
 from .numerics import move_data
+from .packed import PackedTransfers
 from .routing import Routing
 
 __all__ = ["run_batched", "Unbatched"]
@@ -95,7 +96,7 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
             "so its result depends on the order deliveries arrive in"
         )
     collecting = gc.isenabled()
-    gc.disable()  # as Cluster.run: millions of acyclic arrays and records
+    gc.disable()  # as engine_run: millions of acyclic arrays and records
     try:
         timing = _Timing(cluster, np.asarray(group.ranks, dtype=np.int64), protocol)
         opening = protocol and nccl_opening(
@@ -277,7 +278,7 @@ def _record(schedule, group, columns, steps, timing, protocol, opening=None):
     """The run's trace: one block of columns per step, with the tags the per-transfer
     path gives (group id 0 and call 0: the run's first and only collective; the first
     step's protocol ``opening`` where the call pays a base latency)."""
-    trace = Trace()
+    store = PackedTransfers()
     routes, ranks = tuple(timing.routes), timing.ranks
     identity = bool(np.array_equal(ranks, np.arange(len(ranks))))
     for s, (step, (nbytes, start, end, layout)) in enumerate(zip(columns, steps)):
@@ -286,10 +287,10 @@ def _record(schedule, group, columns, steps, timing, protocol, opening=None):
         src, dst = (step.src, step.dst) if identity else (ranks[step.src], ranks[step.dst])
         moves = partial(_moves, schedule, s)
         labels = partial(_labels, schedule, s)
-        trace.add_block(
+        store.add_block(
             TransferBlock(src, dst, nbytes, start, end, layout.route, routes, tag, labels, moves)
         )
-    return trace
+    return Trace(store)
 
 
 def _moves(schedule, s):
