@@ -24,7 +24,8 @@ def _mpi4py_package():
     # mpi4py.rc: the options a script sets before `from mpi4py import MPI`, with mpi4py's
     # defaults; the run's MPI reads initialize and errors (collsim.mpi.lifecycle)
     package.rc = types.ModuleType("mpi4py.rc", "mpi4py's runtime options (collsim's)")
-    vars(package.rc).update(dataclasses.asdict(lifecycle.Options()))
+    for option, default in dataclasses.asdict(lifecycle.Options()).items():
+        setattr(package.rc, option, default)
     package.get_config = dict
     util = types.ModuleType("mpi4py.util", "collsim's stand-in: only mpi4py.util.dtlib")
     util.__path__, util.dtlib = [], dtlib

@@ -184,8 +184,8 @@ def _refuse(name):
 
 
 for _mixin in (BufferCollectives, ObjectCollectives, VectorCollectives):
-    for _name, _value in vars(_mixin).items():
-        if not _name.startswith("_") and callable(_value):
+    for _name in dir(_mixin):
+        if not _name.startswith("_") and callable(getattr(_mixin, _name)):
             setattr(Intercomm, _name, _refuse(_name))
 
 
