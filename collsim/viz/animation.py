@@ -30,6 +30,7 @@ from ..errors import ConfigError
 from ..units import format_time
 from .lecture_page import lecture_html
 from .limits import MAX_FPS, check_rate
+from .style import current, finish
 
 __all__ = ["Animation", "write_animation", "write_frames", "playhead", "ANIMATIONS"]
 
@@ -51,6 +52,20 @@ class Animation:
 
     def __len__(self):
         return len(self.captions)
+
+
+def _show_frame(animation, index):
+    """Put ``animation`` in frame ``index``'s state, in the look in force: its ``--title``
+    in place of the frame's own (a frame that redraws itself would lose it), crowded tick
+    labels thinned, as a still picture gets them (:func:`collsim.viz.style.finish`)."""
+    animation.show(index)
+    finish(animation.figure)
+
+
+def _page_title(animation):
+    """The lecture page's title: the look's ``--title`` when one was asked for."""
+    asked = current().title
+    return animation.title if asked is None else asked
 
 
 def _dpi(animation, dpi, width=MIN_FRAME_WIDTH):
@@ -78,11 +93,11 @@ def write_animation(animation, path, fps=1.0, dpi=None):
     width = MIN_FRAME_WIDTH if suffix == ".gif" else SLIDE_WIDTH
     with writer.saving(animation.figure, str(path), _dpi(animation, dpi, width)):
         for index in range(len(animation)):
-            animation.show(index)
+            _show_frame(animation, index)
             writer.grab_frame()
     if suffix == ".html":
         page = Path(path).read_text(encoding="utf-8")
-        text = lecture_html(page, animation.title, animation.captions)
+        text = lecture_html(page, _page_title(animation), animation.captions)
         Path(path).write_text(text, encoding="utf-8")
     return len(animation)
 
@@ -98,7 +113,7 @@ def write_frames(animation, folder, dpi=None):
     digits = max(3, len(str(len(animation) - 1)))
     paths = []
     for index in range(len(animation)):
-        animation.show(index)
+        _show_frame(animation, index)
         path = folder / f"frame-{index:0{digits}d}.png"
         save_figure(animation.figure, path, "png", dpi=_dpi(animation, dpi, SLIDE_WIDTH))
         paths.append(path)
