@@ -152,3 +152,23 @@ def test_the_checker_finds_clipped_and_overlapping_text(monkeypatch):
     problems = layout_problems(fig, monkeypatch)
     assert any(p.startswith("overlap: 'one label' and 'another label'") for p in problems)
     assert any(p.startswith("clipped: 'past the right edge'") for p in problems)
+
+
+MIN_NAME_PX = 18  # a name's letters at 1080 lines, readable from the back of a lecture hall
+
+
+@pytest.mark.parametrize("style_name", ["paper", "slides"])
+def test_strategies_names_every_strategy_in_full_and_readable(style_name, monkeypatch, tmp_path):
+    """Every strategy of the default table is named, none hidden by tick thinning (a
+    vertical bar chart blanked every other name), and the names stay inside and apart."""
+    from collsim.verify.strategies import strategy_table
+
+    names = [row.to_dict()["name"] for row in strategy_table()]
+    fig = draw("strategies", ["--style", style_name], monkeypatch, tmp_path)
+    assert layout_problems(fig, monkeypatch) == []
+    drawn = drawn_texts(fig, monkeypatch)
+    labels = {name: [t for t, _ in drawn if t.get_text().split()[0] == name] for name in names}
+    assert all(labels.values()), {name: found for name, found in labels.items() if not found}
+    if style_name == "slides":
+        px = {t.get_size() * fig.dpi / 72 for found in labels.values() for t in found}
+        assert min(px) >= MIN_NAME_PX, px

@@ -11,8 +11,10 @@ __all__ = ["strategies"]
     help="the ND-parallelism strategy table: memory and inter-node bytes per strategy",
     description=(
         "Run the strategies of Accelerate's ND-parallelism guide (DP, FSDP, TP, CP, HSDP, "
-        "FSDP+TP, FSDP+CP, HSDP+TP, HSDP+TP+CP) on the same small model and 2 nodes of 4 GPUs, "
-        "as `collsim strategies` does, and draw them side by side: the busiest rank's peak "
+        "FSDP+TP, FSDP+CP, HSDP+TP, HSDP+TP+CP, and EP, DP+EP for a mixture of experts) on the "
+        "same small model and 2 nodes of 4 GPUs, "
+        "as `collsim strategies` does, and draw one row a strategy (its name and sizes written "
+        "across, readable on a slide): the busiest rank's peak "
         "memory stacked by category (parameters, gradients, optimizer state, activations, "
         "FSDP-gathered parameters) and the bytes each rank sent inside a node and between "
         "nodes.  A strategy the trainer refuses keeps its place, marked not run, its reason "
