@@ -20,24 +20,19 @@ from .viz_kinds import kind, positive_number
         "precision Adam keeps 16 bytes per parameter (2 weight + 2 gradient + 12 optimizer); "
         "ZeRO-1 shards the 12 over the data-parallel GPUs, ZeRO-2 also the gradients, ZeRO-3 "
         "(FSDP) everything.  Activations do not shard with ZeRO: tp, pp, sequence parallelism, "
-        "smaller micro-batches and recomputation reduce them.  The dashed line is the GPU's memory."
+        "smaller micro-batches and recomputation reduce them.  The dashed line is the GPU's "
+        "memory.  With no model given: Llama 2 13B (--model llama2-13b) on --world-size 8 "
+        "with --recompute selective, which does not fit an 80 GiB GPU at ZeRO-0 and fits "
+        "from ZeRO-2 on."
     ),
     arguments=add_config_arguments,
 )
 def memory(args):
     from ..viz.memory import memory_figure
     from .plan import config_from_args
+    from .viz_defaults import apply_default_case
 
-    given = ("model", "params", "layers")
-    if not args.config and all(getattr(args, k, None) is None for k in given):
-        # with only --out: the 7B memory example, the llama2-7b preset (Touvron et al.
-        # 2023) on one 8-GPU node, so the 16 bytes/parameter of mixed-precision Adam
-        # (Rajbhandari et al. 2020, ZeRO) is visible at once
-        defaults = dict(model="llama2-7b", world_size=8, global_batch=8, micro_batch=1)
-        for key, value in defaults.items():
-            if getattr(args, key, None) is None:
-                setattr(args, key, value)
-        print("no model given: drawing Llama 2 7B (the llama2-7b preset) on 8 GPUs")
+    apply_default_case(args, "memory")
     return memory_figure(config_from_args(args))
 
 

@@ -35,7 +35,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 
 from ..topology import ranks_of
 from ..units import format_size
-from .style import say, styled
+from .style import current, say, styled
 
 __all__ = ["traffic_figure", "topology_layout", "link_bytes", "byte_unit", "busiest_links"]
 
@@ -270,7 +270,8 @@ def traffic_figure(topology, source, title=None):
     extent = (max(xs) - min(xs) + 2 * pad, max(ys) - min(ys) + 2 * pad)
     width = 11.0 if wide else 8.0
     height = min(9.0, max(4.5, width * extent[1] / extent[0] + 1.4))
-    fig = Figure(figsize=(width + 1.6, height))
+    fig = Figure(figsize=current().size((width + 1.6, height)))  # slides: 16:9
+    height = fig.get_figheight()  # the title's room is in inches of the figure drawn
     top = 1 - 1.0 / height  # room for the two title lines
     ax = fig.add_axes((0.01, 0.02, 0.86, top - 0.03))
     ax.set_aspect("equal")
