@@ -91,6 +91,7 @@ JA = {
     "time": "時間",
     "bus bandwidth (GB/s)": "バス帯域幅 (GB/s)",
     "time: lower is better": "時間: 低いほど良い",
+    "every rank r sends to {partners} (mod {k})": "各ランク r が {partners} へ送る (mod {k})",
     # ---- scaling ----
     "time per optimizer step (s)": "オプティマイザステップあたりの時間 (s)",
     "share of the step (%)": "ステップに占める割合 (%)",
