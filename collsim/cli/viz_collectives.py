@@ -235,9 +235,10 @@ def _utilization_arguments(parser):
 
 def _utilization_movie(args):
     from ..viz.animation import playhead
+    from ..viz.style import say
 
     fig, (start, end) = _utilization(args)
-    return playhead(fig, fig.axes[:1], start, end, title="link utilization over time")
+    return playhead(fig, fig.axes[:1], start, end, title=say("link utilisation over time"))
 
 
 @kind(

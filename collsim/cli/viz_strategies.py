@@ -27,5 +27,28 @@ def strategies(args):
     from ..viz.strategies import strategies_figure
 
     rows = [row.to_dict() for row in measured.strategy_table()]
-    subtitle = f"{measured.SHAPE.describe()};  {measured.describe_cluster()}"
-    return strategies_figure(rows, subtitle=subtitle)
+    return strategies_figure(rows, subtitle=_subtitle(measured))
+
+
+def _subtitle(measured):
+    """The model and the cluster every row ran on, in the figure's words (the numbers are
+    the ones `collsim strategies` prints in its heading)."""
+    from ..units import format_flops, format_rate, parse_flops, parse_rate
+    from ..viz.style import say
+
+    shape = measured.SHAPE
+    model = say(
+        "causal transformer: {layers} blocks, hidden {hidden}, {heads} heads, seq {seq}, "
+        "global batch {batch}, {steps} Adam step(s)",
+        **{k: getattr(shape, k) for k in ("layers", "hidden", "heads", "seq", "batch", "steps")},
+    )
+    cluster = say(
+        "{nodes} nodes x {gpus} GPUs: {intra} links inside a node, {inter} between nodes, "
+        "{flops} per GPU",
+        nodes=measured.NODES,
+        gpus=measured.GPUS_PER_NODE,
+        intra=format_rate(parse_rate(measured.INTRA_NODE)),
+        inter=format_rate(parse_rate(measured.INTER_NODE)),
+        flops=format_flops(parse_flops(measured.COMPUTE_RATE)),
+    )
+    return f"{model};  {cluster}"

@@ -61,11 +61,12 @@ def _timeline_arguments(parser):
 
 def _timeline_movie(args):
     from ..viz.animation import playhead
+    from ..viz.style import say
     from ..viz.timeline import bubble_from_spans
 
     fig, result = _timeline(args)
     start, end, _ = bubble_from_spans(result.spans, args.stages)  # what the axis shows
-    return playhead(fig, fig.axes[:1], start, end, title="pipeline step over time")
+    return playhead(fig, fig.axes[:1], start, end, title=say("pipeline step over time"))
 
 
 @kind(
@@ -236,11 +237,12 @@ def _memory_timeline_arguments(parser):
 def _memory_timeline_movie(args):
     from ..viz.animation import playhead
     from ..viz.memory_stack import end_of_run
+    from ..viz.style import say
 
     fig, run = _memory_timeline(args)
     first = fig.axes[0]
     axes = [ax for ax in fig.axes if ax is first or first.get_shared_x_axes().joined(first, ax)]
-    return playhead(fig, axes, 0.0, end_of_run(run.trace), title="memory over time")
+    return playhead(fig, axes, 0.0, end_of_run(run.trace), title=say("memory over time"))
 
 
 @kind(
@@ -312,10 +314,25 @@ def _memory_timeline(args):
     run = train(
         model, [batch], config, cluster=Cluster(graph, compute_rate=rate), optimizer=Adam(1e-3)
     )
+    return memory_timeline_figure(
+        run, ranks=ranks, title=_run_title(zero, dp, prefetch, ranks)
+    ), run
+
+
+def _run_title(zero, dp, prefetch, ranks):
+    """ "FSDP (ZeRO-3) on 4 ranks, prefetch both: memory of rank 0", in the figure's words."""
+    from ..viz.style import say
+
     what = {0: "DDP (ZeRO-0)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "FSDP (ZeRO-3)"}[zero]
-    extra = f", prefetch {prefetch}" if zero == 3 else ""
-    title = f"{what} on {dp} ranks{extra}: memory of rank {', '.join(map(str, ranks))}"
-    return memory_timeline_figure(run, ranks=ranks, title=title), run
+    extra = say(", prefetch {prefetch}", prefetch=say(prefetch)) if zero == 3 else ""
+    shown = ", ".join(map(str, ranks))
+    return say(
+        "{what} on {dp} ranks{extra}: memory of rank {ranks}",
+        what=what,
+        dp=dp,
+        extra=extra,
+        ranks=shown,
+    )
 
 
 def _int_flag(text, flag, minimum, maximum):

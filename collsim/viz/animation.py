@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from ..units import format_time
 from .lecture_page import lecture_html
 from .limits import MAX_FPS, check_rate
-from .style import current, finish
+from .style import current, finish, language, say
 
 __all__ = ["Animation", "write_animation", "write_frames", "playhead", "ANIMATIONS"]
 
@@ -97,7 +97,7 @@ def write_animation(animation, path, fps=1.0, dpi=None):
             writer.grab_frame()
     if suffix == ".html":
         page = Path(path).read_text(encoding="utf-8")
-        text = lecture_html(page, _page_title(animation), animation.captions)
+        text = lecture_html(page, _page_title(animation), animation.captions, language())
         Path(path).write_text(text, encoding="utf-8")
     return len(animation)
 
@@ -144,5 +144,7 @@ def playhead(figure, axes, start, end, frames=PLAYHEAD_FRAMES, title=""):
             ax.set_xlim(low, high)  # the span must not widen the axis
 
     total = format_time(end - start)
-    captions = tuple(f"t = {format_time(t - start)} of {total}" for t in times)
+    captions = tuple(
+        say("t = {time} of {total}", time=format_time(t - start), total=total) for t in times
+    )
     return Animation(figure, captions, show, title)

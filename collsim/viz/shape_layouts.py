@@ -55,7 +55,7 @@ class Placement:
     positions: dict  # rank -> (x, y)
     strips: dict  # rank -> Strip of its buffer cells
     edges: list = field(default_factory=list)  # (a, b) drawn faint: the structure moves use
-    boxes: list = field(default_factory=list)  # (label, x0, y0, width, height): nodes
+    boxes: list = field(default_factory=list)  # (node number, x0, y0, width, height)
     hubs: dict = field(default_factory=dict)  # switch name -> (x, y): reduces, multicasts
     bend: float = 0.0  # arc3 curvature of a move's arrow
     n_cells: int = 1  # cells in each strip
@@ -195,7 +195,7 @@ def switch_nodes_placement(nodes, switches, n_cells, edges=()):
             strips[r] = Strip((start, y - 0.3), (1.0, 0.0), length / n_cells, 0.16)
         hubs[switches[n]] = (x - reach if left else x + reach, -(g - 1) * ROW / 2)
         top, bottom = 0.55, -(g - 1) * ROW - 0.55
-        boxes.append((f"node {n}", x0, bottom, width, top - bottom))
+        boxes.append((n, x0, bottom, width, top - bottom))
     return Placement(
         positions,
         strips,
@@ -239,7 +239,7 @@ def node_placement(nodes, n_cells, edges=()):
             origin = (x + NODE + 0.05, y - 0.3)
             strips[r] = Strip(origin, (1.0, 0.0), length / n_cells, 0.16)
         top, bottom = 0.55, -(g - 1) * ROW - 0.55
-        boxes.append((f"node {n}", x - 0.75, bottom, width, top - bottom))
+        boxes.append((n, x - 0.75, bottom, width, top - bottom))
     return Placement(
         positions,
         strips,

@@ -53,6 +53,7 @@ from .ring import (
     frame_subtitle,
     move_handles,
     ring_frames,
+    step_captions,
     step_number,
 )
 from .shape_layouts import (
@@ -154,8 +155,9 @@ def _arrow(ax, p0, p2, colour, rad, gid, label, patches=(None, None), at=0.5, si
     s = 1 - at
     x = s * s * x0 + 2 * s * at * cx + at * at * x2
     y = s * s * y0 + 2 * s * at * cy + at * at * y2
+    shown = say(label)  # "whole" is a word; "c3" a name
     ax.text(
-        x, y, label, color=colour, fontsize="medium", bbox=LABEL_BOX, gid=f"label {gid}", **LABEL
+        x, y, shown, color=colour, fontsize="medium", bbox=LABEL_BOX, gid=f"label {gid}", **LABEL
     )
 
 
@@ -187,11 +189,13 @@ def _leg_label(way, group, n_chunks):
         if not chunks:
             continue
         one = chunk_label(range(chunks[0], chunks[0] + 1), n_chunks) if len(chunks) == 1 else None
+        what = one or len(chunks)
         if way == "up":
-            what = "to Σ" if reduce else "to cast"
-            parts.append(f"{one or len(chunks)} {what}")
+            parts.append(
+                say("{what} to Σ", what=what) if reduce else say("{what} to cast", what=what)
+            )
         else:
-            parts.append(f"Σ {one or len(chunks)}" if reduce else f"{one or len(chunks)} cast")
+            parts.append(f"Σ {what}" if reduce else say("{what} cast", what=what))
     return "\n".join(parts)  # one line a kind: narrow labels stay apart
 
 
@@ -232,7 +236,7 @@ def _draw_switch(ax, name, hub):
             gid=f"switch {name}",
         )
     )
-    what = f"{name}\nΣ reduce\nmulticast"
+    what = f"{name}\n" + say("Σ reduce\nmulticast")
     ax.text(*hub, what, fontsize="small", zorder=9, ha="center", va="center", color=PALE_INK)
 
 
@@ -251,9 +255,12 @@ def _draw_lane(ax, result, frame, lane, place, cells):
     k, n_chunks = schedule.ranks, schedule.n_chunks
     ax.set_aspect("equal")
     ax.axis("off")
-    for label, x0, y0, w, h in place.boxes:
-        box = Rectangle((x0, y0), w, h, fc="#F7F7F7", ec="#999999", lw=1.2, zorder=0, gid=label)
+    for n, x0, y0, w, h in place.boxes:
+        box = Rectangle(
+            (x0, y0), w, h, fc="#F7F7F7", ec="#999999", lw=1.2, zorder=0, gid=f"node {n}"
+        )
         ax.add_patch(box)
+        label = say("node {node}", node=n)
         ax.text(x0 + 0.1, y0 + h - 0.1, label, ha="left", va="top", color=PALE_INK)
     for a, b in place.edges:
         (xa, ya), (xb, yb) = place.positions[a], place.positions[b]
@@ -299,8 +306,12 @@ def draw_shape(fig, rect, result, frame, lanes, layout, cells):
         key = _draw_lane(ax, result, frame, lane, _placement(result, lane, layout), cells)
         if len(lanes) > 1 or result.schedule.lanes:
             first, last = lane.chunks.start, lane.chunks.stop - 1
-            held = f"chunk {first}" if first == last else f"chunks {first}-{last}"
-            ax.set_title(f"{lane.name} ({held})")
+            held = (
+                say("chunk {first}", first=first)
+                if first == last
+                else say("chunks {first}-{last}", first=first, last=last)
+            )
+            ax.set_title(f"{_lane_name(lane)} ({held})")
     return key
 
 
@@ -311,7 +322,7 @@ def _draw(fig, result, frame, lanes, layout, cells):
     draw_cell_key(fig, key, (0.86, 0.35, 0.02, 0.45))
     handles = move_handles()
     if SHAPES[result.schedule.algorithm] in ("switch", "switches"):
-        handles.append(Line2D([], [], color=MIXED_COLOUR, lw=2, marker=">", label="both"))
+        handles.append(Line2D([], [], color=MIXED_COLOUR, lw=2, marker=">", label=say("both")))
     fig.legend(handles=handles, loc="lower right", frameon=False, bbox_to_anchor=(0.995, 0.03))
 
 
@@ -359,5 +370,12 @@ def shape_movie(result, channel=None, layout=None, cells="count"):
         _draw(fig, result, frames[index], lanes, layout, cells)
 
     name = f"{result.algorithm} {result.collective}".replace("_", "-")
-    captions = tuple(f.title if f.step == 0 else f"step {f.step}: {f.title}" for f in frames)
-    return Animation(fig, captions, show, f"{name} on {result.group.size} ranks, step by step")
+    title = say("{name} on {k} ranks, step by step", name=name, k=result.group.size)
+    return Animation(fig, step_captions(frames), show, title)
+
+
+def _lane_name(lane):
+    """A lane's name in the figure's language: "tree 1", "channel 3" (the word, then its
+    number, as the schedule names it)."""
+    word, _, number = lane.name.rpartition(" ")
+    return f"{say(word)} {number}" if word and number.isdigit() else say(lane.name)

@@ -21,7 +21,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from .style import CATEGORY_COLOURS, current, say, styled, themed
+from .style import CATEGORY_COLOURS, current, language, say, styled, themed
 
 __all__ = ["strategies_figure", "MEMORY_PARTS", "LINK_PARTS"]
 
@@ -46,13 +46,14 @@ KIB = 2**10
 
 
 @styled
-def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measured", subtitle=""):
+def strategies_figure(rows, title=None, subtitle=""):
     """Two panels of the measured ``rows`` (dicts with the ``StrategyRow`` keys); a Figure.
 
     One row a strategy, its name and sizes written across at the left, so every name reads
     at slide size however many strategies there are (a vertical bar chart had to hide every
     other name under its bars)."""
     rows = [dict(r) for r in rows]
+    title = say("Accelerate's ND-parallelism strategies, measured") if title is None else title
     fig = Figure(figsize=current().size((14, 6.4)), layout="constrained")
     mem_ax, link_ax = fig.subplots(1, 2, sharey=True)
     y = list(range(len(rows)))
@@ -123,29 +124,35 @@ def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measu
                 ax.text(
                     top * 0.02,
                     i,
-                    "not run (see below)",
+                    say("not run (see below)"),
                     ha="left",
                     va="center",
                     fontsize="small",
                     color="#C44E52",
                 )
-    notes = [f"{r['name']} not run: {r['not_run']}" for r in rows if r.get("not_run")]
+    notes = [
+        say("{name} not run: {why}", name=r["name"], why=r["not_run"])
+        for r in rows
+        if r.get("not_run")
+    ]
     notes.append(
-        "sizes beside each name: dp_replicate x dp_shard x cp x tp (Accelerate's names); "
-        "each bar stacks every category's own peak, which need not come at the same "
-        "moment: the upright line is the peak of their sum"
+        say(
+            "sizes beside each name: dp_replicate x dp_shard x cp x tp (Accelerate's names); "
+            "each bar stacks every category's own peak, which need not come at the same "
+            "moment: the upright line is the peak of their sum"
+        )
     )
     fig.text(
         0.01,
         0.0,
-        "\n".join(textwrap.fill(n, 160) for n in notes),
+        "\n".join(textwrap.fill(n, 160 if language() == "en" else 90) for n in notes),
         fontsize="small",
         va="bottom",
         ha="left",
         wrap=True,
     )
     fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
-    lines = [title] + textwrap.wrap(subtitle, 120)
+    lines = [title] + textwrap.wrap(subtitle, 120 if language() == "en" else 70)
     fig.suptitle(
         "\n".join(lines), fontweight="bold", x=0.01, ha="left", fontsize="medium", wrap=True
     )

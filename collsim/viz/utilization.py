@@ -176,9 +176,10 @@ def _protocol_note(trace):
     if not lossy:
         return ""
     parts = ", ".join(f"{p.name} {p.efficiency:.0%}" for p in lossy)
-    return (
-        f"\ncolours count payload: protocol {parts} of its wire bytes are data, so a link "
-        "it keeps busy shows that much"
+    return "\n" + say(
+        "colours count payload: protocol {parts} of its wire bytes are data, so a link it "
+        "keeps busy shows that much",
+        parts=parts,
     )
 
 
@@ -254,13 +255,18 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     if title is None:
         what = ""
         if hasattr(source, "collective"):
-            what = f"{source.algorithm.replace('_', '-')} {source.collective.replace('_', '-')} "
-        title = f"link utilisation over time: {what}on {name}"
+            what = f"{source.algorithm} {source.collective} ".replace("_", "-")
+        title = say("link utilisation over time: {what}on {name}", what=what, name=name)
     fig.suptitle(title, fontsize="x-large", fontweight="bold", wrap=True)
     busiest = share.max() if share.size else 0.0
-    note = f"run time {format_time(edges[-1])}, {bins} time slices; busiest slice {busiest:.0%}"
+    note = say(
+        "run time {time}, {bins} time slices; busiest slice {busiest}",
+        time=format_time(edges[-1]),
+        bins=bins,
+        busiest=f"{busiest:.0%}",
+    )
     if ends:
-        note += "; blue lines: end of each step"
+        note += say("; blue lines: end of each step")
     note += _protocol_note(trace)
     ax.set_title(note, fontsize="medium", pad=18 if ends else 6, wrap=True)
     keys = []
@@ -272,9 +278,12 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
 
         keys += mark_faults(ax, links, log, divisor, edges[-1])
         if log.stalls:
-            stalled = f"; STALLED: no progress after t={format_time(edges[-1])}, the watchdog "
+            stalled = say(
+                "; STALLED: no progress after t={time}, the watchdog stopped the run",
+                time=format_time(edges[-1]),
+            )
             ax.set_title(
-                note + stalled + "stopped the run",
+                note + stalled,
                 fontsize="medium",
                 pad=18 if ends else 6,
                 wrap=True,
