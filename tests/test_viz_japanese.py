@@ -38,6 +38,7 @@ PROPER = {
     *"ND Transformer".split(),
     *"Llama GPT gpt llama bf16 fp16 fp32 GPipe 1F1B 1f1b gpipe interleaved zb-h1 ZB-H1".split(),
     *"dp tp pp cp ep dp_replicate dp_shard K/V megatron accelerate".split(),
+    *"REPLICATE SHARD fabric".split(),  # Accelerate's dp_replicate, a topology's node
     # units and their prefixes
     *"B KiB MiB GiB TiB KB MB GB TB s ms us µs ns GB/s TB/s GiB/s TFLOP/s GFLOP/s".split(),
     *"FLOP FLOPs FLOP/s".split(),
@@ -120,8 +121,18 @@ MORE = {
         ["all-gather", "--algorithm", "pat", "--topology", "switch"],
         ["--cells", "sources", "--ranks", "4"],
     ],
-    "timeline": [["--schedule", "interleaved", "--virtual", "2"], ["--schedule", "zb-h1"]],
-    "utilization": [["--topology", "dgx-a100", "--nodes", "2"]],
+    "timeline": [
+        ["--schedule", "interleaved", "--virtual", "2"],
+        ["--schedule", "zb-h1"],
+        ["--slow-rank", "1:2x"],  # a straggler's row marked
+    ],
+    "utilization": [
+        ["--topology", "dgx-a100", "--nodes", "2"],
+        ["--topology", "ring", "--slow-link", "0-1:2x", "--crash-rank", "3@20us"],  # a stall
+        ["--topology", "bidirectional_ring", "--fail-link", "0-1@5us"],  # a detour
+    ],
+    "traffic": [["--topology", "hierarchical"]],
+    "mesh": [["--order", "accelerate", "--dp-replicate", "2", "--cp", "2"]],
     "sweep": [["--ranks", "4", "--max-bytes", "64KiB"]],
     "scaling": [["--weak"]],
 }

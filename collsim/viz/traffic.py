@@ -200,7 +200,7 @@ def _draw_nodes(ax, g, pos, bars, fontsize):
             left, right = bars.get(node, (x - 2.2 * NODE, x + 2.2 * NODE))[:2]
             corner = (left, y - NODE)
             marker = Rectangle(corner, right - left, 2 * NODE, gid=f"switch {node}", **SWITCH_LOOK)
-            text, ink = (f"{node} switch" if node in bars else str(node)), "white"
+            text, ink = (say("{node} switch", node=node) if node in bars else str(node)), "white"
         markers[node] = ax.add_patch(marker)
         ax.text(x, y, text, fontsize=fontsize, color=ink, zorder=6, fontweight="bold", **CENTRE)
     return markers

@@ -157,6 +157,16 @@ JA = {
     "tree": "ツリー",
     "channel": "チャネル",
     "machine {n}": "マシン {n}",
+    "{node} switch": "{node} スイッチ",
+    # faults (collsim.viz.faults)
+    "detour: traffic rerouted off a failed link": "迂回: 故障したリンクを避けた通信",
+    "slow link {link}: x{factor} bandwidth": "遅いリンク {link}: 帯域幅 x{factor}",
+    "link {link} down at t={time}": "リンク {link} が t={time} で故障",
+    "rank {rank} crashed at t={time}": "ランク {rank} が t={time} でクラッシュ",
+    "slow rank {rank}: compute x{factor} (no row: links only)": (
+        "遅いランク {rank}: 計算 x{factor} (行なし: リンクのみ)"
+    ),
+    "stage {stage}\n(x{factor} slow)": "ステージ {stage}\n(x{factor} 遅い)",
     # the phases of the schedules (collsim.collectives), as the step titles name them
     "in-switch reduce": "スイッチ内リダクション",
     "in-switch multicast": "スイッチ内マルチキャスト",
