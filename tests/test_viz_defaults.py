@@ -104,3 +104,13 @@ def test_help_states_the_default(kind, says, capsys):
     with pytest.raises(SystemExit):
         cli.main(["viz", kind, "--help"])
     assert says in " ".join(capsys.readouterr().out.split())
+
+
+def test_scaling_says_where_strong_scaling_stops_short_of_max_gpus(monkeypatch, tmp_path):
+    # the default job's global batch is 512 sequences: 512 replicas, not --max-gpus 1024
+    fig = drawn("scaling", [], monkeypatch, tmp_path)
+    title = fig.get_suptitle()
+    assert "at most 512 GPUs (one sequence a replica)" in " ".join(title.split())
+    assert fig.axes[0].get_xlim()[1] < 1024
+    weak = drawn("scaling", ["--weak", "--max-gpus", "64"], monkeypatch, tmp_path)
+    assert "at most" not in weak.get_suptitle()

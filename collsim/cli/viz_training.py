@@ -151,7 +151,8 @@ def _scaling_arguments(parser):
         "--max-gpus",
         type=int,
         default=1024,
-        help=f"largest GPU count, up to {MAX_GPUS:,} (default 1024)",
+        help=f"largest GPU count, up to {MAX_GPUS:,} (default 1024); strong scaling stops "
+        "sooner, where every replica has one sequence of the global batch (the title says so)",
     )
     g.add_argument(
         "--weak", action="store_true", help="weak scaling: the global batch grows with the GPUs"
@@ -201,7 +202,9 @@ def scaling(args):
     )
     top = args.max_gpus if args.weak else min(args.max_gpus, (cfg.global_batch or 1) * mp)
     gpus = [mp * 2**i for i in range(int(math.log2(top // mp)) + 1)]
-    return scaling_figure(cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu)
+    return scaling_figure(
+        cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu, max_gpus=args.max_gpus
+    )
 
 
 # -- memory over time, measured on a sharded run ---------------------------------------------

@@ -140,10 +140,11 @@ def _gpu_axis(ax, gpus):
 
 
 @styled
-def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inputs):
+def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, max_gpus=None, **inputs):
     """Step time split and efficiency against GPUs; returns a Figure.
 
-    Arguments are those of :func:`scaling_rows`.
+    Arguments are those of :func:`scaling_rows`; ``max_gpus``, the count asked for, is
+    said in the title when strong scaling stops short of it (one sequence a replica).
     """
     cfg = _config(config, inputs)
     rows = scaling_rows(cfg, gpus, weak, batch_per_gpu)
@@ -221,6 +222,8 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
             batch=f"{rows[0]['global_batch']:,}",
         )
     )
+    if not weak and max_gpus is not None and max_gpus > n[-1]:  # the batch ran out first
+        mode += say(", so at most {gpus} GPUs (one sequence a replica)", gpus=f"{n[-1]:,}")
     fig.suptitle(
         say("where does adding GPUs stop paying?  {model}, {mode}", model=_model(cfg), mode=mode),
         fontsize="x-large",

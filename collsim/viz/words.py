@@ -256,6 +256,9 @@ JA = {
     "weak scaling: {per} sequences per data-parallel GPU": (
         "弱スケーリング: データ並列の GPU あたり系列 {per} 本"
     ),
+    ", so at most {gpus} GPUs (one sequence a replica)": (
+        ", よって最大 {gpus} GPU (レプリカあたり系列 1 本)"
+    ),
     "strong scaling: global batch fixed at {batch} sequences": (
         "強スケーリング: グローバルバッチは系列 {batch} 本で固定"
     ),
