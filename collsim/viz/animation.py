@@ -17,7 +17,7 @@ Examples
 >>> _ = ax.plot([0, 1], [0, 1]); _ = ax.set_xlim(0, 1)
 >>> movie = playhead(fig, [ax], 0.0, 1e-3, frames=4, title="demo")
 >>> movie.captions
-('t = 0 s of 1 ms', 't = 250 us of 1 ms', 't = 500 us of 1 ms', 't = 750 us of 1 ms', \
+('t = 0 s of 1 ms', 't = 250 µs of 1 ms', 't = 500 µs of 1 ms', 't = 750 µs of 1 ms', \
 't = 1 ms of 1 ms')
 """
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..units import format_time
 from .lecture_page import lecture_html
 from .limits import MAX_FPS, check_rate
 from .style import current, finish, language, say
+from .utilization import time_tick
 
 __all__ = ["Animation", "write_animation", "write_frames", "playhead", "ANIMATIONS"]
 
@@ -143,8 +143,8 @@ def playhead(figure, axes, start, end, frames=PLAYHEAD_FRAMES, title=""):
             shade.set_width(high - x)
             ax.set_xlim(low, high)  # the span must not widen the axis
 
-    total = format_time(end - start)
+    total = time_tick(end - start)  # µs, as the time axes say it
     captions = tuple(
-        say("t = {time} of {total}", time=format_time(t - start), total=total) for t in times
+        say("t = {time} of {total}", time=time_tick(t - start), total=total) for t in times
     )
     return Animation(figure, captions, show, title)

@@ -22,8 +22,8 @@ Examples
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..units import format_time
 from .style import say
+from .utilization import time_tick as format_time  # "20 µs", as the time axis says it
 
 __all__ = ["mark_faults", "mark_slow_stages", "SLOW", "FAILED", "CRASHED", "DETOUR"]
 

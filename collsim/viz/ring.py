@@ -37,11 +37,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, FancyArrowPatch
 
 from ..errors import ConfigError
-from ..units import format_size, format_time
+from ..units import format_size
 from .animation import ANIMATIONS, MIN_FRAME_WIDTH, Animation, write_animation
 from .cells import Strip, cell_style, draw_cell_key, draw_strip
 from .limits import MAX_FPS, check_rate, check_ring_ranks
 from .style import current, say, styled
+from .utilization import time_tick
 
 __all__ = [
     "ring_figure",
@@ -213,7 +214,7 @@ def frame_subtitle(result, frame):
         each += f"-{format_size(sizes[-1])}"
     start = min(m[2] for m in frame.moves)
     end = max(m[3] for m in frame.moves)
-    span = f"t = {format_time(start)} → {format_time(end)}"
+    span = f"t = {time_tick(start)} → {time_tick(end)}"  # µs, as the time axes say it
     return f"{head}  ·  {say('{size} per arrow', size=each)}  ·  {span}"
 
 

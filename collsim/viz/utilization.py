@@ -31,7 +31,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..hardware.protocols import slowest_class
-from ..units import format_time
 from .limits import MAX_BINS, check_count
 from .style import current, say, styled
 
@@ -57,9 +56,11 @@ def time_unit(largest):
 def time_tick(seconds, _position=None):
     """A time axis tick in the unit that reads best, as a slide says it: "10 µs", "1 ms".
 
-    >>> time_tick(1e-4), time_tick(2e-3), time_tick(1.0), time_tick(5e-9)
-    ('100 µs', '2 ms', '1 s', '5 ns')
+    >>> time_tick(1e-4), time_tick(2e-3), time_tick(1.0), time_tick(5e-9), time_tick(0)
+    ('100 µs', '2 ms', '1 s', '5 ns', '0 s')
     """
+    if seconds == 0:
+        return "0 s"
     for name, divisor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= divisor * (1 - 1e-9):
             return f"{seconds / divisor:.4g} {name}"
@@ -261,7 +262,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     busiest = share.max() if share.size else 0.0
     note = say(
         "run time {time}, {bins} time slices; busiest slice {busiest}",
-        time=format_time(edges[-1]),
+        time=time_tick(edges[-1]),
         bins=bins,
         busiest=f"{busiest:.0%}",
     )
@@ -280,7 +281,7 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
         if log.stalls:
             stalled = say(
                 "; STALLED: no progress after t={time}, the watchdog stopped the run",
-                time=format_time(edges[-1]),
+                time=time_tick(edges[-1]),
             )
             ax.set_title(
                 note + stalled,
