@@ -200,6 +200,27 @@ SHAPED = {
     "halving_doubling": ["--algorithm", "hd", "--topology", "switch", "--step", "1"],
     "nvls": ["--algorithm", "nvls", "--topology", "dgx-h100", "--step", "1"],
     "nvls_tree": ["--algorithm", "nvls_tree", "--topology", "dgx-h100", "--nodes", "2"],
+    # its in-switch steps: 16 legs a node, each labelled
+    "nvls_tree-reduce": [
+        "--algorithm",
+        "nvls_tree",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--step",
+        "1",
+    ],
+    "nvls_tree-multicast": [
+        "--algorithm",
+        "nvls_tree",
+        "--topology",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--step",
+        "4",
+    ],
     "pat": ["all-gather", "--algorithm", "pat", "--topology", "switch", "--step", "3"],
     "nccl_ring": ["--algorithm", "nccl_ring", "--topology", "dgx-a100", "--nodes", "2"],
 }

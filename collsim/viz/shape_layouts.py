@@ -182,7 +182,7 @@ def switch_nodes_placement(nodes, switches, n_cells, edges=()):
     g = max(len(n) for n in nodes)
     length = min(0.9, 0.12 * n_cells)
     positions, strips, boxes, hubs = {}, {}, [], {}
-    reach = 4.0  # from a GPU's column to its switch: a fan wide enough for its labels
+    reach = 5.5  # from a GPU's column to its switch: its legs' labels clear of the discs
     width = reach + 0.75 + NODE + 0.1 + length + 0.3
     for n, ranks in enumerate(nodes):
         left = n == 0  # the first node's switch on its left, the others' on their right
