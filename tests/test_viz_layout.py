@@ -194,33 +194,15 @@ def test_strategies_names_every_strategy_in_full_and_readable(style_name, monkey
 
 
 # every algorithm drawn in its own shape (collsim.viz.shapes), on the machines it runs on
+NVLS_TREE = ["--algorithm", "nvls_tree", "--topology", "dgx-h100", "--nodes", "2"]
 SHAPED = {
     "tree": ["--algorithm", "tree", "--topology", "switch", "--step", "2"],
     "double_tree": ["--algorithm", "double_tree", "--topology", "dgx-a100", "--nodes", "2"],
     "halving_doubling": ["--algorithm", "hd", "--topology", "switch", "--step", "1"],
     "nvls": ["--algorithm", "nvls", "--topology", "dgx-h100", "--step", "1"],
-    "nvls_tree": ["--algorithm", "nvls_tree", "--topology", "dgx-h100", "--nodes", "2"],
-    # its in-switch steps: 16 legs a node, each labelled
-    "nvls_tree-reduce": [
-        "--algorithm",
-        "nvls_tree",
-        "--topology",
-        "dgx-h100",
-        "--nodes",
-        "2",
-        "--step",
-        "1",
-    ],
-    "nvls_tree-multicast": [
-        "--algorithm",
-        "nvls_tree",
-        "--topology",
-        "dgx-h100",
-        "--nodes",
-        "2",
-        "--step",
-        "4",
-    ],
+    "nvls_tree": NVLS_TREE,
+    "nvls_tree-reduce": [*NVLS_TREE, "--step", "1"],  # in-switch: 16 labelled legs a node
+    "nvls_tree-multicast": [*NVLS_TREE, "--step", "4"],
     "pat": ["all-gather", "--algorithm", "pat", "--topology", "switch", "--step", "3"],
     "nccl_ring": ["--algorithm", "nccl_ring", "--topology", "dgx-a100", "--nodes", "2"],
 }
