@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from .lecture_page import lecture_html
 from .limits import MAX_FPS, check_rate
 from .style import current, finish, language, say
-from .utilization import time_tick
+from .times import time_tick
 
 __all__ = ["Animation", "write_animation", "write_frames", "playhead", "ANIMATIONS"]
 

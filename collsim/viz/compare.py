@@ -29,7 +29,7 @@ from .limits import check_ring_ranks
 from .ring import draw_circle, move_handles, ring_frames
 from .shapes import SHAPES, check_shape, draw_shape
 from .style import say
-from .utilization import time_unit
+from .times import time_unit
 
 __all__ = ["compare_figure", "compare_movie", "check_pair"]
 

@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .style import say
-from .utilization import time_tick as format_time  # "20 µs", as the time axis says it
+from .times import time_tick as format_time  # "20 µs", as the time axis says it
 
 __all__ = ["mark_faults", "mark_slow_stages", "SLOW", "FAILED", "CRASHED", "DETOUR"]
 

@@ -47,7 +47,7 @@ from .memory_stack import (
     transient_peaks,
 )
 from .style import CATEGORY_COLOURS, current, say, styled, themed
-from .utilization import time_unit
+from .times import time_unit
 
 __all__ = [
     "memory_timeline_figure",

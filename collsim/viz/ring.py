@@ -42,7 +42,7 @@ from .animation import ANIMATIONS, MIN_FRAME_WIDTH, Animation, write_animation
 from .cells import Strip, cell_style, draw_cell_key, draw_strip
 from .limits import MAX_FPS, check_rate, check_ring_ranks
 from .style import current, say, styled
-from .utilization import time_tick
+from .times import time_tick
 
 __all__ = [
     "ring_figure",

@@ -41,7 +41,7 @@ from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
 from .style import current, say, styled, themed
-from .utilization import time_tick
+from .times import time_tick
 
 __all__ = [
     "sweep",

@@ -33,7 +33,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..errors import ConfigError
 from .style import current, say, styled
-from .utilization import time_unit
+from .times import time_unit
 
 __all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
 
