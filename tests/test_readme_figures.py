@@ -184,3 +184,32 @@ def test_the_strategies_table_is_what_collsim_strategies_prints():
         comm = re.search(rf"{name_at}{size}\s+{size}\s+{time}\s+{time}\s", printed.getvalue(), re.M)
         assert memory and comm, f"`collsim strategies` prints no row for {name}"
         assert (memory.group(1), *comm.groups()) == (total, intra, inter, step, exposed), name
+
+
+# ---- the pictures the READMEs show beside the command that draws them (issue 28) ----------
+
+MAX_README_IMAGE = 150_000  # bytes: a picture in the repository stays small
+PICTURE = re.compile(r"```\s*(collsim viz [^`]*?--out (\S+\.png))\s*```\s*!\[[^\]]*\]\(\2\)", re.S)
+
+
+def readme_pictures(name):
+    """(command, path) of every ``collsim viz ... --out P.png`` block followed by ``![](P.png)``."""
+    return PICTURE.findall((ROOT / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", ["README.md", "README.ja.md"])
+def test_the_readme_shows_a_slide_beside_the_command_that_draws_it(name, tmp_path, capsys):
+    from PIL import Image
+
+    pictures = readme_pictures(name)
+    assert any("--style slides" in command for command, _ in pictures), name
+    for command, path in pictures:
+        committed = ROOT / path
+        assert committed.stat().st_size < MAX_README_IMAGE, path
+        argv = shlex.split(command)
+        argv[argv.index("--out") + 1] = str(tmp_path / "again.png")
+        assert main(argv[1:]) == 0, command
+        with Image.open(committed) as shown, Image.open(tmp_path / "again.png") as drawn:
+            assert drawn.size == shown.size, (
+                f"`{command}` draws {drawn.size}, {path} is {shown.size}"
+            )

@@ -223,7 +223,7 @@ def test_the_figure_draws_every_row(rows):
 
     fig = strategies_figure([r.to_dict() for r in rows])
     mem_ax, link_ax = fig.axes[:2]
-    assert len(mem_ax.get_xticklabels()) == len(NAMES)
+    assert len(mem_ax.get_yticklabels()) == len(NAMES)  # one row a strategy
     assert not any("not run" in t.get_text() for t in mem_ax.texts)
 
 

@@ -55,6 +55,23 @@ def drawn_texts(fig, monkeypatch):
 MIN_CONTRAST = 3.0  # WCAG 2's floor for large text; below it a label fades into its box
 
 
+def _fill_under(text, box):
+    """The face colour of the topmost filled shape under the middle of ``text`` (drawn
+    before it), or None: what a label in a drawing is read against."""
+    centre = ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)
+    under = [
+        p
+        for p in text.axes.patches
+        if p.get_visible()
+        and p.get_fill()
+        and p.get_zorder() < text.get_zorder()
+        and p.contains_point(centre)
+    ]
+    if not under:
+        return None
+    return max(under, key=lambda p: p.get_zorder()).get_facecolor()
+
+
 def layout_problems(fig, monkeypatch):
     """Report lines for every text outside the figure, every pair that overlaps, and every
     text on a box (a label's bbox) or on the figure's own background that does not contrast
@@ -62,11 +79,13 @@ def layout_problems(fig, monkeypatch):
     width, height = fig.canvas.get_width_height()
     texts = drawn_texts(fig, monkeypatch)
     problems = []
-    for text, _ in texts:
+    for text, box in texts:
         patch = text.get_bbox_patch()
         ground = patch.get_facecolor() if patch is not None else None
         if ground is None and text.axes is None and text.get_figure(root=False) is fig:
             ground = fig.get_facecolor()  # a title or note straight on the figure
+        if ground is None and text.axes is not None:
+            ground = _fill_under(text, box)  # a rank's name on its disc, a node's on its box
         if ground is not None and ground[3] >= 0.5:
             ratio = contrast(to_rgba(text.get_color()), ground)
             if ratio < MIN_CONTRAST:
@@ -152,3 +171,48 @@ def test_the_checker_finds_clipped_and_overlapping_text(monkeypatch):
     problems = layout_problems(fig, monkeypatch)
     assert any(p.startswith("overlap: 'one label' and 'another label'") for p in problems)
     assert any(p.startswith("clipped: 'past the right edge'") for p in problems)
+
+
+MIN_NAME_PX = 18  # a name's letters at 1080 lines, readable from the back of a lecture hall
+
+
+@pytest.mark.parametrize("style_name", ["paper", "slides"])
+def test_strategies_names_every_strategy_in_full_and_readable(style_name, monkeypatch, tmp_path):
+    """Every strategy of the default table is named, none hidden by tick thinning (a
+    vertical bar chart blanked every other name), and the names stay inside and apart."""
+    from collsim.verify.strategies import strategy_table
+
+    names = [row.to_dict()["name"] for row in strategy_table()]
+    fig = draw("strategies", ["--style", style_name], monkeypatch, tmp_path)
+    assert layout_problems(fig, monkeypatch) == []
+    drawn = drawn_texts(fig, monkeypatch)
+    labels = {name: [t for t, _ in drawn if t.get_text().split()[0] == name] for name in names}
+    assert all(labels.values()), {name: found for name, found in labels.items() if not found}
+    if style_name == "slides":
+        px = {t.get_size() * fig.dpi / 72 for found in labels.values() for t in found}
+        assert min(px) >= MIN_NAME_PX, px
+
+
+# every algorithm drawn in its own shape (collsim.viz.shapes), on the machines it runs on
+NVLS_TREE = ["--algorithm", "nvls_tree", "--topology", "dgx-h100", "--nodes", "2"]
+SHAPED = {
+    "tree": ["--algorithm", "tree", "--topology", "switch", "--step", "2"],
+    "double_tree": ["--algorithm", "double_tree", "--topology", "dgx-a100", "--nodes", "2"],
+    "halving_doubling": ["--algorithm", "hd", "--topology", "switch", "--step", "1"],
+    "nvls": ["--algorithm", "nvls", "--topology", "dgx-h100", "--step", "1"],
+    "nvls_tree": NVLS_TREE,
+    "nvls_tree-reduce": [*NVLS_TREE, "--step", "1"],  # in-switch: 16 labelled legs a node
+    "nvls_tree-multicast": [*NVLS_TREE, "--step", "4"],
+    "pat": ["all-gather", "--algorithm", "pat", "--topology", "switch", "--step", "3"],
+    "nccl_ring": ["--algorithm", "nccl_ring", "--topology", "dgx-a100", "--nodes", "2"],
+}
+
+
+@pytest.mark.parametrize("algorithm", sorted(SHAPED))
+@pytest.mark.parametrize("style_name,theme", [("slides", "dark"), ("paper", "light")])
+def test_every_shaped_drawing_reads_in_both_themes(
+    algorithm, style_name, theme, monkeypatch, tmp_path
+):
+    argv = [*SHAPED[algorithm], "--style", style_name, "--theme", theme]
+    fig = draw("ring", argv, monkeypatch, tmp_path)
+    assert layout_problems(fig, monkeypatch) == []

@@ -35,7 +35,11 @@ CASES = {
     "hierarchical": lambda: run(T.hierarchical(2, 4), "hierarchical"),
     "nccl_ring": lambda: run(T.hierarchical(2, 4), "nccl_ring"),
     "nvls": lambda: run(machine_topology(preset("dgx-h100"), 1), "nvls", count=2**18),
+    "nvls_tree": lambda: run(machine_topology(preset("dgx-h100"), 2), "nvls_tree", count=2**18),
+    "pat": lambda: run(T.switch(8), "pat", collective="all_gather"),
+    "pat-reduce-scatter-6": lambda: run(T.switch(6), "pat", collective="reduce_scatter"),
 }
+THROUGH_SWITCHES = ("nvls", "nvls_tree")  # drawn as legs to and from a switch
 
 
 def _gids(ax, prefix):
@@ -47,7 +51,7 @@ def _layout(result, graph):
     return node_layout(graph, result.group.ranks)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c != "nvls"])
+@pytest.mark.parametrize("case", [c for c in CASES if c not in THROUGH_SWITCHES])
 def test_every_drawn_arrow_is_a_move_of_the_step_and_every_edge_a_pair_it_uses(case):
     result = CASES[case]()
     schedule = result.schedule
@@ -65,7 +69,7 @@ def test_every_drawn_arrow_is_a_move_of_the_step_and_every_edge_a_pair_it_uses(c
                 f"move {m.src}->{m.dst} {chunk_label(m.chunks, schedule.n_chunks)}" for m in in_lane
             )
             assert _gids(ax, "move") == expected, (case, number)
-            if case in ("halving_doubling", "halving_doubling-6"):
+            if case.startswith(("halving_doubling", "pat")):
                 continue  # a row: no fixed edges
             used = {
                 tuple(sorted((m.src, m.dst)))
@@ -141,6 +145,66 @@ def test_nvls_goes_through_the_switch_that_reduces_and_multicasts():
     ]
 
 
+def test_nvls_tree_reduces_and_multicasts_in_each_node_and_crosses_nodes_on_rails():
+    graph = machine_topology(preset("dgx-h100"), 2)
+    result = CASES["nvls_tree"]()
+    schedule = result.schedule
+    nodes = node_layout(graph, result.group.ranks).nodes  # from the machine, not the moves
+    node_of = {r: n for n, members in enumerate(nodes) for r in members}
+    crossing = {  # the moves between nodes over the whole run: the faint edges
+        tuple(sorted((m.src, m.dst))) for step in schedule.steps for m in step if not m.combine
+    }
+    for number in range(1, schedule.n_steps + 1):
+        ax = shape_figure(result, step=number).axes[0]
+        step = schedule.steps[number - 1]
+        inside = [m for m in step if m.combine is not None]
+        assert all(node_of[m.src] == node_of[m.dst] for m in inside)  # a switch is a node's
+        legs = {f"up {m.src}" for m in inside} | {f"down {m.dst}" for m in inside}
+        assert set(_gids(ax, "up")) | set(_gids(ax, "down")) == legs, number
+        across = Counter(
+            f"move {m.src}->{m.dst} {chunk_label(m.chunks, schedule.n_chunks)}"
+            for m in step
+            if m.combine is None
+        )
+        assert _gids(ax, "move") == across, number
+        assert set(_gids(ax, "edge")) == {f"edge {a}-{b}" for a, b in crossing}
+        assert set(_gids(ax, "switch")) == {"switch nvswitch0", "switch nvswitch1"}
+        centre = {int(p.get_gid()[5:]): p.center for p in ax.patches if "rank" in p.get_gid()}
+        for m in step:  # a tree step runs straight across, GPU j to GPU j (one rail)
+            if m.combine is None:
+                assert node_of[m.src] != node_of[m.dst]
+                assert centre[m.src][1] == centre[m.dst][1]
+    for node, members in enumerate(nodes):  # every GPU inside its own node's box
+        ax = shape_figure(result, step=0).axes[0]
+        (box,) = [p for p in ax.patches if p.get_gid() == f"node {node}"]
+        x0, y0 = box.get_xy()
+        inside = [x0 < centre[r][0] < x0 + box.get_width() for r in members]
+        assert all(inside), node
+
+
+@pytest.mark.parametrize("k", [4, 8, 16])
+def test_pat_steps_send_to_partners_two_to_the_i_back_drawn_apart(k):
+    # Bruck's all-gather: in step i every rank r sends to r - 2^(i-1) (mod K)
+    result = run(T.switch(k), "pat", collective="all_gather")
+    steps = result.schedule.n_steps
+    assert steps == (k - 1).bit_length()  # ⌈log2 K⌉
+    for number in range(1, steps + 1):
+        fig = shape_figure(result, step=number)
+        ax = fig.axes[0]
+        distance = 2 ** (number - 1)
+        pairs = {tuple(g.split()[1].split("->")) for g in _gids(ax, "move")}
+        assert pairs == {(str(r), str((r - distance) % k)) for r in range(k)}, number
+        assert f"every rank r sends to r − {distance} (mod {k})" in [t.get_text() for t in ax.texts]
+        boxes = _label_boxes(fig)
+        assert not _overlapping(boxes), (k, number)
+
+
+def test_nvls_tree_labels_never_sit_on_each_other():
+    result = CASES["nvls_tree"]()
+    for number in range(1, result.schedule.n_steps + 1):
+        assert not _overlapping(_label_boxes(shape_figure(result, step=number))), number
+
+
 def _label_boxes(fig):
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw(renderer)
@@ -191,7 +255,15 @@ def test_shaped_pages_and_gifs_are_the_same_bytes_every_run(argv, tmp_path):
 
 
 def test_every_shape_animates_one_frame_a_step():
-    for case in ("tree", "double_tree", "nvls", "nccl_ring", "halving_doubling"):
+    for case in (
+        "tree",
+        "double_tree",
+        "nvls",
+        "nccl_ring",
+        "halving_doubling",
+        "nvls_tree",
+        "pat",
+    ):
         result = CASES[case]()
         movie = shape_movie(result)
         assert len(movie) == result.schedule.n_steps + 1

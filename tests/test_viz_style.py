@@ -251,3 +251,16 @@ def test_the_sweep_reads_its_time_axis_in_microseconds_and_milliseconds(tmp_path
     assert cli.main(argv) == 0
     ticks = re.findall(r">(\d[\d.]* (?:µs|ms))</text>", out.read_text(encoding="utf-8"))
     assert {t.split()[1] for t in ticks} == {"µs", "ms"}, ticks
+
+
+@pytest.mark.parametrize("kind", ["ring", "utilization"])
+def test_times_drawn_on_a_figure_say_microseconds_as_its_axes_do(kind, tmp_path, monkeypatch):
+    # the subtitles said "12.62 us" beside axes and figures that say "µs"
+    from collsim.viz import output
+
+    saved = []
+    monkeypatch.setattr(output, "save_figure", lambda fig, *a, **k: saved.append(fig))
+    assert cli.main(["viz", kind, "--out", str(tmp_path / "t.png")]) == 0
+    texts = [t.get_text() for t in saved[0].findobj(lambda a: hasattr(a, "get_text"))]
+    assert any(re.search(r"\d µs", t) for t in texts)
+    assert not [t for t in texts if re.search(r"\d us\b", t)]

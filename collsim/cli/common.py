@@ -71,13 +71,19 @@ HARDWARE = tuple(PRESETS)  # the hardware presets --topology also takes
 
 
 def add_cluster_arguments(
-    parser, ranks=8, computes=True, rank_flags=("--ranks", "-k"), rank_help=None
+    parser,
+    ranks=8,
+    computes=True,
+    rank_flags=("--ranks", "-k"),
+    rank_help=None,
+    topology_help=None,
 ):
     """--ranks, --topology (a generic shape, a hardware preset or a machine file), --nodes,
     --bandwidth, --latency, --model, --protocol, --gpus-per-node, ... and the fault flags;
     ``computes=False`` for a command whose ranks only communicate (no --slow-rank).  A
     command may spell --ranks its own way (``collsim exec``: mpirun's ``-n``) with
-    ``rank_flags`` and ``rank_help``."""
+    ``rank_flags`` and ``rank_help``, and say a default topology of its own with
+    ``topology_help``."""
     g = parser.add_argument_group("cluster")
     g.add_argument(
         *rank_flags,
@@ -93,7 +99,8 @@ def add_cluster_arguments(
         "--topology",
         default="ring",
         metavar="NAME|FILE",
-        help="how ranks are wired (default ring: rank i -> i+1): "
+        help=(topology_help or "how ranks are wired (default ring: rank i -> i+1)")
+        + ": "
         + ", ".join(TOPOLOGIES)
         + "; 'switch' puts one switch in the middle, so a rank-to-rank path is 2 links. "
         "A real machine: " + ", ".join(HARDWARE) + " (cited NVLink, NVSwitch, PCIe and "
@@ -198,7 +205,12 @@ def machine_from_args(args):
 
 def resolve_cluster_args(args):
     """Fill in ``args.ranks`` (from ``--nodes`` on a hardware preset) and check ``--nodes``
-    and ``--protocol``, before any command reads them; returns the Machine or ``None``."""
+    and ``--protocol``, before any command reads them; returns the Machine or ``None``.
+    A command with a default cluster of its own (``collsim viz sweep``) fills it in first,
+    by the ``_default_cluster(args)`` its parser set."""
+    own_default = getattr(args, "_default_cluster", None)
+    if own_default is not None:
+        own_default(args)
     machine = machine_from_args(args)
     default = getattr(args, "_default_ranks", 8)
     if getattr(args, "choice", None) is not None:

@@ -93,7 +93,6 @@ def _check_frames_folder(text):
 def run(args):
     """Check ``--out``, draw ``args.kind`` and save it there; returns 0."""
     from ..viz import style
-    from ..viz.output import save_figure
 
     frames = getattr(args, "frames", None)
     if args.kind.movie:  # a bad --fps is a mistake worth naming even for a still picture
@@ -109,10 +108,19 @@ def run(args):
         fmt = out.suffix.lower().lstrip(".")
         if frames is not None or fmt in ANIMATED:
             return _write_frames(args, folder if frames is not None else None, out)
-        fig = style.finish(args.kind.draw(args), look)
-        save_figure(fig, out, fmt, dpi=look.save_dpi, transparent=look.transparent)
+        _save_still(args, out, fmt)
     print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0
+
+
+def _save_still(args, out, fmt):
+    """Draw the kind's still picture and save it in the look in force."""
+    from ..viz import style
+    from ..viz.output import save_figure
+
+    look = style.current()
+    fig = style.finish(args.kind.draw(args), look)
+    save_figure(fig, out, fmt, dpi=look.save_dpi, transparent=look.transparent)
 
 
 def _fps(args):
@@ -123,10 +131,9 @@ def _fps(args):
 
 
 def _write_frames(args, folder, out):
-    """The kind's animation to ``out`` (a still of its last frame for .png/.svg/.pdf) and
+    """The kind's animation to ``out`` (its still picture for .png/.svg/.pdf) and
     every frame to ``folder``; returns 0."""
     from ..viz.animation import write_animation, write_frames
-    from ..viz.output import save_figure
 
     fps = _fps(args)
     movie = args.kind.movie(args)
@@ -139,7 +146,7 @@ def _write_frames(args, folder, out):
     if fmt in ANIMATED:
         n = write_animation(movie, out, fps=fps)
         print(f"wrote {out} ({args.kind.name} animation, {n} frames, {fmt.upper()})")
-    else:  # --frames with a still --out: the picture the kind draws
-        save_figure(args.kind.draw(args), out, fmt, dpi=150)
+    else:  # --frames with a still --out: the picture the kind draws, in its look
+        _save_still(args, out, fmt)
         print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0

@@ -11,8 +11,11 @@ from .viz_kinds import kind, positive_number
 # -- collectives: ring, traffic, utilization, sweep ---------------------------------------
 
 
-def _collective_arguments(parser, size=True):
+def _collective_arguments(parser, size=True, default_case=None):
+    """The collective, its algorithm and size and the cluster; ``default_case``: the kind
+    whose case (:mod:`.viz_defaults`) is drawn when no cluster or algorithm is given."""
     from .common import add_cluster_arguments
+    from .viz_defaults import kind_cluster_arguments
 
     parser.add_argument(
         "collective",
@@ -35,7 +38,10 @@ def _collective_arguments(parser, size=True):
         )
     dtypes = ("float64", "float32", "float16", "bfloat16", "int32", "int64")
     parser.add_argument("--dtype", "-d", default="float32", choices=dtypes, help="element type")
-    add_cluster_arguments(parser, computes=False)  # a collective alone computes nothing
+    if default_case is None:
+        add_cluster_arguments(parser, computes=False)  # a collective alone computes nothing
+    else:
+        kind_cluster_arguments(parser, default_case)
 
 
 def _run_collective(args, stalled_ok=False):
@@ -166,7 +172,9 @@ def _ring_step(args, result):
         "--cells sources, striped with each contributing rank's colour).  Other algorithms "
         "are drawn in their own shape: tree and double_tree as layered trees (the double "
         "tree's two side by side), halving_doubling as a row of ranks with an arc per "
-        "exchange, nvls with the NVSwitch in the middle reducing and multicasting, "
+        "exchange (pat too: partners 1, 2, 4, ... back), nvls with the NVSwitch in the middle "
+        "reducing and multicasting, nvls_tree as nodes each with its own NVSwitch and a "
+        "tree across them, "
         "hierarchical and nccl_ring as nodes of GPUs (--channel C: one of NCCL's rings).  "
         "Up to 16 ranks.  "
         "Steps count from 1 ('step 1 of 14'); --step 0 is the initial state.  With --out "
@@ -205,10 +213,11 @@ def ring(args):
         "and colour set by the bytes it carried, read from the trace: a circle for rings, the "
         "grid for a torus (wrap-around links as stubs), ranks around the switch, machines "
         "grouped over the fabric for hierarchical.  Ranks are circles, switches grey bars.  "
-        "Up to 64 ranks."
+        "Up to 64 ranks.  With no cluster or algorithm given: the naive all-reduce on a "
+        "switch of 8 ranks, whose root's link carries every rank's bytes."
     ),
-    arguments=_collective_arguments,
-    example="all-reduce --algorithm naive --topology switch --ranks 8 --out traffic.png",
+    arguments=lambda parser: _collective_arguments(parser, default_case="traffic"),
+    example="all-reduce --algorithm ring --topology dgx-a100 --nodes 2 --out traffic.png",
 )
 def traffic(args):
     from ..viz.traffic import traffic_figure
@@ -219,16 +228,17 @@ def traffic(args):
 
 
 def _utilization_arguments(parser):
-    _collective_arguments(parser)
+    _collective_arguments(parser, default_case="utilization")
     parser.add_argument("--bins", default="200", help="time slices, 1-2000 (default 200)")
     parser.add_argument("--all-links", action="store_true", help="also rows for unused links")
 
 
 def _utilization_movie(args):
     from ..viz.animation import playhead
+    from ..viz.style import say
 
     fig, (start, end) = _utilization(args)
-    return playhead(fig, fig.axes[:1], start, end, title="link utilization over time")
+    return playhead(fig, fig.axes[:1], start, end, title=say("link utilisation over time"))
 
 
 @kind(
@@ -241,10 +251,11 @@ def _utilization_movie(args):
         "flow (coloured).  Congestion shows as a dark band at 100 %: the naive root's link on "
         "a switch, the NICs a ring crosses between machines; a latency-bound run is mostly "
         "hatching.  Up to 64 ranks.  --out x.html or x.gif (or --frames DIR) sweeps a "
-        "playhead across the run, what has not happened yet greyed."
+        "playhead across the run, what has not happened yet greyed.  With no cluster or "
+        "algorithm given: the naive all-reduce on a switch of 8 ranks."
     ),
     arguments=_utilization_arguments,
-    example="all-reduce --algorithm naive --topology switch --out utilization.png",
+    example="all-reduce --topology dgx-a100 --nodes 2 --out utilization.png",
     movie=_utilization_movie,
 )
 def utilization(args):
@@ -270,11 +281,13 @@ def _utilization(args):
 
 
 def _sweep_arguments(parser):
-    _collective_arguments(parser, size=False)
+    _collective_arguments(parser, size=False, default_case="sweep")
     parser.add_argument(
         "--algorithms",
         default=None,
-        help="comma-separated, each once (default: every algorithm of the collective)",
+        help="comma-separated, each once (default: every algorithm of the collective; with "
+        "no cluster or algorithm flag, nccl_ring,double_tree on --topology dgx-a100 "
+        "--nodes 2)",
     )
     parser.add_argument(
         "--min-bytes",
@@ -332,7 +345,9 @@ def _algorithm_list(args):
         "--analytical closed forms).  Each algorithm has its own colour, line style and "
         "marker, so lines that coincide stay visible.  Dashed lines mark where the fastest "
         "algorithm changes: small messages are latency-bound (fewest steps wins), large ones "
-        "bandwidth-bound."
+        "bandwidth-bound.  With no cluster or algorithm given: NCCL's ring and double "
+        "binary tree on 2 DGX A100 machines, where the tree wins below about 3 MiB and the "
+        "ring above."
     ),
     arguments=_sweep_arguments,
     example="all-reduce --topology switch --ranks 16 --out sweep.png",

@@ -14,7 +14,7 @@ from .viz_kinds import kind
 
 
 def _compare_arguments(parser):
-    from .common import add_cluster_arguments
+    from .viz_defaults import kind_cluster_arguments
 
     parser.add_argument(
         "first",
@@ -53,7 +53,7 @@ def _compare_arguments(parser):
         choices=("count", "sources"),
         help="buffer cells by how many ranks contributed (count) or which (sources)",
     )
-    add_cluster_arguments(parser, computes=False)
+    kind_cluster_arguments(parser, "compare")  # a switch unless a cluster is given
 
 
 def _both(args):
@@ -109,7 +109,8 @@ def _compare_movie(args):
         "scale, and under them one simulated-time axis with every step of both as a span, "
         "the current one outlined, so the step counts and the step lengths compare at a "
         "glance.  --out x.html or x.gif steps both together; --frames DIR writes a PNG a "
-        "step.  Up to 16 ranks."
+        "step.  Up to 16 ranks; with no cluster given, on a switch of 8 (every rank one hop "
+        "from every other, as on an NVSwitch)."
     ),
     arguments=_compare_arguments,
     example="ring tree --topology switch --ranks 8 --out compare.png",

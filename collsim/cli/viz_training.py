@@ -20,24 +20,19 @@ from .viz_kinds import kind, positive_number
         "precision Adam keeps 16 bytes per parameter (2 weight + 2 gradient + 12 optimizer); "
         "ZeRO-1 shards the 12 over the data-parallel GPUs, ZeRO-2 also the gradients, ZeRO-3 "
         "(FSDP) everything.  Activations do not shard with ZeRO: tp, pp, sequence parallelism, "
-        "smaller micro-batches and recomputation reduce them.  The dashed line is the GPU's memory."
+        "smaller micro-batches and recomputation reduce them.  The dashed line is the GPU's "
+        "memory.  With no model given: Llama 2 13B (--model llama2-13b) on --world-size 8 "
+        "with --recompute selective, which does not fit an 80 GiB GPU at ZeRO-0 and fits "
+        "from ZeRO-2 on."
     ),
     arguments=add_config_arguments,
 )
 def memory(args):
     from ..viz.memory import memory_figure
     from .plan import config_from_args
+    from .viz_defaults import apply_default_case
 
-    given = ("model", "params", "layers")
-    if not args.config and all(getattr(args, k, None) is None for k in given):
-        # with only --out: the 7B memory example, the llama2-7b preset (Touvron et al.
-        # 2023) on one 8-GPU node, so the 16 bytes/parameter of mixed-precision Adam
-        # (Rajbhandari et al. 2020, ZeRO) is visible at once
-        defaults = dict(model="llama2-7b", world_size=8, global_batch=8, micro_batch=1)
-        for key, value in defaults.items():
-            if getattr(args, key, None) is None:
-                setattr(args, key, value)
-        print("no model given: drawing Llama 2 7B (the llama2-7b preset) on 8 GPUs")
+    apply_default_case(args, "memory")
     return memory_figure(config_from_args(args))
 
 
@@ -66,11 +61,12 @@ def _timeline_arguments(parser):
 
 def _timeline_movie(args):
     from ..viz.animation import playhead
+    from ..viz.style import say
     from ..viz.timeline import bubble_from_spans
 
     fig, result = _timeline(args)
     start, end, _ = bubble_from_spans(result.spans, args.stages)  # what the axis shows
-    return playhead(fig, fig.axes[:1], start, end, title="pipeline step over time")
+    return playhead(fig, fig.axes[:1], start, end, title=say("pipeline step over time"))
 
 
 @kind(
@@ -155,7 +151,8 @@ def _scaling_arguments(parser):
         "--max-gpus",
         type=int,
         default=1024,
-        help=f"largest GPU count, up to {MAX_GPUS:,} (default 1024)",
+        help=f"largest GPU count, up to {MAX_GPUS:,} (default 1024); strong scaling stops "
+        "sooner, where every replica has one sequence of the global batch (the title says so)",
     )
     g.add_argument(
         "--weak", action="store_true", help="weak scaling: the global batch grows with the GPUs"
@@ -205,7 +202,9 @@ def scaling(args):
     )
     top = args.max_gpus if args.weak else min(args.max_gpus, (cfg.global_batch or 1) * mp)
     gpus = [mp * 2**i for i in range(int(math.log2(top // mp)) + 1)]
-    return scaling_figure(cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu)
+    return scaling_figure(
+        cfg, gpus=gpus, weak=args.weak, batch_per_gpu=batch_per_gpu, max_gpus=args.max_gpus
+    )
 
 
 # -- memory over time, measured on a sharded run ---------------------------------------------
@@ -241,11 +240,12 @@ def _memory_timeline_arguments(parser):
 def _memory_timeline_movie(args):
     from ..viz.animation import playhead
     from ..viz.memory_stack import end_of_run
+    from ..viz.style import say
 
     fig, run = _memory_timeline(args)
     first = fig.axes[0]
     axes = [ax for ax in fig.axes if ax is first or first.get_shared_x_axes().joined(first, ax)]
-    return playhead(fig, axes, 0.0, end_of_run(run.trace), title="memory over time")
+    return playhead(fig, axes, 0.0, end_of_run(run.trace), title=say("memory over time"))
 
 
 @kind(
@@ -317,10 +317,25 @@ def _memory_timeline(args):
     run = train(
         model, [batch], config, cluster=Cluster(graph, compute_rate=rate), optimizer=Adam(1e-3)
     )
+    return memory_timeline_figure(
+        run, ranks=ranks, title=_run_title(zero, dp, prefetch, ranks)
+    ), run
+
+
+def _run_title(zero, dp, prefetch, ranks):
+    """ "FSDP (ZeRO-3) on 4 ranks, prefetch both: memory of rank 0", in the figure's words."""
+    from ..viz.style import say
+
     what = {0: "DDP (ZeRO-0)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "FSDP (ZeRO-3)"}[zero]
-    extra = f", prefetch {prefetch}" if zero == 3 else ""
-    title = f"{what} on {dp} ranks{extra}: memory of rank {', '.join(map(str, ranks))}"
-    return memory_timeline_figure(run, ranks=ranks, title=title), run
+    extra = say(", prefetch {prefetch}", prefetch=say(prefetch)) if zero == 3 else ""
+    shown = ", ".join(map(str, ranks))
+    return say(
+        "{what} on {dp} ranks{extra}: memory of rank {ranks}",
+        what=what,
+        dp=dp,
+        extra=extra,
+        ranks=shown,
+    )
 
 
 def _int_flag(text, flag, minimum, maximum):

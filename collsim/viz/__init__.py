@@ -59,7 +59,8 @@ Shared by all: :mod:`collsim.viz.style` decides how every figure looks (``paper`
 ``slides``, ``light`` or ``dark``, size, the Okabe-Ito palette, the language of
 :mod:`collsim.viz.words`), :mod:`collsim.viz.output` saves every format byte-identical run to run,
 :mod:`collsim.viz.limits` refuses what a picture cannot show readably (with the limit
-named), and :mod:`collsim.viz.ink` picks text colours that contrast with their fill.
+named), :mod:`collsim.viz.ink` picks text colours that contrast with their fill, and
+:mod:`collsim.viz.times` writes times as the axes do ("12.6 µs").
 
 The modules import matplotlib when they are imported; ``import collsim.viz`` alone does not.
 """
@@ -92,4 +93,5 @@ __all__ = [
     "output",
     "limits",
     "ink",
+    "times",
 ]

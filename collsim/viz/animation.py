@@ -17,7 +17,7 @@ Examples
 >>> _ = ax.plot([0, 1], [0, 1]); _ = ax.set_xlim(0, 1)
 >>> movie = playhead(fig, [ax], 0.0, 1e-3, frames=4, title="demo")
 >>> movie.captions
-('t = 0 s of 1 ms', 't = 250 us of 1 ms', 't = 500 us of 1 ms', 't = 750 us of 1 ms', \
+('t = 0 s of 1 ms', 't = 250 µs of 1 ms', 't = 500 µs of 1 ms', 't = 750 µs of 1 ms', \
 't = 1 ms of 1 ms')
 """
 
@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..units import format_time
 from .lecture_page import lecture_html
 from .limits import MAX_FPS, check_rate
+from .style import current, finish, language, say
+from .times import time_tick
 
 __all__ = ["Animation", "write_animation", "write_frames", "playhead", "ANIMATIONS"]
 
@@ -51,6 +52,20 @@ class Animation:
 
     def __len__(self):
         return len(self.captions)
+
+
+def _show_frame(animation, index):
+    """Put ``animation`` in frame ``index``'s state, in the look in force: its ``--title``
+    in place of the frame's own (a frame that redraws itself would lose it), crowded tick
+    labels thinned, as a still picture gets them (:func:`collsim.viz.style.finish`)."""
+    animation.show(index)
+    finish(animation.figure)
+
+
+def _page_title(animation):
+    """The lecture page's title: the look's ``--title`` when one was asked for."""
+    asked = current().title
+    return animation.title if asked is None else asked
 
 
 def _dpi(animation, dpi, width=MIN_FRAME_WIDTH):
@@ -78,11 +93,11 @@ def write_animation(animation, path, fps=1.0, dpi=None):
     width = MIN_FRAME_WIDTH if suffix == ".gif" else SLIDE_WIDTH
     with writer.saving(animation.figure, str(path), _dpi(animation, dpi, width)):
         for index in range(len(animation)):
-            animation.show(index)
+            _show_frame(animation, index)
             writer.grab_frame()
     if suffix == ".html":
         page = Path(path).read_text(encoding="utf-8")
-        text = lecture_html(page, animation.title, animation.captions)
+        text = lecture_html(page, _page_title(animation), animation.captions, language())
         Path(path).write_text(text, encoding="utf-8")
     return len(animation)
 
@@ -98,7 +113,7 @@ def write_frames(animation, folder, dpi=None):
     digits = max(3, len(str(len(animation) - 1)))
     paths = []
     for index in range(len(animation)):
-        animation.show(index)
+        _show_frame(animation, index)
         path = folder / f"frame-{index:0{digits}d}.png"
         save_figure(animation.figure, path, "png", dpi=_dpi(animation, dpi, SLIDE_WIDTH))
         paths.append(path)
@@ -128,6 +143,8 @@ def playhead(figure, axes, start, end, frames=PLAYHEAD_FRAMES, title=""):
             shade.set_width(high - x)
             ax.set_xlim(low, high)  # the span must not widen the axis
 
-    total = format_time(end - start)
-    captions = tuple(f"t = {format_time(t - start)} of {total}" for t in times)
+    total = time_tick(end - start)  # µs, as the time axes say it
+    captions = tuple(
+        say("t = {time} of {total}", time=time_tick(t - start), total=total) for t in times
+    )
     return Animation(figure, captions, show, title)

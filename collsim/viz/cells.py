@@ -150,7 +150,7 @@ def draw_cell_key(fig, key, rect):
     left, bottom, width, height = rect
     fig.legend(
         handles=handles,
-        title="input of rank",
+        title=say("input of rank"),
         loc="upper left",
         bbox_to_anchor=(left, bottom + height),
         ncols=1 if k <= 8 else 2,

@@ -28,7 +28,8 @@ from .cells import draw_cell_key
 from .limits import check_ring_ranks
 from .ring import draw_circle, move_handles, ring_frames
 from .shapes import SHAPES, check_shape, draw_shape
-from .utilization import time_unit
+from .style import say
+from .times import time_unit
 
 __all__ = ["compare_figure", "compare_movie", "check_pair"]
 
@@ -61,7 +62,9 @@ def _spans(frames):
 
 def _panel(fig, rect, result, frame, done, layout, cells):
     name = result.algorithm.replace("_", "-")
-    title = f"{name}: done in {result.schedule.n_steps} steps" if done else f"{name}: {frame.title}"
+    steps = result.schedule.n_steps
+    done_in = say("{name}: done in {steps} steps", name=name, steps=steps)
+    title = done_in if done else f"{name}: {frame.title}"
     if result.algorithm in SHAPES:
         lanes = check_shape(result, None, cells)[:1]  # one lane: panels keep one scale
         key = draw_shape(fig, rect, result, frame, lanes, layout, cells)
@@ -94,7 +97,9 @@ def _clock(fig, results, spans, number):
     ax.set_yticks([0, 1], [r.algorithm.replace("_", "-") for r in results])
     ax.set_ylim(1.6, -0.6)
     ax.set_xlim(0, end / divisor)
-    ax.set_xlabel(f"simulated time ({unit}): each step a span; the current one outlined")
+    ax.set_xlabel(
+        say("simulated time ({unit}): each step a span; the current one outlined", unit=unit)
+    )
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
@@ -109,9 +114,10 @@ def _draw(fig, results, frames, number, layouts, cells):
     first = results[0]
     what = first.collective.replace("_", "-")
     size = format_size(first.size_bytes)
-    head = f"step {number}" if number else "initial state"
+    head = say("step {step}", step=number) if number else say("initial state")
+    k = first.group.size
     fig.suptitle(
-        f"{what} of {size} on {first.group.size} ranks: {head}",
+        say("{what} of {size} on {k} ranks: {head}", what=what, size=size, k=k, head=head),
         y=0.975,
         fontsize="xx-large",
         fontweight="bold",
@@ -160,11 +166,12 @@ def compare_movie(first, second, layouts=(None, None), cells="count"):
         _draw(fig, results, frames, index, layouts, cells)
 
     names = " vs ".join(r.algorithm.replace("_", "-") for r in results)
-    captions = ["initial state"]
+    captions = [say("initial state")]
     for number in range(1, count):
         parts = []
         for result, steps in zip(results, frames):
             name = result.algorithm.replace("_", "-")
-            parts.append(f"{name} {steps[number].title}" if number < len(steps) else f"{name} done")
-        captions.append(f"step {number}: " + "; ".join(parts))
-    return Animation(fig, tuple(captions), show, f"{names}, step by step")
+            done = say("{name} done", name=name)
+            parts.append(f"{name} {steps[number].title}" if number < len(steps) else done)
+        captions.append(say("step {step}: {what}", step=number, what="; ".join(parts)))
+    return Animation(fig, tuple(captions), show, say("{names}, step by step", names=names))

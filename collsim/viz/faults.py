@@ -22,7 +22,8 @@ Examples
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..units import format_time
+from .style import say
+from .times import time_tick as format_time  # "20 µs", as the time axis says it
 
 __all__ = ["mark_faults", "mark_slow_stages", "SLOW", "FAILED", "CRASHED", "DETOUR"]
 
@@ -51,7 +52,7 @@ def mark_faults(ax, links, log, divisor, end):
         if link in rows:
             colour(rows[link], DETOUR)
     if detour & set(rows):
-        handles.append(Patch(color=DETOUR, label="detour: traffic rerouted off a failed link"))
+        handles.append(Patch(color=DETOUR, label=say("detour: traffic rerouted off a failed link")))
     for record in faults.slow_links:
         for link in ((record.u, record.v), (record.v, record.u)):
             if link in rows:
@@ -71,8 +72,11 @@ def mark_faults(ax, links, log, divisor, end):
         handles.append(
             Patch(
                 color=SLOW,
-                label=f"slow link {_name(record.u)}-{_name(record.v)}: "
-                f"x{record.factor:g} bandwidth",
+                label=say(
+                    "slow link {link}: x{factor} bandwidth",
+                    link=f"{_name(record.u)}-{_name(record.v)}",
+                    factor=f"{record.factor:g}",
+                ),
             )
         )
     for record in faults.fail_links:
@@ -99,8 +103,11 @@ def mark_faults(ax, links, log, divisor, end):
                 marker="X",
                 linestyle="none",
                 markersize=9,
-                label=f"link {_name(record.u)}-{_name(record.v)} down at "
-                f"t={format_time(record.at)}",
+                label=say(
+                    "link {link} down at t={time}",
+                    link=f"{_name(record.u)}-{_name(record.v)}",
+                    time=format_time(record.at),
+                ),
             )
         )
     for rank, at in sorted(log.crashed.items()):
@@ -119,11 +126,19 @@ def mark_faults(ax, links, log, divisor, end):
                 )
         handles.append(
             Line2D(
-                [], [], color=CRASHED, ls="--", label=f"rank {rank} crashed at t={format_time(at)}"
+                [],
+                [],
+                color=CRASHED,
+                ls="--",
+                label=say("rank {rank} crashed at t={time}", rank=rank, time=format_time(at)),
             )
         )
     for record in faults.slow_ranks:
-        label = f"slow rank {record.rank}: compute x{record.factor:g} (no row: links only)"
+        label = say(
+            "slow rank {rank}: compute x{factor} (no row: links only)",
+            rank=record.rank,
+            factor=f"{record.factor:g}",
+        )
         handles.append(Patch(color="none", label=label))
     return handles
 
@@ -135,7 +150,10 @@ def mark_slow_stages(ax, log, stage_ranks):
     labels = ax.get_yticklabels()
     for stage, rank in enumerate(stage_ranks):
         if rank in slow and stage < len(labels):
-            labels[stage].set_text(f"stage {stage}\n(x{slow[rank]:g} slow)")
+            factor = f"{slow[rank]:g}"
+            labels[stage].set_text(
+                say("stage {stage}\n(x{factor} slow)", stage=stage, factor=factor)
+            )
             labels[stage].set_color(SLOW)
             labels[stage].set_fontweight("bold")
     ax.set_yticks(ax.get_yticks(), labels)

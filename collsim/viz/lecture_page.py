@@ -98,7 +98,7 @@ SCRIPT = """<script>
 </script>"""
 
 
-def lecture_html(page, title, captions):
+def lecture_html(page, title, captions, lang="en"):
     """A complete HTML document around ``page`` (what ``HTMLWriter`` wrote), fitted to the
     window, stepped by keys, with ``captions`` (one per frame) shown as text."""
     ids = set(re.findall(r"_anim_img([0-9a-f]+)", page))
@@ -120,7 +120,7 @@ def lecture_html(page, title, captions):
         "anim_id": ANIMATION_ID,
     }
     head = (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<!DOCTYPE html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n{STYLE}\n</head>\n<body>\n"
     )

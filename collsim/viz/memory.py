@@ -91,12 +91,15 @@ def memory_figure(config=None, /, **inputs):
     # the line's label sits outside the plot, on the right axis, where no bar can be
     gpu = ax.secondary_yaxis("right")
     gpu.set_yticks(
-        [capacity], [f"GPU memory\n{capacity:.4g} GiB"], color="#C44E52", fontsize="medium"
+        [capacity],
+        [say("GPU memory\n{size} GiB", size=f"{capacity:.4g}")],
+        color="#C44E52",
+        fontsize="medium",
     )
     gpu.tick_params(colors="#C44E52", length=6, width=1.5)
     gpu.spines["right"].set_visible(False)
     for i, (total, m) in enumerate(zip(bottom, stages)):
-        verdict = "fits" if m["fits"] else "does not fit"
+        verdict = say("fits") if m["fits"] else say("does not fit")
         ax.annotate(
             f"{total:.3g} GiB\n{verdict}",
             (i, total),
@@ -110,7 +113,11 @@ def memory_figure(config=None, /, **inputs):
         )
 
     ax.set_xticks(
-        list(x), [s + ("\n(configured)" if i == base.zero else "") for i, s in enumerate(STAGES)]
+        list(x),
+        [
+            say(s) + ("\n" + say("(configured)") if i == base.zero else "")
+            for i, s in enumerate(STAGES)
+        ],
     )
     for i, tick in enumerate(ax.get_xticklabels()):
         tick.set_fontweight("bold" if i == base.zero else "normal")
@@ -133,8 +140,16 @@ def _title(cfg, d, format_count):
         return f"{v:g}"
 
     shard = n(d.dp * cfg.cp)
-    parts = [f"{format_count(d.params)} parameters", f"tp={cfg.tp} pp={cfg.pp} dp={n(d.dp)}"]
-    parts.append(f"ZeRO shards over {shard} GPU{'s' if shard != '1' else ''}")
+    parts = [say("{count} parameters", count=format_count(d.params))]
+    parts.append(f"tp={cfg.tp} pp={cfg.pp} dp={n(d.dp)}")
+    parts.append(say("ZeRO shards over {n} GPUs", n=shard))
     if cfg.layers:
-        parts.append(f"micro-batch {n(d.micro_batch)} × seq {cfg.seq}, recompute {cfg.recompute}")
+        parts.append(
+            say(
+                "micro-batch {micro} × seq {seq}, recompute {recompute}",
+                micro=n(d.micro_batch),
+                seq=cfg.seq,
+                recompute=say(cfg.recompute),
+            )
+        )
     return ", ".join(parts) + f", {cfg.precision}"

@@ -47,7 +47,7 @@ from .memory_stack import (
     transient_peaks,
 )
 from .style import CATEGORY_COLOURS, current, say, styled, themed
-from .utilization import time_unit
+from .times import time_unit
 
 __all__ = [
     "memory_timeline_figure",
@@ -126,7 +126,7 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
         _mark_collectives(ax, calls.get(rank, ()), lanes, divisor)
         _mark_peak(ax, rank, peak_in(points, start, end), start, end, divisor)
         ax.set_ylabel(
-            f"rank {rank}",
+            say("rank {rank}", rank=rank),
             fontsize="large",
             fontweight="bold",
             rotation=0,
@@ -142,9 +142,10 @@ def memory_timeline_figure(source, ranks=None, title=None, window=None):
     _legend(fig, shown, lanes, spikes)
     if title is None:
         heaviest = max((peaks[r] for r in ranks), key=lambda p: (p.total, -p.rank))
-        title = (
-            f"Memory per rank over simulated time · busiest: rank {heaviest.rank}, "
-            f"peak {format_size(heaviest.total)}"
+        title = say(
+            "Memory per rank over simulated time · busiest: rank {rank}, peak {size}",
+            rank=heaviest.rank,
+            size=format_size(heaviest.total),
         )
     fig.suptitle(title, fontsize="x-large", fontweight="bold")
     return fig
@@ -292,7 +293,7 @@ def _mark_peak(ax, rank, peak, start, end, divisor):
     )
     right = time > start + 0.7 * (end - start)  # near the right edge: label to the left
     ax.annotate(
-        f"peak {format_size(total)}",
+        say("peak {size}", size=format_size(total)),
         (x, total),
         xytext=(-6 if right else 6, 4),
         textcoords="offset points",
@@ -326,7 +327,7 @@ def _legend(fig, shown, collectives, spikes):
     handles += [
         Patch(
             color=themed(COLLECTIVE_COLOURS.get(n, OTHER_COLLECTIVE)),
-            label=f"{n.replace('_', '-')} (top strip)",
+            label=say("{collective} (top strip)", collective=n.replace("_", "-")),
         )
         for n in collectives
     ]

@@ -28,6 +28,7 @@ RankGrid({'pp': 2, 'dp': 2, 'ep': 1, 'cp': 1, 'tp': 2})
 import math
 
 from matplotlib import rcParams
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
@@ -183,7 +184,7 @@ def _draw_panel(ax, grid, name, per, nodes):
                 ha="center",
                 va="center",
                 fontsize="x-small",
-                color=colour,
+                color=ink_on(to_rgb(tint)),  # the dimension's colour is the cell's edge
                 zorder=4,
             )
         if len(places) > 1:  # join the members behind the cells: seen between them only

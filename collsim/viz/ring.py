@@ -37,11 +37,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, FancyArrowPatch
 
 from ..errors import ConfigError
-from ..units import format_size, format_time
+from ..units import format_size
 from .animation import ANIMATIONS, MIN_FRAME_WIDTH, Animation, write_animation
 from .cells import Strip, cell_style, draw_cell_key, draw_strip
 from .limits import MAX_FPS, check_rate, check_ring_ranks
 from .style import current, say, styled
+from .times import time_tick
 
 __all__ = [
     "ring_figure",
@@ -105,11 +106,15 @@ def ring_frames(result):
     frames = []
     for view in result.steps(include_initial=True):
         if view.index < 0:
-            frames.append(Frame(0, "initial state", [], view.holdings))
+            frames.append(Frame(0, say("initial state"), [], view.holdings))
             continue
-        title = (
-            f"{view.phase} {view.phase_step}/{view.phase_steps}  "
-            f"(step {view.number} of {view.n_steps})"
+        title = say(
+            "{phase} {at}/{of}  (step {number} of {steps})",
+            phase=say(view.phase),
+            at=view.phase_step,
+            of=view.phase_steps,
+            number=view.number,
+            steps=view.n_steps,
         )
         moves = [
             (m, t.nbytes, t.start, t.end)
@@ -197,12 +202,13 @@ def _draw_moves(ax, frame, n_chunks, positions, discs, fontsize):
             t = 0.3 if degree[move.src] <= degree[move.dst] else 0.7
         x, y = _bezier_point(p0, p2, rad, t)
         gid = f"label {move.src}->{move.dst}"
-        ax.text(x, y, label, fontsize=fontsize, color=colour, gid=gid, zorder=7, **LABEL)
+        ax.text(x, y, say(label), fontsize=fontsize, color=colour, gid=gid, zorder=7, **LABEL)
 
 
 def frame_subtitle(result, frame):
     name = f"{result.algorithm.replace('_', '-')} {result.collective.replace('_', '-')}"
-    head = f"{name} of {format_size(result.size_bytes)} on {result.group.size} ranks"
+    size, k = format_size(result.size_bytes), result.group.size
+    head = say("{name} of {size} on {k} ranks", name=name, size=size, k=k)
     if not frame.moves:
         return head
     sizes = sorted({nbytes for _, nbytes, _, _ in frame.moves})
@@ -211,7 +217,8 @@ def frame_subtitle(result, frame):
         each += f"-{format_size(sizes[-1])}"
     start = min(m[2] for m in frame.moves)
     end = max(m[3] for m in frame.moves)
-    return f"{head}  ·  {each} per arrow  ·  t = {format_time(start)} → {format_time(end)}"
+    span = f"t = {time_tick(start)} → {time_tick(end)}"  # µs, as the time axes say it
+    return f"{head}  ·  {say('{size} per arrow', size=each)}  ·  {span}"
 
 
 def draw_circle(ax, result, frame, cells="count"):
@@ -266,7 +273,7 @@ def _draw(fig, result, frame, cells="count"):
         frameon=False,
         bbox_to_anchor=(0.995, 0.03),
     )
-    note = "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now"
+    note = say("buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now")
     fig.text(0.84, 0.22, note, fontsize="small", va="top", wrap=True)
     return ax
 
@@ -335,9 +342,17 @@ def ring_movie(result, cells="count"):
         fig.clear()
         _draw(fig, result, frames[index], cells)
 
-    title = f"{result.algorithm} {result.collective} on {result.group.size} ranks, step by step"
-    captions = tuple(f.title if f.step == 0 else f"step {f.step}: {f.title}" for f in frames)
-    return Animation(fig, captions, show, title.replace("_", "-"))
+    name = f"{result.algorithm} {result.collective}".replace("_", "-")
+    title = say("{name} on {k} ranks, step by step", name=name, k=result.group.size)
+    return Animation(fig, step_captions(frames), show, title)
+
+
+def step_captions(frames):
+    """What the lecture page shows over each frame: "step 3: reduce-scatter 3/7 ..."."""
+    return tuple(
+        f.title if f.step == 0 else say("step {step}: {what}", step=f.step, what=f.title)
+        for f in frames
+    )
 
 
 def ring_animation(result, path, fps=1.0, dpi=None):

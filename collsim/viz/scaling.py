@@ -140,10 +140,11 @@ def _gpu_axis(ax, gpus):
 
 
 @styled
-def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inputs):
+def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, max_gpus=None, **inputs):
     """Step time split and efficiency against GPUs; returns a Figure.
 
-    Arguments are those of :func:`scaling_rows`.
+    Arguments are those of :func:`scaling_rows`; ``max_gpus``, the count asked for, is
+    said in the title when strong scaling stops short of it (one sequence a replica).
     """
     cfg = _config(config, inputs)
     rows = scaling_rows(cfg, gpus, weak, batch_per_gpu)
@@ -214,26 +215,42 @@ def scaling_figure(config=None, gpus=None, weak=False, batch_per_gpu=None, **inp
     _mark_half(ax_e, rows)
     per = 4 if batch_per_gpu is None else batch_per_gpu
     mode = (
-        f"weak scaling: {per:g} sequences per data-parallel GPU"
+        say("weak scaling: {per} sequences per data-parallel GPU", per=f"{per:g}")
         if weak
-        else f"strong scaling: global batch fixed at {rows[0]['global_batch']:,} sequences"
+        else say(
+            "strong scaling: global batch fixed at {batch} sequences",
+            batch=f"{rows[0]['global_batch']:,}",
+        )
     )
+    if not weak and max_gpus is not None and max_gpus > n[-1]:  # the batch ran out first
+        mode += say(", so at most {gpus} GPUs (one sequence a replica)", gpus=f"{n[-1]:,}")
     fig.suptitle(
-        f"where does adding GPUs stop paying?  {_model(cfg)}, {mode}",
+        say("where does adding GPUs stop paying?  {model}, {mode}", model=_model(cfg), mode=mode),
         fontsize="x-large",
         fontweight="bold",
         wrap=True,
     )
     ax_t.set_title(
-        f"P = {cfg.compute_rate / 1e12:.4g} TFLOP/s per GPU, {cfg.gpus_per_node} GPUs "
-        f"per node, links {format_rate(cfg.intra_bandwidth)} inside a node and "
-        f"{format_rate(cfg.inter_bandwidth)} between",
+        say(
+            "P = {rate} TFLOP/s per GPU, {gpus} GPUs per node, links {intra} inside a node "
+            "and {inter} between",
+            rate=f"{cfg.compute_rate / 1e12:.4g}",
+            gpus=cfg.gpus_per_node,
+            intra=format_rate(cfg.intra_bandwidth),
+            inter=format_rate(cfg.inter_bandwidth),
+        ),
         fontsize="medium",
         wrap=True,
     )
     ax_e.set_title(
-        f"{cfg.seq:,}-token sequences, {cfg.precision} gradients, tp={cfg.tp}, pp={cfg.pp}, "
-        "data parallel over the rest",
+        say(
+            "{seq}-token sequences, {precision} gradients, tp={tp}, pp={pp}, data parallel "
+            "over the rest",
+            seq=f"{cfg.seq:,}",
+            precision=cfg.precision,
+            tp=cfg.tp,
+            pp=cfg.pp,
+        ),
         fontsize="medium",
         wrap=True,
     )
@@ -244,7 +261,8 @@ def _model(cfg):
     from ..plan.config import derive
 
     params = derive(cfg).params
-    return f"{params / 1e9:.3g}B parameters" if params >= 1e9 else f"{params / 1e6:.3g}M parameters"
+    count = f"{params / 1e9:.3g}B" if params >= 1e9 else f"{params / 1e6:.3g}M"
+    return say("{count} parameters", count=count)
 
 
 def _mark_node_edge(fig, axes, rows, cfg):
@@ -254,9 +272,10 @@ def _mark_node_edge(fig, axes, rows, cfg):
             x = (before["gpus"] * after["gpus"]) ** 0.5
             for ax in axes:
                 ax.axvline(x, color="#555555", ls=":", lw=1.5)
-            text = (
-                f"data-parallel group\nleaves one node:\n{format_rate(cfg.intra_bandwidth)}"
-                f" → {format_rate(cfg.inter_bandwidth)}"
+            text = say(
+                "data-parallel group\nleaves one node:\n{intra} → {inter}",
+                intra=format_rate(cfg.intra_bandwidth),
+                inter=format_rate(cfg.inter_bandwidth),
             )
             box = {"boxstyle": "round,pad=0.2", "fc": rcParams["axes.facecolor"], "ec": "#999999"}
             where = axes[0].get_xaxis_transform()
@@ -278,7 +297,7 @@ def _mark_half(ax, rows):
     for r in rows:
         if r["efficiency"] < 0.5:
             ax.annotate(
-                f"below 50 % from {r['gpus']} GPUs:\ncommunication > compute",
+                say("below 50 % from {gpus} GPUs:\ncommunication > compute", gpus=r["gpus"]),
                 xy=(r["gpus"], 100 * r["efficiency"]),
                 xytext=(-120, -70),
                 textcoords="offset points",

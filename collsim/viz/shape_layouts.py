@@ -7,9 +7,13 @@ halving-doubling's distances are those of its moves.
 * :func:`tree_placement`: a layered tree, the root on top, each level a row, leaves in
   depth-first order and every parent centred over its children;
 * :func:`row_placement`: ranks in a row, each pairwise exchange an arc (rightward above,
-  leftward below), each rank's buffer a column under the arcs;
+  leftward below), each rank's buffer a column under the arcs (halving-doubling, and PAT,
+  whose partners r - 1, r - 2, r - 4, ... wrap round past rank 0 as long arcs);
 * :func:`switch_placement`: ranks on a circle around the NVSwitch that reduces and
   multicasts;
+* :func:`switch_nodes_placement`: each node a box with its GPUs in a column and its own
+  NVSwitch beside them (NVLS-Tree: the switch reduces and multicasts inside the node, a
+  tree over the GPUs of one local index crosses the nodes);
 * :func:`node_placement`: each node a box with its GPUs in a column, nodes side by side,
   GPU j of every node on one row, so a ring's hops inside a node run down a column and
   its hops between nodes (one rail each) straight across.
@@ -34,6 +38,7 @@ __all__ = [
     "tree_placement",
     "row_placement",
     "switch_placement",
+    "switch_nodes_placement",
     "node_placement",
 ]
 
@@ -50,8 +55,8 @@ class Placement:
     positions: dict  # rank -> (x, y)
     strips: dict  # rank -> Strip of its buffer cells
     edges: list = field(default_factory=list)  # (a, b) drawn faint: the structure moves use
-    boxes: list = field(default_factory=list)  # (label, x0, y0, width, height): nodes
-    hub: tuple = None  # (name, (x, y)): the switch that reduces and multicasts
+    boxes: list = field(default_factory=list)  # (node number, x0, y0, width, height)
+    hubs: dict = field(default_factory=dict)  # switch name -> (x, y): reduces, multicasts
     bend: float = 0.0  # arc3 curvature of a move's arrow
     n_cells: int = 1  # cells in each strip
     reach: tuple = ()  # further points the drawing reaches (the tops of arcs)
@@ -166,7 +171,41 @@ def switch_placement(k, switch, n_cells):
     points, angles = _circle(k, radius)
     positions = dict(enumerate(points))
     strips = _radial_strips(range(k), points, angles, n_cells, 1.0)
-    return Placement(positions, strips, hub=(switch, (0.0, 0.0)), bend=0.3, n_cells=n_cells)
+    return Placement(positions, strips, hubs={switch: (0.0, 0.0)}, bend=0.3, n_cells=n_cells)
+
+
+def switch_nodes_placement(nodes, switches, n_cells, edges=()):
+    """``nodes`` (tuples of ranks) as boxes side by side, each with its GPUs in a column and
+    its switch (``switches[n]``, a name) beside them, on the outer side: the first node's
+    on its left, the others' on their right, so the rails between the first two nodes run
+    straight across.  Buffers sit on the side away from the switch."""
+    g = max(len(n) for n in nodes)
+    length = min(0.9, 0.12 * n_cells)
+    positions, strips, boxes, hubs = {}, {}, [], {}
+    reach = 5.5  # from a GPU's column to its switch: its legs' labels clear of the discs
+    width = reach + 0.75 + NODE + 0.1 + length + 0.3
+    for n, ranks in enumerate(nodes):
+        left = n == 0  # the first node's switch on its left, the others' on their right
+        x0 = n * (width + 1.6)
+        x = x0 + (reach + 0.75 if left else 0.3 + length + NODE + 0.1)
+        for j, r in enumerate(ranks):
+            y = -j * ROW
+            positions[r] = (x, y)
+            start = x + NODE + 0.05 if left else x - NODE - 0.05 - length
+            strips[r] = Strip((start, y - 0.3), (1.0, 0.0), length / n_cells, 0.16)
+        hubs[switches[n]] = (x - reach if left else x + reach, -(g - 1) * ROW / 2)
+        top, bottom = 0.55, -(g - 1) * ROW - 0.55
+        boxes.append((n, x0, bottom, width, top - bottom))
+    return Placement(
+        positions,
+        strips,
+        edges=list(edges),
+        boxes=boxes,
+        hubs=hubs,
+        bend=0.15,
+        n_cells=n_cells,
+        curve=_column_curve,
+    )
 
 
 def _column_curve(p0, p2):
@@ -200,7 +239,7 @@ def node_placement(nodes, n_cells, edges=()):
             origin = (x + NODE + 0.05, y - 0.3)
             strips[r] = Strip(origin, (1.0, 0.0), length / n_cells, 0.16)
         top, bottom = 0.55, -(g - 1) * ROW - 0.55
-        boxes.append((f"node {n}", x - 0.75, bottom, width, top - bottom))
+        boxes.append((n, x - 0.75, bottom, width, top - bottom))
     return Placement(
         positions,
         strips,

@@ -1,6 +1,6 @@
 """The strategy table side by side: memory by category and bytes by link class per strategy.
 
-Left, one stacked bar per strategy: the busiest rank's peak parameters, gradients, optimizer
+One row per strategy; left, a stacked bar: the busiest rank's peak parameters, gradients, optimizer
 state, activations and FSDP-gathered parameters (each category's own peak), with the peak
 of their sum marked.  Right, the bytes each rank sent over links inside a node and between
 nodes.  A strategy the trainer refused keeps its place, marked "not run", its reason below.
@@ -13,7 +13,7 @@ Examples
 ...                                   gathered_params=0, comm_buffers=0, total=18432),
 ...            intra_node_bytes=1024, inter_node_bytes=512)
 >>> fig = strategies_figure([row, dict(row, name="X", not_run="refused: why")])
->>> [ax.get_ylabel() for ax in fig.axes[:2]]
+>>> [ax.get_xlabel() for ax in fig.axes[:2]]
 ['peak memory of the busiest rank (KiB)', 'bytes sent per rank (KiB)']
 """
 
@@ -21,7 +21,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from .style import CATEGORY_COLOURS, current, say, styled, themed
+from .style import CATEGORY_COLOURS, current, language, say, styled, themed
 
 __all__ = ["strategies_figure", "MEMORY_PARTS", "LINK_PARTS"]
 
@@ -46,103 +46,113 @@ KIB = 2**10
 
 
 @styled
-def strategies_figure(rows, title="Accelerate's ND-parallelism strategies, measured", subtitle=""):
-    """Two panels of the measured ``rows`` (dicts with the ``StrategyRow`` keys); a Figure."""
+def strategies_figure(rows, title=None, subtitle=""):
+    """Two panels of the measured ``rows`` (dicts with the ``StrategyRow`` keys); a Figure.
+
+    One row a strategy, its name and sizes written across at the left, so every name reads
+    at slide size however many strategies there are (a vertical bar chart had to hide every
+    other name under its bars)."""
     rows = [dict(r) for r in rows]
+    title = say("Accelerate's ND-parallelism strategies, measured") if title is None else title
     fig = Figure(figsize=current().size((14, 6.4)), layout="constrained")
-    mem_ax, link_ax = fig.subplots(1, 2)
-    x = list(range(len(rows)))
-    labels = [_label(r) for r in rows]
+    mem_ax, link_ax = fig.subplots(1, 2, sharey=True)
+    y = list(range(len(rows)))
     ran = [r for r in rows if not r.get("not_run")]
 
-    bottom = [0.0] * len(rows)
+    left = [0.0] * len(rows)
     for key, label, colour in MEMORY_PARTS:
-        heights = [_kib(r, "peak_memory_bytes", key) for r in rows]
-        mem_ax.bar(
-            x,
-            heights,
+        widths = [_kib(r, "peak_memory_bytes", key) for r in rows]
+        mem_ax.barh(
+            y,
+            widths,
             0.65,
-            bottom=bottom,
+            left=left,
             label=say(label),
             color=colour,
             edgecolor="white",
             linewidth=0.6,
         )
-        bottom = [b + h for b, h in zip(bottom, heights)]
+        left = [a + w for a, w in zip(left, widths)]
     totals = [_kib(r, "peak_memory_bytes", "total") for r in rows]
-    mem_top = max([*bottom, *totals, 1.0])
+    mem_top = max([*left, *totals, 1.0])
     for i, (r, total) in enumerate(zip(rows, totals)):
         if r.get("not_run"):
             continue
-        mem_ax.plot([i - 0.36, i + 0.36], [total, total], color=themed("black"), linewidth=1.6)
-        top = max(total, bottom[i])
+        mem_ax.plot([total, total], [i - 0.4, i + 0.4], color=themed("black"), linewidth=1.6)
         mem_ax.annotate(
             f"{total:.3g}",
-            (i, top),
-            xytext=(0, 3),
+            (max(total, left[i]), i),
+            xytext=(4, 0),
             textcoords="offset points",
-            ha="center",
-            va="bottom",
+            ha="left",
+            va="center",
             fontsize="small",
         )
     mem_ax.plot([], [], color=themed("black"), linewidth=1.6, label=say("peak of the sum (total)"))
-    mem_ax.set_ylabel(say("peak memory of the busiest rank (KiB)"))
+    mem_ax.set_xlabel(say("peak memory of the busiest rank (KiB)"))
     mem_ax.set_title(say("memory by category"), loc="left", fontsize="medium", wrap=True)
-    mem_ax.set_ylim(0, mem_top * 1.12)
+    mem_ax.set_xlim(0, mem_top * 1.18)
     # the legend under the panel, where no bar or value label can be (constrained layout
     # gives it its room)
     mem_ax.legend(
-        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False
+        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False
     )
 
-    width = 0.38
+    height = 0.38
     link_top = max([1.0] + [_kib(r, k) for r in ran for k, _, _ in LINK_PARTS])
     for j, (key, label, colour) in enumerate(LINK_PARTS):
-        heights = [_kib(r, key) for r in rows]
-        offset = (j - 0.5) * width
-        bars = link_ax.bar([i + offset for i in x], heights, width, label=say(label), color=colour)
+        widths = [_kib(r, key) for r in rows]
+        offset = (j - 0.5) * height
+        bars = link_ax.barh([i + offset for i in y], widths, height, label=say(label), color=colour)
         link_ax.bar_label(
-            bars, [f"{h:.3g}" if h else "" for h in heights], fontsize="x-small", padding=2
+            bars, [f"{w:.3g}" if w else "" for w in widths], fontsize="x-small", padding=3
         )
-    link_ax.set_ylabel(say("bytes sent per rank (KiB)"))
+    link_ax.set_xlabel(say("bytes sent per rank (KiB)"))
     link_ax.set_title(say("communication by link class"), loc="left", fontsize="medium", wrap=True)
-    link_ax.set_ylim(0, link_top * 1.15)
-    link_ax.legend(fontsize="small", loc="upper left", frameon=True, framealpha=0.9)
+    link_ax.set_xlim(0, link_top * 1.18)
+    link_ax.legend(
+        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False
+    )
 
+    mem_ax.set_yticks(y, [_label(r) for r in rows], fontsize="small")
+    mem_ax.set_ylim(len(rows) - 0.5, -0.5)  # the first strategy on top, as in the table
     for ax, top in ((mem_ax, mem_top), (link_ax, link_top)):
-        ax.set_xticks(x, labels, fontsize="small")
-        ax.set_xlim(-0.6, len(rows) - 0.4)
-        ax.grid(axis="y", alpha=0.3)
+        ax.grid(axis="x", alpha=0.3)
         ax.set_axisbelow(True)
         for i, r in enumerate(rows):
             if r.get("not_run"):
                 ax.text(
+                    top * 0.02,
                     i,
-                    top * 0.04,
-                    "not run\n(see below)",
-                    ha="center",
-                    va="bottom",
+                    say("not run (see below)"),
+                    ha="left",
+                    va="center",
                     fontsize="small",
                     color="#C44E52",
-                    rotation=90,
                 )
-    notes = [f"{r['name']} not run: {r['not_run']}" for r in rows if r.get("not_run")]
+    notes = [
+        say("{name} not run: {why}", name=r["name"], why=r["not_run"])
+        for r in rows
+        if r.get("not_run")
+    ]
     notes.append(
-        "sizes under each name: dp_replicate x dp_shard x cp x tp (Accelerate's names); "
-        "each bar stacks every category's own peak, which need not come at the same "
-        "moment: the black line is the peak of their sum"
+        say(
+            "sizes beside each name: dp_replicate x dp_shard x cp x tp (Accelerate's names); "
+            "each bar stacks every category's own peak, which need not come at the same "
+            "moment: the upright line is the peak of their sum"
+        )
     )
     fig.text(
         0.01,
         0.0,
-        "\n".join(textwrap.fill(n, 160) for n in notes),
+        "\n".join(textwrap.fill(n, 160 if language() == "en" else 90) for n in notes),
         fontsize="small",
         va="bottom",
         ha="left",
         wrap=True,
     )
     fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
-    lines = [title] + textwrap.wrap(subtitle, 120)
+    lines = [title] + textwrap.wrap(subtitle, 120 if language() == "en" else 70)
     fig.suptitle(
         "\n".join(lines), fontweight="bold", x=0.01, ha="left", fontsize="medium", wrap=True
     )
@@ -154,7 +164,7 @@ def _label(row):
     sizes = "x".join(str(s[k]) for k in ("dp_replicate", "dp_shard", "cp", "tp"))
     if s.get("ep", 1) > 1:  # expert parallelism is carved from dp x cp: said beside them
         sizes += f", ep {s['ep']}"
-    return row["name"].replace("+", "\n+") + f"\n{sizes}"
+    return f"{row['name']}  {sizes}"
 
 
 def _kib(row, key, part=None):

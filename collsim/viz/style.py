@@ -55,6 +55,7 @@ __all__ = [
     "look",
     "parse_aspect",
     "say",
+    "language",
     "themed",
 ]
 
@@ -261,6 +262,14 @@ def themed(colour):
     return colour
 
 
+def language():
+    """The language the figures are drawn in: the look's, when its font is installed
+    (Japanese without a CJK font stays English, rather than empty boxes)."""
+    if current().lang == "ja" and cjk_font() is not None:
+        return "ja"
+    return "en"
+
+
 def say(text, **fields):
     """``text`` in the language of the look in force, from :data:`collsim.viz.words.JA`
     (English when no Japanese font is installed), with ``fields`` filled in.
@@ -268,7 +277,7 @@ def say(text, **fields):
     >>> say("simulated time ({unit})", unit="ms")
     'simulated time (ms)'
     """
-    if current().lang == "ja" and cjk_font() is not None:
+    if language() == "ja":
         text = JA.get(text, text)
     return text.format(**fields) if fields else text
 

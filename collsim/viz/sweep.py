@@ -41,7 +41,7 @@ from ..errors import ConfigError
 from ..units import format_size
 from .limits import MAX_SWEEP_SIZES
 from .style import current, say, styled, themed
-from .utilization import time_tick
+from .times import time_tick
 
 __all__ = [
     "sweep",
@@ -254,7 +254,7 @@ def _tint(ax, data, label=False, bound_label=False):
             ax.text(
                 middle,
                 0.02 + 0.14 * (index % 2),  # neighbours staggered: narrow regions stay apart
-                f"{algorithm.replace('_', '-')}\nfastest",
+                say("{algorithm}\nfastest", algorithm=algorithm.replace("_", "-")),
                 transform=ax.get_xaxis_transform(),
                 ha="center",
                 va="bottom",
@@ -285,7 +285,7 @@ def _tint(ax, data, label=False, bound_label=False):
             ax.text(
                 edges[bound],
                 0.55,  # mid-height: the legend holds the top-left corner
-                "latency-bound ←   → bandwidth-bound",
+                say("latency-bound ←   → bandwidth-bound"),
                 transform=ax.get_xaxis_transform(),
                 ha="center",
                 va="center",
@@ -343,7 +343,7 @@ def sweep_figure(
             if data.collective not in ("broadcast", "reduce")
             else "1"
         )
-        + ": higher is better",
+        + say(": higher is better"),
         fontsize="large",
         wrap=True,
     )
@@ -351,17 +351,23 @@ def sweep_figure(
     # legend stays in the top-left corner, clear of the mid-height bound label
     columns = 2 if len(ax_t.get_lines()) > 6 else 1
     ax_t.legend(
-        title="algorithm",
+        title=say("algorithm"),
         fontsize="medium",
         title_fontsize="medium",
         loc="upper left",
         ncols=columns,
     )
     _annotate_changes(ax_t, data)
-    how = "count-only simulation" if data.mode == "count-only" else "closed forms"
+    how = say("count-only simulation") if data.mode == "count-only" else say("closed forms")
     name = data.collective.replace("_", "-")
     fig.suptitle(
-        f"{name} on {data.topology}, {data.ranks} ranks ({how})",
+        say(
+            "{name} on {where}, {k} ranks ({how})",
+            name=name,
+            where=data.topology,
+            k=data.ranks,
+            how=how,
+        ),
         fontsize="x-large",
         fontweight="bold",
         wrap=True,
@@ -374,7 +380,8 @@ def _annotate_changes(ax, data):
     sizes = data.sizes
     for n, (i, before, after) in enumerate(data.changes()):
         x = math.sqrt(sizes[i] * sizes[i + 1])
-        text = f"{before.replace('_', '-')} → {after.replace('_', '-')}\nat ~{format_size(x)}"
+        names = {"before": before.replace("_", "-"), "after": after.replace("_", "-")}
+        text = say("{before} → {after}\nat ~{size}", **names, size=format_size(x))
         ax.annotate(
             text,
             xy=(x, 0.03 + 0.12 * (n % 3)),

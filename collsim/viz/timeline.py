@@ -33,7 +33,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..errors import ConfigError
 from .style import current, say, styled
-from .utilization import time_unit
+from .times import time_unit
 
 __all__ = ["timeline_figure", "KIND_COLOURS", "bubble_from_spans"]
 
@@ -296,14 +296,20 @@ def _idle(ax, stage, x, width):
 
 def _title(schedule, idle, step, times):
     p, m, v = schedule.stages, schedule.microbatches, schedule.virtual
-    head = f"{schedule.name}: p={p} stages, m={m} micro-batches" + (f", v={v}" if v > 1 else "")
+    head = say("{name}: p={p} stages, m={m} micro-batches", name=schedule.name, p=p, m=m)
+    head += f", v={v}" if v > 1 else ""
     measured = sum(idle) / len(idle) / step if step > 0 else 0.0
-    text = f"{head} · bubble {measured:.1%}"
+    text = say("{head} · bubble {measured}", head=head, measured=f"{measured:.1%}")
     if times and schedule.name in _FORMULA_TEXT:
         try:
             formula = schedule.formula_bubble_fraction(**times)
         except ValueError:  # zb-h1 with t_w > min(t_f, t_b) has no closed form
             return text
         shape = _FORMULA_TEXT[schedule.name]
-        text += f" (formula {shape} = {formula:.1%})" if shape else f" (formula {formula:.1%})"
+        value = f"{formula:.1%}"
+        text += (
+            say(" (formula {shape} = {value})", shape=shape, value=value)
+            if shape
+            else say(" (formula {value})", value=value)
+        )
     return text

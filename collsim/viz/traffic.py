@@ -35,7 +35,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 
 from ..topology import ranks_of
 from ..units import format_size
-from .style import say, styled
+from .style import current, say, styled
 
 __all__ = ["traffic_figure", "topology_layout", "link_bytes", "byte_unit", "busiest_links"]
 
@@ -200,7 +200,7 @@ def _draw_nodes(ax, g, pos, bars, fontsize):
             left, right = bars.get(node, (x - 2.2 * NODE, x + 2.2 * NODE))[:2]
             corner = (left, y - NODE)
             marker = Rectangle(corner, right - left, 2 * NODE, gid=f"switch {node}", **SWITCH_LOOK)
-            text, ink = (f"{node} switch" if node in bars else str(node)), "white"
+            text, ink = (say("{node} switch", node=node) if node in bars else str(node)), "white"
         markers[node] = ax.add_patch(marker)
         ax.text(x, y, text, fontsize=fontsize, color=ink, zorder=6, fontweight="bold", **CENTRE)
     return markers
@@ -270,7 +270,8 @@ def traffic_figure(topology, source, title=None):
     extent = (max(xs) - min(xs) + 2 * pad, max(ys) - min(ys) + 2 * pad)
     width = 11.0 if wide else 8.0
     height = min(9.0, max(4.5, width * extent[1] / extent[0] + 1.4))
-    fig = Figure(figsize=(width + 1.6, height))
+    fig = Figure(figsize=current().size((width + 1.6, height)))  # slides: 16:9
+    height = fig.get_figheight()  # the title's room is in inches of the figure drawn
     top = 1 - 1.0 / height  # room for the two title lines
     ax = fig.add_axes((0.01, 0.02, 0.86, top - 0.03))
     ax.set_aspect("equal")
@@ -290,12 +291,16 @@ def traffic_figure(topology, source, title=None):
     cax = fig.add_axes((0.89, 0.15, 0.018, top - 0.3))
     bar = fig.colorbar(ScalarMappable(norm, cmap=_shifted(cmap)), cax=cax)
     bar.set_label(say("bytes carried ({unit})", unit=unit), fontsize="medium")
-    head = title or f"link load: {_what(source)}{g.graph.get('name', 'topology')}"
+    head = title or say("link load: {what}", what=_what(source) + g.graph.get("name", "topology"))
     fig.suptitle(head, fontsize="xx-large", fontweight="bold", y=1 - 0.12 / height, wrap=True)
     if loads:
         busiest = _busiest_text(busiest_links(loads), g.number_of_edges(), largest / divisor, unit)
         total = format_size(sum(loads.values()))
-        note = f"{busiest}  ·  all links together: {total}  ·  grey = unused"
+        note = say(
+            "{busiest}  ·  all links together: {total}  ·  grey = unused",
+            busiest=busiest,
+            total=total,
+        )
         fig.text(0.5, 1 - 0.55 / height, note, fontsize="medium", **CENTRE, wrap=True)
     return fig
 
@@ -316,15 +321,20 @@ def _busiest_text(ties, links, amount, unit):
     """Names the busiest link only when one link is; a tie is said as a tie."""
     load = f"{amount:.3g} {unit}"
     if not ties:
-        return "no link carried any bytes"
+        return say("no link carried any bytes")
     if len(ties) == 1:
         ((u, v),) = ties
-        return f"busiest link {_name(u)} → {_name(v)}: {load}"
+        return say("busiest link {link}: {load}", link=f"{_name(u)} → {_name(v)}", load=load)
     if len(ties) == links:
-        return f"all {links} links tie at {load} each"
+        return say("all {links} links tie at {load} each", links=links, load=load)
     shown = ", ".join(f"{_name(u)} → {_name(v)}" for u, v in ties[:3])
     more = ", …" if len(ties) > 3 else ""
-    return f"{len(ties)} links tie as busiest at {load} each ({shown}{more})"
+    return say(
+        "{n} links tie as busiest at {load} each ({shown})",
+        n=len(ties),
+        load=load,
+        shown=shown + more,
+    )
 
 
 def _shifted(cmap):
@@ -339,7 +349,7 @@ def _what(source):
     if not hasattr(source, "collective"):
         return ""
     name = f"{source.algorithm} {source.collective}".replace("_", "-")
-    return f"{name} of {format_size(source.size_bytes)} on "
+    return say("{name} of {size} on ", name=name, size=format_size(source.size_bytes))
 
 
 def _name(node):
@@ -355,5 +365,10 @@ def _draw_machines(ax, g, pos, fontsize):
             FancyBboxPatch((min(xs) - 0.3, -0.3), max(xs) - min(xs) + 0.6, 1.6, zorder=0, **look)
         )
         ax.text(
-            min(xs) - 0.25, 1.4, f"machine {n}", fontsize="medium", color="#3A5F95", va="bottom"
+            min(xs) - 0.25,
+            1.4,
+            say("machine {n}", n=n),
+            fontsize="medium",
+            color="#3A5F95",
+            va="bottom",
         )

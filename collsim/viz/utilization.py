@@ -31,39 +31,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..hardware.protocols import slowest_class
-from ..units import format_time
 from .limits import MAX_BINS, check_count
 from .style import current, say, styled
+from .times import time_tick, time_unit
 
 __all__ = ["utilization_figure", "utilization", "latency_intervals", "time_unit", "time_tick"]
 
 CMAP = "YlOrRd"
 LATENCY = {"facecolor": "#E2E2E2", "edgecolor": "#8A8A8A", "hatch": "////", "linewidth": 0}
-
-
-def time_unit(largest):
-    """``(divisor, name)`` that shows ``largest`` seconds as a readable number.
-
-    >>> time_unit(3e-4)
-    (1e-06, 'µs')
-    """
-    # µs, as the calibration figure and nccl-tests' tables write it (not "us")
-    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if largest >= 2 * divisor:
-            return divisor, name
-    return 1e-9, "ns"
-
-
-def time_tick(seconds, _position=None):
-    """A time axis tick in the unit that reads best, as a slide says it: "10 µs", "1 ms".
-
-    >>> time_tick(1e-4), time_tick(2e-3), time_tick(1.0), time_tick(5e-9)
-    ('100 µs', '2 ms', '1 s', '5 ns')
-    """
-    for name, divisor in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= divisor * (1 - 1e-9):
-            return f"{seconds / divisor:.4g} {name}"
-    return f"{seconds / 1e-9:.4g} ns"
 
 
 def _carried_by(edges, t):
@@ -176,9 +151,10 @@ def _protocol_note(trace):
     if not lossy:
         return ""
     parts = ", ".join(f"{p.name} {p.efficiency:.0%}" for p in lossy)
-    return (
-        f"\ncolours count payload: protocol {parts} of its wire bytes are data, so a link "
-        "it keeps busy shows that much"
+    return "\n" + say(
+        "colours count payload: protocol {parts} of its wire bytes are data, so a link it "
+        "keeps busy shows that much",
+        parts=parts,
     )
 
 
@@ -254,13 +230,18 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
     if title is None:
         what = ""
         if hasattr(source, "collective"):
-            what = f"{source.algorithm.replace('_', '-')} {source.collective.replace('_', '-')} "
-        title = f"link utilisation over time: {what}on {name}"
+            what = f"{source.algorithm} {source.collective} ".replace("_", "-")
+        title = say("link utilisation over time: {what}on {name}", what=what, name=name)
     fig.suptitle(title, fontsize="x-large", fontweight="bold", wrap=True)
     busiest = share.max() if share.size else 0.0
-    note = f"run time {format_time(edges[-1])}, {bins} time slices; busiest slice {busiest:.0%}"
+    note = say(
+        "run time {time}, {bins} time slices; busiest slice {busiest}",
+        time=time_tick(edges[-1]),
+        bins=bins,
+        busiest=f"{busiest:.0%}",
+    )
     if ends:
-        note += "; blue lines: end of each step"
+        note += say("; blue lines: end of each step")
     note += _protocol_note(trace)
     ax.set_title(note, fontsize="medium", pad=18 if ends else 6, wrap=True)
     keys = []
@@ -272,9 +253,12 @@ def utilization_figure(topology, source, bins=200, only_used=True, title=None):
 
         keys += mark_faults(ax, links, log, divisor, edges[-1])
         if log.stalls:
-            stalled = f"; STALLED: no progress after t={format_time(edges[-1])}, the watchdog "
+            stalled = say(
+                "; STALLED: no progress after t={time}, the watchdog stopped the run",
+                time=time_tick(edges[-1]),
+            )
             ax.set_title(
-                note + stalled + "stopped the run",
+                note + stalled,
                 fontsize="medium",
                 pad=18 if ends else 6,
                 wrap=True,

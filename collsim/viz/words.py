@@ -91,6 +91,7 @@ JA = {
     "time": "時間",
     "bus bandwidth (GB/s)": "バス帯域幅 (GB/s)",
     "time: lower is better": "時間: 低いほど良い",
+    "every rank r sends to {partners} (mod {k})": "各ランク r が {partners} へ送る (mod {k})",
     # ---- scaling ----
     "time per optimizer step (s)": "オプティマイザステップあたりの時間 (s)",
     "share of the step (%)": "ステップに占める割合 (%)",
@@ -164,7 +165,6 @@ JA = {
     "counts, gradient all-reduce": "個数の交換, 勾配の all-reduce",
     "compute: forward": "計算: 順伝播",
     "compute: backward": "計算: 逆伝播",
-    "rank {rank}": "ランク {rank}",
     "MoE step: rank {rank}'s experts computed longest; the combine waits for them "
     "(dashed: the last combine message)": (
         "MoE のステップ: ランク {rank} のエキスパートの計算が最も長く, コンバインはそれを待つ "
@@ -187,6 +187,186 @@ JA = {
     "vLLM changes its choice": "vLLM が選択を変える位置",
     "Fastest all-reduce on one {machine} node (closed forms, α–β)": (
         "{machine} 1 ノードで最速の all-reduce (閉形式, α–β)"
+    ),
+    # ---- titles, notes and captions with their numbers formatted in (issue 28) ----
+    "initial state": "初期状態",
+    "step {step}": "ステップ {step}",
+    "step {step}: {what}": "ステップ {step}: {what}",
+    "{phase} {at}/{of}  (step {number} of {steps})": (
+        "{phase} {at}/{of}  (全 {steps} ステップ中 {number})"
+    ),
+    "{name} of {size} on {k} ranks": "{k} ランクでの {size} の {name}",
+    "{size} per arrow": "矢印 1 本あたり {size}",
+    "{name} on {k} ranks, step by step": "{k} ランクでの {name} (ステップごと)",
+    "{names}, step by step": "{names} (ステップごと)",
+    "{name} done": "{name} 完了",
+    "{name}: done in {steps} steps": "{name}: {steps} ステップで完了",
+    "{what} of {size} on {k} ranks: {head}": "{k} ランクでの {size} の {what}: {head}",
+    "simulated time ({unit}): each step a span; the current one outlined": (
+        "シミュレーション時間 ({unit}): 1 ステップが 1 区間, 今のステップを枠で囲む"
+    ),
+    "t = {time} of {total}": "t = {time} / {total}",
+    "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now": (
+        "バッファは外向きに読む:\nチャンク 0 がランクに最も近い;\n枠 = このステップで書いた"
+    ),
+    "whole": "全体",
+    "input of rank": "入力のランク",
+    "both": "両方",
+    "{what} to Σ": "{what} を Σ へ",
+    "{what} to cast": "{what} をマルチキャストへ",
+    "{what} cast": "{what} をマルチキャスト",
+    "Σ reduce\nmulticast": "Σ リダクション\nマルチキャスト",
+    "chunk {first}": "チャンク {first}",
+    "chunks {first}-{last}": "チャンク {first}-{last}",
+    "tree": "ツリー",
+    "channel": "チャネル",
+    "machine {n}": "マシン {n}",
+    "{node} switch": "{node} スイッチ",
+    # faults (collsim.viz.faults)
+    "detour: traffic rerouted off a failed link": "迂回: 故障したリンクを避けた通信",
+    "slow link {link}: x{factor} bandwidth": "遅いリンク {link}: 帯域幅 x{factor}",
+    "link {link} down at t={time}": "リンク {link} が t={time} で故障",
+    "rank {rank} crashed at t={time}": "ランク {rank} が t={time} でクラッシュ",
+    "slow rank {rank}: compute x{factor} (no row: links only)": (
+        "遅いランク {rank}: 計算 x{factor} (行なし: リンクのみ)"
+    ),
+    "stage {stage}\n(x{factor} slow)": "ステージ {stage}\n(x{factor} 遅い)",
+    # the phases of the schedules (collsim.collectives), as the step titles name them
+    "in-switch reduce": "スイッチ内リダクション",
+    "in-switch multicast": "スイッチ内マルチキャスト",
+    "tree reduce across nodes": "ノード間のツリーでリデュース",
+    "tree broadcast across nodes": "ノード間のツリーでブロードキャスト",
+    "multicast": "マルチキャスト",
+    "reduce + multicast": "リデュース + マルチキャスト",
+    "reduce + broadcast": "リデュース + ブロードキャスト",
+    "all-gather (all peers)": "all-gather (全ピアから)",
+    "all-gather (doubling)": "all-gather (倍増)",
+    "reduce-scatter (halving)": "reduce-scatter (半減)",
+    "reduce-scatter (all peers at once)": "reduce-scatter (全ピアへ同時に)",
+    "every rank reads every peer": "各ランクが全ピアを読む",
+    "fold-in": "折り込み",
+    "gather to root": "ルートへ集める",
+    "send back": "送り返す",
+    "intra-node reduce-scatter": "ノード内 reduce-scatter",
+    "intra-node all-gather": "ノード内 all-gather",
+    "inter-node reduce-scatter": "ノード間 reduce-scatter",
+    "inter-node all-gather": "ノード間 all-gather",
+    # memory
+    "GPU memory\n{size} GiB": "GPU メモリ\n{size} GiB",
+    "fits": "収まる",
+    "does not fit": "収まらない",
+    "(configured)": "(設定中)",
+    "ZeRO-0\nnothing sharded\n(DDP)": "ZeRO-0\nシャードなし\n(DDP)",
+    "ZeRO-1\noptimizer\nsharded": "ZeRO-1\nオプティマイザ状態を\nシャード",
+    "ZeRO-2\n+ gradients\nsharded": "ZeRO-2\n+ 勾配を\nシャード",
+    "ZeRO-3 / FSDP\n+ parameters\nsharded": "ZeRO-3 / FSDP\n+ パラメータを\nシャード",
+    "{count} parameters": "パラメータ {count}",
+    "ZeRO shards over {n} GPUs": "ZeRO は {n} GPU でシャード",
+    "micro-batch {micro} × seq {seq}, recompute {recompute}": (
+        "マイクロバッチ {micro} × 系列長 {seq}, 再計算 {recompute}"
+    ),
+    "none": "なし",
+    "selective": "選択的",
+    "full": "全体",
+    "forward": "順伝播",
+    "backward": "逆伝播",
+    "rank {rank}": "ランク {rank}",
+    "peak {size}": "ピーク {size}",
+    "{collective} (top strip)": "{collective} (上の帯)",
+    "Memory per rank over simulated time · busiest: rank {rank}, peak {size}": (
+        "シミュレーション時間に沿ったランクごとのメモリ · 最大: ランク {rank}, ピーク {size}"
+    ),
+    "{what} on {dp} ranks{extra}: memory of rank {ranks}": (
+        "{dp} ランクでの {what}{extra}: ランク {ranks} のメモリ"
+    ),
+    ", prefetch {prefetch}": ", プリフェッチ {prefetch}",
+    "memory over time": "時間に沿ったメモリ",
+    "pipeline step over time": "時間に沿ったパイプラインのステップ",
+    # sweep, traffic, utilization
+    "algorithm": "アルゴリズム",
+    ": higher is better": ": 高いほど良い",
+    "{algorithm}\nfastest": "{algorithm}\nが最速",
+    "latency-bound ←   → bandwidth-bound": "レイテンシ律速 ←   → 帯域幅律速",
+    "count-only simulation": "カウントのみのシミュレーション",
+    "closed forms": "閉形式",
+    "{name} on {where}, {k} ranks ({how})": "{where} の {k} ランクでの {name} ({how})",
+    "{before} → {after}\nat ~{size}": "約 {size} で\n{before} → {after}",
+    "link load: {what}": "リンクの負荷: {what}",
+    "{name} of {size} on ": "{name} ({size}) / ",
+    "{busiest}  ·  all links together: {total}  ·  grey = unused": (
+        "{busiest}  ·  全リンクの合計: {total}  ·  灰色 = 未使用"
+    ),
+    "no link carried any bytes": "どのリンクもバイトを運んでいない",
+    "busiest link {link}: {load}": "最も混むリンク {link}: {load}",
+    "all {links} links tie at {load} each": "{links} 本のリンクすべてが {load} で同じ",
+    "{n} links tie as busiest at {load} each ({shown})": (
+        "{n} 本のリンクが {load} で最も混む ({shown})"
+    ),
+    "link utilisation over time: {what}on {name}": "時間に沿ったリンク使用率: {name} での {what}",
+    "link utilisation over time": "時間に沿ったリンク使用率",
+    "run time {time}, {bins} time slices; busiest slice {busiest}": (
+        "実行時間 {time}, 時間区間 {bins} 個; 最も混む区間 {busiest}"
+    ),
+    "; blue lines: end of each step": "; 青い線: 各ステップの終わり",
+    "; STALLED: no progress after t={time}, the watchdog stopped the run": (
+        "; 停止: t={time} 以降進まず, ウォッチドッグが実行を止めた"
+    ),
+    "colours count payload: protocol {parts} of its wire bytes are data, so a link it "
+    "keeps busy shows that much": (
+        "色はペイロードを数える: プロトコル {parts} は送るバイトのうちデータの割合で, "
+        "リンクはその分だけ埋まって見える"
+    ),
+    # scaling
+    "weak scaling: {per} sequences per data-parallel GPU": (
+        "弱スケーリング: データ並列の GPU あたり系列 {per} 本"
+    ),
+    ", so at most {gpus} GPUs (one sequence a replica)": (
+        ", よって最大 {gpus} GPU (レプリカあたり系列 1 本)"
+    ),
+    "strong scaling: global batch fixed at {batch} sequences": (
+        "強スケーリング: グローバルバッチは系列 {batch} 本で固定"
+    ),
+    "where does adding GPUs stop paying?  {model}, {mode}": (
+        "GPU を増やしても速くならなくなるのはどこか?  {model}, {mode}"
+    ),
+    "P = {rate} TFLOP/s per GPU, {gpus} GPUs per node, links {intra} inside a node "
+    "and {inter} between": (
+        "P = GPU あたり {rate} TFLOP/s, ノードあたり {gpus} GPU, リンクはノード内 {intra}, "
+        "ノード間 {inter}"
+    ),
+    "{seq}-token sequences, {precision} gradients, tp={tp}, pp={pp}, data parallel over the rest": (
+        "系列長 {seq} トークン, {precision} の勾配, tp={tp}, pp={pp}, 残りはデータ並列"
+    ),
+    "data-parallel group\nleaves one node:\n{intra} → {inter}": (
+        "データ並列グループが\n1 ノードを出る:\n{intra} → {inter}"
+    ),
+    "below 50 % from {gpus} GPUs:\ncommunication > compute": (
+        "{gpus} GPU から 50 % 未満:\n通信 > 計算"
+    ),
+    # pipeline timeline
+    "{name}: p={p} stages, m={m} micro-batches": "{name}: p={p} ステージ, m={m} マイクロバッチ",
+    "{head} · bubble {measured}": "{head} · バブル {measured}",
+    " (formula {shape} = {value})": " (式 {shape} = {value})",
+    " (formula {value})": " (式 {value})",
+    # strategies
+    "Accelerate's ND-parallelism strategies, measured": "Accelerate の ND 並列化戦略 (実測)",
+    "not run (see below)": "実行せず (下を参照)",
+    "{name} not run: {why}": "{name} は実行せず: {why}",
+    "sizes beside each name: dp_replicate x dp_shard x cp x tp (Accelerate's names); "
+    "each bar stacks every category's own peak, which need not come at the same "
+    "moment: the upright line is the peak of their sum": (
+        "名前の横の大きさ: dp_replicate x dp_shard x cp x tp (Accelerate の名前); "
+        "各棒はカテゴリごとのピークを積むが, それらは同時に来るとは限らない: "
+        "縦線は合計のピーク"
+    ),
+    "causal transformer: {layers} blocks, hidden {hidden}, {heads} heads, seq {seq}, "
+    "global batch {batch}, {steps} Adam step(s)": (
+        "因果的 Transformer: ブロック {layers} 個, 隠れ次元 {hidden}, ヘッド {heads} 個, "
+        "系列長 {seq}, グローバルバッチ {batch}, Adam ステップ {steps} 回"
+    ),
+    "{nodes} nodes x {gpus} GPUs: {intra} links inside a node, {inter} between nodes, "
+    "{flops} per GPU": (
+        "{nodes} ノード x {gpus} GPU: ノード内リンク {intra}, ノード間 {inter}, GPU あたり {flops}"
     ),
 }
 
