@@ -162,7 +162,9 @@ def strategies_figure(rows, title=None, subtitle=""):
 def _label(row):
     s = row["sizes"]
     sizes = "x".join(str(s[k]) for k in ("dp_replicate", "dp_shard", "cp", "tp"))
-    if s.get("ep", 1) > 1:  # expert parallelism is carved from dp x cp: said beside them
+    # ep folds into the ranks of dp x cp x tp (Megatron-Core's MoE parallel folding); it
+    # is not one more factor of the product, so it is said beside the others
+    if s.get("ep", 1) > 1:
         sizes += f", ep {s['ep']}"
     return f"{row['name']}  {sizes}"
 
