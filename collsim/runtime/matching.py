@@ -324,7 +324,10 @@ class Transfer(Flow):
             mail.pack_left = PACK_RECORDS
         # each side's post is done: a group (an exchange or a collective's step) counts
         # it down and moves on when none is left; a single operation's handle completes
-        sender = self.sender
+        sender, receiver = self.sender, self.receiver
+        if self.src == self.dst and type(receiver) is not PostGroup:  # see Handle.settle
+            found = Received(value, self.src, self.tag, payload.nbytes)
+            receiver = receiver.settle(found if receiver.status else value)
         if type(sender) is PostGroup:
             sender.state[self.send_slot] = None
             left = sender.left = sender.left - 1
@@ -332,7 +335,6 @@ class Transfer(Flow):
                 sender.all_done()
         else:
             sender.complete(None)
-        receiver = self.receiver
         if type(receiver) is PostGroup:
             receiver.state[self.recv_slot] = value
             left = receiver.left = receiver.left - 1
