@@ -112,6 +112,7 @@ class RunState:
     # (rank id, collective id) -> the number of that rank's next collective on it
     seq: dict = field(default_factory=dict)
     freed: set = field(default_factory=set)  # (rank id, point-to-point id) freed
+    user_ops: dict = field(default_factory=dict)  # rank id -> live Op.Create ops
 
     def context(self, key):
         """The two ids of the communicator ``key`` names, made on first use."""
