@@ -32,7 +32,7 @@ has arrived (so a program that only works thanks to buffering deadlocks, with a 
 a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass; the
 non-blocking collectives run when called (their request is complete); a cancel never
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
-call: derived datatypes, one-sided communication (``Win``), MPI-IO (``File``), sessions,
+call: one-sided communication (``Win``), MPI-IO (``File``), sessions,
 spawn and intercommunicators.
 
 Examples
@@ -129,9 +129,20 @@ from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, 
 
 KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
 UNWEIGHTED = WEIGHTS_EMPTY = None  # distributed graphs carry no weights here
-ORDER_C, ORDER_F = 0, 1  # array orders (Create_subarray is not simulated; the names exist)
+from .constructors import (  # noqa: E402, F401
+    DISTRIBUTE_BLOCK,
+    DISTRIBUTE_CYCLIC,
+    DISTRIBUTE_DFLT_DARG,
+    DISTRIBUTE_NONE,
+    ORDER_C,
+    ORDER_F,
+)
+from .decoding import COMBINERS  # noqa: E402
+
 ORDER_FORTRAN = ORDER_F
-DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 121, 122, 123, -49767
+# MPI.COMBINER_NAMED, MPI.COMBINER_VECTOR, ...: what Get_envelope says made a type
+globals().update({f"COMBINER_{name}": value for name, value in COMBINERS.items()})
+COMBINER_VALUE_INDEX = UNDEFINED  # Get_value_index gives only the named pair types here
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
 BUFFER_AUTOMATIC = None
 Grequest = Request

@@ -32,6 +32,7 @@ from ..errors import shorten
 from .datatypes import BYTE, DATATYPES, Datatype, datatype_of
 from .dlpack import dlpack_view
 from .exceptions import value_error
+from .packing import byte_positions, count_of, gather, scatter
 
 __all__ = ["Buffer", "buffer_of", "BOTTOM", "Bottom"]
 
@@ -55,6 +56,16 @@ class Buffer:
     datatype: Datatype
     counts: tuple = None
     displs: tuple = None
+    # a derived datatype's: ``data`` is its packed copy, which store() puts back at the
+    # byte positions ``where`` of the user's memory ``raw``
+    raw: np.ndarray = None
+    where: np.ndarray = None
+
+    def store(self):
+        """Put what a receive wrote into a derived datatype's packed copy back into the
+        user's memory (a plain buffer is a view: nothing to do)."""
+        if self.where is not None:
+            scatter(self.raw, self.where, self.data)
 
     @property
     def count(self):
@@ -99,14 +110,18 @@ def _split(spec, what):
     )
 
 
-def buffer_of(spec, what, writable=False, blocks=1):
+def buffer_of(spec, what, writable=False, blocks=1, stores=False):
     """The :class:`Buffer` a buffer spec names; ``what`` names the argument in errors.
 
     ``writable`` buffers receive data.  ``blocks`` is the number of ranks a "B" spec
     (Gather's receive buffer, Scatter's send buffer) holds a block for: an explicit
-    count there is per block, as in mpi4py."""
+    count there is per block, as in mpi4py.  ``stores``: the caller calls
+    :meth:`Buffer.store` once it has written (only such calls receive into a derived
+    datatype)."""
     buf, count, datatype = _split(spec, what)
     array = _array_of(buf, what, writable)
+    if datatype is not None and datatype and datatype.numpy is None:
+        return _typed(array, count, datatype, what, writable and not stores, blocks)
     if datatype is None:
         datatype = datatype_of(array.dtype)
         if datatype is None or array.dtype.kind in "OUSV" and array.size:
@@ -143,6 +158,23 @@ def buffer_of(spec, what, writable=False, blocks=1):
             )
         flat = flat[:total]
     return Buffer(flat, datatype)
+
+
+def _typed(array, count, datatype, what, unsupported, blocks):
+    """A buffer of a derived datatype: its typemap's bytes, packed (:mod:`.packing`)."""
+    if unsupported or isinstance(count, list | tuple):
+        call = what.split("(")[0]
+        raise NotImplementedError(
+            f"{call} with a derived datatype ({datatype!r}): collsim packs derived datatypes "
+            "for point-to-point, Bcast, Reduce, Allreduce, Gather and Scatter; give this "
+            "call a predefined datatype"
+        )
+    if count is not None and (not is_int(count) or count < 0):
+        raise value_error(f"{what}: count={count!r}: a count is an int >= 0")
+    raw = array.reshape(-1).view(np.uint8)
+    count = count_of(datatype.layout, raw.size, count, what) * blocks
+    where = byte_positions(datatype.layout, count, raw.size, what)
+    return Buffer(gather(raw, where, datatype.layout), datatype, raw=raw, where=where)
 
 
 def _vector(flat, datatype, counts_displs, what):
