@@ -98,6 +98,8 @@ from .making import (  # noqa: F401
     COMM_TYPE_RESOURCE_GUIDED,
     COMM_TYPE_SHARED,
 )
+from .objects import comm_lock as _comm_lock  # noqa: F401  (mpi4py's internals)
+from .objects import comm_lock_table as _comm_lock_table  # noqa: F401
 from .probes import MESSAGE_NO_PROC, MESSAGE_NULL, Message
 from .reduction import (
     BAND,
