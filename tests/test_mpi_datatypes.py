@@ -272,3 +272,39 @@ def test_fortran_kinds_are_predefined_but_not_named():
     assert (kind.typestr, kind.is_predefined, kind.is_named) == ("f8", True, False)
     assert kind.decode() == (MPI.DATATYPE_NULL, "F90_REAL", {"p": 15, "r": 300})
     assert [MPI.Datatype.Create_f90_integer(r).size for r in (2, 4, 9, 18)] == [1, 2, 4, 8]
+
+
+# -- Pack and Unpack -------------------------------------------------------------------------
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(0, 6), m=st.integers(0, 6), code=st.sampled_from(["i", "d", "h", "q", "F"]))
+def test_pack_is_numpys_bytes_and_unpack_gives_them_back(n, m, code):
+    first, second = np.arange(n, dtype=code), np.arange(m, dtype=np.int16) + 7
+    kind = MPI.Datatype.fromcode(code)
+    size = kind.Pack_size(n, MPI.COMM_SELF) + MPI.SHORT.Pack_size(m, MPI.COMM_SELF)
+    out = bytearray(size)
+    position = kind.Pack(first, out, 0, MPI.COMM_SELF)
+    assert MPI.SHORT.Pack(second, out, position, MPI.COMM_SELF) == size
+    assert bytes(out) == first.tobytes() + second.tobytes()
+    external = bytearray(size)
+    position = kind.Pack_external("external32", first, external, 0)
+    MPI.SHORT.Pack_external("external32", second, external, position)
+    big = first.astype(first.dtype.newbyteorder(">")).tobytes() + second.astype(">i2").tobytes()
+    assert bytes(external) == big  # external32 is big-endian
+    back1, back2 = np.zeros(n, code), np.zeros(m, np.int16)
+    position = kind.Unpack_external("external32", external, 0, back1)
+    assert MPI.SHORT.Unpack_external("external32", external, position, back2) == size
+    assert back1.tolist() == first.tolist() and back2.tolist() == second.tolist()
+
+
+def test_pack_of_a_vector_is_its_elements_and_too_small_a_buffer_is_refused():
+    a = np.arange(12.0)
+    evens = DOUBLE.Create_vector(6, 1, 2).Commit()
+    out = bytearray(evens.Pack_size(1, MPI.COMM_SELF))
+    assert evens.Pack(a[:11], out, 0, MPI.COMM_SELF) == 48  # one element: 11 doubles' extent
+    assert bytes(out) == a[::2].tobytes()
+    with pytest.raises(CollsimError, match="48 bytes from position 8 pass the buffer's end"):
+        evens.Pack(a[:11], out, 8, MPI.COMM_SELF)
+    with pytest.raises(CollsimError, match="datarep='native'"):
+        MPI.INT.Pack_external_size("native", 1)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .constructors import TypeConstructors
 from .exceptions import ERR_TYPE, mpi_error
+from .packing import PackCalls
 from .typemap import Layout
 
 __all__ = ["Datatype", "DATATYPES", "DATATYPE_NULL", "BYTE", "DOUBLE", "datatype_of"]
@@ -135,7 +136,7 @@ _TYPECLASSES = {
 }
 
 
-class Datatype(TypeConstructors):
+class Datatype(TypeConstructors, PackCalls):
     """An MPI datatype: ``name`` (``"MPI_DOUBLE"``), ``numpy`` (the dtype of one element
     of a predefined type, None for a derived one and ``DATATYPE_NULL``) and ``layout``
     (its bounds and typemap, :mod:`~collsim.mpi.typemap`)."""
@@ -310,30 +311,6 @@ def _remade(base, combiner, params):
     if combiner == "DUP":
         return base.Dup()
     return getattr(base, f"Create_{combiner.lower()}")(**params)
-
-
-def _not_simulated(name):
-    """A call collsim does not simulate: refused at once, naming it."""
-
-    def refuse(*args, **kwargs):
-        raise NotImplementedError(
-            f"MPI.Datatype.{name}: collsim does not simulate packing to external32 "
-            "(send the typed buffer itself)"
-        )
-
-    refuse.__name__ = name
-    return staticmethod(refuse)
-
-
-for _name in (
-    "Pack",
-    "Unpack",
-    "Pack_size",
-    "Pack_external",
-    "Unpack_external",
-    "Pack_external_size",
-):
-    setattr(Datatype, _name, _not_simulated(_name))
 
 
 DATATYPE_NULL = Datatype()
