@@ -64,6 +64,9 @@ OPEN_MPI = [
         (0, 8),
     ),
     (lambda: INT.Create_vector(0, 1, 1), 0, (0, 0), (0, 0)),
+    # an extent rounds up to the alignment of the widest basic type (4 bytes for INT)
+    (lambda: INT.Create_hvector(2, 1, -9), 8, (-9, 16), (-9, 13)),
+    (lambda: INT.Create_hvector(3, 2, 5), 24, (0, 20), (0, 18)),
 ]
 
 

@@ -48,8 +48,8 @@ class TypeConstructors(TypeContents):
             raise mpi_error(ERR_TYPE, f"{call} of MPI.DATATYPE_NULL: give a datatype")
         return self.layout
 
-    def _make(self, combiner, parts, params, padded=False):
-        layout = Layout.of_parts(combiner, parts, padded)
+    def _make(self, combiner, parts, params):
+        layout = Layout.of_parts(combiner, parts)
         return self._derived(layout, Recipe(handle_of(self), params))
 
     def Dup(self):
@@ -137,7 +137,7 @@ class TypeConstructors(TypeContents):
         # the recipe keeps handles of its own: freeing the user's leaves this type whole
         kept = [handle_of(t) for t in datatypes]
         params = {"blocklengths": lengths, "displacements": displacements, "datatypes": kept}
-        layout = Layout.of_parts("STRUCT", parts, padded=True)
+        layout = Layout.of_parts("STRUCT", parts)
         return cls._derived(layout, Recipe(None, params))
 
     def Create_subarray(self, sizes, subsizes, starts, order=ORDER_C):

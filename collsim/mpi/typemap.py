@@ -10,10 +10,10 @@ from them:
 
 * ``size``: the bytes that travel (the sum of the copies' sizes);
 * ``lb``/``ub``: the least and greatest byte the copies' own bounds reach (a block of
-  no copies counts for nothing), with the alignment padding a struct gets (its extent
-  rounds up to its widest basic type's alignment, as a C compiler pads a struct);
+  no copies counts for nothing), the extent rounded up to a multiple of the widest basic
+  type's alignment (as a C compiler pads a struct; Open MPI pads every constructor's);
   where a copy's bounds were set by ``Create_resized`` they are *markers*, and markers
-  win (the standard's sticky lb/ub);
+  win, unpadded (the standard's sticky lb/ub);
 * ``true_lb``/``true_ub``: the bytes really touched, whatever the markers say;
 * :meth:`Layout.typemap`: the flat typemap, built only when bytes move (a type of 2**31
   bytes is cheap to describe, not to list).
@@ -92,9 +92,8 @@ class Layout:
         return cls(combiner, n, 0, n, 0, n, basic=dtype)
 
     @classmethod
-    def of_parts(cls, combiner, parts, padded=False):
-        """The layout of ``parts`` (blocks of copies of older layouts); ``padded``: a
-        struct's, whose extent rounds up to its widest basic type's alignment."""
+    def of_parts(cls, combiner, parts):
+        """The layout of ``parts`` (blocks of copies of older layouts)."""
         parts = tuple(
             Part(p.layout, np.asarray(p.starts, np.int64), np.asarray(p.lengths, np.int64))
             for p in parts
@@ -106,7 +105,7 @@ class Layout:
         marked = [r for r, p in zip(reach, parts, strict=False) if p.layout.marked]
         outer = marked or reach  # markers win over the bytes' own bounds
         lb, ub = min(r[0] for r in outer), max(r[1] for r in outer)
-        if padded and not marked:
+        if not marked:
             align = max(_alignment(p.layout) for p in parts)
             ub += -(ub - lb) % align
         true_lb, true_ub = min(r[2] for r in reach), max(r[3] for r in reach)
