@@ -18,10 +18,14 @@ on buffers of every predefined datatype with every predefined op and ``Op.Create
 (:mod:`~collsim.mpi.buffers`, :mod:`~collsim.mpi.trees`), the v-collectives, ``Scan``,
 ``Exscan``, ``Reduce_scatter`` and the non-blocking and persistent forms
 (:mod:`~collsim.mpi.vectors`); buffer specs of any buffer object
-(:mod:`~collsim.mpi.specs`); groups, ``Split``/``Dup``/``Create``/``Create_group``/
-``Split_type`` (:mod:`~collsim.mpi.making`), Cartesian and graph topologies
-(:mod:`~collsim.mpi.intracomm`, ``Compute_dims``), ``Info`` and error handlers;
-``get_vendor``, ``Query_thread`` and the rest a program reads at start
+(:mod:`~collsim.mpi.specs`); derived datatypes (``Create_vector``, ``Create_struct``,
+``Create_subarray``, ... :mod:`~collsim.mpi.constructors`, their bounds
+:mod:`~collsim.mpi.typemap`, ``decode`` :mod:`~collsim.mpi.decoding`) moved by
+point-to-point, ``Bcast``, ``Reduce``, ``Allreduce``, ``Gather`` and ``Scatter``, and
+``Pack``/``Unpack`` (:mod:`~collsim.mpi.packing`); groups,
+``Split``/``Dup``/``Create``/``Create_group``/``Split_type`` (:mod:`~collsim.mpi.making`),
+Cartesian and graph topologies (:mod:`~collsim.mpi.intracomm`, ``Compute_dims``),
+``Info`` and error handlers; ``get_vendor``, ``Query_thread`` and the rest a program reads at start
 (:mod:`~collsim.mpi.environment`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
 :func:`configure`.  How much of mpi4py's own test suite passes: docs/mpi4py-conformance.md.
@@ -32,8 +36,9 @@ has arrived (so a program that only works thanks to buffering deadlocks, with a 
 a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass; the
 non-blocking collectives run when called (their request is complete); a cancel never
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
-call: one-sided communication (``Win``), MPI-IO (``File``), sessions,
-spawn and intercommunicators.
+call: one-sided communication (``Win``), MPI-IO (``File``), sessions, spawn,
+intercommunicators, absolute addresses (``Get_address``) and derived datatypes in the
+calls not listed above (the v-collectives, ``Allgather``, ``Alltoall``, ...).
 
 Examples
 --------
