@@ -311,3 +311,25 @@ def test_pack_of_a_vector_is_its_elements_and_too_small_a_buffer_is_refused():
         evens.Pack(a[:11], out, 8, MPI.COMM_SELF)
     with pytest.raises(CollsimError, match="datarep='native'"):
         MPI.INT.Pack_external_size("native", 1)
+
+
+def test_a_type_that_is_one_run_of_bytes_moves_without_listing_them():
+    # 4 MiB in one contiguous type: the message is a slice of the buffer, not a list of
+    # its 4 Mi byte positions (32 MiB of int64 indices)
+    import tracemalloc
+
+    n = 4 * 2**20
+    runs = [
+        MPI.BYTE.Create_contiguous(n),
+        MPI.Datatype.Create_struct([n // 2, n // 2], [0, n // 2], [MPI.BYTE, MPI.CHAR]),
+        MPI.INT.Create_contiguous(4).Create_vector(n // 128, 8, 8),
+    ]
+    data = np.arange(n, dtype=np.uint32).view(np.uint8)[:n]
+    for t in runs:
+        out = np.zeros(n, np.uint8)
+        tracemalloc.start()
+        packed = t.Pack(data, out, 0, MPI.COMM_SELF)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert packed == n and np.array_equal(out, data)
+        assert peak < n, f"{t!r}: {peak} bytes traced to pack {n}"

@@ -45,7 +45,7 @@ def count_of(layout, nbytes, count, what):
 def byte_positions(layout, count, nbytes, what):
     """The positions, in a buffer of ``nbytes``, of the bytes ``count`` elements of
     ``layout`` carry, in the order they travel (refused before any is listed when they
-    would reach outside the buffer)."""
+    would reach outside the buffer): an index array, or a slice where they are one run."""
     if count == 0 or layout.size == 0:
         return np.zeros(0, np.int64)
     span = (count - 1) * layout.extent
@@ -56,6 +56,8 @@ def byte_positions(layout, count, nbytes, what):
             f"{layout.true_ub} (extent {layout.extent}) reach bytes {low}..{high}, outside "
             f"the buffer of {nbytes} bytes: give a larger buffer or a smaller count"
         )
+    if layout.dense and (count == 1 or layout.extent == layout.size):
+        return slice(low, high)  # one run of bytes: a view, whatever its length
     typemap = layout.typemap()
     sizes = typemap.sizes
     starts = (np.arange(count, dtype=np.int64)[:, None] * layout.extent + typemap.offsets).reshape(
@@ -69,7 +71,7 @@ def byte_positions(layout, count, nbytes, what):
 
 def element_type(layout):
     """The numpy dtype a packed message of ``layout`` has: its one basic type, else bytes."""
-    dtypes = layout.typemap().dtypes
+    dtypes = layout.dtypes
     return dtypes[0] if len(dtypes) == 1 else np.dtype(np.uint8)
 
 
@@ -164,7 +166,7 @@ def _unpack(datatype, inbuf, position, outbuf, call):
     dtype = element_type(datatype.layout)
     raw = _raw(inbuf, call, "inbuf")
     start = _position(position, call, "position")
-    end = _fits(start, where.size, raw.size, call)
+    end = _fits(start, target[where].size, raw.size, call)
     form = _big_endian(dtype, call) if "external" in call else dtype
     scatter(target, where, raw[start:end].view(form).astype(dtype))
     return end

@@ -124,6 +124,40 @@ class Layout:
         return self._typemap
 
     @cached_property
+    def dtypes(self):
+        """The distinct basic numpy dtypes of the typemap, in the order they first occur
+        (read without listing the typemap)."""
+        if self.basic is not None:
+            return (self.basic,)
+        found = []
+        for part in self.parts:
+            for dtype in part.layout.dtypes:
+                _index(found, dtype)
+        return tuple(found)
+
+    @cached_property
+    def dense(self):
+        """Whether the typemap's bytes are one gapless run in memory order (so a
+        message of it is a slice of the buffer: no typemap needs listing)."""
+        if self.basic is not None:
+            return True
+        end = None  # where the run reaches so far
+        for part in self.parts:
+            inner, full = part.layout, part.lengths > 0
+            if not inner.dense or inner.true_extent != inner.size:
+                return False
+            if (part.lengths > 1).any() and inner.extent != inner.size:
+                return False  # consecutive copies leave a gap (or overlap)
+            firsts = part.starts[full] + inner.true_lb
+            ends = firsts + part.lengths[full] * inner.size
+            if firsts.size == 0:
+                continue
+            if (end is not None and firsts[0] != end) or (firsts[1:] != ends[:-1]).any():
+                return False
+            end = ends[-1]
+        return True
+
+    @cached_property
     def _typemap(self):
         if self.basic is not None:
             return Typemap(np.zeros(1, np.int64), np.zeros(1, np.int64), (self.basic,))
