@@ -222,10 +222,33 @@ def test_allreduce_and_gather_of_a_vector_type():
 def test_calls_that_do_not_store_a_derived_type_refuse_it_by_name():
     def main():
         vector = DOUBLE.Create_vector(2, 1, 2)
-        with pytest.raises(NotImplementedError, match="Allgather with a derived datatype"):
-            MPI.COMM_WORLD.Allgather(np.zeros(2), [np.zeros(4), 1, vector])
+        with pytest.raises(NotImplementedError, match="Allgatherv with a derived datatype"):
+            MPI.COMM_WORLD.Allgatherv(np.zeros(1), [np.zeros(4), ([1, 1], [0, 1]), vector])
+        with pytest.raises(NotImplementedError, match="Reduce_local with a derived datatype"):
+            MPI.SUM.Reduce_local(np.zeros(2), [np.zeros(3), 1, vector])
 
     run(2, main)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_allgather_alltoall_and_reduce_scatter_fill_every_other_element(k):
+    # the receive buffers' odd elements are never written (numpy's x[::2] is the oracle)
+    def main():
+        comm, me = MPI.COMM_WORLD, MPI.COMM_WORLD.rank
+        # one double per rank, its extent stretched to two: rank r's lands at element 2r
+        every_other = DOUBLE.Create_resized(0, 16).Commit()
+        gathered = np.full(2 * k, -1.0)
+        comm.Allgather(np.array([me + 1.0]), [gathered, 1, every_other])
+        exchanged = np.full(2 * k, -1.0)
+        comm.Alltoall(np.arange(k) + 10.0 * me, [exchanged, 1, every_other])
+        mine = np.full(2, -1.0)
+        comm.Reduce_scatter_block(np.arange(k, dtype=float), [mine, 1, every_other])
+        return gathered.tolist(), exchanged.tolist(), mine.tolist()
+
+    for me, (gathered, exchanged, mine) in enumerate(run(k, main).returns):
+        assert gathered[::2] == [r + 1.0 for r in range(k)] and gathered[1::2] == [-1.0] * k
+        assert exchanged[::2] == [10.0 * r + me for r in range(k)] and exchanged[1::2] == [-1.0] * k
+        assert mine == [float(k * me), -1.0]
 
 
 def test_bad_arguments_are_refused_with_the_value_and_the_rule():

@@ -21,7 +21,8 @@ on buffers of every predefined datatype with every predefined op and ``Op.Create
 (:mod:`~collsim.mpi.specs`); derived datatypes (``Create_vector``, ``Create_struct``,
 ``Create_subarray``, ... :mod:`~collsim.mpi.constructors`, their bounds
 :mod:`~collsim.mpi.typemap`, ``decode`` :mod:`~collsim.mpi.decoding`) moved by
-point-to-point, ``Bcast``, ``Reduce``, ``Allreduce``, ``Gather`` and ``Scatter``, and
+point-to-point and the block collectives (``Bcast``, ``Reduce``, ``Allreduce``,
+``Gather``, ``Scatter``, ``Allgather``, ``Alltoall``, ``Reduce_scatter_block``), and
 ``Pack``/``Unpack`` (:mod:`~collsim.mpi.packing`); groups,
 ``Split``/``Dup``/``Create``/``Create_group``/``Split_type`` (:mod:`~collsim.mpi.making`),
 Cartesian and graph topologies (:mod:`~collsim.mpi.intracomm`, ``Compute_dims``),
@@ -38,7 +39,7 @@ non-blocking collectives run when called (their request is complete); a cancel n
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
 call: one-sided communication (``Win``), MPI-IO (``File``), sessions, spawn,
 intercommunicators, absolute addresses (``Get_address``) and derived datatypes in the
-calls not listed above (the v-collectives, ``Allgather``, ``Alltoall``, ...).
+calls not listed above (the v-collectives, ``Reduce_local``, ...).
 
 Examples
 --------

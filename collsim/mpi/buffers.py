@@ -174,7 +174,7 @@ class BufferCollectives:
 
     def Allgather(self, sendbuf, recvbuf):
         rank, me, size = self._me("Allgather")
-        recv = self._recv_buffer(recvbuf, "Allgather", blocks=size)
+        recv = self._recv_buffer(recvbuf, "Allgather", blocks=size, stores=True)
         n = _block(recv, size, "Allgather")
         if in_place(sendbuf):
             x = recv.data[me * n : (me + 1) * n].copy()
@@ -184,15 +184,16 @@ class BufferCollectives:
             x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_gather", x)
-            return
-        tag = self._collective_tag(rank, "Allgather")
-        for r, block in enumerate(ring_all_gather(self, rank, me, size, tag, x)):
-            recv.data[r * n : (r + 1) * n] = block
+        else:
+            tag = self._collective_tag(rank, "Allgather")
+            for r, block in enumerate(ring_all_gather(self, rank, me, size, tag, x)):
+                recv.data[r * n : (r + 1) * n] = block
+        recv.store()
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=SUM):
         rank, me, size = self._me("Reduce_scatter_block")
         op = check_op(op, "Reduce_scatter_block")
-        recv = self._recv_buffer(recvbuf, "Reduce_scatter_block")
+        recv = self._recv_buffer(recvbuf, "Reduce_scatter_block", stores=True)
         if in_place(sendbuf):  # the receive buffer holds all K blocks; block 0 is kept
             n = _block(recv, size, "Reduce_scatter_block")
             x = recv.data.copy()
@@ -202,13 +203,14 @@ class BufferCollectives:
             n, x = recv.count, send.data
         if native(x, op) and size > 1:
             recv.data[:n] = self._run(rank, "reduce_scatter", x, op=op.collsim)
-            return
-        total = self._reduced(rank, me, size, x, op, recv.datatype, None, "Reduce_scatter")
-        recv.data[:n] = total[me * n : (me + 1) * n]
+        else:
+            total = self._reduced(rank, me, size, x, op, recv.datatype, None, "Reduce_scatter")
+            recv.data[:n] = total[me * n : (me + 1) * n]
+        recv.store()
 
     def Alltoall(self, sendbuf, recvbuf):
         rank, me, size = self._me("Alltoall")
-        recv = self._recv_buffer(recvbuf, "Alltoall", blocks=size)
+        recv = self._recv_buffer(recvbuf, "Alltoall", blocks=size, stores=True)
         n = _block(recv, size, "Alltoall")
         if in_place(sendbuf):
             x = recv.data.copy()
@@ -218,11 +220,12 @@ class BufferCollectives:
             x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_to_all", x)
-            return
-        tag = self._collective_tag(rank, "Alltoall")
-        blocks = [x[r * n : (r + 1) * n] for r in range(size)]
-        for r, block in enumerate(direct_all_to_all(self, rank, me, size, tag, blocks)):
-            recv.data[r * n : (r + 1) * n] = block
+        else:
+            tag = self._collective_tag(rank, "Alltoall")
+            blocks = [x[r * n : (r + 1) * n] for r in range(size)]
+            for r, block in enumerate(direct_all_to_all(self, rank, me, size, tag, blocks)):
+                recv.data[r * n : (r + 1) * n] = block
+        recv.store()
 
     def _input(self, sendbuf, recv, call):
         """This rank's input: ``sendbuf``'s data, or (IN_PLACE) a copy of ``recv``'s."""

@@ -159,8 +159,8 @@ def _typed(array, count, datatype, what, unsupported, blocks):
         call = what.split("(")[0]
         raise NotImplementedError(
             f"{call} with a derived datatype ({datatype!r}): collsim packs derived datatypes "
-            "for point-to-point, Bcast, Reduce, Allreduce, Gather and Scatter; give this "
-            "call a predefined datatype"
+            "for point-to-point, Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, "
+            "Alltoall and Reduce_scatter_block; give this call a predefined datatype"
         )
     if count is not None and (not is_int(count) or count < 0):
         raise value_error(f"{what}: count={count!r}: a count is an int >= 0")
