@@ -9,6 +9,9 @@ import importlib.util
 import os
 
 os.environ["COLLSIM_LANG"] = "en"
+# as the `collsim` command does (collsim/cli/__init__.py): one OpenBLAS thread, set before
+# any test imports numpy, so tests run numpy as users' commands do
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # the torch backend's modules import torch (an optional extra, `pip install 'collsim[torch]'`):
 # where it is not installed their docstrings are not collected; tests/test_torch_backend.py

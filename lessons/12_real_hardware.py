@@ -1,6 +1,6 @@
 # %% [markdown]
 # # 12. Real hardware: nodes, rails, protocols and stragglers
-# NVSwitch against InfiniBand for one TP all-reduce, the NICs' ceiling on multi-node busbw, NCCL's LL/LL128/Simple crossover, one slow link in a ring and a tree, and a watchdog report.
+# NVSwitch against InfiniBand for one TP all-reduce, the NICs' ceiling on multi-node busbw, NCCL's LL/LL128/Simple crossover, one slow link in a ring and a tree, a watchdog report, and PAT's logarithmic all-gather across 64 nodes.
 #
 # So far every topology was generic: a ring, a switch, two levels of switches, with
 # bandwidths we typed in. Real training runs on a few kinds of machine, and their numbers
@@ -684,7 +684,100 @@ def crash_figure(report):
 teach.show(crash_figure(report), "12_crash")
 
 # %% [markdown]
-# ## 6. NCCL's settings, in collsim
+# ## 6. PAT: an all-gather whose latency grows with log2 of the nodes
+#
+# Back to latency. A ring all-gather of K ranks takes `K−1` steps; with one GPU per node
+# every step crosses the network, so at 64 nodes the latency is 63 network hops whatever
+# the size. NCCL 2.23 added **PAT** for all-gather and reduce-scatter at one GPU per node:
+# as in Bruck's all-gather (Bruck et al. 1997), a rank sends to partners 1, 2, 4, ... ranks
+# away, and what it has gathered travels on together, so `⌈log2 K⌉` steps move the same
+# `(K−1)/K` of the buffer per rank. collsim runs it (`algorithm="pat"`, `collsim run
+# all-gather --algorithm pat`); its schedule against the ring's, on 64 ranks:
+
+# %%
+from collsim.collectives.nccl_model import graph_of, predict, tune_table
+from collsim.collectives.pat import pat_all_gather
+from collsim.collectives.ring import ring_all_gather
+
+NODES = 64  # one GPU each: where NCCL enables PAT
+for name, schedule in (("ring", ring_all_gather(NODES)), ("pat", pat_all_gather(NODES))):
+    print(f"{name:>4}: {schedule.n_steps} steps, each rank sends "
+          f"{schedule.chunk_count() // NODES} of the {schedule.n_chunks} chunks")
+
+# %% [markdown]
+# NCCL's tuner does not count steps: it prices every (algorithm, protocol) with its cost
+# model (`collsim tune`, and `collsim.collectives.nccl_model` in Python). For the ring,
+# `base + (K−1)·λ` with a base of 8.4 µs and `λ = 14 µs` a network hop with Simple; for
+# PAT, `8 + log2(M)·λ/3.5 + 2.8·K` µs, M nodes and K ranks.
+#
+# **Exercise 12.8 — predict, then check.** At 64 nodes of one GPU each, how many times
+# lower is PAT's latency than the ring's (both Simple) in NCCL's model? Predict from the
+# step counts first; then compute it, from the formulas or from
+# `tune_table(graph_of(hardware.preset("dgx-h100"), nodes=64, gpus_per_node=1), "all_gather")`,
+# whose entries have `algorithm`, `protocol` and `latency_us`.
+
+# %%
+pat_latency_ratio_answer = None  # your prediction: ring latency / PAT latency
+
+# %%
+PAT_MODEL = graph_of(hardware.preset("dgx-h100"), nodes=NODES, gpus_per_node=1)
+latency = {e.label: e.latency_us for e in tune_table(PAT_MODEL, "all_gather") if not e.disabled}
+NET_HOP_US = 14.0  # λ: one network hop with Simple, in NCCL's table
+steps_ratio = (NODES - 1) / math.ceil(math.log2(NODES))
+teach.check(
+    "12.8",
+    pat_latency_ratio_answer,
+    expected=latency["ring/simple"] / latency["pat/simple"],
+    rel=1e-6,
+    unit="x",
+    ranks=NODES,
+    alternatives=[
+        teach.Alternative(
+            "the ratio of the step counts, (K−1)/⌈log2 K⌉",
+            steps_ratio,
+            "That is what the steps alone promise; NCCL's model also charges PAT 2.8 µs for "
+            "every rank, a part that grows linearly with K, and a third of a hop a step.",
+        ),
+        teach.Alternative(
+            "PAT at a full network hop a step and no per-rank part",
+            latency["ring/simple"] / (8.0 + math.log2(NODES) * NET_HOP_US),
+            "NCCL's formula for PAT divides the hop by 3.5 and adds 2.8 µs for every rank.",
+        ),
+    ],
+    hint="(8.4 + 63·14) / (8 + 6·14/3.5 + 64·2.8)",
+)
+per_rank = 2.8 * NODES
+print(f"NCCL's model: ring {latency['ring/simple']:.1f} us, PAT {latency['pat/simple']:.1f} us, "
+      f"of which {per_rank:.1f} us is the part linear in K (2.8 us a rank); the steps alone "
+      f"would give {steps_ratio:.1f}x")
+
+# %% [markdown]
+# The logarithm is real, but NCCL's model keeps a term linear in the ranks for PAT, so at
+# 64 nodes most of PAT's latency is that term, and the gain is 4x, not the step counts'
+# 10x. It still wins every small call. The bandwidths decide large ones: PAT runs at 0.75
+# of the ring's bandwidth, LL at half of it, LL128 at 0.92. Here is NCCL's predicted time of
+# each pair by size, and the one it picks:
+
+# %%
+PAIRS = ("ring/ll", "ring/ll128", "ring/simple", "pat/simple")
+print(f"{'S':>9} " + " ".join(f"{pair:>12}" for pair in PAIRS) + "  NCCL picks")
+for size in (2**12, 2**18, 2**24, 2**27, 2**30):
+    predictions, winner = predict(PAT_MODEL, "all_gather", size)
+    time_us = {p.entry.label: p.time_us for p in predictions if p.time_us is not None}
+    print(f"{format_size(size):>9} "
+          + " ".join(f"{format_time(time_us[pair] * 1e-6):>12}" for pair in PAIRS)
+          + f"  {winner.entry.label}")
+
+# %% [markdown]
+# Small and medium calls go to PAT, whose latency is a quarter of the ring's; from about
+# 100 MiB the ring with LL128 takes over, and from 1 GiB the ring with Simple, whose full
+# bandwidth pays for its 890 µs of latency. LL never wins here: its latency is below the
+# ring's other protocols but above PAT's, and its bandwidth is the lowest. That is the trade
+# of section 3 again, with one more line on the chart: `collsim tune all-gather --topology
+# dgx-h100 --nodes 64 --gpus-per-node 1 -b 8 -e 8G -f 8` prints every size.
+
+# %% [markdown]
+# ## 7. NCCL's settings, in collsim
 #
 # The knobs people set on a real cluster, and where the same choice lives here:
 #
@@ -738,11 +831,14 @@ for command in ("run all-reduce --topology dgx-h100 --algorithm nvls --min-bytes
 #   own branch in full and the others only by the late reduce.
 # - **A crashed rank is a hang**, not an error: read the flight recorder's line per rank,
 #   find the one that never entered the collective the others wait in.
+# - **PAT's latency grows with log2 of the nodes**, the ring's with the ranks; NCCL's model
+#   adds a per-rank part to PAT, so at 64 nodes it is 4x lower, not the steps' 10x, and
+#   the ring takes over again where bandwidth counts.
 # - NCCL's knobs have collsim twins: `algorithm=`, `protocol=`, `auto` with its INFO line,
 #   the watchdog's timeout and report.
 #
 # Describe your own machine in a TOML file (`base = "dgx-h100"` and the fields that differ;
 # `collsim.hardware.load` reads it), pass it as `--topology box.toml` to the commands of
-# section 6, and when a run hangs, read the flight recorder's line per rank first. Next,
+# section 7, and when a run hangs, read the flight recorder's line per rank first. Next,
 # lesson 13 runs the programs people really write on these machines: mpi4py code unchanged,
 # and torch.distributed-style code on `collsim.distributed`.

@@ -376,6 +376,89 @@ def ping_pong_figure(sizes, measured, alpha, beta):
 teach.show(ping_pong_figure(sizes, measured, alpha, beta), "13_ping_pong")
 
 # %% [markdown]
+# ## 5. A real program: the heat equation on a grid of ranks
+#
+# The program most MPI courses write after the collectives: the heat equation on a 2-D
+# plate, the plate split into blocks over a **Cartesian grid of ranks**, neighbours trading
+# their edge cells every time step. `examples/mpi_heat_stencil.py` is that program in plain
+# mpi4py, the file you would run with `mpirun -n 4`; below, `exec_script` runs it unchanged
+# on 4 virtual ranks (`collsim exec -n 4 examples/mpi_heat_stencil.py 16 24 50` does the
+# same from a shell). Open it beside this lesson:
+#
+# - `MPI.Compute_dims(4, 2)` chooses a 2 x 2 grid of ranks; `world.Create_cart(dims,
+#   periods=[False, False])` makes a communicator that knows the grid (MPI_Cart_create), and
+#   `cart.Get_coords(rank)` says where a rank sits in it.
+# - Each rank owns an $n \times m$ block of the plate plus a one-cell border, the **halo**,
+#   which holds copies of its neighbours' edge cells.
+# - `cart.Shift(axis, 1)` returns `(source, dest)`: the neighbour one step back and the one
+#   a step forward along that axis. A non-periodic grid has no neighbour beyond its edge;
+#   there `Shift` returns `MPI.PROC_NULL`, and a send to or a receive from `PROC_NULL`
+#   completes at once and moves nothing.
+# - Every time step each rank swaps halos with `cart.Sendrecv` (it sends one edge while it
+#   receives the opposite halo, so no order of calls can deadlock), then updates its cells
+#   with the 5-point stencil
+#   $u_{ij} \leftarrow u_{ij} + a\,(u_{i-1,j} + u_{i+1,j} + u_{i,j-1} + u_{i,j+1} - 4u_{ij})$.
+#
+# The oracle is one process running the same file: with one rank every `Shift` gives
+# `PROC_NULL` and the loop is the plain single-device stencil on the whole plate.
+
+# %%
+from collsim.course.catalog import course_example
+from collsim.launch import exec_script
+
+stencil = course_example("mpi_heat_stencil.py")
+ROWS, COLS, STEPS = 16, 24, 50  # the plate's cells; time steps
+grid = exec_script(stencil, n=4, argv=(ROWS, COLS, STEPS), echo=False)
+alone = exec_script(stencil, n=1, argv=(ROWS, COLS, STEPS), echo=False)
+print("4 ranks:  ", " / ".join(grid.stdout[0].splitlines()))
+print("1 process:", " / ".join(alone.stdout[0].splitlines()))
+print("the same plate, digit for digit:",
+      grid.stdout[0].splitlines()[-1] == alone.stdout[0].splitlines()[-1])
+
+# %% [markdown]
+# **Exercise 13.6.** Rank 0 owns the top-left block: $n = 8$ rows by $m = 12$ columns of
+# float64, in a `u` of $(n + 2) \times (m + 2)$ with its halo. How many bytes does rank 0
+# send in **one** time step's halo exchange? Read `swap()` and the four calls to it: what
+# does each send, and to which rank?
+
+# %%
+halo_bytes_answer = None  # your prediction: bytes rank 0 sends in one time step
+
+# %%
+longer = exec_script(stencil, n=4, argv=(ROWS, COLS, STEPS + 1), echo=False)
+n_block, m_block, b = ROWS // 2, COLS // 2, 8  # rank 0's block; bytes per float64
+teach.check(
+    "13.6",
+    halo_bytes_answer,
+    expected=longer.bytes_sent[0] - grid.bytes_sent[0],  # what one more step cost rank 0
+    unit="B",
+    given=[
+        teach.Quantity("m + 2", m_block + 2, "values in a halo row"),
+        teach.Quantity("n + 2", n_block + 2, "values in a halo column"),
+        teach.Quantity("b", b, "bytes per float64"),
+    ],
+    alternatives=[
+        teach.Alternative(
+            "a row and a column to each of four neighbours",
+            2 * (m_block + 2 + n_block + 2) * b,
+            "Rank 0 sits at the top and left edges of a non-periodic grid: there Shift gives "
+            "MPI.PROC_NULL, and a Sendrecv to PROC_NULL sends nothing.",
+        ),
+        teach.Alternative(
+            "the block's edges without the halo's corners",
+            (m_block + n_block) * b,
+            "swap() sends whole rows and columns of u, the two corner cells of the halo "
+            "included: m + 2 and n + 2 values.",
+        ),
+    ],
+    hint="one row of m + 2 values down and one column of n + 2 values right, 8 bytes each",
+)
+print(f"rank 0 sent {format_size(longer.bytes_sent[0] - grid.bytes_sent[0])} in one more "
+      f"step; every rank of the 2 x 2 grid sends the same, as each has two edges "
+      f"(bytes per rank in {STEPS} steps: {[format_size(s) for s in grid.bytes_sent]}, "
+      "ranks 1-3 also send their block to rank 0 at the end)")
+
+# %% [markdown]
 # ## Takeaways
 #
 # - A **generator program** and an **mpi4py program** are the same program: `yield
@@ -391,5 +474,8 @@ teach.show(ping_pong_figure(sizes, measured, alpha, beta), "13_ping_pong")
 #   large ones $\beta$, a least-squares fit both, and the bandwidth reaches half of $\beta$ at
 #   $n_{1/2} = \alpha\beta$. On collsim `MPI.Wtime()` differences equal the closed form
 #   exactly; on a real cluster, repeat and expect jitter and an eager/rendezvous kink.
+# - A **stencil** on a Cartesian communicator trades halos with its neighbours every step:
+#   `Create_cart`, `Shift` and `Sendrecv`; Exercise 13.6 counted what one step sends, and
+#   one process running the same file is its oracle.
 # - Next: run the examples (`collsim exec -n 4 examples/mpi_pi.py`), then your own mpi4py
 #   course exercises, and read their traces at ui.perfetto.dev (`--trace run.json`).

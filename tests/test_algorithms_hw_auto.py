@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import collsim
 from collsim import hardware, topology
 from collsim.collectives.auto import choose
+from collsim.collectives.nccl_choice import base_latency
 from collsim.errors import ConfigError
 
 A100X2 = hardware.topology("dgx-a100", nodes=2)
@@ -52,7 +53,11 @@ def test_the_choice_runs_and_every_step_carries_its_protocol(choice):
     out = cluster.all_reduce(count=2, dtype="float32")  # the default on a preset: auto
     assert out.choice is not None and out.choice.size == 8 and out.choice.source == choice
     assert (out.algorithm, out.protocol) == (out.choice.algorithm, out.choice.protocol)
-    assert {t.tag.protocol for t in out.trace.transfers} == {out.choice.protocol}
+    chosen = out.choice.protocol
+    later = {t.tag.protocol for t in out.trace.transfers if t.tag.step > 0}
+    first = {t.tag.protocol for t in out.trace.transfers if t.tag.step == 0}
+    assert later == {chosen}  # the first step's also carries NCCL's base latency, once
+    assert first == {chosen.with_launch(base_latency("all_reduce", out.algorithm, chosen))}
     if choice == "nccl":  # NCCL's constants, not the simulated links: close, not equal
         assert out.time == pytest.approx(out.choice.time_s, rel=0.25)
     else:  # the closed forms are collsim's own; a simulated choice is the run itself

@@ -42,6 +42,9 @@ PRESETS = {
 }
 CASES = [(name, algo, topo) for (name, algo) in BUILDERS for topo in {**GENERIC, **PRESETS}]
 RUNS_ON = {"nvls": "dgx-h100", "nvls_tree": "dgx-h100 x2"}  # NVLink SHARP: H100 only
+# CollNet where the network's switches reduce (InfiniBand SHARP): only its cases run there
+RUNS_ON.update(collnet_direct="dgx-a100 x2 sharp", collnet_chain="dgx-a100 x2 sharp")
+PRESETS["dgx-a100 x2 sharp"] = lambda: hardware.topology("dgx-a100", nodes=2, sharp=True)
 CASES += [
     (name, algo, topo)
     for (name, algo) in HARDWARE_BUILDERS

@@ -68,14 +68,16 @@ def _one_hop_alpha(graph, protocol):
 @pytest.mark.parametrize("preset", ["dgx-a100", "dgx-h100"])
 def test_the_one_node_ring_floor_is_the_closed_form_2_k_minus_1_alphas(preset):
     """The ring's 2(K-1) steps, each one NVSwitch hop: α = 2 link latencies + the
-    protocol's NVLink latency (NCCL's hwLat, Ring row), summed; an oracle apart from
-    latency_floor's reading of the trace."""
+    protocol's NVLink latency (NCCL's hwLat, Ring row), summed, and NCCL's base latency
+    of the call once (baseLat, Ring row); an oracle apart from latency_floor's reading of
+    the trace."""
     graph = hardware.topology(preset)
     out = Cluster(graph).all_reduce(count=2, dtype="float32", algorithm="nccl_ring")
-    protocols = {t.tag.protocol for t in out.trace.transfers}
-    assert len(protocols) == 1  # one protocol for the whole call
+    protocols = {t.tag.protocol.name for t in out.trace.transfers}
+    assert protocols == {"ll"}  # one protocol for the whole call: LL at 8 bytes
     k = graph.graph["gpus_per_node"]
-    expected = 2 * (k - 1) * _one_hop_alpha(graph, protocols.pop())
+    ll = hardware.PROTOCOLS["ll"]
+    expected = 6.6e-6 + 2 * (k - 1) * _one_hop_alpha(graph, ll)
     assert out.stats.steps == 2 * (k - 1)
     assert latency_floor(graph, out) == pytest.approx(expected)
     assert out.time == pytest.approx(expected, rel=1e-3)

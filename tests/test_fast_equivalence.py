@@ -21,6 +21,7 @@ from collsim.cli import main
 from collsim.collectives.formulas import ALGORITHMS
 from collsim.collectives.hardware_forms import HARDWARE_ALGORITHMS
 from collsim.errors import ConfigError
+from collsim.network.trace import TransferLog
 
 K = 8
 TOPOLOGIES = {
@@ -35,6 +36,9 @@ HARDWARE = [(name, algo) for name, algos in HARDWARE_ALGORITHMS.items() for algo
 CASES = [(name, algo, topo) for name, algo in GENERIC for topo in TOPOLOGIES]
 # NVLS-Tree across two nodes whose NVSwitches reduce: only the hardware cases run there
 TOPOLOGIES["dgx-h100 x2"] = lambda: hardware.topology("dgx-h100", nodes=2)
+# CollNet where the network's switches reduce (InfiniBand SHARP)
+TOPOLOGIES["dgx-a100 x2 sharp"] = lambda: hardware.topology("dgx-a100", nodes=2, sharp=True)
+HARDWARE_TOPOLOGY.update(collnet_direct="dgx-a100 x2 sharp", collnet_chain="dgx-a100 x2 sharp")
 CASES += [(name, algo, HARDWARE_TOPOLOGY.get(algo, "dgx-a100 x2")) for name, algo in HARDWARE]
 
 
@@ -88,9 +92,9 @@ def test_fast_false_runs_every_transfer_on_the_engine():
     # the engine counts a start and a finish per transfer; the trace holds records one by
     # one, none of the fast path's column blocks
     assert out.run.events >= 2 * out.trace.transfer_count == 2 * 24
-    assert not out.trace._blocks
+    assert type(out.trace.store) is TransferLog  # every transfer a Transfer record
     fast = collsim.Cluster(topology.ring(4)).all_reduce(count=64)
-    assert fast.trace._blocks  # the fast path did take this one
+    assert fast.trace.store.blocks  # the fast path did take this one
 
 
 def test_the_environment_variable_chooses_the_path(monkeypatch):
@@ -146,3 +150,56 @@ def test_the_reference_path_never_imports_the_fast_package():
         check=True,
     )
     assert out.stdout.split() == ["False", "True"]
+
+
+def _ring_exchanges(rank, rounds):
+    """``rounds`` exchanges with both neighbours, sizes varying by round and rank."""
+    k = rank.size
+    for step in range(rounds):
+        size = ((rank.id + step) % 4) * 256  # repeats, and zeros
+        yield rank.exchange(
+            sends=[((rank.id + 1) % k, collsim.CountOnly(size), step)],
+            recvs=[((rank.id - 1) % k, step)],
+        )
+    return rank.id
+
+
+def _whole_run(result, n_ranks):
+    """What a run gives, to compare byte for byte (stats with the order of its links)."""
+    stats = result.trace.stats(n_ranks)
+    return {
+        "time": float(result.time).hex(),
+        "returns": result.returns,
+        "transfers": result.trace.transfers,
+        "chrome": hashlib.sha256(result.trace.to_chrome().encode()).hexdigest(),
+        "stats": (stats, list(stats.link_bytes)),
+        "repr": repr(result.trace),
+    }
+
+
+def test_a_run_long_enough_to_pack_gives_the_same_on_both_paths():
+    # > 4,096 transfers: the fast setting packs them into columns as they arrive (twice
+    # here, and a tail), the reference path keeps one record each
+    from collsim.fast.packed import PACK_RECORDS
+
+    k, rounds = 64, 2 * PACK_RECORDS // 64 + 5
+    fast = collsim.Cluster(topology.ring(k), fast=True).run(_ring_exchanges, rounds)
+    reference = collsim.Cluster(topology.ring(k), fast=False).run(_ring_exchanges, rounds)
+    assert fast.trace.transfer_count == reference.trace.transfer_count == k * rounds
+    assert len(fast.trace.store.packed) == 2 and fast.trace.store.recent
+    assert type(reference.trace.store) is TransferLog
+    assert _whole_run(fast, k) == _whole_run(reference, k)
+
+
+def test_a_collective_handed_back_to_the_engine_long_enough_to_pack_is_the_same():
+    # all-to-all on a ring: flows share links, so the batched path hands the call to the
+    # engine, which records 66 x 65 = 4,290 transfers (one pack) on the fast setting
+    k = 66
+    outs = []
+    for fast in (True, False):
+        cluster = collsim.Cluster(topology.ring(k, "100GB/s", "5us"), fast=fast)
+        outs.append(cluster.collective("all_to_all", _inputs("all_to_all", k, 2)))
+    assert outs[0].trace.transfer_count == k * (k - 1) > 4096
+    assert outs[0].trace.store.packed and not outs[0].trace.store.blocks  # the engine ran
+    assert _fingerprint(outs[0]) == _fingerprint(outs[1])
+    assert outs[0].trace.transfers == outs[1].trace.transfers

@@ -77,10 +77,10 @@ def test_lesson_refuses_bad_numbers_and_names(which):
 
 
 def test_the_first_number_past_the_last_lesson_is_refused():
-    # lesson 13 (from toy programs to real code) is the last; 14 is the first that does not exist
-    assert NO_SUCH_LESSON == 14
-    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="14", timeout=5)
-    assert outcome.status == 2 and "no lesson 14" in outcome.stderr
+    # lesson 15 (serving a model) is the last; 16 is the first that does not exist
+    assert NO_SUCH_LESSON == 16
+    outcome = run_cli(["lesson", str(NO_SUCH_LESSON), "--no-pause"], bad="16", timeout=5)
+    assert outcome.status == 2 and "no lesson 16" in outcome.stderr
 
 
 PATH_CASES = [

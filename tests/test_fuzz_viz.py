@@ -16,6 +16,20 @@ UNITS = ["-1us", "1e300s", "10 parsecs", "64MiB", "1e300GB/s", "-5GB/s", "1e-300
 NAMES = ["abc", "", "all-reduse", "ring ", "NaN", "tree,tree", "ring,,tree", "hd,halving_doubling"]
 BAD = st.sampled_from(NUMBERS + UNITS + NAMES)
 
+MOE_KINDS = ("moe-routing", "moe-traffic", "moe-load", "moe-timeline")
+MOE_FLAGS = [
+    "--ep",
+    "--experts",
+    "--top-k",
+    "--capacity-factor",
+    "--routing",
+    "--dispatcher",
+    "--gpus-per-node",
+    "--batch",
+    "--seq",
+    "--seed",
+    "--compute-rate",
+]
 # small, fast base commands (a draw takes well under a second); --out is added per run
 SMALL = ["--ranks", "4", "--size", "1KiB"]
 BASES = {
@@ -29,6 +43,7 @@ BASES = {
     "memory-timeline": ["viz", "memory-timeline", "--dp", "2", "--layers", "1", "--hidden", "4"],
     "compare": ["viz", "compare", "ring", "tree", *SMALL],
     "mesh": ["viz", "mesh", "--tp", "2", "--dp", "2", "--pp", "1"],
+    **{kind: ["viz", kind, "--ep", "2", "--experts", "4"] for kind in MOE_KINDS},
 }
 CLUSTER = [
     "--ranks",
@@ -83,6 +98,7 @@ FLAGS = {
         "--order",
         "--gpus-per-node",
     ],
+    **{kind: MOE_FLAGS for kind in MOE_KINDS},
 }
 # how it looks: every kind takes these (collsim/cli/viz_look.py); --title takes any text
 LOOK = ["--style", "--theme", "--dpi", "--width", "--height", "--aspect", "--lang"]

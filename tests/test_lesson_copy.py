@@ -190,6 +190,7 @@ def test_a_built_wheel_carries_the_lessons_and_runs_lesson_1_outside_the_checkou
         assert f"collsim/course/lessons/{path.name}" in names
         assert f"collsim/course/lessons/solutions/{path.name}" in names
         assert f"collsim/course/lessons/ja/{path.stem}.md" in names
+    assert "collsim/course/examples/mpi_heat_stencil.py" in names  # lesson 13 runs it
     target = tmp_path / "site"
     subprocess.run(
         [

@@ -89,6 +89,23 @@ TRIED = [
     ),
     Tried(11, "11.2", "3", ("counted from 1",), ("one too many",), "1-based position"),
     Tried(12, "12.7", "3", ("counted from 1",), ("one too many",), "1-based position"),
+    # PAT against the ring in NCCL's model: the steps' ratio is the natural prediction
+    Tried(
+        12,
+        "12.8",
+        "63 / 6",
+        ("the ratio of the step counts", "2.8 µs for every rank"),
+        (),
+        "log against linear steps, NCCL's per-rank term forgotten",
+    ),
+    Tried(
+        12,
+        "12.8",
+        "890.4 / (8 + 6 * 14)",
+        ("a full network hop a step",),
+        (),
+        "PAT's steps priced as the ring's",
+    ),
     # off by exactly one of the exercise's quantities, named (the old checker: "N too few")
     Tried(
         1,
@@ -116,6 +133,36 @@ TRIED = [
     Tried(8, "8.3", "16", ("what GPipe holds",), (), "m, as GPipe"),
     Tried(10, "10.4", "800", ("the multiple above 784",), (), "the other multiple"),
     Tried(12, "12.2", '"24GB/s"', ("K = 8",), ("% too low",), "one NIC's rate"),
+    # lesson 14: each exercise's natural wrong answer, named
+    Tried(
+        14,
+        "14.1",
+        "np.exp(2) / np.exp([2, 1, 0, -1]).sum()",
+        ("the softmax over all four experts",),
+        (),
+        "the score before the gates are renormalised over the k chosen",
+    ),
+    Tried(14, "14.2", "8", ("one per chosen expert",), (), "Megatron-Core's k rows a token"),
+    Tried(
+        14,
+        "14.2",
+        "8 * (1 - (1 - 1 / 8) ** 8)",
+        ("drawn with replacement",),
+        (),
+        "the with-replacement approximation",
+    ),
+    Tried(14, "14.3", "32 * 16 * 8", ("own experts counted too",), (), "the diagonal too"),
+    Tried(14, "14.3", "17 * 16", ("b = 8",), ("Bits or bytes",), "values, not bytes"),
+    Tried(14, "14.4", "0", ("a capacity from all 64 tokens",), (), "T as the whole batch"),
+    Tried(14, "14.4", "8", ("rounded down",), ("one too many",), "floor, not ceil"),
+    Tried(
+        14,
+        "14.7",
+        "510 * 7392 / 370.8e9",
+        ("over NVLink's rate",),
+        (),
+        "the NVLink rate for the leg that leaves the node",
+    ),
     Tried(
         1,
         "1.1",
@@ -124,6 +171,10 @@ TRIED = [
         ("% too low",),
         "the optimizer states only",
     ),
+    # lesson 13's stencil: the natural slips of a halo count
+    Tried(13, "13.6", "2 * (14 + 10) * 8", ("four neighbours", "PROC_NULL"), (), "4 sides"),
+    Tried(13, "13.6", "(12 + 8) * 8", ("corner cells",), (), "the block's edges, no corners"),
+    Tried(13, "13.6", "14 + 10", ("b = 8",), (), "values, not bytes"),
 ]
 
 

@@ -295,6 +295,8 @@ ORDER = [
     "debugging_a_hang",
     "real_hardware",
     "toy_to_real_code",
+    "mixture_of_experts",
+    "serving_a_model",
 ]
 # what a person reads that names lessons by number or by file
 REFERRING = [
@@ -310,7 +312,7 @@ LESSON_NUMBER = re.compile(r"\b[Ll]essons? (\d+)(?:(?: and |–|-|, )(\d+))?")
 LESSON_PATH = re.compile(r"lessons/(?:solutions/)?(\d\d_[a-z_]+\.py)")
 
 
-def test_the_lessons_run_01_to_13_with_sharding_third_and_context_parallel_ninth():
+def test_the_lessons_run_01_to_15_with_sharding_third_and_context_parallel_ninth():
     found = find_lessons(LESSONS)
     assert sorted(found) == list(range(1, len(ORDER) + 1))
     assert [found[n].stem[3:] for n in sorted(found)] == ORDER
@@ -400,3 +402,12 @@ def test_context_parallel_lesson_draws_the_ring_from_the_trace_records():
         ".match",
     ):
         assert needed in text, needed
+
+
+def test_the_help_counts_every_lesson():
+    # `collsim --help` and `collsim lesson --help` say how many lessons `lesson list` shows
+    from collsim.cli import build_parser
+
+    count = len(find_lessons(LESSONS))
+    assert f"all {count}" in build_parser().format_help().replace("\n", " ")
+    assert f"all {count})" in (ROOT / "collsim/cli/lesson.py").read_text(encoding="utf-8")

@@ -19,6 +19,7 @@ from collsim.collectives.all_to_allv import RaggedTransfer
 from collsim.errors import ConfigError
 from collsim.nn import MoE, MoEMLP, RouterConfig, Sequential, TransformerBlock
 from collsim.parallel.config import ParallelConfig
+from collsim.parallel.data import expert_grads
 from collsim.parallel.data import sync as data_sync
 from collsim.parallel.experts.generators import ROUTINGS, routing_bias
 from collsim.parallel.mesh import train
@@ -45,21 +46,27 @@ def batch(samples, seq, seed):
 
 
 @st.composite
-def meshes(draw):
-    dp, cp, tp = (draw(st.sampled_from(v)) for v in ([1, 2, 4], [1, 2], [1, 2]))
-    pp = draw(st.sampled_from([p for p in (1, 2) if dp * cp * tp * p <= 16]))
-    sp = tp > 1 and draw(st.booleans())
-    ep = draw(st.sampled_from([e for e in (1, 2, 4) if (dp * cp) % e == 0]))
-    experts = ep * draw(st.sampled_from([1, 2]))
-    one_block = cp == 1 and not sp  # a rank's tokens are one block of the batch
+def routers(draw, one_block):
+    """RouterConfig keywords: capacity and the load-balancing loss only where a rank's
+    tokens are one block of the batch (no cp, no sp), as the one-device check needs."""
     capacity = draw(st.sampled_from([None, 0.5, 1.0, 1.5])) if one_block else None
-    router = {
+    return {
         "score": draw(st.sampled_from(["softmax", "sigmoid"])),
         "capacity_factor": capacity,
         "drop_policy": draw(st.sampled_from(["probs", "position"])),
         "pad_to_capacity": capacity is not None and draw(st.booleans()),
         "aux_loss_coeff": draw(st.sampled_from([0.0, 0.1])) if one_block else 0.0,
     }
+
+
+@st.composite
+def meshes(draw):
+    dp, cp, tp = (draw(st.sampled_from(v)) for v in ([1, 2, 4], [1, 2], [1, 2]))
+    pp = draw(st.sampled_from([p for p in (1, 2) if dp * cp * tp * p <= 16]))
+    sp = tp > 1 and draw(st.booleans())
+    ep = draw(st.sampled_from([e for e in (1, 2, 4) if (dp * cp) % e == 0]))
+    experts = ep * draw(st.sampled_from([1, 2]))
+    router = draw(routers(one_block=cp == 1 and not sp))
     return {
         "config": ParallelConfig(
             dp=dp, cp=cp, tp=tp, sp=sp, pp=pp, ep=ep, microbatches=draw(st.sampled_from([1, 2]))
@@ -172,7 +179,7 @@ def test_expert_traffic_stays_in_the_ep_group():
 # --- the issue's two gradient bugs, injected: the property above catches both ---------------
 
 
-def doubled(grad, ep):
+def doubled(grad, shards):
     return grad  # the 1/ep left out: each expert's gradient is ep ranks' worth
 
 
@@ -192,7 +199,7 @@ ORIGINAL_ADD = data_sync.DDPSync._add
 @pytest.mark.parametrize("bug", ["doubled", "unsummed_router"])
 def test_injected_gradient_bugs_are_caught(monkeypatch, bug):
     if bug == "doubled":
-        monkeypatch.setattr(data_sync, "expert_grad_share", doubled)
+        monkeypatch.setattr(expert_grads, "expert_grad_share", doubled)
     else:
         monkeypatch.setattr(data_sync.DDPSync, "_add", unsummed_router)
     config = ParallelConfig(dp=2, ep=2)
@@ -216,12 +223,12 @@ def test_injected_gradient_bugs_are_caught(monkeypatch, bug):
 @given(meshes())
 def test_the_property_catches_the_doubled_expert_gradient(case):
     assume(case["config"].ep > 1)
-    original = data_sync.expert_grad_share
-    data_sync.expert_grad_share = doubled
+    original = expert_grads.expert_grad_share
+    expert_grads.expert_grad_share = doubled
     try:
         result = run_case(case)
     finally:
-        data_sync.expert_grad_share = original
+        expert_grads.expert_grad_share = original
     experts_moved = any(
         np.any(result.grads[name]) for name in result.grads if name.endswith("w_down")
     )
@@ -234,8 +241,12 @@ def test_the_property_catches_the_doubled_expert_gradient(case):
 @pytest.mark.parametrize(
     "fields, words",
     [
-        ({"dp": 2, "ep": 3}, ["ep=3", "dp x cp = 2", "nearest valid ep=2"]),
-        ({"dp": 2, "ep": 2, "zero": 1}, ["zero=1", "ep=2", "zero=0"]),
+        ({"dp": 2, "ep": 3}, ["ep x etp = 3 x 1", "dp x cp x tp = 2", "nearest valid ep=2"]),
+        ({"dp": 2, "tp": 2, "ep": 2, "etp": 1}, ["etp=1", "sp=False", "nearest valid etp=2"]),
+        (
+            {"dp": 4, "ep": 4, "zero": 3, "dp_replicate": 2},
+            ["ep x etp = 4 x 1", "dp_shard x cp x tp = 2", "nearest valid ep=2"],
+        ),
         ({"ep": 0}, ["ep must be an integer >= 1", "0"]),
     ],
 )

@@ -231,8 +231,8 @@ def test_config_refuses_bad_values_by_name(fields, message):
 def test_config_replace_checks_and_names_unknown_fields():
     config = ParallelConfig(dp=2)
     assert config.replace(tp=2).dims == {"pp": 1, "dp": 2, "tp": 2}
-    with pytest.raises(ConfigError, match="no field 'etp'"):
-        config.replace(etp=2)
+    with pytest.raises(ConfigError, match="no field 'tp_size'"):
+        config.replace(tp_size=2)
     assert (
         ParallelConfig(pp=2, schedule=build_schedule("zb-h1", 2, 2), microbatches=2).to_dict()[
             "schedule"

@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collsim.cli import main
-from collsim.errors import ConfigError
 from collsim.plan import PlanConfig, plan
 from collsim.plan.config import derive
 from collsim.plan.config.experts import params_per_gpu
@@ -235,7 +234,7 @@ def test_fuzz_moe_flags_give_a_verdict_or_name_the_bad_value(ep, etp, tp, expert
     assert (outcome.status == 2) == (bad is not None), outcome
 
 
-def test_a_plans_ep_runs_on_the_trainer_and_etp_is_refused_by_name():
+def test_a_plans_ep_and_etp_run_on_the_trainer():
     import numpy as np
 
     from collsim.nn import MoE, MoEMLP, RouterConfig, Sequential, TransformerBlock
@@ -252,8 +251,9 @@ def test_a_plans_ep_runs_on_the_trainer_and_etp_is_refused_by_name():
         blocks.append(TransformerBlock(dense.ln1, dense.attn, dense.ln2, moe))
     x, target = rng.normal(size=(4, 2, 8)), rng.normal(size=(4, 2, 8))
     assert train(Sequential(*blocks), [(x, target)], config).match is True
-    with pytest.raises(ConfigError, match="etp = 2: .*nearest valid choice: etp=1"):
-        cfg.replace(etp=2).parallel()
+    folded = cfg.replace(etp=2).parallel()  # ep 2 x etp 2 folded over the 4 dp ranks
+    assert (folded.ep, folded.expert_tp) == (2, 2)
+    assert train(Sequential(*blocks), [(x, target)], folded).match is True
 
 
 def test_one_expert_defaults_to_top_1_not_a_refusal_of_a_value_never_given():

@@ -11,15 +11,16 @@ from hypothesis import strategies as st
 import collsim
 from collsim import CountOnly, hardware, topology
 from collsim.collectives.api import run_collective
-from collsim.network.trace import Trace
+from collsim.fast.packed import PACK_RECORDS, PackedTransfers
+from collsim.network.trace import Trace, Transfer, TransferLog
 from collsim.runtime.faults import Faults
 
 
 def record_by_record(trace, n_ranks):
     """The figures of stats(), added one record at a time, in the order recorded."""
     sent, received, messages, link_bytes = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks, {}
-    for t in trace._records():
-        src, dst, _, nbytes, _, _, links, _, _ = t
+    for t in trace.store:
+        src, dst, nbytes, links = t.src, t.dst, t.nbytes, t.links
         if not links or links[0][0] == src:
             sent[src] += nbytes
         if not links or links[-1][1] == dst:
@@ -63,7 +64,7 @@ def test_the_counts_of_random_exchanges_are_those_added_one_by_one(k, seed, roun
         "fully_connected": lambda: topology.fully_connected(k),
     }[shape]()
     result = collsim.Cluster(topo).run(_random_exchanges, seed, rounds)
-    assert result.trace.transfer_count == len(list(result.trace._records())) == k * rounds
+    assert result.trace.transfer_count == len(list(result.trace.store)) == k * rounds
     assert_same_as_record_by_record(result.trace, k)
 
 
@@ -74,12 +75,9 @@ def test_the_counts_of_a_per_transfer_collective_are_those_added_one_by_one(algo
     cluster = collsim.Cluster(hardware.topology("dgx-h100"), fast=False)
     out = run_collective(cluster, "all_reduce", count=1 << 12, algorithm=algorithm)
     trace = out.run.trace
-    assert trace.transfer_count and not trace._blocks
+    assert trace.transfer_count and type(trace.store) is TransferLog
     if algorithm == "nvls":
-        assert any(
-            links == () or links[0][0] != src
-            for src, _, _, _, _, _, links, _, _ in trace._records()
-        )
+        assert any(t.links == () or t.links[0][0] != t.src for t in trace.store)
     assert_same_as_record_by_record(trace, 8)
 
 
@@ -122,12 +120,14 @@ def test_whole_sizes_of_any_integer_type_are_multiplied_exactly():
     assert stats.link_bytes == {(2, 1): 1000 * (3 << 40), (1, 0): 1000 * (3 << 40), (0, 2): 7000}
 
 
-def test_the_recorder_is_add_transfer():
-    a, b = Trace(), Trace()
-    record = (3, 1, 5, 64, 0.5, 1.5, ((3, 2), (2, 1)), "x", None)
-    a.add_transfer(*record)
-    b.transfer_recorder()(record)
-    assert a.transfers == b.transfers and a.stats(4) == b.stats(4)
+def test_the_reference_path_keeps_each_transfer_as_its_record_and_reads_it_back_as_is():
+    out = collsim.Cluster(topology.ring(3), fast=False).all_reduce(count=6)
+    trace = out.trace
+    assert type(trace.store) is TransferLog and len(trace.store.records) == 12
+    assert all(type(t) is Transfer for t in trace.store.records)
+    # the records read back are the objects recorded, in the trace's order
+    assert sorted(map(id, trace.transfers)) == sorted(map(id, trace.store.records))
+    assert trace.transfers[0] is min(trace.store.records, key=lambda t: (t.end, t.start, t.src))
 
 
 def test_routes_of_a_uniform_ring_share_their_alpha_and_beta_objects():
@@ -145,7 +145,7 @@ def test_routes_of_a_uniform_ring_share_their_alpha_and_beta_objects():
 
 def test_packing_keeps_every_record_its_order_and_the_counts():
     rng = np.random.default_rng(7)
-    packed, plain = Trace(), Trace()
+    packed, plain = Trace(PackedTransfers()), Trace()
     for i in range(1000):
         src, dst = (int(x) for x in rng.integers(0, 5, size=2))
         record = (
@@ -159,12 +159,12 @@ def test_packing_keeps_every_record_its_order_and_the_counts():
             f"m{i % 3}",
             None,
         )
-        packed.transfer_recorder()(record)
-        plain.transfer_recorder()(record)
+        packed.add_transfer(*record)
+        plain.add_transfer(*record)
         if i % 97 == 0:
-            packed.pack()  # chunks of every length, and a tail left as tuples
-    assert packed._packed and packed._raw
-    assert list(packed._records()) == list(plain._records())
+            packed.store.pack()  # chunks of every length, and a tail left as tuples
+    assert packed.store.packed and packed.store.recent
+    assert list(packed.store) == list(plain.store)
     assert packed.transfer_count == plain.transfer_count == 1000
     assert packed.transfers == plain.transfers
     assert packed.stats(5) == plain.stats(5)
@@ -173,12 +173,11 @@ def test_packing_keeps_every_record_its_order_and_the_counts():
 
 
 def test_a_long_run_packs_its_records_as_it_goes():
-    from collsim.network.trace import PACK_RECORDS
-
     k, rounds = 64, 2 * PACK_RECORDS // 64 + 3  # two packs and a tail
     result = collsim.Cluster(topology.ring(k)).run(_random_exchanges, 1, rounds)
     trace = result.trace
-    assert len(trace._packed) == 2 and len(trace._raw) == k * rounds - 2 * PACK_RECORDS
+    assert len(trace.store.packed) == 2
+    assert len(trace.store.recent) == k * rounds - 2 * PACK_RECORDS
     assert trace.transfer_count == k * rounds
     ends = [t.end for t in trace.transfers]
     assert ends == sorted(ends) and len(ends) == k * rounds

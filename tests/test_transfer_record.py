@@ -88,8 +88,8 @@ def test_a_run_frees_its_execution_without_the_cyclic_collector(monkeypatch):
     made = []
     init = execution_module.Execution.__init__
 
-    def keep(self, cluster):
-        init(self, cluster)
+    def keep(self, cluster, trace=None):
+        init(self, cluster, trace)
         made.append(weakref.ref(self))
 
     monkeypatch.setattr(execution_module.Execution, "__init__", keep)

@@ -8,7 +8,7 @@ import pytest
 from fuzzkit import run_cli
 
 from collsim.cli import main
-from collsim.parallel.data import sync as data_sync
+from collsim.parallel.data import expert_grads
 
 QUICK = ["--hidden", "8", "--heads", "2", "--seq", "4", "--steps", "2"]
 
@@ -53,15 +53,15 @@ def test_the_human_report_names_the_experts_and_their_gradient_group(capsys):
     status = main(["verify", "nd", "--dp-replicate", "2", "--cp", "2", "--ep", "4", *QUICK])
     out = capsys.readouterr().out
     assert status == 0 and "MATCH" in out
-    assert "experts: 8 per MoE layer over ep 4 (carved from dp × cp)" in out
-    assert "expert-data-parallel copies, ÷ ep" in out
+    assert "experts: 8 per MoE layer over ep 4 (folded over dp × cp × tp)" in out
+    assert "expert-data-parallel group (dp·cp·tp/(ep·etp) = 1 ranks)" in out
     assert "ep all_to_allv" in out
     # the MoE traffic is not counted as context-parallel sends: those equal their formula
     assert "DIFFERENT" not in out
 
 
 def test_the_cli_catches_a_doubled_expert_gradient(monkeypatch, capsys):
-    monkeypatch.setattr(data_sync, "expert_grad_share", lambda grad, ep: grad)
+    monkeypatch.setattr(expert_grads, "expert_grad_share", lambda grad, shards: grad)
     status, report = verify_json(["--dp-replicate", "2", "--ep", "2"], capsys)
     assert status == 1 and report["match"] is False
 
@@ -74,11 +74,11 @@ def refused(argv, bad, phrase):
 
 
 REFUSALS = [
-    (["--dp-replicate", "2", "--ep", "3"], "--ep 3", "must divide 2; nearest valid --ep 2"),
+    (["--dp-replicate", "2", "--ep", "3"], "--ep 3", "moe_folding); nearest valid --ep 2"),
     (
         ["--dp-replicate", "4", "--ep", "2", "--experts", "3"],
         "--experts 3",
-        "not divisible by --ep 2",
+        "is not divisible by ep = 2",
     ),
     (
         ["--dp-replicate", "2", "--tp", "2", "--sp", "--ep", "2", "--capacity-factor", "1.0"],
@@ -90,7 +90,6 @@ REFUSALS = [
         "--capacity-factor 1.5",
         "one block of the batch",
     ),
-    (["--dp-shard", "2", "--ep", "2"], "zero=3", "set zero=0"),
     (
         ["--dp-replicate", "2", "--ep", "2", "--dispatcher", "allgather"],
         "--dispatcher",

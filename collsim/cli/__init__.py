@@ -10,6 +10,7 @@ numpy, networkx nor matplotlib.
 
 import argparse
 import importlib
+import os
 import sys
 
 from ..errors import CollsimError
@@ -46,7 +47,7 @@ def build_parser(commands=COMMAND_MODULES):
             "count every byte and latency step, and check parallel training against one device."
         ),
         epilog="New here? `collsim tour` (a minute), then `collsim lesson 1`; `collsim lesson "
-        "list` shows all 13.  Every sub-command has its own --help.\n\n"
+        "list` shows all 15.  Every sub-command has its own --help.\n\n"
         + exit_status.epilog(
             exit_status.Meaning(
                 "done, and the command's check passed",
@@ -69,6 +70,11 @@ def main(argv=None):
     """Entry point of the ``collsim`` console script; returns the exit status."""
     from .parsing import join_negative_values
 
+    # one process plays every rank and their arrays are small, so OpenBLAS's worker
+    # threads (one per core) only contend with each other and with the simulation: on 2
+    # busy cores lesson 15 took 1.8 s of CPU with them and 1.15 s without. numpy reads
+    # this when it is first imported, which is later; a value the user set wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(commands_named(argv))
     # `--latency -1us` reaches the command as a value, to be refused by name

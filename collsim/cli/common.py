@@ -24,6 +24,7 @@ Examples
 import contextlib
 import difflib
 import math
+import os
 
 from .. import topology
 from ..errors import ConfigError
@@ -47,6 +48,7 @@ __all__ = [
     "flag_value",
     "add_cluster_arguments",
     "cluster_from_args",
+    "tuner_rules",
     "resolve_cluster_args",
     "machine_from_args",
     "TOPOLOGIES",
@@ -106,6 +108,13 @@ def add_cluster_arguments(
         "--nodes 4 is 32 GPUs on 8 rails",
     )
     g.add_argument(
+        "--sharp",
+        action="store_true",
+        help="hardware presets: the network's switches reduce (InfiniBand SHARP), so "
+        "NCCL's CollNet runs (--algorithm collnet_direct or collnet_chain, and auto may "
+        "take them, as with NCCL_COLLNET_ENABLE=1); off by default",
+    )
+    g.add_argument(
         "--bandwidth",
         default="100GB/s",
         help="per link and direction, e.g. 100GB/s, 400Gbit/s, inf; a number needs its unit "
@@ -138,6 +147,15 @@ def add_cluster_arguments(
         "model, as NCCL decides; see `collsim tune`), closed-form (collsim's closed forms "
         "on the preset's links) or simulated (run every candidate, take the fastest); "
         "default nccl",
+    )
+    g.add_argument(
+        "--tuner-config",
+        default=None,
+        metavar="CSV",
+        help="rules of NCCL's example tuner plugin, one a line: collective,min_bytes,"
+        "max_bytes,algorithm,protocol,channels,nNodes,nRanks; where one matches a call, it "
+        "decides --choice nccl's pick, as under NCCL (default: $NCCL_TUNER_CONFIG_FILE, "
+        "else none; see `collsim tune --help`)",
     )
     g.add_argument(
         "--gpus-per-node", type=int, default=4, help="hierarchical only: GPUs per node (default 4)"
@@ -199,6 +217,11 @@ def resolve_cluster_args(args):
                 "for a generic two-level network use --topology hierarchical "
                 "--gpus-per-node"
             )
+        if getattr(args, "sharp", False):
+            raise ConfigError(
+                f"--sharp on --topology {args.topology!r}: in-network reduction is a switch "
+                "of a hardware preset's network (e.g. --topology dgx-h100 --nodes 2 --sharp)"
+            )
         if args.ranks is None:
             args.ranks = default
         return None
@@ -228,7 +251,7 @@ def build_topology(args, analytical=None):
     if machine is not None:
         from .. import hardware
 
-        return hardware.topology(machine, args.nodes)
+        return hardware.topology(machine, args.nodes, sharp=getattr(args, "sharp", False) or None)
     # parsed here so that a bad value is named by its flag; the topology gets the text
     bandwidth, latency = args.bandwidth, args.latency
     link_rate(bandwidth, "--bandwidth"), link_latency(latency, "--latency")
@@ -268,11 +291,22 @@ def cluster_from_args(args, analytical=None, **options):
     return Cluster(
         build_topology(args, analytical),
         choice=getattr(args, "choice", "nccl"),
+        tuner=tuner_rules(args),
         model=args.model,
         protocol=args.protocol,
         faults=faults,
         **options,
     )
+
+
+def tuner_rules(args):
+    """The rules of ``--tuner-config`` (or ``$NCCL_TUNER_CONFIG_FILE``), () for none."""
+    path = getattr(args, "tuner_config", None) or os.environ.get("NCCL_TUNER_CONFIG_FILE")
+    if not path:
+        return ()
+    from ..collectives.nccl_tuner_file import read_rules
+
+    return tuple(read_rules(path))
 
 
 @contextlib.contextmanager

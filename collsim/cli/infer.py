@@ -3,8 +3,9 @@
 from ..errors import ConfigError
 from .common import Formatter
 from .exit_status import Meaning
+from .infer_run import machine_of, messages
 
-__all__ = ["register", "run", "LIMITS"]
+__all__ = ["register", "run", "LIMITS", "check_sizes"]
 
 EXIT_STATUS = Meaning(
     ok="the generated tokens equal one device's",
@@ -63,7 +64,9 @@ network to D GPUs that only decode (DistServe, Splitwise), and compares TTFT and
 
 --plan prints, without running, the weights and KV cache per GPU of --batch sequences of
 --prompt-len + --new-tokens positions at --dtype, whether they fit in --gpu-memory, the
-largest batch that does, and the roofline's prefill and decode step times (any size)."""
+largest batch that does, and the roofline's prefill and decode step times (any size): the
+plan `collsim plan --inference` prints, which also takes model presets (--model llama2-70b)
+with their key/value heads."""
 
 EPILOG = """\
 examples:
@@ -75,6 +78,7 @@ examples:
   prefill and decode pools vs colocated: collsim infer --requests 8 --disaggregate 1:3 --batch 2
   (docs/inference.md states a larger workload, with the link it needs and why)
   KV cache per GPU of a 7B shape:       collsim infer --plan --layers 32 --hidden 4096 --heads 32
+  (or of a preset:                      collsim plan --inference --model llama2-70b --tp 8)
 """
 
 
@@ -185,7 +189,7 @@ def register(subparsers):
     parser.set_defaults(func=run, _parser=parser)
 
 
-def _check_sizes(args, serving=False):
+def check_sizes(args, serving=False):
     from .flag_checks import check_int, check_seed
 
     for flag, limit in LIMITS.items():
@@ -253,14 +257,6 @@ CALL_SECONDS, MESSAGE_SECONDS = 2e-3, 50e-6
 EVERY_PEER_AT_ONCE = ("one_shot", "two_shot", "naive")
 
 
-def messages(args):
-    """All-reduce calls and messages of the run, at most (a ring's 2·tp(tp-1) a call)."""
-    calls = 2 * args.layers * args.new_tokens  # two a layer a step, over the stages
-    tp_sent = 2 * args.tp * (args.tp - 1) * args.cp  # in each CP rank's TP group
-    cp_sent = 2 * args.cp * (args.cp - 1) * args.tp  # the softmax's, in each CP group
-    return calls * (1 + (args.cp > 1)), calls * (tp_sent + cp_sent)
-
-
 def engine_seconds(args):
     """Wall seconds the engine takes for the run's messages, estimated."""
     calls, sent = messages(args)
@@ -279,32 +275,6 @@ def estimate_memory(args):
     return 8 * (weights + tables + caches)
 
 
-def _machine(args):
-    from .. import hardware
-    from .flag_checks import flag_value
-
-    if args.preset is None:
-        return None
-    return flag_value(hardware.preset, args.preset, "--preset")
-
-
-def _cluster(args, machine, world):
-    from .. import hardware, topology
-    from ..runtime import Cluster
-    from ..runtime.guards import default_max_ops
-    from .flag_checks import link_latency, link_rate
-
-    # the runaway guard, raised by what this run is known to make: each message is a
-    # send and a receive, each call and compute span a few operations more
-    calls, sent = messages(args)
-    ops = default_max_ops(world) + 2 * sent + 8 * calls * world
-    if machine is None:
-        link_rate(args.bandwidth, "--bandwidth"), link_latency(args.latency, "--latency")
-        return Cluster(topology.switch(world, args.bandwidth, args.latency), max_ops=ops)
-    nodes = -(-world // machine.gpus_per_node)
-    return Cluster(hardware.topology(machine, nodes), max_ops=ops)
-
-
 def run(args):
     """Run the decode and print the report (or JSON); 0 if the tokens match one device."""
     if args.crossovers:
@@ -315,42 +285,17 @@ def run(args):
     if args.plan:
         from .infer_plan import run_plan
 
-        return run_plan(args, _machine(args))
+        return run_plan(args, machine_of(args))
     if serving:
         from .infer_serve import check_serving, run_serving
 
         check_serving(args)
-        _check_sizes(args, serving=True)
-        return run_serving(args, _machine(args))
-    import numpy as np
+        check_sizes(args, serving=True)
+        return run_serving(args, machine_of(args))
+    check_sizes(args)
+    from .infer_run import decode_run
 
-    from ..collectives.registry import canonical_algorithm
-    from ..nn import Decoder, DecoderConfig
-    from ..parallel.inference import generate_on_cluster
-    from .flag_checks import flag_value
-
-    _check_sizes(args)
-    machine = _machine(args)
-    algorithm = None
-    if args.algorithm is not None:
-        algorithm = flag_value(
-            lambda name: canonical_algorithm("all_reduce", name), args.algorithm, "--algorithm"
-        )
-    length = args.prompt_len + args.new_tokens
-    config = DecoderConfig(
-        args.vocab, args.hidden, args.heads, args.layers, max_len=length, seed=args.seed
-    )
-    from .infer_serve import checked_split
-
-    split = checked_split(args, config, algorithm)
-    cluster = _cluster(args, machine, split.world_size)
-    from .infer_serve import roofline_of
-
-    roofline = roofline_of(args, machine, cluster.compute_rate)
-    model = Decoder.init(config)
-    prompt = np.random.default_rng(args.seed).integers(0, args.vocab, (args.batch, args.prompt_len))
-    expected = model.generate(prompt, args.new_tokens)
-    result = generate_on_cluster(model, prompt, args.new_tokens, split, cluster, roofline)
+    machine, split, prompt, expected, result, roofline = decode_run(args)
     from .infer_report import human_report, json_report, matches
 
     match = matches(expected, result, LOGIT_TOLERANCE)
@@ -364,7 +309,7 @@ def _print_crossovers(args):
 
     from ..collectives.small_messages import crossovers
 
-    machine = _machine(args)
+    machine = machine_of(args)
     names = [machine.name] if machine is not None else ["dgx-h100", "dgx-a100"]
     rows = [row for name in names for row in crossovers(name)]
     if args.json:

@@ -68,7 +68,7 @@ examples:
 def register(subparsers):
     p = subparsers.add_parser(
         "lesson",
-        help="the lessons: `collsim lesson init`, then `collsim lesson 1` (list: all 13)",
+        help="the lessons: `collsim lesson init`, then `collsim lesson 1` (list: all 15)",
         description=DESCRIPTION,
         formatter_class=Formatter,
     )

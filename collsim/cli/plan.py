@@ -35,7 +35,15 @@ Mixture of experts: the presets mixtral-8x7b, deepseek-v3, qwen3-30b-a3b and qwe
 etp (default tp), folded into the dp·cp·tp ranks of a stage as Megatron-Core's MoE parallel
 folding does; the rules: E divisible by ep, ep·etp dividing dp·cp·tp, sequence parallelism
 with ep and tp > 1, and a warning when ep·tp leaves a node's NVLink.  Memory counts each GPU's
-parameters as dense/(tp·pp) + routed experts/(ep·etp·pp)."""
+parameters as dense/(tp·pp) + routed experts/(ep·etp·pp).
+
+Serving (--inference): the same model and GPUs, planned for decoding instead: weights per
+GPU, the KV cache per GPU (2 · layers/pp · kv_heads/tp · head_dim · tokens/cp · bytes a
+sequence; grouped-query attention keeps kv_heads of the heads), whether --batch sequences
+of --prompt-len + --new-tokens tokens fit, the largest batch and context that do, and the
+roofline: a decode step reads every weight once, so it is memory-bound below B_crit =
+peak FLOP/s / HBM bytes/s · bytes / 2 tokens a step (295 on an H100 in bf16).  Exits 1
+when they do not fit, 2 for refused input.  (`collsim infer --plan` prints the same.)"""
 
 EPILOG = """\
 examples:
@@ -44,11 +52,13 @@ examples:
                  --seq 2048 --global-batch 1536 --micro-batch 1
   the same as data:           ... --json
   a preset model:             collsim plan --model llama2-7b --world-size 8 --global-batch 64
-  mixture of experts:         collsim plan --model mixtral-8x7b --world-size 16 --ep 8 \
+  mixture of experts:         collsim plan --model mixtral-8x7b --world-size 16 --ep 8 \\
                                 --global-batch 16 --zero 1 --recompute full
   every valid configuration:  collsim plan --search --world-size 64 --model llama2-7b \\
                                 --seq 4096 --global-batch 512
-  from a file (TOML/JSON; flags override it):  collsim plan --config job.toml --zero 1"""
+  from a file (TOML/JSON; flags override it):  collsim plan --config job.toml --zero 1
+  serving, KV cache per GPU:  collsim plan --inference --model llama2-70b --tp 8 \\
+                                --machine dgx-h100 --batch 16 --prompt-len 4000 --new-tokens 96"""
 
 # (flag, PlanConfig field, type, help); types stay strings where units are allowed
 _MODEL = [
@@ -281,6 +291,9 @@ def register(subparsers):
         metavar="N",
         help=f"nearest valid configurations an invalid one gets, 0 to {MAX_ROWS} (default 5)",
     )
+    from .infer_plan import add_inference_arguments
+
+    add_inference_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -308,7 +321,13 @@ def run(args):
     """Print the report (or the search table); 0 when valid, 1 when not."""
     args.top = _count("--top", args.top, 0)
     args.suggestions = _count("--suggestions", args.suggestions, 0)
+    if not args.inference:
+        _refuse_serving_flags(args)
     cfg = config_from_args(args)
+    if args.inference:
+        from .infer_plan import run_plan_inference
+
+        return run_plan_inference(args, cfg)
     if args.search:
         return _search(cfg, args)
     from ..plan import plan
@@ -316,6 +335,28 @@ def run(args):
     report = plan(cfg, suggestions=args.suggestions)
     print(report.to_json() if args.json else report)
     return 0 if report.valid else 1
+
+
+def _refuse_serving_flags(args):
+    """--batch, --prompt-len, --new-tokens, --hbm and --dtype describe serving only."""
+    from ..errors import ConfigError
+
+    given = [
+        f"{flag} {value}"
+        for flag, value, default in (
+            ("--batch", args.batch, 1),
+            ("--prompt-len", args.prompt_len, None),
+            ("--new-tokens", args.new_tokens, 0),
+            ("--hbm", args.hbm, "2TB/s"),
+            ("--dtype", args.dtype, "bf16"),
+        )
+        if value != default
+    ]
+    if given:
+        raise ConfigError(
+            f"{given[0]} plans serving: add --inference (or, for training, use "
+            "--global-batch / --micro-batch and --seq)"
+        )
 
 
 def _search(cfg, args):

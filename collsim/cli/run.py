@@ -36,7 +36,8 @@ EXIT_STATUS = Meaning(
 JSON_FIELDS = {
     "collective": "all_reduce, reduce_scatter, all_gather, broadcast, reduce or all_to_all",
     "algorithm": "the algorithm that ran (ring, tree, halving_doubling, naive, one_shot, "
-    "two_shot, direct, nccl_ring, double_tree, hierarchical, nvls; what auto chose)",
+    "two_shot, direct, pat, nccl_ring, double_tree, hierarchical, nvls, nvls_tree, "
+    "collnet_direct, collnet_chain; what auto chose)",
     "protocol": "NCCL's protocol the messages used (simple, ll128, ll; what auto chose), "
     "or null where none is modelled (generic topologies)",
     "topology": "the topology's name",
@@ -107,7 +108,9 @@ def register(subparsers):
         default=None,
         help="ring, tree, halving_doubling (hd), naive, direct; for all-reduce also "
         "one_shot and two_shot (vLLM's custom all-reduce for small messages: 1 step of "
-        "(K-1)·S, 2 steps of 2(K-1)/K·S), nccl_ring, double_tree, hierarchical, nvls; "
+        "(K-1)·S, 2 steps of 2(K-1)/K·S), nccl_ring, double_tree, hierarchical, nvls, "
+        "nvls_tree, and with --sharp collnet_direct and collnet_chain (the network's "
+        "switches sum across nodes); "
         "or auto (the least closed-form time, "
         "said in a '# NCCL INFO' line, as NCCL_DEBUG=INFO says it). Default: auto on a "
         "hardware preset; elsewhere the collective's first (ring; tree for broadcast/reduce; "

@@ -55,7 +55,8 @@ def register(subparsers):
         "-a",
         default=None,
         help="ring, tree, halving_doubling, naive, ...; for all-reduce also nccl_ring, "
-        "double_tree, hierarchical, nvls; auto (the default on a hardware preset)",
+        "double_tree, hierarchical, nvls, nvls_tree, collnet_direct, collnet_chain "
+        "(--sharp); auto (the default on a hardware preset)",
     )
     p.add_argument(
         "--count", type=int, default=None, help="elements per rank (default: 2 per chunk)"

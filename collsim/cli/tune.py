@@ -22,7 +22,8 @@ its table (latency us / algorithm bandwidth GB/s), with the reason for every pai
 would not run, and NCCL's choice at each size.  The latencies are NCCL's own numbers; the
 channels and their bandwidth, which NCCL measures on the machine, come from the preset.
 
---simulate also runs the pairs collsim can simulate (ring, tree, NVLS) on the virtual
+--simulate also runs the pairs collsim can simulate (ring, tree, NVLS, NVLS-Tree, PAT and,
+with --sharp, CollNet) on the virtual
 cluster and marks the fastest: where it differs from NCCL's choice, the reason is the
 model's fixed constants against the simulated links.
 
@@ -36,6 +37,7 @@ examples:
   collsim tune all-reduce --topology dgx-a100 --nodes 4 -b 8 -e 8G -f 16
   collsim tune all-gather --topology dgx-h100 --nodes 64 --gpus-per-node 1 --size 64KiB
   collsim tune all-reduce --topology dgx-h100 --nodes 2 --size 64MiB --simulate
+  collsim tune all-reduce --topology dgx-h100 --nodes 16 -b 1K -e 1G -f 32 --sharp
   NCCL_PROTO=^LL collsim tune all-reduce --topology dgx-a100 --size 4KiB
   collsim tune all-reduce --nodes 2 -b 8 -e 1M --tuner-config rules.csv
       # rules.csv:  allreduce,0,65535,ring,simple,-1,-1,-1
@@ -85,9 +87,13 @@ def register(subparsers):
         "$NCCL_TUNER_CONFIG_FILE, else none)",
     )
     p.add_argument(
+        "--sharp",
         "--collnet",
+        dest="collnet",
         action="store_true",
-        help="in-network reduction is on (NCCL_COLLNET_ENABLE=1 on an InfiniBand SHARP fabric)",
+        help="in-network reduction is on (NCCL_COLLNET_ENABLE=1 on an InfiniBand SHARP "
+        "fabric): CollNet Direct and Chain join the table (default: the machine's "
+        "inter.sharp, off on the presets)",
     )
     p.add_argument(
         "--map",
@@ -129,7 +135,7 @@ def run(args):
     algorithms, protocols = _filters(args, collective)
     sizes = _sizes(args)
     rules = _rules(args)
-    graph = graph_of(machine, args.nodes, per, args.collnet)
+    graph = graph_of(machine, args.nodes, per, args.collnet or machine.inter.sharp)
     table = tune_table(graph, collective, algorithms, protocols)
     for line in _header(machine, graph, collective) + _table_lines(table):
         print(line)
@@ -168,7 +174,7 @@ def _draw_map(args, machine, collective, limits):
     per = machine.gpus_per_node if args.gpus_per_node is None else args.gpus_per_node
     model_rows, simulated_rows = [], []
     for nodes in counts:
-        graph = graph_of(machine, nodes, per, args.collnet)
+        graph = graph_of(machine, nodes, per, args.collnet or machine.inter.sharp)
         labels = [
             predict(graph, collective, s, algorithms, protocols, rules)[1].entry.label
             for s in sizes
@@ -250,10 +256,9 @@ def _table_lines(table):
 
 
 def _rules(args):
-    from ..collectives.nccl_tuner_file import read_rules
+    from .common import tuner_rules
 
-    path = args.tuner_config or os.environ.get("NCCL_TUNER_CONFIG_FILE")
-    return read_rules(path) if path else ()
+    return tuner_rules(args)
 
 
 def _choices(graph, collective, sizes, limits, simulate):
@@ -298,8 +303,12 @@ def _simulator(machine, graph, collective):
             f"--simulate builds whole {machine.name} nodes: drop --gpus-per-node "
             f"or give {machine.gpus_per_node}"
         )
-    cluster = Cluster(hardware.topology(machine, graph.nodes))
-    runs = COUNTERPARTS[collective]
+    cluster = Cluster(hardware.topology(machine, graph.nodes, sharp=graph.collnet))
+    # NCCL's NVLS across nodes is NVLS with CollNet, which collsim does not run: its nvls
+    # runs inside one node
+    runs = {
+        n: ours for n, ours in COUNTERPARTS[collective].items() if n != "nvls" or graph.nodes == 1
+    }
     k = graph.ranks
 
     def fastest(nbytes, algorithms, protocols):

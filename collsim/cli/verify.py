@@ -45,7 +45,10 @@ schemes:
                 --routing generator; one forward and backward against the dense layer
   nd            Accelerate's N-D mesh --dp-replicate R × --dp-shard S × --cp C × --tp T
                 (× --pp P, --sp inside tp): ZeRO-3 over dp_shard × cp when S > 1, else plain
-                data parallel; Adam
+                data parallel; Adam.  With --ep E (and --etp X, default T) the blocks' MLPs
+                are MoEs folded over the stage's dp·cp·tp ranks as Megatron-Core folds them:
+                experts over ep, each expert's columns over etp, their gradients (and their
+                ZeRO-3 shards) over the expert-data-parallel dp·cp·tp/(E·X) ranks
 
 mixture of experts (moe): each rank routes its own tokens (top-k of softmax or sigmoid
 scores), sends each token to the ranks holding its experts (an all-to-all of the
@@ -96,7 +99,9 @@ examples:
                                         --dp-shard 2 --cp 2 --tp 1
   MoE, 8 experts on 4 ranks, top-2, capacity 1.25:   collsim verify moe --ep 4 --experts 8 \\
                                         --top-k 2 --capacity-factor 1.25
-  every token to one rank (the others get none):     collsim verify moe --routing adversarial"""
+  every token to one rank (the others get none):     collsim verify moe --routing adversarial
+  FSDP beside ep, experts' columns over etp 2:        collsim verify nd --dp-replicate 2 \
+                                        --dp-shard 4 --ep 2 --etp 2"""
 
 
 def register(subparsers):
@@ -198,7 +203,18 @@ def register(subparsers):
     )
     context.add_argument("--pp", help="nd: pipeline stages (default 1)")
     moe = parser.add_argument_group("moe: a mixture-of-experts layer, expert parallelism")
-    moe.add_argument("--ep", type=int, help="expert-parallel ranks (default 4)")
+    moe.add_argument(
+        "--ep",
+        type=int,
+        help="expert-parallel ranks (moe: default 4; nd: default 1, folded over dp·cp·tp)",
+    )
+    moe.add_argument(
+        "--etp",
+        type=int,
+        help="nd: expert tensor parallelism, each expert's MLP split by columns and rows over "
+        "etp ranks (default --tp, as Megatron-Core's --expert-tensor-parallel-size); "
+        "ep·etp must divide dp·cp·tp",
+    )
     moe.add_argument("--experts", type=int, help="experts, divisible by --ep (default 8)")
     moe.add_argument("--top-k", type=int, help="experts each token is sent to (default 2)")
     moe.add_argument(

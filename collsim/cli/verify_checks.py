@@ -50,6 +50,7 @@ FLAGS = {
     "ffn_hidden": "--ffn-hidden",
     "seed": "--seed",
     "ep": "--ep",
+    "etp": "--etp",
     "experts": "--experts",
     "top_k": "--top-k",
     "capacity_factor": "--capacity-factor",

@@ -10,7 +10,15 @@ the same, byte for byte, each run (:mod:`collsim.viz.output`).
 import argparse
 import textwrap
 
-from . import viz_collectives, viz_compare, viz_mesh, viz_strategies, viz_training  # noqa: F401
+from . import (  # noqa: F401
+    viz_collectives,
+    viz_compare,
+    viz_mesh,
+    viz_moe,
+    viz_serving,
+    viz_strategies,
+    viz_training,
+)
 from .paths import check_output_path
 from .viz_kinds import ANIMATED, FORMATS, KINDS
 from .viz_look import add_look_arguments, look_from_args

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime.group import Group
+from ..runtime.ops import CountOnly
 
 __all__ = [
     "RowMove",
@@ -163,29 +164,40 @@ def direct_all_to_allv(counts):
 def run_all_to_allv(rank, schedule, send, group=None, call="all_to_allv"):
     """Rank program part (``yield from``): send this rank's blocks of ``send`` (rows along
     the first axis) by ``schedule`` and return the receive buffer, sources in group order.
-    ``call`` names the exchange in each transfer's :class:`RaggedTransfer` record."""
+    ``call`` names the exchange in each transfer's :class:`RaggedTransfer` record.
+
+    ``send`` may be a :class:`~collsim.runtime.ops.CountOnly` of the bytes of *one row*:
+    each move then carries ``rows × row bytes`` and no data (a run too big to hold, such as
+    DeepEP's 4,096 tokens of 7,168 values on 16 ranks), and the result is None."""
     group = Group(range(rank.size)) if group is None else group
     g = group.index(rank.id)
-    send = np.asarray(send)
-    if schedule.ranks != group.size or len(send) != sum(schedule.counts[g]):
-        raise ConfigError(
-            f"rank {rank.id}: all-to-allv of {schedule.ranks} ranks sends "
-            f"{sum(schedule.counts[g])} rows from group rank {g}, got a buffer of "
-            f"{len(send)} rows on a group of {group.size}"
-        )
-    recv_at, send_at = schedule.recv_offsets(g), schedule.send_offsets(g)
-    out = np.empty((recv_at[-1],) + send.shape[1:], dtype=send.dtype)
-    out[recv_at[g] : recv_at[g + 1]] = send[send_at[g] : send_at[g + 1]]  # kept at home
+    sizes_only = isinstance(send, CountOnly)  # each move: rows × row bytes, no data
+    if sizes_only:
+        out = None
+    else:
+        send = np.asarray(send)
+        if schedule.ranks != group.size or len(send) != sum(schedule.counts[g]):
+            raise ConfigError(
+                f"rank {rank.id}: all-to-allv of {schedule.ranks} ranks sends "
+                f"{sum(schedule.counts[g])} rows from group rank {g}, got a buffer of "
+                f"{len(send)} rows on a group of {group.size}"
+            )
+        recv_at, send_at = schedule.recv_offsets(g), schedule.send_offsets(g)
+        out = np.empty((recv_at[-1],) + send.shape[1:], dtype=send.dtype)
+        out[recv_at[g] : recv_at[g + 1]] = send[send_at[g] : send_at[g + 1]]  # kept at home
     for number, step in enumerate(schedule.steps, start=1):
         posts = []
         for move in step:
             record = RaggedTransfer(call, number, move)
             if move.src == g:
-                rows = send[move.rows.start : move.rows.stop]
+                if sizes_only:
+                    rows = CountOnly(len(move.rows) * send.nbytes)
+                else:
+                    rows = send[move.rows.start : move.rows.stop]
                 label = f"{call} {move.src}->{move.dst}"
                 posts.append(rank.isend(group.ranks[move.dst], rows, record[:2], label, record))
             if move.dst == g:
-                into = out[move.to.start : move.to.stop]
+                into = None if sizes_only else out[move.to.start : move.to.stop]
                 posts.append(rank.irecv(group.ranks[move.src], record[:2], out=into))
         handles = []
         for post in posts:

@@ -9,16 +9,15 @@ Examples
 ('ring', None, 6)
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..runtime.group import Group
 from ..topology import path_alpha_beta
-from .auto import choose, fabric_of, placement_of
+from .auto import checked_placement, choose, fabric_of
 from .call_plan import call_protocol, default_algorithm, naming_the_algorithm
 from .formulas import closed_form
 from .hardware_forms import HARDWARE_ALGORITHMS, hardware_cost
-from .hierarchical import check_equal_nodes
-from .nvls import nvls_switch
+from .nccl_choice import call_launch
 from .registry import AUTO, canonical_algorithm, canonical_collective
 
 __all__ = ["AnalyticalPlan", "analytical_plan"]
@@ -58,14 +57,11 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         alpha, beta = path_alpha_beta(topology, group.ranks[0], group.ranks[1])
         cost = closed_form(name, algorithm, group.size, size, alpha, beta)
         return AnalyticalPlan(algorithm, None, cost)
-    layout, switch = placement_of(topology, group.ranks)
-    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
-        nvls_switch(topology, group.ranks)
-    if algorithm in ("double_tree", "hierarchical", "nvls_tree"):
-        check_equal_nodes(layout, algorithm)
+    layout, _ = checked_placement(topology, group.ranks, algorithm)
     # who chooses is the cluster's setting, but a plan runs nothing: no simulated choice
     who = "nccl" if getattr(cluster, "choice", None) == "nccl" else "closed_form"
-    choice = choose(topology, group.ranks, name, int(size), protocol, algorithm, who)
+    rules = getattr(cluster, "tuner", ())
+    choice = choose(topology, group.ranks, name, int(size), protocol, algorithm, who, rules)
     chosen, protocol = choice.algorithm, choice.protocol
     fabric = fabric_of(topology, group.ranks)
     if chosen in HARDWARE_ALGORITHMS.get(name, ()) and layout.gpus_per_node is not None:
@@ -75,4 +71,7 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         cost = closed_form(
             name, "ring" if chosen == "nccl_ring" else chosen, group.size, size, alpha, beta
         )
+    # once a call, as a run pays it; a call of 0 bytes returns at once, as NCCL's does
+    launch = call_launch(topology, name, chosen, protocol) if size else 0.0
+    cost = replace(cost, time_s=cost.time_s + launch) if launch else cost
     return AnalyticalPlan(chosen, protocol, cost, choice if algorithm == AUTO else None)

@@ -10,7 +10,9 @@ algorithms, :func:`~collsim.collectives.formulas.closed_form` with the slowest h
 β for the others) on the group's :class:`Fabric`: α and β of a GPU-to-GPU hop inside a
 node and of a same-rail hop between nodes, read from the topology.
 A protocol adds its latency for the hop's link class to α and multiplies β by its payload
-fraction.  NVLS runs with Simple only, as in NCCL.  Ties go to the earlier candidate
+fraction; on a machine a call of an algorithm NCCL runs also pays NCCL's base latency
+once (:func:`~collsim.collectives.nccl_choice.call_launch`), as its simulated run does.
+NVLS runs with Simple only, as in NCCL.  Ties go to the earlier candidate
 (algorithms in ``algorithms_for`` order, protocols Simple, LL128, LL), so the choice is
 deterministic.
 
@@ -36,9 +38,18 @@ from ..topology import path_alpha_beta, route
 from .choices import NCCL_NAMES, AutoChoice, Candidate
 from .formulas import closed_form
 from .hardware_forms import HARDWARE_ALGORITHMS, Fabric, hardware_cost
+from .nccl_choice import call_launch
 from .registry import algorithms_for
 
-__all__ = ["AutoChoice", "Candidate", "choose", "fabric_of", "placement_of", "NCCL_NAMES"]
+__all__ = [
+    "AutoChoice",
+    "Candidate",
+    "choose",
+    "fabric_of",
+    "placement_of",
+    "checked_placement",
+    "NCCL_NAMES",
+]
 
 
 PROTOCOL_ORDER = ("simple", "ll128", "ll")
@@ -87,6 +98,23 @@ def placement_of(graph, ranks):
     return layout, None
 
 
+def checked_placement(topology, ranks, algorithm):
+    """The group's :func:`~collsim.collectives.auto.placement_of`, after refusing an
+    ``algorithm`` the group cannot run, naming the rule it breaks."""
+    from .collnet import COLLNET, sharp_rails
+    from .hierarchical import check_equal_nodes
+    from .nvls import nvls_switch
+
+    layout, switch = placement_of(topology, ranks)
+    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
+        nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
+    if algorithm in ("double_tree", "hierarchical", "nvls_tree", *COLLNET):
+        check_equal_nodes(layout, algorithm)
+    if algorithm in COLLNET:  # the network's switches sum, not the NVSwitches
+        return layout, sharp_rails(topology, ranks, layout, algorithm)
+    return layout, switch
+
+
 def fabric_of(graph, ranks, placement=None):
     """The :class:`Fabric` of group ``ranks`` on ``graph``: the slowest way from its
     first node's first rank to the node's others for the intra-node hop (the CPU link on
@@ -130,18 +158,21 @@ def _time(collective, algorithm, layout, size, fabric, protocol):
     return closed_form(collective, algorithm, layout.ranks, size, alpha, beta).time_s
 
 
-def choose(graph, ranks, collective, size, protocol, algorithm="auto", choice="closed_form"):
+def choose(
+    graph, ranks, collective, size, protocol, algorithm="auto", choice="closed_form", rules=()
+):
     """The :class:`AutoChoice` for ``collective`` of S = ``size`` bytes on group ``ranks``
     of ``graph``.  ``protocol`` is the setting (``"auto"``, a Protocol, or None);
     ``algorithm`` a name to choose only the protocol for, or ``"auto"``.  ``choice`` says
     who predicts: ``"nccl"`` NCCL's cost model where it applies (a hardware preset, equal
     nodes), ``"closed_form"`` collsim's closed forms, ``"simulated"`` a run of each
-    candidate."""
+    candidate.  ``rules`` are a tuner file's (NCCL's example plugin), which override
+    NCCL's model where one matches."""
     placement = placement_of(graph, ranks)  # where the ranks sit: read once, used by both
     if choice == "nccl":
         from .nccl_choice import nccl_choice
 
-        found = nccl_choice(graph, placement, collective, size, protocol, algorithm)
+        found = nccl_choice(graph, placement, collective, size, protocol, algorithm, rules)
         if found is not None:
             return found
     ranked = _closed_form_choice(graph, ranks, placement, collective, size, protocol, algorithm)
@@ -171,19 +202,20 @@ def _closed_form_choice(graph, ranks, placement, collective, size, protocol, alg
     else:
         names = (algorithm,)
     found = []
+
+    def timed(name, proto):  # the closed form, and NCCL's base latency once a call
+        launch = call_launch(graph, collective, name, proto) if size else 0.0
+        return Candidate(name, proto, _time(collective, name, layout, size, fabric, proto) + launch)
+
     for name in names:
         for proto in _protocols(protocol):
             if name == "nvls" and proto is not None and proto.name != "simple":
                 continue  # NVLS runs with Simple only
-            found.append(
-                Candidate(name, proto, _time(collective, name, layout, size, fabric, proto))
-            )
+            found.append(timed(name, proto))
     if not found:  # nvls with a forced LL/LL128: run it with Simple, as NCCL would
         from ..hardware.protocols import PROTOCOLS
 
-        simple = PROTOCOLS["simple"]
-        time = _time(collective, algorithm, layout, size, fabric, simple)
-        found.append(Candidate(algorithm, simple, time))
+        found.append(timed(algorithm, PROTOCOLS["simple"]))
     ordered = tuple(sorted(found, key=lambda c: c.time_s))  # sorted() is stable: ties keep order
     best = ordered[0]
     return AutoChoice(collective, int(size), best.algorithm, best.protocol, best.time_s, ordered)

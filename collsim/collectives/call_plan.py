@@ -21,8 +21,6 @@ import numpy as np
 from ..errors import ConfigError
 from .checks import DTYPE_BYTES, check_count, check_dtype
 from .hardware_forms import HARDWARE_ALGORITHMS, best_pieces
-from .hierarchical import check_equal_nodes
-from .nvls import nvls_switch
 from .registry import AUTO, PIPELINED, build, canonical_algorithm
 
 __all__ = [
@@ -85,7 +83,7 @@ def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
         if len(plans) >= _KEEP_PLANS:
             plans.pop(next(iter(plans)))  # the oldest
         choice = getattr(cluster, "choice", "closed_form")
-        found = plans[key] = _plan(cluster.topology, *key, choice=choice)
+        found = plans[key] = _plan(cluster.topology, *key, choice=choice, rules=cluster.tuner)
     return found
 
 
@@ -93,24 +91,21 @@ def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
 _KEEP_PLANS = 256
 
 
-def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed_form"):
+def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed_form", rules=()):
     k = len(ranks)
     hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ())
     if not hardware and algorithm != AUTO and not isinstance(protocol, str):
         return shared_schedule(name, algorithm, k, root), None, protocol
     # something to tune: the topology's placement, NCCL's closed forms, the protocols
-    from .auto import choose, fabric_of, placement_of
+    from .auto import checked_placement, choose, fabric_of
 
-    layout, switch = placement_of(topology, ranks)
-    if algorithm == "nvls" and (switch is None or layout.n_nodes > 1):
-        nvls_switch(topology, ranks)  # raises, naming the rule the group breaks
-    if algorithm in ("double_tree", "hierarchical", "nvls_tree"):
-        check_equal_nodes(layout, algorithm)
-    choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice)
+    layout, switch = checked_placement(topology, ranks, algorithm)
+    choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice, rules)
     chosen, protocol = choice.algorithm, choice.protocol
     if chosen not in HARDWARE_ALGORITHMS.get(name, ()):
         schedule = shared_schedule(name, chosen, k, root)
     else:
+        switch = checked_placement(topology, ranks, chosen)[1]  # what sums for it (CollNet)
         pieces = None
         if (name, chosen) in PIPELINED:
             pieces = best_pieces(

@@ -53,6 +53,7 @@ class AutoChoice:
     # what predicted the times: "nccl" (NCCL's cost model, nccl_choice), "closed_form"
     # (collsim's closed forms on the topology's links) or "simulated" (each candidate run)
     source: str = "closed_form"
+    rule: object = None  # the tuner file's rule that decided (nccl_tuner_file.TunerRule)
 
     def info_line(self):
         """The choice as ``NCCL_DEBUG=INFO`` prints its tuner's, with the best time of every
@@ -65,6 +66,8 @@ class AutoChoice:
         others = ", ".join(f"{c.label} {units.format_time(c.time_s)}" for c in best.values())
         others = f" ({others})" if others else ""
         how = {"nccl": "by NCCL's model", "simulated": "simulated"}.get(self.source, "predicted")
+        if self.rule is not None:
+            how = f"by tuner rule {self.rule.where}, NCCL's model"
         return (
             f"# NCCL INFO {NCCL_NAMES[self.collective]} {units.format_size(self.size)}: "
             f"algorithm {self.algorithm}{proto}, {how} "

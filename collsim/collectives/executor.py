@@ -33,6 +33,7 @@ from ..runtime.group import Group
 from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
 from .context import context_of
+from .nccl_choice import opening
 from .records import CollectiveStep
 from .reference import reference
 from .schedule import chunk_bounds
@@ -228,7 +229,7 @@ def run_schedule(
     context = context_of(rank._execution)
     bounds = _chunk_bounds(context, n, schedule.n_chunks)
     ranks = group.ranks
-    tags = _step_tags(context, schedule, ranks, group.dim, seq, protocol)
+    tags = _step_tags(context, schedule, ranks, group.dim, seq, protocol, rank.cluster.topology)
     plan = _plan(context, schedule)
     if numeric:
         work = _prepare(schedule, data, n, me, bounds)
@@ -305,7 +306,7 @@ def _chunk_bounds(context, n, n_chunks):
     return bounds
 
 
-def _step_tags(context, schedule, ranks, dim, seq, protocol=None):
+def _step_tags(context, schedule, ranks, dim, seq, protocol=None, topology=None):
     """The message tag (a :class:`CollectiveStep`) of every step of collective call
     ``seq`` on group ``ranks``: one per step, shared by all ranks of the group (the trace
     keeps a tag per transfer, and two million equal tags would cost memory and time)."""
@@ -317,8 +318,9 @@ def _step_tags(context, schedule, ranks, dim, seq, protocol=None):
     # ranks that disagree on the collective at this position (reported when the last
     # one enters) may run schedules of different lengths until then
     collective, algorithm = schedule.collective, schedule.algorithm
+    first = protocol and opening(topology, collective, algorithm, protocol)  # + base latency
     tags.extend(
-        CollectiveStep(collective, algorithm, gid, seq, s, dim, protocol)
+        CollectiveStep(collective, algorithm, gid, seq, s, dim, first if s == 0 else protocol)
         for s in range(len(tags), schedule.n_steps)
     )
     return tags

@@ -25,7 +25,15 @@ __all__ = [
 # the all-reduce algorithms that read where the group's ranks sit (a NodeLayout), and
 # the forms below; kept apart from ALGORITHMS, which every generic topology offers
 HARDWARE_ALGORITHMS = {
-    "all_reduce": ("nccl_ring", "double_tree", "hierarchical", "nvls", "nvls_tree")
+    "all_reduce": (
+        "nccl_ring",
+        "double_tree",
+        "hierarchical",
+        "nvls",
+        "nvls_tree",
+        "collnet_direct",
+        "collnet_chain",
+    )
 }
 
 
@@ -128,7 +136,7 @@ def hardware_cost(algorithm, nodes, gpus_per_node, size, fabric, protocol=None, 
         return HardwareCost(2 * (g - 1) + 2 * (m - 1), intra + inter, k * intra, k * inter, time)
     if algorithm == "nvls_tree":
         return _nvls_tree_cost(m, g, s, fabric, protocol)
-    if algorithm in ("double_tree", "nvls"):
+    if algorithm in ("double_tree", "nvls", "collnet_direct", "collnet_chain"):
         p = best_pieces(algorithm, m, g, s, fabric, protocol) if pieces is None else pieces
         return _pipelined_cost(algorithm, m, g, s, fabric, protocol, p)
     # a generic algorithm on nodes: its own form, every hop as slow as the slowest
@@ -148,6 +156,8 @@ def _pipelined_cost(algorithm, m, g, s, fabric, protocol, p):
     if algorithm == "nvls":
         time = (p + 1) * (a_in + s / (p * b_in * fabric.reduce_efficiency))
         return HardwareCost(p + 1, s, k * s, 0.0, time)
+    if algorithm in ("collnet_direct", "collnet_chain"):
+        return _collnet_cost(algorithm, m, g, s, (a_in, b_in), (a_net, b_net), p)
     from .double_tree import double_tree_sizes
 
     tree = double_tree_sizes(m, g)
@@ -179,6 +189,31 @@ def best_pieces(algorithm, nodes, gpus_per_node, size, fabric, protocol=None):
         for p in counts
     ]
     return counts[times.index(min(times))]
+
+
+def _collnet_cost(algorithm, m, g, s, intra, inter, p):
+    """CollNet: the network switch of each rail used sums its part q (S/G a rail for
+    Direct, S on rail 0 for Chain) as NVLS does, in P + 1 steps,
+    2(α_net + (M-1)/M·q/(P·β_net)) + (P-1)(α_net + q/(P·β_net)), each rail
+    link carrying q up and q down; around it Direct's reduce-scatter and all-gather in
+    the node (a step each, (G-1)/G·S per GPU) or Chain's 2(G-1) chain steps of S.  SHARP
+    sums at the links' rate (no reduce efficiency)."""
+    (a_in, b_in), (a_net, b_net) = intra, inter
+    direct = algorithm == "collnet_direct"
+    q = s / g if direct else s
+    # the first step only reduces and the last only copies back: each link then carries
+    # the M-1 sub-pieces of the others, (M-1)/M of a piece; the P-1 between carry both
+    time = 2 * (a_net + (m - 1) / m * q / (p * b_net)) + (p - 1) * (a_net + q / (p * b_net))
+    inside = 0 if g == 1 else (2 if direct else 2 * (g - 1))
+    hop = (g - 1) / g * s if direct else s  # what a GPU sends in one step in the node
+    time += inside * (a_in + hop / b_in)
+    # the busiest sender: Direct's GPUs send in all three phases; Chain's head sends the
+    # network its sum and the chain its result, its other GPUs one way up and one down
+    sent = q + ((2 * hop if direct else hop) if g > 1 else 0.0)
+    # every hop inside a node is two NVLink/PCIe links; a rail's M GPUs send q up and get
+    # q down (the switch's legs): M·q per rail used, counted once a hop like the others
+    rails = g if direct else 1
+    return HardwareCost(inside + p + 1, sent, 2 * m * (g - 1) * s, m * rails * q, time)
 
 
 def _nvls_tree_cost(m, g, s, fabric, protocol):

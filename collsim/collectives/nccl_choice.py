@@ -3,8 +3,8 @@ protocol of a call on a hardware preset, among the ones collsim runs there.
 
 NCCL's names map onto collsim's schedules: ring is ``nccl_ring`` for all-reduce (the ring
 laid through the nodes) and ``ring`` for the others, tree is ``double_tree``, NVLS is
-``nvls``, NVLS-Tree ``nvls_tree`` and PAT ``pat``.  CollNet has no schedule yet, so it is
-left out of the choice, as if ``NCCL_ALGO`` left it out.
+``nvls``, NVLS-Tree ``nvls_tree``, PAT ``pat``, CollNet ``collnet_direct`` and
+``collnet_chain`` (all-reduce, where the machine's network reduces: ``sharp=True``).
 
 Examples
 --------
@@ -19,8 +19,9 @@ Examples
 from ..errors import ConfigError
 from .choices import AutoChoice, Candidate
 from .nccl_model import graph_of, predict
+from .nccl_tables import BASE_LATENCY_US
 
-__all__ = ["nccl_choice", "COUNTERPARTS"]
+__all__ = ["nccl_choice", "COUNTERPARTS", "base_latency", "call_launch", "opening"]
 
 # NCCL's algorithm -> collsim's schedule, per collective
 COUNTERPARTS = {
@@ -29,6 +30,8 @@ COUNTERPARTS = {
         "tree": "double_tree",
         "nvls": "nvls",
         "nvls_tree": "nvls_tree",
+        "collnet_direct": "collnet_direct",
+        "collnet_chain": "collnet_chain",
     },
     "all_gather": {"ring": "ring", "pat": "pat"},
     "reduce_scatter": {"ring": "ring", "pat": "pat"},
@@ -37,7 +40,45 @@ COUNTERPARTS = {
 }
 
 
-def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
+def base_latency(collective, algorithm, protocol):
+    """Seconds NCCL's cost model charges once per call of collsim's ``algorithm`` with
+    ``protocol`` (a Protocol): the base latency of its NCCL counterpart, 0 where NCCL has
+    none (NVLS, NVLS-Tree, CollNet; an algorithm NCCL does not run, such as
+    halving_doubling or the plain ring all-reduce).
+
+    >>> from collsim.hardware.protocols import PROTOCOLS
+    >>> [round(base_latency("all_reduce", a, PROTOCOLS["simple"]) * 1e6, 1)
+    ...  for a in ("nccl_ring", "double_tree", "nvls", "halving_doubling")]
+    [8.4, 8.4, 0.0, 0.0]
+    >>> round(base_latency("all_gather", "pat", PROTOCOLS["simple"]) * 1e6, 1)
+    8.0
+    """
+    if protocol is None:
+        return 0.0
+    for nccl, ours in COUNTERPARTS.get(collective, {}).items():
+        if ours == algorithm:
+            us = BASE_LATENCY_US[nccl].of(protocol.name)
+            return 0.0 if us is None else us * 1e-6
+    return 0.0
+
+
+def call_launch(graph, collective, algorithm, protocol):
+    """The :func:`base_latency` a call of ``algorithm`` on topology ``graph`` pays: on a
+    machine (a hardware preset or machine file) only, so a plain α-β topology keeps its
+    times even with a protocol."""
+    if protocol is None or graph.graph.get("machine") is None:
+        return 0.0
+    return base_latency(collective, algorithm, protocol)
+
+
+def opening(graph, collective, algorithm, protocol):
+    """``protocol`` as a call's first step carries it: with the :func:`call_launch`
+    base latency, which its messages pay once for the call."""
+    launch = call_launch(graph, collective, algorithm, protocol)
+    return protocol.with_launch(launch) if launch else protocol
+
+
+def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto", rules=()):
     """The :class:`~collsim.collectives.auto.AutoChoice` NCCL's model makes for this call,
     or None where the model does not apply (no machine, nodes of unequal size, a
     collective NCCL does not tune, or an algorithm it has no name for).
@@ -45,7 +86,9 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
     ``placement`` is the group's ``(NodeLayout, NvlsSwitch or None)``
     (:func:`~collsim.collectives.auto.placement_of`); ``protocol`` the setting: ``"auto"``
     weighs LL, LL128 and Simple, a Protocol only itself; ``algorithm`` a collsim name to
-    choose only the protocol for, or ``"auto"``."""
+    choose only the protocol for, or ``"auto"``; ``rules`` a tuner file's
+    (:mod:`.nccl_tuner_file`): the first that matches and names a pair collsim runs here
+    decides, as NCCL's example tuner plugin does."""
     from ..hardware.protocols import PROTOCOLS
 
     machine = graph.graph.get("machine")
@@ -60,14 +103,19 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
         runnable.pop("nvls", None)  # NVLS runs inside one node
     if switch is None or layout.n_nodes == 1:
         runnable.pop("nvls_tree", None)  # NVLS-Tree across nodes whose switches reduce
+    # CollNet where the network's switches reduce (SHARP), as NCCL_COLLNET_ENABLE=1
+    sharp = machine.inter.sharp and layout.n_nodes > 1
+    if not sharp:
+        runnable.pop("collnet_direct", None)
+        runnable.pop("collnet_chain", None)
     if algorithm != "auto":
         runnable = {n: ours for n, ours in runnable.items() if ours == algorithm}
         if not runnable:
             return None
     protocols = None if isinstance(protocol, str) else {protocol.name}
-    model = graph_of(machine, layout.n_nodes, layout.gpus_per_node)
+    model = graph_of(machine, layout.n_nodes, layout.gpus_per_node, collnet=sharp)
     try:
-        predictions, winner = predict(model, collective, int(size), set(runnable), protocols)
+        predictions, winner = predict(model, collective, int(size), set(runnable), protocols, rules)
     except ConfigError:  # NCCL would not run any of them here (LL128 off PCIe, say)
         return None
     candidates = tuple(
@@ -86,4 +134,5 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto"):
         winner.time_us * 1e-6,
         candidates,
         source="nccl",
+        rule=winner.rule,
     )

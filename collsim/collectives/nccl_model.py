@@ -297,7 +297,7 @@ def _latency(g, coll, algo, proto):
     if algo == "nvls_tree":
         return base + intra + 2 * _log2i(nodes) * inter
     # pat: a base, a logarithmic part across nodes and a linear part NCCL has yet to remove
-    return 8.0 + _log2i(nodes) * (inter / 3.5) + g.ranks * 2.8
+    return base + _log2i(nodes) * (inter / 3.5) + g.ranks * 2.8
 
 
 def _time_us(g, entry, nbytes):

@@ -55,7 +55,8 @@ def _simple_only(value):
     return PerProtocol(None, None, value)
 
 
-# the fixed cost of launching one operation, by algorithm (PAT's 8 us is in its formula)
+# the fixed cost of launching one operation, by algorithm (NCCL writes PAT's 8 us into
+# its latency formula; it is the same per-call term)
 BASE_LATENCY_US = {
     "tree": PerProtocol(6.8, 14.0, 8.4),
     "ring": PerProtocol(6.6, 14.0, 8.4),
@@ -63,7 +64,7 @@ BASE_LATENCY_US = {
     "collnet_chain": _simple_only(0.0),
     "nvls": _simple_only(0.0),
     "nvls_tree": _simple_only(0.0),
-    "pat": _simple_only(0.0),
+    "pat": _simple_only(8.0),
 }
 
 # the latency of one hop, by the class of link it crosses

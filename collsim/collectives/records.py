@@ -78,6 +78,8 @@ class CollectiveStep(NamedTuple):
             args["dim"] = self.dim
         if self.protocol is not None:
             args["protocol"] = self.protocol.name
+            if self.protocol.launch:  # the call's first step pays NCCL's base latency
+                args["nccl_base_latency_us"] = round(self.protocol.launch * 1e6, 6)
         return args
 
 

@@ -23,6 +23,7 @@ import difflib
 from ..errors import ConfigError
 from .all_to_all import direct_all_to_all
 from .checks import is_int, is_power_of_two
+from .collnet import COLLNET, COLLNET_BUILDERS
 from .double_tree import double_tree_all_reduce
 from .formulas import ALGORITHMS
 from .halving_doubling import (
@@ -99,8 +100,9 @@ HARDWARE_BUILDERS = {
     ("all_reduce", "nvls_tree"): lambda layout, switch, pieces: nvls_tree_all_reduce(
         layout, switch.names, switch.efficiency
     ),
+    **COLLNET_BUILDERS,
 }
-PIPELINED = frozenset({("all_reduce", "double_tree"), ("all_reduce", "nvls")})  # take pieces=
+PIPELINED = frozenset(("all_reduce", a) for a in ("double_tree", "nvls", *COLLNET))  # pieces=
 # pairs whose builder refuses K that is not a power of two (partners r XOR 2^i)
 POWER_OF_TWO_ONLY = frozenset(
     {("reduce_scatter", "halving_doubling"), ("all_gather", "halving_doubling")}
@@ -123,6 +125,7 @@ _ALGORITHM_ALIASES = {
     "2d": "hierarchical",
     "nvlink_sharp": "nvls",
     "sharp": "nvls",
+    **dict(collnet="collnet_direct", collnetdirect="collnet_direct", collnetchain="collnet_chain"),
     "oneshot": "one_shot",  # vLLM's and NCCL's spellings
     "twoshot": "two_shot",
 }
@@ -190,6 +193,7 @@ def algorithms_for(collective, k, layout=None, switch=None):
         "hierarchical": layout.gpus_per_node is not None,
         "nvls": switch is not None and layout.n_nodes == 1,
         "nvls_tree": switch is not None and layout.n_nodes > 1,
+        **dict.fromkeys(COLLNET, False),  # where SHARP is on, NCCL's model weighs them
     }
     return found + tuple(a for a in HARDWARE_ALGORITHMS.get(collective, ()) if runs[a])
 

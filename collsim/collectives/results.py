@@ -76,7 +76,7 @@ class StepView:
         if self.index < 0:
             head = "initial state"
         else:
-            times = [t[5] for t in self.transfers] + [t[6] for t in self.transfers]
+            times = [t.start for t in self.transfers] + [t.end for t in self.transfers]
             when = (
                 f", {units.format_time(min(times))} .. {units.format_time(max(times))}"
                 if times

@@ -25,7 +25,14 @@ from .cells import exercises, numbered_cells, prose
 from .translation import read_translation, translate_lesson
 from .working_copy import translation_path
 
-__all__ = ["course_lessons", "find_lessons", "lesson_exercises", "lesson_text", "summary"]
+__all__ = [
+    "course_lessons",
+    "course_example",
+    "find_lessons",
+    "lesson_exercises",
+    "lesson_text",
+    "summary",
+]
 
 LESSON_FILES = "[0-9][0-9]_*.py"  # 04_ring_allreduce.py; solutions/ and ja/ sit apart
 
@@ -36,6 +43,26 @@ def course_lessons():
     if packaged.is_dir():  # an installed (non-editable) collsim
         return Path(str(packaged))
     return Path(__file__).resolve().parents[2] / "lessons"  # a checkout: the one source
+
+
+def course_example(name):
+    """The path of ``name``, an example program a lesson runs unchanged (lesson 13 runs
+    ``mpi_heat_stencil.py``): package data of an installed collsim, else the checkout's
+    ``examples/``.
+
+    >>> course_example("mpi_heat_stencil.py").name
+    'mpi_heat_stencil.py'
+    """
+    packaged = importlib.resources.files(__package__).joinpath("examples", name)
+    if packaged.is_file():  # an installed (non-editable) collsim: setup.py copied it
+        return Path(str(packaged))
+    path = Path(__file__).resolve().parents[2] / "examples" / name
+    if not path.is_file():
+        raise ConfigError(
+            f"example {name!r}: this collsim does not ship it (no {path}); the lessons run "
+            "mpi_heat_stencil.py"
+        )
+    return path
 
 
 def find_lessons(folder, lang="en"):

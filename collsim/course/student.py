@@ -12,7 +12,7 @@ Examples
 >>> home = Path(tempfile.mkdtemp())
 >>> made = init_folder(home / "collsim-lessons")
 >>> len(made.written), made.kept
-(13, [])
+(15, [])
 >>> find_student_folder(cwd=home, environ={}) == home / "collsim-lessons"
 True
 >>> init_folder(home / "collsim-lessons").kept[0].name  # the student's work stays

@@ -60,10 +60,12 @@ class CollsimWork(dist.distributed_c10d.Work):
     """torch's ``Work`` for a collsim operation: ``wait()`` blocks the rank in simulated
     time until it is done."""
 
-    def __init__(self, works, group=None):
+    def __init__(self, works, group=None, result=()):
         super().__init__()
         self._works = works  # collsim.distributed's Works: one, or a coalesced call's
         self._group = group  # for _source_rank: a global rank -> this group's rank
+        self._result = list(result)  # the tensors it writes: its future's value, as gloo's
+        self._future = None
 
     def wait(self, timeout=None):
         for work in self._works:
@@ -81,9 +83,15 @@ class CollsimWork(dist.distributed_c10d.Work):
         return self._group.group.index(self._works[0]._source_rank())
 
     def get_future(self):
-        raise NotImplementedError(
-            "Work.get_future() is not supported by the collsim backend: call wait()"
-        )
+        """A completed ``torch.futures.Future`` of the output tensors (gloo's value: a
+        list), the same one every call.  It waits for the operation first, in simulated
+        time: torch waits on futures inside its C++ (DDP's reducer does), where a rank
+        cannot let simulated time go on, so a pending future would hang the run."""
+        if self._future is None:
+            self.wait()
+            self._future = torch.futures.Future()
+            self._future.set_result(self._result)
+        return self._future
 
 
 class CollsimProcessGroup(dist.ProcessGroup):
@@ -105,31 +113,38 @@ class CollsimProcessGroup(dist.ProcessGroup):
     def __repr__(self):
         return f"CollsimProcessGroup(rank={self.rank()}, ranks={list(self._group.ranks)})"
 
-    def _done(self, *works):
-        return CollsimWork(works, self._group)
+    def _get_backend(self, device):
+        """The group is its own backend on every device: torch keeps no backend for a
+        Python ProcessGroup, and torch 2.14's ``batch_isend_irecv`` asks for one."""
+        return self
+
+    def _done(self, *works, result=()):
+        return CollsimWork(works, self._group, result)
 
     # -- collectives ----------------------------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
         (t,) = _arrays(tensors, "all_reduce")
-        return self._done(collectives.all_reduce(t, op=_op(opts), group=self._group, async_op=True))
+        work = collectives.all_reduce(t, op=_op(opts), group=self._group, async_op=True)
+        return self._done(work, result=tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         ts = _arrays(tensors, "all_reduce_coalesced")
         return self._done(
-            collectives.all_reduce_coalesced(ts, op=_op(opts), group=self._group, async_op=True)
+            collectives.all_reduce_coalesced(ts, op=_op(opts), group=self._group, async_op=True),
+            result=tensors,
         )
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         outs = _arrays(output_tensors[0], "all_gather")
         (t,) = _arrays(input_tensors, "all_gather")
-        return self._done(collectives.all_gather(outs, t, group=self._group, async_op=True))
+        work = collectives.all_gather(outs, t, group=self._group, async_op=True)
+        return self._done(work, result=output_tensors[0])
 
     def all_gather_single(self, output, input, opts=None):
         out, inp = as_array(output, "all_gather_into_tensor"), as_array(input, "all_gather")
-        return self._done(
-            collectives.all_gather_into_tensor(out, inp, group=self._group, async_op=True)
-        )
+        work = collectives.all_gather_into_tensor(out, inp, group=self._group, async_op=True)
+        return self._done(work, result=output.chunk(self.size()))  # gloo's: one per rank
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         """What ``all_gather_into_tensor`` calls inside ``_coalescing_manager`` become:
@@ -141,7 +156,8 @@ class CollsimProcessGroup(dist.ProcessGroup):
                     as_array(out, call), as_array(inp, call), group=self._group, async_op=True
                 )
                 for out, inp in zip(outputs, inputs, strict=True)
-            )
+            ),
+            result=outputs,
         )
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
@@ -157,14 +173,16 @@ class CollsimProcessGroup(dist.ProcessGroup):
                     async_op=True,
                 )
                 for out, inp in zip(outputs, inputs, strict=True)
-            )
+            ),
+            result=outputs,
         )
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         (out,) = _arrays(output_tensors, "reduce_scatter")
         ins = _arrays(input_tensors[0], "reduce_scatter")
         return self._done(
-            collectives.reduce_scatter(out, ins, op=_op(opts), group=self._group, async_op=True)
+            collectives.reduce_scatter(out, ins, op=_op(opts), group=self._group, async_op=True),
+            result=output_tensors,
         )
 
     def reduce_scatter_single(self, output, input, opts=None):
@@ -173,13 +191,15 @@ class CollsimProcessGroup(dist.ProcessGroup):
         return self._done(
             collectives.reduce_scatter_tensor(
                 out, inp, op=_op(opts), group=self._group, async_op=True
-            )
+            ),
+            result=[output],
         )
 
     def broadcast(self, tensors, opts=None):
         (t,) = _arrays(tensors, "broadcast")
         return self._done(
-            collectives.broadcast(t, group_src=opts.rootRank, group=self._group, async_op=True)
+            collectives.broadcast(t, group_src=opts.rootRank, group=self._group, async_op=True),
+            result=tensors,
         )
 
     def reduce(self, tensors, opts=None):
@@ -187,7 +207,8 @@ class CollsimProcessGroup(dist.ProcessGroup):
         return self._done(
             collectives.reduce(
                 t, group_dst=opts.rootRank, op=_op(opts), group=self._group, async_op=True
-            )
+            ),
+            result=tensors,
         )
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
@@ -200,25 +221,29 @@ class CollsimProcessGroup(dist.ProcessGroup):
                 list(input_split_sizes) or None,
                 group=self._group,
                 async_op=True,
-            )
+            ),
+            result=[output],
         )
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         outs, ins = _arrays(output_tensors, "all_to_all"), _arrays(input_tensors, "all_to_all")
-        return self._done(exchange.all_to_all(outs, ins, group=self._group, async_op=True))
+        work = exchange.all_to_all(outs, ins, group=self._group, async_op=True)
+        return self._done(work, result=output_tensors)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         (t,) = _arrays(input_tensors, "gather")
         outs = _arrays(output_tensors[0], "gather") if output_tensors else None
         return self._done(
-            exchange.gather(t, outs, group_dst=opts.rootRank, group=self._group, async_op=True)
+            exchange.gather(t, outs, group_dst=opts.rootRank, group=self._group, async_op=True),
+            result=output_tensors[0] if output_tensors else (),
         )
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         (t,) = _arrays(output_tensors, "scatter")
         ins = _arrays(input_tensors[0], "scatter") if input_tensors else None
         return self._done(
-            exchange.scatter(t, ins, group_src=opts.rootRank, group=self._group, async_op=True)
+            exchange.scatter(t, ins, group_src=opts.rootRank, group=self._group, async_op=True),
+            result=output_tensors,
         )
 
     def barrier(self, opts=None):
@@ -228,15 +253,16 @@ class CollsimProcessGroup(dist.ProcessGroup):
 
     def send(self, tensors, dst, tag):
         (t,) = _arrays(tensors, "send")
-        return self._done(p2p.isend(t, group_dst=dst, group=self._group, tag=tag))
+        return self._done(p2p.isend(t, group_dst=dst, group=self._group, tag=tag), result=tensors)
 
     def recv(self, tensors, src, tag):
         (t,) = _arrays(tensors, "recv")
-        return self._done(p2p.irecv(t, group_src=src, group=self._group, tag=tag))
+        work = p2p.irecv(t, group_src=src, group=self._group, tag=tag)
+        return self._done(work, result=tensors)
 
     def recv_anysource(self, tensors, tag):
         (t,) = _arrays(tensors, "recv")
-        return self._done(p2p.irecv(t, group=self._group, tag=tag))
+        return self._done(p2p.irecv(t, group=self._group, tag=tag), result=tensors)
 
     # -- what the backend does not run ----------------------------------------------------
 

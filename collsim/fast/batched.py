@@ -46,6 +46,7 @@ import numpy as np
 
 from ..collectives import executor  # step_labels read through the module: one wording
 from ..collectives.executor import DTYPE_BYTES, REDUCE_OPS
+from ..collectives.nccl_choice import opening as nccl_opening
 from ..collectives.records import CollectiveStep
 from ..collectives.schedule import chunk_bounds
 from ..network.trace import Trace
@@ -54,6 +55,7 @@ from .blocks import TransferBlock
 from .columns import schedule_columns
 from .moves import step_moves
 from .numerics import move_data
+from .packed import PackedTransfers
 from .routing import Routing
 
 __all__ = ["run_batched", "Unbatched"]
@@ -94,9 +96,13 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
             "so its result depends on the order deliveries arrive in"
         )
     collecting = gc.isenabled()
-    gc.disable()  # as Cluster.run: millions of acyclic arrays and records
+    gc.disable()  # as engine_run: millions of acyclic arrays and records
     try:
         timing = _Timing(cluster, np.asarray(group.ranks, dtype=np.int64), protocol)
+        opening = protocol and nccl_opening(
+            cluster.topology, schedule.collective, schedule.algorithm, protocol
+        )
+        opening = None if opening is protocol else opening  # step 1's, where it pays a launch
         sizes = (last - first) * itemsize  # bytes of each chunk
         equal = int(sizes[0]) if len(sizes) and sizes.min() == sizes.max() else None
         steps = []
@@ -105,7 +111,7 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
                 nbytes = equal if equal is not None else _compact(sizes[step.lo])
             else:
                 nbytes = _compact((last[step.hi - 1] - first[step.lo]) * itemsize)
-            timed = timing.step(step, nbytes)
+            timed = timing.step(step, nbytes, None if steps else opening)
             if timed is None:  # contention: max-min sharing decides these times
                 return Unbatched(
                     f"flows of step {len(steps) + 1} would share a link, which "
@@ -119,7 +125,7 @@ def run_batched(cluster, schedule, group, buffers, count, dtype, op, protocol):
             work = timing.routing.work(schedule.ranks, n, buffers[0].dtype)
             outputs = move_data(schedule, columns, buffers, work, bounds, REDUCE_OPS[op], op)
             del work  # the answers hold it (views), or the next call may have it
-        trace = _record(schedule, group, columns, steps, timing, protocol)
+        trace = _record(schedule, group, columns, steps, timing, protocol, opening)
     finally:
         if collecting:
             gc.enable()
@@ -179,11 +185,14 @@ class _Timing:
             self.free_at = np.concatenate([self.free_at, np.zeros(n - len(self.free_at))])
         return self.free_at
 
-    def step(self, step, nbytes):
-        """``(start, end, layout)`` of one step's transfers, or None under contention."""
+    def step(self, step, nbytes, protocol=None):
+        """``(start, end, layout)`` of one step's transfers, or None under contention;
+        ``protocol`` carries them instead of the run's (the first step's, with the
+        call's base latency)."""
         layout = self.routing.layout(self.cluster, step)
+        alpha = layout.alpha if protocol is None else layout.alpha_with(protocol)
         if isinstance(nbytes, int) or _constant(nbytes):
-            if self.level is not None and layout.alpha0 is not None:
+            if self.level is not None and layout.alpha0 is not None and protocol is None:
                 return self._uniform_step(
                     step, int(nbytes) if isinstance(nbytes, int) else int(nbytes[0]), layout
                 )
@@ -195,7 +204,7 @@ class _Timing:
             self._free_at()[:] = self.level  # no flow so far ends after it
             self.level = None
         start = np.maximum(ready[step.src], ready[step.dst])
-        begin = start + layout.alpha
+        begin = start + alpha
         wire = nbytes.astype(np.float64)
         if self.protocol is not None:
             wire = wire / (self.protocol.efficiency * 1.0)
@@ -265,21 +274,23 @@ def _compact(values):
     return values
 
 
-def _record(schedule, group, columns, steps, timing, protocol):
+def _record(schedule, group, columns, steps, timing, protocol, opening=None):
     """The run's trace: one block of columns per step, with the tags the per-transfer
-    path gives (group id 0 and call 0: the run's first and only collective)."""
-    trace = Trace()
+    path gives (group id 0 and call 0: the run's first and only collective; the first
+    step's protocol ``opening`` where the call pays a base latency)."""
+    store = PackedTransfers()
     routes, ranks = tuple(timing.routes), timing.ranks
     identity = bool(np.array_equal(ranks, np.arange(len(ranks))))
     for s, (step, (nbytes, start, end, layout)) in enumerate(zip(columns, steps)):
-        tag = CollectiveStep(schedule.collective, schedule.algorithm, 0, 0, s, group.dim, protocol)
+        carried = opening if s == 0 and opening is not None else protocol
+        tag = CollectiveStep(schedule.collective, schedule.algorithm, 0, 0, s, group.dim, carried)
         src, dst = (step.src, step.dst) if identity else (ranks[step.src], ranks[step.dst])
         moves = partial(_moves, schedule, s)
         labels = partial(_labels, schedule, s)
-        trace.add_block(
+        store.add_block(
             TransferBlock(src, dst, nbytes, start, end, layout.route, routes, tag, labels, moves)
         )
-    return trace
+    return Trace(store)
 
 
 def _moves(schedule, s):

@@ -1,18 +1,16 @@
 """A fast-path step's transfers in the trace, as columns: a few numbers a transfer.
 
-The fast path (:mod:`collsim.fast.batched`) records a whole step at once; the trace keeps
-it as one :class:`TransferBlock` and builds its :class:`~collsim.network.trace.Transfer`
-records only when someone reads them, so a run of 33 million transfers keeps 8 bytes a
-step where the steps are uniform.  The trace reads a block through ``len``,
-``records()``, ``span()``, ``bytes_sent()`` and ``count_into(...)``, and knows nothing
-else of it.
+The fast path (:mod:`collsim.fast.batched`) records a whole step at once; its trace store
+(:class:`~collsim.fast.packed.PackedTransfers`) keeps it as one :class:`TransferBlock` and
+builds its :class:`~collsim.network.trace.Transfer` records only when someone reads them, so
+a run of 33 million transfers keeps 8 bytes a step where the steps are uniform.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TransferBlock"]
+__all__ = ["TransferBlock", "block_stats"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,13 +22,11 @@ class TransferBlock:
     only when someone reads the rows as records, so a run of millions of transfers keeps
     a few numbers per transfer and no strings or objects.
 
-    >>> from collsim.network.trace import Trace
+    >>> from collsim.network.trace import Transfer
     >>> block = TransferBlock(np.array([0, 1]), np.array([1, 0]), np.array([8, 8]),
     ...                       np.zeros(2), np.array([1e-6, 2e-6]), np.array([0, 1]),
     ...                       (((0, 1),), ((1, 0),)), "step", lambda: ["a", "b"])
-    >>> trace = Trace()
-    >>> trace.add_block(block)
-    >>> [(t.src, t.dst, t.links, t.label) for t in trace.transfers]
+    >>> [(t.src, t.dst, t.links, t.label) for t in map(Transfer._make, block.records())]
     [(0, 1, ((0, 1),), 'a'), (1, 0, ((1, 0),), 'b')]
     """
 
@@ -62,11 +58,6 @@ class TransferBlock:
         """``(first start, last end)`` of the rows, in seconds."""
         return float(np.min(self.start)), float(np.max(self.end))
 
-    @staticmethod
-    def count_into(blocks, n_ranks, sent, received, messages, link_bytes):
-        """Add the transfers of ``blocks`` to a trace's counts (see ``Trace.stats``)."""
-        _block_stats(blocks, n_ranks, sent, received, messages, link_bytes)
-
     def records(self):
         """The rows as plain tuples, in row order."""
         metas = self.metas() if self.metas is not None else [None] * len(self)
@@ -86,11 +77,14 @@ class TransferBlock:
         ]
 
 
-def _block_stats(blocks, n_ranks, sent, received, messages, link_bytes):
-    """Add the blocks' transfers to the per-rank and per-link counts, exactly (int64):
-    every row of a block travels its own path from its sender to its receiver.  Blocks
-    are counted together, a million rows at a time, in a few numpy calls."""
-    totals = [np.zeros(n_ranks, dtype=np.int64) for _ in range(3)]
+def block_stats(blocks, stats):
+    """Add the blocks' transfers to ``stats`` (a :class:`~collsim.network.trace.Stats`:
+    per-rank and per-link counts), exactly (int64): every row of a block travels its own
+    path from its sender to its receiver.  Blocks are counted together, a million rows at
+    a time, in a few numpy calls."""
+    sent, received, messages = stats.bytes_sent, stats.bytes_received, stats.messages_sent
+    link_bytes = stats.link_bytes
+    totals = [np.zeros(len(sent), dtype=np.int64) for _ in range(3)]
     by_routes = {}  # id(routes) -> (routes, bytes per route, used): steps share routes
     batch, rows = [], 0
     for b in blocks:

@@ -88,14 +88,15 @@ class Routing:
         """``(id, α, β, link ids)`` of the route between ranks ``src``, ``dst`` of ``cluster``."""
         found = self.route_ids.get((src, dst))
         if found is None:
-            links, alpha, beta = cluster.route(src, dst)
+            links, raw, beta = cluster.route(src, dst)
+            edges = cluster.topology.edges
+            slowest = slowest_class([edges[link].get("link_class") for link in links])
+            alpha = raw
             if self.protocol is not None:  # its latency on the path's slowest link class
-                edges = cluster.topology.edges
-                alpha = alpha + self.protocol.latency_for(
-                    slowest_class([edges[link].get("link_class") for link in links])
-                )
+                alpha = raw + self.protocol.latency_for(slowest)
             ids = [self.links.setdefault(link, len(self.links)) for link in links]
-            found = self.route_ids[(src, dst)] = (len(self.routes), alpha, beta, ids)
+            found = (len(self.routes), alpha, beta, ids, raw, slowest)
+            self.route_ids[(src, dst)] = found
             self.routes.append(links)
         return found
 
@@ -110,6 +111,8 @@ class Layout:
             routing.route(cluster, s, d)
             for s, d in zip(ranks[step.src].tolist(), ranks[step.dst].tolist())
         ]
+        # the links' own α and slowest class of each route, for another protocol's α
+        self.bare = [(f[4], f[5]) for f in found]
         self.route = np.array([f[0] for f in found], dtype=np.int64)
         self.alpha = np.array([f[1] for f in found], dtype=np.float64)
         self.beta = np.array([f[2] for f in found], dtype=np.float64)
@@ -126,6 +129,12 @@ class Layout:
         # the step's ranks are all the group's, each once: readiness stays one instant
         k = len(ranks)
         self.covers = self.unique_ends and len(np.union1d(step.src, step.dst)) == k
+
+    def alpha_with(self, protocol):
+        """α of every move carried by ``protocol`` instead of the routing's: a call's
+        first step, whose protocol also charges NCCL's base latency (the same sum the
+        per-transfer path makes: the route's α plus the protocol's latency)."""
+        return np.array([raw + protocol.latency_for(c) for raw, c in self.bare], dtype=np.float64)
 
 
 def _distinct(values):

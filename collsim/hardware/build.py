@@ -20,6 +20,8 @@ Examples
 ('net', 24.0)
 """
 
+from dataclasses import replace
+
 import networkx as nx
 
 from ..errors import ConfigError
@@ -31,10 +33,22 @@ __all__ = ["topology", "MAX_NODES"]
 MAX_NODES = 512  # 4,096 GPUs of 8: past it, use the closed form
 
 
-def topology(machine, nodes=1):
-    """The topology of ``nodes`` machines (a :class:`Machine` or a preset name)."""
+def topology(machine, nodes=1, sharp=None):
+    """The topology of ``nodes`` machines (a :class:`Machine` or a preset name).
+
+    ``sharp=True`` turns on in-network reduction in the network's switches (InfiniBand
+    SHARP, what NCCL's CollNet runs on); None keeps the machine's ``inter.sharp``.
+
+    >>> g = topology("dgx-h100", nodes=2, sharp=True)
+    >>> g.graph["name"], g.nodes["rail0"]["reduces"], g.nodes["nvswitch0"]["reduces"]
+    ('dgx-h100x2+sharp', True, True)
+    """
     if not isinstance(machine, Machine):
         machine = preset(machine)
+    if sharp is not None:
+        if not isinstance(sharp, bool):
+            raise ConfigError(f"sharp={sharp!r}: give True (SHARP on), False or None")
+        machine = replace(machine, inter=replace(machine.inter, sharp=sharp))
     if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
         raise ConfigError(f"nodes {nodes!r}: give a whole number of nodes in 1..{MAX_NODES}")
     if nodes > 1 and machine.inter.nics == 0:
@@ -43,6 +57,7 @@ def topology(machine, nodes=1):
             "cannot reach each other; nearest valid: nodes 1"
         )
     name = machine.name if nodes == 1 else f"{machine.name}x{nodes}"
+    name += "+sharp" if machine.inter.sharp else ""
     g = nx.DiGraph(
         name=name,
         routing="shortest",
@@ -130,15 +145,16 @@ def _nic_host(machine, n, j):
 
 def _network(g, machine, nodes):
     net = machine.inter
+    # with SHARP every network switch can sum what crosses it (collectives/collnet.py)
     if net.fabric == "switch":
-        g.add_node("fabric", kind="switch", role="fabric")
+        g.add_node("fabric", kind="switch", role="fabric", reduces=net.sharp)
     else:
-        g.add_node("spine", kind="switch", role="spine")
+        g.add_node("spine", kind="switch", role="spine", reduces=net.sharp)
     for j in range(net.nics):
         leaf = "fabric"
         if net.fabric == "rail":
             leaf = f"rail{j}"
-            g.add_node(leaf, kind="switch", role="rail", rail=j)
+            g.add_node(leaf, kind="switch", role="rail", rail=j, reduces=net.sharp)
             # a non-blocking spine: each leaf's uplink carries every node's NIC at once
             _link(g, leaf, "spine", net.nic_rate * nodes, net.efficiency, net.latency, "net")
         for n in range(nodes):

@@ -72,6 +72,9 @@ class InterNode:
     efficiency: float = 1.0
     latency: float = 0.0  # s per link (NIC to leaf, leaf to spine)
     fabric: str = "rail"
+    # the network switches reduce (InfiniBand SHARP, NCCL's CollNet): off by default, as
+    # NCCL_COLLNET_ENABLE is, since it needs SHARP switches and NCCL's SHARP plugin
+    sharp: bool = False
 
     @property
     def effective_rate(self):
@@ -126,7 +129,7 @@ class Machine:
             lines.append(
                 f"  network: {n.nics} NICs x {n.nic_rate * 8 / 1e9:g} Gbit/s "
                 f"({n.effective_rate / 1e9:.1f} GB/s effective each), "
-                f"{n.fabric} fabric"
+                f"{n.fabric} fabric" + (", in-network reduction (SHARP)" if n.sharp else "")
             )
         return "\n".join(lines)
 
@@ -168,6 +171,10 @@ def _check(machine):
                 f"{who}: inter.fabric {n.fabric!r}: choose one of {', '.join(FABRICS)}"
             )
     _nonnegative(n.latency, f"{who}: inter.latency")
+    if not isinstance(n.sharp, bool):
+        raise ConfigError(f"{who}: inter.sharp must be true or false, got {n.sharp!r}")
+    if n.sharp and not n.nics:
+        raise ConfigError(f"{who}: inter.sharp: a machine without NICs has no network to reduce in")
     if machine.compute_capability not in COMPUTE_CAPABILITIES:
         raise ConfigError(
             f"{who}: compute_capability {machine.compute_capability!r}: choose one of "

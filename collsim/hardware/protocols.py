@@ -26,7 +26,7 @@ Examples
 """
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
 
@@ -54,13 +54,28 @@ class Protocol:
     name: str
     efficiency: float  # payload bytes per byte on the wire
     hop_latency: tuple  # ((link class, seconds), ...)
+    # NCCL's base latency of the call (its cost model's per-call term, seconds): carried
+    # by the first step's messages only (with_launch), so a call pays it once
+    launch: float = 0.0
 
     def latency_for(self, link_class):
-        """Seconds this protocol adds to a message whose slowest link is ``link_class``."""
+        """Seconds this protocol adds to a message whose slowest link is ``link_class``
+        (with the call's base latency, on a first step's messages)."""
         for name, seconds in self.hop_latency:
             if name == link_class:
-                return seconds
-        return 0.0
+                return seconds + self.launch
+        return self.launch
+
+    def with_launch(self, seconds):
+        """This protocol for a call's first step: its messages also pay ``seconds``, the
+        base latency NCCL's cost model charges once per call.
+
+        >>> simple = PROTOCOLS["simple"]
+        >>> first = simple.with_launch(8.4e-6)
+        >>> str(first), round(first.latency_for("nvlink") * 1e6, 1), first == simple
+        ('simple', 11.8, False)
+        """
+        return replace(self, launch=float(seconds))
 
     def on_hop(self, alpha, beta, link_class):
         """``(α, β)`` of a hop once this protocol carries it: its latency for the hop's

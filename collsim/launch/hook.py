@@ -1,5 +1,6 @@
 """The scoped import hook: within a run, ``mpi4py`` and ``mpi4py.MPI`` are collsim's."""
 
+import dataclasses
 import os
 import sys
 import types
@@ -11,7 +12,7 @@ def _mpi4py_package():
     """A stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi`,
     ``mpi4py.util.dtlib`` is :mod:`collsim.mpi.dtlib`."""
     from .. import mpi
-    from ..mpi import dtlib
+    from ..mpi import dtlib, lifecycle
 
     package = types.ModuleType("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
     package.MPI = mpi
@@ -20,17 +21,11 @@ def _mpi4py_package():
     package.__file__ = mpi.__file__
     package.__path__ = [os.path.dirname(mpi.__file__)]
     package.__version__ = "collsim"
-    # mpi4py.rc: the options scripts set before `from mpi4py import MPI`; read by nobody
-    package.rc = types.SimpleNamespace(
-        initialize=True,
-        finalize=True,
-        thread_level="multiple",
-        threads=True,
-        fast_reduce=True,
-        recv_mprobe=True,
-        irecv_bufsz=32768,
-        errors="exception",
-    )
+    # mpi4py.rc: the options a script sets before `from mpi4py import MPI`, with mpi4py's
+    # defaults; the run's MPI reads initialize and errors (collsim.mpi.lifecycle)
+    package.rc = types.ModuleType("mpi4py.rc", "mpi4py's runtime options (collsim's)")
+    for option, default in dataclasses.asdict(lifecycle.Options()).items():
+        setattr(package.rc, option, default)
     package.get_config = dict
     util = types.ModuleType("mpi4py.util", "collsim's stand-in: only mpi4py.util.dtlib")
     util.__path__, util.dtlib = [], dtlib
@@ -57,12 +52,20 @@ class mpi4py_as_collsim:  # a context manager, named like the function it acts a
         package = _mpi4py_package()
         sys.modules["mpi4py"] = package
         sys.modules["mpi4py.MPI"] = package.MPI
+        sys.modules["mpi4py.rc"] = package.rc
         sys.modules["mpi4py.util"] = package.util
         sys.modules["mpi4py.util.dtlib"] = package.util.dtlib
         sys.meta_path.insert(0, _OnlyMPI)
+        from ..mpi.settings import configure
+
+        # the run's MPI reads the options the program sets in mpi4py.rc
+        self._settings = configure(options=package.rc)
         return package
 
     def __exit__(self, *exc):
+        from ..mpi.settings import configure
+
+        configure(options=self._settings.options)
         if _OnlyMPI in sys.meta_path:
             sys.meta_path.remove(_OnlyMPI)
         for key in [k for k in sys.modules if _is_mpi4py(k)]:

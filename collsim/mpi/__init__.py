@@ -27,7 +27,8 @@ point-to-point and the block collectives (``Bcast``, ``Reduce``, ``Allreduce``,
 ``Split``/``Dup``/``Create``/``Create_group``/``Split_type`` (:mod:`~collsim.mpi.making`),
 Cartesian and graph topologies (:mod:`~collsim.mpi.intracomm`, ``Compute_dims``),
 ``Info`` and error handlers; ``get_vendor``, ``Query_thread`` and the rest a program reads at start
-(:mod:`~collsim.mpi.environment`).  Which algorithm each collective runs:
+(:mod:`~collsim.mpi.environment`); ``Init``, ``Finalize`` and ``mpi4py.rc``'s options
+(:mod:`~collsim.mpi.lifecycle`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
 :func:`configure`.  How much of mpi4py's own test suite passes: docs/mpi4py-conformance.md.
 
@@ -37,9 +38,10 @@ has arrived (so a program that only works thanks to buffering deadlocks, with a 
 a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass; the
 non-blocking collectives run when called (their request is complete); a cancel never
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
-call: one-sided communication (``Win``), MPI-IO (``File``), sessions, spawn,
-intercommunicators, absolute addresses (``Get_address``) and derived datatypes in the
-calls not listed above (the v-collectives, ``Reduce_local``, ...).
+call: one-sided communication (``Win``), MPI-IO (``File``), sessions, spawn, collectives
+on intercommunicators (:mod:`~collsim.mpi.intercomm` makes them), absolute addresses
+(``Get_address``) and derived datatypes in the calls not listed above (the
+v-collectives, ``Reduce_local``, ...).
 
 Examples
 --------
@@ -61,6 +63,7 @@ Examples
 """
 
 from . import environment as _environment
+from . import lifecycle as _lifecycle
 from .buffers import IN_PLACE, InPlace
 from .comm import (  # noqa: F401
     APPNUM,
@@ -72,7 +75,6 @@ from .comm import (  # noqa: F401
     UNIVERSE_SIZE,
     WTIME_IS_GLOBAL,
     Comm,
-    Intercomm,
 )
 from .datatypes import DATATYPE_NULL, DATATYPES, Datatype
 from .environment import *  # noqa: F403  (get_vendor, Wtime, Win, ...: see its __all__)
@@ -89,6 +91,7 @@ from .handles import (
     Errhandler,
     Info,
 )
+from .intercomm import Intercomm
 from .intracomm import (
     COMM_SELF,
     COMM_WORLD,
@@ -98,6 +101,7 @@ from .intracomm import (
     Intracomm,
     Topocomm,
 )
+from .lifecycle import *  # noqa: F403  (Init, Finalize, Is_initialized, ...: its __all__)
 from .making import (  # noqa: F401
     COMM_TYPE_HW_GUIDED,
     COMM_TYPE_HW_UNGUIDED,
@@ -168,6 +172,7 @@ pickle = type(
 
 __all__ = [
     *_environment.__all__,
+    *_lifecycle.__all__,
     "COMM_WORLD",
     "COMM_SELF",
     "COMM_NULL",

@@ -31,14 +31,15 @@ from ..runtime import blocking
 from .buffers import BufferCollectives
 from .exceptions import ERR_ARG, ERR_COMM, mpi_error
 from .group import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
-from .handles import ERRORS_ARE_FATAL, Errhandler, Info
+from .handles import Errhandler, Info
+from .lifecycle import errhandler_by_default
 from .objects import ObjectCollectives
 from .p2p import MAX_TAG, PointToPoint
 from .probes import Probes
 from .status import UNDEFINED
 from .vectors import VectorCollectives
 
-__all__ = ["Comm", "Intercomm", "COMM_NULL", "TAG_UB", "WORLD", "SELF", "NULL"]
+__all__ = ["Comm", "COMM_NULL", "TAG_UB", "WORLD", "SELF", "NULL"]
 
 WORLD, SELF, NULL = "world", "self", "null"
 TAG_UB = 1681915905  # the attribute's key (MPICH's), for comm.Get_attr(MPI.TAG_UB)
@@ -51,8 +52,18 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
     """An MPI communicator; ``MPI.Comm()`` is ``MPI.COMM_NULL``, ``MPI.Comm(c)`` the same
     communicator as ``c``."""
 
+    _inter = False  # an intercommunicator (collsim.mpi.intercomm) says True
+
+    def __new__(cls, *args, **kwargs):
+        # mpi4py's Comm takes its argument in __new__, so a subclass may write
+        # ``super().__new__(cls, comm)`` (mpi4py's reductions demo does); __init__ copies it
+        return super().__new__(cls)
+
     def __init__(self, ranks=NULL, context=None, collective_context=None, name="MPI_COMM_NULL"):
         if isinstance(ranks, Comm):  # MPI.Intracomm(comm): another handle of it
+            if type(self) is not Comm and ranks._inter != self._inter and ranks:
+                kind = "an intercommunicator" if ranks._inter else "an intracommunicator"
+                raise TypeError(f"MPI.{type(self).__name__}({ranks!r}): {kind} is not one")
             self.__dict__.update(ranks.__dict__)
             return
         if context is None and ranks != NULL:  # only collsim makes communicators of ranks
@@ -63,7 +74,7 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
         self._name = name
         self._freed = False
         self._index = {r: i for i, r in enumerate(ranks)} if isinstance(ranks, tuple) else None
-        self._errhandler = ERRORS_ARE_FATAL
+        self._errhandler = None  # until Set_errhandler: mpi4py.rc.errors's handler
         self._info = Info()
 
     # -- who is calling -------------------------------------------------------------------
@@ -227,7 +238,7 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
 
     def Get_errhandler(self):
         self._me("Get_errhandler")
-        return self._errhandler
+        return errhandler_by_default() if self._errhandler is None else self._errhandler
 
     def Set_errhandler(self, errhandler):
         self._me("Set_errhandler")
@@ -250,7 +261,7 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
     @classmethod
     def Get_parent(cls):
         """A null intercommunicator: no collsim rank was spawned by another."""
-        return Intercomm()
+        return _NULL_PARENT[0]
 
     # -- the end --------------------------------------------------------------------------
 
@@ -269,14 +280,10 @@ class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCol
         raise CollsimError(f"rank {me} of {self._name} called Abort({errorcode!r})")
 
 
-class Intercomm(Comm):
-    """``MPI.Intercomm``: intercommunicators are not simulated; only the null one exists
-    (what ``Comm.Get_parent`` gives a rank nobody spawned)."""
-
-
 def _predefined(name):
     return {c._name: c for c in (COMM_NULL, *_PREDEFINED)}[name]
 
 
 COMM_NULL = Comm()
 _PREDEFINED = []  # COMM_WORLD and COMM_SELF, which intracomm.py makes
+_NULL_PARENT = []  # the null intercommunicator, which intercomm.py makes

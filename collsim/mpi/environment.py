@@ -19,24 +19,20 @@ collsim; use point-to-point or collective calls
 """
 
 from ..runtime import blocking
-from .exceptions import ERROR_NAMES
+from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error
+from .settings import run_state
 
 __all__ = [
     "get_vendor",
     "Get_library_version",
     "Get_version",
     "Query_thread",
-    "Init_thread",
     "Is_thread_main",
     "Pcontrol",
     "Get_error_string",
     "Get_error_class",
     "Wtime",
     "Wtick",
-    "Init",
-    "Finalize",
-    "Is_initialized",
-    "Is_finalized",
     "Get_processor_name",
     "THREAD_SINGLE",
     "THREAD_FUNNELED",
@@ -60,12 +56,25 @@ __all__ = [
     "Alloc_mem",
     "Free_mem",
     "BSEND_OVERHEAD",
+    "MODE_CREATE",
+    "MODE_RDONLY",
+    "MODE_WRONLY",
+    "MODE_RDWR",
+    "MODE_DELETE_ON_CLOSE",
+    "MODE_UNIQUE_OPEN",
+    "MODE_EXCL",
+    "MODE_APPEND",
+    "MODE_SEQUENTIAL",
     "unsupported",
 ]
 
 VERSION, SUBVERSION = 3, 1  # the MPI standard whose calls this follows
 COLLSIM_VERSION = (0, 1, 0)
 THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
+# the file modes of MPI-IO (MPI.File is not simulated; programs name them in File.Open)
+MODE_CREATE, MODE_RDONLY, MODE_WRONLY, MODE_RDWR = 1, 2, 4, 8
+MODE_DELETE_ON_CLOSE, MODE_UNIQUE_OPEN, MODE_EXCL, MODE_APPEND = 16, 32, 64, 128
+MODE_SEQUENTIAL = 256
 BSEND_OVERHEAD = 0  # Bsend copies into the simulated message at once: no buffer header
 WTICK = 1e-9  # seconds: the simulated clock is a float; reports round to nanoseconds
 
@@ -85,11 +94,6 @@ def Get_version():
 
 
 def Query_thread():
-    return THREAD_MULTIPLE
-
-
-def Init_thread(required=THREAD_MULTIPLE):
-    """Nothing to do: a run starts initialized; gives the level provided."""
     return THREAD_MULTIPLE
 
 
@@ -117,22 +121,6 @@ def Wtime():
 def Wtick():
     """The resolution of :func:`Wtime`, in seconds."""
     return WTICK
-
-
-def Init():
-    """Nothing to do: a run starts initialized, as mpi4py initializes on import."""
-
-
-def Finalize():
-    """Nothing to do: the run ends when every rank's program returns."""
-
-
-def Is_initialized():
-    return True
-
-
-def Is_finalized():
-    return False
 
 
 def Get_processor_name():
@@ -215,8 +203,24 @@ def Free_mem(mem):
 
 
 def Attach_buffer(buf):
-    """Nothing to attach: ``Bsend`` copies into the simulated message at once."""
+    """Keep ``buf`` for :func:`Detach_buffer` (``Bsend`` copies into the simulated
+    message at once, so nothing is written into it); one buffer a rank at a time."""
+    attached, rank = _attached()
+    if rank in attached:
+        raise mpi_error(
+            ERR_BUFFER,
+            f"MPI.Attach_buffer on rank {rank}: a buffer is attached already; "
+            "MPI.Detach_buffer() it first",
+        )
+    attached[rank] = buf
 
 
 def Detach_buffer():
-    return None
+    """The buffer :func:`Attach_buffer` gave (None when none is attached)."""
+    attached, rank = _attached()
+    return attached.pop(rank, None)
+
+
+def _attached():
+    rank = blocking.current_rank()
+    return run_state(rank).attached, rank.id

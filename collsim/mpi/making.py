@@ -132,8 +132,11 @@ class CommunicatorMaker(Comm):
 
     # -- not simulated --------------------------------------------------------------------
 
-    def Create_intercomm(self, *args, **kwargs):
-        raise unsupported("Intracomm.Create_intercomm", "intercommunicators")
+    def Create_intercomm(self, local_leader, peer_comm, remote_leader, tag=0):
+        """An intercommunicator of this group and another (:mod:`collsim.mpi.intercomm`)."""
+        from .intercomm import create_intercomm
+
+        return create_intercomm(self, local_leader, peer_comm, remote_leader, tag)
 
     def Spawn(self, *args, **kwargs):
         raise unsupported("Intracomm.Spawn", "dynamic process management (spawn)")

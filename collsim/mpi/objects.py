@@ -1,31 +1,31 @@
 """The lowercase collectives on picklable objects, over point-to-point messages.
 
 Each object travels as its pickle (a uint8 array), so the bytes are the pickle's.  Every
-rank gets copies (unpickled), the root too, as with mpi4py.  Where collsim's collectives
-have the algorithm, the call runs that algorithm's schedule (:mod:`collsim.collectives`),
-the one the uppercase call on buffers runs, with one pickle for each chunk: each
+rank gets copies (unpickled), the root too, as with mpi4py.  Every call runs a schedule of
+chunk moves from :mod:`collsim.collectives` (for bcast, allgather and alltoall the one the
+uppercase call on buffers runs), with one pickle for each chunk: each
 :class:`~collsim.collectives.schedule.ChunkMove` of a step sends the sender's pickle of that
-chunk, and the receiver keeps it (:meth:`ObjectCollectives._run_moves`). The algorithms:
+chunk, and the receiver keeps it, or, for a move that reduces, combines the two in rank
+order (:meth:`ObjectCollectives._run_moves`). The algorithms:
 
 * ``bcast``: the binomial tree of ``collectives.tree.tree_broadcast`` (one chunk, the
   root's pickle): ceil(log2 K) steps.
 * ``allgather``: the ring of ``collectives.ring.ring_all_gather`` (chunk r is rank r's
   pickle): K-1 steps, each passing on the pickle received in the step before.
-* ``gather``, ``scatter``: linear: the root receives from (sends to) every other rank at
-  once.
-* ``reduce``: a binomial tree to rank 0 over the ranks in order (rank r + 2^i hands its
-  subtree's value to rank r, which computes ``op(mine, theirs)``), then rank 0 sends the
-  result to the root: a function that is not commutative gives what mpi4py gives,
-  ``((x0+x1)+(x2+x3))`` on four ranks; ``allreduce``: the same to rank 0, then ``bcast``.
+* ``gather``, ``scatter``: ``collectives.linear``'s linear gather and scatter (chunk r is
+  rank r's pickle): the root receives from (sends to) every other rank in one step.
+* ``reduce``: ``collectives.tree.rank_order_reduce``, a binomial tree to rank 0 over the
+  ranks in order (rank r + 2^i hands its subtree's value to rank r, which computes
+  ``op(mine, theirs)``), then rank 0 sends the result to the root: a function that is not
+  commutative gives what mpi4py gives, ``((x0+x1)+(x2+x3))`` on four ranks;
+  ``allreduce``: the same to rank 0, then ``bcast``.
+* ``scan``, ``exscan``: ``collectives.chain.chain_scan``, the prefix passed along the
+  ranks (rank r combines rank r-1's prefix, first, with its own): K-1 messages in K-1
+  steps; the chain module says why not recursive doubling.
 * ``alltoall``: the direct all-to-all of ``collectives.all_to_all.direct_all_to_all``
   (pairwise): in step i, send to rank + i and receive from rank - i.
-* ``barrier``: dissemination (as MPICH's): in round i, an empty message to rank + 2^i
-  and one from rank - 2^i, ceil(log2 K) rounds.
-
-``reduce`` keeps its own tree because the order of ``op`` matters: collsim's
-``tree_reduce`` combines the farthest subtree first (``(x0+x2)+(x1+x3)``), which a function
-that is not commutative would tell apart from mpi4py's. collsim has no gather, scatter or
-barrier collective (the uppercase ``Gather`` and ``Scatter`` are linear too).
+* ``barrier``: ``collectives.dissemination.dissemination_barrier`` (as MPICH's): in round
+  i, an empty message to rank + 2^i and one from rank - 2^i, ceil(log2 K) rounds.
 
 Their messages carry the tag ``(collective context, call number, name)``: a rank that
 calls a different collective than the others waits for a message with another name,
@@ -48,7 +48,10 @@ import threading
 
 import numpy as np
 
+from ..collectives.chain import chain_scan
 from ..collectives.checks import is_int
+from ..collectives.dissemination import dissemination_barrier
+from ..collectives.linear import linear_gather, linear_scatter
 from ..collectives.registry import build
 from ..collectives.tree import rank_order_reduce
 from ..runtime import blocking
@@ -97,12 +100,14 @@ class ObjectCollectives:
             f"{size}-rank communicator, 0..{size - 1}",
         )
 
-    def _run_moves(self, rank, me, tag, schedule, held):
+    def _run_moves(self, rank, me, tag, schedule, held, combine=None):
         """Run ``schedule``'s chunk moves on pickles: ``held[c]`` is this rank's pickle of
         chunk ``c`` (filled in as moves arrive). Each step is one round: this rank sends the
-        chunks its moves name and receives the chunks moved to it; the receiver copies
-        (these schedules never reduce: a pickle cannot be added to another). A move
-        ``from_input`` sends the chunk as it was before the first step (all-to-all)."""
+        chunks its moves name and receives the chunks moved to it. The receiver of a copy
+        keeps the sender's pickle; the receiver of a move that reduces keeps
+        ``combine(lower, higher)``, the two pickles in the order of their ranks (MPI's
+        order for an operation that does not commute). A move ``from_input`` sends the
+        chunk as it was before the first step (all-to-all)."""
         inputs = dict(held)
         for step in schedule.steps:
             sends = [
@@ -113,23 +118,19 @@ class ObjectCollectives:
             arriving = [move for move in step if move.dst == me]
             got = self._round(rank, tag, sends, [move.src for move in arriving])
             for move, data in zip(arriving, got, strict=True):
-                held[_one(move.dst_chunks)] = data
+                chunk = _one(move.dst_chunks)
+                if not move.reduce:
+                    held[chunk] = data
+                elif move.src < me:
+                    held[chunk] = combine(data, held[chunk])
+                else:
+                    held[chunk] = combine(held[chunk], data)
         return held
 
     def _spread(self, rank, me, size, root, tag, data):
         """Broadcast of the pickle ``data`` (given at the root) on the binomial tree."""
         held = {0: data} if me == root else {}
         return self._run_moves(rank, me, tag, build("broadcast", "tree", size, root), held)[0]
-
-    def _collect(self, rank, me, size, root, tag, data):
-        """Linear gather of pickles: the list at the root, None elsewhere."""
-        if me != root:
-            self._round(rank, tag, sends=[(root, data)])
-            return None
-        others = [r for r in range(size) if r != root]
-        got = dict(zip(others, self._round(rank, tag, recvs=others)))
-        got[root] = data
-        return [got[r] for r in range(size)]
 
     def _items(self, sendobj, size, call):
         try:
@@ -156,18 +157,20 @@ class ObjectCollectives:
         rank, me, size = self._me("gather")
         root = self._root(root, size, "gather")
         tag = self._collective_tag(rank, "gather")
-        got = self._collect(rank, me, size, root, tag, pickled(sendobj, "gather"))
-        return None if got is None else [unpickle(d, "gather") for d in got]
+        held = {me: pickled(sendobj, "gather")}  # chunk r is rank r's pickle
+        self._run_moves(rank, me, tag, linear_gather(size, root), held)
+        return [unpickle(held[r], "gather") for r in range(size)] if me == root else None
 
     def scatter(self, sendobj, root=0):
         rank, me, size = self._me("scatter")
         root = self._root(root, size, "scatter")
         tag = self._collective_tag(rank, "scatter")
-        if me != root:
-            return unpickle(self._round(rank, tag, recvs=[root])[0], "scatter")
-        items = [pickled(x, "scatter") for x in self._items(sendobj, size, "scatter")]
-        self._round(rank, tag, sends=[(r, items[r]) for r in range(size) if r != root])
-        return unpickle(items[root], "scatter")
+        held = {}  # chunk r is the root's pickle for rank r
+        if me == root:
+            items = self._items(sendobj, size, "scatter")
+            held = {r: pickled(x, "scatter") for r, x in enumerate(items)}
+        self._run_moves(rank, me, tag, linear_scatter(size, root), held)
+        return unpickle(held[me], "scatter")
 
     def allgather(self, sendobj):
         rank, me, size = self._me("allgather")
@@ -190,20 +193,18 @@ class ObjectCollectives:
         (if the root is another rank) rank 0 sends the result to the root: the root's
         result, None elsewhere."""
         function = object_op(op, call)
-        value = unpickle(pickled(sendobj, call), call)  # the result is never the input
-        for step in rank_order_reduce(size).steps:
-            for move in step:
-                if move.src == me:  # hand what this subtree holds to its parent, and leave
-                    self._round(rank, tag, sends=[(move.dst, pickled(value, call))])
-                    value = None
-                elif move.dst == me:  # the lower ranks' value first: op(x0..., x(src)...)
-                    got = self._round(rank, tag, recvs=[move.src])[0]
-                    value = function(value, unpickle(got, call))
+
+        def combine(lower, higher):  # the lower ranks' values first: op(x0..., x(src)...)
+            return pickled(function(unpickle(lower, call), unpickle(higher, call)), call)
+
+        held = {0: pickled(sendobj, call)}  # the one chunk: what this rank's subtree holds
+        self._run_moves(rank, me, tag, rank_order_reduce(size), held, combine)
+        result = held[0]  # on rank 0: every rank's value, combined in rank order
         if root != 0 and me == 0:
-            self._round(rank, tag, sends=[(root, pickled(value, call))])
+            self._round(rank, tag, sends=[(root, result)])
         elif root != 0 and me == root:
-            value = unpickle(self._round(rank, tag, recvs=[0])[0], call)
-        return value if me == root else None
+            result = self._round(rank, tag, recvs=[0])[0]
+        return unpickle(result, call) if me == root else None  # never the input itself
 
     def reduce(self, sendobj, op=SUM, root=0):
         rank, me, size = self._me("reduce")
@@ -219,16 +220,23 @@ class ObjectCollectives:
         return unpickle(self._spread(rank, me, size, 0, tag, data), "allreduce")
 
     def _scan(self, sendobj, op, call, exclusive):
-        """The running prefix passed along the ranks: ``x0 op ... op xr`` on rank r
-        (``x0 op ... op x(r-1)`` if ``exclusive``; None on rank 0 then)."""
+        """The running prefix passed along the ranks (``collectives.chain.chain_scan``):
+        ``x0 op ... op xr`` on rank r (``x0 op ... op x(r-1)``, what arrived,
+        if ``exclusive``; None on rank 0 then)."""
         rank, me, size = self._me(call)
         function = object_op(op, call)
         tag = self._collective_tag(rank, call)
-        before = unpickle(self._round(rank, tag, recvs=[me - 1])[0], call) if me else None
-        mine = sendobj if me == 0 else function(before, sendobj)
-        if me + 1 < size:
-            self._round(rank, tag, sends=[(me + 1, pickled(mine, call))])
-        return before if exclusive else unpickle(pickled(mine, call), call)
+        arrived = []  # the lower ranks' prefix, once it arrives
+
+        def combine(lower, mine):  # the lower ranks' prefix first, then this rank's value
+            arrived.append(unpickle(lower, call))
+            return pickled(function(arrived[0], sendobj), call)  # `mine` is sendobj's pickle
+
+        held = {0: pickled(sendobj, call)}  # the one chunk: this rank's prefix so far
+        self._run_moves(rank, me, tag, chain_scan(size), held, combine)
+        if exclusive:
+            return arrived[0] if arrived else None
+        return unpickle(held[0], call)
 
     def scan(self, sendobj, op=SUM):
         return self._scan(sendobj, op, "scan", exclusive=False)
@@ -239,12 +247,10 @@ class ObjectCollectives:
     def barrier(self):
         rank, me, size = self._me("barrier")
         tag = self._collective_tag(rank, "barrier")
-        distance = 1
-        while distance < size:
-            self._round(
-                rank, tag, sends=[((me + distance) % size, _EMPTY)], recvs=[(me - distance) % size]
-            )
-            distance *= 2
+        # the one chunk is empty: each message only says that its sender has arrived
+        self._run_moves(
+            rank, me, tag, dissemination_barrier(size), {0: _EMPTY}, lambda lower, higher: _EMPTY
+        )
 
     def Barrier(self):
         """The barrier (``Barrier`` and ``barrier`` are one: no buffer to move)."""

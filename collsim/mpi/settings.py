@@ -48,6 +48,9 @@ class Settings:
     # direct for all-to-all; NCCL's choice, "auto", on a hardware preset)
     algorithms: dict = field(default_factory=dict)
     eager_limit: int = DEFAULT_EAGER_LIMIT
+    # mpi4py.rc of the run: what the program asked of mpi4py before importing MPI (any
+    # object with its attributes; collsim exec gives the run's mpi4py.rc module)
+    options: object = None
 
     def algorithm_for(self, collective):
         """The algorithm for ``collective`` (a collsim name), None for the default."""
@@ -63,13 +66,14 @@ def current():
     return _current
 
 
-def configure(algorithm=_UNSET, eager_limit=_UNSET):
+def configure(algorithm=_UNSET, eager_limit=_UNSET, options=_UNSET):
     """Set how later runs' MPI calls run; returns the previous :class:`Settings`.
 
     ``algorithm`` is None (the cluster's defaults), one name (``"ring"``,
     ``"halving_doubling"``, ``"tree"``, ... : every collective that has it runs it, the
     others keep their default) or a dict ``{"all_reduce": "tree", "broadcast": "ring"}``.
-    ``eager_limit`` is a number of bytes (0: every blocking Send is synchronous)."""
+    ``eager_limit`` is a number of bytes (0: every blocking Send is synchronous);
+    ``options`` the run's ``mpi4py.rc`` (:class:`collsim.mpi.lifecycle.Options`)."""
     global _current
     previous, changes = _current, {}
     if algorithm is not _UNSET:
@@ -81,6 +85,8 @@ def configure(algorithm=_UNSET, eager_limit=_UNSET):
                 f"(default {DEFAULT_EAGER_LIMIT})"
             )
         changes["eager_limit"] = int(eager_limit)
+    if options is not _UNSET:
+        changes["options"] = options
     _current = replace(_current, **changes)
     return previous
 
@@ -114,6 +120,8 @@ class RunState:
     freed: set = field(default_factory=set)  # (rank id, point-to-point id) freed
     user_ops: dict = field(default_factory=dict)  # rank id -> live Op.Create ops
     locks: dict = field(default_factory=dict)  # (rank id, context) -> {key: Lock}
+    lifecycle: dict = field(default_factory=dict)  # rank id -> "initialized" / "finalized"
+    attached: dict = field(default_factory=dict)  # rank id -> the buffer Attach_buffer gave
 
     def context(self, key):
         """The two ids of the communicator ``key`` names, made on first use."""

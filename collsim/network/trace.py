@@ -19,17 +19,14 @@ Examples
 ['Transfer', 'Compute']
 """
 
-import gc
-from collections import Counter, namedtuple
+from collections import namedtuple
 from dataclasses import dataclass, field
-from operator import itemgetter
-
-import numpy as np
+from operator import attrgetter
 
 from ..errors import ConfigError
 from ..units import available_memory, format_size, format_time
 
-__all__ = ["Trace", "Stats", "Transfer", "Compute"]
+__all__ = ["Trace", "TransferLog", "Stats", "Transfer", "Compute"]
 
 Transfer = namedtuple("Transfer", "src dst tag nbytes start end links label meta", defaults=(None,))
 Transfer.__doc__ = """One message: ``start`` when both sides were posted (rendezvous), ``end``
@@ -79,15 +76,15 @@ class Trace:
 
     ``transfers`` are in the order they ended; those that end at the same instant by
     start time, then sender, then receiver rank, so the order is the same however the
-    engine happened to settle them (one event each, or a batched step at once)."""
+    engine happened to settle them (one event each, or a batched step at once).
 
-    def __init__(self):
-        # the transfers recorded one at a time: the latest as plain tuples (one C append
-        # each), every PACK_RECORDS of them packed into columns (see pack())
-        self._raw = []
-        self._packed = []  # (src, dst, tag, nbytes, start, end, links, label, meta) columns
-        self._blocks = []  # blocks of transfers the fast path recorded (see add_block)
-        self._transfers = None
+    ``store`` keeps the transfers as they are recorded: by default a :class:`TransferLog`
+    (one :class:`Transfer` record each, read back as it is); the fast path
+    (:mod:`collsim.fast`) gives its runs a store of its own with the same methods."""
+
+    def __init__(self, store=None):
+        self.store = TransferLog() if store is None else store
+        self._transfers = None  # the records in order, built when first read
         self.computes = []
         self.memory = []  # what rank.alloc and rank.free recorded (collsim.runtime.memory)
         self.faults = None  # a run with faults: its FaultLog (collsim.runtime.fault_log)
@@ -95,34 +92,7 @@ class Trace:
     @property
     def transfer_count(self):
         """How many transfers were recorded (without building their records)."""
-        packed = sum(len(columns[0]) for columns in self._packed)
-        return len(self._raw) + packed + sum(len(b) for b in self._blocks)
-
-    def pack(self):
-        """Pack the transfers recorded one at a time so far into columns, nine tuples,
-        and free their tuples.  The engine calls it every PACK_RECORDS transfers: the
-        tuples were just made, so packing them is cheap, and what stays is a few
-        pointers a transfer.  Left as tuples, a run's millions of records would each be
-        visited by the cyclic collector when it next runs (most of a second at four
-        million) and would take twice the memory.  The order and the records read back
-        are the same.
-
-        >>> trace = Trace()
-        >>> trace.add_transfer(0, 1, 0, 8, 0.0, 1e-6, ((0, 1),), "")
-        >>> trace.pack(); trace.add_transfer(1, 0, 0, 4, 0.0, 2e-6, ((1, 0),), "")
-        >>> trace.transfer_count, [t.nbytes for t in trace.transfers]
-        (2, [8, 4])
-        """
-        raw = self._raw
-        if raw:
-            self._packed.append(tuple(zip(*raw)))
-            raw.clear()  # the same list: the engine's recorder appends to it
-
-    def _records(self):
-        """Every transfer recorded one at a time, as its tuple, in the order recorded."""
-        for columns in self._packed:
-            yield from zip(*columns)
-        yield from self._raw
+        return len(self.store)
 
     @property
     def transfers(self):
@@ -130,20 +100,7 @@ class Trace:
         then sender, then receiver)."""
         if self._transfers is None or len(self._transfers) != self.transfer_count:
             self._check_records_fit()
-            # millions of acyclic records: the cyclic collector, left on, would rescan
-            # all of them again and again while they are made (most of the time here)
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                records = list(self._records())
-                if self._blocks:
-                    records += [r for b in self._blocks for r in b.records()]
-                # a stable sort: records that tie on all four keep the order they ended in
-                records = sorted(records, key=_ORDER)
-                self._transfers = list(map(Transfer._make, records))
-            finally:
-                if collecting:
-                    gc.enable()
+            self._transfers = self.store.in_order()
         return self._transfers
 
     def _check_records_fit(self):
@@ -163,28 +120,8 @@ class Trace:
             )
 
     def add_transfer(self, src, dst, tag, nbytes, start, end, links, label, meta=None):
-        self._raw.append((src, dst, tag, nbytes, start, end, links, label, meta))
-
-    def transfer_recorder(self):
-        """What :meth:`add_transfer` does, as one C call taking the record's tuple
-        ``(src, dst, tag, nbytes, start, end, links, label, meta)``: for the engine's
-        per-transfer path, which records millions (a Python call each would be a tenth
-        of a transfer's cost).
-
-        >>> trace = Trace()
-        >>> trace.transfer_recorder()((0, 1, 0, 8, 0.0, 1e-6, ((0, 1),), "", None))
-        >>> trace.transfers[0].nbytes
-        8
-        """
-        return self._raw.append
-
-    def add_block(self, block):
-        """Record many transfers at once, kept in the form their maker chose (the fast
-        path's :class:`~collsim.fast.blocks.TransferBlock`).  A block reads back through
-        ``len(block)``, ``block.records()`` (its rows as record tuples), ``block.span()``
-        (its first start and last end), ``block.bytes_sent()`` and
-        ``type(block).count_into(blocks, n_ranks, sent, received, messages, link_bytes)``."""
-        self._blocks.append(block)
+        """Record one transfer (the fields of a :class:`Transfer`)."""
+        self.store.add(src, dst, tag, nbytes, start, end, links, label, meta)
 
     def add_compute(self, rank, start, end, label, meta=None):
         self.computes.append(Compute(rank, start, end, label, meta))
@@ -210,16 +147,14 @@ class Trace:
             f"{n:,} transfer{'' if n == 1 else 's'}",
             f"{m:,} compute span{'' if m == 1 else 's'}",
         ]
-        raw, blocks = list(self._records()), self._blocks
         if n:
-            sent = sum(r[3] for r in raw) + sum(b.bytes_sent() for b in blocks)
-            parts.append(f"{format_size(sent)} sent")
+            parts.append(f"{format_size(self.store.bytes_sent())} sent")
         if n or m:
-            starts = [r[4] for r in raw] + [c.start for c in self.computes]
-            ends = [r[5] for r in raw] + [c.end for c in self.computes]
-            starts += [b.span()[0] for b in blocks if len(b)]
-            ends += [b.span()[1] for b in blocks if len(b)]
-            parts.append(f"{format_time(min(starts))} .. {format_time(max(ends))}")
+            spans = [self.store.span()] if n else []
+            spans += [(c.start, c.end) for c in self.computes]
+            first = min(start for start, _ in spans)
+            last = max(end for _, end in spans)
+            parts.append(f"{format_time(first)} .. {format_time(last)}")
         if self.memory:  # a run that never allocates prints as it always did
             k = len(self.memory)
             parts.append(f"{k:,} memory event{'' if k == 1 else 's'}")
@@ -227,41 +162,13 @@ class Trace:
 
     def stats(self, n_ranks):
         """Bytes sent, received and carried per link, and message counts."""
-        sent, received, messages = [0] * n_ranks, [0] * n_ranks, [0] * n_ranks
-        link_bytes = {}
-        # the records counted in C first, one per (sender, receiver, size, path): a run
-        # repeats each a thousand times, and a Python loop per record took half a
-        # microsecond.  Sums of integer sizes are exact in any order; a float size (none
-        # that collsim records) would be added record by record, in order, as before
-        counted = Counter()
-        for columns in self._packed:
-            counted.update(zip(columns[0], columns[1], columns[3], columns[6]))
-        counted.update(map(_GROUP, self._raw))
-        groups = counted.items()
-        if not all(isinstance(key[2], int | np.integer) for key, _ in groups):
-            groups = ((key, 1) for key in map(_GROUP, self._records()))
-        for (src, dst, nbytes, links), count in groups:
-            total = nbytes * count
-            # a rank sent what left it on its own link and received what reached it: every
-            # point-to-point transfer; of a group a switch combined (in-switch reduction),
-            # only the member that carried the shared leg counts there
-            if not links or links[0][0] == src:
-                sent[src] += total
-            if not links or links[-1][1] == dst:
-                received[dst] += total
-            messages[src] += count
-            for link in links:
-                link_bytes[link] = link_bytes.get(link, 0) + total
-        if self._blocks:
-            type(self._blocks[0]).count_into(
-                self._blocks, n_ranks, sent, received, messages, link_bytes
-            )
+        stats = Stats([0] * n_ranks, [0] * n_ranks, [0] * n_ranks, {}, [0.0] * n_ranks)
+        self.store.count_into(stats)
         if self.faults is not None and self.faults.reroutes:
-            _split_rerouted(link_bytes, self.faults.reroutes)
-        busy = [0.0] * n_ranks
+            _split_rerouted(stats.link_bytes, self.faults.reroutes)
         for c in self.computes:
-            busy[c.rank] += c.end - c.start
-        return Stats(sent, received, messages, link_bytes, busy)
+            stats.compute_time[c.rank] += c.end - c.start
+        return stats
 
     def to_chrome(self, path=None):
         """The trace in Chrome/Perfetto JSON (:mod:`collsim.network.chrome`): one process per
@@ -280,12 +187,76 @@ class Trace:
         return chrome_json(parts) if path is None else write_chrome(parts, path)
 
 
-_ORDER = itemgetter(5, 4, 0, 1)  # a record's (end, start, src, dst)
-_GROUP = itemgetter(0, 1, 3, 6)  # a record's (src, dst, nbytes, links): what stats() adds
+class TransferLog:
+    """A run's transfers as the reference path keeps them: one :class:`Transfer` record
+    each, in the order they arrived.
+
+    A :class:`Trace` reads its transfers through these methods only (``add``, ``len``,
+    iteration in the order recorded, ``in_order``, ``count_into``, ``bytes_sent`` and
+    ``span``), so a store that keeps them another way (the fast path's) can stand in.
+
+    >>> log = TransferLog()
+    >>> log.add(1, 0, 0, 8, 0.0, 2e-6, ((1, 0),), "late")
+    >>> log.add(0, 1, 0, 8, 0.0, 1e-6, ((0, 1),), "early")
+    >>> [t.label for t in log], [t.label for t in log.in_order()]
+    (['late', 'early'], ['early', 'late'])
+    """
+
+    def __init__(self):
+        self.records = []  # Transfer records, in the order they arrived
+
+    def add(self, src, dst, tag, nbytes, start, end, links, label, meta=None):
+        self.records.append(Transfer(src, dst, tag, nbytes, start, end, links, label, meta))
+
+    def __len__(self):
+        return len(self.records)
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def in_order(self):
+        """The records in the trace's order: by end, start, sender, receiver (a stable
+        sort: records that tie on all four keep the order they arrived in)."""
+        return sorted(self.records, key=transfer_order)
+
+    def count_into(self, stats):
+        """Add every record to ``stats`` (a :class:`Stats`), one by one, in order."""
+        for t in self.records:
+            count_transfers(stats, t.src, t.dst, t.nbytes, t.links)
+
+    def bytes_sent(self):
+        return sum(t.nbytes for t in self.records)
+
+    def span(self):
+        """``(first start, last end)`` of the records, in seconds."""
+        return min(t.start for t in self.records), max(t.end for t in self.records)
+
+
+# the key the trace orders its transfers by
+transfer_order = attrgetter("end", "start", "src", "dst")
+
+
+def count_transfers(stats, src, dst, nbytes, links, times=1):
+    """Add ``times`` transfers of ``nbytes`` from ``src`` to ``dst`` over ``links`` to
+    ``stats`` (a :class:`Stats`).
+
+    A rank sent what left it on its own link and received what reached it: every
+    point-to-point transfer; of a group a switch combined (in-switch reduction), only the
+    member that carried the shared leg counts there."""
+    total = nbytes * times
+    if not links or links[0][0] == src:
+        stats.bytes_sent[src] += total
+    if not links or links[-1][1] == dst:
+        stats.bytes_received[dst] += total
+    stats.messages_sent[src] += times
+    link_bytes = stats.link_bytes
+    for link in links:
+        link_bytes[link] = link_bytes.get(link, 0) + total
+
+
 # what one Transfer record with its label and move takes, measured (benchmarks/bench_scale.py:
 # 738 B at 1,024 ranks); the check above reads it
 RECORD_BYTES = 800
-PACK_RECORDS = 4096  # transfers recorded one at a time between two Trace.pack() calls
 
 
 def _split_rerouted(link_bytes, reroutes):

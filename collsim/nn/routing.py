@@ -42,6 +42,7 @@ __all__ = [
     "RouterConfig",
     "Routing",
     "route",
+    "choose_experts",
     "expert_capacity",
     "gate_gradient_to_logits",
     "aux_loss",
@@ -160,13 +161,7 @@ def route(logits, config, expert_bias=None, ranks=1):
         raise ConfigError(f"router logits have {E} experts, the config {config.experts}")
     if T % ranks:
         raise ConfigError(f"{T} tokens do not split into {ranks} equal source ranks")
-    if config.score == "softmax":
-        z = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        scores = z / z.sum(axis=-1, keepdims=True)
-    else:
-        scores = 1.0 / (1.0 + np.exp(-logits))
-    choice = scores if expert_bias is None else scores + expert_bias  # bias: choice only
-    selected = _top_k(choice, config)
+    scores, selected = choose_experts(logits, config, expert_bias)
     chosen = np.take_along_axis(scores, selected, axis=-1)
     gates = chosen / chosen.sum(axis=-1, keepdims=True) if config.normalize else chosen
     per_rank = T // ranks
@@ -210,6 +205,24 @@ def route(logits, config, expert_bias=None, ranks=1):
         table[:, 3],
         table[:, 0],
     )
+
+
+def choose_experts(logits, config, expert_bias=None):
+    """``(scores, selected)``: each token's scores (T, E) and its ``top_k`` experts (T, k),
+    best first, without capacity: the choice :func:`route` starts from (and all a traffic
+    count needs).
+
+    >>> choose_experts(np.array([[0.0, 2.0, 1.0]]), RouterConfig(3, 2))[1].tolist()
+    [[1, 2]]
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    if config.score == "softmax":
+        z = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        scores = z / z.sum(axis=-1, keepdims=True)
+    else:
+        scores = 1.0 / (1.0 + np.exp(-logits))
+    choice = scores if expert_bias is None else scores + expert_bias  # bias: choice only
+    return scores, _top_k(choice, config)
 
 
 def _top_k(choice, config):

@@ -42,6 +42,8 @@ __all__ = [
     "overlap",
     "Overlap",
     "bytes_by_link_class",
+    "ETP_GATHER",
+    "ETP_SCATTER",
 ]
 
 LINK_CLASSES = ("intra_node", "inter_node")
@@ -70,15 +72,21 @@ def collective_bytes(trace, n_ranks, mesh=None):
     return out
 
 
+# the expert-tensor-parallel exchanges' all-to-allv calls (experts/etp.py): rows gathered
+# over the etp group, partial outputs scattered back; every other all-to-allv is the ep one
+ETP_GATHER, ETP_SCATTER = "etp-gather", "etp-scatter"
+
+
 def transfer_dimension(mesh, transfer, cache=None):
     """The mesh dimension ``transfer`` moves along: its collective's group's, ``"ep"`` for
-    the trainer's one all-to-allv (MoE's token dispatch and combine, on the ep groups), else
+    the trainer's all-to-allvs (MoE's token dispatch and combine on the ep groups, ``"etp"``
+    for the expert-tensor-parallel gather and scatter), else
     the coordinates its ranks differ in (``cache`` keeps those per rank pair)."""
     tag = transfer.tag
     if is_collective(tag) and tag.dim:
         return tag.dim
     if isinstance(transfer.meta, RaggedTransfer):
-        return "ep"
+        return "etp" if transfer.meta.call in (ETP_GATHER, ETP_SCATTER) else "ep"
     pair = (transfer.src, transfer.dst)
     cache = {} if cache is None else cache
     if pair not in cache:

@@ -36,6 +36,7 @@ from .context.block import CP_VARIANTS
 from .context.layouts import CP_LAYOUTS
 from .data.buckets import DEFAULT_BUCKET_BYTES
 from .data.sharded import ZERO_STAGES
+from .experts.folding import tokens_replicated
 from .pipeline.schedules import SCHEDULE_NAMES, Schedule
 from .pipeline.schedules._checks import check_times
 
@@ -68,9 +69,11 @@ class ParallelConfig:
     cp_layout: str = "balanced"  # balanced: chunks i and 2cp-1-i (even causal work), or
     # contiguous: chunk i (the last rank does the most causal work)
     # --- expert parallel (MoE blocks' experts split over ep ranks) ------------------------
-    ep: int = 1  # carved from the dp x cp ranks (torchtitan; Megatron-Core's MoE folding):
-    # each group of ep of them splits every MoE layer's experts, E/ep each, and all-to-alls
-    # the tokens; attention and the router stay replicated over dp x cp
+    ep: int = 1  # folded over the dp x cp x tp ranks of a stage (Megatron-Core's MoE
+    # parallel folding; torchtitan carves it from dp_shard x cp): each group of ep of them
+    # splits every MoE layer's experts, E/ep each, and all-to-alls the tokens
+    etp: int | None = None  # expert tensor parallelism: each expert's MLP split by columns
+    # and rows over etp ranks; None: tp (Megatron-Core's default). ep x etp divides dp·cp·tp
     # --- tensor parallel ------------------------------------------------------------------
     sp: bool = False  # Megatron sequence parallelism: norms and residuals split by tokens
     # --- memory -------------------------------------------------------------------------
@@ -207,20 +210,42 @@ class ParallelConfig:
             raise ConfigError(f"cp_layout={self.cp_layout!r} is not one of {', '.join(CP_LAYOUTS)}")
 
     def _check_experts(self):
-        if isinstance(self.ep, bool) or not isinstance(self.ep, int) or self.ep < 1:
-            raise ConfigError(f"ep must be an integer >= 1, got {self.ep!r}")
-        carved = self.dp * self.cp
-        if carved % self.ep:
-            near = max(e for e in range(1, carved + 1) if carved % e == 0 and e <= self.ep)
+        for name in ("ep", "etp"):
+            value = getattr(self, name)
+            if value is None and name == "etp":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        ep, etp, tp = self.ep, self.expert_tp, self.tp
+        folded = self.dp * self.cp * tp
+        if folded % (ep * etp):
             raise ConfigError(
-                f"ep={self.ep} must divide dp x cp = {carved}: expert parallelism is carved "
-                f"from the data and context-parallel ranks; nearest valid ep={near}"
+                f"ep x etp = {ep} x {etp} must divide dp x cp x tp = {folded}: MoE parallel "
+                "folding lays etp-ep-edp over the ranks of tp-cp-dp; nearest valid "
+                + _nearest_folding(folded, ep, etp)
             )
-        if self.ep > 1 and self.zero:
+        if tokens_replicated(tp, self.sp) and (tp % etp or (etp < tp and ep > 1)):
+            valid = tp if ep > 1 else max(e for e in range(1, tp + 1) if tp % e == 0 and e <= etp)
             raise ConfigError(
-                f"zero={self.zero} with ep={self.ep}: the trainer shards ZeRO over the dp x cp "
-                "group, which the experts are already split over; set zero=0"
+                f"etp={etp} with tp={tp}, ep={ep} and sp=False: the tp ranks hold the same "
+                "tokens, so an etp or ep group must not mix them with other ranks' (Megatron-"
+                f"Core requires sequence parallelism there); nearest valid etp={valid}, or "
+                "sp=True"
             )
+        if ep * etp > 1 and self.zero == 3 and self.dp_replicate > 1:
+            block = self.dp_shard * self.cp * tp
+            if block % (ep * etp):
+                raise ConfigError(
+                    f"ep x etp = {ep} x {etp} with dp_replicate={self.dp_replicate}: HSDP "
+                    "shards the experts inside each replica, so ep x etp must divide "
+                    f"dp_shard x cp x tp = {block} (torchtitan carves ep from dp_shard x cp); "
+                    "nearest valid " + _nearest_folding(block, ep, etp)
+                )
+
+    @property
+    def expert_tp(self):
+        """Expert tensor parallelism: ``etp``, or ``tp`` when not given (Megatron-Core)."""
+        return self.tp if self.etp is None else self.etp
 
     @property
     def dp_shard(self):
@@ -265,3 +290,12 @@ class ParallelConfig:
         if isinstance(self.schedule, Schedule):
             out["schedule"] = self.schedule.name
         return out
+
+
+def _nearest_folding(ranks, ep, etp):
+    """The nearest ep (keeping etp) whose ep x etp divides ``ranks``, or etp=1 and that ep."""
+    keep = [e for e in range(1, ranks + 1) if ranks % (e * etp) == 0]
+    if keep:
+        return f"ep={min(keep, key=lambda e: (abs(e - ep), e))}"
+    near = min((e for e in range(1, ranks + 1) if ranks % e == 0), key=lambda e: (abs(e - ep), e))
+    return f"ep={near} with etp=1"

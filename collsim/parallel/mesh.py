@@ -144,6 +144,12 @@ def train(
         for array in (x, target):
             split_batch(split_batch(array, config.dp)[0], config.microbatches)
     setups = [rank_setup(mesh, r, model, sequential, config, optimizer) for r in range(mesh.size)]
+    if state_dict is not None and any(s.expert_names for s in setups):
+        raise ConfigError(
+            f"state_dict={state_dict!r} with MoE layers: the experts' state is sharded over "
+            "their expert-data-parallel group, which the checkpoint does not save yet; "
+            "nearest valid state_dict=None"
+        )
     n_layers = setups[0].n_layers
     ranges = split_layers(n_layers, config.pp, config.vpp)
     seconds = chunk_seconds(ranges, n_layers, *config.pass_times)

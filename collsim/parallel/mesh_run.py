@@ -112,7 +112,7 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
     for s in range(pp):
         for units in setups[int(grid[s, 0, 0])].chunks:
             axes |= flat_shard_axes([(p, getattr(u, "unit", u)) for p, u in units])
-    wholes = _whole_steps(run.returns, grid4.reshape(pp, dp * cp, tp), n_steps)
+    wholes = _whole_steps(run.returns, n_steps)
     steps, keep = [], plan.keep_io
     for i in range(n_steps):
         rec = [per_step[i] for per_step in wholes]  # per rank
@@ -153,7 +153,8 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
             )
         )
     final = [wholes[r][-1].params for r in range(mesh.size)]
-    replicated = [k for k, a in axes.items() if a is None]
+    experts = set().union(*(setup.expert_names for setup in setups))
+    replicated = [k for k, a in axes.items() if a is None and k not in experts]
     result = MeshRun(
         config=config,
         mesh=mesh,
@@ -180,27 +181,32 @@ def assemble_run(config, mesh, sched, run, setups, n_steps, plan, reference, rto
 
 
 def _gather_experts(full, per_rank, grid4, setups):
-    """``full`` with every MoE expert stack put together from its ep group (the first
-    ``ep`` dp x cp ranks of each stage, tp rank 0), experts in rank order."""
-    pp, dp, cp, tp = grid4.shape
-    for s in range(pp):
-        ep_ranks = [int(r) for r in grid4[s].reshape(dp * cp, tp)[: setups[0].ep, 0]]
-        for name in setups[ep_ranks[0]].expert_names:
-            full[name] = np.concatenate([per_rank[r][name] for r in ep_ranks])
+    """``full`` with every MoE expert stack put together from the first ranks of each
+    stage's ep group, experts in ep-rank order, each expert's columns (and ``w_down``'s
+    rows) from its etp group in etp-rank order."""
+    for s in range(grid4.shape[0]):
+        first = setups[int(grid4[s].ravel()[0])]
+        for name in first.expert_names:
+            stacks = []
+            for holder in first.experts.ep.ranks:
+                etp = setups[holder].experts.etp.ranks
+                axis = 1 if name.endswith("w_down") else 2  # (E, f, d) rows, (E, d, f) columns
+                stacks.append(np.concatenate([per_rank[r][name] for r in etp], axis=axis))
+            full[name] = np.concatenate(stacks)
     return full
 
 
 def _data_replica_diff(grid4, final, setups):
     """Largest difference between copies over dp x cp: of the whole replicas' dense
-    parameters, and of each expert shard over its expert-data-parallel group."""
+    parameters, and of each expert slice over its expert-data-parallel group."""
     pp, dp, cp, tp = grid4.shape
-    ep = setups[0].ep
     experts = set().union(*(s.expert_names for s in setups))
     dense = sorted(set().union(*final) - experts)
-    replicas = _replica_diff(grid4.reshape(pp, dp * cp, tp), final, "dp", dense)
-    by_ep = grid4.reshape(pp, dp * cp // ep, ep, tp).transpose(0, 2, 1, 3)
-    edp = by_ep.reshape(pp * ep, dp * cp // ep, tp)  # one row of copies per expert shard
-    return max(replicas, _replica_diff(edp, final, "dp", sorted(experts)))
+    worst = _replica_diff(grid4.reshape(pp, dp * cp, tp), final, "dp", dense)
+    for setup in setups:
+        dicts = [final[r] for r in setup.experts.edp.ranks]
+        worst = max(worst, replica_max_diff(dicts, sorted(setup.expert_names)))
+    return worst
 
 
 def _replica_diff(grid, params, along, names=None):
@@ -229,26 +235,18 @@ def _gather(grid, per_rank, axes, replica0):
     return full
 
 
-def _whole_steps(returned, grid, n_steps):
+def _whole_steps(returned, n_steps):
     """Per rank and step a :class:`WholeStep` from the ranks' :class:`RankStep`: ZeRO shards
-    are put back together from the rank's shard group (its block of ``dp_shard`` consecutive
-    data-parallel ranks; all of dp unless HSDP)."""
+    are put back together from each flat parameter's shard group (the dense parameters'
+    block of ``dp_shard`` data-parallel ranks, all of dp unless HSDP; the experts' edp
+    shard group)."""
     out = [[None] * n_steps for _ in returned]
-    pp, dp, tp = grid.shape
-    for s in range(pp):
-        for t in range(tp):
-            group = [int(r) for r in grid[s, :, t]]
-            for i in range(n_steps):
-                layouts = returned[group[0]][i].shards.layouts
-                size = next(iter(layouts.values())).shards if layouts else dp
-                for start in range(0, dp, size):
-                    block = group[start : start + size]
-                    grads, params = whole([returned[r][i].shards for r in block])
-                    for r in block:
-                        step = returned[r][i]
-                        if not layouts:  # whole already: its own (its experts differ under ep)
-                            grads, params = step.shards.grads, step.shards.params
-                        out[r][i] = WholeStep(step.outcome, grads, params, step.shards.buckets)
+    for i in range(n_steps):
+        shards = [per_step[i].shards for per_step in returned]
+        for r, per_step in enumerate(returned):
+            step = per_step[i]
+            grads, params = whole(shards, r)
+            out[r][i] = WholeStep(step.outcome, grads, params, step.shards.buckets)
     return out
 
 

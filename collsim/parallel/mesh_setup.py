@@ -16,8 +16,10 @@ from ..runtime.group import Group
 from .block import RankBlock
 from .context.block import ContextParallelBlock
 from .context.tensor import TensorContextAttention, tensor_context_block
-from .data.sharded import ShardedUnit, hsdp_groups
-from .experts.block_mlp import EXPERT_KEYS, ExpertParallelMLP, TensorMoEBlock, expert_groups
+from .data import expert_grads
+from .data.sharded import ShardedUnit, ShardPart, hsdp_groups
+from .experts.block_mlp import EXPERT_KEYS, ExpertParallelMLP, TensorMoEBlock
+from .experts.folding import ExpertGroups, expert_groups, expert_token_shards, tokens_replicated
 from .modules import Local
 from .pipeline.schedules import split_layers
 from .tensor import ParallelAttention, ParallelMLP, ParallelTransformerBlock
@@ -52,8 +54,8 @@ class RankSetup:
     n_layers: int  # layers (units) of the whole model
     cp_rank: int = 0  # its place in the context-parallel group (0 without cp)
     expert_names: frozenset = frozenset()  # its MoE experts' parameters (E/ep of each stack)
-    edp_group: object = None  # the ranks holding the same experts: their gradients' group
-    ep: int = 1  # the expert-parallel ranks that split every MoE layer's experts
+    experts: ExpertGroups = None  # its ep, etp and edp groups (MoE parallel folding)
+    expert_shards: float = 1  # ranks' worth of tokens its experts' gradients sum
 
 
 def rank_setup(mesh, r, model, sequential, config, optimizer):
@@ -65,10 +67,10 @@ def rank_setup(mesh, r, model, sequential, config, optimizer):
         n_layers = len(model)
         ranges = split_layers(n_layers, config.pp, config.vpp)[stage]
         cp_group = mesh.group("cp", r) if config.cp > 1 else None
-        moe_groups = expert_groups(_replica_group(mesh, r).ranks, r, config.ep)
+        moe_groups = _expert_groups(mesh, r, config)
 
         def layer_module(i):
-            moe = _moe_layer(model[i], moe_groups.ep, r, tp_group, cp_group, str(i), config)
+            moe = _moe_layer(model[i], moe_groups, r, tp_group, cp_group, str(i), config)
             if moe is not None:
                 return moe
             if cp_group is not None:  # attention across the cp group, the rest on its tokens
@@ -92,22 +94,7 @@ def rank_setup(mesh, r, model, sequential, config, optimizer):
         chunks = [[units[i] for i in span] for span in ranges]
         moe_groups, expert_names = expert_groups([r], r, 1), frozenset()
     dp_group = mesh.group("dp", r) if config.cp == 1 else _replica_group(mesh, r)
-    if config.zero == 3:  # ZeRO-3 / FSDP: every unit keeps 1/dp_shard of its parameters
-        # the shard group spans dp_shard x cp, as Accelerate and Megatron form it
-        shard_group, replica_group = hsdp_groups(dp_group, config.dp_shard * config.cp, r)
-        chunks = [
-            [
-                (
-                    p,
-                    ShardedUnit(
-                        u, shard_group, r, p or "unit", replica_group, config.reshard_after_forward
-                    ),
-                )
-                for p, u in units
-            ]
-            for units in chunks
-        ]
-    return RankSetup(
+    setup = RankSetup(
         stage=stage,
         replica=where["dp"],
         tp_rank=tp_rank,
@@ -119,8 +106,32 @@ def rank_setup(mesh, r, model, sequential, config, optimizer):
         n_layers=n_layers,
         cp_rank=cp_rank,
         expert_names=expert_names,
-        edp_group=moe_groups.edp,
-        ep=config.ep,
+        experts=moe_groups,
+        expert_shards=expert_token_shards(config.ep, config.expert_tp, config.tp, config.sp),
+    )
+    if config.zero == 3:  # ZeRO-3 / FSDP: every unit keeps 1/dp_shard of its parameters
+        setup.chunks = [
+            [(p, _fsdp_unit(setup, p, u, r, config)) for p, u in units] for units in setup.chunks
+        ]
+    return setup
+
+
+def _fsdp_unit(me, prefix, unit, r, config):
+    """``unit`` as an FSDP unit: the dense parameters sharded over dp_shard x cp, as
+    Accelerate and Megatron form that group, and its MoE experts' over their own edp
+    shard group (torchtitan's dp_shard_mod_ep), each replicated over dp_replicate (HSDP)."""
+    shard_group, replica_group = hsdp_groups(me.dp_group, config.dp_shard * config.cp, r)
+    names = [n for n in unit.params if expert_grads.is_expert_gradient(f"{prefix}.{n}", me)]
+    experts = None
+    if names:
+        edp = me.experts.edp
+        shard, replica = hsdp_groups(
+            edp, edp.size // config.dp_replicate, r, dims=("edp_shard", "edp_replicate")
+        )
+        experts = ShardPart("expert_shard", tuple(names), shard, replica, me.expert_shards)
+    name = prefix or "unit"
+    return ShardedUnit(
+        unit, shard_group, r, name, replica_group, config.reshard_after_forward, experts
     )
 
 
@@ -181,16 +192,16 @@ def oracle_model(model, config):
     return model
 
 
-def _moe_layer(layer, ep_group, r, tp_group, cp_group, name, config):
+def _moe_layer(layer, groups, r, tp_group, cp_group, name, config):
     """A block whose MLP is an MoE (or a bare :class:`~collsim.nn.MoEMLP`) on rank ``r``:
-    the experts split over ``ep_group``, attention as the other blocks run it; None for
-    any other layer."""
+    the experts split over ``groups`` (ep, and etp for their columns), attention as the
+    other blocks run it; None for any other layer."""
     moe = layer.mlp if isinstance(layer, TransformerBlock) else layer
     if not isinstance(moe, MoEMLP):
         return None
     split = tp_group.size > 1 and config.sp  # each tp rank routes its own tokens
     mlp = ExpertParallelMLP.from_full(
-        moe, ep_group, r, name=f"{name}.mlp", partial=split, aux_scale=1 / config.microbatches
+        moe, groups, r, name=f"{name}.mlp", partial=split, aux_scale=1 / config.microbatches
     )
     if moe is layer:
         if tp_group.size > 1:
@@ -238,6 +249,14 @@ def _holds_experts(unit):
     return isinstance(unit, ExpertParallelMLP) or isinstance(
         getattr(unit, "mlp", None), ExpertParallelMLP
     )
+
+
+def _expert_groups(mesh, r, config):
+    """Rank ``r``'s ep, etp and edp groups, folded over its stage's ranks in (dp, cp, tp)
+    order (Megatron-Core's MoE parallel folding)."""
+    stage = mesh.grid[mesh.coords(r)["pp"]].ravel()
+    replicated = tokens_replicated(config.tp, config.sp)
+    return expert_groups(stage, r, config.ep, config.expert_tp, replicated)
 
 
 def _replica_group(mesh, r):

@@ -22,7 +22,6 @@ Examples
 """
 
 import difflib
-import gc
 import inspect
 import os
 from dataclasses import dataclass
@@ -125,6 +124,8 @@ class Cluster(CollectiveCalls):
         runs there), collsim's closed forms on the topology's links, or a count-only run
         of each candidate.  Where NCCL's model does not apply (a generic topology, nodes
         of unequal size) the closed forms decide.
+    tuner : rules of NCCL's example tuner plugin (``nccl_tuner_file.read_rules(path)``), of
+        which the first that matches a call decides ``choice="nccl"``'s pick, as under NCCL.
 
     Every guard takes ``math.inf`` to switch it off; the numbers and why they were
     chosen are in :mod:`collsim.runtime.guards`.  The collective methods
@@ -144,6 +145,7 @@ class Cluster(CollectiveCalls):
         guard_flags=None,
         fast=None,
         choice="nccl",
+        tuner=(),
     ):
         self.size = topo.check_topology(topology, "Cluster")
         if not isinstance(model, str) or model not in MODELS:
@@ -173,6 +175,9 @@ class Cluster(CollectiveCalls):
         self.guard_flags = dict(guard_flags or {})
         self.fast = _fast_setting(fast)
         self.choice = choice_setting(choice)
+        if isinstance(tuner, str | bytes) or not hasattr(tuner, "__iter__"):
+            raise ConfigError(f"tuner={tuner!r}: give read_rules(path)'s rules, or () for none")
+        self.tuner = tuple(tuner)
         self._routes = {}  # (src, dst) -> (links, α, β): the topology is fixed from here
         self.caches = ClusterCaches()  # what the collectives keep between calls, for its life
 
@@ -201,19 +206,22 @@ class Cluster(CollectiveCalls):
         ``program`` is usually a generator function; a plain function runs and returns at
         once.  Raises :class:`~collsim.DeadlockError` if ranks are left waiting forever.
         """
-        # the run allocates millions of small, acyclic objects (events, flows, trace
-        # records, and a collective's schedule, built when the programs first run at
-        # spawn); the cyclic collector would rescan all of them again and again
         if not callable(program):
             raise ConfigError(
                 f"Cluster.run({program!r}): give a function of the rank, usually a generator "
                 "function (def program(rank): ... yield rank.send(...))"
             )
-        collecting = gc.isenabled()
-        if self.fast:  # a speed setting: the reference path (fast=False) leaves it on
-            gc.disable()
+        if not self.fast:  # the reference path: plain Python, every transfer a record
+            return self._run(Trace(), program, args, kwargs)
+        from ..fast import engine_run  # the fast setting's storage and collector (the seam)
+
+        with engine_run() as trace:
+            return self._run(trace, program, args, kwargs)
+
+    def _run(self, trace, program, args, kwargs):
+        """One run of ``program`` on every rank, recorded on ``trace``."""
+        execution = Execution(self, trace)
         try:
-            execution = Execution(self)
             procs = []
             for rank_id in range(self.size):
                 rank = Rank(rank_id, execution)
@@ -240,10 +248,7 @@ class Cluster(CollectiveCalls):
             # the execution's processes, mailboxes and bound handlers refer to each other;
             # cut those cycles now so that its buffers (gigabytes in a numeric collective)
             # are freed when the caller drops the result, not at some later GC pass
-            if "execution" in locals():
-                execution.release()
-            if collecting:
-                gc.enable()
+            execution.release()
 
     def _result(self, execution, procs):
         # the run ends when its last rank does: the engine's clock may have run on to a

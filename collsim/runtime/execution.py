@@ -32,11 +32,11 @@ __all__ = ["Execution", "Process"]
 class Execution:
     """State of one :meth:`Cluster.run`: engine, network, trace, processes, mailboxes."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, trace=None):
         self.cluster = cluster
         self.engine = Engine(cluster.max_time, cluster.max_events)
         self.network = Network(self.engine, cluster.topology, cluster.model)
-        self.trace = Trace()
+        self.trace = Trace() if trace is None else trace  # the fast setting brings its own
         # what each rank holds, by category: rank.alloc makes it (runtime/memory.py) when used
         self.memory = None
         self.processes = []

@@ -30,7 +30,6 @@ import numpy as np
 from ..errors import ConfigError
 from ..hardware.protocols import slowest_class
 from ..network.flows import Flow
-from ..network.trace import PACK_RECORDS
 from .ops import ANY, CountOnly, Handle, Received
 from .process import PATTERNS, PostGroup
 
@@ -48,8 +47,7 @@ class Mailboxes:
         self.wild = {}  # dst -> [(src or ANY, tag or pattern, posted receive)]
         self.combining = {}  # (tag, Combine) -> the matched transfers of a combined group
         self.protocol_latency = {}  # (links, Protocol) -> seconds the protocol adds
-        self.record = trace.transfer_recorder()  # trace.add_transfer, without a Python call
-        self.pack_left = PACK_RECORDS  # transfers until the trace packs its records
+        self.record = trace.store.add  # records one arrived transfer (Trace.add_transfer)
 
     def release(self, events=(), flows=()):
         """Drop what waits here once the run is over (their arrays, the groups).
@@ -304,24 +302,16 @@ class Transfer(Flow):
         # the path it ends on: its route's, or its detour's once rerouted (the bytes each
         # path carried are the network's Reroute records, trace.faults.reroutes)
         mail.record(
-            (
-                self.src,
-                self.dst,
-                self.tag,
-                payload.nbytes,
-                self.start,
-                mail.engine.now,
-                self.links,
-                self.label,
-                self.meta,
-            )
+            src=self.src,
+            dst=self.dst,
+            tag=self.tag,
+            nbytes=payload.nbytes,
+            start=self.start,
+            end=mail.engine.now,
+            links=self.links,
+            label=self.label,
+            meta=self.meta,
         )
-        left = mail.pack_left - 1
-        if left:
-            mail.pack_left = left
-        else:  # every PACK_RECORDS messages the trace packs its records (Trace.pack)
-            mail.trace.pack()
-            mail.pack_left = PACK_RECORDS
         # each side's post is done: a group (an exchange or a collective's step) counts
         # it down and moves on when none is left; a single operation's handle completes
         sender, receiver = self.sender, self.receiver

@@ -222,15 +222,17 @@ and 3 (+ parameters); nearest valid --stage 3
     return Sharding(stage, dp, replicate, shard, g, optimizer)
 
 
-def check_verify_sizes(*, dp, tp, layers, steps, names=None):
-    """Refuse a run past :data:`LIMITS`; ``names`` maps a size to how the user spelled it."""
+def check_verify_sizes(*, dp, tp, layers, steps, names=None, ranks_given=None):
+    """Refuse a run past :data:`LIMITS`; ``names`` maps a size to how the user spelled it,
+    ``ranks_given`` says how the user gave the ranks (default ``dp × tp = ...``)."""
     names = names or {}
     for key, value in (("ranks", dp * tp), ("layers", layers), ("steps", steps)):
         if value <= LIMITS[key]:
             continue
         if key == "ranks":
+            given = ranks_given or f"dp × tp = {dp} × {tp}"
             raise ConfigError(
-                f"dp × tp = {dp} × {tp} = {value} ranks: more than the {LIMITS[key]} a "
+                f"{given} = {value} ranks: more than the {LIMITS[key]} a "
                 f"verification runs in seconds; choose dp · tp <= {LIMITS[key]}"
             )
         what = names.get(key, key)

@@ -35,7 +35,7 @@ from ..errors import ConfigError
 from ..parallel.data import DEFAULT_BUCKET_BYTES
 from .context_checks import CONTEXT_SCHEMES
 from .moe import MOE_SCHEMES, moe_sizes, refuse_moe_options
-from .nd_experts import ND_MOE_OPTIONS, resolve_nd_experts
+from .nd_experts import ND_MOE_OPTIONS, resolve_nd_experts, trainer_config
 from .problems import SCHEMES
 from .resolve import (
     Resolved,
@@ -89,8 +89,10 @@ class VerifyConfig:
     causal: bool | None = None  # causal attention (default True)
     pp: int | None = None  # nd: pipeline stages (1)
     # moe: one MoE layer with expert parallelism
-    ep: int | None = None  # expert-parallel ranks (moe: 4; nd: 1, carved from dp x cp);
+    ep: int | None = None  # expert-parallel ranks (moe: 4; nd: 1, folded over dp x cp x tp);
     # experts must be divisible by it (nd: any MoE option makes the blocks' MLPs MoEs)
+    etp: int | None = None  # nd: expert tensor parallelism, each expert's MLP split by
+    # columns and rows over etp ranks (default tp, as Megatron-Core); ep x etp | dp·cp·tp
     experts: int | None = None  # routed experts (moe: 8; nd: 2·ep)
     top_k: int | None = None  # experts per token (2)
     capacity_factor: float | None = None  # None: dropless; else ceil(T·k/E·cf) per expert
@@ -140,10 +142,10 @@ class VerifyConfig:
             return self.sizes
         if self.scheme in CONTEXT_SCHEMES:
             resolved = resolve_context(self, self.sizes)
-            experts = resolve_nd_experts(self, self.sizes.mesh)
+            experts = resolve_nd_experts(self, self.sizes.mesh, ffn=resolved.ffn_hidden)
             if experts is None:
                 return resolved
-            parallel = resolved.parallel.replace(ep=experts.ep)
+            parallel = trainer_config(resolved.parallel, experts, self.names)
             return dataclasses.replace(resolved, parallel=parallel, experts=experts)
         return resolve_training(self, self.sizes)
 

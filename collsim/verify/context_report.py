@@ -74,10 +74,12 @@ def context_cluster_line(c, rate):
     if c["cp"] > 1:
         mask = "causal" if c["causal"] else "not causal"
         lines.append(f"  cp: {_VARIANTS[c['cp_variant']]}, {_LAYOUTS[c['cp_layout']]}, {mask}")
-    if c.get("ep", 1) > 1:
+    ep, etp = c.get("ep", 1), c.get("etp", 1)
+    if ep * etp > 1:
+        split = f", each expert's MLP over etp {etp} (columns and rows)" if etp > 1 else ""
         lines.append(
-            f"  experts: {c['experts']} per MoE layer over ep {c['ep']} (carved from dp × cp), "
-            f"top-{c['top_k']}, {c['router_score']} router, "
+            f"  experts: {c['experts']} per MoE layer over ep {ep}{split} (folded over "
+            f"dp × cp × tp), top-{c['top_k']}, {c['router_score']} router, "
             + (
                 "dropless"
                 if c["capacity_factor"] is None
@@ -85,7 +87,12 @@ def context_cluster_line(c, rate):
             )
             + f", {c['routing']} routing; tokens all-to-allv'd over ep"
         )
-        sync += "; experts' gradients over their expert-data-parallel copies, ÷ ep"
+        edp = c["dp_replicate"] * c["dp_shard"] * c["cp"] * c["tp"] // (ep * etp)
+        how = "sharded over them (ZeRO-3)" if c["mesh_zero"] == 3 else "averaged"
+        sync += (
+            f"; experts' gradients over their expert-data-parallel group (dp·cp·tp/(ep·etp)"
+            f" = {edp} ranks), {how}, each first ÷ the ranks' tokens it summed"
+        )
     lines.append(f"  gradients: {sync}")
     return "\n".join(lines)
 

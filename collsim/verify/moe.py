@@ -16,6 +16,7 @@ Examples
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,8 @@ from .resolve import check_numbers
 __all__ = [
     "MOE_SCHEMES",
     "MoESizes",
+    "MoEInputs",
+    "moe_inputs",
     "moe_sizes",
     "verify_moe",
     "refuse_moe_options",
@@ -55,6 +58,7 @@ MAX_EP = 64
 MAX_EXPERTS = 512
 # options the moe check does not take (it trains nothing and uses no other mesh dimension)
 NOT_MOE = (
+    "etp",
     "dp",
     "tp",
     "cp",
@@ -72,6 +76,7 @@ NOT_MOE = (
 )
 MOE_ONLY = (
     "ep",
+    "etp",  # nd only: the experts' columns over etp ranks (moe refuses it, NOT_MOE)
     "experts",
     "top_k",
     "capacity_factor",
@@ -195,8 +200,10 @@ def refuse_moe_options(c, takes=()):
     given += ["pad_to_capacity"] if c.pad_to_capacity and "pad_to_capacity" not in takes else []
     if given:
         key = given[0]
+        where = "nd" if key == "etp" else "moe"  # expert tensor parallelism runs in the mesh
         raise ConfigError(
-            f"{as_given(c.names, key, getattr(c, key))} applies to scheme moe, not to {c.scheme!r}"
+            f"{as_given(c.names, key, getattr(c, key))} applies to scheme {where}, not to "
+            f"{c.scheme!r}"
         )
 
 
@@ -224,14 +231,32 @@ def as_flags(message, names):
     return message
 
 
-def verify_moe(sizes):
-    """Run the check ``sizes`` describes (a :class:`MoESizes`); a :class:`MoEReport`."""
+class MoEInputs(NamedTuple):
+    """What the check draws from its seed: the layer, the tokens, their targets and the
+    routing generator's prior."""
+
+    moe: MoE
+    x: np.ndarray  # (T, d)
+    target: np.ndarray  # (T, d)
+    prior: np.ndarray  # (T, E)
+
+
+def moe_inputs(sizes):
+    """The layer and data of the check ``sizes`` describes, drawn from its seed (the
+    pictures of ``collsim viz moe-*`` route the same tokens)."""
     rng = np.random.default_rng(sizes.seed)
     router = sizes.router
     moe = MoE.init(sizes.hidden, sizes.ffn_hidden, router, rng)
     x = rng.normal(size=(sizes.tokens, sizes.hidden))
     target = rng.normal(size=(sizes.tokens, sizes.hidden))
     prior = routing_prior(sizes.routing, sizes.tokens, router.experts, router.top_k, sizes.ep, rng)
+    return MoEInputs(moe, x, target, prior)
+
+
+def verify_moe(sizes):
+    """Run the check ``sizes`` describes (a :class:`MoESizes`); a :class:`MoEReport`."""
+    router = sizes.router
+    moe, x, target, prior = moe_inputs(sizes)
     run = expert_parallel_step(
         moe,
         x,

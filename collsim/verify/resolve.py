@@ -249,7 +249,10 @@ def context_sizes(c):
         names=names,
     )
     dp = mesh["dp_replicate"] * mesh["dp_shard"]
-    check_verify_sizes(dp=dp, tp=1, layers=c.layers, steps=c.steps, names=names)
+    given = " × ".join(as_given(names, k, mesh[k]) for k in ("dp_replicate", "dp_shard"))
+    check_verify_sizes(
+        dp=dp, tp=1, layers=c.layers, steps=c.steps, names=names, ranks_given=f"dp = {given}"
+    )
     return Sizes(
         dp=dp,
         tp=mesh["tp"],

@@ -42,8 +42,18 @@ Every function here returns a :class:`matplotlib.figure.Figure` and never calls
   ND-parallelism guide side by side, memory stacked by category and bytes inside and
   between nodes (from the rows ``collsim strategies`` measures).
 
+* :func:`collsim.viz.decode_step.decode_step_figure`: one decode step of tensor- and
+  pipeline-parallel inference, ranks x time: compute, each all-reduce, hand-offs, idle
+  (from the run's trace); :func:`collsim.viz.all_reduce_choice.all_reduce_choice_figure`:
+  the fastest small-message all-reduce by size and GPU count, with vLLM's thresholds.
+
 * :func:`collsim.viz.mesh.mesh_figure`: a device mesh's TP, CP, EP, DP and PP groups on
   the nodes, in Megatron-LM's or Accelerate's rank order (from a ``RankGrid``).
+* :func:`collsim.viz.moe.routing_figure`, :func:`~collsim.viz.moe.traffic_figure`,
+  :func:`~collsim.viz.moe.load_figure` and
+  :func:`collsim.viz.moe_timeline.moe_timeline_figure`: one mixture-of-experts step (token
+  → expert routing, the all-to-all's bytes between ranks, expert and rank load against
+  capacity, the ranks on the clock), from its routing and trace.
 
 Shared by all: :mod:`collsim.viz.style` decides how every figure looks (``paper`` or
 ``slides``, ``light`` or ``dark``, size, the Okabe-Ito palette, the language of
@@ -71,6 +81,10 @@ __all__ = [
     "scaling",
     "strategies",
     "mesh",
+    "moe",
+    "moe_timeline",
+    "decode_step",
+    "all_reduce_choice",
     "style",
     "words",
     "calibration",

@@ -93,7 +93,8 @@ MARKERS = ("o", "s", "^", "D")
 class Curve:
     """What :func:`measure_curve` measured: ``times[i]`` seconds for ``sizes[i]`` bytes;
     ``chosen[i]`` is what ran there (``"nccl_ring/ll"``: algorithm / protocol) and
-    ``floors[i]`` the sum of its steps' latencies (:func:`latency_floor`)."""
+    ``floors[i]`` the sum of its steps' latencies (:func:`latency_floor`), of which
+    ``launches[i]`` is NCCL's base latency of the call (its first step carries it)."""
 
     spec: CurveSpec
     ranks: int
@@ -102,6 +103,7 @@ class Curve:
     chosen: list
     steps: list
     floors: list
+    launches: list = None  # seconds; None: none measured
 
     @property
     def busbw_GBps(self):
@@ -139,8 +141,9 @@ def calibration_sizes(lo=8, hi=8 * GiB, factor=2):
 def latency_floor(graph, result):
     """The closed form's latency term of one all-reduce: for every step, the largest
     α of its messages (the links' latencies along the route plus the step's protocol
-    latency for the route's slowest link class), summed over the steps.  The time of a
-    tiny message is this and almost nothing else."""
+    latency for the route's slowest link class; the first step's also NCCL's base latency
+    of the call), summed over the steps.  The time of a tiny message is this and almost
+    nothing else."""
     alphas = {}
     for t in result.trace.transfers:
         if not is_collective(t.tag) or t.src == t.dst:
@@ -155,9 +158,15 @@ def latency_floor(graph, result):
     return sum(alphas.values())
 
 
+def _launch(result):
+    """NCCL's base latency the call paid: what its first step's protocol carries."""
+    first = [t.tag.protocol for t in result.trace.transfers if is_collective(t.tag)]
+    return max((p.launch for p in first if p is not None), default=0.0)
+
+
 def _chosen(result):
     protocols = {t.tag.protocol for t in result.trace.transfers if is_collective(t.tag)}
-    names = sorted(p.name for p in protocols if p is not None)
+    names = sorted({p.name for p in protocols if p is not None})  # step 1's carries the launch
     return result.algorithm + ("/" + "+".join(names) if names else "")
 
 
@@ -172,7 +181,7 @@ def measure_curve(spec, sizes=None, dtype="float32", note=None):
     if dtype not in DTYPE_BYTES:
         raise ConfigError(f"dtype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
     itemsize = DTYPE_BYTES[dtype]
-    times, chosen, steps, floors = [], [], [], []
+    times, chosen, steps, floors, launches = [], [], [], [], []
     for i, size in enumerate(sizes):
         if note is not None:
             note(f"{spec.key}: size {i + 1} of {len(sizes)} ({format_size(size)})")
@@ -183,7 +192,8 @@ def measure_curve(spec, sizes=None, dtype="float32", note=None):
         chosen.append(_chosen(out))
         steps.append(out.stats.steps)
         floors.append(latency_floor(graph, out))
-    return Curve(spec, cluster.size, sizes, times, chosen, steps, floors)
+        launches.append(_launch(out))
+    return Curve(spec, cluster.size, sizes, times, chosen, steps, floors, launches)
 
 
 def published_for(curve, published=PUBLISHED):
@@ -295,8 +305,10 @@ def _draw_floor(ax, curves, small_max):
         ax.plot(*zip(*small), color=colour, marker=marker, ms=4, lw=2)
         floor = curve.floors[0] * 1e6
         ax.axhline(floor, color=colour, ls=":", lw=1.5)
+        launch = curve.launches[0] * 1e6 if curve.launches else 0.0
         group = groups.setdefault(
-            round(floor, 2), {"colour": colour, "keys": [], "steps": curve.steps[0]}
+            round(floor, 2),
+            {"colour": colour, "keys": [], "steps": curve.steps[0], "launch": launch},
         )
         ran = curve.chosen[0]
         if curve.spec.algorithm is None:
@@ -306,9 +318,11 @@ def _draw_floor(ax, curves, small_max):
         group["keys"].append(f"{curve.spec.key} ({ran})")
         top = max([top] + [t for _, t in small])
     for floor, group in groups.items():
-        per_step = floor / group["steps"] if group["steps"] else 0.0
+        launch = group["launch"]
+        per_step = (floor - launch) / group["steps"] if group["steps"] else 0.0
+        base = f"{launch:.1f} µs + " if launch else ""  # NCCL's base latency, once a call
         ax.annotate(
-            f"{group['steps']} steps × {per_step:.2f} µs = {floor:.1f} µs\n"
+            f"{base}{group['steps']} steps × {per_step:.2f} µs = {floor:.1f} µs\n"
             + ", ".join(group["keys"]),
             xy=(0.02, floor),
             xycoords=("axes fraction", "data"),
@@ -340,8 +354,7 @@ def _draw_floor(ax, curves, small_max):
     ax.set_ylim(0, max(top, model * 1e6) * 1.2)
     ax.set_ylabel("time (µs)", fontsize="large")
     ax.set_title(
-        "small messages: the time is the latency floor\n"
-        "(dotted: the steps' latencies summed, steps · α)",
+        "small messages: the time is the latency floor\n(dotted: NCCL's base latency + steps · α)",
         fontsize="large",
         wrap=True,
     )

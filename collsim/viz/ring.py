@@ -111,7 +111,10 @@ def ring_frames(result):
             f"{view.phase} {view.phase_step}/{view.phase_steps}  "
             f"(step {view.number} of {view.n_steps})"
         )
-        moves = [(m, t[4], t[5], t[6]) for m, t in zip(schedule.steps[view.index], view.transfers)]
+        moves = [
+            (m, t.nbytes, t.start, t.end)
+            for m, t in zip(schedule.steps[view.index], view.transfers)
+        ]
         frames.append(Frame(view.number, title, moves, view.holdings))
     return frames
 

@@ -123,6 +123,71 @@ JA = {
     "{dim} groups": "{dim} グループ",
     "node {node}": "ノード {node}",
     "rank": "ランク",
+    # ---- mixture of experts (moe.py, moe_timeline.py) ----
+    "Token → expert routing: top-{k} of {E} experts, {cap}": (
+        "トークン → エキスパートのルーティング: {E} エキスパートから上位 {k}, {cap}"
+    ),
+    "dropless": "ドロップなし",
+    "capacity {capacity} per expert per rank": "容量はランクごと・エキスパートごとに {capacity}",
+    "dropped by capacity ({count})": "容量でドロップ ({count})",
+    "token (blocks: the source rank that routes it)": (
+        "トークン (区切り: ルーティングする送信元ランク)"
+    ),
+    "expert (blocks: the rank that holds it)": "エキスパート (区切り: 持っているランク)",
+    "gate weight (0-1)": "ゲートの重み (0-1)",
+    "{phase}: tokens out": "{phase}: トークンを送り出す",
+    "{phase}: outputs back": "{phase}: 出力を戻す",
+    "receiving rank": "受信側ランク",
+    "sending rank": "送信側ランク",
+    "home": "手元",
+    "bytes sent ({unit})": "送信バイト数 ({unit})",
+    "All-to-all traffic between ranks: {total} dispatched": (
+        "ランク間の all-to-all 通信量: ディスパッチ {total}"
+    ),
+    "kept: computed": "残った分: 計算した",
+    "dropped": "ドロップ",
+    "capacity: {ep} ranks × {c} = {limit}": "容量: {ep} ランク × {c} = {limit}",
+    "expert": "エキスパート",
+    "tokens routed to it": "送られたトークン数",
+    "per expert": "エキスパートごと",
+    "mean {mean:.1f}": "平均 {mean:.1f}",
+    "{n} dropped": "ドロップ {n}",
+    "rows its experts computed": "そのエキスパートが計算した行数",
+    "per rank: max / mean {ratio:.2f}x": "ランクごと: 最大 / 平均 {ratio:.2f} 倍",
+    "Expert load: {dropped} of {choices} choices dropped": (
+        "エキスパートの負荷: {choices} 個の選択のうち {dropped} 個をドロップ"
+    ),
+    "dispatch (tokens out)": "ディスパッチ (トークンを送り出す)",
+    "combine (outputs back)": "コンバイン (出力を戻す)",
+    "backward: output gradients out": "逆伝播: 出力の勾配を送り出す",
+    "backward: input gradients back": "逆伝播: 入力の勾配を戻す",
+    "counts, gradient all-reduce": "個数の交換, 勾配の all-reduce",
+    "compute: forward": "計算: 順伝播",
+    "compute: backward": "計算: 逆伝播",
+    "rank {rank}": "ランク {rank}",
+    "MoE step: rank {rank}'s experts computed longest; the combine waits for them "
+    "(dashed: the last combine message)": (
+        "MoE のステップ: ランク {rank} のエキスパートの計算が最も長く, コンバインはそれを待つ "
+        "(破線: 最後のコンバインのメッセージ)"
+    ),
+    # ---- serving: a decode step (decode_step.py), the all-reduce choice (all_reduce_choice.py)
+    "all-reduce": "all-reduce",
+    "other collective": "その他の集団通信",
+    "stage hand-off": "ステージ間の受け渡し",
+    "Decode step {step}: {time} {unit}; rank 0 spends {share} in {calls} all-reduces of {size}": (
+        "デコードステップ {step}: {time} {unit}; ランク 0 は {size} の all-reduce {calls} 回に"
+        " {share} を使う"
+    ),
+    "one-shot": "one-shot",
+    "two-shot": "two-shot",
+    "ring": "リング",
+    "NVLS": "NVLS",
+    "ring ×{ratio}": "リング ×{ratio}",
+    "message size S (bytes a GPU)": "メッセージサイズ S (GPU あたりのバイト数)",
+    "vLLM changes its choice": "vLLM が選択を変える位置",
+    "Fastest all-reduce on one {machine} node (closed forms, α–β)": (
+        "{machine} 1 ノードで最速の all-reduce (閉形式, α–β)"
+    ),
 }
 
 

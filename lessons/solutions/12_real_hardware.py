@@ -7,6 +7,7 @@ import math
 from collsim import hardware
 from collsim.collectives.degraded import degraded_ring_all_reduce_time
 from collsim.collectives.formulas import closed_form
+from collsim.collectives.nccl_tables import BASE_LATENCY_US, HOP_LATENCY_US
 from collsim.hardware.protocols import PROTOCOLS
 from collsim.runtime.faults import Faults
 from collsim.topology import path_alpha_beta
@@ -67,3 +68,12 @@ stopped_rank_answer = CRASH.rank
 # n + 1 ms; the crash at 2.3 ms falls in the compute of step 2: rank 5 completed all-reduces
 # #0 and #1, and the others wait for it in #2
 hang_position_answer = int(CRASH.at // COMPUTE)
+
+# 12.8: NCCL's cost model at 64 nodes of one GPU, Simple: the ring pays its base and one
+# network hop a step, K - 1 steps; PAT 8 us, a hop divided by 3.5 for each of log2(M)
+# levels, and 2.8 us for every rank (src/graph/tuning.cc)
+_K = 64
+_NET_HOP = HOP_LATENCY_US["net"]["tree"].simple  # with one GPU a node, every hop is exposed
+_ring_us = BASE_LATENCY_US["ring"].simple + (_K - 1) * _NET_HOP
+_pat_us = BASE_LATENCY_US["pat"].simple + math.log2(_K) * _NET_HOP / 3.5 + 2.8 * _K
+pat_latency_ratio_answer = _ring_us / _pat_us

@@ -6,6 +6,7 @@ import numpy as np
 
 K, N, B = 4, 1024, 8  # ranks, float64 elements per rank, bytes per element
 ALPHA, BETA = 2e-6, 25e9  # the ping-pong's link: 2 us, 25 GB/s
+ROWS, COLS = 16, 24  # the heat stencil's plate, on a 2 x 2 grid of ranks
 
 
 def fit_alpha_beta(sizes, times):
@@ -24,3 +25,6 @@ one_mib_time_answer = ALPHA + 2**20 / BETA
 fit_alpha_beta_answer = fit_alpha_beta
 # 13.5: n / (alpha + n / beta) = beta / 2  <=>  n = alpha · beta
 half_bandwidth_size_answer = ALPHA * BETA
+# 13.6: rank 0 (top left) has neighbours below and to the right only (PROC_NULL above and
+# to the left): one halo row of COLS/2 + 2 values and one column of ROWS/2 + 2, 8 B each
+halo_bytes_answer = ((COLS // 2 + 2) + (ROWS // 2 + 2)) * B

@@ -1,4 +1,4 @@
-"""Data parallelism and ZeRO/FSDP: one concept, four modules.
+"""Data parallelism and ZeRO/FSDP: one concept, five modules.
 
 The batch-64, dp=4 example: every rank holds the whole model and 16 samples, computes
 ``g_r = grad L_r`` on them, and an all-reduce (sum, then divide by 4) leaves every rank with
@@ -12,6 +12,7 @@ module               what it holds
 :mod:`.buckets`      PyTorch DDP's reducer: gradient buckets all-reduced as backward fills them
 :mod:`.sharded`      ZeRO stages 1-3: the flat layout, the sharded optimizer step, FSDP units
 :mod:`.sync`         one gradient sync per ZeRO stage, as the mesh trainer drives it each step
+:mod:`.expert_grads` which group reduces a gradient, the dense one or the experts' edp group
 :mod:`.checkpoint`   saving the sharded training state: a full state dict or a sharded one
 ===================  ========================================================================
 

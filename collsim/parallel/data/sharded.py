@@ -48,12 +48,14 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...nn import SGD, Adam
+from . import expert_grads
 
 __all__ = [
     "ZERO_STAGES",
     "FlatLayout",
     "optimizer_bytes_per_param",
     "ShardedUnit",
+    "ShardPart",
     "ZeroChunkSync",
 ]
 
@@ -172,10 +174,11 @@ class ZeroChunkSync:
         return grad_shard
 
 
-def hsdp_groups(dp_group, dp_shard, rank_id):
+def hsdp_groups(dp_group, dp_shard, rank_id, dims=("dp_shard", "dp_replicate")):
     """``(shard group, replica group)`` of ``rank_id`` in its data-parallel group laid out as
     dp_replicate x dp_shard, the shard dimension inner (neighbouring ranks, one node):
-    the replica group is None without HSDP.
+    the replica group is None without HSDP.  ``dims`` names the two (``"edp_shard"``,
+    ``"edp_replicate"`` for the experts' expert-data-parallel group).
 
     >>> from collsim.runtime.group import Group
     >>> shard, replica = hsdp_groups(Group(range(8)), 4, 5)
@@ -188,9 +191,22 @@ def hsdp_groups(dp_group, dp_shard, rank_id):
         return dp_group, None
     ranks, i = dp_group.ranks, dp_group.index(rank_id)
     block = i // dp_shard
-    shard = Group(ranks[block * dp_shard : (block + 1) * dp_shard], dim="dp_shard")
-    replica = Group(ranks[i % dp_shard :: dp_shard], dim="dp_replicate")
+    shard = Group(ranks[block * dp_shard : (block + 1) * dp_shard], dim=dims[0])
+    replica = Group(ranks[i % dp_shard :: dp_shard], dim=dims[1])
     return shard, replica
+
+
+@dataclass(frozen=True)
+class ShardPart:
+    """One flat parameter of an FSDP unit: which of the unit's parameters it lays out and
+    the ranks it is sharded over (FSDP2 shards an MoE block's experts over their own mesh)."""
+
+    key: str  # its name among the unit's params: "shard" (dense) or "expert_shard"
+    names: tuple  # the unit's parameters it holds
+    group: object  # the shard group
+    replica_group: object = None  # HSDP: the ranks holding the same shard
+    share: float | None = None  # experts: each rank's gradient is divided by it first
+    # (expert_grads.expert_grad_share: the tokens of that many ranks reached its experts)
 
 
 class ShardedUnit:
@@ -198,7 +214,9 @@ class ShardedUnit:
     gathered for its passes and freed after them (a :class:`~collsim.parallel.modules.RankModule`).
 
     Its ``params`` is ``{"shard": the fp32 master shard}`` and its gradients
-    ``{"shard": the averaged gradient shard}``, reduce-scattered right after the backward.
+    ``{"shard": the averaged gradient shard}``, reduce-scattered right after the backward;
+    with ``experts`` (a :class:`ShardPart` of its MoE experts' parameters) those are a
+    second flat parameter, ``"expert_shard"``, on the experts' own groups.
 
     Parameters
     ----------
@@ -213,52 +231,93 @@ class ShardedUnit:
     reshard_after_forward : bool
         False keeps the gathered parameters from the forward to the backward (one gather per
         micro-batch, more memory: PyTorch's SHARD_GRAD_OP).
+    experts : ShardPart, optional
+        The unit's expert parameters and their expert-data-parallel shard and replica groups.
     """
 
-    def __init__(self, unit, group, rank_id, name, replica_group=None, reshard_after_forward=True):
+    def __init__(
+        self,
+        unit,
+        group,
+        rank_id,
+        name,
+        replica_group=None,
+        reshard_after_forward=True,
+        experts=None,
+    ):
         self.unit, self.group, self.name = unit, group, name
         self.replica_group = replica_group
         self.reshard_after_forward = reshard_after_forward
-        self.layout = FlatLayout.of(unit.params, group.size)
-        self.index = group.index(rank_id)
-        self.shard = self.layout.shard(self.layout.flatten(unit.params), self.index).copy()
+        apart = () if experts is None else experts.names
+        dense = tuple(n for n in unit.params if n not in apart)
+        self.parts = [ShardPart("shard", dense, group, replica_group)]
+        self.parts += [experts] if experts is not None and experts.names else []
+        self.layouts, self.shards = {}, {}
+        for part in self.parts:
+            layout = FlatLayout.of({n: unit.params[n] for n in part.names}, part.group.size)
+            self.layouts[part.key] = layout
+            index = part.group.index(rank_id)
+            self.shards[part.key] = layout.shard(layout.flatten(unit.params), index).copy()
+        self.layout, self.index = self.layouts["shard"], group.index(rank_id)
         self._holders = 0  # passes (micro-batches) using the gathered parameters now
         self._block = None  # the gathered parameters' memory block while they exist
-        self._pending = None  # a prefetched all-gather's handle, not yet waited for
+        self._pending = None  # prefetched all-gathers' handles, not yet waited for
         self._poison()  # the full arrays exist only while gathered
 
     @property
+    def shard(self):
+        """The dense flat parameter's fp32 master shard."""
+        return self.shards["shard"]
+
+    @property
     def params(self):
-        return {"shard": self.shard}
+        return dict(self.shards)
 
     @property
     def shard_axes(self):
-        return {"shard": 0}  # rank i holds elements i·P/N .. of the flat parameters
+        return dict.fromkeys(self.shards, 0)  # rank i holds elements i·P/N .. of each
+
+    @property
+    def gathered_elements(self):
+        return sum(layout.padded for layout in self.layouts.values())
 
     def _poison(self):
         for array in self.unit.params.values():
             array[...] = np.nan
 
+    def _gathers(self, rank):
+        """One all-gather task per flat parameter."""
+        return [rank.all_gather(self.shards[p.key], group=p.group) for p in self.parts]
+
+    def _fill(self, gathered):
+        for part, full in zip(self.parts, gathered):
+            for name, array in self.layouts[part.key].unflatten(full).items():
+                self.unit.params[name][...] = array
+
     def prefetch(self, rank):
-        """Start this unit's all-gather on the communication stream (FSDP's prefetch), unless
+        """Start this unit's all-gathers on the communication stream (FSDP's prefetch), unless
         its parameters are gathered or on their way already."""
         if self._holders or self._pending is not None:
             return
-        self._block = rank.alloc("gathered_params", self.name, self.layout.padded)
-        task = rank.all_gather(self.shard, group=self.group)
-        self._pending = yield rank.start(task, name=f"prefetch {self.name}")
+        self._block = rank.alloc("gathered_params", self.name, self.gathered_elements)
+        self._pending = []
+        for task in self._gathers(rank):
+            self._pending.append((yield rank.start(task, name=f"prefetch {self.name}")))
 
     def _acquire(self, rank):
         """Make the gathered parameters available to one more pass."""
         if self._holders == 0:
             if self._pending is not None:  # prefetched: wait for it
-                full = yield rank.wait(self._pending)
+                gathered = []
+                for handle in self._pending:
+                    gathered.append((yield rank.wait(handle)))
                 self._pending = None
             else:
-                self._block = rank.alloc("gathered_params", self.name, self.layout.padded)
-                full = yield from rank.all_gather(self.shard, group=self.group)
-            for name, array in self.layout.unflatten(full).items():
-                self.unit.params[name][...] = array
+                self._block = rank.alloc("gathered_params", self.name, self.gathered_elements)
+                gathered = []
+                for task in self._gathers(rank):
+                    gathered.append((yield from task))
+            self._fill(gathered)
         self._holders += 1
 
     def _release(self, rank):
@@ -269,13 +328,19 @@ class ShardedUnit:
             self._block = None
 
     def _reduce(self, rank, grads):
-        flat = self.layout.flatten(grads)
-        buffer = rank.alloc("comm_buffers", f"{self.name} grad buffer", self.layout.padded)
-        shard = yield from rank.reduce_scatter(flat, group=self.group, op="avg")
-        if self.replica_group is not None and self.replica_group.size > 1:
-            shard = yield from rank.all_reduce(shard, group=self.replica_group, op="avg")
-        rank.free(buffer)
-        return {"shard": shard}
+        out = {}
+        for part in self.parts:
+            layout = self.layouts[part.key]
+            flat = layout.flatten(grads)
+            if part.share is not None:  # an expert's gradient: its share of the edp average
+                flat = expert_grads.expert_grad_share(flat, part.share)
+            buffer = rank.alloc("comm_buffers", f"{self.name} grad buffer", layout.padded)
+            shard = yield from rank.reduce_scatter(flat, group=part.group, op="avg")
+            if part.replica_group is not None and part.replica_group.size > 1:
+                shard = yield from rank.all_reduce(shard, group=part.replica_group, op="avg")
+            rank.free(buffer)
+            out[part.key] = shard
+        return out
 
     def forward(self, rank, x):
         yield from self._acquire(rank)

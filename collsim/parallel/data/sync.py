@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import expert_grads
 from .buckets import GradientBuckets
 from .sharded import ZeroChunkSync, optimizer_bytes_per_param
 
@@ -37,13 +38,15 @@ class StepShards:
     """One rank's gradients (averaged, before the step) and parameters (after it).
 
     ``layouts`` is empty when both are whole; otherwise ``grads[key]`` / ``params[key]`` are
-    this rank's shards of ``layouts[key]`` (and the whole arrays it names are rebuilt from
-    the data-parallel group's shards, in group order)."""
+    this rank's shards of ``layouts[key]``, and the whole arrays it names are rebuilt from
+    the shards of the ranks ``groups[key]`` (its shard group, in group order: the dense
+    parameters' or the experts')."""
 
     grads: dict
     params: dict
     buckets: list = field(default_factory=list)
     layouts: dict = field(default_factory=dict)
+    groups: dict = field(default_factory=dict)
 
 
 def gradient_sync(rank, me, config, params):
@@ -53,17 +56,6 @@ def gradient_sync(rank, me, config, params):
     if config.zero == 3:
         return Zero3Sync(rank, me, config, params)
     return ZeroSync(rank, me, config, params)
-
-
-def expert_grad_share(grad, ep):
-    """An expert's gradient on its rank, as its share of the edp group's average.
-
-    The rank's experts received the tokens of all ``ep`` ranks of its ep group, each
-    weighted by its own rank's 1/T, so the gradient is ep ranks' worth: averaging it over
-    the edp group (the other copies of these experts) and dividing by ep gives the mean over
-    every dp x cp rank.  Leaving out the division is the doubled gradient with ep = 2.
-    """
-    return grad / ep
 
 
 def _elements(arrays):
@@ -88,14 +80,15 @@ class DDPSync:
     def _add(self, name, grad):
         """Bucket a final gradient: MoE experts' over their expert-data-parallel group,
         everything else (attention, router, ...) over the data-parallel group."""
-        if name in self.me.expert_names:
-            yield from self.expert_buckets.add(name, expert_grad_share(grad, self.me.ep))
+        if expert_grads.is_expert_gradient(name, self.me):
+            share = expert_grads.expert_grad_share(grad, self.me.expert_shards)
+            yield from self.expert_buckets.add(name, share)
         else:
             yield from self.buckets.add(name, grad)
 
     def begin(self):
         self.buckets = GradientBuckets(self.rank, self.me.dp_group, self.config.bucket_bytes)
-        edp = self.me.edp_group or self.me.dp_group
+        edp = self.me.experts.edp
         self.expert_buckets = GradientBuckets(self.rank, edp, self.config.bucket_bytes)
         self.grads_block = self.rank.alloc("grads", "gradients", _elements(self.params))
 
@@ -110,29 +103,44 @@ class DDPSync:
 
 
 class ZeroSync:
-    """ZeRO stages 1 and 2: optimizer state (and for stage 2 the gradients) sharded."""
+    """ZeRO stages 1 and 2: optimizer state (and for stage 2 the gradients) sharded: the
+    dense parameters' over the data-parallel group, the MoE experts' over their
+    expert-data-parallel group (Megatron-Core's distributed optimizer keeps the two apart)."""
 
     def __init__(self, rank, me, config, params):
         self.rank, self.me, self.config = rank, me, config
-        self.syncs = []
+        self.syncs, self.by_chunk = [], []
         for units in me.chunks:
             chunk_params = {}
             for prefix, unit in units:
                 chunk_params |= {
                     f"{prefix}.{k}" if prefix else k: v for k, v in unit.params.items()
                 }
-            key = f"shard {len(self.syncs)}"  # the optimizer's state name for this chunk
-            self.syncs.append(
-                ZeroChunkSync(
+            experts = {k for k in chunk_params if expert_grads.is_expert_gradient(k, me)}
+            parts = [
+                (part, names, group)
+                for part, names, group in (
+                    ("", [k for k in chunk_params if k not in experts], me.dp_group),
+                    (" experts", sorted(experts), me.experts.edp),
+                )
+                if names
+            ]
+            mine = []
+            for part, names, group in parts:
+                key = f"shard {len(self.by_chunk)}{part}"  # the optimizer's state name
+                sync = ZeroChunkSync(
                     rank,
-                    me.dp_group,
-                    chunk_params,
+                    group,
+                    {k: chunk_params[k] for k in names},
                     config.zero,
                     me.optimizer,
                     key,
                     config.zero1_gradients,
                 )
-            )
+                sync.share = me.expert_shards if part else None
+                mine.append(sync)
+            self.syncs += mine
+            self.by_chunk.append(mine)
         n = _elements(params)
         shard = sum(s.layout.shard_size for s in self.syncs)
         rank.alloc("params", "parameters", n)
@@ -153,25 +161,39 @@ class ZeroSync:
         """The optimizer-state name of ``master_shards()[key]``."""
         return self.syncs[key].key
 
+    def _reducer(self, chunk):
+        """Reduce-scatter chunk ``chunk``'s gradients, each part over its own group."""
+
+        def reduce(grads):
+            for sync in self.by_chunk[chunk]:
+                part = grads
+                if sync.share is not None:  # the experts': their share of the edp average
+                    share = expert_grads.expert_grad_share
+                    part = {k: share(grads[k], sync.share) for k in sync.layout.names if k in grads}
+                yield from sync.reduce(part)
+
+        return reduce
+
     def hooks(self, chunk):
-        sync = self.syncs[chunk]
         if self.config.zero == 2:  # each backward's gradients reduce-scattered at once
-            return None, sync.reduce
+            return None, self._reducer(chunk)
         return None, None
 
     def begin(self):
         self.grads_block = self.rank.alloc("grads", "gradients", self.grad_elements)
 
     def finish(self, chunks):
-        grads, params, layouts = {}, {}, {}
-        for c, (sync, chunk) in enumerate(zip(self.syncs, chunks)):
+        grads, params, layouts, groups = {}, {}, {}, {}
+        for c, chunk in enumerate(chunks):
             if self.config.zero == 1:  # the accumulated gradients, reduce-scattered once
-                yield from sync.reduce(chunk.grads)
-            grads[c] = yield from sync.step()
-            params[c] = sync.master.copy()
-            layouts[c] = sync.layout
+                yield from self._reducer(c)(chunk.grads)
+            for sync in self.by_chunk[c]:
+                i = len(grads)
+                grads[i] = yield from sync.step()
+                params[i] = sync.master.copy()
+                layouts[i], groups[i] = sync.layout, sync.group.ranks
         self.rank.free(self.grads_block)
-        return StepShards(grads, params, [], layouts)
+        return StepShards(grads, params, [], layouts, groups)
 
 
 class Zero3Sync:
@@ -181,7 +203,7 @@ class Zero3Sync:
         self.rank, self.me = rank, me
         self.units = [(p, u) for units in me.chunks for p, u in units]
         self.group = self.units[0][1].group if self.units else me.dp_group  # the shard group
-        shard = sum(u.layout.shard_size for _, u in self.units)
+        shard = sum(lay.shard_size for _, u in self.units for lay in u.layouts.values())
         rank.alloc("params", "parameter shards", shard)
         k = optimizer_bytes_per_param(me.optimizer)
         if k:
@@ -190,7 +212,11 @@ class Zero3Sync:
         self.params = params  # "<prefix>.shard" -> the unit's fp32 shard
 
     def master_shards(self):
-        return {(f"{p}.shard" if p else "shard"): u.shard for p, u in self.units}
+        return {
+            (f"{p}.{key}" if p else key): shard
+            for p, u in self.units
+            for key, shard in u.shards.items()
+        }
 
     def state_key(self, key):
         return key
@@ -208,21 +234,27 @@ class Zero3Sync:
         if self.me.optimizer is not None:
             self.me.optimizer.step(self.params, grads)
         self.rank.free(self.grads_block)
-        keys = [f"{p}.shard" if p else "shard" for p, _ in self.units]
-        layouts = {key: unit.layout.prefixed(p) for key, (p, unit) in zip(keys, self.units)}
-        after = {key: self.params[key].copy() for key in keys}
+        layouts, groups = {}, {}
+        for p, unit in self.units:
+            for part in unit.parts:
+                key = f"{p}.{part.key}" if p else part.key
+                layouts[key] = unit.layouts[part.key].prefixed(p)
+                groups[key] = part.group.ranks
+        after = {key: self.params[key].copy() for key in layouts}
         yield from ()
-        return StepShards({k: grads[k] for k in keys}, after, [], layouts)
+        return StepShards({k: grads[k] for k in layouts}, after, [], layouts, groups)
 
 
-def whole(group_shards):
-    """``(grads, params)``, whole, from the `StepShards` of one data-parallel group (in group
-    order); whole records pass through."""
-    first = group_shards[0]
-    if not first.layouts:
-        return first.grads, first.params
+def whole(shards, rank):
+    """``(grads, params)`` of ``rank``, whole, from every rank's `StepShards` (``shards``,
+    indexed by rank): each flat parameter from its shard group's shards, in group order;
+    whole records pass through."""
+    mine = shards[rank]
+    if not mine.layouts:
+        return mine.grads, mine.params
     grads, params = {}, {}
-    for key, layout in first.layouts.items():
-        grads |= layout.unflatten(np.concatenate([s.grads[key] for s in group_shards]))
-        params |= layout.unflatten(np.concatenate([s.params[key] for s in group_shards]))
+    for key, layout in mine.layouts.items():
+        ranks = mine.groups[key]
+        grads |= layout.unflatten(np.concatenate([shards[r].grads[key] for r in ranks]))
+        params |= layout.unflatten(np.concatenate([shards[r].params[key] for r in ranks]))
     return grads, params

@@ -9,7 +9,10 @@ module                 what it holds
 :mod:`.generators`     routings with the imbalance dialled: uniform, Zipf, log-normal, ...
 :mod:`.step`           one forward and backward on a cluster, next to one device
 :mod:`.formulas`       dispatch and combine bytes by closed form; the all-gather dispatcher
-:mod:`.block_mlp`      the MoE in a transformer block on the mesh: ep and edp groups, beside tp
+:mod:`.block_mlp`      the MoE in a transformer block on the mesh, beside tp
+:mod:`.folding`        MoE parallel folding: a stage's ranks as etp-ep-edp, the experts' groups
+:mod:`.etp`            expert tensor parallelism: each expert's columns and rows over etp ranks
+:mod:`.deepep`         DeepEP's normal kernels' bytes, count-only on a hardware preset, its units
 =====================  ================================================================
 """
 

@@ -4,10 +4,10 @@
 ``(B, S, d)`` tokens are flattened, routed and sent to the ranks that hold their experts
 by :class:`~collsim.parallel.experts.ExpertParallelMoE`, and come back without the MoE's own
 residual (the block adds it).  The mesh trainer puts one in every block whose MLP is an
-MoE, on the ``ep`` group carved from the data × context-parallel ranks
-(:func:`expert_groups`).  Its parameter names are the MoE's: ``"router"`` (whole on every
-rank) and the experts' stacks ``"w_gate"``, ``"w_up"``, ``"w_down"`` (this rank's ``E/ep``
-experts; :data:`EXPERT_KEYS`).
+MoE, on the ep and etp groups MoE parallel folding gives it (:mod:`.folding`).  Its
+parameter names are the MoE's: ``"router"`` (whole on every rank) and the experts' stacks
+``"w_gate"``, ``"w_up"``, ``"w_down"`` (this rank's ``E/ep`` experts, its columns of each
+under etp; :data:`EXPERT_KEYS`).
 
 Examples
 --------
@@ -26,15 +26,13 @@ Examples
 True
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ...errors import ConfigError
 from ...nn.moe import MoEMLP
-from ...runtime.group import Group
 from ..block import RankBlock
 from ..tensor import sync_partial_grads
+from .folding import ExpertGroups, expert_groups
 from .layer import ExpertParallelMoE
 from .sync import EXPERT_KEYS
 
@@ -45,7 +43,8 @@ class ExpertParallelMLP:
     """This rank's part of a :class:`collsim.nn.MoEMLP` over the ep group ``group``.
 
     ``partial``: its tokens are only its share of the tensor-parallel group's (sequence
-    parallelism), so every gradient is a partial sum the block adds up over tp."""
+    parallelism), so the router's gradient is a partial sum the block adds up over tp (the
+    experts' are reduced over their expert-data-parallel group, :mod:`.folding`)."""
 
     def __init__(self, layer, name="mlp", partial=False, aux_scale=1.0):
         self.layer, self.name = layer, name
@@ -54,14 +53,24 @@ class ExpertParallelMLP:
         self.aux_scale = aux_scale
         # to the tensor-parallel gather every name is whole; the experts' split is over ep
         self.shard_axes = dict.fromkeys(layer.params)
-        self.partial_grad_names = tuple(layer.params) if partial else ()
+        self.partial_grad_names = ("router",) if partial else ()
 
     @classmethod
-    def from_full(cls, mlp, group, rank_id, name="mlp", partial=False, aux_scale=1.0):
-        """This rank's module of ``mlp`` (a :class:`collsim.nn.MoEMLP`), weights copied."""
+    def from_full(cls, mlp, groups, rank_id, name="mlp", partial=False, aux_scale=1.0):
+        """This rank's module of ``mlp`` (a :class:`collsim.nn.MoEMLP`) on ``groups`` (an
+        :class:`~.folding.ExpertGroups`, or an ep group alone), weights copied."""
         if not isinstance(mlp, MoEMLP):
             raise ConfigError(f"ExpertParallelMLP runs a collsim.nn.MoEMLP, got {mlp!r}")
-        layer = ExpertParallelMoE.from_full(mlp.moe, group, rank_id, name=name)
+        if not isinstance(groups, ExpertGroups):
+            groups = expert_groups(groups.ranks, rank_id, groups.size)
+        layer = ExpertParallelMoE.from_full(
+            mlp.moe,
+            groups.ep,
+            rank_id,
+            name=name,
+            etp_group=groups.etp,
+            replicated=groups.replicated,
+        )
         return cls(layer, name, partial, aux_scale)
 
     def __repr__(self):
@@ -94,9 +103,9 @@ class ExpertParallelMLP:
 class TensorMoEBlock(RankBlock):
     """A block with tensor-parallel attention (``attn``: heads split over ``tp_group``) and
     an :class:`ExpertParallelMLP`.  Without sequence parallelism every tp rank routes the
-    same tokens, so the MoE's gradients agree across tp; with it each routes its own share
-    and the block sums the MoE's gradients over tp with the LayerNorms' (Megatron's rule
-    for the weights a tp rank sees only its tokens through)."""
+    same tokens, so the router's gradients agree across tp; with it each routes its own
+    share and the block sums the router's gradients over tp with the LayerNorms' (Megatron's
+    rule for the weights a tp rank sees only its tokens through)."""
 
     def __init__(self, ln1, attn, ln2, mlp, tp_group, sequence_parallel, name="block"):
         super().__init__(ln1, attn, ln2, mlp, name)
@@ -106,34 +115,3 @@ class TensorMoEBlock(RankBlock):
 
     def sum_partial(self, rank, grads):
         return (yield from sync_partial_grads(rank, grads, self.partial_grad_names, self.group))
-
-
-@dataclass(frozen=True)
-class ExpertGroups:
-    """Rank ``r``'s two MoE groups inside its data × context-parallel group."""
-
-    ep: Group  # ranks that split the experts among them (the all-to-all runs here)
-    edp: Group  # ranks holding the same experts (their gradients are reduced here)
-
-
-def expert_groups(replica_ranks, rank_id, ep):
-    """The ep and expert-data-parallel groups of ``rank_id`` among ``replica_ranks`` (the
-    ranks of its dp × cp group, cp innermost): ep takes ``ep`` consecutive ranks, as
-    torchtitan carves ep from dp_shard × cp, and edp the ranks at the same place in each.
-
-    >>> groups = expert_groups([0, 2, 4, 6], 4, ep=2)
-    >>> groups.ep.ranks, groups.edp.ranks
-    ((4, 6), (0, 4))
-    """
-    replica_ranks = [int(r) for r in replica_ranks]
-    if len(replica_ranks) % ep:
-        raise ConfigError(
-            f"ep={ep} does not divide the {len(replica_ranks)} data x context-parallel ranks "
-            "it is carved from"
-        )
-    at = replica_ranks.index(rank_id)
-    block = at - at % ep
-    return ExpertGroups(
-        Group(replica_ranks[block : block + ep], dim="ep"),
-        Group(replica_ranks[at % ep :: ep], dim="edp"),
-    )

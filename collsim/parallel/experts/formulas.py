@@ -28,6 +28,15 @@ row to the GPU of node m holding its expert.  So rank r = (n, l) sends
 ``(d+2E)·b·Σ_{m≠n} U[r][m]`` across nodes and ``d·b·Σ_{s: local index l} Σ_{j on node n,
 j≠r} N[s][j]`` inside its node; the combine sends ``d·b`` rows back the same ways.
 
+The **ragged top-k form**: a token's k experts are k distinct experts of E; when each is
+equally likely (uniform routing), the chance that none of them is on a given rank, which
+holds E/ep of the experts, is ``C(E − E/ep, k) / C(E, k)``, so a token goes to
+``ep·(1 − C(E − E/ep, k)/C(E, k))`` distinct ranks on average
+(:func:`expected_destination_ranks`).  Drawn with replacement it would be
+``ep·(1 − (1 − 1/ep)^k)``, the many-experts limit.  A dispatcher that sends a token once
+per destination rank (DeepEP's) moves that many rows a token; one that sends a row per
+slot (Megatron-Core's all-to-all) moves k.
+
 Examples
 --------
 >>> dispatch_bytes([[3, 1, 0, 2], [0, 0, 4, 4]], ep=2, row_bytes=16)
@@ -36,9 +45,12 @@ RaggedBytes(sent=(32, 0), received=(0, 32))
 64
 """
 
+import math
+
 import numpy as np
 
 from ...collectives.formulas import RaggedBytes, all_to_allv_bytes
+from ...errors import ConfigError
 
 __all__ = [
     "rank_counts",
@@ -48,6 +60,7 @@ __all__ = [
     "allgather_dispatch_bytes",
     "allgather_bytes",
     "hierarchical_bytes",
+    "expected_destination_ranks",
 ]
 
 COUNT_BYTES = 8  # int64 counts; the all-gather dispatcher's maps are float64, 8 B too
@@ -127,3 +140,30 @@ def hierarchical_bytes(expert_counts, node_tokens, ep, gpus_per_node, row_bytes,
         RaggedBytes(tuple(out_sent), tuple(out_recv)),
         RaggedBytes(tuple(back_sent), tuple(back_recv)),
     )
+
+
+def expected_destination_ranks(experts, ep, top_k):
+    """Distinct ranks a token's ``top_k`` experts sit on, on average, when it picks k
+    distinct experts of ``experts`` uniformly and each of the ``ep`` ranks holds E/ep.
+
+    >>> round(expected_destination_ranks(256, 8, 8), 3)  # DeepSeek-V3's 256 experts, top-8
+    5.295
+    >>> expected_destination_ranks(8, 4, 2)  # 2 of 8 experts on 4 ranks: 1 + 24/28
+    1.8571428571428572
+    """
+    for name, value in (("experts", experts), ("ep", ep), ("top_k", top_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r} must be a whole number >= 1, like {name}=8")
+    if experts % ep:
+        near = max(e for e in range(1, experts + 1) if experts % e == 0 and e <= ep)
+        raise ConfigError(
+            f"experts={experts} is not divisible by ep={ep}: each rank holds E/ep experts; "
+            f"nearest valid ep={near}"
+        )
+    if top_k > experts:
+        raise ConfigError(
+            f"top_k={top_k} is more than experts={experts}: a token picks k distinct experts; "
+            f"nearest valid top_k={experts}"
+        )
+    none_here = math.comb(experts - experts // ep, top_k) / math.comb(experts, top_k)
+    return ep * (1.0 - none_here)

@@ -9,7 +9,9 @@ inputs' gradients back the same way; the router's gradient never leaves the rank
 partial sums are reduced with the other replicated weights, :mod:`.sync`).
 
 It follows the :class:`~collsim.parallel.modules.RankModule` protocol; ``shard_axes`` says
-the experts' stacks are split along axis 0 and the router is whole on every rank.
+the experts' stacks are split along axis 0 and the router is whole on every rank.  With an
+etp group each expert is further split by columns (``w_gate``, ``w_up`` along axis 2,
+``w_down``'s rows along axis 1) and the group exchanges rows around the experts (:mod:`.etp`).
 
 Examples
 --------
@@ -36,9 +38,11 @@ from ...nn.module import FLOP_KEYS
 from ...nn.moe import MoE, SwiGLUExperts, router_logit_grad, scatter_rows
 from ...nn.moe import combine as weighted_sum
 from ...nn.routing import aux_loss, route
+from ...runtime.group import Group
 from ..modules import layer_compute
 from .allgather import allgather_backward_input, allgather_forward
 from .dispatch import combine, dispatch, dispatch_again, expert_slice
+from .etp import column_shard, gather_again, gather_rows, reduce_rows
 from .hierarchical import check_nodes, hierarchical_backward_input, hierarchical_forward
 
 __all__ = ["ExpertParallelMoE", "DISPATCHERS", "check_dispatcher"]
@@ -58,7 +62,9 @@ class ExpertParallelMoE:
 
     ``router`` (d, E) is whole; ``experts`` holds this rank's ``E/ep`` experts;
     ``expert_bias`` (E,) is whole (every rank chooses among all experts); ``dispatcher``
-    is ``"alltoall"`` (:mod:`.dispatch`) or ``"allgather"`` (:mod:`.allgather`).
+    is ``"alltoall"`` (:mod:`.dispatch`) or ``"allgather"`` (:mod:`.allgather`).  With an
+    ``etp_group`` of more than one rank, ``experts`` are this rank's columns of them
+    (:mod:`.etp`; ``replicated``: the etp ranks route the same tokens).
     """
 
     def __init__(
@@ -72,8 +78,18 @@ class ExpertParallelMoE:
         name="moe",
         dispatcher="alltoall",
         gpus_per_node=None,
+        etp_group=None,
+        replicated=False,
     ):
         self.dispatcher = check_dispatcher(dispatcher)
+        self.etp_group = Group([group.ranks[ep_rank]]) if etp_group is None else etp_group
+        self.replicated = replicated
+        if self.etp_group.size > 1 and self.dispatcher != "alltoall":
+            raise ConfigError(
+                f"dispatcher={dispatcher!r} with etp={self.etp_group.size}: expert tensor "
+                "parallelism runs with the all-to-all dispatcher; nearest valid "
+                "dispatcher='alltoall'"
+            )
         self.router = np.array(router, dtype=np.float64)
         self.experts, self.config, self.group, self.name = experts, config, group, name
         if not 0 <= ep_rank < group.size:
@@ -87,13 +103,26 @@ class ExpertParallelMoE:
         self.shard_axes = {"router": None, "w_gate": 0, "w_up": 0, "w_down": 0}
 
     @classmethod
-    def from_full(cls, moe, group, rank_id, name="moe", dispatcher="alltoall", gpus_per_node=None):
-        """This rank's module of ``moe`` (a :class:`collsim.nn.MoE`), weights copied."""
+    def from_full(
+        cls,
+        moe,
+        group,
+        rank_id,
+        name="moe",
+        dispatcher="alltoall",
+        gpus_per_node=None,
+        etp_group=None,
+        replicated=False,
+    ):
+        """This rank's module of ``moe`` (a :class:`collsim.nn.MoE`), weights copied: its
+        ``E/ep`` experts, and of each its columns when ``etp_group`` splits them."""
         if not isinstance(moe, MoE):
             raise ConfigError(f"ExpertParallelMoE runs a collsim.nn.MoE, got {type(moe).__name__}")
         ep_rank = group.index(rank_id)
         mine = expert_slice(moe.config.experts, group.size, ep_rank)
         experts = SwiGLUExperts(*(w[mine] for w in moe.experts.params.values()))
+        if etp_group is not None and etp_group.size > 1:
+            experts = column_shard(experts, etp_group.size, etp_group.index(rank_id))
         return cls(
             moe.router,
             experts,
@@ -104,6 +133,8 @@ class ExpertParallelMoE:
             name,
             dispatcher,
             gpus_per_node,
+            etp_group,
+            replicated,
         )
 
     @property
@@ -133,12 +164,16 @@ class ExpertParallelMoE:
             return x + partial, ctx
         counts = np.bincount(routing.slot_expert, minlength=self.config.experts)
         rows, layout = yield from dispatch(rank, self.group, x[routing.slot_token], counts)
-        ctx["layout"], ctx["per_expert"] = layout, layout.expert_rows
-        ctx["held"] = self._hold(rank, layout.expert_rows, rows.size)
+        rows, per_expert, ctx["etp"] = yield from gather_rows(
+            rank, self.etp_group, self.replicated, rows, layout.expert_rows
+        )  # the etp group's rows, for this rank's columns (its own rows without etp)
+        ctx["layout"], ctx["per_expert"] = layout, per_expert
+        ctx["held"] = self._hold(rank, per_expert, rows.size)
         yield layer_compute(
             rank, "forward", f"{self.name}.experts", self._flops(ctx["per_expert"])[0]
         )
-        out_sorted, ctx["saved"] = self.experts.forward(rows, layout.expert_rows)
+        out_sorted, ctx["saved"] = self.experts.forward(rows, per_expert)
+        out_sorted = yield from reduce_rows(rank, ctx["etp"], out_sorted)
         ctx["out"] = yield from combine(rank, self.group, out_sorted, layout)
         return weighted_sum(x, routing.slot_token, routing.slot_gate, ctx["out"]), ctx
 
@@ -164,11 +199,13 @@ class ExpertParallelMoE:
         routing, layout = ctx["routing"], ctx["layout"]
         dout = routing.slot_gate[:, None] * dy[routing.slot_token]
         got = yield from dispatch_again(rank, self.group, dout, layout, "dispatch-grad")
-        flops = self._flops(layout.expert_rows)
+        got = yield from gather_again(rank, ctx["etp"], got)
+        flops = self._flops(ctx["per_expert"])
         yield layer_compute(rank, "backward_input", f"{self.name}.experts", flops[1])
         drows_sorted, ctx["expert_grads"] = self.experts.backward(
-            ctx["saved"], got, layout.expert_rows
+            ctx["saved"], got, ctx["per_expert"]
         )
+        drows_sorted = yield from reduce_rows(rank, ctx["etp"], drows_sorted)
         drows = yield from combine(rank, self.group, drows_sorted, layout, "combine-grad")
         rank.free(ctx.pop("held"))
         dx = scatter_rows(dy, routing.slot_token, drows)

@@ -40,6 +40,7 @@ __all__ = [
     "ServedShape",
     "weight_elements",
     "kv_cache_elements",
+    "kv_heads_per_gpu",
     "decode_step",
     "decode_batch",
     "prefill",
@@ -115,18 +116,61 @@ class Roofline(NamedTuple):
 
 
 class ServedShape(NamedTuple):
-    """The shape of a decoder as the formulas read it (a DecoderConfig or a plan's model)."""
+    """The shape of a decoder as the formulas read it (a DecoderConfig or a plan's model).
+
+    ``kv_heads`` below ``heads`` is grouped-query attention (Ainslie et al. 2023): K and V
+    have ``kv_heads`` heads of ``head_dim`` each.  ``gated`` is a SwiGLU MLP (three
+    matrices).  Left at 0 / False they are the toy decoder's: every head its own K and V,
+    ``head_dim = hidden / heads``, two MLP matrices (GPT-2's shape).
+    """
 
     layers: int
     hidden: int
     heads: int
     vocab: int
     ffn_hidden: int  # the MLP's inner width (4·hidden in GPT-2's shape)
+    kv_heads: int = 0  # key/value heads (grouped-query attention); 0: one a query head
+    head_dim: int = 0  # one head's width; 0: hidden / heads
+    gated: bool = False  # SwiGLU MLP: gate, up and down matrices
 
     @classmethod
     def of(cls, config):
+        """A DecoderConfig's or a PlanConfig's shape (the latter's kv_heads, head_dim and
+        gated MLP kept)."""
         ffn = getattr(config, "ffn_hidden", None) or 4 * config.hidden
-        return cls(config.layers, config.hidden, config.heads, config.vocab, ffn)
+        kv = getattr(config, "kv_heads", None) or 0
+        head_dim = getattr(config, "head_dim", None) or 0
+        gated = bool(getattr(config, "gated_mlp", False))
+        return cls(
+            config.layers, config.hidden, config.heads, config.vocab, ffn, kv, head_dim, gated
+        )
+
+    @property
+    def key_value_heads(self):
+        return self.kv_heads or self.heads
+
+    @property
+    def head_width(self):
+        return self.head_dim or self.hidden // self.heads
+
+
+def kv_heads_per_gpu(shape, tp=1):
+    """Key/value heads one TP rank caches: ``kv_heads / tp``, or one (replicated, as vLLM and
+    Megatron do) when there are fewer K/V heads than TP ranks.
+
+    >>> kv_heads_per_gpu(ServedShape(80, 8192, 64, 32000, 28672, kv_heads=8), tp=16)
+    1
+    """
+    return max(shape.key_value_heads // tp, 1)
+
+
+def _matrix_elements(shape):
+    """One layer's matrix weights: Q and the output projection (heads · head_dim wide), K and
+    V (kv_heads · head_dim), and the MLP's two or three matrices; 4d² + 2df for GPT-2."""
+    d = shape.hidden
+    q = shape.heads * shape.head_width
+    kv = shape.key_value_heads * shape.head_width
+    return 2 * d * q + 2 * d * kv + (3 if shape.gated else 2) * d * shape.ffn_hidden
 
 
 def weight_elements(shape, tp=1, pp=1):
@@ -137,19 +181,24 @@ def weight_elements(shape, tp=1, pp=1):
     284
     """
     d, f = shape.hidden, shape.ffn_hidden
-    split = 4 * d * d + 3 * d + 2 * d * f + f  # wq, wk, wv, wo, their biases; fc1, fc2, b1
+    q = shape.heads * shape.head_width
+    kv = shape.key_value_heads * shape.head_width
+    biases = q + 2 * kv + (2 if shape.gated else 1) * f  # wq, wk, wv; fc1 (and the gate)
+    split = _matrix_elements(shape) + biases
     replicated = d + d + 4 * d  # wo's and fc2's biases, two LayerNorms
     head = shape.vocab * d + 2 * d  # the LM head and the final LayerNorm
     return shape.layers // pp * (split // tp + replicated) + head
 
 
 def kv_cache_elements(shape, batch, tokens, tp=1, pp=1, cp=1):
-    """Keys and values one GPU caches: 2 · layers/pp · batch · tokens/cp · hidden/tp.
+    """Keys and values one GPU caches: 2 · layers/pp · batch · tokens/cp · kv_heads/tp ·
+    head_dim (hidden/tp without grouped-query attention).
 
     >>> kv_cache_elements(ServedShape(32, 4096, 32, 32000, 11008), batch=1, tokens=4096)
     1073741824
     """
-    return 2 * (shape.layers // pp) * batch * (tokens // cp) * (shape.hidden // tp)
+    width = kv_heads_per_gpu(shape, tp) * shape.head_width
+    return 2 * (shape.layers // pp) * batch * (tokens // cp) * width
 
 
 def decode_step(shape, roofline, batch, context, tp=1):
@@ -167,9 +216,9 @@ def decode_batch(shape, roofline, contexts, tp=1):
 
 def _decode(shape, roofline, batch, keys, tp):
     """``batch`` new tokens attending over ``keys`` cached positions in all."""
-    d, f, layers = shape.hidden, shape.ffn_hidden, shape.layers
-    matmuls = 2 * batch * (4 * d * d + 2 * d * f) // tp  # 2 FLOP a weight a token
-    attention = 4 * keys * d // tp  # QK^T and AV over each sequence's context
+    d, layers = shape.hidden, shape.layers
+    matmuls = 2 * batch * _matrix_elements(shape) // tp  # 2 FLOP a weight a token
+    attention = 4 * keys * shape.heads * shape.head_width // tp  # QK^T and AV, every query head
     flops = layers * (matmuls + attention) + 2 * batch * d * shape.vocab
     read = weight_elements(shape, tp) + kv_cache_elements(shape, 1, keys, tp)
     return roofline.cost_of(flops, read)
@@ -179,10 +228,10 @@ def prefill(shape, roofline, batch, prompt, tp=1):
     """The prefill's :class:`SpanCost` on one GPU of a TP group: ``batch`` prompts of
     ``prompt`` tokens, every query against every key (as the run computes it), the
     weights read once and the cache written once."""
-    d, f, layers = shape.hidden, shape.ffn_hidden, shape.layers
+    d, layers = shape.hidden, shape.layers
     tokens = batch * prompt
-    matmuls = 2 * tokens * (4 * d * d + 2 * d * f) // tp
-    attention = 4 * tokens * prompt * d // tp
+    matmuls = 2 * tokens * _matrix_elements(shape) // tp
+    attention = 4 * tokens * prompt * shape.heads * shape.head_width // tp
     flops = layers * (matmuls + attention) + 2 * batch * d * shape.vocab
     moved = weight_elements(shape, tp) + kv_cache_elements(shape, batch, prompt, tp)
     return roofline.cost_of(flops, moved)

@@ -60,17 +60,13 @@ def parallel_config(cfg, **overrides):
         dp_replicate=int(d.dp) if d.zero == 0 else int(d.dp_replicate),
         recompute=cfg.recompute,
         cp=cfg.cp,  # the sequence split; the trainer says which combinations it runs
-        ep=cfg.ep,  # carved from dp x cp; the trainer refuses it beside tp (no etp yet)
+        ep=cfg.ep,  # folded over dp x cp x tp with etp, as the planner's rules fold them
+        etp=cfg.etp,  # None: tp, in both (Megatron-Core's default)
     )
     return ParallelConfig().replace(**{**values, **overrides})
 
 
 def _refuse_what_the_trainer_lacks(cfg, d):
-    if (cfg.etp or 1) > 1:
-        raise ConfigError(
-            f"etp = {cfg.etp}: the mesh trainer does not split experts by tensor parallelism "
-            "yet (the planner estimates it); nearest valid choice: etp=1"
-        )
     if cfg.recompute == "selective":
         raise ConfigError(
             "recompute = 'selective': the mesh trainer runs recompute='none' or 'full' (the "

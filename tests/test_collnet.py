@@ -1,0 +1,176 @@
+"""CollNet Direct and Chain (collsim/collectives/collnet.py): the network's switches sum
+across nodes (InfiniBand SHARP, a topology with sharp=True); values equal numpy, steps,
+bytes per rank and per link class and the time equal hardware_forms' closed form, and
+NCCL's model takes CollNet only where SHARP is on."""
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_algorithms_hw import class_bytes, mini
+
+import collsim
+from collsim import hardware
+from collsim.cli import main
+from collsim.collectives import reference
+from collsim.collectives.auto import fabric_of
+from collsim.collectives.executor import integer_inputs
+from collsim.collectives.hardware_forms import hardware_cost
+
+COLLNET = ("collnet_direct", "collnet_chain")
+
+
+@settings(max_examples=15)
+@given(
+    algorithm=st.sampled_from(COLLNET),
+    preset=st.sampled_from(["dgx-a100", "dgx-h100"]),
+    gpus=st.integers(1, 4),
+    nodes=st.integers(2, 5),
+    count=st.integers(0, 300),
+    op=st.sampled_from(["sum", "max", "prod", "avg"]),
+    seed=st.integers(0, 2**16),
+)
+def test_equals_numpy(algorithm, preset, gpus, nodes, count, op, seed):
+    graph = hardware.topology(mini(preset, gpus), nodes=nodes, sharp=True)
+    cluster = collsim.Cluster(graph)
+    buffers = integer_inputs(cluster.size, count, "float32", op, seed)
+    out = cluster.all_reduce(buffers, algorithm=algorithm, op=op)
+    for got, want in zip(out.outputs, reference("all_reduce", buffers, op, 0)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("algorithm", COLLNET)
+@pytest.mark.parametrize("gpus,nodes", [(1, 2), (2, 2), (3, 3), (4, 4), (8, 2), (8, 3)])
+def test_steps_bytes_link_classes_and_time_equal_the_closed_form(algorithm, gpus, nodes):
+    graph = hardware.topology(mini("dgx-h100", gpus), nodes=nodes, sharp=True)
+    cluster = collsim.Cluster(graph)
+    k = cluster.size
+    count = 64 * k * gpus  # every piece of every sub-part the same size
+    out = cluster.all_reduce(count=count, dtype="float32", algorithm=algorithm)
+    size = 4 * count
+    cost = hardware_cost(
+        algorithm, nodes, gpus, size, fabric_of(graph, tuple(range(k))), out.protocol
+    )
+    assert out.stats.steps == cost.steps
+    assert max(out.stats.bytes_sent) == pytest.approx(cost.bytes_per_rank)
+    # SHARP's promise: a GPU sends its part into the network once (S/G Direct, S Chain)
+    part = size / gpus if algorithm == "collnet_direct" else size
+    sent_net = {r: 0 for r in range(k)}
+    for (u, v), nbytes in out.stats.link_bytes.items():
+        if isinstance(u, int) and graph.edges[u, v]["link_class"] == "net":
+            sent_net[u] += nbytes
+    heads = range(k) if algorithm == "collnet_direct" else range(0, k, gpus)
+    assert [sent_net[r] for r in heads] == pytest.approx([part] * len(heads))
+    by_class = class_bytes(graph, out.stats.link_bytes)
+    assert by_class.get("nvlink", 0) == pytest.approx(2 * cost.intra_hop_bytes)
+    assert by_class["net"] == pytest.approx(2 * cost.inter_hop_bytes)  # GPU -> rail -> GPU
+    assert out.time == pytest.approx(cost.time_s, rel=1e-9)
+
+
+def test_direct_sums_in_every_rail_switch_and_chain_in_rail_zero():
+    graph = hardware.topology("dgx-h100", nodes=2, sharp=True)
+    cluster = collsim.Cluster(graph)
+    direct = cluster.all_reduce(count=4096, dtype="float32", algorithm="collnet_direct")
+    chain = cluster.all_reduce(count=4096, dtype="float32", algorithm="collnet_chain")
+    switches = {
+        name: {m.combine.switch for _, m in out.schedule.moves() if m.combine is not None}
+        for name, out in (("direct", direct), ("chain", chain))
+    }
+    assert switches == {"direct": {f"rail{j}" for j in range(8)}, "chain": {"rail0"}}
+    # the step-through names the switch that summed
+    assert "reduce in rail0" in str(direct.step(2))
+
+
+def test_the_sharp_switch_halves_the_network_bytes_of_the_ring():
+    """NCCL's ring through K GPUs sends 2(K-1)/K·S/G through each NIC; SHARP S/G."""
+    graph = hardware.topology("dgx-a100", nodes=4, sharp=True)
+    cluster = collsim.Cluster(graph)
+
+    def nic_bytes(algorithm):
+        out = cluster.all_reduce(count=2**16, dtype="float32", algorithm=algorithm)
+        return sum(b for (u, v), b in out.stats.link_bytes.items() if u == 0 and v == "rail0")
+
+    assert nic_bytes("nccl_ring") == 2 * 31 / 32 * 2**18 / 8
+    assert nic_bytes("collnet_direct") == pytest.approx(2**18 / 8)
+
+
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--topology", "dgx-h100", "--nodes", "2"], "--sharp"),
+        (["--topology", "dgx-h100", "--sharp"], "--nodes 2"),
+        (["--topology", "pcie-8gpu", "--nodes", "2", "--sharp"], "only with NVSwitch"),
+        (["--topology", "ring", "--sharp"], "--sharp on --topology 'ring'"),
+    ],
+)
+def test_refused_where_it_cannot_run(argv, names, capsys):
+    code = main(["run", "all-reduce", "--algorithm", "collnet_direct", "--size", "1MiB", *argv])
+    assert code == 2
+    assert names in capsys.readouterr().err
+
+
+def test_run_takes_it_like_every_other_algorithm(capsys):
+    argv = ["run", "all-reduce", "--topology", "dgx-h100", "--nodes", "2", "--sharp"]
+    assert main([*argv, "--algorithm", "collnet_chain", "--size", "1MiB"]) == 0
+    printed = capsys.readouterr().out
+    assert "collnet_chain" in printed
+    assert main([*argv, "-a", "collnetdirect", "--size", "1MiB", "--count-only"]) == 0
+
+
+def test_nccls_model_takes_collnet_only_where_sharp_is_on():
+    # 16 x DGX H100 at 1 GiB: with SHARP, NCCL's model prefers CollNet to the ring
+    size = 2**28
+    plain = collsim.Cluster(hardware.topology("dgx-h100", nodes=16))
+    sharp = collsim.Cluster(hardware.topology("dgx-h100", nodes=16, sharp=True))
+    assert not plain.all_reduce(count=size, dtype="float32").algorithm.startswith("collnet")
+    chosen = sharp.all_reduce(count=size, dtype="float32")
+    assert chosen.algorithm.startswith("collnet"), chosen.choice.info_line()
+
+
+def test_tune_shows_collnet_with_sharp(capsys):
+    assert main(["tune", "all-reduce", "--topology", "dgx-h100", "--nodes", "16"]) == 0
+    off = capsys.readouterr().out
+    assert main(["tune", "all-reduce", "--topology", "dgx-h100", "--nodes", "16", "--sharp"]) == 0
+    on = capsys.readouterr().out
+    # NCCL's worked latency for CollNet Direct, 8 GPUs a node across nodes: 2 x (3.7 +
+    # 7 x 0.4) + 31 = 44.0 us
+    row = [line for line in on.splitlines() if "collnet_direct " in line]
+    assert "needs CollNet" in off and row and "44.0/" in row[0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    topology=st.sampled_from(["ring", "dgx-a100", "dgx-h100", "pcie-8gpu"]),
+    nodes=st.sampled_from([None, "1", "2", "3"]),
+    sharp=st.booleans(),
+    algorithm=st.sampled_from([*COLLNET, "collnet", "auto", "collnet_tree"]),
+)
+def test_fuzz_run_with_sharp(topology, nodes, sharp, algorithm):
+    """Every mix of topology, nodes, --sharp and a CollNet name runs or is refused with
+    an error that names what was wrong (fuzzkit's rules)."""
+    from fuzzkit import run_cli
+
+    argv = ["run", "all-reduce", "--topology", topology, "-a", algorithm, "-s", "64KiB"]
+    argv += (["--nodes", nodes] if nodes else []) + (["--sharp"] if sharp else [])
+    # on a generic topology --nodes and --sharp are refused first, naming themselves
+    preset = topology != "ring"
+    bad = algorithm if algorithm == "collnet_tree" and preset else None
+    outcome = run_cli([*argv, "--count-only"], bad=bad, timeout=60)
+    assert outcome.status in (0, 2)
+    if not preset and (nodes or sharp):
+        assert outcome.status == 2 and ("--nodes" in outcome.stderr or "--sharp" in outcome.stderr)
+
+
+def test_tune_simulates_collnet_beside_the_model_with_sharp(capsys):
+    argv = ["tune", "all-reduce", "--topology", "dgx-h100", "--nodes", "2", "--sharp"]
+    assert main([*argv, "--size", "1GiB", "--simulate"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    # NCCL's model weighs multi-node NVLS (NVLS with CollNet), which collsim does not run;
+    # the simulated column is the fastest of what collsim runs there
+    simulated = re.search(r"\d ms\s+(\S+)\s+\d", row).group(1)
+    assert "1 GiB" in row and simulated in {"ring/simple", "tree/simple", "nvls_tree/simple"} | {
+        "collnet_direct/simple",
+        "collnet_chain/simple",
+    }
