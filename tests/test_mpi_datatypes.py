@@ -356,3 +356,24 @@ def test_a_type_that_is_one_run_of_bytes_moves_without_listing_them():
         tracemalloc.stop()
         assert packed == n and np.array_equal(out, data)
         assert peak < n, f"{t!r}: {peak} bytes traced to pack {n}"
+
+
+def test_a_fortran_ordered_array_is_read_in_memory_order():
+    # MPI reads a buffer's bytes as they lie in memory: column by column for order="F",
+    # so a row of a column-major matrix is a vector of stride (number of rows)
+    def main():
+        comm = MPI.COMM_WORLD
+        a = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+        whole = np.zeros(12)
+        comm.Sendrecv(a, 0, recvbuf=whole, source=0)
+        row = DOUBLE.Create_vector(4, 1, 3).Commit()
+        first = np.zeros(4)
+        comm.Sendrecv([a, 1, row], 0, recvbuf=first, source=0)
+        back = np.zeros((3, 4), order="F")
+        comm.Sendrecv(first, 0, recvbuf=[back, 1, row], source=0)
+        return whole.tolist(), first.tolist(), back
+
+    whole, first, back = run(1, main).returns[0]
+    a = np.arange(12.0).reshape(3, 4)
+    assert whole == a.ravel(order="F").tolist() and first == a[0].tolist()
+    assert back[0].tolist() == a[0].tolist() and not back[1:].any()

@@ -29,8 +29,9 @@ class Bottom:
 
 
 def array_of(spec, what, writable=False):
-    """A numpy view of the memory of ``spec`` (None and ``MPI.BOTTOM``: empty), refused
-    where it is not contiguous or, for a buffer that receives, not writable."""
+    """A numpy view of the memory of ``spec`` (None and ``MPI.BOTTOM``: empty), in memory
+    order (a Fortran-ordered array column by column), refused where it is not contiguous
+    or, for a buffer that receives, not writable."""
     if spec is None or isinstance(spec, Bottom):
         return np.zeros(0, np.uint8)
     if not isinstance(spec, np.ndarray):
@@ -45,6 +46,8 @@ def array_of(spec, what, writable=False):
                 "any Python object)"
             ) from None
         spec = np.frombuffer(view, np.uint8) if view.format in ("B", "c") else np.asarray(view)
+    if not spec.flags.c_contiguous and spec.flags.f_contiguous:
+        spec = spec.T  # Fortran order: MPI reads its memory as it lies, column by column
     if not spec.flags.c_contiguous:
         raise value_error(
             f"{what}: the array of shape {spec.shape} is not contiguous (a strided view): "
