@@ -2,6 +2,7 @@
 the bytes they move are the pickles'."""
 
 import pickle
+import threading
 
 import numpy as np
 import pytest
@@ -220,3 +221,18 @@ def test_the_object_reduce_follows_whatever_schedule_it_is_given(monkeypatch):
     assert result.returns[0] == "r0r1r2r3r4"
     assert sorted((t.start, t.src, t.dst) for t in result.trace.transfers)[-1][1:] == (4, 0)
     assert {(t.src, t.dst) for t in result.trace.transfers} == {(r, 0) for r in range(1, 5)}
+
+
+def test_bcast_takes_the_communicators_bcast_lock_of_its_rank():
+    # mpi4py's MPI._comm_lock_table: per process (here per rank) and communicator
+    def main():
+        comm = MPI.COMM_WORLD.Dup()
+        table = MPI._comm_lock_table(comm)
+        before = "bcast" in table
+        comm.bcast(comm.rank, root=0)
+        lock = table["bcast"]
+        return before, type(lock) is type(threading.Lock()), lock.locked(), id(table)
+
+    results = blocking.run(collsim.Cluster(collsim.topology.ring(2)), main).returns
+    assert [r[:3] for r in results] == [(False, True, False)] * 2
+    assert results[0][3] != results[1][3]  # each rank its own table

@@ -339,3 +339,40 @@ def test_wtick_and_wtime_outside_a_run():
     assert MPI.Wtick() == 1e-9
     with pytest.raises(collsim.ConfigError, match="outside a run"):
         MPI.Wtime()
+
+
+# -- a synchronous send to oneself ------------------------------------------------------------
+
+
+def test_ssend_to_self_returns_with_its_receive_complete():
+    # MPI: an ssend returns once its receive has matched; to oneself the data is copied
+    # then, so Testsome right after finds the receive done (mpi4py's testTestSomeRecv)
+    def main():
+        comm = MPI.COMM_WORLD
+        reqs = [comm.irecv(source=0, tag=i) for i in range(4)]
+        found = []
+        for batch in ([3], [0, 2], [1]):
+            for i in batch:
+                comm.ssend(f"m{i}", dest=0, tag=i)
+            idxs, objs = MPI.Request.testsome(reqs)
+            found.append((sorted(idxs), sorted(objs)))
+        buf = np.zeros(2)
+        req = comm.Irecv(buf, source=0, tag=9)
+        comm.Ssend(np.ones(2), dest=0, tag=9)
+        return found, req.Test(), buf.tolist()
+
+    found, done, buf = run(1, main).returns[0]
+    assert found == [([3], ["m3"]), ([0, 2], ["m0", "m2"]), ([1], ["m1"])]
+    assert done and buf == [1.0, 1.0]
+
+
+def test_a_wait_on_a_receive_from_oneself_resumes_once():
+    # the receive completes before the sender's rank resumes; its waiter still runs once
+    def main():
+        comm = MPI.COMM_WORLD
+        got = comm.irecv(source=0, tag=1)
+        sent = comm.isend("x", dest=0, tag=1)
+        return got.wait(), sent.wait(), MPI.Wtime()
+
+    first, second = run(1, main).returns[0], run(1, main).returns[0]
+    assert first == second and first[:2] == ("x", None)

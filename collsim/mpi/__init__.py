@@ -18,10 +18,15 @@ on buffers of every predefined datatype with every predefined op and ``Op.Create
 (:mod:`~collsim.mpi.buffers`, :mod:`~collsim.mpi.trees`), the v-collectives, ``Scan``,
 ``Exscan``, ``Reduce_scatter`` and the non-blocking and persistent forms
 (:mod:`~collsim.mpi.vectors`); buffer specs of any buffer object
-(:mod:`~collsim.mpi.specs`); groups, ``Split``/``Dup``/``Create``/``Create_group``/
-``Split_type`` (:mod:`~collsim.mpi.making`), Cartesian and graph topologies
-(:mod:`~collsim.mpi.intracomm`, ``Compute_dims``), ``Info`` and error handlers;
-``get_vendor``, ``Query_thread`` and the rest a program reads at start
+(:mod:`~collsim.mpi.specs`); derived datatypes (``Create_vector``, ``Create_struct``,
+``Create_subarray``, ... :mod:`~collsim.mpi.constructors`, their bounds
+:mod:`~collsim.mpi.typemap`, ``decode`` :mod:`~collsim.mpi.decoding`) moved by
+point-to-point and the block collectives (``Bcast``, ``Reduce``, ``Allreduce``,
+``Gather``, ``Scatter``, ``Allgather``, ``Alltoall``, ``Reduce_scatter_block``), and
+``Pack``/``Unpack`` (:mod:`~collsim.mpi.packing`); groups,
+``Split``/``Dup``/``Create``/``Create_group``/``Split_type`` (:mod:`~collsim.mpi.making`),
+Cartesian and graph topologies (:mod:`~collsim.mpi.intracomm`, ``Compute_dims``),
+``Info`` and error handlers; ``get_vendor``, ``Query_thread`` and the rest a program reads at start
 (:mod:`~collsim.mpi.environment`); ``Init``, ``Finalize`` and ``mpi4py.rc``'s options
 (:mod:`~collsim.mpi.lifecycle`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
@@ -33,8 +38,10 @@ has arrived (so a program that only works thanks to buffering deadlocks, with a 
 a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass; the
 non-blocking collectives run when called (their request is complete); a cancel never
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
-call: derived datatypes, one-sided communication (``Win``), MPI-IO (``File``), sessions,
-spawn and collectives on intercommunicators (:mod:`~collsim.mpi.intercomm` makes them).
+call: one-sided communication (``Win``), MPI-IO (``File``), sessions, spawn, collectives
+on intercommunicators (:mod:`~collsim.mpi.intercomm` makes them), absolute addresses
+(``Get_address``) and derived datatypes in the calls not listed above (the
+v-collectives, ``Reduce_local``, ...).
 
 Examples
 --------
@@ -101,6 +108,8 @@ from .making import (  # noqa: F401
     COMM_TYPE_RESOURCE_GUIDED,
     COMM_TYPE_SHARED,
 )
+from .objects import comm_lock as _comm_lock  # noqa: F401  (mpi4py's internals)
+from .objects import comm_lock_table as _comm_lock_table  # noqa: F401
 from .probes import MESSAGE_NO_PROC, MESSAGE_NULL, Message
 from .reduction import (
     BAND,
@@ -132,9 +141,20 @@ from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, 
 
 KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
 UNWEIGHTED = WEIGHTS_EMPTY = None  # distributed graphs carry no weights here
-ORDER_C, ORDER_F = 0, 1  # array orders (Create_subarray is not simulated; the names exist)
+from .constructors import (  # noqa: E402, F401
+    DISTRIBUTE_BLOCK,
+    DISTRIBUTE_CYCLIC,
+    DISTRIBUTE_DFLT_DARG,
+    DISTRIBUTE_NONE,
+    ORDER_C,
+    ORDER_F,
+)
+from .decoding import COMBINERS  # noqa: E402
+
 ORDER_FORTRAN = ORDER_F
-DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC, DISTRIBUTE_NONE, DISTRIBUTE_DFLT_DARG = 121, 122, 123, -49767
+# MPI.COMBINER_NAMED, MPI.COMBINER_VECTOR, ...: what Get_envelope says made a type
+globals().update({f"COMBINER_{name}": value for name, value in COMBINERS.items()})
+COMBINER_VALUE_INDEX = UNDEFINED  # Get_value_index gives only the named pair types here
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
 BUFFER_AUTOMATIC = None
 Grequest = Request

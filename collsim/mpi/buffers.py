@@ -108,17 +108,17 @@ class BufferCollectives:
             collective(x, group=self._members(rank), algorithm=algorithm, **kwargs)
         )
 
-    def _recv_buffer(self, spec, call, arg="recvbuf", blocks=1):
+    def _recv_buffer(self, spec, call, arg="recvbuf", blocks=1, stores=False):
         """The receive buffer; ``blocks``: ranks it holds a block for (a count in the spec
-        is per block then, as in mpi4py)."""
+        is per block then, as in mpi4py); ``stores``: the call stores a derived type's."""
         if spec is None or spec is IN_PLACE:
             raise mpi_error(ERR_ARG, f"{call}({arg}={spec!r}): give the buffer that receives")
-        return buffer_of(spec, f"{call}({arg}=...)", writable=True, blocks=blocks)
+        return buffer_of(spec, f"{call}({arg}=...)", writable=True, blocks=blocks, stores=stores)
 
     def Bcast(self, buf, root=0):
         rank, me, size = self._me("Bcast")
         root = self._root(root, size, "Bcast")
-        target = buffer_of(buf, "Bcast(buf=...)", writable=me != root)
+        target = buffer_of(buf, "Bcast(buf=...)", writable=me != root, stores=True)
         if size == 1:
             return
         if native(target.data):
@@ -128,6 +128,7 @@ class BufferCollectives:
             result = tree_broadcast(self, rank, me, size, tag, target.data, root)
         if me != root:
             target.data[:] = result.view(target.data.dtype)
+            target.store()
 
     def _reduced(self, rank, me, size, x, op, datatype, root, call):
         """``op`` over the ranks' ``x``: on every rank (root None) or at ``root``."""
@@ -144,9 +145,10 @@ class BufferCollectives:
     def Allreduce(self, sendbuf, recvbuf, op=SUM):
         rank, me, size = self._me("Allreduce")
         op = check_op(op, "Allreduce")
-        recv = self._recv_buffer(recvbuf, "Allreduce")
+        recv = self._recv_buffer(recvbuf, "Allreduce", stores=True)
         x = self._input(sendbuf, recv, "Allreduce")
         recv.data[:] = self._reduced(rank, me, size, x, op, recv.datatype, None, "Allreduce")
+        recv.store()
 
     def Reduce(self, sendbuf, recvbuf, op=SUM, root=0):
         rank, me, size = self._me("Reduce")
@@ -154,7 +156,7 @@ class BufferCollectives:
         op = check_op(op, "Reduce")
         recv = None
         if me == root:
-            recv = self._recv_buffer(recvbuf, "Reduce")
+            recv = self._recv_buffer(recvbuf, "Reduce", stores=True)
             x = self._input(sendbuf, recv, "Reduce")
         else:
             if in_place(sendbuf):
@@ -168,10 +170,11 @@ class BufferCollectives:
         result = self._reduced(rank, me, size, x, op, datatype, root, "Reduce")
         if me == root:
             recv.data[:] = result
+            recv.store()
 
     def Allgather(self, sendbuf, recvbuf):
         rank, me, size = self._me("Allgather")
-        recv = self._recv_buffer(recvbuf, "Allgather", blocks=size)
+        recv = self._recv_buffer(recvbuf, "Allgather", blocks=size, stores=True)
         n = _block(recv, size, "Allgather")
         if in_place(sendbuf):
             x = recv.data[me * n : (me + 1) * n].copy()
@@ -181,15 +184,16 @@ class BufferCollectives:
             x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_gather", x)
-            return
-        tag = self._collective_tag(rank, "Allgather")
-        for r, block in enumerate(ring_all_gather(self, rank, me, size, tag, x)):
-            recv.data[r * n : (r + 1) * n] = block
+        else:
+            tag = self._collective_tag(rank, "Allgather")
+            for r, block in enumerate(ring_all_gather(self, rank, me, size, tag, x)):
+                recv.data[r * n : (r + 1) * n] = block
+        recv.store()
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=SUM):
         rank, me, size = self._me("Reduce_scatter_block")
         op = check_op(op, "Reduce_scatter_block")
-        recv = self._recv_buffer(recvbuf, "Reduce_scatter_block")
+        recv = self._recv_buffer(recvbuf, "Reduce_scatter_block", stores=True)
         if in_place(sendbuf):  # the receive buffer holds all K blocks; block 0 is kept
             n = _block(recv, size, "Reduce_scatter_block")
             x = recv.data.copy()
@@ -199,13 +203,14 @@ class BufferCollectives:
             n, x = recv.count, send.data
         if native(x, op) and size > 1:
             recv.data[:n] = self._run(rank, "reduce_scatter", x, op=op.collsim)
-            return
-        total = self._reduced(rank, me, size, x, op, recv.datatype, None, "Reduce_scatter")
-        recv.data[:n] = total[me * n : (me + 1) * n]
+        else:
+            total = self._reduced(rank, me, size, x, op, recv.datatype, None, "Reduce_scatter")
+            recv.data[:n] = total[me * n : (me + 1) * n]
+        recv.store()
 
     def Alltoall(self, sendbuf, recvbuf):
         rank, me, size = self._me("Alltoall")
-        recv = self._recv_buffer(recvbuf, "Alltoall", blocks=size)
+        recv = self._recv_buffer(recvbuf, "Alltoall", blocks=size, stores=True)
         n = _block(recv, size, "Alltoall")
         if in_place(sendbuf):
             x = recv.data.copy()
@@ -215,11 +220,12 @@ class BufferCollectives:
             x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_to_all", x)
-            return
-        tag = self._collective_tag(rank, "Alltoall")
-        blocks = [x[r * n : (r + 1) * n] for r in range(size)]
-        for r, block in enumerate(direct_all_to_all(self, rank, me, size, tag, blocks)):
-            recv.data[r * n : (r + 1) * n] = block
+        else:
+            tag = self._collective_tag(rank, "Alltoall")
+            blocks = [x[r * n : (r + 1) * n] for r in range(size)]
+            for r, block in enumerate(direct_all_to_all(self, rank, me, size, tag, blocks)):
+                recv.data[r * n : (r + 1) * n] = block
+        recv.store()
 
     def _input(self, sendbuf, recv, call):
         """This rank's input: ``sendbuf``'s data, or (IN_PLACE) a copy of ``recv``'s."""
@@ -239,7 +245,7 @@ class BufferCollectives:
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
             self._round(rank, tag, sends=[(root, send.data)])
             return
-        recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True, blocks=size)
+        recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True, blocks=size, stores=True)
         n = _block(recv, size, "Gather")
         if sendbuf is not IN_PLACE and sendbuf is not None:  # None at the root: in place
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
@@ -249,13 +255,14 @@ class BufferCollectives:
         for r, value in zip(others, self._round(rank, tag, recvs=others)):
             _exactly(value, n, f"Gather: rank {r}")
             land(_part(recv, r, n), value, "Gather", f"rank {r}")
+        recv.store()
 
     def Scatter(self, sendbuf, recvbuf, root=0):
         rank, me, size = self._me("Scatter")
         root = self._root(root, size, "Scatter")
         tag = self._collective_tag(rank, "Scatter")
         if me != root:
-            recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True)
+            recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True, stores=True)
             value = self._round(rank, tag, recvs=[root])[0]
             _exactly(value, recv.count, f"Scatter: the root ({root})")
             land(recv, value, "Scatter", f"the root ({root})")
@@ -263,9 +270,10 @@ class BufferCollectives:
         send = buffer_of(sendbuf, "Scatter(sendbuf=...)", blocks=size)
         n = _block(send, size, "Scatter")
         if recvbuf is not IN_PLACE and recvbuf is not None:  # None at the root: in place
-            recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True)
+            recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True, stores=True)
             _same(send, recv, "Scatter", n, recv.count)
             recv.data[:] = send.data[root * n : (root + 1) * n].view(recv.data.dtype)
+            recv.store()
         blocks = [(r, send.data[r * n : (r + 1) * n]) for r in range(size) if r != root]
         self._round(rank, tag, sends=blocks)
 

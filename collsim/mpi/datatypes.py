@@ -23,7 +23,10 @@ True
 
 import numpy as np
 
+from .constructors import TypeConstructors
 from .exceptions import ERR_TYPE, mpi_error
+from .packing import PackCalls
+from .typemap import Layout
 
 __all__ = ["Datatype", "DATATYPES", "DATATYPE_NULL", "BYTE", "DOUBLE", "datatype_of"]
 
@@ -133,22 +136,40 @@ _TYPECLASSES = {
 }
 
 
-class Datatype:
-    """A predefined MPI datatype: ``name`` (``"MPI_DOUBLE"``) and ``numpy``, the dtype of
-    one element (None for ``DATATYPE_NULL``)."""
+class Datatype(TypeConstructors, PackCalls):
+    """An MPI datatype: ``name`` (``"MPI_DOUBLE"``), ``numpy`` (the dtype of one element
+    of a predefined type, None for a derived one and ``DATATYPE_NULL``) and ``layout``
+    (its bounds and typemap, :mod:`~collsim.mpi.typemap`)."""
 
     def __init__(self, datatype=None):
         # MPI.Datatype() is DATATYPE_NULL's value; MPI.Datatype(MPI.INT) a copy of INT's
         if datatype is not None and not isinstance(datatype, Datatype):
             raise TypeError(f"MPI.Datatype({datatype!r}): give an MPI.Datatype to copy")
-        self.name = "MPI_DATATYPE_NULL" if datatype is None else datatype.name
-        self.numpy = None if datatype is None else datatype.numpy
+        self._become(datatype or _Null)
+
+    def _become(self, other):
+        """Take ``other``'s handle (its name, element, layout and recipe)."""
+        self.name, self.numpy = other.name, other.numpy
+        self.layout, self.recipe = other.layout, other.recipe
 
     @classmethod
     def _named(cls, name, code):
         made = cls()
         made.name, made.numpy = f"MPI_{name}", None if code is None else np.dtype(code)
+        made.layout = None if code is None else Layout.of_basic(made.numpy)
         return made
+
+    @classmethod
+    def _derived(cls, layout, recipe, numpy=None):
+        """A new handle for a constructed type (``numpy``: the element of a Dup of a
+        predefined type or an F90 kind, which move as that type does)."""
+        made = cls()
+        made.name, made.numpy, made.layout, made.recipe = "", numpy, layout, recipe
+        return made
+
+    @staticmethod
+    def _named_type(name):
+        return DATATYPES[name]
 
     def _dtype(self, call):
         if self.numpy is None:
@@ -156,26 +177,35 @@ class Datatype:
         return self.numpy
 
     def Get_size(self):
-        """Bytes of one element (``MPI.DOUBLE.Get_size() == 8``)."""
-        return self._dtype("Get_size").itemsize
+        """Bytes the type's data fills (``MPI.DOUBLE.Get_size() == 8``)."""
+        return self._old("Get_size").size
 
-    @property
-    def size(self):
-        return self.Get_size()
+    size = property(lambda self: self.Get_size())
 
     def Get_extent(self):
-        return 0, self.Get_size()
+        """``(lb, extent)`` in bytes: where an element starts, and the stride between
+        consecutive elements in a buffer."""
+        layout = self._old("Get_extent")
+        return layout.lb, layout.extent
 
-    Get_true_extent = Get_extent
-    true_lb = property(lambda self: 0)
-    true_ub = true_extent = property(lambda self: self.Get_size())
+    def Get_true_extent(self):
+        """``(true_lb, true_extent)``: the bytes the data really touches."""
+        layout = self._old("Get_true_extent")
+        return layout.true_lb, layout.true_extent
+
+    lb = property(lambda self: self._old("lb").lb)
+    ub = property(lambda self: self._old("ub").ub)
+    extent = property(lambda self: self._old("extent").extent)
+    true_lb = property(lambda self: self._old("true_lb").true_lb)
+    true_ub = property(lambda self: self._old("true_ub").true_ub)
+    true_extent = property(lambda self: self._old("true_extent").true_extent)
 
     @staticmethod
     def Get_value_index(value, index):
         """The (value, index) pair type MINLOC and MAXLOC reduce, or DATATYPE_NULL."""
         if not value or not index:
             raise mpi_error(ERR_TYPE, "Datatype.Get_value_index of MPI.DATATYPE_NULL")
-        if index.name != "MPI_INT":
+        if index.name != "MPI_INT" or value.numpy is None:
             return DATATYPE_NULL
         pairs = {code: name for name, code in _PAIRS.items()}
         return DATATYPES.get(pairs.get(value.numpy.char), DATATYPE_NULL)
@@ -188,25 +218,19 @@ class Datatype:
             raise mpi_error(ERR_TYPE, f"Match_size({typeclass}, {size}): no such datatype")
         return found
 
-    @property
-    def extent(self):
-        return self.Get_size()
-
-    @property
-    def lb(self):
-        return 0
-
-    @property
-    def ub(self):
-        return self.Get_size()
-
     def Get_name(self):
         return self.__dict__.get("label", self.name)
 
     def Set_name(self, name):
         self.label = str(name)  # a display name; the handle stays the MPI name's
 
-    is_named = property(lambda self: True)
+    is_named = property(lambda self: self.layout is None or self.layout.combiner == "NAMED")
+
+    def Is_predefined(self):
+        """Whether the type is MPI's own (named, or a Fortran kind from Create_f90_*)."""
+        return self.layout is None or self.layout.combiner in _PREDEFINED
+
+    is_predefined = property(Is_predefined)
 
     @classmethod
     def fromcode(cls, code):
@@ -218,86 +242,75 @@ class Datatype:
 
     @property
     def typechar(self):
-        return self._dtype("typechar").char
+        """The type's numpy character code; ``"V"`` (raw bytes) for a derived one."""
+        return "V" if self.numpy is None and self else self._dtype("typechar").char
 
     def tocode(self):
-        return self._dtype("tocode").char
+        """The type code of a type that is one numpy scalar (else a ValueError)."""
+        if self.numpy is None or self.numpy.kind == "V":
+            raise ValueError(f"{self!r}.tocode(): cannot map to character code or type string")
+        return self.numpy.char
 
-    typestr = property(lambda self: self._dtype("typestr").str)
-
-    def Is_predefined(self):
-        return True
-
-    is_predefined = property(Is_predefined)
-
-    def Dup(self):
-        return self
+    @property
+    def typestr(self):
+        """numpy's type string (``"<i4"`` without the byte order); ``"V<extent>"`` for a
+        derived or pair type."""
+        if self.numpy is None and self:
+            return f"V{self.extent}"
+        dtype = self._dtype("typestr")
+        return f"V{dtype.itemsize}" if dtype.kind == "V" else dtype.str.lstrip("<>|=")
 
     def Commit(self):
+        """Nothing to do: a type can move data as soon as it is made."""
         return self
 
     def Free(self):
-        """Nothing to free: predefined datatypes live for the whole run."""
+        """Drop a derived type's handle (it becomes ``MPI.DATATYPE_NULL``); predefined
+        types live for the whole run."""
+        if not self.is_predefined:
+            self._become(_Null)
+
+    def free(self):
+        """mpi4py's ``free()``: ``Free()`` unless the type is null or predefined."""
+        self.Free()
 
     def __eq__(self, other):
         if not isinstance(other, Datatype):
             return NotImplemented
-        return self.name == other.name
+        return self.name == other.name and self.layout is other.layout
 
     def __hash__(self):
         return hash(self.name)
 
     def __bool__(self):
-        return self.numpy is not None
+        return self.layout is not None
 
     def __reduce__(self):
+        if not self.is_named:  # a derived type: made again from its recipe
+            return _remade, self.decode()
         canonical = _BY_NAME.get(self.name, DATATYPE_NULL)
         return (_predefined, (self.name,)) if self is canonical else (Datatype, (canonical,))
 
     def __repr__(self):
+        if not self.is_named:
+            return f"MPI.Datatype({self.layout.combiner})"
         return f"MPI.{self.name.removeprefix('MPI_')}"
 
 
-def _not_simulated(name):
-    """A derived-datatype call: refused at once, naming it (mpi4py's suite skips a test
-    whose constructor raises NotImplementedError)."""
+class _Null:
+    """DATATYPE_NULL's fields (what a freed handle becomes)."""
 
-    def refuse(*args, **kwargs):
-        raise NotImplementedError(
-            f"MPI.Datatype.{name}: collsim moves predefined datatypes only (derived "
-            "datatypes are not simulated); send contiguous numpy arrays"
-        )
-
-    refuse.__name__ = name
-    return staticmethod(refuse)
+    name, numpy, layout, recipe = "MPI_DATATYPE_NULL", None, None, None
 
 
-for _name in (
-    "Create_contiguous",
-    "Create_vector",
-    "Create_hvector",
-    "Create_indexed",
-    "Create_hindexed",
-    "Create_indexed_block",
-    "Create_hindexed_block",
-    "Create_struct",
-    "Create_subarray",
-    "Create_darray",
-    "Create_resized",
-    "Create_f90_integer",
-    "Create_f90_real",
-    "Create_f90_complex",
-    "Get_envelope",
-    "Get_contents",
-    "decode",
-    "Pack",
-    "Unpack",
-    "Pack_size",
-    "Pack_external",
-    "Unpack_external",
-    "Pack_external_size",
-):
-    setattr(Datatype, _name, _not_simulated(_name))
+_PREDEFINED = ("NAMED", "F90_INTEGER", "F90_REAL", "F90_COMPLEX")
+
+
+def _remade(base, combiner, params):
+    """A derived type made again from ``decode()``'s parts (how one unpickles)."""
+    if combiner == "DUP":
+        return base.Dup()
+    return getattr(base, f"Create_{combiner.lower()}")(**params)
 
 
 DATATYPE_NULL = Datatype()

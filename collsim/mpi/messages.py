@@ -126,3 +126,4 @@ def land(buffer, value, call, origin):
             f"{buffer.count}: give a buffer of at least {data.size}",
         )
     buffer.data[: data.size] = data
+    buffer.store()

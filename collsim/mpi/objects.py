@@ -44,6 +44,8 @@ Examples
 (6, ['r0', 'r1', 'r2'], {'k': 3})
 """
 
+import threading
+
 import numpy as np
 
 from ..collectives.chain import chain_scan
@@ -148,7 +150,8 @@ class ObjectCollectives:
         root = self._root(root, size, "bcast")
         tag = self._collective_tag(rank, "bcast")
         data = pickled(obj, "bcast") if me == root else None
-        return unpickle(self._spread(rank, me, size, root, tag, data), "bcast")
+        with comm_lock(self, "bcast", rank):  # as mpi4py: threads of a rank take turns
+            return unpickle(self._spread(rank, me, size, root, tag, data), "bcast")
 
     def gather(self, sendobj, root=0):
         rank, me, size = self._me("gather")
@@ -252,3 +255,16 @@ class ObjectCollectives:
     def Barrier(self):
         """The barrier (``Barrier`` and ``barrier`` are one: no buffer to move)."""
         self.barrier()
+
+
+def comm_lock_table(comm, rank=None):
+    """mpi4py's ``MPI._comm_lock_table(comm)``: the calling rank's locks on ``comm``, by
+    key (mpi4py holds ``"bcast"`` around a bcast's messages)."""
+    rank = blocking.current_rank() if rank is None else rank
+    return run_state(rank).lock_table(rank.id, comm._context)
+
+
+def comm_lock(comm, key=None, rank=None):
+    """mpi4py's ``MPI._comm_lock(comm, key)``: the lock ``key`` of ``comm``'s table."""
+    table = comm_lock_table(comm, rank)
+    return table.setdefault(key, threading.Lock())

@@ -182,7 +182,7 @@ class PointToPoint:
         self.Irecv(buf, source, tag, _call="Recv", _wait=True).Wait(status)
 
     def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, _call="Irecv", _wait=False):
-        target = buffer_of(buf, f"{_call}(buf=...)", writable=True)
+        target = buffer_of(buf, f"{_call}(buf=...)", writable=True, stores=True)
 
         def finish(value, fields):
             if value is not None:
@@ -228,7 +228,7 @@ class PointToPoint:
         _call="Isendrecv_replace",
     ):
         """Send ``buf`` and receive into it: the data sent is a copy taken first."""
-        target = buffer_of(buf, f"{_call}(buf=...)", writable=True)
+        target = buffer_of(buf, f"{_call}(buf=...)", writable=True, stores=True)
         got = self.Irecv(buf, source, recvtag, _call=_call)
         sent = self._send(_call, target.data.copy(), dest, sendtag, "request")
         return _both(sent, got)

@@ -69,7 +69,7 @@ class Message:
             status_null(status)
         if value is not None:
             land(
-                buffer_of(buf, "Message.Recv(buf=...)", writable=True),
+                buffer_of(buf, "Message.Recv(buf=...)", writable=True, stores=True),
                 value,
                 "Message.Recv",
                 "the probed message",

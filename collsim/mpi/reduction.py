@@ -20,10 +20,14 @@ Examples
 """
 
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
-from .exceptions import ERR_OP, mpi_error, value_error
+from ..errors import ConfigError
+from ..runtime import blocking
+from .exceptions import ERR_INTERN, ERR_OP, mpi_error, value_error
+from .settings import run_state
 
 __all__ = ["Op", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"]
 __all__ += ["MAXLOC", "MINLOC", "REPLACE", "NO_OP", "OP_NULL", "OPS", "object_op"]
@@ -68,12 +72,32 @@ class Op:
         ``inbuf op inoutbuf`` (on objects: ``function(x, y)`` returns the result)."""
         if not callable(function):
             raise mpi_error(ERR_OP, f"Op.Create({function!r}): give a function")
-        return cls(name="user-defined", function=function, commute=bool(commute), user=function)
+        owner = _rank_ops()
+        if owner is not None and owner.count() >= MAX_USER_OPS:
+            raise mpi_error(
+                ERR_INTERN,
+                f"Op.Create: {MAX_USER_OPS} user-defined ops are live on this rank "
+                "(mpi4py's limit): Free() one before creating another",
+            )
+        made = cls(name="user-defined", function=function, commute=bool(commute), user=function)
+        made._owner = owner
+        if owner is not None:
+            owner.add(1)
+        return made
 
     def Free(self):
         if self.user is None:
             raise mpi_error(ERR_OP, f"Free() of {self!r}: a predefined op cannot be freed")
+        owner = self.__dict__.pop("_owner", None)
+        if owner is not None:
+            owner.add(-1)
         self.name = self.function = self.user = None
+
+    def toint(self):
+        """-1: a collsim op has no C handle (as ``Comm.toint``)."""
+        return -1
+
+    py2f = toint
 
     def Is_commutative(self):
         return self.commute
@@ -179,3 +203,29 @@ def object_op(op, call):
         f"{call}(op={op!r}): an op is MPI.SUM, MPI.PROD, MPI.MAX, MPI.MIN "
         "(or another MPI.Op), or a function of two arguments",
     )
+
+
+MAX_USER_OPS = 32  # mpi4py keeps user ops' callbacks in a table of 32 per process
+
+
+class _RankOps(NamedTuple):
+    """The live user ops of one rank, counted in its run's state (so the count dies
+    with the run)."""
+
+    live: dict  # rank id -> user ops created and not freed
+    rank: int
+
+    def count(self):
+        return self.live.get(self.rank, 0)
+
+    def add(self, n):
+        self.live[self.rank] = self.count() + n
+
+
+def _rank_ops():
+    """The calling rank's live user ops, or None outside a run (no limit there)."""
+    try:
+        rank = blocking.current_rank()
+    except ConfigError:
+        return None
+    return _RankOps(run_state(rank).user_ops, rank.id)

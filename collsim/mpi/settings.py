@@ -118,6 +118,8 @@ class RunState:
     # (rank id, collective id) -> the number of that rank's next collective on it
     seq: dict = field(default_factory=dict)
     freed: set = field(default_factory=set)  # (rank id, point-to-point id) freed
+    user_ops: dict = field(default_factory=dict)  # rank id -> live Op.Create ops
+    locks: dict = field(default_factory=dict)  # (rank id, context) -> {key: Lock}
     lifecycle: dict = field(default_factory=dict)  # rank id -> "initialized" / "finalized"
     attached: dict = field(default_factory=dict)  # rank id -> the buffer Attach_buffer gave
 
@@ -128,6 +130,11 @@ class RunState:
             ids = self.contexts[key] = (self.next_id, self.next_id + 1)
             self.next_id += 2
         return ids
+
+    def lock_table(self, rank_id, context):
+        """The rank's table of locks on communicator ``context`` (mpi4py's
+        ``_comm_lock_table``: one per process and communicator), made on first use."""
+        return self.locks.setdefault((rank_id, context), {})
 
     def next_seq(self, rank_id, context):
         key = (rank_id, context)

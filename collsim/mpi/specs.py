@@ -30,17 +30,11 @@ import numpy as np
 from ..collectives.checks import is_int
 from ..errors import shorten
 from .datatypes import BYTE, DATATYPES, Datatype, datatype_of
-from .dlpack import dlpack_view
 from .exceptions import value_error
+from .memory import Bottom, array_of
+from .packing import byte_positions, count_of, gather, scatter
 
 __all__ = ["Buffer", "buffer_of", "BOTTOM", "Bottom"]
-
-
-class Bottom:
-    """``MPI.BOTTOM``: address zero; here an empty buffer."""
-
-    def __repr__(self):
-        return "MPI.BOTTOM"
 
 
 BOTTOM = Bottom()
@@ -55,6 +49,16 @@ class Buffer:
     datatype: Datatype
     counts: tuple = None
     displs: tuple = None
+    # a derived datatype's: ``data`` is its packed copy, which store() puts back at the
+    # byte positions ``where`` of the user's memory ``raw``
+    raw: np.ndarray = None
+    where: np.ndarray = None
+
+    def store(self):
+        """Put what a receive wrote into a derived datatype's packed copy back into the
+        user's memory (a plain buffer is a view: nothing to do)."""
+        if self.where is not None:
+            scatter(self.raw, self.where, self.data)
 
     @property
     def count(self):
@@ -99,14 +103,18 @@ def _split(spec, what):
     )
 
 
-def buffer_of(spec, what, writable=False, blocks=1):
+def buffer_of(spec, what, writable=False, blocks=1, stores=False):
     """The :class:`Buffer` a buffer spec names; ``what`` names the argument in errors.
 
     ``writable`` buffers receive data.  ``blocks`` is the number of ranks a "B" spec
     (Gather's receive buffer, Scatter's send buffer) holds a block for: an explicit
-    count there is per block, as in mpi4py."""
+    count there is per block, as in mpi4py.  ``stores``: the caller calls
+    :meth:`Buffer.store` once it has written (only such calls receive into a derived
+    datatype)."""
     buf, count, datatype = _split(spec, what)
-    array = _array_of(buf, what, writable)
+    array = array_of(buf, what, writable)
+    if datatype is not None and datatype and datatype.numpy is None:
+        return _typed(array, count, datatype, what, writable and not stores, blocks)
     if datatype is None:
         datatype = datatype_of(array.dtype)
         if datatype is None or array.dtype.kind in "OUSV" and array.size:
@@ -145,6 +153,23 @@ def buffer_of(spec, what, writable=False, blocks=1):
     return Buffer(flat, datatype)
 
 
+def _typed(array, count, datatype, what, unsupported, blocks):
+    """A buffer of a derived datatype: its typemap's bytes, packed (:mod:`.packing`)."""
+    if unsupported or isinstance(count, list | tuple):
+        call = what.split("(")[0]
+        raise NotImplementedError(
+            f"{call} with a derived datatype ({datatype!r}): collsim packs derived datatypes "
+            "for point-to-point, Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, "
+            "Alltoall and Reduce_scatter_block; give this call a predefined datatype"
+        )
+    if count is not None and (not is_int(count) or count < 0):
+        raise value_error(f"{what}: count={count!r}: a count is an int >= 0")
+    raw = array.reshape(-1).view(np.uint8)
+    count = count_of(datatype.layout, raw.size, count, what) * blocks
+    where = byte_positions(datatype.layout, count, raw.size, what)
+    return Buffer(gather(raw, where, datatype.layout), datatype, raw=raw, where=where)
+
+
 def _vector(flat, datatype, counts_displs, what):
     """A v-spec's buffer: counts (one per rank) and displacements (None: packed in order)."""
     counts, displs = counts_displs
@@ -167,52 +192,3 @@ def _vector(flat, datatype, counts_displs, what):
                 f"{end}, past the buffer's {flat.size}"
             )
     return Buffer(flat, datatype, counts, displs)
-
-
-def _array_of(spec, what, writable):
-    if spec is None or isinstance(spec, Bottom):
-        return np.zeros(0, np.uint8)
-    if not isinstance(spec, np.ndarray):
-        spec = _exported(spec)
-    if not isinstance(spec, np.ndarray):
-        try:
-            view = memoryview(spec)
-        except TypeError:
-            raise value_error(
-                f"{what}: {shorten(spec)} (a {type(spec).__name__}) is not a buffer: give a "
-                "numpy array, array.array or bytes (lowercase calls such as send/bcast take "
-                "any Python object)"
-            ) from None
-        spec = np.frombuffer(view, np.uint8) if view.format in ("B", "c") else np.asarray(view)
-    if not spec.flags.c_contiguous:
-        raise value_error(
-            f"{what}: the array of shape {spec.shape} is not contiguous (a strided view): "
-            "pass np.ascontiguousarray(x), and copy the result back if it receives"
-        )
-    if writable and not spec.flags.writeable:
-        raise value_error(
-            f"{what}: the array of shape {spec.shape} is read-only, but it receives data: "
-            "pass a writeable array, e.g. x.copy()"
-        )
-    return spec
-
-
-class _Interface:
-    """An object numpy reads through ``__array_interface__`` (a copy of another's)."""
-
-    def __init__(self, interface, owner):
-        self.__array_interface__, self.owner = interface, owner
-
-
-def _exported(obj):
-    """A numpy view of an array that exports DLPack or an array interface
-    (``__cuda_array_interface__`` too: collsim's "GPU" memory is host memory)."""
-    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
-        return dlpack_view(obj)
-    for name in ("__array_interface__", "__cuda_array_interface__"):
-        interface = getattr(obj, name, None)
-        if isinstance(interface, dict):
-            interface = {k: v for k, v in interface.items() if k != "stream"}
-            interface["version"] = 3
-            return np.asarray(_Interface(interface, obj))
-    return obj

@@ -314,7 +314,10 @@ class Transfer(Flow):
         )
         # each side's post is done: a group (an exchange or a collective's step) counts
         # it down and moves on when none is left; a single operation's handle completes
-        sender = self.sender
+        sender, receiver = self.sender, self.receiver
+        if self.src == self.dst and type(receiver) is not PostGroup:  # see Handle.settle
+            found = Received(value, self.src, self.tag, payload.nbytes)
+            receiver = receiver.settle(found if receiver.status else value)
         if type(sender) is PostGroup:
             sender.state[self.send_slot] = None
             left = sender.left = sender.left - 1
@@ -322,7 +325,6 @@ class Transfer(Flow):
                 sender.all_done()
         else:
             sender.complete(None)
-        receiver = self.receiver
         if type(receiver) is PostGroup:
             receiver.state[self.recv_slot] = value
             left = receiver.left = receiver.left - 1

@@ -118,6 +118,17 @@ class Handle:
         for callback in callbacks:
             callback()
 
+    def settle(self, value):
+        """Complete now with ``value`` but hold the callbacks back: the handle returned
+        runs them when it completes.  A message to oneself settles its receive before
+        the sender's rank resumes, so an ``ssend`` to self returns with the receive done
+        (MPI's order: ``Testsome`` right after it finds the receive), while every
+        callback still runs in the order it did."""
+        later = Handle(self.what)
+        later.callbacks, self.callbacks = self.callbacks, []
+        self.complete(value)
+        return later
+
     def describe(self):
         """``'recv from rank 3 tag 0'``: formatted only when a report needs it."""
         if isinstance(self.what, tuple):

@@ -1,0 +1,82 @@
+"""The memory behind a buffer object: a numpy view of anything with Python's buffer
+protocol (numpy arrays, ``array.array``, ``bytes``/``bytearray``/``memoryview``,
+``mmap``), DLPack, or an array interface (``__cuda_array_interface__`` too: collsim's
+"GPU" memory is host memory).  Writes to the view land in the object.
+
+Examples
+--------
+>>> import array
+>>> array_of(array.array("i", [1, 2]), "Send(buf=...)").tolist()
+[1, 2]
+>>> array_of(bytearray(3), "Recv(buf=...)", writable=True).dtype
+dtype('uint8')
+"""
+
+import numpy as np
+
+from ..errors import shorten
+from .dlpack import dlpack_view
+from .exceptions import value_error
+
+__all__ = ["array_of", "Bottom"]
+
+
+class Bottom:
+    """``MPI.BOTTOM``: address zero; here an empty buffer."""
+
+    def __repr__(self):
+        return "MPI.BOTTOM"
+
+
+def array_of(spec, what, writable=False):
+    """A numpy view of the memory of ``spec`` (None and ``MPI.BOTTOM``: empty), in memory
+    order (a Fortran-ordered array column by column), refused where it is not contiguous
+    or, for a buffer that receives, not writable."""
+    if spec is None or isinstance(spec, Bottom):
+        return np.zeros(0, np.uint8)
+    if not isinstance(spec, np.ndarray):
+        spec = _exported(spec)
+    if not isinstance(spec, np.ndarray):
+        try:
+            view = memoryview(spec)
+        except TypeError:
+            raise value_error(
+                f"{what}: {shorten(spec)} (a {type(spec).__name__}) is not a buffer: give a "
+                "numpy array, array.array or bytes (lowercase calls such as send/bcast take "
+                "any Python object)"
+            ) from None
+        spec = np.frombuffer(view, np.uint8) if view.format in ("B", "c") else np.asarray(view)
+    if not spec.flags.c_contiguous and spec.flags.f_contiguous:
+        spec = spec.T  # Fortran order: MPI reads its memory as it lies, column by column
+    if not spec.flags.c_contiguous:
+        raise value_error(
+            f"{what}: the array of shape {spec.shape} is not contiguous (a strided view): "
+            "pass np.ascontiguousarray(x), and copy the result back if it receives"
+        )
+    if writable and not spec.flags.writeable:
+        raise value_error(
+            f"{what}: the array of shape {spec.shape} is read-only, but it receives data: "
+            "pass a writeable array, e.g. x.copy()"
+        )
+    return spec
+
+
+class _Interface:
+    """An object numpy reads through ``__array_interface__`` (a copy of another's)."""
+
+    def __init__(self, interface, owner):
+        self.__array_interface__, self.owner = interface, owner
+
+
+def _exported(obj):
+    """A numpy view of an array that exports DLPack or an array interface
+    (``__cuda_array_interface__`` too: collsim's "GPU" memory is host memory)."""
+    if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
+        return dlpack_view(obj)
+    for name in ("__array_interface__", "__cuda_array_interface__"):
+        interface = getattr(obj, name, None)
+        if isinstance(interface, dict):
+            interface = {k: v for k, v in interface.items() if k != "stream"}
+            interface["version"] = 3
+            return np.asarray(_Interface(interface, obj))
+    return obj
