@@ -35,7 +35,7 @@ PROPER = {
     *"NVSwitch nvswitch NVLink NIC PCIe InfiniBand GPU GPUs DGX A100 H100 dgx-a100".split(),
     *"dgx-h100 dgx-a100x2 dgx-h100x2 switch torus2d bidirectional_ring fully_connected".split(),
     *"Megatron Megatron-LM Accelerate PyTorch Adam ZeRO FSDP DDP HSDP DP TP PP CP EP".split(),
-    *"ND Transformer".split(),
+    *"ND Transformer MoE vLLM DeepEP".split(),
     *"Llama GPT gpt llama bf16 fp16 fp32 GPipe 1F1B 1f1b gpipe interleaved zb-h1 ZB-H1".split(),
     *"dp tp pp cp ep dp_replicate dp_shard K/V megatron accelerate".split(),
     *"REPLICATE SHARD fabric".split(),  # Accelerate's dp_replicate, a topology's node

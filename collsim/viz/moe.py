@@ -126,7 +126,8 @@ def traffic_figure(dispatch, combine, title=None):
         image = ax.imshow(shown, cmap="viridis", vmin=0, vmax=vmax)
         ax.set_title(
             say(
-                "{phase}: tokens out" if name == "dispatch" else "{phase}: outputs back", phase=name
+                "{phase}: tokens out" if name == "dispatch" else "{phase}: outputs back",
+                phase=say(name),
             ),
             fontsize="large",
         )

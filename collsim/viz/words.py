@@ -136,6 +136,8 @@ JA = {
     ),
     "expert (blocks: the rank that holds it)": "エキスパート (区切り: 持っているランク)",
     "gate weight (0-1)": "ゲートの重み (0-1)",
+    "dispatch": "ディスパッチ",
+    "combine": "コンバイン",
     "{phase}: tokens out": "{phase}: トークンを送り出す",
     "{phase}: outputs back": "{phase}: 出力を戻す",
     "receiving rank": "受信側ランク",
@@ -171,17 +173,13 @@ JA = {
         "(破線: 最後のコンバインのメッセージ)"
     ),
     # ---- serving: a decode step (decode_step.py), the all-reduce choice (all_reduce_choice.py)
-    "all-reduce": "all-reduce",
     "other collective": "その他の集団通信",
     "stage hand-off": "ステージ間の受け渡し",
     "Decode step {step}: {time} {unit}; rank 0 spends {share} in {calls} all-reduces of {size}": (
         "デコードステップ {step}: {time} {unit}; ランク 0 は {size} の all-reduce {calls} 回に"
         " {share} を使う"
     ),
-    "one-shot": "one-shot",
-    "two-shot": "two-shot",
     "ring": "リング",
-    "NVLS": "NVLS",
     "ring ×{ratio}": "リング ×{ratio}",
     "message size S (bytes a GPU)": "メッセージサイズ S (GPU あたりのバイト数)",
     "vLLM changes its choice": "vLLM が選択を変える位置",
@@ -205,7 +203,7 @@ JA = {
     "simulated time ({unit}): each step a span; the current one outlined": (
         "シミュレーション時間 ({unit}): 1 ステップが 1 区間, 今のステップを枠で囲む"
     ),
-    "t = {time} of {total}": "t = {time} / {total}",
+    "t = {time} of {total}": "t = {time} (全 {total} 中)",
     "buffers read outward:\nchunk 0 nearest the rank;\noutlined = written now": (
         "バッファは外向きに読む:\nチャンク 0 がランクに最も近い;\n枠 = このステップで書いた"
     ),
@@ -292,7 +290,7 @@ JA = {
     "{name} on {where}, {k} ranks ({how})": "{where} の {k} ランクでの {name} ({how})",
     "{before} → {after}\nat ~{size}": "約 {size} で\n{before} → {after}",
     "link load: {what}": "リンクの負荷: {what}",
-    "{name} of {size} on ": "{name} ({size}) / ",
+    "{name} of {size} on ": "{size} の {name}, トポロジー ",
     "{busiest}  ·  all links together: {total}  ·  grey = unused": (
         "{busiest}  ·  全リンクの合計: {total}  ·  灰色 = 未使用"
     ),
