@@ -65,7 +65,9 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
     chosen, protocol = choice.algorithm, choice.protocol
     fabric = fabric_of(topology, group.ranks)
     if chosen in HARDWARE_ALGORITHMS.get(name, ()) and layout.gpus_per_node is not None:
-        cost = hardware_cost(chosen, layout.n_nodes, layout.gpus_per_node, size, fabric, protocol)
+        cost = hardware_cost(
+            chosen, layout.n_nodes, layout.gpus_per_node, size, fabric, protocol, collective=name
+        )
     else:
         alpha, beta = fabric.hop(layout.n_nodes > 1, protocol)
         cost = closed_form(

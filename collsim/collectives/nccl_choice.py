@@ -4,7 +4,8 @@ protocol of a call on a hardware preset, among the ones collsim runs there.
 NCCL's names map onto collsim's schedules: ring is ``nccl_ring`` for all-reduce (the ring
 laid through the nodes) and ``ring`` for the others, tree is ``double_tree``, NVLS is
 ``nvls``, NVLS-Tree ``nvls_tree``, PAT ``pat``, CollNet ``collnet_direct`` and
-``collnet_chain`` (all-reduce, where the machine's network reduces: ``sharp=True``).
+``collnet_chain`` (Direct also for all-gather and reduce-scatter; where the machine's
+network reduces: ``sharp=True``).
 
 Examples
 --------
@@ -33,8 +34,8 @@ COUNTERPARTS = {
         "collnet_direct": "collnet_direct",
         "collnet_chain": "collnet_chain",
     },
-    "all_gather": {"ring": "ring", "pat": "pat"},
-    "reduce_scatter": {"ring": "ring", "pat": "pat"},
+    "all_gather": {"ring": "ring", "pat": "pat", "collnet_direct": "collnet_direct"},
+    "reduce_scatter": {"ring": "ring", "pat": "pat", "collnet_direct": "collnet_direct"},
     "broadcast": {"ring": "ring"},
     "reduce": {"ring": "ring"},
 }
