@@ -174,3 +174,151 @@ def test_tune_simulates_collnet_beside_the_model_with_sharp(capsys):
         "collnet_direct/simple",
         "collnet_chain/simple",
     }
+
+
+# ---- CollNet Direct's all-gather and reduce-scatter (NCCL's all_gather.h, reduce_scatter.h)
+
+GATHERS = ("all_gather", "reduce_scatter")
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    collective=st.sampled_from(GATHERS),
+    preset=st.sampled_from(["dgx-a100", "dgx-h100"]),
+    gpus=st.integers(1, 4),
+    nodes=st.integers(2, 5),
+    count=st.integers(0, 40),
+    op=st.sampled_from(["sum", "max", "prod", "avg"]),
+    seed=st.integers(0, 2**16),
+)
+def test_gathers_equal_numpy(collective, preset, gpus, nodes, count, op, seed):
+    graph = hardware.topology(mini(preset, gpus), nodes=nodes, sharp=True)
+    cluster = collsim.Cluster(graph)
+    k = cluster.size
+    # reduce-scatter's input is K blocks, all-gather's one
+    per_rank = count * k if collective == "reduce_scatter" else count
+    buffers = integer_inputs(k, per_rank, "float32", op, seed)
+    options = dict(op=op) if collective == "reduce_scatter" else {}
+    out = cluster.collective(collective, buffers, algorithm="collnet_direct", **options)
+    assert out.algorithm == "collnet_direct"
+    for got, want in zip(out.outputs, reference(collective, buffers, op, 0)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("collective", GATHERS)
+@pytest.mark.parametrize("gpus,nodes", [(1, 2), (2, 2), (3, 3), (4, 4), (8, 2), (8, 3)])
+def test_gathers_steps_bytes_link_classes_and_time_equal_the_closed_form(collective, gpus, nodes):
+    graph = hardware.topology(mini("dgx-h100", gpus), nodes=nodes, sharp=True)
+    cluster = collsim.Cluster(graph)
+    k = cluster.size
+    block = 4 * 64  # bytes of one rank's block
+    count = 64 * k if collective == "reduce_scatter" else 64
+    out = cluster.collective(collective, count=count, dtype="float32", algorithm="collnet_direct")
+    size = block * k
+    fabric = fabric_of(graph, tuple(range(k)))
+    cost = hardware_cost(
+        "collnet_direct", nodes, gpus, size, fabric, out.protocol, collective=collective
+    )
+    assert out.protocol.name == "simple"  # NCCL's CollNet kernels are Simple only
+    assert out.stats.steps == cost.steps == (2 if gpus > 1 else 1)
+    assert max(out.stats.bytes_sent) == pytest.approx(cost.bytes_per_rank)
+    # what SHARP promises: every GPU's NIC carries its block once one way and the M - 1
+    # other nodes' blocks of its rail the other way (multicast copies, or sums, in the switch)
+    up, down = {r: 0 for r in range(k)}, {r: 0 for r in range(k)}
+    for (u, v), nbytes in out.stats.link_bytes.items():
+        if graph.edges[u, v]["link_class"] == "net":
+            if isinstance(u, int):
+                up[u] += nbytes
+            if isinstance(v, int):
+                down[v] += nbytes
+    one, others = [block] * k, [(nodes - 1) * block] * k
+    gathering = collective == "all_gather"
+    assert list(up.values()) == pytest.approx(one if gathering else others)
+    assert list(down.values()) == pytest.approx(others if gathering else one)
+    by_class = class_bytes(graph, out.stats.link_bytes)
+    assert by_class.get("nvlink", 0) == pytest.approx(2 * cost.intra_hop_bytes)
+    assert by_class["net"] == pytest.approx(2 * cost.inter_hop_bytes)
+    assert out.time == pytest.approx(cost.time_s, rel=1e-9)
+
+
+def test_gathers_against_the_ring_halve_the_network_steps():
+    """A ring all-gather over 2 x 8 GPUs takes K - 1 = 15 steps; CollNet Direct's two (one
+    through the rails' switches, one over NVLink), for the same bytes into every rank."""
+    graph = hardware.topology("dgx-a100", nodes=2, sharp=True)
+    cluster = collsim.Cluster(graph)
+    ring = cluster.all_gather(count=1024, dtype="float32", algorithm="ring")
+    collnet = cluster.all_gather(count=1024, dtype="float32", algorithm="collnet_direct")
+    assert (ring.stats.steps, collnet.stats.steps) == (15, 2)
+    assert collnet.stats.bytes_received == ring.stats.bytes_received  # (K-1) blocks each
+
+
+@pytest.mark.parametrize("collective", ["all-gather", "reduce-scatter"])
+def test_run_count_only_analytical_and_step_through_the_cli(collective, capsys):
+    argv = ["--topology", "dgx-h100", "--nodes", "2", "--sharp", "-a", "collnet_direct"]
+    assert main(["run", collective, *argv, "--size", "1MiB"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert row[4] == "2" and row[-1] == "0"  # 2 steps, no element wrong
+    assert main(["run", collective, *argv, "--size", "1MiB", "--count-only"]) == 0
+    counted = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert main(["run", collective, *argv, "--size", "1MiB", "--analytical"]) == 0
+    closed = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert counted[4] == closed[4] == "2" and counted[5] == closed[5] == row[5]  # same time
+    assert main(["step", collective, *argv, "--count", "16", "--no-pause"]) == 0
+    shown = capsys.readouterr().out
+    switch = "copy in rail0" if collective == "all-gather" else "reduce in rail0"
+    assert switch in shown and "SHARP" in shown and "in the node" in shown
+
+
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--topology", "dgx-h100", "--nodes", "2"], "--sharp"),
+        (["--topology", "dgx-h100", "--sharp"], "--nodes 2"),
+        (["--topology", "pcie-8gpu", "--nodes", "2", "--sharp"], "only with NVSwitch"),
+        (["--topology", "dgx-h100", "--nodes", "2", "--sharp", "-a", "collnet_chain"], "chain"),
+    ],
+)
+def test_gathers_refused_where_they_cannot_run(argv, names, capsys):
+    algorithm = [] if "-a" in argv else ["-a", "collnet_direct"]
+    assert main(["run", "all-gather", *algorithm, "--size", "1MiB", *argv]) == 2
+    assert names in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("collective", GATHERS)
+def test_nccls_choice_runs_collnet_direct_for_the_gathers(collective):
+    """16 x DGX H100 with SHARP: NCCL's model takes CollNet Direct for a small all-gather or
+    reduce-scatter (44 us against the ring's 159 us), and the call runs it, right."""
+    cluster = collsim.Cluster(hardware.topology("dgx-h100", nodes=16, sharp=True), choice="nccl")
+    k = cluster.size
+    count = 4 * k if collective == "reduce_scatter" else 4
+    buffers = integer_inputs(k, count, "float32", "sum", 7)
+    out = cluster.collective(collective, buffers, algorithm="auto")
+    assert (out.algorithm, out.protocol.name) == ("collnet_direct", "simple")
+    for got, want in zip(out.outputs, reference(collective, buffers, "sum", 0)):
+        np.testing.assert_array_equal(got, want)
+    plain = collsim.Cluster(hardware.topology("dgx-h100", nodes=16), choice="nccl")
+    assert plain.collective(collective, count=count, dtype="float32").algorithm != out.algorithm
+
+
+def test_nccls_model_keeps_nvls_gathers_inside_one_node(capsys):
+    """NCCL's enqueue.cc: NVLS all-gather and reduce-scatter run on one node only, so
+    across nodes its model never weighs them, SHARP or not."""
+    argv = ["tune", "all-gather", "--topology", "dgx-h100", "--nodes", "4", "--sharp"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "off: nvls/simple: NVLS all-gather and reduce-scatter run inside one node only" in printed
+    )
+    assert "collnet_direct/simple" in printed.splitlines()[-1]  # 1 MiB: what NCCL chooses
+
+
+def test_nccls_choice_names_what_its_model_prefers_and_collsim_does_not_run():
+    """NVLS with SHARP across nodes (the all-reduce NCCL's model takes for 64 MiB on 2 x
+    DGX H100 with SHARP) has no schedule in collsim: the choice says so and takes the next."""
+    cluster = collsim.Cluster(hardware.topology("dgx-h100", nodes=2, sharp=True), choice="nccl")
+    out = cluster.all_reduce(count=2**24, dtype="float32")
+    line = out.choice.info_line()
+    assert out.algorithm == "nvls_tree"
+    assert "NCCL's model prefers nvls/simple, which collsim does not run across nodes" in line
+    small = cluster.all_reduce(count=2, dtype="float32")  # the model's own pick runs: no note
+    assert "prefers" not in small.choice.info_line()

@@ -127,6 +127,14 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto", 
         )
         for p in sorted((p for p in predictions if p.time_us is not None), key=lambda p: p.time_us)
     )
+    unrun = ""
+    if algorithm == "auto":  # what NCCL itself would take, were every algorithm here
+        best = predict(model, collective, int(size), None, protocols, rules)[1].entry
+        if best.algorithm not in runnable:
+            unrun = (
+                f"NCCL's model prefers {best.algorithm}/{best.protocol}, which collsim does "
+                f"not run {_WHY_NOT.get(best.algorithm, 'here')}"
+            )
     return AutoChoice(
         collective,
         int(size),
@@ -136,4 +144,11 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto", 
         candidates,
         source="nccl",
         rule=winner.rule,
+        unrun=unrun,
     )
+
+
+# why collsim has no schedule where NCCL's model weighs one
+_WHY_NOT = {
+    "nvls": "across nodes (NVLS with SHARP: the NVSwitch sums in the node, the network across)",
+}
