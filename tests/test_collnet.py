@@ -311,3 +311,18 @@ def test_nccls_choice_names_what_its_model_prefers_and_collsim_does_not_run():
     assert "NCCL's model prefers nvls/simple, which collsim does not run across nodes" in line
     small = cluster.all_reduce(count=2, dtype="float32")  # the model's own pick runs: no note
     assert "prefers" not in small.choice.info_line()
+
+
+@pytest.mark.parametrize("collective", GATHERS)
+def test_collnet_runs_with_simple_only(collective):
+    """NCCL has CollNet kernels for Simple only, whoever chooses the protocol: collsim's
+    closed forms would take LL or LL128 for these sizes if they were allowed to."""
+    graph = hardware.topology("dgx-h100", nodes=2, sharp=True)
+    for choice in ("nccl", "closed_form", "simulated"):
+        cluster = collsim.Cluster(graph, choice=choice)
+        out = cluster.collective(
+            collective, count=2**16, dtype="float32", algorithm="collnet_direct"
+        )
+        assert out.protocol.name == "simple", choice
+    ring = cluster.collective(collective, count=2**16, dtype="float32", algorithm="ring")
+    assert ring.protocol.name != "simple"
