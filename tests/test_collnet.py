@@ -269,8 +269,14 @@ def test_run_count_only_analytical_and_step_through_the_cli(collective, capsys):
 )
 def test_gathers_refused_where_they_cannot_run(argv, names, capsys):
     algorithm = [] if "-a" in argv else ["-a", "collnet_direct"]
-    assert main(["run", "all-gather", *algorithm, "--size", "1MiB", *argv]) == 2
-    assert names in capsys.readouterr().err
+    for mode in ([], ["--analytical"]):
+        assert main(["run", "all-gather", *algorithm, "--size", "1MiB", *argv, *mode]) == 2
+        err = capsys.readouterr().err
+        assert names in err
+        if not algorithm:
+            continue
+        # what to run instead is an all-gather's algorithm, not an all-reduce's
+        assert "'ring'" in err and not re.search("nccl_ring|double_tree|nvls|collnet_chain", err)
 
 
 @pytest.mark.parametrize("collective", GATHERS)

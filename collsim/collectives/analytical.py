@@ -57,7 +57,7 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         alpha, beta = path_alpha_beta(topology, group.ranks[0], group.ranks[1])
         cost = closed_form(name, algorithm, group.size, size, alpha, beta)
         return AnalyticalPlan(algorithm, None, cost)
-    layout, _ = checked_placement(topology, group.ranks, algorithm)
+    layout, _ = checked_placement(topology, group.ranks, algorithm, name)
     # who chooses is the cluster's setting, but a plan runs nothing: no simulated choice
     who = "nccl" if getattr(cluster, "choice", None) == "nccl" else "closed_form"
     rules = getattr(cluster, "tuner", ())

@@ -98,9 +98,9 @@ def placement_of(graph, ranks):
     return layout, None
 
 
-def checked_placement(topology, ranks, algorithm):
+def checked_placement(topology, ranks, algorithm, collective="all_reduce"):
     """The group's :func:`~collsim.collectives.auto.placement_of`, after refusing an
-    ``algorithm`` the group cannot run, naming the rule it breaks."""
+    ``algorithm`` the group cannot run (for ``collective``), naming the rule it breaks."""
     from .collnet import COLLNET, sharp_rails
     from .hierarchical import check_equal_nodes
     from .nvls import nvls_switch
@@ -111,7 +111,7 @@ def checked_placement(topology, ranks, algorithm):
     if algorithm in ("double_tree", "hierarchical", "nvls_tree", *COLLNET):
         check_equal_nodes(layout, algorithm)
     if algorithm in COLLNET:  # the network's switches sum, not the NVSwitches
-        return layout, sharp_rails(topology, ranks, layout, algorithm)
+        return layout, sharp_rails(topology, ranks, layout, algorithm, collective)
     return layout, switch
 
 

@@ -76,22 +76,33 @@ class SharpRails:
     names: tuple
 
 
-def sharp_rails(graph, ranks, layout, algorithm="collnet_direct"):
+# what to run instead where CollNet cannot, per collective: (one node, no SHARP, no NVSwitch)
+_INSTEAD = {
+    "all_reduce": ("'nvls' or 'nccl_ring'", "'nccl_ring' or 'double_tree'", "'collnet_chain'"),
+    "all_gather": ("'ring'", "'ring' (or 'pat' at one GPU a node)", "'ring'"),
+}
+_INSTEAD["reduce_scatter"] = _INSTEAD["all_gather"]
+
+
+def sharp_rails(graph, ranks, layout, algorithm="collnet_direct", collective="all_reduce"):
     """The :class:`SharpRails` of group ``ranks`` (cluster ranks, laid out as
-    ``layout``) on ``graph``, or a ConfigError naming the rule the group breaks."""
+    ``layout``) on ``graph``, or a ConfigError naming the rule the group breaks (and
+    what ``collective`` can run instead)."""
     from ..topology import route
+
+    one_node, no_sharp, no_nvswitch = _INSTEAD[collective]
 
     if layout.n_nodes < 2 or layout.gpus_per_node is None:
         raise ConfigError(
             f"{algorithm} on a group of {layout.n_nodes} node(s) of "
             f"{layout.gpus_per_node or 'unequal numbers of'} GPUs: CollNet sums across nodes "
             "in the network's switches; take whole, equal nodes, two or more (--nodes 2), "
-            "or inside one node use 'nvls' or 'nccl_ring'"
+            f"or inside one node use {one_node}"
         )
     if algorithm == "collnet_direct" and "nvswitch" not in dict(graph.nodes(data="role")).values():
         raise ConfigError(
             "collnet_direct needs NVSwitch inside the node (NCCL: CollNet Direct only with "
-            "NVSwitch): every GPU sends straight to every other; use 'collnet_chain'"
+            f"NVSwitch): every GPU sends straight to every other; use {no_nvswitch}"
         )
     names = []
     for j in range(layout.gpus_per_node):
@@ -103,7 +114,7 @@ def sharp_rails(graph, ranks, layout, algorithm="collnet_direct"):
             raise ConfigError(
                 f"{algorithm} on topology {name!r}: the network switch of GPU {j}'s rail does "
                 "not reduce (no InfiniBand SHARP); turn it on with --sharp "
-                "(hardware.topology(..., sharp=True)) or use 'nccl_ring' or 'double_tree'"
+                f"(hardware.topology(..., sharp=True)) or use {no_sharp}"
             )
         names.append(leaf)
     return SharpRails(tuple(names))
