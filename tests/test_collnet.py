@@ -332,3 +332,18 @@ def test_collnet_runs_with_simple_only(collective):
         assert out.protocol.name == "simple", choice
     ring = cluster.collective(collective, count=2**16, dtype="float32", algorithm="ring")
     assert ring.protocol.name != "simple"
+
+
+def test_nccls_model_takes_collnet_direct_up_to_8_gpus_a_node():
+    """NCCL's enqueue.cc: CollNet Direct only with up to 8 local GPUs (its arity); an
+    NVSwitch node of 16 GPUs (an HGX-2-sized one) is past it."""
+    from collsim.collectives.nccl_model import graph_of, tune_table
+
+    machine = mini("dgx-h100", 16)
+
+    def direct(gpus):
+        table = tune_table(graph_of(machine, 4, gpus, collnet=True), "all_gather")
+        return next(e for e in table if (e.algorithm, e.protocol) == ("collnet_direct", "simple"))
+
+    assert direct(8).disabled == ""
+    assert direct(16).disabled == "CollNet Direct runs with at most 8 GPUs a node"
