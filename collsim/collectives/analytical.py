@@ -57,7 +57,7 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
         alpha, beta = path_alpha_beta(topology, group.ranks[0], group.ranks[1])
         cost = closed_form(name, algorithm, group.size, size, alpha, beta)
         return AnalyticalPlan(algorithm, None, cost)
-    layout, _ = checked_placement(topology, group.ranks, algorithm)
+    layout, _ = checked_placement(topology, group.ranks, algorithm, name)
     # who chooses is the cluster's setting, but a plan runs nothing: no simulated choice
     who = "nccl" if getattr(cluster, "choice", None) == "nccl" else "closed_form"
     rules = getattr(cluster, "tuner", ())
@@ -65,7 +65,9 @@ def _analytical_plan(cluster, name, size, algorithm, group, protocol):
     chosen, protocol = choice.algorithm, choice.protocol
     fabric = fabric_of(topology, group.ranks)
     if chosen in HARDWARE_ALGORITHMS.get(name, ()) and layout.gpus_per_node is not None:
-        cost = hardware_cost(chosen, layout.n_nodes, layout.gpus_per_node, size, fabric, protocol)
+        cost = hardware_cost(
+            chosen, layout.n_nodes, layout.gpus_per_node, size, fabric, protocol, collective=name
+        )
     else:
         alpha, beta = fabric.hop(layout.n_nodes > 1, protocol)
         cost = closed_form(

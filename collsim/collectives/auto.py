@@ -98,9 +98,9 @@ def placement_of(graph, ranks):
     return layout, None
 
 
-def checked_placement(topology, ranks, algorithm):
+def checked_placement(topology, ranks, algorithm, collective="all_reduce"):
     """The group's :func:`~collsim.collectives.auto.placement_of`, after refusing an
-    ``algorithm`` the group cannot run, naming the rule it breaks."""
+    ``algorithm`` the group cannot run (for ``collective``), naming the rule it breaks."""
     from .collnet import COLLNET, sharp_rails
     from .hierarchical import check_equal_nodes
     from .nvls import nvls_switch
@@ -111,7 +111,7 @@ def checked_placement(topology, ranks, algorithm):
     if algorithm in ("double_tree", "hierarchical", "nvls_tree", *COLLNET):
         check_equal_nodes(layout, algorithm)
     if algorithm in COLLNET:  # the network's switches sum, not the NVSwitches
-        return layout, sharp_rails(topology, ranks, layout, algorithm)
+        return layout, sharp_rails(topology, ranks, layout, algorithm, collective)
     return layout, switch
 
 
@@ -147,13 +147,16 @@ def fabric_of(graph, ranks, placement=None):
     )
 
 
+SIMPLE_ONLY = ("nvls", "collnet_direct", "collnet_chain")  # NCCL has no LL/LL128 kernels
+
+
 def _time(collective, algorithm, layout, size, fabric, protocol):
     m, g = layout.n_nodes, layout.gpus_per_node
     if algorithm in HARDWARE_ALGORITHMS.get(collective, ()):
         if g is None:  # nccl_ring on unequal nodes: one ring, every hop as slow as the net
             alpha, beta = fabric.hop(m > 1, protocol)
             return closed_form(collective, "ring", layout.ranks, size, alpha, beta).time_s
-        return hardware_cost(algorithm, m, g, size, fabric, protocol).time_s
+        return hardware_cost(algorithm, m, g, size, fabric, protocol, collective=collective).time_s
     alpha, beta = fabric.hop(m > 1, protocol)
     return closed_form(collective, algorithm, layout.ranks, size, alpha, beta).time_s
 
@@ -209,10 +212,10 @@ def _closed_form_choice(graph, ranks, placement, collective, size, protocol, alg
 
     for name in names:
         for proto in _protocols(protocol):
-            if name == "nvls" and proto is not None and proto.name != "simple":
-                continue  # NVLS runs with Simple only
+            if name in SIMPLE_ONLY and proto is not None and proto.name != "simple":
+                continue  # NVLS and CollNet run with Simple only (NCCL's kernels)
             found.append(timed(name, proto))
-    if not found:  # nvls with a forced LL/LL128: run it with Simple, as NCCL would
+    if not found:  # nvls or CollNet with a forced LL/LL128: run it with Simple, as NCCL would
         from ..hardware.protocols import PROTOCOLS
 
         found.append(timed(algorithm, PROTOCOLS["simple"]))

@@ -99,13 +99,13 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed
     # something to tune: the topology's placement, NCCL's closed forms, the protocols
     from .auto import checked_placement, choose, fabric_of
 
-    layout, switch = checked_placement(topology, ranks, algorithm)
+    layout, switch = checked_placement(topology, ranks, algorithm, name)
     choice = choose(topology, ranks, name, int(size), protocol, algorithm, choice, rules)
     chosen, protocol = choice.algorithm, choice.protocol
     if chosen not in HARDWARE_ALGORITHMS.get(name, ()):
         schedule = shared_schedule(name, chosen, k, root)
     else:
-        switch = checked_placement(topology, ranks, chosen)[1]  # what sums for it (CollNet)
+        switch = checked_placement(topology, ranks, chosen, name)[1]  # what sums (CollNet)
         pieces = None
         if (name, chosen) in PIPELINED:
             pieces = best_pieces(

@@ -54,6 +54,8 @@ class AutoChoice:
     # (collsim's closed forms on the topology's links) or "simulated" (each candidate run)
     source: str = "closed_form"
     rule: object = None  # the tuner file's rule that decided (nccl_tuner_file.TunerRule)
+    # what NCCL's model prefers that collsim cannot run here, and why (nccl_choice)
+    unrun: str = ""
 
     def info_line(self):
         """The choice as ``NCCL_DEBUG=INFO`` prints its tuner's, with the best time of every
@@ -68,8 +70,9 @@ class AutoChoice:
         how = {"nccl": "by NCCL's model", "simulated": "simulated"}.get(self.source, "predicted")
         if self.rule is not None:
             how = f"by tuner rule {self.rule.where}, NCCL's model"
+        unrun = f"; {self.unrun}" if self.unrun else ""
         return (
             f"# NCCL INFO {NCCL_NAMES[self.collective]} {units.format_size(self.size)}: "
             f"algorithm {self.algorithm}{proto}, {how} "
-            f"{units.format_time(self.time_s)}{others}"
+            f"{units.format_time(self.time_s)}{others}{unrun}"
         )

@@ -20,6 +20,18 @@ and once down, as SHARP's; the sum turns round at node i rather than in the swit
 NCCL pipelines every phase over chunks; here only the switch's phase is, so the phases
 read apart.  The closed form is :func:`~collsim.collectives.hardware_forms.hardware_cost`.
 
+NCCL also runs CollNet Direct (Simple only) for **all-gather** and **reduce-scatter**
+(its ``src/device/all_gather.h`` and ``reduce_scatter.h``): rank r's block is chunk r.
+
+* all-gather: GPU j of every node sends its block up rail j once and the switch
+  multicasts it to GPU j of every other node (1 step, every rail at once); GPU j then
+  copies the M blocks of its rail to its node's other GPUs over NVLink (1 step).
+* reduce-scatter, the reverse: every GPU sends GPU j of its node its values of the M
+  blocks of rail j, which GPU j sums (1 step); rail j's switch sums block r across the
+  nodes on its way to its owner r (1 step).
+
+These two are not cut into pieces (a rank's block is one chunk), so the phases read apart.
+
 Examples
 --------
 >>> from collsim.hardware.layout import NodeLayout
@@ -31,6 +43,9 @@ Examples
 >>> first = s.steps[1][0]                   # node 1's GPU 0 sends its sum of sub-part 0
 >>> first.src, first.dst, first.chunks, first.combine.switch
 (2, 0, range(0, 1), 'rail0')
+>>> g = collnet_all_gather(layout, SharpRails(("rail0", "rail1")))
+>>> [name for name, _, _ in g.phases], [(m.src, m.dst) for m in g.steps[0][:2]]
+(['multicast across nodes (SHARP)', 'all-gather in the node'], [(0, 2), (0, 4)])
 """
 
 from dataclasses import dataclass, replace
@@ -38,9 +53,17 @@ from functools import partial
 
 from ..errors import ConfigError
 from .nvls import nvls_all_reduce
-from .schedule import ChunkMove, Schedule
+from .schedule import ChunkMove, Combine, Schedule
 
-__all__ = ["COLLNET", "COLLNET_BUILDERS", "SharpRails", "sharp_rails", "collnet_all_reduce"]
+__all__ = [
+    "COLLNET",
+    "COLLNET_BUILDERS",
+    "SharpRails",
+    "sharp_rails",
+    "collnet_all_reduce",
+    "collnet_all_gather",
+    "collnet_reduce_scatter",
+]
 
 COLLNET = ("collnet_direct", "collnet_chain")
 
@@ -53,22 +76,33 @@ class SharpRails:
     names: tuple
 
 
-def sharp_rails(graph, ranks, layout, algorithm="collnet_direct"):
+# what to run instead where CollNet cannot, per collective: (one node, no SHARP, no NVSwitch)
+_INSTEAD = {
+    "all_reduce": ("'nvls' or 'nccl_ring'", "'nccl_ring' or 'double_tree'", "'collnet_chain'"),
+    "all_gather": ("'ring'", "'ring' (or 'pat' at one GPU a node)", "'ring'"),
+}
+_INSTEAD["reduce_scatter"] = _INSTEAD["all_gather"]
+
+
+def sharp_rails(graph, ranks, layout, algorithm="collnet_direct", collective="all_reduce"):
     """The :class:`SharpRails` of group ``ranks`` (cluster ranks, laid out as
-    ``layout``) on ``graph``, or a ConfigError naming the rule the group breaks."""
+    ``layout``) on ``graph``, or a ConfigError naming the rule the group breaks (and
+    what ``collective`` can run instead)."""
     from ..topology import route
+
+    one_node, no_sharp, no_nvswitch = _INSTEAD[collective]
 
     if layout.n_nodes < 2 or layout.gpus_per_node is None:
         raise ConfigError(
             f"{algorithm} on a group of {layout.n_nodes} node(s) of "
             f"{layout.gpus_per_node or 'unequal numbers of'} GPUs: CollNet sums across nodes "
             "in the network's switches; take whole, equal nodes, two or more (--nodes 2), "
-            "or inside one node use 'nvls' or 'nccl_ring'"
+            f"or inside one node use {one_node}"
         )
     if algorithm == "collnet_direct" and "nvswitch" not in dict(graph.nodes(data="role")).values():
         raise ConfigError(
             "collnet_direct needs NVSwitch inside the node (NCCL: CollNet Direct only with "
-            "NVSwitch): every GPU sends straight to every other; use 'collnet_chain'"
+            f"NVSwitch): every GPU sends straight to every other; use {no_nvswitch}"
         )
     names = []
     for j in range(layout.gpus_per_node):
@@ -80,7 +114,7 @@ def sharp_rails(graph, ranks, layout, algorithm="collnet_direct"):
             raise ConfigError(
                 f"{algorithm} on topology {name!r}: the network switch of GPU {j}'s rail does "
                 "not reduce (no InfiniBand SHARP); turn it on with --sharp "
-                "(hardware.topology(..., sharp=True)) or use 'nccl_ring' or 'double_tree'"
+                f"(hardware.topology(..., sharp=True)) or use {no_sharp}"
             )
         names.append(leaf)
     return SharpRails(tuple(names))
@@ -97,11 +131,7 @@ def collnet_all_reduce(algorithm, layout, rails, pieces=1):
     """The CollNet Direct or Chain all-reduce of a group of whole, equal nodes
     (``layout``, two or more) whose rails' switches reduce (``rails``, a
     :class:`SharpRails`), the switch's phase in ``pieces`` pieces."""
-    if not isinstance(rails, SharpRails):
-        raise ConfigError(
-            f"{algorithm} needs the switches of the group's rails that reduce (SHARP): give "
-            "switch=collnet.sharp_rails(graph, ranks, layout), or run it on a topology with --sharp"
-        )
+    _checked(algorithm, rails)
     g, m, p = layout.gpus_per_node, layout.n_nodes, pieces
     direct = algorithm == "collnet_direct"
     parts = g if direct else 1  # the sums the network takes: one per rail used
@@ -129,6 +159,78 @@ def collnet_all_reduce(algorithm, layout, rails, pieces=1):
     )
     phases = tuple(phase for phase in phases if phase[2] > phase[1])
     return Schedule("all_reduce", algorithm, layout.ranks, parts * span, tuple(steps), phases)
+
+
+def _checked(algorithm, rails):
+    if not isinstance(rails, SharpRails):
+        raise ConfigError(
+            f"{algorithm} needs the switches of the group's rails that reduce (SHARP): give "
+            "switch=collnet.sharp_rails(graph, ranks, layout), or run it on a topology with --sharp"
+        )
+
+
+def collnet_all_gather(layout, rails, pieces=1):
+    """CollNet Direct's all-gather of a group of whole, equal nodes (``layout``, two or
+    more) whose rails' switches multicast (``rails``): up the rails once, then NVLink.
+    ``pieces`` is taken for the registry's sake; the blocks are not cut."""
+    _checked("collnet_direct", rails)
+    steps = (_across(layout, rails, False), _in_node(layout, False))
+    phases = (("multicast across nodes (SHARP)", 0, 1), ("all-gather in the node", 1, 2))
+    return _gathers("all_gather", layout, steps, phases, "own_chunk", "full")
+
+
+def collnet_reduce_scatter(layout, rails, pieces=1):
+    """CollNet Direct's reduce-scatter: NVLink to GPU j of every node the blocks of rail
+    j, summed there; then rail j's switch sums each block on its way to its owner."""
+    _checked("collnet_direct", rails)
+    steps = (_in_node(layout, True), _across(layout, rails, True))
+    phases = (("reduce-scatter in the node", 0, 1), ("reduce across nodes (SHARP)", 1, 2))
+    return _gathers("reduce_scatter", layout, steps, phases, "full", "own_chunk")
+
+
+def _gathers(collective, layout, steps, phases, start, result):
+    """The schedule without an empty step (one GPU a node: nothing moves in the node)."""
+    kept = [(step, name) for step, (name, _, _) in zip(steps, phases) if step]
+    return Schedule(
+        collective,
+        "collnet_direct",
+        layout.ranks,
+        layout.ranks,
+        tuple(step for step, _ in kept),
+        tuple((name, i, i + 1) for i, (_, name) in enumerate(kept)),
+        start,
+        result,
+    )
+
+
+def _across(layout, rails, reduce):
+    """One step on every rail j at once: block r (GPU j of node n) goes through rail j's
+    switch between its owner and GPU j of every other node -- copied out from the owner
+    (the switch multicasts) or, with ``reduce``, summed in to it (the switch adds)."""
+    moves = []
+    for j, switch in enumerate(rails.names):
+        for n, members in enumerate(layout.nodes):
+            owner = members[j]
+            group = Combine(switch, ("reduce" if reduce else "multicast", j, n), layout.n_nodes - 1)
+            for other in layout.nodes:
+                if other is not members:
+                    ends = (other[j], owner) if reduce else (owner, other[j])
+                    moves.append(ChunkMove(*ends, range(owner, owner + 1), reduce, combine=group))
+    return tuple(moves)
+
+
+def _in_node(layout, reduce):
+    """One step in every node: GPU j copies the blocks of its rail (GPU j of every node)
+    to its node's other GPUs or, with ``reduce``, gets theirs and sums them."""
+    moves = []
+    for members in layout.nodes:
+        for j, head in enumerate(members):
+            blocks = [other[j] for other in layout.nodes]
+            for peer in members:
+                if peer != head:
+                    ends = (peer, head) if reduce else (head, peer)
+                    moves += [ChunkMove(*ends, range(b, b + 1), reduce) for b in blocks]
+    return tuple(moves)
 
 
 def _on_rail(schedule, layout, j, offset):
@@ -177,4 +279,8 @@ def _chain(layout, chunks):
 
 
 # the registry's builders (layout, switch, pieces) -> Schedule, one per algorithm
-COLLNET_BUILDERS = {("all_reduce", a): partial(collnet_all_reduce, a) for a in COLLNET}
+COLLNET_BUILDERS = {
+    **{("all_reduce", a): partial(collnet_all_reduce, a) for a in COLLNET},
+    ("all_gather", "collnet_direct"): collnet_all_gather,
+    ("reduce_scatter", "collnet_direct"): collnet_reduce_scatter,
+}

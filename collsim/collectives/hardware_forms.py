@@ -33,7 +33,10 @@ HARDWARE_ALGORITHMS = {
         "nvls_tree",
         "collnet_direct",
         "collnet_chain",
-    )
+    ),
+    # NCCL runs CollNet Direct for these too (Simple only): collnet.collnet_all_gather
+    "all_gather": ("collnet_direct",),
+    "reduce_scatter": ("collnet_direct",),
 }
 
 
@@ -76,9 +79,12 @@ class HardwareCost:
     time_s: float
 
 
-def hardware_cost(algorithm, nodes, gpus_per_node, size, fabric, protocol=None, pieces=None):
-    """The closed form of all-reduce ``algorithm`` on ``nodes`` nodes of ``gpus_per_node``
-    GPUs (a group of whole, equal nodes), S = ``size`` bytes, on ``fabric``.
+def hardware_cost(
+    algorithm, nodes, gpus_per_node, size, fabric, protocol=None, pieces=None, collective=None
+):
+    """The closed form of ``collective`` (default all-reduce) by ``algorithm`` on
+    ``nodes`` nodes of ``gpus_per_node`` GPUs (a group of whole, equal nodes), S =
+    ``size`` bytes, on ``fabric``.
 
     ============  ===============  =====================  ==============================
     algorithm     steps            bytes sent per rank    hop bytes (intra; inter)
@@ -112,11 +118,16 @@ def hardware_cost(algorithm, nodes, gpus_per_node, size, fabric, protocol=None, 
     (30, True)
     >>> round(2**30 / c.time_s * 2 * 15 / 16 / 1e9)      # busbw: 8 NICs at 23.5 GB/s
     187
+
+    All-gather and reduce-scatter (``collective``) have collnet_direct: see
+    :func:`_collnet_gather_cost`.
     """
     m, g, s = int(nodes), int(gpus_per_node), float(size)
     k = m * g
     if k == 1 or s == 0:  # nothing to move, as in closed_form
         return HardwareCost(0, 0.0, 0.0, 0.0, 0.0)
+    if collective not in (None, "all_reduce"):
+        return _collnet_gather_cost(collective, algorithm, m, g, s, fabric, protocol)
     a_in, b_in = fabric.hop(False, protocol)
     a_net, b_net = fabric.hop(True, protocol)
     if algorithm == "nccl_ring":
@@ -214,6 +225,40 @@ def _collnet_cost(algorithm, m, g, s, intra, inter, p):
     # q down (the switch's legs): M·q per rail used, counted once a hop like the others
     rails = g if direct else 1
     return HardwareCost(inside + p + 1, sent, 2 * m * (g - 1) * s, m * rails * q, time)
+
+
+def _collnet_gather_cost(collective, algorithm, m, g, s, fabric, protocol):
+    """CollNet Direct's all-gather or reduce-scatter, S the K blocks of c = S/K bytes: one
+    step through the rails' switches, where every GPU's NIC link carries c one way and
+    (M-1)·c the other (the switch multicasts c to, or sums c from, the M-1 other nodes),
+    and one step in the node where GPU j sends its rail's M blocks to each of its G-1
+    peers, (G-1)/G·S:
+
+    time = α_net + (M-1)·c/β_net + [G > 1](α_in + (G-1)/G·S/β_in).
+
+    Bytes sent per rank: (G-1)/G·S in the node, and c (all-gather: sent once, the switch
+    copies it) or (M-1)·c (reduce-scatter: a part for every other node) up the rail.  Every
+    block crosses M rail legs (M-1 down and 1 up, or the reverse): M·S in all, which a hop
+    of two legs counts as M·S/2; in the node M(G-1)·S hop bytes.
+
+    >>> f = Fabric(0.5e-6, 240e9, 1.2e-6, 23.5e9)
+    >>> c = hardware_cost("collnet_direct", 2, 8, 2**20, f, collective="all_gather")
+    >>> c.steps, c.bytes_per_rank == 7 / 8 * 2**20 + 2**20 / 16
+    (2, True)
+    """
+    if algorithm != "collnet_direct":
+        from ..errors import ConfigError
+
+        raise ConfigError(
+            f"no closed form of {collective} by {algorithm!r} on nodes: "
+            "the topology-aware one is 'collnet_direct'"
+        )
+    a_in, b_in = fabric.hop(False, protocol)
+    a_net, b_net = fabric.hop(True, protocol)
+    block, inside = s / (m * g), (g - 1) / g * s
+    time = a_net + (m - 1) * block / b_net + (a_in + inside / b_in if g > 1 else 0.0)
+    up = block if collective == "all_gather" else (m - 1) * block
+    return HardwareCost(1 + (g > 1), inside + up, m * (g - 1) * s, m * s / 2, time)
 
 
 def _nvls_tree_cost(m, g, s, fabric, protocol):

@@ -4,7 +4,8 @@ protocol of a call on a hardware preset, among the ones collsim runs there.
 NCCL's names map onto collsim's schedules: ring is ``nccl_ring`` for all-reduce (the ring
 laid through the nodes) and ``ring`` for the others, tree is ``double_tree``, NVLS is
 ``nvls``, NVLS-Tree ``nvls_tree``, PAT ``pat``, CollNet ``collnet_direct`` and
-``collnet_chain`` (all-reduce, where the machine's network reduces: ``sharp=True``).
+``collnet_chain`` (Direct also for all-gather and reduce-scatter; where the machine's
+network reduces: ``sharp=True``).
 
 Examples
 --------
@@ -33,8 +34,8 @@ COUNTERPARTS = {
         "collnet_direct": "collnet_direct",
         "collnet_chain": "collnet_chain",
     },
-    "all_gather": {"ring": "ring", "pat": "pat"},
-    "reduce_scatter": {"ring": "ring", "pat": "pat"},
+    "all_gather": {"ring": "ring", "pat": "pat", "collnet_direct": "collnet_direct"},
+    "reduce_scatter": {"ring": "ring", "pat": "pat", "collnet_direct": "collnet_direct"},
     "broadcast": {"ring": "ring"},
     "reduce": {"ring": "ring"},
 }
@@ -126,6 +127,14 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto", 
         )
         for p in sorted((p for p in predictions if p.time_us is not None), key=lambda p: p.time_us)
     )
+    unrun = ""
+    if algorithm == "auto":  # what NCCL itself would take, were every algorithm here
+        best = predict(model, collective, int(size), None, protocols, rules)[1].entry
+        if best.algorithm not in runnable:
+            unrun = (
+                f"NCCL's model prefers {best.algorithm}/{best.protocol}, which collsim does "
+                f"not run {_WHY_NOT.get(best.algorithm, 'here')}"
+            )
     return AutoChoice(
         collective,
         int(size),
@@ -135,4 +144,11 @@ def nccl_choice(graph, placement, collective, size, protocol, algorithm="auto", 
         candidates,
         source="nccl",
         rule=winner.rule,
+        unrun=unrun,
     )
+
+
+# why collsim has no schedule where NCCL's model weighs one
+_WHY_NOT = {
+    "nvls": "across nodes (NVLS with SHARP: the NVSwitch sums in the node, the network across)",
+}

@@ -216,8 +216,12 @@ def _disabled(g, coll, algo, proto, algorithms, protocols):
     collnet = algo.startswith("collnet") or (algo == "nvls" and g.nodes > 1)
     if collnet and not g.collnet:
         return "needs CollNet (NCCL_COLLNET_ENABLE=1 on a SHARP network)"
+    if algo == "nvls" and coll in GATHERS and g.nodes > 1:  # NCCL's enqueue.cc says so
+        return "NVLS all-gather and reduce-scatter run inside one node only"
     if algo == "collnet_direct" and not g.nvswitch:
         return "CollNet Direct needs NVSwitch"
+    if algo == "collnet_direct" and g.ranks_per_node > 8:  # NCCL_MAX_DIRECT_ARITY + 1
+        return "CollNet Direct runs with at most 8 GPUs a node"
     if proto == "ll128" and (g.intra != "nvlink" or g.compute_capability < 70):
         return "LL128 runs by default only over NVLink"
     return ""
