@@ -347,3 +347,21 @@ def test_nccls_model_takes_collnet_direct_up_to_8_gpus_a_node():
 
     assert direct(8).disabled == ""
     assert direct(16).disabled == "CollNet Direct runs with at most 8 GPUs a node"
+
+
+def test_tunes_choice_table_keeps_its_columns_with_the_longest_name():
+    # "collnet_direct/simple" is the longest pair NCCL's model names: its row's time still
+    # ends where the header's 'predicted' ends
+    import contextlib
+    import io
+
+    from collsim.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        argv = ["tune", "all-gather", "--topology", "dgx-h100", "--nodes", "16", "--sharp"]
+        assert main([*argv, "--size", "1MiB"]) == 0
+    head, row = out.getvalue().splitlines()[-2:]
+    assert "collnet_direct/simple" in row
+    assert len(row.rstrip()) == len(head.rstrip())
+    assert row.split("collnet_direct/simple")[1].startswith("  ")

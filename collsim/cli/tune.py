@@ -261,27 +261,30 @@ def _rules(args):
     return tuner_rules(args)
 
 
+LABEL = 23  # the width of an algorithm/protocol column: collnet_direct/simple and a space
+
+
 def _choices(graph, collective, sizes, limits, simulate):
     from ..collectives.nccl_model import predict
     from ..units import format_size, format_time
 
     algorithms, protocols, rules = limits
 
-    head = f"{'size':>10}  {'NCCL chooses':<18}{'predicted':>12}"
+    head = f"{'size':>10}  {'NCCL chooses':<{LABEL}}{'predicted':>12}"
     if simulate:
-        head += f"  {'simulated fastest':<20}{'simulated':>12}"
+        head += f"  {'simulated fastest':<{LABEL}}{'simulated':>12}"
     lines = [head]
     for nbytes in sizes:
         _, winner = predict(graph, collective, nbytes, algorithms, protocols, rules)
         row = (
-            f"{format_size(nbytes):>10}  {winner.entry.label:<18}"
+            f"{format_size(nbytes):>10}  {winner.entry.label:<{LABEL}}"
             f"{format_time(winner.time_us * 1e-6):>12}"
         )
         if winner.rule is not None:
             row += f"  (tuner rule {winner.rule.where})"
         if simulate:
             label, seconds = simulate(nbytes, algorithms, protocols)
-            row += f"  {label:<20}{format_time(seconds):>12}"
+            row += f"  {label:<{LABEL}}{format_time(seconds):>12}"
             if label != winner.entry.label:
                 row += "  (differs: NCCL's fixed constants against the simulated links)"
         lines.append(row)
