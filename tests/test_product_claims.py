@@ -139,7 +139,8 @@ def _traffic_note(tmp_path, *flags):
 
 
 def test_viz_traffic_says_the_ring_links_tie_instead_of_naming_one(tmp_path):
-    (note,) = _traffic_note(tmp_path)  # ring all-reduce on ring(8): 1.75 MiB on every link
+    # ring all-reduce on ring(8): 1.75 MiB on every link
+    (note,) = _traffic_note(tmp_path, "all-reduce", "--topology", "ring", "--algorithm", "ring")
     assert note.startswith("all 8 links tie at 1.75 MiB each"), note
     assert "busiest link" not in note
 

@@ -90,6 +90,15 @@ def _check_frames_folder(text):
     return folder
 
 
+def _report(args, line):
+    """Print ``line``, after the default case drawn, if one was (:mod:`.viz_defaults`)."""
+    says = getattr(args, "_default_says", None)
+    if says:
+        print(says)
+        args._default_says = None
+    print(line)
+
+
 def run(args):
     """Check ``--out``, draw ``args.kind`` and save it there; returns 0."""
     from ..viz import style
@@ -109,7 +118,7 @@ def run(args):
         if frames is not None or fmt in ANIMATED:
             return _write_frames(args, folder if frames is not None else None, out)
         _save_still(args, out, fmt)
-    print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
+    _report(args, f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0
 
 
@@ -139,14 +148,16 @@ def _write_frames(args, folder, out):
     movie = args.kind.movie(args)
     if folder is not None:
         paths = write_frames(movie, folder)
-        print(f"wrote {len(paths)} frames to {folder}/ ({paths[0].name} .. {paths[-1].name})")
+        _report(
+            args, f"wrote {len(paths)} frames to {folder}/ ({paths[0].name} .. {paths[-1].name})"
+        )
     if out is None:
         return 0
     fmt = out.suffix.lower().lstrip(".")
     if fmt in ANIMATED:
         n = write_animation(movie, out, fps=fps)
-        print(f"wrote {out} ({args.kind.name} animation, {n} frames, {fmt.upper()})")
+        _report(args, f"wrote {out} ({args.kind.name} animation, {n} frames, {fmt.upper()})")
     else:  # --frames with a still --out: the picture the kind draws, in its look
         _save_still(args, out, fmt)
-        print(f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
+        _report(args, f"wrote {out} ({args.kind.name} figure, {fmt.upper()})")
     return 0

@@ -86,8 +86,9 @@ def kind_cluster_arguments(parser, kind):
 
 
 def apply_default_case(args, kind):
-    """Fill ``args`` with ``kind``'s case when none of its flags was given (and say so),
-    else give a missing --topology its ordinary default, ring; returns whether it applied."""
+    """Fill ``args`` with ``kind``'s case when none of its flags was given (said when the
+    figure is written: ``args._default_says``), else give a missing --topology its
+    ordinary default, ring; returns whether it applied."""
     case = CASES[kind]
     given = any(getattr(args, name, None) is not None for name in case.given)
     if given or not _all_reduce(args):
@@ -97,7 +98,9 @@ def apply_default_case(args, kind):
     for name, value in case.flags.items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
-    print(case.says)
+    # said with the file it wrote (cli/viz.py), so that input the drawing refuses leaves
+    # nothing on stdout but the refusal
+    args._default_says = case.says
     return True
 
 

@@ -290,7 +290,7 @@ JA = {
     "{name} on {where}, {k} ranks ({how})": "{where} の {k} ランクでの {name} ({how})",
     "{before} → {after}\nat ~{size}": "約 {size} で\n{before} → {after}",
     "link load: {what}": "リンクの負荷: {what}",
-    "{name} of {size} on ": "{size} の {name}, トポロジー ",
+    "{name} of {size} on ": "{size} の {name}, トポロジ ",
     "{busiest}  ·  all links together: {total}  ·  grey = unused": (
         "{busiest}  ·  全リンクの合計: {total}  ·  灰色 = 未使用"
     ),
