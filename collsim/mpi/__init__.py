@@ -150,6 +150,8 @@ from .constructors import (  # noqa: E402, F401
     ORDER_F,
 )
 from .decoding import COMBINERS  # noqa: E402
+from .dtlib import typealign as _typealign  # noqa: E402, F401  (mpi4py's internals)
+from .dtlib import typecode as _typecode  # noqa: E402, F401
 
 ORDER_FORTRAN = ORDER_F
 # MPI.COMBINER_NAMED, MPI.COMBINER_VECTOR, ...: what Get_envelope says made a type
