@@ -111,6 +111,7 @@ from .making import (  # noqa: F401
 from .objects import comm_lock as _comm_lock  # noqa: F401  (mpi4py's internals)
 from .objects import comm_lock_table as _comm_lock_table  # noqa: F401
 from .probes import MESSAGE_NO_PROC, MESSAGE_NULL, Message
+from .rc import Pickle as _Pickle
 from .reduction import (
     BAND,
     BOR,
@@ -162,15 +163,8 @@ BUFFER_AUTOMATIC = None
 Grequest = Request
 
 
-def pickle_dumps(obj):  # mpi4py's MPI.pickle.dumps/loads: the pickling lowercase calls use
-    return __import__("pickle").dumps(obj, protocol=-1)
+pickle = _Pickle()  # mpi4py's MPI.pickle: dumps/loads of the lowercase calls, PROTOCOL
 
-
-pickle = type(
-    "Pickle",
-    (),
-    {"dumps": staticmethod(pickle_dumps), "loads": staticmethod(__import__("pickle").loads)},
-)()
 
 __all__ = [
     *_environment.__all__,
