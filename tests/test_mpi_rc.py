@@ -123,3 +123,12 @@ def test_a_rank_that_deletes_mpi4py_rc_deletes_only_its_own(tmp_path):
     """
     out = exec_program(tmp_path, body).stdout
     assert lines(out, 0) == lines(out, 1) == ["True False"]
+
+
+def test_pickle_settings_belong_to_a_rank_and_are_refused_outside_a_run():
+    from collsim import mpi as MPI
+    from collsim.errors import ConfigError
+
+    assert (MPI.pickle.PROTOCOL, MPI.pickle.THRESHOLD) == (5, 262144)  # mpi4py's defaults
+    with pytest.raises(ConfigError, match=r"MPI.pickle.PROTOCOL = 2 outside a run"):
+        MPI.pickle.PROTOCOL = 2

@@ -150,25 +150,20 @@ def _calling_rank():
         return None
 
 
-_OUTSIDE = {}  # what an import outside any run read (the interpreter is that process)
-
-
 def remember(found):
-    """Keep ``found`` (an :class:`Imported`) as what the calling rank's import read."""
+    """Keep ``found`` (an :class:`Imported`) as what the calling rank's import read (with
+    the run; outside a run there is no rank whose import it is, and nothing is kept)."""
     rank = _calling_rank()
-    kept = _OUTSIDE if rank is None else run_state(rank).imported
-    kept[None if rank is None else rank.id] = found
+    if rank is not None:
+        run_state(rank).imported[rank.id] = found
 
 
 def imported():
-    """What the calling rank's import of ``mpi4py.MPI`` read; before any, the options of
-    :func:`~collsim.mpi.settings.configure` (else mpi4py's defaults)."""
+    """What the calling rank's import of ``mpi4py.MPI`` read; before any (and outside a
+    run), the options of :func:`~collsim.mpi.settings.configure`, else mpi4py's defaults."""
     rank = _calling_rank()
-    kept = _OUTSIDE if rank is None else run_state(rank).imported
-    found = kept.get(None if rank is None else rank.id)
-    if found is None:
-        found = Imported(current().options or _DEFAULTS)
-    return found
+    found = None if rank is None else run_state(rank).imported.get(rank.id)
+    return found or Imported(current().options or _DEFAULTS)
 
 
 class Pickle:
@@ -182,6 +177,11 @@ class Pickle:
     loads = staticmethod(_pickle.loads)
 
     def _set(self, name, value):
+        if _calling_rank() is None:
+            raise ConfigError(
+                f"MPI.pickle.{name.removeprefix('pickle_').upper()} = {value!r} outside a "
+                "run: set it in the program a rank runs"
+            )
         remember(replace(imported(), **{name: int(value)}))
 
     PROTOCOL = property(
