@@ -1,36 +1,89 @@
-"""The scoped import hook: within a run, ``mpi4py`` and ``mpi4py.MPI`` are collsim's."""
+"""The scoped import hook: within a run, ``mpi4py`` and ``mpi4py.MPI`` are collsim's.
 
-import dataclasses
+Each rank has its own ``mpi4py`` package, as each ``mpirun`` process has: its own
+``mpi4py.rc``, and its own first import of ``mpi4py.MPI``, which reads ``rc`` and the
+``MPI4PY_*`` environment then (:mod:`collsim.mpi.rc`).  ``sys.modules`` is one for all
+ranks, so its ``mpi4py`` entries forward to the calling rank's package; a rank that
+deletes one (mpi4py's own demos do) deletes it for every rank, so each rank's first use
+of ``mpi4py`` puts the entries back, as a fresh process would find them.
+"""
+
 import os
 import sys
 import types
 
+from .script import RankForwarding, _rank_id
+
 __all__ = ["mpi4py_as_collsim"]
 
 
-def _mpi4py_package():
-    """A stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi`,
-    ``mpi4py.util.dtlib`` is :mod:`collsim.mpi.dtlib`."""
-    from .. import mpi
-    from ..mpi import dtlib, lifecycle
+class _RankPackage(types.ModuleType):
+    """One rank's stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi` (read
+    at the rank's first ``import mpi4py.MPI``), ``mpi4py.util.dtlib`` is
+    :mod:`collsim.mpi.dtlib`."""
 
-    package = types.ModuleType("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
-    package.MPI = mpi
-    # a package (so `import mpi4py.MPI` looks in sys.modules) whose folder is collsim.mpi's;
-    # _OnlyMPI keeps any other submodule from being searched for there
-    package.__file__ = mpi.__file__
-    package.__path__ = [os.path.dirname(mpi.__file__)]
-    package.__version__ = "collsim"
-    # mpi4py.rc: the options a script sets before `from mpi4py import MPI`, with mpi4py's
-    # defaults; the run's MPI reads initialize and errors (collsim.mpi.lifecycle)
-    package.rc = types.ModuleType("mpi4py.rc", "mpi4py's runtime options (collsim's)")
-    for option, default in dataclasses.asdict(lifecycle.Options()).items():
-        setattr(package.rc, option, default)
-    package.get_config = dict
-    util = types.ModuleType("mpi4py.util", "collsim's stand-in: only mpi4py.util.dtlib")
-    util.__path__, util.dtlib = [], dtlib
-    package.util = util
-    return package
+    def __init__(self):
+        from .. import mpi
+        from ..mpi import dtlib, rc
+
+        super().__init__("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
+        # a package (so `import mpi4py.MPI` looks in sys.modules) whose folder is
+        # collsim.mpi's; _OnlyMPI keeps any other submodule from being searched for there
+        self.__file__ = mpi.__file__
+        self.__path__ = [os.path.dirname(mpi.__file__)]
+        self.__version__ = "collsim"
+        self.rc = rc.Rc()  # the options a program sets before `from mpi4py import MPI`
+        self.get_config = dict
+        self.util = types.ModuleType("mpi4py.util", "collsim's stand-in: only util.dtlib")
+        self.util.__path__, self.util.dtlib = [], dtlib
+
+    def __getattr__(self, name):  # only for what is not there: MPI before its import
+        if name != "MPI":
+            raise AttributeError(f"module 'mpi4py' has no attribute {name!r}")
+        from .. import mpi
+        from ..mpi import rc
+
+        # this rank imports mpi4py.MPI now: mpi4py reads rc and the environment here
+        rc.remember(rc.read_at_import(self.__dict__.get("rc"), os.environ))
+        self.MPI = mpi
+        return mpi
+
+
+class _PerRankPackage(RankForwarding):
+    """``sys.modules["mpi4py"]``: the calling rank's package, made at its first use."""
+
+    def __init__(self):
+        super().__init__("mpi4py")
+        object.__setattr__(self, "_collsim_copies", {})  # rank id (None outside) -> package
+
+    def _collsim_target(self):
+        copies, rank = self._collsim_copies, _rank_id()
+        package = copies.get(rank)
+        if package is None:
+            package = copies[rank] = _RankPackage()
+            _register(self)
+        return package
+
+
+class _Entry(RankForwarding):
+    """``sys.modules["mpi4py.<name>"]``: that attribute of the calling rank's package."""
+
+    def __init__(self, package, name):
+        super().__init__(f"mpi4py.{name}")
+        object.__setattr__(self, "_collsim_read", lambda: getattr(package, name))
+
+    def _collsim_target(self):
+        return self._collsim_read()
+
+
+def _register(package):
+    """Put the ``mpi4py`` entries into ``sys.modules`` where they are missing."""
+    for name in ("MPI", "rc"):
+        sys.modules.setdefault(f"mpi4py.{name}", _Entry(package, name))
+    sys.modules.setdefault("mpi4py", package)
+    util = object.__getattribute__(package, "_collsim_copies")[_rank_id()].util
+    sys.modules.setdefault("mpi4py.util", util)
+    sys.modules.setdefault("mpi4py.util.dtlib", util.dtlib)
 
 
 class mpi4py_as_collsim:  # a context manager, named like the function it acts as
@@ -47,30 +100,24 @@ class mpi4py_as_collsim:  # a context manager, named like the function it acts a
 
     def __enter__(self):
         self._saved = {k: v for k, v in sys.modules.items() if _is_mpi4py(k)}
+        # the MPI4PY_* variables a program sets die with it, as a process's environment does
+        self._environ = {k: v for k, v in os.environ.items() if k.startswith("MPI4PY_")}
         for key in self._saved:
             del sys.modules[key]
-        package = _mpi4py_package()
-        sys.modules["mpi4py"] = package
-        sys.modules["mpi4py.MPI"] = package.MPI
-        sys.modules["mpi4py.rc"] = package.rc
-        sys.modules["mpi4py.util"] = package.util
-        sys.modules["mpi4py.util.dtlib"] = package.util.dtlib
+        package = _PerRankPackage()
+        package._collsim_target()  # registers the entries in sys.modules
         sys.meta_path.insert(0, _OnlyMPI)
-        from ..mpi.settings import configure
-
-        # the run's MPI reads the options the program sets in mpi4py.rc
-        self._settings = configure(options=package.rc)
         return package
 
     def __exit__(self, *exc):
-        from ..mpi.settings import configure
-
-        configure(options=self._settings.options)
         if _OnlyMPI in sys.meta_path:
             sys.meta_path.remove(_OnlyMPI)
         for key in [k for k in sys.modules if _is_mpi4py(k)]:
             del sys.modules[key]
         sys.modules.update(self._saved)
+        for key in [k for k in os.environ if k.startswith("MPI4PY_")]:
+            del os.environ[key]
+        os.environ.update(self._environ)
         return False
 
 

@@ -39,9 +39,9 @@ a pending ``Test``, ``Iprobe`` or ``Waitany`` lets a poll's simulated time pass;
 non-blocking collectives run when called (their request is complete); a cancel never
 succeeds (MPI allows that).  Not here, refused with ``NotImplementedError`` naming the
 call: one-sided communication (``Win``), MPI-IO (``File``), sessions, spawn, collectives
-on intercommunicators (:mod:`~collsim.mpi.intercomm` makes them), absolute addresses
-(``Get_address``) and derived datatypes in the calls not listed above (the
-v-collectives, ``Reduce_local``, ...).
+on intercommunicators (:mod:`~collsim.mpi.intercomm` makes them), ``MPI.BOTTOM`` with
+absolute addresses (``Get_address`` gives them, for displacements between two) and
+derived datatypes in the calls not listed above (the v-collectives, ``Reduce_local``, ...).
 
 Examples
 --------
@@ -108,9 +108,11 @@ from .making import (  # noqa: F401
     COMM_TYPE_RESOURCE_GUIDED,
     COMM_TYPE_SHARED,
 )
+from .memory import Aint_add, Aint_diff, Get_address
 from .objects import comm_lock as _comm_lock  # noqa: F401  (mpi4py's internals)
 from .objects import comm_lock_table as _comm_lock_table  # noqa: F401
 from .probes import MESSAGE_NO_PROC, MESSAGE_NULL, Message
+from .rc import Pickle as _Pickle
 from .reduction import (
     BAND,
     BOR,
@@ -150,6 +152,8 @@ from .constructors import (  # noqa: E402, F401
     ORDER_F,
 )
 from .decoding import COMBINERS  # noqa: E402
+from .dtlib import typealign as _typealign  # noqa: E402, F401  (mpi4py's internals)
+from .dtlib import typecode as _typecode  # noqa: E402, F401
 
 ORDER_FORTRAN = ORDER_F
 # MPI.COMBINER_NAMED, MPI.COMBINER_VECTOR, ...: what Get_envelope says made a type
@@ -160,15 +164,8 @@ BUFFER_AUTOMATIC = None
 Grequest = Request
 
 
-def pickle_dumps(obj):  # mpi4py's MPI.pickle.dumps/loads: the pickling lowercase calls use
-    return __import__("pickle").dumps(obj, protocol=-1)
+pickle = _Pickle()  # mpi4py's MPI.pickle: dumps/loads of the lowercase calls, PROTOCOL
 
-
-pickle = type(
-    "Pickle",
-    (),
-    {"dumps": staticmethod(pickle_dumps), "loads": staticmethod(__import__("pickle").loads)},
-)()
 
 __all__ = [
     *_environment.__all__,
@@ -213,6 +210,9 @@ __all__ = [
     "InPlace",
     "IN_PLACE",
     "BOTTOM",
+    "Get_address",
+    "Aint_add",
+    "Aint_diff",
     "ANY_SOURCE",
     "ANY_TAG",
     "PROC_NULL",

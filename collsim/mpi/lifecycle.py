@@ -22,33 +22,18 @@ Examples
 [((True, False), (True, True)), ((True, False), (True, True))]
 """
 
-from dataclasses import dataclass
-
 from ..errors import ConfigError
 from ..runtime import blocking
 from .exceptions import ERR_OTHER, mpi_error
 from .handles import ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN
-from .settings import current, run_state
+from .rc import imported
+from .settings import run_state
 
-# MPI's names (collsim.mpi re-exports them); Options and errhandler_by_default are collsim's
+# MPI's names (collsim.mpi re-exports them); errhandler_by_default is collsim's
 __all__ = ["Init", "Init_thread", "Finalize", "Is_initialized", "Is_finalized"]
 
 THREAD_MULTIPLE = 3  # the level collsim provides: each rank is a thread, run one at a time
 INITIALIZED, FINALIZED = "initialized", "finalized"
-
-
-@dataclass
-class Options:
-    """``mpi4py.rc``: mpi4py's options, with mpi4py's defaults (its ``rc`` module)."""
-
-    initialize: bool = True  # initialize MPI when mpi4py.MPI is imported
-    finalize: object = None  # finalize at exit (None: when mpi4py initialized it)
-    threads: bool = True  # ask for thread support (MPI_Init_thread)
-    thread_level: str = "multiple"
-    fast_reduce: bool = True
-    recv_mprobe: bool = True
-    irecv_bufsz: int = 32768  # bytes
-    errors: str = "exception"  # "exception", "default", "fatal" or "abort"
 
 
 _ERRHANDLERS = {
@@ -61,7 +46,7 @@ _ERRHANDLERS = {
 
 def errhandler_by_default():
     """The error handler a communicator has until ``Set_errhandler``: ``rc.errors``'s."""
-    return _ERRHANDLERS.get(getattr(current().options, "errors", None), ERRORS_RETURN)
+    return _ERRHANDLERS.get(getattr(imported().options, "errors", None), ERRORS_RETURN)
 
 
 def _stage():
@@ -72,7 +57,7 @@ def _stage():
         return None
     states = run_state(rank).lifecycle
     stage = states.get(rank.id)
-    if stage is None and getattr(current().options, "initialize", True):
+    if stage is None and getattr(imported().options, "initialize", True):
         stage = INITIALIZED  # mpi4py initialized it when the program imported MPI
     return states, rank.id, stage
 

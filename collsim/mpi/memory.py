@@ -10,7 +10,19 @@ Examples
 [1, 2]
 >>> array_of(bytearray(3), "Recv(buf=...)", writable=True).dtype
 dtype('uint8')
+
+``Get_address`` gives a buffer's absolute address, as MPI does; the difference of two
+(``Aint_diff``) is the byte displacement a struct datatype takes between two fields:
+
+>>> import numpy as np
+>>> record = np.zeros(1, "i4,f8")
+>>> Aint_diff(Get_address(record["f1"]), Get_address(record))
+4
+>>> Get_address(BOTTOM), Aint_add(Get_address(None), 8)
+(0, 8)
 """
+
+import operator
 
 import numpy as np
 
@@ -18,7 +30,7 @@ from ..errors import shorten
 from .dlpack import dlpack_view
 from .exceptions import value_error
 
-__all__ = ["array_of", "Bottom"]
+__all__ = ["array_of", "Bottom", "BOTTOM", "Get_address", "Aint_add", "Aint_diff"]
 
 
 class Bottom:
@@ -26,6 +38,28 @@ class Bottom:
 
     def __repr__(self):
         return "MPI.BOTTOM"
+
+
+BOTTOM = Bottom()
+
+
+def Get_address(location):
+    """The absolute address of ``location``'s first byte (``MPI.BOTTOM`` and None: 0)."""
+    if location is None or isinstance(location, Bottom):
+        return 0
+    if not isinstance(location, np.ndarray):  # array.array, bytes, DLPack, ...
+        location = array_of(location, "MPI.Get_address(location)")
+    return location.__array_interface__["data"][0]  # strided views too: the first byte
+
+
+def Aint_add(base, disp):
+    """``base + disp``: an address ``disp`` bytes past ``base``."""
+    return operator.index(base) + operator.index(disp)
+
+
+def Aint_diff(addr1, addr2):
+    """``addr1 - addr2``: the bytes from ``addr2`` to ``addr1``."""
+    return operator.index(addr1) - operator.index(addr2)
 
 
 def array_of(spec, what, writable=False):

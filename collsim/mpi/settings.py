@@ -73,7 +73,7 @@ def configure(algorithm=_UNSET, eager_limit=_UNSET, options=_UNSET):
     ``"halving_doubling"``, ``"tree"``, ... : every collective that has it runs it, the
     others keep their default) or a dict ``{"all_reduce": "tree", "broadcast": "ring"}``.
     ``eager_limit`` is a number of bytes (0: every blocking Send is synchronous);
-    ``options`` the run's ``mpi4py.rc`` (:class:`collsim.mpi.lifecycle.Options`)."""
+    ``options`` the run's ``mpi4py.rc`` (:class:`collsim.mpi.rc.Options`)."""
     global _current
     previous, changes = _current, {}
     if algorithm is not _UNSET:
@@ -122,6 +122,7 @@ class RunState:
     locks: dict = field(default_factory=dict)  # (rank id, context) -> {key: Lock}
     lifecycle: dict = field(default_factory=dict)  # rank id -> "initialized" / "finalized"
     attached: dict = field(default_factory=dict)  # rank id -> the buffer Attach_buffer gave
+    imported: dict = field(default_factory=dict)  # rank id -> what its mpi4py.MPI import read
 
     def context(self, key):
         """The two ids of the communicator ``key`` names, made on first use."""

@@ -31,13 +31,10 @@ from ..collectives.checks import is_int
 from ..errors import shorten
 from .datatypes import BYTE, DATATYPES, Datatype, datatype_of
 from .exceptions import value_error
-from .memory import Bottom, array_of
+from .memory import BOTTOM, Bottom, array_of
 from .packing import byte_positions, count_of, gather, scatter
 
 __all__ = ["Buffer", "buffer_of", "BOTTOM", "Bottom"]
-
-
-BOTTOM = Bottom()
 
 
 @dataclass
@@ -113,7 +110,14 @@ def buffer_of(spec, what, writable=False, blocks=1, stores=False):
     datatype)."""
     buf, count, datatype = _split(spec, what)
     array = array_of(buf, what, writable)
-    if datatype is not None and datatype and datatype.numpy is None:
+    derived = datatype is not None and datatype and datatype.numpy is None
+    if isinstance(buf, Bottom) and derived and count != 0 and datatype.layout.true_ub > 0:
+        raise NotImplementedError(
+            f"{what}: MPI.BOTTOM with a datatype of absolute addresses (MPI.Get_address) "
+            "is not simulated by collsim: build the datatype with displacements relative "
+            "to one buffer (MPI.Aint_diff of two addresses) and pass that buffer"
+        )
+    if derived:
         return _typed(array, count, datatype, what, writable and not stores, blocks)
     if datatype is None:
         datatype = datatype_of(array.dtype)
