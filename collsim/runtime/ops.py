@@ -119,11 +119,9 @@ class Handle:
             callback()
 
     def settle(self, value):
-        """Complete now with ``value`` but hold the callbacks back: the handle returned
-        runs them when it completes.  A message to oneself settles its receive before
-        the sender's rank resumes, so an ``ssend`` to self returns with the receive done
-        (MPI's order: ``Testsome`` right after it finds the receive), while every
-        callback still runs in the order it did."""
+        """Complete now with ``value``; the handle returned runs the callbacks when it
+        completes.  A message to oneself settles its receive before the sender resumes
+        (MPI's order: ``Testsome`` right after an ``ssend`` to self finds it)."""
         later = Handle(self.what)
         later.callbacks, self.callbacks = self.callbacks, []
         self.complete(value)
