@@ -118,3 +118,40 @@ def test_neighbor_alltoallw_fills_mpis_slots_on_a_periodic_grid(dims):
 
     for back, again, want in run(k, main):
         assert back == again == [float(w) for w in want]
+
+
+@settings(max_examples=4, deadline=None)
+@given(k=st.integers(1, 4), n=st.integers(1, 3))
+def test_alltoallw_at_bottom_reads_the_absolute_addresses_get_address_gave(k, n):
+    def main():
+        comm, me = MPI.COMM_WORLD, MPI.COMM_WORLD.rank
+        out = np.concatenate([sent(me, r, n) for r in range(k)]).astype("i")
+        back = np.full(k * n, -1, "i")
+        where, there = MPI.Get_address(out), MPI.Get_address(back)
+        # the addresses in the datatypes (a struct each), and in the displacements
+        types = [
+            MPI.Datatype.Create_struct([n], [where + 4 * n * r], [MPI.INT]).Commit()
+            for r in range(k)
+        ]
+        comm.Alltoallw(
+            [MPI.BOTTOM, ([1] * k, [0] * k), types],
+            [MPI.BOTTOM, ([n] * k, [there + 4 * n * r for r in range(k)]), [MPI.INT] * k],
+        )
+        for t in types:
+            t.Free()
+        return back.tolist()
+
+    for r, got in enumerate(run(k, main)):
+        assert got == np.concatenate([sent(s, r, n) for s in range(k)]).tolist()
+
+
+def test_bottom_outside_every_addressed_buffer_is_refused():
+    def main():
+        x = np.zeros(2, "i")
+        past = MPI.Get_address(x) + x.nbytes  # one int past its end
+        spec = [MPI.BOTTOM, ([1], [past]), [MPI.INT]]
+        with pytest.raises(NotImplementedError, match="inside no buffer"):
+            MPI.COMM_WORLD.Alltoallw(spec, [np.zeros(1, "i"), ([1], [0]), [MPI.INT]])
+        return True
+
+    assert run(1, main) == [True]

@@ -6,8 +6,9 @@ Block r is ``counts[r]`` elements of ``datatypes[r]`` starting ``displs[r]`` byt
 ``buf`` (bytes, not elements, unlike ``Alltoallv``: the datatypes may differ).  A block
 travels as its packed bytes (:mod:`collsim.mpi.packing`), so a derived datatype on one
 side matches plain elements on the other, as MPI's type signatures do; a message longer
-than the receive block is MPI's truncation error.  ``MPI.BOTTOM`` with absolute addresses
-is not simulated (docs/mpi4py-conformance.md says why).
+than the receive block is MPI's truncation error.  At ``MPI.BOTTOM`` the displacements
+(or the datatypes' own) are absolute addresses: collsim reads and writes them only inside
+a live buffer whose address ``MPI.Get_address`` gave, and refuses any other.
 
 Examples
 --------
@@ -32,7 +33,7 @@ from ..errors import shorten
 from .buffers import in_place
 from .datatypes import Datatype
 from .exceptions import ERR_TRUNCATE, mpi_error, value_error
-from .memory import Bottom, array_of
+from .memory import Bottom, array_of, at_address
 from .packing import byte_positions
 from .vectors import nonblocking, persistent
 
@@ -44,30 +45,38 @@ class WBuffer:
     """A w-spec: the user's memory as bytes (``raw``) and, per peer, a count, a byte
     displacement and a datatype."""
 
-    raw: np.ndarray  # uint8, a view of the user's memory (writes land in it)
+    raw: np.ndarray  # uint8, a view of the user's memory (None at MPI.BOTTOM)
     counts: tuple
     displs: tuple
     datatypes: tuple
 
     def _where(self, r, what):
-        """The positions in ``raw`` of block r's bytes, in the order they travel."""
-        start, layout = self.displs[r], self.datatypes[r].layout
+        """``(raw, where)``: the bytes block r lies in and its bytes' positions there, in
+        the order they travel.  At ``MPI.BOTTOM`` the displacements are absolute
+        addresses, inside a buffer ``MPI.Get_address`` was given."""
+        start, layout, raw = self.displs[r], self.datatypes[r].layout, self.raw
         if self.counts[r] == 0 or not self.datatypes[r]:
-            return np.zeros(0, np.int64)
-        where = byte_positions(layout, self.counts[r], self.raw.size - start, what)
+            return np.zeros(0, np.uint8), np.zeros(0, np.int64)
+        if raw is None:
+            span = (self.counts[r] - 1) * layout.extent
+            low, high = start + layout.true_lb + min(span, 0), start + layout.true_ub + max(span, 0)
+            raw, base = at_address(low, high, what)
+            start -= base
+        where = byte_positions(layout, self.counts[r], raw.size - start, what)
         if isinstance(where, slice):
-            return slice(where.start + start, where.stop + start)
-        return where + start
+            return raw, slice(where.start + start, where.stop + start)
+        return raw, where + start
 
     def block(self, r, what):
         """Block r's bytes, packed (a copy: the message)."""
-        return self.raw[self._where(r, what)].copy()
+        raw, where = self._where(r, what)
+        return raw[where].copy()
 
     def put(self, r, value, what):
         """Write the arrived bytes ``value`` into block r (MPI's truncation error when
         they are more than it holds)."""
-        where = self._where(r, what)
-        room = len(self.raw[where])
+        raw, where = self._where(r, what)
+        room = len(raw[where])
         data = value.reshape(-1).view(np.uint8)
         if data.size > room:
             raise mpi_error(
@@ -76,9 +85,9 @@ class WBuffer:
                 f"{room} ({self.counts[r]} x {self.datatypes[r]!r}): give a larger count",
             )
         if isinstance(where, slice):
-            self.raw[where.start : where.start + data.size] = data
+            raw[where.start : where.start + data.size] = data
         else:
-            self.raw[where[: data.size]] = data
+            raw[where[: data.size]] = data
 
 
 def w_buffer(spec, size, call, arg, writable=False):
@@ -105,12 +114,8 @@ def w_buffer(spec, size, call, arg, writable=False):
         ends = np.cumsum([c * max(d.extent, 0) for c, d in zip(counts, datatypes, strict=True)])
         displs = (0, *(int(e) for e in ends[:-1]))[:size]
     displs = _per_peer(displs, size, what, "displs")
-    if isinstance(buf, Bottom) and any(counts):
-        raise NotImplementedError(
-            f"{what}: MPI.BOTTOM with absolute addresses (MPI.Get_address) is not simulated "
-            "by collsim: give the buffer, with displacements in bytes from its start"
-        )
-    raw = array_of(buf, what, writable).reshape(-1).view(np.uint8)
+    raw = None if isinstance(buf, Bottom) else array_of(buf, what, writable)
+    raw = None if raw is None else raw.reshape(-1).view(np.uint8)
     return WBuffer(raw, counts, displs, datatypes)
 
 
