@@ -155,3 +155,24 @@ def test_bottom_outside_every_addressed_buffer_is_refused():
         return True
 
     assert run(1, main) == [True]
+
+
+def test_w_spec_forms_as_mpi4py_reads_them():
+    def main():
+        comm = MPI.COMM_WORLD
+        # [buf, datatypes]: one element to each peer, from the buffer's start
+        got = bytearray(3)
+        comm.Alltoallw([bytearray(b"abc"), None, None, [MPI.CHAR]], [got, [MPI.CHAR]])
+        refused = 0
+        for send, recv in [
+            ([bytearray(4)], [bytearray(4), [0], [0], [MPI.BYTE]]),  # 1 item
+            ([bytearray(4), [0], [0], [MPI.BYTE], None], [bytearray(4), [MPI.BYTE]]),  # 5
+            ([MPI.BOTTOM, None, [0], [MPI.BYTE]], [bytearray(4), [MPI.BYTE]]),  # no counts
+            ([MPI.BOTTOM, [0], None, [MPI.BYTE]], [bytearray(4), [MPI.BYTE]]),  # no displs
+        ]:
+            with pytest.raises(ValueError):
+                comm.Alltoallw(send, recv)
+            refused += 1
+        return bytes(got), refused
+
+    assert run(1, main) == [(b"a\x00\x00", 4)]

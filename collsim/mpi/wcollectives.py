@@ -94,25 +94,31 @@ def w_buffer(spec, size, call, arg, writable=False):
     """The :class:`WBuffer` of a w-spec for ``size`` peers; ``call`` and ``arg`` name it in
     errors."""
     what = f"{call}({arg}=...)"
-    pair = isinstance(spec, list | tuple) and len(spec) == 3
-    if pair and isinstance(spec[1], list | tuple) and len(spec[1]) == 2:
+    items = len(spec) if isinstance(spec, list | tuple) else 0
+    if items == 2:  # [buf, datatypes]: one element of each at the buffer's start, as mpi4py
+        (buf, datatypes), counts, displs = spec, None, None
+    elif items == 3 and isinstance(spec[1], list | tuple) and len(spec[1]) == 2:
         buf, (counts, displs), datatypes = spec
-    elif isinstance(spec, list | tuple) and len(spec) == 4:
+    elif items == 4:
         buf, counts, displs, datatypes = spec
     else:
         raise value_error(
-            f"{what}: {shorten(spec)} is not a w-spec: give [buf, (counts, displs), "
-            "datatypes] (displacements in bytes, one datatype per peer)"
+            f"{what}: {shorten(spec)} is not a w-spec: give 2 to 4 items, [buf, (counts, "
+            "displs), datatypes] (displacements in bytes, one datatype per peer)"
         )
+    if (counts is None or displs is None) and (isinstance(buf, Bottom) or counts != displs):
+        raise value_error(
+            f"{what}: counts={counts!r}, displs={displs!r}: give both (MPI.BOTTOM needs "
+            "both: they are its absolute addresses), or neither (one element each, at 0)"
+        )
+    if counts is None:
+        counts, displs = [1] * size, [0] * size
     counts = _per_peer(counts, size, what, "counts")
     if isinstance(datatypes, Datatype):  # one datatype for every peer
         datatypes = [datatypes] * size
     datatypes = tuple(datatypes)
     if len(datatypes) != size or not all(isinstance(d, Datatype) for d in datatypes):
         raise value_error(f"{what}: give {size} datatypes (one per peer), not {shorten(spec)}")
-    if displs is None:  # packed in peer order
-        ends = np.cumsum([c * max(d.extent, 0) for c, d in zip(counts, datatypes, strict=True)])
-        displs = (0, *(int(e) for e in ends[:-1]))[:size]
     displs = _per_peer(displs, size, what, "displs")
     raw = None if isinstance(buf, Bottom) else array_of(buf, what, writable)
     raw = None if raw is None else raw.reshape(-1).view(np.uint8)
