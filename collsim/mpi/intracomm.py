@@ -244,7 +244,7 @@ def _as(cls, comm, **fields):
     if not comm:
         return comm
     made = cls.__new__(cls)  # not cls(comm): comm has no topology yet, which cls refuses
-    made.__dict__.update(comm.__dict__)
+    Comm.__init__(made, comm)  # another handle of the same communicator
     for name, value in fields.items():
         setattr(made, name, value)
     return made
