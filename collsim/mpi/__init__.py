@@ -135,14 +135,13 @@ from .request import REQUEST_NULL, Prequest, Request
 from .settings import configure, configured
 from .specs import BOTTOM
 from .status import ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED, Status
-from .topology import CART, DIST_GRAPH, GRAPH, Compute_dims
+from .topology import CART, DIST_GRAPH, GRAPH, UNWEIGHTED, WEIGHTS_EMPTY, Compute_dims
 
 # the datatypes as module constants: MPI.DOUBLE, MPI.INT, MPI.INT64_T, ...
 globals().update(DATATYPES)
 from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
 
 KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
-UNWEIGHTED = WEIGHTS_EMPTY = None  # distributed graphs carry no weights here
 from .constructors import (  # noqa: E402, F401
     DISTRIBUTE_BLOCK,
     DISTRIBUTE_CYCLIC,
@@ -182,6 +181,8 @@ __all__ = [
     "Distgraphcomm",
     "Compute_dims",
     "CART",
+    "UNWEIGHTED",
+    "WEIGHTS_EMPTY",
     "GRAPH",
     "DIST_GRAPH",
     "Group",

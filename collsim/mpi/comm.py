@@ -38,6 +38,7 @@ from .p2p import MAX_TAG, PointToPoint
 from .probes import Probes
 from .status import UNDEFINED
 from .vectors import VectorCollectives
+from .wcollectives import WCollectives
 
 __all__ = ["Comm", "COMM_NULL", "TAG_UB", "WORLD", "SELF", "NULL"]
 
@@ -48,7 +49,9 @@ TAG_UB = 1681915905  # the attribute's key (MPICH's), for comm.Get_attr(MPI.TAG_
 HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE = range(1681915906, 1681915912)
 
 
-class Comm(PointToPoint, Probes, VectorCollectives, ObjectCollectives, BufferCollectives):
+class Comm(
+    PointToPoint, Probes, VectorCollectives, WCollectives, ObjectCollectives, BufferCollectives
+):
     """An MPI communicator; ``MPI.Comm()`` is ``MPI.COMM_NULL``, ``MPI.Comm(c)`` the same
     communicator as ``c``."""
 

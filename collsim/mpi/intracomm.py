@@ -24,12 +24,12 @@ Examples
 import math
 
 from ..collectives.checks import is_int
-from .comm import _PREDEFINED, SELF, WORLD
+from .comm import _PREDEFINED, SELF, WORLD, Comm
 from .exceptions import ERR_ARG, ERR_RANK, ERR_TOPOLOGY, mpi_error
 from .making import CommunicatorMaker
 from .neighbors import NeighborCollectives
 from .status import PROC_NULL, UNDEFINED
-from .topology import CART, DIST_GRAPH, GRAPH
+from .topology import CART, DIST_GRAPH, GRAPH, edge_weights
 
 __all__ = ["Intracomm", "Topocomm", "Cartcomm", "Graphcomm", "Distgraphcomm"]
 __all__ += ["COMM_WORLD", "COMM_SELF"]
@@ -47,13 +47,12 @@ class Intracomm(CommunicatorMaker):
     def Create_dist_graph_adjacent(
         self, sources, destinations, sourceweights=None, destweights=None, info=None, reorder=False
     ):
-        weighted = sourceweights is not None or destweights is not None
-        return create_dist_graph_adjacent(self, sources, destinations, weighted)
+        return create_dist_graph_adjacent(self, sources, destinations, sourceweights, destweights)
 
     def Create_dist_graph(
         self, sources, degrees, destinations, weights=None, info=None, reorder=False
     ):
-        return create_dist_graph(self, sources, degrees, destinations, weights is not None)
+        return create_dist_graph(self, sources, degrees, destinations, weights)
 
     def Cart_map(self, dims, periods=None):
         """This rank's place in a grid of ``dims`` (ranks keep their order), or UNDEFINED."""
@@ -71,7 +70,17 @@ Intracomm._made_class = Intracomm
 class Topocomm(NeighborCollectives, Intracomm):
     """A communicator with a topology: who its neighbours are."""
 
-    _topology = None
+    _kind = None  # each kind of topology says which (MPI.CART, MPI.GRAPH, MPI.DIST_GRAPH)
+
+    def __init__(self, *args, **kwargs):
+        # as in mpi4py, MPI.Cartcomm(c) is another handle of a Cartesian c: a communicator
+        # of another (or no) topology is refused (COMM_NULL passes unchecked)
+        comm = args[0] if args else None
+        have = getattr(comm, "_kind", None)
+        if isinstance(comm, Comm) and comm and (have is None or self._kind not in (None, have)):
+            want = "a topology" if self._kind is None else f"a {type(self).__name__}"
+            raise TypeError(f"MPI.{type(self).__name__}({comm!r}): expecting {want} communicator")
+        super().__init__(*args, **kwargs)
 
     @property
     def degrees(self):
@@ -217,11 +226,14 @@ class Distgraphcomm(Topocomm):
     _kind = DIST_GRAPH
 
     def Get_dist_neighbors_count(self):
-        """``(indegree, outdegree, weighted)``; the weights themselves are not kept."""
-        return len(self._sources), len(self._destinations), self._weighted
+        """``(indegree, outdegree, weighted)``."""
+        return len(self._sources), len(self._destinations), self._weights is not None
 
     def Get_dist_neighbors(self):
-        return list(self._sources), list(self._destinations), None
+        """``(sources, destinations, (sourceweights, destweights))``, the weights None
+        when the graph was made ``MPI.UNWEIGHTED``."""
+        weights = self._weights and tuple(list(w) for w in self._weights)
+        return list(self._sources), list(self._destinations), weights
 
     inneighbors = property(lambda self: list(self._sources))
     outneighbors = property(lambda self: list(self._destinations))
@@ -231,7 +243,8 @@ def _as(cls, comm, **fields):
     """``comm`` (a communicator or COMM_NULL) as a ``cls`` with ``fields``."""
     if not comm:
         return comm
-    made = cls(comm)
+    made = cls.__new__(cls)  # not cls(comm): comm has no topology yet, which cls refuses
+    Comm.__init__(made, comm)  # another handle of the same communicator
     for name, value in fields.items():
         setattr(made, name, value)
     return made
@@ -271,30 +284,47 @@ def create_graph(comm, index, edges, reorder=False):
     return _as(Graphcomm, part, _graph_index=tuple(index), _graph_edges=tuple(edges))
 
 
-def create_dist_graph_adjacent(comm, sources, destinations, weighted=False):
+def create_dist_graph_adjacent(comm, sources, destinations, sourceweights, destweights):
     """Each rank names its own in- and out-neighbours (no communication)."""
+    call = "Create_dist_graph_adjacent"
+    sources, destinations = tuple(sources or ()), tuple(destinations or ())
+    weights = (
+        edge_weights(sourceweights, len(sources), call, "sourceweights"),
+        edge_weights(destweights, len(destinations), call, "destweights"),
+    )
     fields = {
-        "_sources": tuple(sources or ()),
-        "_destinations": tuple(destinations or ()),
-        "_weighted": weighted,
+        "_sources": sources,
+        "_destinations": destinations,
+        # weighted unless both sides are UNWEIGHTED; a side without weights counts 1s
+        "_weights": None
+        if weights == (None, None)
+        else tuple(w or (1,) * n for w, n in zip(weights, map(len, (sources, destinations)))),
     }
     return _as(Distgraphcomm, comm.Dup(), **fields)
 
 
-def create_dist_graph(comm, sources, degrees, destinations, weighted=False):
+def create_dist_graph(comm, sources, degrees, destinations, weights=None):
     """Each rank gives some edges (``degrees[i]`` from ``sources[i]``, in order, to the
     next ``destinations``); every rank learns its neighbours from all of them (an
     allgather of the edges)."""
+    destinations = [int(d) for d in destinations]
+    weights = edge_weights(weights, len(destinations), "Create_dist_graph", "weights")
+    ones = [1] * len(destinations)
     given, at = [], 0
     for source, degree in zip(sources, degrees, strict=True):
-        given += [(int(source), int(d)) for d in destinations[at : at + degree]]
+        given += zip([int(source)] * degree, destinations[at : at + degree], weights or ones)
         at += degree
+    # weighted is every rank's choice (MPI asks all to agree); the edges an allgather
     edges = [edge for part in comm.allgather(given) for edge in part]
     me = comm.Get_rank()
+    ins = [(s, w) for s, d, w in edges if d == me]
+    outs = [(d, w) for s, d, w in edges if s == me]
     fields = {
-        "_sources": tuple(s for s, d in edges if d == me),
-        "_destinations": tuple(d for s, d in edges if s == me),
-        "_weighted": weighted,
+        "_sources": tuple(s for s, _ in ins),
+        "_destinations": tuple(d for d, _ in outs),
+        "_weights": None
+        if weights is None
+        else (tuple(w for _, w in ins), tuple(w for _, w in outs)),
     }
     return _as(Distgraphcomm, comm.Dup(), **fields)
 

@@ -23,6 +23,7 @@ dtype('uint8')
 """
 
 import operator
+import weakref
 
 import numpy as np
 
@@ -30,7 +31,21 @@ from ..errors import shorten
 from .dlpack import dlpack_view
 from .exceptions import value_error
 
-__all__ = ["array_of", "Bottom", "BOTTOM", "Get_address", "Aint_add", "Aint_diff"]
+__all__ = ["array_of", "Bottom", "BOTTOM", "Get_address", "Aint_add", "Aint_diff", "at_address"]
+
+
+def _addressed():
+    """The run's buffers whose address Get_address gave, by (first byte, nbytes), each a
+    weak reference (the entry goes when the buffer does), kept by the run's MPI state so
+    they die with it; None outside a run.  MPI.BOTTOM-relative specs (absolute
+    addresses) are read and written only inside these, so a wrong address is refused
+    instead of touching memory no buffer of the run names."""
+    from ..runtime import blocking
+    from .settings import run_state
+
+    if blocking._owner() is None:
+        return None
+    return run_state(blocking.current_rank()).addressed
 
 
 class Bottom:
@@ -47,9 +62,43 @@ def Get_address(location):
     """The absolute address of ``location``'s first byte (``MPI.BOTTOM`` and None: 0)."""
     if location is None or isinstance(location, Bottom):
         return 0
+    owner = location
     if not isinstance(location, np.ndarray):  # array.array, bytes, DLPack, ...
         location = array_of(location, "MPI.Get_address(location)")
-    return location.__array_interface__["data"][0]  # strided views too: the first byte
+    address = location.__array_interface__["data"][0]  # strided views too: the first byte
+    key = (address, location.nbytes)
+    kept = _addressed()
+    if kept is not None and location.flags.c_contiguous:
+        try:
+            kept[key] = weakref.ref(owner, lambda _, key=key: kept.pop(key, None))
+        except TypeError:  # bytes and the like have no weak references: not kept
+            pass
+    return address
+
+
+def at_address(low, high, what):
+    """``(raw, base)``: the bytes (uint8, writable where the buffer is) of the buffer
+    ``Get_address`` was given that holds the absolute addresses ``low``..``high``, and its
+    first byte's address; refused when no such buffer is alive in this run.
+
+    >>> import collsim
+    >>> def main():
+    ...     x = np.arange(4, dtype="i")
+    ...     raw, base = at_address(Get_address(x) + 4, Get_address(x) + 8, "Send")
+    ...     return raw[4:8].view("i").tolist(), base == Get_address(x)
+    >>> collsim.exec(main, n=1).returns
+    [([1], True)]
+    """
+    for (base, nbytes), ref in list((_addressed() or {}).items()):
+        owner = ref()
+        if owner is not None and base <= low and high <= base + nbytes:
+            data = owner if isinstance(owner, np.ndarray) else array_of(owner, what)
+            return data.reshape(-1).view(np.uint8), base
+    raise NotImplementedError(
+        f"{what}: MPI.BOTTOM with absolute addresses {low}..{high}, inside no buffer whose "
+        "address MPI.Get_address gave: collsim reads absolute addresses only there (give "
+        "the buffer, with displacements from its start)"
+    )
 
 
 def Aint_add(base, disp):

@@ -1,6 +1,7 @@
 """Neighbourhood collectives on a communicator with a topology: ``neighbor_allgather``,
-``neighbor_alltoall`` (objects), ``Neighbor_allgather``, ``Neighbor_alltoall`` and their
-``v`` forms (buffers), non-blocking (``Ineighbor_...``) and persistent (``..._init``).
+``neighbor_alltoall`` (objects), ``Neighbor_allgather``, ``Neighbor_alltoall``, their
+``v`` forms and ``Neighbor_alltoallw`` (buffers), non-blocking (``Ineighbor_...``) and
+persistent (``..._init``).
 
 Each rank sends to its out-neighbours and receives from its in-neighbours in one exchange
 over point-to-point (the messages are the blocks).  Slot i of the result is what in-neighbour
@@ -26,6 +27,7 @@ from .messages import land, pickled, unpickle
 from .specs import Buffer
 from .status import PROC_NULL
 from .vectors import _vector, nonblocking, persistent
+from .wcollectives import w_buffer
 
 __all__ = ["NeighborCollectives"]
 
@@ -106,10 +108,15 @@ class NeighborCollectives:
         self._land_all(recv, self._neighbor_round(_call, blocks), _call)
 
     def Neighbor_alltoallw(self, sendbuf, recvbuf):
-        raise NotImplementedError(
-            "Topocomm.Neighbor_alltoallw: per-neighbour datatypes are not simulated; use "
-            "Neighbor_alltoallv"
-        )
+        """Block i (its own count, byte displacement and datatype) to out-neighbour i."""
+        call = "Neighbor_alltoallw"
+        outs, ins = len(self.outneighbors), len(self.inneighbors)
+        send = w_buffer(sendbuf, outs, call, "sendbuf")
+        recv = w_buffer(recvbuf, ins, call, "recvbuf", writable=True)
+        blocks = [send.block(i, f"{call}(sendbuf=...)") for i in range(outs)]
+        for j, value in enumerate(self._neighbor_round(call, blocks)):
+            if value is not None:
+                recv.put(j, value, call)
 
 
 for _name in (
@@ -117,8 +124,7 @@ for _name in (
     "Neighbor_allgatherv",
     "Neighbor_alltoall",
     "Neighbor_alltoallv",
+    "Neighbor_alltoallw",
 ):
     setattr(NeighborCollectives, f"I{_name.lower()}", nonblocking(_name))
     setattr(NeighborCollectives, f"{_name}_init", persistent(_name))
-NeighborCollectives.Ineighbor_alltoallw = NeighborCollectives.Neighbor_alltoallw
-NeighborCollectives.Neighbor_alltoallw_init = NeighborCollectives.Neighbor_alltoallw

@@ -123,6 +123,9 @@ class RunState:
     lifecycle: dict = field(default_factory=dict)  # rank id -> "initialized" / "finalized"
     attached: dict = field(default_factory=dict)  # rank id -> the buffer Attach_buffer gave
     imported: dict = field(default_factory=dict)  # rank id -> what its mpi4py.MPI import read
+    # (first byte, nbytes) -> weak reference to a buffer whose address Get_address gave
+    # (mpi/memory.py): the run's ranks share one address space, as threads of one process
+    addressed: dict = field(default_factory=dict)
 
     def context(self, key):
         """The two ids of the communicator ``key`` names, made on first use."""

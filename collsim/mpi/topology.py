@@ -15,9 +15,42 @@ import math
 from ..collectives.checks import is_int
 from .exceptions import ERR_DIMS, mpi_error
 
-__all__ = ["Compute_dims", "CART", "GRAPH", "DIST_GRAPH"]
+__all__ = ["Compute_dims", "CART", "GRAPH", "DIST_GRAPH", "UNWEIGHTED", "WEIGHTS_EMPTY"]
 
 GRAPH, CART, DIST_GRAPH = 1, 2, 3  # MPI's topology kinds (Get_topology)
+
+
+class _WeightsMarker(str):
+    """``MPI.UNWEIGHTED`` or ``MPI.WEIGHTS_EMPTY``: the two special weight arguments of
+    ``Create_dist_graph(_adjacent)``, distinct from each other and from any list."""
+
+    def __repr__(self):
+        return f"MPI.{str(self)}"
+
+
+UNWEIGHTED, WEIGHTS_EMPTY = _WeightsMarker("UNWEIGHTED"), _WeightsMarker("WEIGHTS_EMPTY")
+
+
+def edge_weights(weights, degree, call, what):
+    """``weights`` as a tuple of ``degree`` ints, or None for ``UNWEIGHTED`` (and None, as
+    mpi4py reads it); ``WEIGHTS_EMPTY`` is the empty list, valid only when ``degree`` is 0.
+
+    >>> edge_weights([3, 4], 2, "Create_dist_graph", "weights"), edge_weights(None, 2, "", "")
+    ((3, 4), None)
+    >>> edge_weights(WEIGHTS_EMPTY, 0, "Create_dist_graph", "weights")
+    ()
+    """
+    if weights is None or weights is UNWEIGHTED:
+        return None
+    if weights is WEIGHTS_EMPTY:
+        weights = ()
+    weights = tuple(int(w) for w in weights)
+    if len(weights) != degree:
+        raise ValueError(
+            f"{call}({what}={list(weights)}): one weight per edge, {degree} here "
+            f"(MPI.WEIGHTS_EMPTY only for no edges; MPI.UNWEIGHTED for none)"
+        )
+    return weights
 
 
 def _primes(n):

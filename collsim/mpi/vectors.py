@@ -143,11 +143,6 @@ class VectorCollectives:
         for r, value in zip(others, got, strict=True):
             land(_piece(recv, r), value, "Alltoallv", f"rank {r}")
 
-    def Alltoallw(self, sendbuf, recvbuf):
-        raise NotImplementedError(
-            "Comm.Alltoallw: per-rank datatypes are not simulated; use Alltoallv"
-        )
-
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=SUM):
         """Reduce, then rank r keeps ``recvcounts[r]`` elements (blocks in rank order)."""
         rank, me, size = self._me("Reduce_scatter")
