@@ -59,7 +59,13 @@ SHARDED = [  # (fields, the gradient groups the trace must name)
 ]
 
 
-@pytest.mark.parametrize("fields, groups", SHARDED, ids=str)
+def _id(value):
+    """A parameter's test id; a set's in sorted order, the same in every process (a set's
+    own order follows string hashing, which differs between pytest-xdist's workers)."""
+    return str(sorted(value)) if isinstance(value, (set, frozenset)) else str(value)
+
+
+@pytest.mark.parametrize("fields, groups", SHARDED, ids=_id)
 def test_zero_and_fsdp_with_ep_and_etp_train_like_one_device(fields, groups):
     result = run(ParallelConfig(**fields))
     assert result.match is True, result.max_error

@@ -178,7 +178,30 @@ def test_the_sweep_covers_what_the_rules_allow_and_refuses_the_rest_by_name():
         assert named and "nearest valid" in message, message
 
 
-@pytest.mark.slow
+MESH = ("dp_replicate", "dp_shard", "tp", "pp", "cp", "ep", "etp", "sequence_parallel")
+
+
+def one_of_each_kind(allowed):
+    """The first allowed combination of each kind of mesh: which of the eight sizes are
+    above 1 (ep = etp apart from ep > etp), and sequence parallelism on or off."""
+    kinds = {}
+    for keywords in allowed:
+        kind = tuple(keywords[name] > 1 for name in MESH[:-1])
+        kind += (keywords["ep"] == keywords["etp"], keywords["sequence_parallel"])
+        kinds.setdefault(kind, keywords)
+    return list(kinds.values())
+
+
+def test_every_kind_of_folded_mesh_trains_like_one_device():
+    # the default run: one mesh of each kind the rules allow (the sweep below runs all)
+    allowed, _ = every_combination()
+    chosen = one_of_each_kind(allowed)
+    assert 60 < len(chosen) < len(allowed) / 4
+    failed = [k for k in chosen if verify(VerifyConfig("nd", **k)).match is not True]
+    assert not failed, failed[:5]
+
+
+@pytest.mark.sweep
 def test_every_allowed_combination_up_to_16_ranks_trains_like_one_device():
     allowed, _ = every_combination()
     failed = []
