@@ -22,7 +22,6 @@ Examples
 [((True, False), (True, True)), ((True, False), (True, True))]
 """
 
-from ..errors import ConfigError
 from ..runtime import blocking
 from .exceptions import ERR_OTHER, mpi_error
 from .handles import ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN
@@ -51,9 +50,8 @@ def errhandler_by_default():
 
 def _stage():
     """``(states, rank id, stage)`` of the calling rank; None outside a run."""
-    try:
-        rank = blocking.current_rank()
-    except ConfigError:  # outside a run: MPI is as mpi4py leaves it after import
+    rank = blocking.calling_rank()
+    if rank is None:  # outside a run: MPI is as mpi4py leaves it after import
         return None
     states = run_state(rank).lifecycle
     stage = states.get(rank.id)

@@ -43,9 +43,8 @@ def _addressed():
     from ..runtime import blocking
     from .settings import run_state
 
-    if blocking._owner() is None:
-        return None
-    return run_state(blocking.current_rank()).addressed
+    rank = blocking.calling_rank()
+    return None if rank is None else run_state(rank).addressed
 
 
 class Bottom:

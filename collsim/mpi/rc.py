@@ -143,17 +143,10 @@ def read_at_import(rc, environ):
     return found
 
 
-def _calling_rank():
-    try:
-        return blocking.current_rank()
-    except ConfigError:  # outside a run
-        return None
-
-
 def remember(found):
     """Keep ``found`` (an :class:`Imported`) as what the calling rank's import read (with
     the run; outside a run there is no rank whose import it is, and nothing is kept)."""
-    rank = _calling_rank()
+    rank = blocking.calling_rank()
     if rank is not None:
         run_state(rank).imported[rank.id] = found
 
@@ -161,7 +154,7 @@ def remember(found):
 def imported():
     """What the calling rank's import of ``mpi4py.MPI`` read; before any (and outside a
     run), the options of :func:`~collsim.mpi.settings.configure`, else mpi4py's defaults."""
-    rank = _calling_rank()
+    rank = blocking.calling_rank()
     found = None if rank is None else run_state(rank).imported.get(rank.id)
     return found or Imported(current().options or _DEFAULTS)
 
@@ -177,7 +170,7 @@ class Pickle:
     loads = staticmethod(_pickle.loads)
 
     def _set(self, name, value):
-        if _calling_rank() is None:
+        if blocking.calling_rank() is None:
             raise ConfigError(
                 f"MPI.pickle.{name.removeprefix('pickle_').upper()} = {value!r} outside a "
                 "run: set it in the program a rank runs"

@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..runtime import blocking
 from .exceptions import ERR_INTERN, ERR_OP, mpi_error, value_error
 from .settings import run_state
@@ -224,8 +223,7 @@ class _RankOps(NamedTuple):
 
 def _rank_ops():
     """The calling rank's live user ops, or None outside a run (no limit there)."""
-    try:
-        rank = blocking.current_rank()
-    except ConfigError:
+    rank = blocking.calling_rank()
+    if rank is None:
         return None
     return _RankOps(run_state(rank).user_ops, rank.id)

@@ -43,10 +43,19 @@ from pathlib import Path
 from ..errors import ConfigError
 from .ops import Compute, Exchange, Recv, Send, Start, Wait
 
-__all__ = ["run", "current_rank", "call", "now", "compute", "stopped", "MAX_THREADS", "Aborted"]
+__all__ = [
+    "run",
+    "current_rank",
+    "calling_rank",
+    "call",
+    "now",
+    "compute",
+    "stopped",
+    "MAX_THREADS",
+    "Aborted",
+]
 
-# a thread is cheap to create but not free (a stack each); past this, write the program
-# as a generator, which costs nothing per rank
+# a thread is cheap but not free (a stack each); past this, write a generator program
 MAX_THREADS = 1024
 # a rank told to stop that has not ended after this many wall-clock seconds (its code caught
 # Aborted, or is busy outside collsim's calls) is told again
@@ -283,6 +292,12 @@ def _threads_act_for_their_rank():
 def current_rank():
     """The :class:`~collsim.runtime.rank.Rank` whose code is running (in a blocking run)."""
     return _current().rank
+
+
+def calling_rank():
+    """The rank whose code is calling, or None outside a run."""
+    rt = _owner()
+    return None if rt is None else rt.rank
 
 
 def call(x):
