@@ -16,15 +16,17 @@ from .script import RankForwarding, _rank_id
 
 __all__ = ["mpi4py_as_collsim"]
 
+_UTIL = ("dtlib", "pkl5", "sync")  # the mpi4py.util modules collsim has
+
 
 class _RankPackage(types.ModuleType):
     """One rank's stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi` (read
-    at the rank's first ``import mpi4py.MPI``), ``mpi4py.util.dtlib`` is
-    :mod:`collsim.mpi.dtlib`."""
+    at the rank's first ``import mpi4py.MPI``), ``mpi4py.util.dtlib``, ``pkl5`` and ``sync``
+    are :mod:`collsim.mpi.dtlib`, :mod:`~collsim.mpi.pkl5` and :mod:`~collsim.mpi.sync`."""
 
     def __init__(self):
         from .. import mpi
-        from ..mpi import dtlib, rc
+        from ..mpi import dtlib, pkl5, rc, sync
 
         super().__init__("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
         # a package (so `import mpi4py.MPI` looks in sys.modules) whose folder is
@@ -34,8 +36,9 @@ class _RankPackage(types.ModuleType):
         self.__version__ = "collsim"
         self.rc = rc.Rc()  # the options a program sets before `from mpi4py import MPI`
         self.get_config = dict
-        self.util = types.ModuleType("mpi4py.util", "collsim's stand-in: only util.dtlib")
-        self.util.__path__, self.util.dtlib = [], dtlib
+        self.util = types.ModuleType("mpi4py.util", "collsim's stand-in: dtlib, pkl5, sync")
+        self.util.__path__ = []
+        self.util.dtlib, self.util.pkl5, self.util.sync = dtlib, pkl5, sync
 
     def __getattr__(self, name):  # only for what is not there: MPI before its import
         if name != "MPI":
@@ -83,7 +86,8 @@ def _register(package):
     sys.modules.setdefault("mpi4py", package)
     util = object.__getattribute__(package, "_collsim_copies")[_rank_id()].util
     sys.modules.setdefault("mpi4py.util", util)
-    sys.modules.setdefault("mpi4py.util.dtlib", util.dtlib)
+    for name in _UTIL:
+        sys.modules.setdefault(f"mpi4py.util.{name}", getattr(util, name))
 
 
 class mpi4py_as_collsim:  # a context manager, named like the function it acts as
@@ -129,7 +133,7 @@ class _OnlyMPI:
         if _is_mpi4py(name) and name not in sys.modules:
             raise ModuleNotFoundError(
                 f"No module named {name!r}: under collsim, mpi4py has "
-                "only mpi4py.MPI (collsim.mpi) and mpi4py.util.dtlib",
+                "only mpi4py.MPI (collsim.mpi) and mpi4py.util's " + ", ".join(_UTIL),
                 name=name,
             )
         return None
