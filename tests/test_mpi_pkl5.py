@@ -243,3 +243,41 @@ def test_a_script_imports_pkl5_and_each_rank_has_its_own_settings(tmp_path):
     outcome = run_cli(["exec", "-n", "2", str(program)], timeout=120)
     lines = sorted(line.split(":", 1)[1] for line in outcome.stdout.splitlines())
     assert lines == ["0 262144 2.0", "1 0 2.0"]
+
+
+def test_a_bad_destination_is_refused_naming_it_before_anything_moves():
+    def main():
+        comm = pkl5.Intracomm(MPI.COMM_WORLD)
+        try:
+            comm.send(np.zeros(4), dest=5)
+        except MPI.Exception as exc:
+            return str(exc)
+
+    result = run(2, main)
+    assert "dest=5" in result.returns[0] and "0..1" in result.returns[0]
+    assert result.trace.transfers == []
+
+
+def test_the_same_program_gives_the_same_trace_byte_for_byte(tmp_path):
+    def main():
+        comm = pkl5.Intracomm(MPI.COMM_WORLD)
+        got = comm.allgather(np.full(1 << 16, comm.rank))
+        right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        return int(comm.sendrecv(got, dest=right, source=left)[1].sum())
+
+    traces = []
+    for name in ("first.json", "second.json"):
+        collsim.exec(main, n=3, echo=False, trace=tmp_path / name)
+        traces.append((tmp_path / name).read_bytes())
+    assert traces[0] == traces[1] and len(traces[0]) > 0
+
+
+def test_small_objects_sent_head_to_head_go_eagerly_as_standard_mode_sends_do():
+    # both ranks send before they receive: safe in MPI while the messages are eager
+    def main():
+        comm = pkl5.Intracomm(MPI.COMM_WORLD)
+        other = 1 - comm.rank
+        comm.send({"from": comm.rank, "array": np.arange(8)}, dest=other)
+        return comm.recv(source=other)["from"]
+
+    assert run(2, main).returns == [1, 0]

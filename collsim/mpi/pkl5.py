@@ -95,7 +95,8 @@ class Comm(MPIComm):
         return send_parts(self, call, _dumps(obj), dest, tag)
 
     def send(self, obj, dest, tag=0):
-        MPIRequest.Waitall(self._post("Isend", obj, dest, tag))
+        # standard mode part by part: small parts go eagerly, as Send's do
+        self._post("Send", obj, dest, tag)
 
     def bsend(self, obj, dest, tag=0):
         self._post("Bsend", obj, dest, tag)
