@@ -29,6 +29,8 @@ Examples
 [0.0, 0.0]
 """
 
+from typing import NamedTuple
+
 from ..collectives.checks import is_int
 from .comm import COMM_NULL
 from .comm import Comm as MPIComm
@@ -47,6 +49,16 @@ __all__ += ["ANY_SOURCE", "ANY_TAG", "PROC_NULL", "ROOT", "Status"]
 
 ROOT = -3  # MPI.ROOT: the root of an intercommunicator collective (collsim.mpi's value)
 pickle = Pickle()  # how pkl5 pickles: replace it, or set its PROTOCOL and THRESHOLD
+
+
+class Roles(NamedTuple):
+    """A rank's part in a rooted collective: ``size`` ranks hear from (or talk to) the root
+    (the remote group's on an intercommunicator); ``member``: this rank is one of them;
+    ``root``: this rank is the root (an intracommunicator's root is both)."""
+
+    size: int
+    member: bool
+    root: bool
 
 
 class _BigMPI:
@@ -163,15 +175,14 @@ class Comm(MPIComm):
         private._context = run_state(rank).context(("pkl5", self._context))[0]
         return private
 
-    def _peers(self, root, call):
-        """``(size, sends, receives)``: the ranks' count (the remote group's on an
-        intercommunicator), whether this rank sends to the root and receives from all."""
+    def _roles(self, root, call):
+        """This rank's :class:`Roles` in a rooted collective (the root checked first)."""
         if self.Is_inter():
             size = self.Get_remote_size()
-            if root == ROOT or root == PROC_NULL:
-                return size, False, root == ROOT
+            if root == ROOT or root == PROC_NULL:  # the root's group: only the root talks
+                return Roles(size, member=False, root=root == ROOT)
             if is_int(root) and 0 <= root < size:
-                return size, True, False
+                return Roles(size, member=True, root=False)
             raise mpi_error(
                 ERR_ROOT,
                 f"pkl5 {call}(root={root!r}): on an intercommunicator the root is MPI.ROOT, "
@@ -179,7 +190,7 @@ class Comm(MPIComm):
             )
         size = self.Get_size()
         root = self._root(root, size, f"pkl5 {call}")
-        return size, True, root == self.Get_rank()
+        return Roles(size, member=True, root=root == self.Get_rank())
 
     def _exchange(self, outgoing, sources):
         """Send ``outgoing`` ``(dest, obj)`` and receive one object from each of
@@ -193,15 +204,16 @@ class Comm(MPIComm):
         return got
 
     def gather(self, sendobj, root=0):
-        size, sends, receives = self._peers(root, "gather")
-        got = self._exchange([(root, sendobj)] if sends else [], range(size) if receives else [])
-        return got if receives else None
+        roles = self._roles(root, "gather")
+        outgoing = [(root, sendobj)] if roles.member else []
+        got = self._exchange(outgoing, range(roles.size) if roles.root else [])
+        return got if roles.root else None
 
     def scatter(self, sendobj, root=0):
-        size, receives, sends = self._peers(root, "scatter")
-        items = enumerate(self._items(sendobj, size, "pkl5 scatter")) if sends else []
-        got = self._exchange(list(items), [root] if receives else [])
-        return got[0] if receives else None
+        roles = self._roles(root, "scatter")
+        items = self._items(sendobj, roles.size, "pkl5 scatter") if roles.root else []
+        got = self._exchange(list(enumerate(items)), [root] if roles.member else [])
+        return got[0] if roles.member else None
 
     def allgather(self, sendobj):
         size = self.Get_remote_size() if self.Is_inter() else self.Get_size()
@@ -214,12 +226,11 @@ class Comm(MPIComm):
         )
 
     def bcast(self, obj, root=0):
-        if self.Is_inter():
-            size, receives, sends = self._peers(root, "bcast")
-            got = self._exchange(
-                [(r, obj) for r in range(size)] if sends else [], [root] if receives else []
-            )
-            return got[0] if receives else None
+        if self.Is_inter():  # the root sends to each rank of the other group
+            roles = self._roles(root, "bcast")
+            outgoing = [(r, obj) for r in range(roles.size)] if roles.root else []
+            got = self._exchange(outgoing, [root] if roles.member else [])
+            return got[0] if roles.member else None
         root = self._root(root, self.Get_size(), "pkl5 bcast")
         mine = _dumps(obj) if root == self.Get_rank() else None
         return _loads(bcast_parts(self, mine, root))
