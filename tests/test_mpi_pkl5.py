@@ -281,3 +281,21 @@ def test_small_objects_sent_head_to_head_go_eagerly_as_standard_mode_sends_do():
         return comm.recv(source=other)["from"]
 
     assert run(2, main).returns == [1, 0]
+
+
+def test_testall_polls_in_simulated_time_and_then_gives_the_results():
+    from collsim.runtime import blocking
+
+    def main():
+        comm = pkl5.Intracomm(MPI.COMM_WORLD)
+        if comm.rank == 1:  # busy for a millisecond before it receives
+            blocking.call(blocking.current_rank().compute(seconds=1e-3))
+            return comm.recv(source=0)
+        requests, polls = [comm.issend("late", dest=1)], 0
+        while True:
+            done, results = pkl5.Request.testall(requests)
+            if done:
+                return polls > 0, results, MPI.Wtime() >= 1e-3, bool(requests[0])
+            polls += 1
+
+    assert run(2, main).returns == [(True, [None], True, False), "late"]

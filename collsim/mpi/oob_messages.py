@@ -141,7 +141,9 @@ class Request(_Handles):
             request.Cancel()
 
     def get_status(self, status=None):
-        return MPIRequest.Get_status_all(list(self), _statuses(status, len(self)))
+        """Whether all its parts are done (the first pending one lets a poll's time pass)."""
+        statuses = _statuses(status, len(self)) or [None] * len(self)
+        return all(request.Get_status(s) for request, s in zip(self, statuses))
 
     def test(self, status=None):
         done, results = MPIRequest.testall(list(self), _statuses(status, len(self)))
@@ -158,9 +160,9 @@ class Request(_Handles):
     @classmethod
     def testall(cls, requests, statuses=None):
         statuses = _fill_to(statuses, len(requests))
-        flat = [r for request in requests for r in request]
-        if not MPIRequest.Get_status_all(flat):
-            return MPIRequest.testall(flat)[0], None  # lets a poll's time pass
+        pending = [r for request in requests for r in request if not r.Get_status()]
+        if pending and not all(r.Get_status() for r in pending):  # after a poll's time
+            return False, None
         return True, cls.waitall(requests, statuses)
 
     @classmethod
