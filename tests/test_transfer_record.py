@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 import collsim
 from collsim import CountOnly, topology
+from collsim.errors import SimulationLimitError
 from collsim.network import Engine, Network
-from collsim.network.flows import Flow, Route
+from collsim.network.engine import Event
+from collsim.network.flows import Flow, Rescheduled, Route
 from collsim.network.trace import Trace
 from collsim.runtime.matching import Mailboxes, Transfer
 from collsim.runtime.ops import Handle
@@ -311,3 +313,21 @@ def test_no_module_outside_the_fast_path_reads_a_route_by_position():
         if lines:
             found[str(path.relative_to(package))] = lines
     assert found == {}
+
+
+def test_the_events_a_stopped_run_leaves_are_typed_records():
+    """A run stopped midway hands its pending events on (``Engine.clear``) as ``Event``
+    records, and a flow whose rate changed waits as a ``Rescheduled`` record naming it and
+    its version: the mailboxes read both by name to free the messages in flight."""
+    engine = Engine(max_time=0.5)
+    net = Network(engine, topology.switch(3, bandwidth="1GB/s", latency=0))
+    net.transfer(0, 2, 1e9, print, "a")  # both share the down link to 2: rates change
+    net.transfer(1, 2, 1e9, print, "b")
+    with pytest.raises(SimulationLimitError):
+        engine.run()  # both would finish at 2 s
+    events = engine.clear()
+    assert events and all(isinstance(event, Event) for event in events)
+    # "a" started alone (its first finish, the bare flow, now stale), then "b" joined:
+    # "a" finishes later, at its version 2; "b"'s first finish is the bare flow
+    rescheduled = [event.arg for event in events if type(event.arg) is Rescheduled]
+    assert [(r.flow.arg, r.version) for r in rescheduled] == [("a", 2)]

@@ -5,7 +5,7 @@ finds and shares them.
 
 from typing import NamedTuple
 
-__all__ = ["Flow", "Route"]
+__all__ = ["Flow", "Route", "Rescheduled"]
 
 
 class Route(NamedTuple):
@@ -25,6 +25,14 @@ class Route(NamedTuple):
     alpha: float  # their summed latency (s): paid before the first byte flows
     beta: float  # the narrowest link's bandwidth (bytes/s): the rate of a flow alone
     shares: tuple  # each link's table of the flows on it (Network.active[link])
+
+
+class Rescheduled(NamedTuple):
+    """A flow's finish event once its rate changed: valid while the flow's ``version`` is
+    still this one (a flow's first finish is the flow itself, with version 1)."""
+
+    flow: "Flow"
+    version: int
 
 
 class Flow:

@@ -34,7 +34,7 @@ from .. import topology
 from ..errors import ConfigError
 from .engine import FINISH, START
 from .faults import LinkFaults
-from .flow import Flow, Route
+from .flow import Flow, Rescheduled, Route
 
 __all__ = ["Network", "Flow", "Route", "MODELS"]
 
@@ -202,7 +202,7 @@ class Network(LinkFaults):
             time = now + (remaining / rate if remaining > 0 else 0.0)
             # a flow's first finish is the flow itself, valid while its version is 1;
             # any later one carries the version it was scheduled at (see _finish)
-            event = flow if version == 1 else (flow, version)
+            event = flow if version == 1 else Rescheduled(flow, version)
             self._schedule(time, FINISH, self._finish_event, event)
         else:
             self._reshare(flow.links)
@@ -229,9 +229,9 @@ class Network(LinkFaults):
     def _finish(self, event):
         # a finish scheduled at version v is stale once the flow's rate changed again
         # (its version moved on); most flows finish as first scheduled, and that event
-        # is the bare flow, for version 1, with no (flow, version) tuple to make
-        if type(event) is tuple:
-            flow, version = event
+        # is the bare flow, for version 1, with no Rescheduled record to make
+        if type(event) is Rescheduled:
+            flow, version = event.flow, event.version
         else:
             flow, version = event, 1
         if version != flow.version:
@@ -259,7 +259,10 @@ class Network(LinkFaults):
         remaining, engine = flow.remaining, self.engine
         delay = remaining / flow.rate if remaining > 0 else 0.0
         engine.at(
-            engine.now + delay, FINISH, self._finish, flow if version == 1 else (flow, version)
+            engine.now + delay,
+            FINISH,
+            self._finish,
+            flow if version == 1 else Rescheduled(flow, version),
         )
 
     def _reshare(self, seed_links):

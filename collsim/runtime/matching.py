@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..hardware.protocols import slowest_class
-from ..network.flows import Flow
+from ..network.flow import Flow, Rescheduled
 from .ops import ANY, CountOnly, Handle, Received
 from .process import PATTERNS, PostGroup
 
@@ -72,8 +72,10 @@ class Mailboxes:
         for waiting in self.wild.values():
             for wild in waiting:
                 yield wild.message.receiver
-        # an event's argument is a flow, or (flow, version) for a rescheduled finish
-        in_flight = [arg[0] if type(arg) is tuple else arg for *_, arg in events]
+        # an event's argument is a flow, or a Rescheduled record naming it
+        in_flight = [
+            event.arg.flow if type(event.arg) is Rescheduled else event.arg for event in events
+        ]
         in_flight += [t for group in self.combining.values() for t in group] + list(flows)
         for transfer in in_flight:
             if isinstance(transfer, Transfer):
