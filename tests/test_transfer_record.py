@@ -331,3 +331,33 @@ def test_the_events_a_stopped_run_leaves_are_typed_records():
     # "a" finishes later, at its version 2; "b"'s first finish is the bare flow
     rescheduled = [event.arg for event in events if type(event.arg) is Rescheduled]
     assert [(r.flow.arg, r.version) for r in rescheduled] == [("a", 2)]
+
+
+def test_a_collectives_steps_are_step_records_of_its_schedules_moves():
+    """A collective's rank program posts each step as a ``Step`` record, read by name by
+    the runtime, whose sends are the schedule's moves from that rank (in order)."""
+    from collsim.collectives.executor import run_schedule
+    from collsim.collectives.registry import build
+    from collsim.runtime.ops import Step, Steps
+
+    schedule = build("all_reduce", "ring", 4)
+
+    def program(rank):
+        inner, value, posted = run_schedule(rank, schedule, np.ones(8)), None, []
+        while True:
+            try:
+                op = inner.send(value)
+            except StopIteration as stop:
+                return stop.value, posted
+            if type(op) is Steps:
+                steps = list(op.steps)
+                posted += steps
+                op = Steps(iter(steps))
+            value = yield op
+
+    out = collsim.Cluster(topology.ring(4), fast=False).run(program)
+    for r, (result, posted) in enumerate(out.returns):
+        assert result.tolist() == [4.0] * 8
+        assert all(type(step) is Step for step in posted)
+        own = [[m for m in step if m.src == r] for step in schedule.steps]
+        assert [[m.meta for m in step.sends] for step in posted] == own

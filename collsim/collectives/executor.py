@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime.group import Group
-from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
+from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Step, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
 from .context import context_of
 from .nccl_choice import opening
@@ -251,7 +251,7 @@ def run_schedule(
 
 
 def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
-    """Rank ``me``'s ``(sends, recvs)`` (:class:`Outgoing` and :class:`Incoming`
+    """Rank ``me``'s :class:`Step` (its :class:`Outgoing` and :class:`Incoming`
     messages) in every step it takes part in, sizes only."""
     sized = {}  # payloads, one per size
     for s, (send_ptr, sends, labels, recv_ptr, recvs) in enumerate(plan):
@@ -270,11 +270,11 @@ def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
         out_recvs = []
         for i in range(first_recv, stop_recv):
             out_recvs.append(Incoming(ranks[recvs[i].src], tag))
-        yield out_sends, out_recvs
+        yield Step(out_sends, out_recvs)
 
 
 def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
-    """Rank ``me``'s ``(sends, recvs)`` in every step it takes part in: sends read views
+    """Rank ``me``'s :class:`Step` in every step it takes part in: sends read views
     of its working buffer (or input), receives land in (or reduce into) views of it."""
 
     def span(chunks):
@@ -295,7 +295,7 @@ def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
         for m in recvs[first_recv:stop_recv]:
             lo, hi = span(m.dst_chunks)
             out_recvs.append(Incoming(ranks[m.src], tag, work[lo:hi], ufunc if m.reduce else None))
-        yield out_sends, out_recvs
+        yield Step(out_sends, out_recvs)
 
 
 def _chunk_bounds(context, n, n_chunks):

@@ -153,9 +153,8 @@ class PostGroup:
                 raise
             if step is None:
                 return True
-            sends, recvs = step
-            execution.charge(proc, len(sends))
-            if self.post(sends, recvs, False):
+            execution.charge(proc, len(step.sends))
+            if self.post(step.sends, step.recvs, False):
                 return False
 
     def all_done(self):
