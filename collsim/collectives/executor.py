@@ -252,8 +252,9 @@ def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
     messages) in every step it takes part in, sizes only."""
     sized = {}  # payloads, one per size
     for s, step in enumerate(plan):
-        first, stop = step.send_ptr[me], step.send_ptr[me + 1]
-        first_recv, stop_recv = step.recv_ptr[me], step.recv_ptr[me + 1]
+        send_ptr, recv_ptr = step.send_ptr, step.recv_ptr
+        first, stop = send_ptr[me], send_ptr[me + 1]
+        first_recv, stop_recv = recv_ptr[me], recv_ptr[me + 1]
         if first == stop and first_recv == stop_recv:
             continue  # this rank takes no part in step s
         tag, sends, labels, recvs = tags[s], step.sends, step.labels, step.recvs
@@ -278,8 +279,9 @@ def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
         return bounds[chunks.start][0], bounds[chunks.stop - 1][1]
 
     for s, step in enumerate(plan):
-        first, stop = step.send_ptr[me], step.send_ptr[me + 1]
-        first_recv, stop_recv = step.recv_ptr[me], step.recv_ptr[me + 1]
+        send_ptr, recv_ptr = step.send_ptr, step.recv_ptr
+        first, stop = send_ptr[me], send_ptr[me + 1]
+        first_recv, stop_recv = recv_ptr[me], recv_ptr[me + 1]
         if first == stop and first_recv == stop_recv:
             continue
         tag, sends, labels, recvs = tags[s], step.sends, step.labels, step.recvs

@@ -153,8 +153,9 @@ class PostGroup:
                 raise
             if step is None:
                 return True
-            execution.charge(proc, len(step.sends))
-            if self.post(step.sends, step.recvs, False):
+            sends = step.sends
+            execution.charge(proc, len(sends))
+            if self.post(sends, step.recvs, False):
                 return False
 
     def all_done(self):
