@@ -25,9 +25,8 @@ __all__ = ["CollectiveContext", "StepPlan", "KeptPlan", "context_of"]
 
 
 class StepPlan(NamedTuple):
-    """One step of a schedule indexed by rank, as the executor reads it: rank r's sends are
-    ``sends[send_ptr[r]:send_ptr[r + 1]]`` (with the trace labels ``labels[...]``), its
-    receives ``recvs[recv_ptr[r]:recv_ptr[r + 1]]``."""
+    """One step of a schedule indexed by rank: rank r's sends (and their trace labels) are
+    ``sends[send_ptr[r]:send_ptr[r + 1]]``, its receives ``recvs[recv_ptr[r]:recv_ptr[r + 1]]``."""
 
     send_ptr: object  # K + 1 positions into sends (an array, or a shared one for a ring)
     sends: tuple  # the step's ChunkMoves, ordered by sender

@@ -135,10 +135,9 @@ class Engine:
         events = []
         for time in sorted(self._at):
             for priority, queue in enumerate(self._at[time]):
-                flat = list(queue)
-                events += [
-                    Event(time, priority, flat[n], flat[n + 1]) for n in range(0, len(flat), 2)
-                ]
+                flat = list(queue)  # callback, arg, callback, arg, ...
+                pairs = zip(flat[::2], flat[1::2])
+                events += [Event(time, priority, callback, arg) for callback, arg in pairs]
         return events
 
     def clear(self):
