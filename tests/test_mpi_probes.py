@@ -154,3 +154,22 @@ def test_a_message_is_received_once_then_its_receive_is_refused_by_name():
     got, error_class, text = returns(main, 1)[0]
     assert got == "once" and error_class == MPI.ERR_REQUEST
     assert "MPI.MESSAGE_NULL" in text and "Mprobe" in text
+
+
+def test_the_classmethods_refuse_what_is_not_a_communicator_and_name_bad_peers():
+    def main():
+        refusals = []
+        for call, args in (
+            (MPI.Message.Iprobe, ("world", 0, 0)),
+            (MPI.Message.Probe, (MPI.COMM_WORLD, 9, 0)),
+            (MPI.Message.iprobe, (MPI.COMM_WORLD, 0, -5)),
+        ):
+            with pytest.raises((TypeError, MPI.Exception)) as refusal:
+                call(*args)
+            refusals.append(str(refusal.value))
+        return refusals
+
+    not_a_comm, bad_source, bad_tag = returns(main, 2)[0]
+    assert "'world'" in not_a_comm and "communicator" in not_a_comm
+    assert "source=9" in bad_source and "0..1" in bad_source
+    assert "tag=-5" in bad_tag and "MPI.ANY_TAG" in bad_tag

@@ -85,12 +85,12 @@ class Message:
     @classmethod
     def Probe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``comm.Mprobe(source, tag, status)``: block until a message comes; it."""
-        return comm.Mprobe(source, tag, status)
+        return _probes_of(comm, "Probe").Mprobe(source, tag, status)
 
     @classmethod
     def Iprobe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``comm.Improbe(source, tag, status)``: the message if one waits, else None."""
-        return comm.Improbe(source, tag, status)
+        return _probes_of(comm, "Iprobe").Improbe(source, tag, status)
 
     probe, iprobe = Probe, Iprobe
 
@@ -181,6 +181,13 @@ class Message:
 def _raw(value, fields):
     """A probed message's receive keeps the bytes until Recv or recv says what they are."""
     return value
+
+
+def _probes_of(comm, call):
+    """``comm`` if it is a communicator (mpi4py's typed argument refuses the rest)."""
+    if not isinstance(comm, Probes):
+        raise TypeError(f"MPI.Message.{call}({comm!r}): give a communicator (MPI.COMM_WORLD)")
+    return comm
 
 
 def _predefined(name):
