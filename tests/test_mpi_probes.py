@@ -173,3 +173,40 @@ def test_the_classmethods_refuse_what_is_not_a_communicator_and_name_bad_peers()
     assert "'world'" in not_a_comm and "communicator" in not_a_comm
     assert "source=9" in bad_source and "0..1" in bad_source
     assert "tag=-5" in bad_tag and "MPI.ANY_TAG" in bad_tag
+
+
+def test_a_probe_that_no_running_rank_can_answer_is_a_deadlock_not_a_poll_to_the_guard(tmp_path):
+    # ranks 1 and 2 send tag 8 and return; rank 0 probes for tag 7, which nobody will ever
+    # send: an MPI program hangs there; collsim polled until --max-ops (5 s of wall time
+    # with the CLI's guard, minutes under the conformance runs' 3,000,000)
+    program = tmp_path / "probe.py"
+    program.write_text(
+        "from mpi4py import MPI\n"
+        "comm = MPI.COMM_WORLD\n"
+        "if comm.rank == 0:\n"
+        "    comm.Mprobe(source=MPI.ANY_SOURCE, tag=7)\n"
+        "else:\n"
+        "    comm.send('another tag', dest=0, tag=8)\n"
+    )
+    outcome = run_cli(["exec", "-n", "3", str(program)], timeout=120)
+    assert outcome.status == 1
+    assert "Mprobe(source=MPI.ANY_SOURCE, tag=7) on rank 0" in outcome.stderr
+    assert "every other rank of the communicator has ended" in outcome.stderr
+    assert "max-ops" not in outcome.stderr
+
+    def main():
+        comm = MPI.COMM_WORLD
+        if comm.rank == 0:  # rank 1 is still running when the probe starts: it waits
+            status = MPI.Status()
+            comm.Probe(source=1, tag=7, status=status)
+            late = comm.recv(source=1, tag=7)
+            with pytest.raises(collsim.DeadlockError, match="Probe\\(source=1, tag=7\\)"):
+                comm.Probe(source=1, tag=7)  # rank 1 has returned by now
+            with pytest.raises(collsim.DeadlockError, match="the caller's own"):
+                comm.Iprobe(source=0) or comm.Probe(source=0)
+            return status.source, late
+        collsim.compute(seconds=1e-3)
+        comm.send("late", dest=0, tag=7)
+        return None
+
+    assert returns(main, 2)[0] == (1, "late")

@@ -2,15 +2,17 @@
 has arrived (or is on its way) before receiving it.
 
 ``Iprobe`` asks the run's mailboxes whether a send to this rank that a receive from
-``source`` with ``tag`` would take is waiting (:meth:`collsim.runtime.rank.Rank.probe`),
-and costs no simulated time when it finds one; one that finds nothing lets a poll's time
-pass, as ``Request.Test`` does, so a loop of them lets the message arrive.  ``Probe``
-polls until one comes.  ``Mprobe`` (and mpi4py's classmethod ``MPI.Message.Probe(comm,
-...)``) returns the message as an ``MPI.Message``, whose ``Recv`` takes exactly that message
-(messages between two ranks with one tag arrive in order, so the receive of that source and
-tag is it); its ``Irecv`` is a request pending until the data has arrived.  ``Improbe``
-(``MPI.Message.Iprobe``) returns one, or None.  The predefined ``MESSAGE_NO_PROC`` is one
-object that every rank of the run shares, so receiving it leaves it as it is (as in mpi4py).
+``source`` with ``tag`` would take is waiting (:meth:`collsim.runtime.rank.Rank.probe`), and
+costs no simulated time when it finds one; one that finds nothing lets a poll's time pass,
+as ``Request.Test`` does, so a loop of them lets the message arrive.  ``Probe`` polls until
+one comes, and raises :class:`~collsim.errors.DeadlockError` once every rank that could send
+it has ended (an MPI program hangs there).  ``Mprobe`` (and mpi4py's classmethod
+``MPI.Message.Probe(comm, ...)``) returns the message as an ``MPI.Message``, whose ``Recv``
+takes exactly that message (messages between two ranks with one tag arrive in order, so the
+receive of that source and tag is it); its ``Irecv`` is a request pending until the data has
+arrived.  ``Improbe`` (``MPI.Message.Iprobe``) returns one, or None.  The predefined
+``MESSAGE_NO_PROC`` is one object that every rank of the run shares, so receiving it leaves
+it as it is (as in mpi4py).
 
 Examples
 --------
@@ -40,6 +42,7 @@ Examples
 
 from typing import NamedTuple
 
+from ..errors import DeadlockError
 from ..runtime import blocking
 from ..runtime.ops import ANY, TagPrefix
 from .exceptions import ERR_REQUEST, mpi_error
@@ -216,14 +219,41 @@ class Probes:
         return True, (self._local(rank, found.src), found.tag[1], found.nbytes)
 
     def _wait_for(self, call, source, tag):
-        """Poll until a matching message waits (simulated time passes between looks)."""
+        """Poll until a matching message waits (simulated time passes between looks); refuse
+        to wait once every rank that could send it has ended, since none ever will."""
         poll = FIRST_POLL
         while True:
             found, fields = self._peek(call, source, tag)
             if found:
                 return fields
+            self._refuse_if_nobody_can_send(call, source, tag)
             blocking.call(blocking.current_rank().compute(seconds=poll, label=f"MPI {call}"))
             poll = min(2 * poll, LAST_POLL)
+
+    def _refuse_if_nobody_can_send(self, call, source, tag):
+        """A DeadlockError when the senders ``source`` names have all ended: the probe would
+        poll until the run's --max-ops guard where an MPI program hangs."""
+        rank, me, size = self._me(call)
+        for r in range(size) if source == ANY_SOURCE else (source,):
+            running = rank.running(self._global(rank, r))
+            # the caller is one running program of its rank: another (a thread) may send
+            if running is None or running > (r == me):
+                return
+        asked = (
+            f"{call}(source={'MPI.ANY_SOURCE' if source == ANY_SOURCE else source}, "
+            f"tag={'MPI.ANY_TAG' if tag == ANY_TAG else tag})"
+        )
+        ended = "has ended without sending a message it matches"
+        why = {
+            ANY_SOURCE: f"every other rank of the communicator {ended}",
+            me: "it is the caller's own, which has sent none it matches and runs nothing else",
+        }.get(source, f"rank {source} of the communicator {ended}")
+        raise DeadlockError(
+            f"{asked} on rank {me}: {why}, so the probe would wait for ever (an MPI program "
+            "hangs here): probe for a source and tag that a rank sends before it returns",
+            waiting={rank.id: [asked]},
+            time=rank.now,
+        )
 
     def Iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         found, fields = self._peek("Iprobe", source, tag)
