@@ -2,12 +2,17 @@
 has arrived (or is on its way) before receiving it.
 
 ``Iprobe`` asks the run's mailboxes whether a send to this rank that a receive from
-``source`` with ``tag`` would take is waiting (:meth:`collsim.runtime.rank.Rank.probe`),
-and costs no simulated time when it finds one; one that finds nothing lets a poll's time
-pass, as ``Request.Test`` does, so a loop of them lets the message arrive.  ``Probe``
-polls until one comes.  ``Mprobe`` returns the message as an ``MPI.Message``, whose
-``Recv`` takes exactly that message (messages between two ranks with one tag arrive in
-order, so the receive of that source and tag is it).
+``source`` with ``tag`` would take is waiting (:meth:`collsim.runtime.rank.Rank.probe`), and
+costs no simulated time when it finds one; one that finds nothing lets a poll's time pass,
+as ``Request.Test`` does, so a loop of them lets the message arrive.  ``Probe`` polls until
+one comes, and raises :class:`~collsim.errors.DeadlockError` once every rank that could send
+it has ended (an MPI program hangs there).  ``Mprobe`` (and mpi4py's classmethod
+``MPI.Message.Probe(comm, ...)``) returns the message as an ``MPI.Message``, whose ``Recv``
+takes exactly that message (messages between two ranks with one tag arrive in order, so the
+receive of that source and tag is it); its ``Irecv`` is a request pending until the data has
+arrived.  ``Improbe`` (``MPI.Message.Iprobe``) returns one, or None.  The predefined
+``MESSAGE_NO_PROC`` is one object that every rank of the run shares, so receiving it leaves
+it as it is (as in mpi4py).
 
 Examples
 --------
@@ -25,69 +30,155 @@ Examples
 ...     return status.tag, got.tolist()
 >>> collsim.runtime.blocking.run(collsim.Cluster(collsim.topology.ring(2)), main).returns[1]
 (4, [0.0, 1.0, 2.0, 3.0, 4.0])
+>>> def matched():
+...     comm = MPI.COMM_WORLD
+...     if comm.rank == 0:
+...         return comm.send({"step": 3}, dest=1, tag=2)
+...     message = MPI.Message.Probe(comm, source=0, tag=2)
+...     return message.irecv().wait(), message == MPI.MESSAGE_NULL
+>>> collsim.runtime.blocking.run(collsim.Cluster(collsim.topology.ring(2)), matched).returns[1]
+({'step': 3}, True)
 """
 
+from typing import NamedTuple
+
+from ..errors import DeadlockError
 from ..runtime import blocking
 from ..runtime.ops import ANY, TagPrefix
+from .exceptions import ERR_REQUEST, mpi_error
 from .messages import MessageTag, land, unpickle
 from .p2p import done_request
-from .request import FIRST_POLL, LAST_POLL
+from .request import FIRST_POLL, LAST_POLL, Compound, Request
 from .specs import buffer_of
-from .status import ANY_SOURCE, ANY_TAG, PROC_NULL
+from .status import ANY_SOURCE, ANY_TAG, PROC_NULL, Status
 
 __all__ = ["Probes", "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC"]
 
 
+class Probed(NamedTuple):
+    """What an ``MPI.Message`` refers to: the receive posted for the probed message (None
+    for the message of ``MPI.PROC_NULL``, ``MPI.MESSAGE_NO_PROC``)."""
+
+    request: Request | None
+
+
+NO_PROCESS = Probed(None)  # the one handle of MESSAGE_NO_PROC and its copies
+
+
 class Message:
     """A probed message (``Mprobe``), taken out of matching at once as MPI's matched probe
-    takes it (a receive is posted for exactly it): ``Recv``/``recv`` complete that one."""
+    takes it (a receive is posted for exactly it): ``Recv``/``Irecv``/``recv``/``irecv``
+    complete that one, and the Message becomes ``MPI.MESSAGE_NULL``.  ``MPI.Message(m)`` is
+    another handle of the message ``m`` refers to (equal to it)."""
 
-    def __init__(self, request=None, source=None):
-        self._request, self._source = request, source  # source: PROC_NULL for no process
+    def __init__(self, message=None):
+        if message is not None and not isinstance(message, Message):
+            # mpi4py's typed argument refuses it with a TypeError too
+            raise TypeError(f"MPI.Message({message!r}): give an MPI.Message to copy, or nothing")
+        self._handle = None if message is None else message._handle
+
+    @classmethod
+    def _of(cls, handle):
+        message = cls()
+        message._handle = handle
+        return message
+
+    # -- matched probes as classmethods, as mpi4py has them --------------------------------
+
+    @classmethod
+    def Probe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """``comm.Mprobe(source, tag, status)``: block until a message comes; it."""
+        return _probes_of(comm, "Probe").Mprobe(source, tag, status)
+
+    @classmethod
+    def Iprobe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """``comm.Improbe(source, tag, status)``: the message if one waits, else None."""
+        return _probes_of(comm, "Iprobe").Improbe(source, tag, status)
+
+    probe, iprobe = Probe, Iprobe
+
+    # -- state ----------------------------------------------------------------------------
 
     def __bool__(self):
-        return self._request is not None or self._source == PROC_NULL
+        return self._handle is not None
 
     def __eq__(self, other):
         if not isinstance(other, Message):
             return NotImplemented
-        if self is other or (not self and not other):
-            return True
-        return self._request is None and (self._source, other._request) == (other._source, None)
+        return self._handle is other._handle
 
-    __hash__ = object.__hash__
+    def __hash__(self):
+        return id(self._handle)
 
-    def _take(self):
-        """The posted receive (the message is used up: it becomes MESSAGE_NULL)."""
-        request, self._request, self._source = self._request, None, None
-        return request
+    def __reduce__(self):
+        # the predefined handles unpickle as themselves, copies of them as copies; a probed
+        # message is a receive posted in this run, which means nothing elsewhere (mpi4py
+        # refuses it too)
+        for name, predefined in (("MESSAGE_NULL", MESSAGE_NULL), ("MESSAGE_NO_PROC", _NO_PROC)):
+            if self is predefined:
+                return (_predefined, (name,))
+            if self == predefined:
+                return (Message, (predefined,))
+        raise ValueError("cannot pickle a probed MPI.Message: receive it first")
 
-    def Recv(self, buf, status=None):
-        request = self._take()
-        value = None if request is None else request.wait(status)
-        if request is None:
-            status_null(status)
-        if value is not None:
-            land(
-                buffer_of(buf, "Message.Recv(buf=...)", writable=True, stores=True),
-                value,
-                "Message.Recv",
-                "the probed message",
+    def __repr__(self):
+        if self._handle is None:
+            return "MPI.MESSAGE_NULL"
+        return "MPI.MESSAGE_NO_PROC" if self._handle is NO_PROCESS else "<MPI.Message probed>"
+
+    def _take(self, call):
+        """The message's handle; the Message becomes MESSAGE_NULL (the predefined
+        MESSAGE_NO_PROC stays itself, as in mpi4py, so that it can be received again)."""
+        handle = self._handle
+        if handle is None:
+            raise mpi_error(
+                ERR_REQUEST,
+                f"Message.{call} on MPI.MESSAGE_NULL: a message is received once; receive "
+                "the Message that Mprobe or Improbe returned",
             )
+        if self is not _NO_PROC:
+            self._handle = None
+        return handle
+
+    # -- receiving it ---------------------------------------------------------------------
+
+    def _receive(self, call, finish):
+        """A Request for the probed message, pending until it has arrived;
+        ``finish(value, status)`` gives its result once it has."""
+        handle = self._take(call)
+        if handle is NO_PROCESS:  # nothing, at once, from PROC_NULL with ANY_TAG
+            return done_request(finish(None, None), (PROC_NULL, ANY_TAG, 0))
+        posted = handle.request
+
+        def conclude(_):
+            status = Status()
+            value = posted.wait(status)
+            return finish(value, status), (status.source, status.tag, status.count)
+
+        return Request(Compound((posted,), f"MPI {call} of a probed message"), conclude)
 
     def Irecv(self, buf):
-        self.Recv(buf)
-        return done_request(None, None)
+        if self._handle is NO_PROCESS:  # buf may be None: nothing lands
+            return self._receive("Irecv", lambda value, status: None)
+        target = buffer_of(buf, "Message.Irecv(buf=...)", writable=True, stores=True)
 
-    def recv(self, status=None):
-        request = self._take()
-        if request is None:
-            status_null(status)
-            return None
-        return unpickle(request.wait(status), "Message.recv")
+        def finish(value, status):
+            origin = f"rank {status.source} (tag {status.tag})"
+            land(target, value, "Message.Irecv", origin)
+
+        return self._receive("Irecv", finish)
+
+    def Recv(self, buf, status=None):
+        self.Irecv(buf).Wait(status)
 
     def irecv(self):
-        return done_request(self.recv(), None)
+        def finish(value, status):
+            return None if value is None else unpickle(value, "Message.irecv")
+
+        return self._receive("irecv", finish)
+
+    def recv(self, status=None):
+        return self.irecv().wait(status)
 
 
 def _raw(value, fields):
@@ -95,14 +186,19 @@ def _raw(value, fields):
     return value
 
 
-def status_null(status):
-    """A receive from PROC_NULL: nothing, from PROC_NULL with ANY_TAG."""
-    if status is not None:
-        status._fill(PROC_NULL, ANY_TAG, 0)
+def _probes_of(comm, call):
+    """``comm`` if it is a communicator (mpi4py's typed argument refuses the rest)."""
+    if not isinstance(comm, Probes):
+        raise TypeError(f"MPI.Message.{call}({comm!r}): give a communicator (MPI.COMM_WORLD)")
+    return comm
+
+
+def _predefined(name):
+    return {"MESSAGE_NULL": MESSAGE_NULL, "MESSAGE_NO_PROC": _NO_PROC}[name]
 
 
 MESSAGE_NULL = Message()
-MESSAGE_NO_PROC = Message(None, PROC_NULL)
+MESSAGE_NO_PROC = _NO_PROC = Message._of(NO_PROCESS)
 
 
 class Probes:
@@ -123,14 +219,41 @@ class Probes:
         return True, (self._local(rank, found.src), found.tag[1], found.nbytes)
 
     def _wait_for(self, call, source, tag):
-        """Poll until a matching message waits (simulated time passes between looks)."""
+        """Poll until a matching message waits (simulated time passes between looks); refuse
+        to wait once every rank that could send it has ended, since none ever will."""
         poll = FIRST_POLL
         while True:
             found, fields = self._peek(call, source, tag)
             if found:
                 return fields
+            self._refuse_if_nobody_can_send(call, source, tag)
             blocking.call(blocking.current_rank().compute(seconds=poll, label=f"MPI {call}"))
             poll = min(2 * poll, LAST_POLL)
+
+    def _refuse_if_nobody_can_send(self, call, source, tag):
+        """A DeadlockError when the senders ``source`` names have all ended: the probe would
+        poll until the run's --max-ops guard where an MPI program hangs."""
+        rank, me, size = self._me(call)
+        for r in range(size) if source == ANY_SOURCE else (source,):
+            running = rank.running(self._global(rank, r))
+            # the caller is one running program of its rank: another (a thread) may send
+            if running is None or running > (r == me):
+                return
+        asked = (
+            f"{call}(source={'MPI.ANY_SOURCE' if source == ANY_SOURCE else source}, "
+            f"tag={'MPI.ANY_TAG' if tag == ANY_TAG else tag})"
+        )
+        ended = "has ended without sending a message it matches"
+        why = {
+            ANY_SOURCE: f"every other rank of the communicator {ended}",
+            me: "it is the caller's own, which has sent none it matches and runs nothing else",
+        }.get(source, f"rank {source} of the communicator {ended}")
+        raise DeadlockError(
+            f"{asked} on rank {me}: {why}, so the probe would wait for ever (an MPI program "
+            "hangs here): probe for a source and tag that a rank sends before it returns",
+            waiting={rank.id: [asked]},
+            time=rank.now,
+        )
 
     def Iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         found, fields = self._peek("Iprobe", source, tag)
@@ -157,9 +280,9 @@ class Probes:
         if status is not None:
             status._fill(*fields)
         if fields[0] == PROC_NULL:
-            return Message(None, PROC_NULL)
+            return Message._of(NO_PROCESS)
         # the first message of that source and tag is the probed one (they arrive in order)
-        return Message(self._receive("Mprobe", fields[0], fields[1], _raw), fields[0])
+        return Message._of(Probed(self._receive("Mprobe", fields[0], fields[1], _raw)))
 
     mprobe = Mprobe
 
