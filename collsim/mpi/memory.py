@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import shorten
 from .dlpack import dlpack_view
-from .exceptions import value_error
+from .exceptions import buffer_error, type_error
 
 __all__ = ["array_of", "Bottom", "BOTTOM", "Get_address", "Aint_add", "Aint_diff", "at_address"]
 
@@ -62,7 +62,9 @@ def Get_address(location):
     if location is None or isinstance(location, Bottom):
         return 0
     owner = location
-    if not isinstance(location, np.ndarray):  # array.array, bytes, DLPack, ...
+    if not isinstance(location, np.ndarray) or not (
+        location.flags.c_contiguous or location.flags.f_contiguous
+    ):  # array.array, bytes, DLPack, ...; a strided view is refused as mpi4py does
         location = array_of(location, "MPI.Get_address(location)")
     address = location.__array_interface__["data"][0]  # strided views too: the first byte
     key = (address, location.nbytes)
@@ -122,7 +124,7 @@ def array_of(spec, what, writable=False):
         try:
             view = memoryview(spec)
         except TypeError:
-            raise value_error(
+            raise type_error(
                 f"{what}: {shorten(spec)} (a {type(spec).__name__}) is not a buffer: give a "
                 "numpy array, array.array or bytes (lowercase calls such as send/bcast take "
                 "any Python object)"
@@ -131,12 +133,12 @@ def array_of(spec, what, writable=False):
     if not spec.flags.c_contiguous and spec.flags.f_contiguous:
         spec = spec.T  # Fortran order: MPI reads its memory as it lies, column by column
     if not spec.flags.c_contiguous:
-        raise value_error(
+        raise buffer_error(
             f"{what}: the array of shape {spec.shape} is not contiguous (a strided view): "
             "pass np.ascontiguousarray(x), and copy the result back if it receives"
         )
     if writable and not spec.flags.writeable:
-        raise value_error(
+        raise buffer_error(
             f"{what}: the array of shape {spec.shape} is read-only, but it receives data: "
             "pass a writeable array, e.g. x.copy()"
         )

@@ -45,7 +45,9 @@ __all__ = ["VectorCollectives"]
 
 def _vector(spec, size, call, arg, writable=False):
     """A v-spec's buffer, with one count and displacement per rank."""
-    buffer = buffer_of(spec, f"{call}({arg}=...)", writable=writable, blocks=max(size, 1))
+    buffer = buffer_of(
+        spec, f"{call}({arg}=...)", writable=writable, blocks=max(size, 1), vector=True
+    )
     if size == 0:  # no neighbours: no blocks
         return Buffer(buffer.data, buffer.datatype, (), ())
     if buffer.counts is None:  # a plain buffer: equal blocks

@@ -1,0 +1,170 @@
+"""Buffer specs (message specifications) as mpi4py parses them.
+
+The oracle is mpi4py's message parser as its documentation and test_msgspec describe it:
+``[buf, count, displ, datatype]`` in any of its shorter forms, with a tuple in the
+count's place meaning ``(count, displ)``, every part that is None inferred, the
+displacement counted in elements; and the exception mpi4py raises for each bad spec
+(ValueError, TypeError, KeyError, BufferError), which collsim raises too, as a
+``ConfigError`` that names the value.
+"""
+
+import array
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import collsim
+from collsim import mpi as MPI
+from collsim.errors import ConfigError
+
+
+def on_one_rank(main):
+    return collsim.exec(main, n=1).returns[0]
+
+
+def sendrecv(send, recv):
+    MPI.COMM_SELF.Sendrecv(send, 0, 0, recv, 0, 0)
+
+
+DATATYPE_OF_CODE = {
+    "b": "SIGNED_CHAR",
+    "h": "SHORT",
+    "i": "INT",
+    "l": "LONG",
+    "B": "UNSIGNED_CHAR",
+    "H": "UNSIGNED_SHORT",
+    "I": "UNSIGNED",
+    "L": "UNSIGNED_LONG",
+    "f": "FLOAT",
+    "d": "DOUBLE",
+}
+
+
+@given(n=st.integers(1, 9), data=st.data(), code=st.sampled_from(sorted(DATATYPE_OF_CODE)))
+def test_count_and_displacement_select_the_elements_numpy_slicing_selects(n, data, code):
+    displ = data.draw(st.integers(0, n), label="displ")
+    count = data.draw(st.integers(0, n - displ), label="count")
+    named = getattr(MPI, DATATYPE_OF_CODE[code])
+    datatype = data.draw(st.sampled_from([None, code, named]), label="datatype")
+    forms = [  # (the spec's items after the buffer, the slice of elements it names)
+        ([(count, displ)], slice(displ, displ + count)),
+        ([count, displ, datatype], slice(displ, displ + count)),
+        ([(count, displ), datatype], slice(displ, displ + count)),
+        ([(None, displ)], slice(displ, n)),  # no count: the rest of the buffer
+        ([None, displ, datatype], slice(displ, n)),
+        ([count], slice(0, count)),
+        ([None, None], slice(0, n)),
+    ]
+
+    def main():
+        landed = []
+        for tail, _ in forms:
+            recv = np.zeros(n, code)
+            sendrecv([np.arange(1, n + 1).astype(code), *tail], [recv, *tail])
+            landed.append(recv.tolist())
+        return landed
+
+    for (tail, part), got in zip(forms, on_one_rank(main), strict=True):
+        expected = np.zeros(n, code)
+        expected[part] = np.arange(1, n + 1).astype(code)[part]
+        assert got == expected.tolist(), tail
+
+
+# (spec, the exception mpi4py raises, words of the message) for a send spec on 5 bytes
+BAD_SPECS = {
+    "five items": (lambda b: [b, 0, 0, "i", None], ValueError, "has 5 items"),
+    "one item": (lambda b: [b], ValueError, "has 1 items"),
+    "NUL typecode": (lambda b: [b, 0, "\0"], KeyError, "cannot map '\\x00'"),
+    "unknown typecode": (lambda b: [b, "zz"], KeyError, "cannot map 'zz'"),
+    "int datatype": (lambda b: [b, 1, 3], KeyError, "cannot map 3"),
+    "negative count": (lambda b: [b, -1, "i"], ValueError, "count=-1"),
+    "negative displacement": (lambda b: [b, 0, -1, "i"], ValueError, "displacement=-1"),
+    "displacement past the end": (lambda b: [b, 0, 2, "i"], ValueError, "displacement 2"),
+    "count on None": (lambda b: [None, 1, 0, "i"], ValueError, "count 1"),
+    "inferred count, 5 bytes of int": (lambda b: [b, None, 0, "i"], ValueError, "5 bytes"),
+    "displacement of DATATYPE_NULL": (
+        lambda b: [b, 0, 1, MPI.DATATYPE_NULL],
+        ValueError,
+        "displacement=1",
+    ),
+    "inferred count of DATATYPE_NULL": (
+        lambda b: [b, None, 0, MPI.DATATYPE_NULL],
+        ValueError,
+        "cannot infer count",
+    ),
+    "float count": (lambda b: [b, 1.0, "B"], TypeError, "count=1.0"),
+    "array count": (lambda b: [b, np.array([2]), "B"], TypeError, "count=array([2])"),
+    "a list is no buffer": (lambda b: [[1, 2, 3, 4], 4, 0, "i"], TypeError, "a list"),
+    "a dict is no buffer": (lambda b: [{1: 2}, 4, 0, "i"], TypeError, "a dict"),
+    "a class is no buffer": (lambda b: object, TypeError, "is not a buffer"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_SPECS))
+def test_a_bad_spec_raises_what_mpi4py_raises_naming_the_value(name):
+    spec, error, words = BAD_SPECS[name]
+
+    def main():
+        try:
+            sendrecv(spec(MPI.Alloc_mem(5)), [None, 0, "B"])
+        except ConfigError as caught:
+            return type(caught).__mro__, str(caught)
+        return None, "accepted"
+
+    mro, message = on_one_rank(main)
+    assert mro is not None, f"{name}: accepted"
+    assert error in mro and ConfigError in mro
+    assert words in message and f"mpi4py raises {error.__name__}" in message
+
+
+def test_counts_that_are_numpy_integers_work_and_numpy_floats_are_a_type_error():
+    def main():
+        recv = bytearray(2)
+        sendrecv([b"abcde", np.int64(2), "B"], [recv, np.array(2), "B"])
+        try:
+            MPI.COMM_SELF.Alltoallv([b"abc", np.array([3.1])], [bytearray(4), (3, [1])])
+        except TypeError as caught:
+            return bytes(recv), str(caught)
+
+    received, message = on_one_rank(main)
+    assert received == b"ab"
+    assert "counts=np.float64(3.1) is not an integer" in message
+
+
+def test_a_v_spec_with_one_count_and_a_list_of_displacements():
+    def main():
+        send, recv = array.array("i", range(6)), array.array("i", [0] * 6)
+        MPI.COMM_SELF.Alltoallv([send, 3, [2], "i"], [recv, (3, [1]), MPI.INT])
+        return recv.tolist()
+
+    assert on_one_rank(main) == [0, 2, 3, 4, 0, 0]
+
+
+def test_memory_that_cannot_receive_or_be_read_in_order_is_a_buffer_error():
+    def main():
+        refusals = []
+        read_only = np.zeros(3)
+        read_only.flags.writeable = False
+        foreign = np.zeros(3, ">i4")
+        for send, recv in [
+            (np.ones(3), read_only),
+            ([bytearray(3), "c"], [memoryview(b"abc"), "c"]),
+            (b"abc", b"abc"),
+            (np.ones((3, 2))[:, 0], np.zeros(3)),  # a strided view
+            (foreign, foreign.copy()),  # a byte order MPI.INT does not have
+        ]:
+            try:
+                sendrecv(send, recv)
+            except BufferError as caught:
+                refusals.append(str(caught))
+        sevens = np.full(3, 7, ">i4")
+        sendrecv([sevens, MPI.INT], [foreign, MPI.INT])  # named: its bytes move as they are
+        return refusals, foreign.tolist()
+
+    refusals, moved = on_one_rank(main)
+    assert len(refusals) == 5
+    assert "read-only" in refusals[0] and "not contiguous" in refusals[3]
+    assert "foreign byte order" in refusals[4] and "[x, MPI.INT]" in refusals[4]
+    assert moved == [7, 7, 7]
