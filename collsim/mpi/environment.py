@@ -19,6 +19,7 @@ collsim; use point-to-point or collective calls
 """
 
 from ..runtime import blocking
+from .buffer_object import buffer
 from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error
 from .settings import run_state
 
@@ -194,17 +195,25 @@ Unpublish_name = _dynamic("Unpublish_name")
 
 
 def Alloc_mem(size, info=None):
-    """``size`` bytes of memory (a bytearray: collsim has no special memory)."""
-    return bytearray(int(size))
+    """``size`` bytes of memory, an ``MPI.buffer`` as mpi4py gives (collsim has no special
+    memory: it is ordinary host memory)."""
+    return buffer.allocate(size)
 
 
 def Free_mem(mem):
-    """Nothing to free: the memory goes when nothing refers to it."""
+    """Release ``mem`` (an ``MPI.buffer``): it is empty from now on; the memory goes when
+    nothing refers to it."""
+    if isinstance(mem, buffer):
+        mem.release()
 
 
 def Attach_buffer(buf):
     """Keep ``buf`` for :func:`Detach_buffer` (``Bsend`` copies into the simulated
-    message at once, so nothing is written into it); one buffer a rank at a time."""
+    message at once, so nothing is written into it); one buffer a rank at a time, and
+    writable memory, as MPI writes into it."""
+    from .memory import array_of
+
+    array_of(buf, "MPI.Attach_buffer(buf)", writable=True)
     attached, rank = _attached()
     if rank in attached:
         raise mpi_error(
