@@ -28,6 +28,7 @@ import weakref
 import numpy as np
 
 from ..errors import shorten
+from .array_interface import Interface, cuda_array_view
 from .dlpack import dlpack_view
 from .exceptions import buffer_error, type_error
 
@@ -118,6 +119,8 @@ def array_of(spec, what, writable=False):
     or, for a buffer that receives, not writable."""
     if spec is None or isinstance(spec, Bottom):
         return np.zeros(0, np.uint8)
+    if isinstance(spec, np.ndarray) and type(spec) is not np.ndarray:
+        spec = np.asarray(spec)  # MPI.buffer, np.matrix: the memory, as a plain array
     if not isinstance(spec, np.ndarray):
         spec = _exported(spec)
     if not isinstance(spec, np.ndarray):
@@ -145,22 +148,14 @@ def array_of(spec, what, writable=False):
     return spec
 
 
-class _Interface:
-    """An object numpy reads through ``__array_interface__`` (a copy of another's)."""
-
-    def __init__(self, interface, owner):
-        self.__array_interface__, self.owner = interface, owner
-
-
 def _exported(obj):
     """A numpy view of an array that exports DLPack or an array interface
     (``__cuda_array_interface__`` too: collsim's "GPU" memory is host memory)."""
     if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
         return dlpack_view(obj)
-    for name in ("__array_interface__", "__cuda_array_interface__"):
-        interface = getattr(obj, name, None)
-        if isinstance(interface, dict):
-            interface = {k: v for k, v in interface.items() if k != "stream"}
-            interface["version"] = 3
-            return np.asarray(_Interface(interface, obj))
+    interface = getattr(obj, "__array_interface__", None)
+    if isinstance(interface, dict):
+        return np.asarray(Interface({**interface, "version": 3}, obj))
+    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, memoryview):
+        return cuda_array_view(obj)
     return obj
