@@ -3,8 +3,8 @@
 mpi4py's helpers read these when they start (``MPI.get_vendor()``, ``MPI.Query_thread()``,
 ``MPI.Get_library_version()``), so they answer: the library is ``collsim``, following MPI
 3.1, and threads are ``THREAD_MULTIPLE`` (each rank is a thread; the engine runs one at a
-time).  One-sided communication (``Win``), MPI-IO (``File``), sessions and dynamic
-processes (``Comm.Spawn``, ports) are not simulated: they raise ``NotImplementedError``
+time).  One-sided communication (``Win``: :mod:`.window`), MPI-IO (``File``), sessions
+and dynamic processes (``Comm.Spawn``, ports) are not simulated: they raise ``NotImplementedError``
 naming the call at once, so a program that needs them stops there.
 
 Examples
@@ -20,8 +20,9 @@ collsim; use point-to-point or collective calls
 
 from ..runtime import blocking
 from .buffer_object import buffer
-from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error
+from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error, unsupported
 from .settings import run_state
+from .window import WIN_NULL, Win
 
 __all__ = [
     "get_vendor",
@@ -129,13 +130,6 @@ def Get_processor_name():
     return f"collsim-rank{blocking.current_rank().id}"
 
 
-def unsupported(call, what="this call"):
-    """The NotImplementedError for a call collsim does not simulate."""
-    return NotImplementedError(
-        f"{call}: {what} is not simulated by collsim; use point-to-point or collective calls"
-    )
-
-
 class _Unsimulated:
     """A handle class of a part of MPI collsim does not simulate: every use raises."""
 
@@ -166,10 +160,6 @@ class _Refusing(type):
         return cls._refuse(name)
 
 
-class Win(_Unsimulated, metaclass=_Refusing, what="one-sided communication (Win)"):
-    """``MPI.Win``: not simulated."""
-
-
 class File(_Unsimulated, metaclass=_Refusing, what="MPI-IO (File)"):
     """``MPI.File``: not simulated."""
 
@@ -178,7 +168,7 @@ class Session(_Unsimulated, metaclass=_Refusing, what="MPI sessions"):
     """``MPI.Session``: not simulated."""
 
 
-WIN_NULL = FILE_NULL = SESSION_NULL = None
+FILE_NULL = SESSION_NULL = None
 
 
 def _dynamic(name):

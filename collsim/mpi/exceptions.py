@@ -181,6 +181,13 @@ def key_error(message):
     return _SpecKeyError(f"{message} (mpi4py raises KeyError)")
 
 
+def unsupported(call, what="this call"):
+    """The NotImplementedError for a call collsim does not simulate."""
+    return builtins.NotImplementedError(
+        f"{call}: {what} is not simulated by collsim; use point-to-point or collective calls"
+    )
+
+
 def buffer_error(message):
     """A ConfigError for memory mpi4py's buffer protocol refuses (its ``BufferError``)."""
     return _SpecBufferError(f"{message} (mpi4py raises BufferError)")
