@@ -168,3 +168,65 @@ def test_memory_that_cannot_receive_or_be_read_in_order_is_a_buffer_error():
     assert "read-only" in refusals[0] and "not contiguous" in refusals[3]
     assert "foreign byte order" in refusals[4] and "[x, MPI.INT]" in refusals[4]
     assert moved == [7, 7, 7]
+
+
+REDUCE_SCATTER_MISMATCHES = {  # (sendbuf, recvbuf, recvcounts, words), as mpi4py refuses
+    "receive count over counts[rank]": (
+        lambda: np.zeros(2, "i"),
+        lambda: np.zeros(3, "i"),
+        [2],
+        "receive count 3 and counts[0] 2",
+    ),
+    "send count over sum(counts)": (
+        lambda: np.zeros(3, "i"),
+        lambda: np.zeros(2, "i"),
+        [2],
+        "send count 3 and receive count 2",
+    ),
+    "in place, receive count under sum(counts)": (
+        lambda: MPI.IN_PLACE,
+        lambda: [np.zeros(4, "i"), 1, MPI.INT],
+        [2],
+        "receive count 1 and sum(counts) 2",
+    ),
+    "datatypes": (
+        lambda: [np.zeros(1, "i"), 1, MPI.INT],
+        lambda: [np.zeros(1, "f"), 1, MPI.FLOAT],
+        [1],
+        "mismatch in send and receive MPI datatypes",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REDUCE_SCATTER_MISMATCHES))
+def test_reduce_scatter_refuses_counts_and_datatypes_that_do_not_match(name):
+    send, recv, counts, words = REDUCE_SCATTER_MISMATCHES[name]
+
+    def main():
+        try:
+            MPI.COMM_SELF.Reduce_scatter(send(), recv(), counts, MPI.SUM)
+        except ValueError as refused:
+            return str(refused)
+
+    assert words in on_one_rank(main)
+
+
+def test_a_v_spec_of_datatype_null_with_no_count_is_refused():
+    def main():
+        try:
+            MPI.COMM_SELF.Alltoallv([bytearray(5), None, [0], MPI.DATATYPE_NULL], [None, 0, "B"])
+        except ValueError as refused:
+            return str(refused)
+
+    assert "cannot infer count" in on_one_rank(main)
+
+
+def test_absolute_addresses_inside_bytes_and_bytearrays_move_at_bottom():
+    def main():
+        sent, received = b"abcxyz", bytearray(6)
+        at = [MPI.Get_address(sent), MPI.Get_address(received)]
+        send, recv = (MPI.Datatype.Create_struct([6], [a], [MPI.CHAR]).Commit() for a in at)
+        MPI.COMM_SELF.Alltoallw([MPI.BOTTOM, [1], [0], [send]], [MPI.BOTTOM, [1], [0], [recv]])
+        return bytes(received)
+
+    assert on_one_rank(main) == b"abcxyz"

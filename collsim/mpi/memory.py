@@ -37,10 +37,11 @@ __all__ = ["array_of", "Bottom", "BOTTOM", "Get_address", "Aint_add", "Aint_diff
 
 def _addressed():
     """The run's buffers whose address Get_address gave, by (first byte, nbytes), each a
-    weak reference (the entry goes when the buffer does), kept by the run's MPI state so
-    they die with it; None outside a run.  MPI.BOTTOM-relative specs (absolute
-    addresses) are read and written only inside these, so a wrong address is refused
-    instead of touching memory no buffer of the run names."""
+    weak reference (the entry goes when the buffer does; bytes and bytearrays, which have
+    none, are held until the run ends), kept by the run's MPI state so they die with it;
+    None outside a run.  MPI.BOTTOM-relative specs (absolute addresses) are read and
+    written only inside these, so a wrong address is refused instead of touching memory
+    no buffer of the run names."""
     from ..runtime import blocking
     from .settings import run_state
 
@@ -73,8 +74,8 @@ def Get_address(location):
     if kept is not None and location.flags.c_contiguous:
         try:
             kept[key] = weakref.ref(owner, lambda _, key=key: kept.pop(key, None))
-        except TypeError:  # bytes and the like have no weak references: not kept
-            pass
+        except TypeError:  # bytes, bytearray: no weak references, so kept until the run ends
+            kept[key] = lambda owner=owner: owner
     return address
 
 
@@ -95,7 +96,8 @@ def at_address(low, high, what):
         owner = ref()
         if owner is not None and base <= low and high <= base + nbytes:
             data = owner if isinstance(owner, np.ndarray) else array_of(owner, what)
-            return data.reshape(-1).view(np.uint8), base
+            if data.__array_interface__["data"][0] == base:  # a bytearray may have moved
+                return data.reshape(-1).view(np.uint8), base
     raise NotImplementedError(
         f"{what}: MPI.BOTTOM with absolute addresses {low}..{high}, inside no buffer whose "
         "address MPI.Get_address gave: collsim reads absolute addresses only there (give "

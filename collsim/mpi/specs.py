@@ -176,6 +176,8 @@ def buffer_of(spec, what, writable=False, blocks=1, stores=False, vector=False):
         return _typed(array, count, datatype, what, writable and not stores, blocks)
     if datatype is None:
         datatype = _inferred(array, buf, what)
+    if not datatype and count is None and array.nbytes:
+        raise value_error(f"{what}: cannot infer count: MPI.DATATYPE_NULL describes no elements")
     if vector and (displ is not None or isinstance(count, list | np.ndarray)):
         return _vector(_elements(array, datatype, what), datatype, (count, displ), what)
     return _simple(array, datatype, count, displ, what, blocks)
@@ -226,8 +228,6 @@ def _simple(array, datatype, count, displ, what, blocks):
             raise value_error(f"{what}: displacement={displ}: a displacement is an int >= 0")
         if displ and not datatype:
             raise value_error(f"{what}: displacement={displ} with MPI.DATATYPE_NULL")
-    if not datatype and count is None and array.nbytes:
-        raise value_error(f"{what}: cannot infer count: MPI.DATATYPE_NULL describes no elements")
     flat = _elements(array, datatype, what, count_given=count is not None)
     if displ:
         if displ > flat.size:
