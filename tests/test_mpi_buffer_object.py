@@ -128,3 +128,10 @@ def test_a_buffer_is_ordinary_memory_to_numpy():
     buf = MPI.buffer(np.arange(4, dtype=np.uint8))
     assert np.frombuffer(buf, np.uint8).tolist() == [0, 1, 2, 3]
     assert buf == buf and buf != MPI.buffer(buf.obj)  # a handle: equal to itself only
+
+
+def test_mpi_4_1_buffer_flush_is_refused_as_mpi4py_refuses_a_call_its_mpi_lacks():
+    assert MPI.Get_version() < (4, 1)
+    for call in (MPI.Flush_buffer, MPI.Iflush_buffer):
+        with pytest.raises(NotImplementedError, match=rf"MPI\.{call.__name__}: MPI 4\.1"):
+            call()

@@ -55,6 +55,8 @@ __all__ = [
     "Unpublish_name",
     "Attach_buffer",
     "Detach_buffer",
+    "Flush_buffer",
+    "Iflush_buffer",
     "Alloc_mem",
     "Free_mem",
     "BSEND_OVERHEAD",
@@ -171,17 +173,21 @@ class Session(_Unsimulated, metaclass=_Refusing, what="MPI sessions"):
 FILE_NULL = SESSION_NULL = None
 
 
-def _dynamic(name):
+def _refused(name, what="dynamic process management (ports, names)"):
     def refuse(*args, **kwargs):
-        raise unsupported(f"MPI.{name}", "dynamic process management (ports, names)")
+        raise unsupported(f"MPI.{name}", what)
 
     refuse.__name__ = name
     return refuse
 
 
-Open_port, Close_port = _dynamic("Open_port"), _dynamic("Close_port")
-Lookup_name, Publish_name = _dynamic("Lookup_name"), _dynamic("Publish_name")
-Unpublish_name = _dynamic("Unpublish_name")
+Open_port, Close_port = _refused("Open_port"), _refused("Close_port")
+Lookup_name, Publish_name = _refused("Lookup_name"), _refused("Publish_name")
+Unpublish_name = _refused("Unpublish_name")
+# MPI 4.1's; collsim follows MPI 3.1, and mpi4py raises NotImplementedError for a call the
+# MPI library lacks (Bsend copies the message at once here, so there is nothing to flush)
+_FLUSH = "MPI 4.1's buffer flush (collsim follows MPI 3.1)"
+Flush_buffer, Iflush_buffer = _refused("Flush_buffer", _FLUSH), _refused("Iflush_buffer", _FLUSH)
 
 
 def Alloc_mem(size, info=None):
