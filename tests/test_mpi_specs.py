@@ -12,7 +12,8 @@ import array
 
 import numpy as np
 import pytest
-from hypothesis import given
+from fuzzkit import check_api
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import collsim
@@ -230,3 +231,30 @@ def test_absolute_addresses_inside_bytes_and_bytearrays_move_at_bottom():
         return bytes(received)
 
     assert on_one_rank(main) == b"abcxyz"
+
+
+FUZZ_VALUES = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.sampled_from([1.5, float("nan"), "x", "", None, (1,), [0], b"ab", object()]),
+)
+
+
+@settings(max_examples=25)
+@given(bad=FUZZ_VALUES, slot=st.sampled_from(["count", "displ", "datatype", "buffer"]))
+def test_fuzz_a_spec_part_succeeds_or_is_refused_naming_it(bad, slot):
+    spec = {"buffer": bad, "count": 2, "displ": 1, "datatype": "i"}
+    spec[slot] = bad
+
+    def main():
+        parts = [spec["buffer"] if slot == "buffer" else np.zeros(4, "i")]
+        MPI.COMM_SELF.Send([*parts, spec["count"], spec["displ"], spec["datatype"]], dest=0)
+        MPI.COMM_SELF.Recv([np.zeros(4, "i"), MPI.INT], source=0)
+
+    check_api(on_one_rank, main, bad=None if bad is None else repr(bad)[:20].rstrip("."))
+
+
+@settings(max_examples=25)
+@given(bad=FUZZ_VALUES)
+def test_fuzz_buffer_sizes_and_addresses_succeed_or_are_refused_naming_them(bad):
+    check_api(MPI.buffer.allocate, bad, bad=repr(bad))
+    check_api(MPI.buffer.fromaddress, 0, bad, bad=repr(bad))

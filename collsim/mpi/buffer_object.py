@@ -37,7 +37,8 @@ import operator
 
 import numpy as np
 
-from .exceptions import buffer_error, type_error, value_error
+from ..units import available_memory, format_size
+from .exceptions import buffer_error, memory_error, type_error, value_error
 
 __all__ = ["buffer"]
 
@@ -51,6 +52,13 @@ def _on_device(obj):
         device = obj.__dlpack_device__()
         return isinstance(device, tuple) and device[:1] != (_KDL_CPU,)
     return hasattr(obj, "__cuda_array_interface__") and not hasattr(obj, "__array_interface__")
+
+
+def _integer(value, call, name):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise type_error(f"{call}({name}={value!r}): {name} is an int") from None
 
 
 class buffer(np.ndarray):  # lowercase: mpi4py's name
@@ -96,18 +104,23 @@ class buffer(np.ndarray):  # lowercase: mpi4py's name
     @staticmethod
     def allocate(nbytes, clear=False):
         """``nbytes`` bytes of fresh memory (always zeroed here, whatever ``clear``)."""
-        nbytes = operator.index(nbytes) if nbytes is not None else None
-        if nbytes is None:
-            raise type_error("MPI.buffer.allocate(None): give a number of bytes")
+        nbytes = _integer(nbytes, "MPI.buffer.allocate", "nbytes")
         if nbytes < 0:
             raise value_error(f"MPI.buffer.allocate({nbytes}): a size is >= 0 bytes")
+        free = available_memory()
+        if free is not None and nbytes > free:  # refused before the system has to kill us
+            raise memory_error(
+                f"MPI.buffer.allocate({nbytes}): {format_size(nbytes)} is more than the "
+                f"{format_size(free)} of memory available"
+            )
         memory = np.zeros(nbytes, np.uint8)  # numpy gives even 0 bytes an address
         return buffer._wrap(memory, memory)
 
     @staticmethod
     def fromaddress(address, nbytes, readonly=False):
         """A buffer of the ``nbytes`` bytes at ``address`` (they must stay alive)."""
-        address, nbytes = operator.index(address), operator.index(nbytes)
+        address = _integer(address, "MPI.buffer.fromaddress", "address")
+        nbytes = _integer(nbytes, "MPI.buffer.fromaddress", "nbytes")
         if nbytes < 0:
             raise value_error(f"MPI.buffer.fromaddress(nbytes={nbytes}): a size is >= 0")
         if address == 0 and nbytes > 0:

@@ -29,6 +29,7 @@ __all__ = [
     "type_error",
     "key_error",
     "buffer_error",
+    "memory_error",
     "ERROR_NAMES",
     "SUCCESS",
     "ERR_BUFFER",
@@ -162,6 +163,10 @@ class _SpecKeyError(ConfigError, KeyError):
     __str__ = builtins.Exception.__str__  # the message as written, not KeyError's repr
 
 
+class _SpecMemoryError(ConfigError, MemoryError):
+    """More memory than the machine has: ``MemoryError``, as mpi4py's allocation raises."""
+
+
 class _SpecBufferError(ConfigError, BufferError):
     """Memory that cannot serve (read-only, strided, foreign byte order): ``BufferError``."""
 
@@ -186,6 +191,11 @@ def unsupported(call, what="this call"):
     return builtins.NotImplementedError(
         f"{call}: {what} is not simulated by collsim; use point-to-point or collective calls"
     )
+
+
+def memory_error(message):
+    """A ConfigError for an allocation larger than the memory available (``MemoryError``)."""
+    return _SpecMemoryError(f"{message} (mpi4py raises MemoryError)")
 
 
 def buffer_error(message):
