@@ -23,7 +23,8 @@ def test_the_address_is_where_python_and_numpy_say_the_memory_is():
     x = np.arange(10, dtype="i")
     assert MPI.Get_address(x) == x.__array_interface__["data"][0]
     assert MPI.Get_address(x[3:]) - MPI.Get_address(x) == 3 * x.itemsize
-    assert MPI.Get_address(x[::2][1:]) == MPI.Get_address(x) + 2 * x.itemsize  # strided
+    with pytest.raises(BufferError, match="not contiguous"):  # strided: mpi4py refuses it
+        MPI.Get_address(x[::2][1:])
     assert MPI.Get_address(None) == MPI.Get_address(MPI.BOTTOM) == 0
 
 

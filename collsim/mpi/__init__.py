@@ -64,6 +64,7 @@ Examples
 
 from . import environment as _environment
 from . import lifecycle as _lifecycle
+from .buffer_object import buffer
 from .buffers import IN_PLACE, InPlace
 from .comm import (  # noqa: F401
     APPNUM,
@@ -211,6 +212,7 @@ __all__ = [
     "InPlace",
     "IN_PLACE",
     "BOTTOM",
+    "buffer",
     "Get_address",
     "Aint_add",
     "Aint_diff",

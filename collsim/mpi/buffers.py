@@ -72,7 +72,7 @@ def check_op(op, call):
     raise mpi_error(ERR_OP, f"{call}(op={op!r}): give an MPI.Op (MPI.SUM, MPI.MAX, ...)")
 
 
-def _same(send, recv, call, send_count=None, recv_count=None, reduction=False):
+def check_same(send, recv, call, send_count=None, recv_count=None, reduction=False):
     """mpi4py's own checks: matching datatypes and counts.  A reduction needs one datatype;
     a copy, one element size (``MPI.BYTE`` and ``MPI.SIGNED_CHAR``: the bytes move)."""
     mismatch = send.data.dtype != recv.data.dtype
@@ -183,7 +183,7 @@ class BufferCollectives:
             x = recv.data[me * n : (me + 1) * n].copy()
         else:
             send = buffer_of(sendbuf, "Allgather(sendbuf=...)")
-            _same(send, recv, "Allgather", send.count * size, recv.count)
+            check_same(send, recv, "Allgather", send.count * size, recv.count)
             x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_gather", x)
@@ -202,7 +202,7 @@ class BufferCollectives:
             x = recv.data.copy()
         else:
             send = buffer_of(sendbuf, "Reduce_scatter_block(sendbuf=...)")
-            _same(send, recv, "Reduce_scatter_block", send.count, recv.count * size, True)
+            check_same(send, recv, "Reduce_scatter_block", send.count, recv.count * size, True)
             n, x = recv.count, send.data
         if native(x, op) and size > 1:
             recv.data[:n] = self._run(rank, "reduce_scatter", x, op=op.collsim)
@@ -219,7 +219,7 @@ class BufferCollectives:
             x = recv.data.copy()
         else:
             send = buffer_of(sendbuf, "Alltoall(sendbuf=...)", blocks=size)
-            _same(send, recv, "Alltoall")
+            check_same(send, recv, "Alltoall")
             x = send.data.view(recv.data.dtype)
         if native(x):
             recv.data[:] = self._run(rank, "all_to_all", x)
@@ -235,7 +235,7 @@ class BufferCollectives:
         if in_place(sendbuf):
             return recv.data.copy()
         send = buffer_of(sendbuf, f"{call}(sendbuf=...)")
-        _same(send, recv, call, reduction=True)
+        check_same(send, recv, call, reduction=True)
         return send.data
 
     # -- over point-to-point --------------------------------------------------------------
@@ -264,7 +264,7 @@ class BufferCollectives:
         n = _block(recv, size, "Gather")
         if sendbuf is not IN_PLACE and sendbuf is not None:  # None at the root: in place
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
-            _same(send, recv, "Gather", send.count * size, recv.count)
+            check_same(send, recv, "Gather", send.count * size, recv.count)
             recv.data[root * n : (root + 1) * n] = send.data.view(recv.data.dtype)
         for r, value in sorted(self._gathered(rank, me, size, root, tag).items()):
             _exactly(value, n, f"Gather: rank {r}")
@@ -285,7 +285,7 @@ class BufferCollectives:
         n = _block(send, size, "Scatter")
         if recvbuf is not IN_PLACE and recvbuf is not None:  # None at the root: in place
             recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True, stores=True)
-            _same(send, recv, "Scatter", n, recv.count)
+            check_same(send, recv, "Scatter", n, recv.count)
             recv.data[:] = send.data[root * n : (root + 1) * n].view(recv.data.dtype)
             recv.store()
         blocks = {r: send.data[r * n : (r + 1) * n] for r in range(size)}

@@ -1,11 +1,13 @@
 """Read an array that exports itself by DLPack (``__dlpack__``) as a numpy view, without a copy.
 
-mpi4py takes any DLPack producer as a buffer; so does collsim, for host memory (a
-``kDLCPU`` device).  The capsule is read with :mod:`ctypes` from the layout the DLPack
-header fixes (``DLTensor``: data, device, ndim, dtype, shape, strides, byte_offset), and
-kept alive, unconsumed, as long as the view: the producer's capsule destructor frees the
-tensor once nothing refers to it, which is the protocol's rule for a capsule nobody
-renamed "used_dltensor".
+mpi4py takes any DLPack producer as a buffer; so does collsim, reading every device's
+memory as the host's (collsim's "GPU" memory is host memory), with mpi4py's checks: a
+``__dlpack_device__`` of two ints, a capsule nobody used, version 1 for a versioned one
+(whose read-only flag makes the view read-only), a shape and contiguous strides.  The
+capsule is read with :mod:`ctypes` from the layout the DLPack header fixes (``DLTensor``:
+data, device, ndim, dtype, shape, strides, byte_offset), and kept alive, unconsumed, as
+long as the view: the producer's capsule destructor frees the tensor once nothing refers
+to it, which is the protocol's rule for a capsule nobody renamed "used_dltensor".
 
 Examples
 --------
@@ -17,12 +19,17 @@ Examples
 """
 
 import ctypes
+import operator
 
 import numpy as np
 
-__all__ = ["dlpack_view"]
+from .array_interface import contiguous_order
+from .exceptions import buffer_error, type_error, value_error
+
+__all__ = ["dlpack_view", "dlpack_device"]
 
 _KDL_CPU = 1
+_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 _KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}  # DLDataTypeCode -> numpy kind
 
 
@@ -69,31 +76,71 @@ class _Keeper:
         self.__array_interface__, self.capsule = interface, capsule
 
 
-def dlpack_view(obj):
-    """A numpy view of ``obj``'s memory through ``obj.__dlpack__()``; a ValueError for a
-    device other than the host."""
-    capsule = obj.__dlpack__()
+def dlpack_device(obj):
+    """``obj.__dlpack_device__()`` checked as mpi4py checks it: a tuple of two ints."""
+    device = obj.__dlpack_device__()
+    if not isinstance(device, tuple):
+        raise type_error(f"__dlpack_device__() gave {device!r}, not a (type, id) tuple")
+    if len(device) != 2:
+        raise value_error(f"__dlpack_device__() gave {device!r}: (device type, device id)")
+    try:
+        return tuple(operator.index(part) for part in device)
+    except TypeError:
+        raise type_error(f"__dlpack_device__() gave {device!r}: two ints") from None
+
+
+def _capsule(obj, stream):
+    """``obj.__dlpack__``'s capsule, asking for a versioned one where the producer can."""
+    try:
+        return obj.__dlpack__(stream=stream, max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0 takes no max_version
+        return obj.__dlpack__(stream=stream)
+
+
+def _tensor(capsule, name):
+    """``(DLTensor, read_only)`` of a capsule, refused unless it is an unused one."""
     if _IS_VALID(capsule, b"dltensor_versioned"):
-        tensor = _Versioned.from_address(_GET_POINTER(capsule, b"dltensor_versioned")).dl_tensor
-    elif _IS_VALID(capsule, b"dltensor"):
-        tensor = _Tensor.from_address(_GET_POINTER(capsule, b"dltensor"))
-    else:
-        raise ValueError(f"{type(obj).__name__}.__dlpack__() gave no DLPack tensor capsule")
-    if tensor.device.device_type != _KDL_CPU:
-        raise ValueError(f"a DLPack tensor on device {tensor.device.device_type}: not host memory")
-    kind, bits, lanes = _KINDS[tensor.dtype.code], tensor.dtype.bits, tensor.dtype.lanes
-    if kind == "f" and lanes == 2:  # two float lanes: a complex (256-bit ones overflow bits)
-        kind, bits, lanes = "c", 2 * bits, 1
-    dtype = np.dtype(f"{kind}{bits * lanes // 8}")
+        managed = _Versioned.from_address(_GET_POINTER(capsule, b"dltensor_versioned"))
+        if managed.version[0] != 1:
+            raise buffer_error(f"{name}: a DLPack tensor of version {managed.version[0]}, not 1")
+        return managed.dl_tensor, bool(managed.flags & _READ_ONLY)
+    if _IS_VALID(capsule, b"dltensor"):
+        return _Tensor.from_address(_GET_POINTER(capsule, b"dltensor")), False
+    raise buffer_error(f"{name}.__dlpack__() gave no unused DLPack capsule ({capsule!r})")
+
+
+def dlpack_view(obj):
+    """A 1-D numpy view of ``obj``'s memory (in memory order) through ``obj.__dlpack__()``.
+
+    Any device is read as host memory (collsim's "GPU" memory is); a device other than the
+    host is asked for its tensor with ``stream=-1`` (no synchronisation), as mpi4py asks."""
+    name = type(obj).__name__
+    device = dlpack_device(obj) if hasattr(obj, "__dlpack_device__") else (_KDL_CPU, 0)
+    capsule = _capsule(obj, None if device[0] == _KDL_CPU else -1)
+    tensor, read_only = _tensor(capsule, name)
+    if tensor.ndim < 0 or tensor.ndim and not tensor.shape:
+        raise buffer_error(f"{name}: a DLPack tensor of {tensor.ndim} dimensions with no shape")
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
-    strides = None
-    if tensor.strides:  # DLPack strides count elements, numpy's bytes
-        strides = tuple(tensor.strides[i] * dtype.itemsize for i in range(tensor.ndim))
+    strides = tuple(tensor.strides[i] for i in range(tensor.ndim)) if tensor.strides else None
+    if any(n < 0 for n in shape):
+        raise buffer_error(f"{name}: a DLPack tensor of shape {shape}")
+    if contiguous_order(shape, strides, 1) is None:
+        raise buffer_error(f"{name}: the DLPack tensor is not contiguous (strides {strides})")
+    code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
+    count = int(np.prod(shape))
+    if code in _KINDS and lanes == 1 or code == 2 and lanes == 2:
+        kind, bits = (_KINDS[code], bits) if lanes == 1 else ("c", 2 * bits)
+        dtype = np.dtype(f"{kind}{bits // 8}")
+    elif code in _KINDS and bits * lanes % 8 == 0:  # lanes of one kind: one wider element
+        dtype = np.dtype(f"{_KINDS[code]}{bits * lanes // 8}")
+    elif bits * lanes in (8, 16, 32, 64):  # an opaque handle: an unsigned of its width
+        dtype = np.dtype(f"u{bits * lanes // 8}")
+    else:  # an opaque handle of another width: its bytes
+        dtype, count = np.dtype(np.uint8), count * (bits * lanes // 8)
     interface = {
         "version": 3,
-        "data": ((tensor.data or 0) + tensor.byte_offset, False),
-        "shape": shape,
+        "data": ((tensor.data or 0) + tensor.byte_offset, read_only),
+        "shape": (count,),
         "typestr": dtype.str,
-        "strides": strides,
     }
     return np.asarray(_Keeper(interface, capsule))

@@ -3,8 +3,8 @@
 mpi4py's helpers read these when they start (``MPI.get_vendor()``, ``MPI.Query_thread()``,
 ``MPI.Get_library_version()``), so they answer: the library is ``collsim``, following MPI
 3.1, and threads are ``THREAD_MULTIPLE`` (each rank is a thread; the engine runs one at a
-time).  One-sided communication (``Win``), MPI-IO (``File``), sessions and dynamic
-processes (``Comm.Spawn``, ports) are not simulated: they raise ``NotImplementedError``
+time).  One-sided communication (``Win``: :mod:`.window`), MPI-IO (``File``), sessions
+and dynamic processes (``Comm.Spawn``, ports) are not simulated: they raise ``NotImplementedError``
 naming the call at once, so a program that needs them stops there.
 
 Examples
@@ -19,8 +19,10 @@ collsim; use point-to-point or collective calls
 """
 
 from ..runtime import blocking
-from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error
+from .buffer_object import buffer
+from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error, unsupported
 from .settings import run_state
+from .window import WIN_NULL, Win
 
 __all__ = [
     "get_vendor",
@@ -53,6 +55,8 @@ __all__ = [
     "Unpublish_name",
     "Attach_buffer",
     "Detach_buffer",
+    "Flush_buffer",
+    "Iflush_buffer",
     "Alloc_mem",
     "Free_mem",
     "BSEND_OVERHEAD",
@@ -128,13 +132,6 @@ def Get_processor_name():
     return f"collsim-rank{blocking.current_rank().id}"
 
 
-def unsupported(call, what="this call"):
-    """The NotImplementedError for a call collsim does not simulate."""
-    return NotImplementedError(
-        f"{call}: {what} is not simulated by collsim; use point-to-point or collective calls"
-    )
-
-
 class _Unsimulated:
     """A handle class of a part of MPI collsim does not simulate: every use raises."""
 
@@ -165,10 +162,6 @@ class _Refusing(type):
         return cls._refuse(name)
 
 
-class Win(_Unsimulated, metaclass=_Refusing, what="one-sided communication (Win)"):
-    """``MPI.Win``: not simulated."""
-
-
 class File(_Unsimulated, metaclass=_Refusing, what="MPI-IO (File)"):
     """``MPI.File``: not simulated."""
 
@@ -177,34 +170,46 @@ class Session(_Unsimulated, metaclass=_Refusing, what="MPI sessions"):
     """``MPI.Session``: not simulated."""
 
 
-WIN_NULL = FILE_NULL = SESSION_NULL = None
+FILE_NULL = SESSION_NULL = None
 
 
-def _dynamic(name):
+def _refused(name, what="dynamic process management (ports, names)"):
     def refuse(*args, **kwargs):
-        raise unsupported(f"MPI.{name}", "dynamic process management (ports, names)")
+        raise unsupported(f"MPI.{name}", what)
 
     refuse.__name__ = name
     return refuse
 
 
-Open_port, Close_port = _dynamic("Open_port"), _dynamic("Close_port")
-Lookup_name, Publish_name = _dynamic("Lookup_name"), _dynamic("Publish_name")
-Unpublish_name = _dynamic("Unpublish_name")
+Open_port, Close_port = _refused("Open_port"), _refused("Close_port")
+Lookup_name, Publish_name = _refused("Lookup_name"), _refused("Publish_name")
+Unpublish_name = _refused("Unpublish_name")
+# MPI 4.1's; collsim follows MPI 3.1, and mpi4py raises NotImplementedError for a call the
+# MPI library lacks (Bsend copies the message at once here, so there is nothing to flush)
+_FLUSH = "MPI 4.1's buffer flush (collsim follows MPI 3.1)"
+Flush_buffer, Iflush_buffer = _refused("Flush_buffer", _FLUSH), _refused("Iflush_buffer", _FLUSH)
 
 
 def Alloc_mem(size, info=None):
-    """``size`` bytes of memory (a bytearray: collsim has no special memory)."""
-    return bytearray(int(size))
+    """``size`` bytes of memory, an ``MPI.buffer`` as mpi4py gives (collsim has no special
+    memory: it is ordinary host memory)."""
+    return buffer.allocate(size)
 
 
 def Free_mem(mem):
-    """Nothing to free: the memory goes when nothing refers to it."""
+    """Release ``mem`` (an ``MPI.buffer``): it is empty from now on; the memory goes when
+    nothing refers to it."""
+    if isinstance(mem, buffer):
+        mem.release()
 
 
 def Attach_buffer(buf):
     """Keep ``buf`` for :func:`Detach_buffer` (``Bsend`` copies into the simulated
-    message at once, so nothing is written into it); one buffer a rank at a time."""
+    message at once, so nothing is written into it); one buffer a rank at a time, and
+    writable memory, as MPI writes into it."""
+    from .memory import array_of
+
+    array_of(buf, "MPI.Attach_buffer(buf)", writable=True)
     attached, rank = _attached()
     if rank in attached:
         raise mpi_error(

@@ -26,6 +26,10 @@ __all__ = [
     "Exception",
     "mpi_error",
     "value_error",
+    "type_error",
+    "key_error",
+    "buffer_error",
+    "memory_error",
     "ERROR_NAMES",
     "SUCCESS",
     "ERR_BUFFER",
@@ -147,3 +151,53 @@ def mpi_error(error_class, message):
 def value_error(message):
     """A ConfigError for what mpi4py refuses itself, with a ``ValueError``."""
     return ConfigError(f"{message} (mpi4py raises ValueError)")
+
+
+class _SpecTypeError(ConfigError, TypeError):
+    """A buffer spec of the wrong type: a ConfigError that is mpi4py's ``TypeError``."""
+
+
+class _SpecKeyError(ConfigError, KeyError):
+    """A typecode with no datatype: a ConfigError that is mpi4py's ``KeyError``."""
+
+    __str__ = builtins.Exception.__str__  # the message as written, not KeyError's repr
+
+
+class _SpecMemoryError(ConfigError, MemoryError):
+    """More memory than the machine has: ``MemoryError``, as mpi4py's allocation raises."""
+
+
+class _SpecBufferError(ConfigError, BufferError):
+    """Memory that cannot serve (read-only, strided, foreign byte order): ``BufferError``."""
+
+
+def type_error(message):
+    """A ConfigError for a spec mpi4py refuses with a ``TypeError`` (not a buffer, a
+    count that is not an integer)."""
+    return _SpecTypeError(f"{message} (mpi4py raises TypeError)")
+
+
+def key_error(message):
+    """A ConfigError for a typecode mpi4py cannot map to a datatype (its ``KeyError``).
+
+    >>> isinstance(key_error("'zz'"), KeyError), str(key_error("'zz'"))
+    (True, "'zz' (mpi4py raises KeyError)")
+    """
+    return _SpecKeyError(f"{message} (mpi4py raises KeyError)")
+
+
+def unsupported(call, what="this call"):
+    """The NotImplementedError for a call collsim does not simulate."""
+    return builtins.NotImplementedError(
+        f"{call}: {what} is not simulated by collsim; use point-to-point or collective calls"
+    )
+
+
+def memory_error(message):
+    """A ConfigError for an allocation larger than the memory available (``MemoryError``)."""
+    return _SpecMemoryError(f"{message} (mpi4py raises MemoryError)")
+
+
+def buffer_error(message):
+    """A ConfigError for memory mpi4py's buffer protocol refuses (its ``BufferError``)."""
+    return _SpecBufferError(f"{message} (mpi4py raises BufferError)")

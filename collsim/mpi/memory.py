@@ -28,18 +28,20 @@ import weakref
 import numpy as np
 
 from ..errors import shorten
+from .array_interface import Interface, cuda_array_view
 from .dlpack import dlpack_view
-from .exceptions import value_error
+from .exceptions import buffer_error, type_error
 
 __all__ = ["array_of", "Bottom", "BOTTOM", "Get_address", "Aint_add", "Aint_diff", "at_address"]
 
 
 def _addressed():
     """The run's buffers whose address Get_address gave, by (first byte, nbytes), each a
-    weak reference (the entry goes when the buffer does), kept by the run's MPI state so
-    they die with it; None outside a run.  MPI.BOTTOM-relative specs (absolute
-    addresses) are read and written only inside these, so a wrong address is refused
-    instead of touching memory no buffer of the run names."""
+    weak reference (the entry goes when the buffer does; bytes and bytearrays, which have
+    none, are held until the run ends), kept by the run's MPI state so they die with it;
+    None outside a run.  MPI.BOTTOM-relative specs (absolute addresses) are read and
+    written only inside these, so a wrong address is refused instead of touching memory
+    no buffer of the run names."""
     from ..runtime import blocking
     from .settings import run_state
 
@@ -62,7 +64,9 @@ def Get_address(location):
     if location is None or isinstance(location, Bottom):
         return 0
     owner = location
-    if not isinstance(location, np.ndarray):  # array.array, bytes, DLPack, ...
+    if not isinstance(location, np.ndarray) or not (
+        location.flags.c_contiguous or location.flags.f_contiguous
+    ):  # array.array, bytes, DLPack, ...; a strided view is refused as mpi4py does
         location = array_of(location, "MPI.Get_address(location)")
     address = location.__array_interface__["data"][0]  # strided views too: the first byte
     key = (address, location.nbytes)
@@ -70,8 +74,8 @@ def Get_address(location):
     if kept is not None and location.flags.c_contiguous:
         try:
             kept[key] = weakref.ref(owner, lambda _, key=key: kept.pop(key, None))
-        except TypeError:  # bytes and the like have no weak references: not kept
-            pass
+        except TypeError:  # bytes, bytearray: no weak references, so kept until the run ends
+            kept[key] = lambda owner=owner: owner
     return address
 
 
@@ -92,7 +96,8 @@ def at_address(low, high, what):
         owner = ref()
         if owner is not None and base <= low and high <= base + nbytes:
             data = owner if isinstance(owner, np.ndarray) else array_of(owner, what)
-            return data.reshape(-1).view(np.uint8), base
+            if data.__array_interface__["data"][0] == base:  # a bytearray may have moved
+                return data.reshape(-1).view(np.uint8), base
     raise NotImplementedError(
         f"{what}: MPI.BOTTOM with absolute addresses {low}..{high}, inside no buffer whose "
         "address MPI.Get_address gave: collsim reads absolute addresses only there (give "
@@ -116,13 +121,15 @@ def array_of(spec, what, writable=False):
     or, for a buffer that receives, not writable."""
     if spec is None or isinstance(spec, Bottom):
         return np.zeros(0, np.uint8)
+    if isinstance(spec, np.ndarray) and type(spec) is not np.ndarray:
+        spec = np.asarray(spec)  # MPI.buffer, np.matrix: the memory, as a plain array
     if not isinstance(spec, np.ndarray):
         spec = _exported(spec)
     if not isinstance(spec, np.ndarray):
         try:
             view = memoryview(spec)
         except TypeError:
-            raise value_error(
+            raise type_error(
                 f"{what}: {shorten(spec)} (a {type(spec).__name__}) is not a buffer: give a "
                 "numpy array, array.array or bytes (lowercase calls such as send/bcast take "
                 "any Python object)"
@@ -131,23 +138,16 @@ def array_of(spec, what, writable=False):
     if not spec.flags.c_contiguous and spec.flags.f_contiguous:
         spec = spec.T  # Fortran order: MPI reads its memory as it lies, column by column
     if not spec.flags.c_contiguous:
-        raise value_error(
+        raise buffer_error(
             f"{what}: the array of shape {spec.shape} is not contiguous (a strided view): "
             "pass np.ascontiguousarray(x), and copy the result back if it receives"
         )
     if writable and not spec.flags.writeable:
-        raise value_error(
+        raise buffer_error(
             f"{what}: the array of shape {spec.shape} is read-only, but it receives data: "
             "pass a writeable array, e.g. x.copy()"
         )
     return spec
-
-
-class _Interface:
-    """An object numpy reads through ``__array_interface__`` (a copy of another's)."""
-
-    def __init__(self, interface, owner):
-        self.__array_interface__, self.owner = interface, owner
 
 
 def _exported(obj):
@@ -155,10 +155,9 @@ def _exported(obj):
     (``__cuda_array_interface__`` too: collsim's "GPU" memory is host memory)."""
     if hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
         return dlpack_view(obj)
-    for name in ("__array_interface__", "__cuda_array_interface__"):
-        interface = getattr(obj, name, None)
-        if isinstance(interface, dict):
-            interface = {k: v for k, v in interface.items() if k != "stream"}
-            interface["version"] = 3
-            return np.asarray(_Interface(interface, obj))
+    interface = getattr(obj, "__array_interface__", None)
+    if isinstance(interface, dict):
+        return np.asarray(Interface({**interface, "version": 3}, obj))
+    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, memoryview):
+        return cuda_array_view(obj)
     return obj

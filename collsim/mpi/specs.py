@@ -1,5 +1,7 @@
-"""Buffer specs as mpi4py takes them: ``buf``, ``[buf, MPI.DOUBLE]``, ``[buf, count, dtype]``,
-``[buf, (counts, displs), dtype]`` and ``[buf, "d"]``.
+"""Buffer specs as mpi4py takes them: ``buf``, ``[buf, MPI.DOUBLE]``, ``[buf, "d"]``,
+``[buf, count]``, ``[buf, (count, displ)]``, ``[buf, count, dtype]``, ``[buf, (count, displ),
+dtype]`` and ``[buf, count, displ, dtype]`` (any of them None: inferred, as mpi4py's message
+parser infers it); a v-collective's counts and displacements are per rank.
 
 ``buf`` is anything with Python's buffer protocol: a numpy array, ``array.array``,
 ``bytes``/``bytearray``/``memoryview``, ``mmap``.  Its datatype is inferred from its type
@@ -7,7 +9,12 @@ code (float64 is ``MPI.DOUBLE``, ``array('i')`` is ``MPI.INT``) unless the spec 
 a named datatype reads the buffer's bytes as its elements, as MPI does (``[int64 array of
 3, MPI.INT]`` is 6 ints).  ``None`` (or ``MPI.BOTTOM``) is an empty buffer.
 :func:`buffer_of` gives a :class:`Buffer`: a flat numpy view of the user's memory (writes
-land in it) with its datatype, and the counts and displacements of a v-spec.
+land in it) with its datatype, and the counts and displacements of a v-spec.  What mpi4py
+refuses is refused with the exception it raises (each a collsim ``ConfigError`` too): a
+spec of 1 or 5 items, a negative count or displacement, a count past the buffer
+(ValueError); an object with no buffer, a count that is not an integer (TypeError); a
+typecode with no datatype (KeyError); read-only memory that receives, a strided view, a
+foreign byte order with no datatype named (BufferError).
 
 Examples
 --------
@@ -19,18 +26,28 @@ Examples
 MPI.INT
 >>> buffer_of([np.zeros(3, np.int64), DATATYPES["INT"]], "Bcast(buf=...)").count
 6
->>> buffer_of([np.zeros(4), ([1, 3], [0, 1]), "d"], "Gatherv(recvbuf=...)").counts
+>>> b = buffer_of([np.arange(5.0), (2, 1)], "Send(buf=...)")  # 2 elements from element 1
+>>> b.data.tolist()
+[1.0, 2.0]
+>>> buffer_of([np.zeros(4), ([1, 3], [0, 1]), "d"], "Gatherv(recvbuf=...)", vector=True).counts
 (1, 3)
+>>> buffer_of([np.zeros(4), 2, "zz"], "Send(buf=...)")
+Traceback (most recent call last):
+...
+collsim.mpi.exceptions._SpecKeyError: Send(buf=...): cannot map 'zz' (the last item of ...) \
+to an MPI datatype (e.g. MPI.DOUBLE or 'd') (mpi4py raises KeyError)
 """
 
+import operator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..collectives.checks import is_int
 from ..errors import shorten
 from .datatypes import BYTE, DATATYPES, Datatype, datatype_of
-from .exceptions import value_error
+from .exceptions import buffer_error, key_error, type_error, value_error
 from .memory import BOTTOM, Bottom, array_of
 from .packing import byte_positions, count_of, gather, scatter
 
@@ -71,44 +88,81 @@ class Buffer:
         return self.data[start : start + self.counts[r]]
 
 
-def _datatype(value, what):
+def _datatype(value, what, spec=None):
     if isinstance(value, Datatype):
         return value
-    if isinstance(value, str):
+    if isinstance(value, str) and value.isprintable():  # "\0" would read as numpy's bool
         found = DATATYPES.get(value) or datatype_of(value)
         if found is not None:
             return found
-    raise value_error(f"{what}: {value!r} is not an MPI datatype (e.g. MPI.DOUBLE or 'd')")
-
-
-def _split(spec, what):
-    """``(buf, count or (counts, displs) or None, datatype or None)`` of a spec."""
-    if not isinstance(spec, list | tuple):
-        return spec, None, None
-    if len(spec) == 2:
-        buf, second = spec
-        if isinstance(second, Datatype | str):
-            return buf, None, _datatype(second, what)
-        return buf, second, None
-    if len(spec) == 3 and isinstance(spec[2], Datatype | str):
-        return spec[0], spec[1], _datatype(spec[2], what)
-    if len(spec) == 4 and isinstance(spec[3], Datatype | str):  # [buf, counts, displs, dt]
-        return spec[0], (spec[1], spec[2]), _datatype(spec[3], what)
-    raise value_error(
-        f"{what}: {shorten(spec)} is not a buffer spec: give an array, [buf, datatype] "
-        "or [buf, count, datatype] (e.g. [x, MPI.DOUBLE])"
+    within = f" (the last item of {shorten(spec)})" if spec is not None else ""
+    raise key_error(
+        f"{what}: cannot map {value!r}{within} to an MPI datatype (e.g. MPI.DOUBLE or 'd')"
     )
 
 
-def buffer_of(spec, what, writable=False, blocks=1, stores=False):
+class Spec(NamedTuple):
+    """A buffer spec's parts, as mpi4py unpacks them (None: not given)."""
+
+    buf: object
+    count: object  # an int, or (v-specs) counts per rank
+    displ: object  # an int, or (v-specs) displacements per rank
+    datatype: object  # a Datatype, or None: inferred from the buffer
+
+
+def _split(spec, what):
+    """A spec's :class:`Spec`: ``buf``, ``[buf, datatype]``, ``[buf, count]``, ``[buf,
+    (count, displ)]``, ``[buf, count or (count, displ), datatype]`` or ``[buf, count, displ,
+    datatype]``; a tuple in the count's place is ``(count, displ)``, as in mpi4py."""
+    if not isinstance(spec, list | tuple):
+        return Spec(spec, None, None, None)
+    if len(spec) == 2:
+        buf, second = spec
+        if isinstance(second, Datatype | str):
+            return Spec(buf, None, None, _datatype(second, what))
+        return Spec(buf, *_pair(second), None)
+    if len(spec) == 3:
+        buf, count, datatype = spec
+        datatype = None if datatype is None else _datatype(datatype, what, spec)
+        return Spec(buf, *_pair(count), datatype)
+    if len(spec) == 4:
+        buf, count, displ, datatype = spec
+        return Spec(
+            buf, count, displ, None if datatype is None else _datatype(datatype, what, spec)
+        )
+    raise value_error(
+        f"{what}: {shorten(spec)} has {len(spec)} items: a buffer spec is an array or a list "
+        "of 2 to 4 items (e.g. [x, MPI.DOUBLE], [x, count, MPI.DOUBLE])"
+    )
+
+
+def _pair(count):
+    """``(count, displ)`` of the count's place: a tuple there is both."""
+    if isinstance(count, tuple):
+        if len(count) != 2:
+            raise value_error(f"{shorten(count)}: a (count, displacement) pair has 2 items")
+        return count
+    return count, None
+
+
+def _index(value, what, name):
+    """``value`` as an int (numpy integers too), or mpi4py's TypeError."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise type_error(f"{what}: {name}={shorten(value)} is not an integer") from None
+
+
+def buffer_of(spec, what, writable=False, blocks=1, stores=False, vector=False):
     """The :class:`Buffer` a buffer spec names; ``what`` names the argument in errors.
 
     ``writable`` buffers receive data.  ``blocks`` is the number of ranks a "B" spec
     (Gather's receive buffer, Scatter's send buffer) holds a block for: an explicit
     count there is per block, as in mpi4py.  ``stores``: the caller calls
     :meth:`Buffer.store` once it has written (only such calls receive into a derived
-    datatype)."""
-    buf, count, datatype = _split(spec, what)
+    datatype).  ``vector``: a v-collective's spec, whose count and displacement are
+    per rank (a list each, or one int for every rank)."""
+    buf, count, displ, datatype = _split(spec, what)
     array = array_of(buf, what, writable)
     derived = datatype is not None and datatype and datatype.numpy is None
     if isinstance(buf, Bottom) and derived and count != 0 and datatype.layout.true_ub > 0:
@@ -117,40 +171,78 @@ def buffer_of(spec, what, writable=False, blocks=1, stores=False):
             "is not simulated by collsim: build the datatype with displacements relative "
             "to one buffer (MPI.Aint_diff of two addresses) and pass that buffer"
         )
-    if derived:
+    if derived:  # a displacement with it is not simulated: _typed refuses a tuple count
+        count = (count, displ) if displ is not None and (vector or displ) else count
         return _typed(array, count, datatype, what, writable and not stores, blocks)
     if datatype is None:
-        datatype = datatype_of(array.dtype)
-        if datatype is None or array.dtype.kind in "OUSV" and array.size:
-            raise value_error(f"{what}: no MPI datatype for a {array.dtype} array")
-        if array.dtype.char == "B" and not isinstance(buf, np.ndarray):
-            datatype = BYTE  # bytes, bytearray: MPI.BYTE, as mpi4py infers
+        datatype = _inferred(array, buf, what)
+    if not datatype and count is None and array.nbytes:
+        raise value_error(f"{what}: cannot infer count: MPI.DATATYPE_NULL describes no elements")
+    if vector and (displ is not None or isinstance(count, list | np.ndarray)):
+        return _vector(_elements(array, datatype, what), datatype, (count, displ), what)
+    return _simple(array, datatype, count, displ, what, blocks)
+
+
+def _inferred(array, buf, what):
+    """The datatype mpi4py infers from the buffer's format."""
+    datatype = datatype_of(array.dtype)
+    if datatype is None or array.dtype.kind in "OUSV" and array.size:
+        raise key_error(f"{what}: cannot map a {array.dtype} array to an MPI datatype")
+    if not array.dtype.isnative:
+        raise buffer_error(
+            f"{what}: a {array.dtype.str} array has a foreign byte order: name the datatype "
+            "([x, MPI.INT]) to move its bytes as they are"
+        )
+    if array.dtype.char == "B" and not isinstance(buf, np.ndarray):
+        return BYTE  # bytes, bytearray: MPI.BYTE, as mpi4py infers
+    return datatype
+
+
+def _elements(array, datatype, what, count_given=False):
+    """The buffer's memory as whole elements of ``datatype`` (1-D); a length that is not a
+    whole number of them is refused unless a count says how many to use."""
     flat = array.reshape(-1)
-    if not datatype:
-        if flat.size:
-            raise value_error(f"{what}: MPI.DATATYPE_NULL describes no elements")
-        return Buffer(flat.view(np.uint8)[:0], datatype)
     element = datatype.numpy
-    if flat.dtype != element:  # MPI reads the bytes as the datatype's elements
-        raw = flat.view(np.uint8)
-        if raw.size % element.itemsize:
-            raise value_error(
-                f"{what}: a buffer of {raw.size} bytes is not a whole number of "
-                f"{datatype!r} elements ({element.itemsize} bytes each)"
-            )
-        flat = raw.view(element)
-    if isinstance(count, tuple) and len(count) == 2:  # (counts, displs)
-        return _vector(flat, datatype, count, what)
-    if isinstance(count, list | tuple):  # counts, packed in rank order
-        return _vector(flat, datatype, (count, None), what)
+    if not datatype:  # DATATYPE_NULL describes no elements
+        return flat.view(np.uint8)[:0]
+    if flat.dtype == element:
+        return flat
+    raw = flat.view(np.uint8)  # MPI reads the bytes as the datatype's elements
+    if raw.size % element.itemsize and not count_given:
+        raise value_error(
+            f"{what}: cannot infer count: a buffer of {raw.size} bytes is not a whole "
+            f"number of {datatype!r} elements ({element.itemsize} bytes each)"
+        )
+    return raw[: raw.size - raw.size % element.itemsize].view(element)
+
+
+def _simple(array, datatype, count, displ, what, blocks):
+    """A plain spec's buffer: ``count`` elements (per block) from element ``displ``."""
     if count is not None:
-        if not is_int(count) or count < 0:
-            raise value_error(f"{what}: count={count!r}: a count is an int >= 0")
-        total = int(count) * blocks
+        count = _index(count, what, "count")
+        if count < 0:
+            raise value_error(f"{what}: count={count}: a count is an int >= 0")
+    if displ is not None:
+        displ = _index(displ, what, "displacement")
+        if displ < 0:
+            raise value_error(f"{what}: displacement={displ}: a displacement is an int >= 0")
+        if displ and not datatype:
+            raise value_error(f"{what}: displacement={displ} with MPI.DATATYPE_NULL")
+    flat = _elements(array, datatype, what, count_given=count is not None)
+    if displ:
+        if displ > flat.size:
+            raise value_error(
+                f"{what}: displacement {displ} is past the buffer's {flat.size} "
+                f"{datatype!r} elements"
+            )
+        flat = flat[displ:]
+    if count is not None:
+        total = count * blocks
         if total > flat.size:
             each = f" ({count} per rank on {blocks} ranks)" if blocks > 1 else ""
+            start = f" from element {displ}" if displ else ""
             raise value_error(
-                f"{what}: count {total}{each} is more than the buffer's {flat.size} "
+                f"{what}: count {total}{each}{start} is more than the buffer's {flat.size} "
                 f"{datatype!r} elements"
             )
         flat = flat[:total]
@@ -174,16 +266,24 @@ def _typed(array, count, datatype, what, unsupported, blocks):
     return Buffer(gather(raw, where, datatype.layout), datatype, raw=raw, where=where)
 
 
+def _ints(values, what, name):
+    """Per-rank counts or displacements as ints (a tuple), one int for every rank, or
+    None; a value that is not an integer is mpi4py's TypeError."""
+    if values is None:
+        return None
+    if isinstance(values, list | tuple) or isinstance(values, np.ndarray) and values.ndim:
+        return tuple(_index(value, what, name) for value in values)
+    return _index(values, what, name)
+
+
 def _vector(flat, datatype, counts_displs, what):
     """A v-spec's buffer: counts (one per rank) and displacements (None: packed in order)."""
-    counts, displs = counts_displs
+    counts = _ints(counts_displs[0], what, "counts")
+    displs = _ints(counts_displs[1], what, "displacements")
     if is_int(counts):  # [buf, (count, displ), dt]: one count (and stride) for every rank,
-        return Buffer(flat, datatype, int(counts), displs)  # spread when the size is known
-    counts = tuple(int(c) for c in counts) if counts is not None else None
+        return Buffer(flat, datatype, counts, displs)  # spread when the size is known
     if displs is None and counts is not None:
         displs = tuple(int(d) for d in np.concatenate([[0], np.cumsum(counts)[:-1]]))
-    elif displs is not None and not is_int(displs):
-        displs = tuple(int(d) for d in displs)
     if counts is not None and any(c < 0 for c in counts):
         raise value_error(f"{what}: counts {list(counts)}: every count is an int >= 0")
     if counts is not None and is_int(displs):

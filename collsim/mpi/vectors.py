@@ -33,7 +33,7 @@ Examples
 """
 
 from ..collectives.checks import is_int
-from .buffers import IN_PLACE, check_op, in_place
+from .buffers import IN_PLACE, check_op, check_same, in_place
 from .exceptions import value_error
 from .messages import land
 from .p2p import done_request
@@ -46,7 +46,9 @@ __all__ = ["VectorCollectives"]
 
 def _vector(spec, size, call, arg, writable=False):
     """A v-spec's buffer, with one count and displacement per rank."""
-    buffer = buffer_of(spec, f"{call}({arg}=...)", writable=writable, blocks=max(size, 1))
+    buffer = buffer_of(
+        spec, f"{call}({arg}=...)", writable=writable, blocks=max(size, 1), vector=True
+    )
     if size == 0:  # no neighbours: no blocks
         return Buffer(buffer.data, buffer.datatype, (), ())
     if buffer.counts is None:  # a plain buffer: equal blocks
@@ -73,6 +75,27 @@ def _vector(spec, size, call, arg, writable=False):
             "give one count (and displacement) per rank"
         )
     return buffer
+
+
+def _reduce_scatter_input(sendbuf, recv, counts, me):
+    """This rank's input to Reduce_scatter, with mpi4py's checks: the send buffer holds
+    sum(counts) elements of the receive buffer's datatype and the receive buffer this
+    rank's count; in place, the receive buffer holds sum(counts)."""
+    call = "Reduce_scatter"
+    if in_place(sendbuf):
+        if recv.count != sum(counts):
+            raise value_error(
+                f"{call}: mismatch in receive count {recv.count} and sum(counts) {sum(counts)}"
+                " (in place, the receive buffer holds every rank's block)"
+            )
+        return recv.data.copy()
+    if recv.count != counts[me]:
+        raise value_error(
+            f"{call}: mismatch in receive count {recv.count} and counts[{me}] {counts[me]}"
+        )
+    send = buffer_of(sendbuf, f"{call}(sendbuf=...)")
+    check_same(send, recv, call, send.count, sum(counts), reduction=True)
+    return send.data
 
 
 def _piece(buffer, r):
@@ -154,11 +177,7 @@ class VectorCollectives:
         counts = [int(c) for c in recvcounts]
         if len(counts) != size:
             raise value_error(f"Reduce_scatter(recvcounts={counts}): give {size} counts")
-        x = (
-            recv.data.copy()
-            if in_place(sendbuf)
-            else buffer_of(sendbuf, "Reduce_scatter(sendbuf=...)").data
-        )
+        x = _reduce_scatter_input(sendbuf, recv, counts, me)
         total = self._reduced(
             rank, me, size, x[: sum(counts)], op, recv.datatype, None, "Reduce_scatter"
         )
