@@ -1,12 +1,14 @@
 """Read memory that an object describes by ``__cuda_array_interface__`` (CuPy, Numba, PyTorch
 on a GPU), checked as mpi4py checks it, as a flat numpy view.
 
-collsim's "GPU" memory is host memory, so the pointer is read as the host's.  The dict
-must have ``data`` (``(pointer, read_only)``), ``typestr`` (native or ``|`` byte order),
-``shape`` and optionally ``strides`` (contiguous, C or Fortran order), ``descr`` (a list)
-and ``mask`` (None); a missing key is a KeyError, a value of the wrong type a TypeError, a
-wrong length or item size a ValueError, and memory MPI cannot use as it lies (masked,
-strided, negative extents, a foreign byte order) a BufferError, each as mpi4py raises it.
+collsim's "GPU" memory is host memory, so the pointer is read as the host's, once
+:mod:`~collsim.mpi.host_memory` has checked that the host can read it (a real GPU's
+cannot). The dict must have ``data`` (``(pointer, read_only)``), ``typestr`` (native or
+``|`` byte order), ``shape`` and optionally ``strides`` (contiguous, C or Fortran order),
+``descr`` (a list) and ``mask`` (None); a missing key is a KeyError, a value of the wrong
+type a TypeError, a wrong length or item size a ValueError, and memory MPI cannot use as
+it lies (masked, strided, negative extents, a foreign byte order) a BufferError, each as
+mpi4py raises it.
 
 Examples
 --------
@@ -26,6 +28,7 @@ import numpy as np
 
 from ..errors import shorten
 from .exceptions import buffer_error, key_error, type_error, value_error
+from .host_memory import check_host_memory
 
 __all__ = ["cuda_array_view", "contiguous_order", "Interface"]
 
@@ -111,5 +114,6 @@ def cuda_array_view(obj, what="MPI.buffer(obj)"):
                 stacklevel=4,
             )
         typestr, count = "|u1", count * itemsize
+    check_host_memory(data[0], count * np.dtype(typestr).itemsize, what)  # not a real GPU's
     flat = {"version": 3, "data": (data[0], bool(data[1])), "shape": (count,), "typestr": typestr}
     return np.asarray(Interface(flat, obj))

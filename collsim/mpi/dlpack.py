@@ -1,7 +1,9 @@
 """Read an array that exports itself by DLPack (``__dlpack__``) as a numpy view, without a copy.
 
 mpi4py takes any DLPack producer as a buffer; so does collsim, reading every device's
-memory as the host's (collsim's "GPU" memory is host memory), with mpi4py's checks: a
+memory as the host's (collsim's "GPU" memory is host memory) once the host can read it
+(:mod:`~collsim.mpi.host_memory`: a real GPU's pointer is refused, not read), with
+mpi4py's checks: a
 ``__dlpack_device__`` of two ints, a capsule nobody used, version 1 for a versioned one
 (whose read-only flag makes the view read-only), a shape and contiguous strides.  The
 capsule is read with :mod:`ctypes` from the layout the DLPack header fixes (``DLTensor``:
@@ -25,6 +27,7 @@ import numpy as np
 
 from .array_interface import contiguous_order
 from .exceptions import buffer_error, type_error, value_error
+from .host_memory import check_host_memory
 
 __all__ = ["dlpack_view", "dlpack_device"]
 
@@ -137,9 +140,12 @@ def dlpack_view(obj):
         dtype = np.dtype(f"u{bits * lanes // 8}")
     else:  # an opaque handle of another width: its bytes
         dtype, count = np.dtype(np.uint8), count * (bits * lanes // 8)
+    address = (tensor.data or 0) + tensor.byte_offset
+    if device[0] != _KDL_CPU:  # read as the host's only if the host can (a real GPU's: no)
+        check_host_memory(address, count * dtype.itemsize, f"{name} on device {device}")
     interface = {
         "version": 3,
-        "data": ((tensor.data or 0) + tensor.byte_offset, read_only),
+        "data": (address, read_only),
         "shape": (count,),
         "typestr": dtype.str,
     }

@@ -159,5 +159,5 @@ def _exported(obj):
     if isinstance(interface, dict):
         return np.asarray(Interface({**interface, "version": 3}, obj))
     if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, memoryview):
-        return cuda_array_view(obj)
+        return cuda_array_view(obj, f"{type(obj).__name__}.__cuda_array_interface__")
     return obj
