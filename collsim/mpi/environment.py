@@ -98,7 +98,8 @@ def Query_thread():
 
 
 def Is_thread_main():
-    return True
+    """Whether the caller is its rank's own code, not a thread that code started."""
+    return blocking.in_main_thread()
 
 
 def Pcontrol(level):
