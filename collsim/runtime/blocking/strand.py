@@ -9,11 +9,13 @@ resumes it with the result.
 """
 
 import ctypes
+import itertools
 import inspect
 import signal
 import sys
 import threading
 import time
+import types
 
 from ...network import FINISH
 from ..ops import Handle, Wait
@@ -63,6 +65,9 @@ class Strand:
         self.running = False  # it holds the baton (the engine waits for it)
         self.in_user_code = False  # its waits on threading's primitives pass the baton
         self.stopped = False  # the run ended without this rank: every later call raises
+        # "Thread-N" numbers its rank's threads from 1, as each process of a real run does
+        # (a thread it starts shares it: set by the start)
+        self.thread_numbers = itertools.count(1)
         # "MainThread" as in a real process (mpi4py's test_threads reads the name)
         self.thread = thread or threading.Thread(target=self._body, name="MainThread", daemon=True)
         # the strand's end, which a Thread.join() of it waits on in simulated time
@@ -105,11 +110,17 @@ class Strand:
             self.to_engine.release()
 
     def _excepthook(self, exc):
-        args = threading.ExceptHookArgs([type(exc), exc, exc.__traceback__, self.thread])
+        """Print ``exc`` as Python prints an exception that ends a thread, its traceback
+        from threading's frame that ran the thread (this one, in between, is left out)."""
+        bootstrap = sys._getframe(2)  # _bootstrap_inner, which called run(): this _body
+        tb = types.TracebackType(
+            exc.__traceback__.tb_next, bootstrap, bootstrap.f_lasti, bootstrap.f_lineno
+        )
+        args = threading.ExceptHookArgs([type(exc), exc.with_traceback(tb), tb, self.thread])
         try:
             threading.excepthook(args)
         finally:
-            del args, exc  # the traceback holds this frame
+            del args, exc, tb, bootstrap  # the traceback holds this frame
 
     def post(self, x):
         """Hand ``x`` to the engine and sleep until it resumes this strand."""
@@ -206,8 +217,14 @@ def proxy(rank, strand):
 
 def waiting(rank, handle, timeout=None):
     """A program that waits until ``handle`` completes (its value) or, after ``timeout``
-    simulated seconds, gives False: what a strand posts to wait on a thread primitive."""
-    if timeout is not None and not handle.done:
+    simulated seconds, gives False: what a strand posts to wait on a thread primitive.
+    It waits on a handle of its own, so that a timeout leaves ``handle`` (a thread's end,
+    which others may join) as it is."""
+    if handle.done:
+        return handle.value
+    wake = Handle(handle.what)
+    handle.callbacks.append(lambda: wake.done or wake.complete(handle.value))
+    if timeout is not None:
         engine = rank._execution.engine
-        engine.at(engine.now + timeout, FINISH, lambda _: handle.done or handle.complete(False))
-    return (yield Wait((handle,)))
+        engine.at(engine.now + timeout, FINISH, lambda _: wake.done or wake.complete(False))
+    return (yield Wait((wake,)))

@@ -52,6 +52,7 @@ _plain_join = threading.Thread.join
 _plain_wait = threading.Condition.wait
 _plain_simple_queue = queue.SimpleQueue
 _plain_clock = threading._time
+_plain_counter = threading._counter
 _runs = [0]  # blocking runs going on; the patches are in place while there is one
 _runs_lock = threading.Lock()
 
@@ -82,6 +83,7 @@ def _start(thread):
     finally:
         parent.in_user_code = True
     thread._collsim_strand = child
+    child.thread_numbers = parent.thread_numbers
     execution = parent.rank._execution
     engine = execution.engine
 
@@ -144,6 +146,12 @@ def _wait(cond, timeout=None):
                 cond._waiters.remove(waiter)
 
 
+def _thread_number():
+    """threading's counter behind the names ``Thread-N``: numbered from 1 in each rank."""
+    me = _cooperative()
+    return next(me.thread_numbers) if me is not None else _plain_counter()
+
+
 def _clock():
     """threading's and queue's clock during a run: simulated seconds in a strand, so that
     timeouts computed from it (``Semaphore.acquire(timeout=...)``) agree with the waits."""
@@ -156,6 +164,7 @@ def _patch():
     threading.Condition.wait = _wait
     queue.SimpleQueue = queue._PySimpleQueue  # the C one blocks the Python thread
     threading._time = queue.time = _clock
+    threading._counter = _thread_number
 
 
 def _restore():
@@ -163,6 +172,7 @@ def _restore():
     threading.Condition.wait = _plain_wait
     queue.SimpleQueue = _plain_simple_queue
     threading._time = queue.time = _plain_clock
+    threading._counter = _plain_counter
 
 
 @contextlib.contextmanager
