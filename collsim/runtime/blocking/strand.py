@@ -9,8 +9,8 @@ resumes it with the result.
 """
 
 import ctypes
-import itertools
 import inspect
+import itertools
 import signal
 import sys
 import threading
