@@ -80,10 +80,10 @@ def _note_others(exc, team, size):
 
 def _state(strand):
     """``"blocked at ring.py:12 in main"``, ``"finished"``, ...: what ``strand`` was doing."""
+    if strand is not None and strand.running:  # interrupted (Ctrl-C) while its code ran
+        return f"running at {strand.running_at()}"
     if strand is None or not strand.request:
         return "not started"
-    if strand.running:  # interrupted (Ctrl-C) while its code ran
-        return f"running at {strand.running_at()}"
     kind = strand.request[0]
     return {
         "call": f"blocked at {strand.where}",
