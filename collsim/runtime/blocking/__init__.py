@@ -41,6 +41,7 @@ Examples
 from .calls import call, calling_rank, compute, current_rank, in_main_thread, now, stopped
 from .runs import MAX_THREADS, run
 from .strand import Aborted
+from .threads import ThreadLock
 
 __all__ = [
     "run",
@@ -53,4 +54,5 @@ __all__ = [
     "in_main_thread",
     "MAX_THREADS",
     "Aborted",
+    "ThreadLock",
 ]
