@@ -88,40 +88,6 @@ t.join()
 print("rank", MPI.COMM_WORLD.Get_rank(), "goes on", t.is_alive())
 """
 
-# mpi4py's per-communicator lock, held by one thread across a receive that another thread
-# of the rank must wait for: the waiting thread hands the baton back, the rank's own code
-# sends, and the lock passes in order
-COMM_LOCK = """\
-import threading
-from mpi4py import MPI
-
-comm = MPI.COMM_WORLD
-me = comm.Get_rank()
-lock = MPI._comm_lock(comm, "mine")
-order, got = [], bytearray(1)
-
-
-def holder():
-    with lock:
-        order.append("holder has it")
-        comm.Recv(got, source=me, tag=1)
-        order.append(f"holder got {got[0]}")
-
-
-def waiter():
-    with lock:
-        order.append("waiter has it")
-
-
-threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
-for t in threads:
-    t.start()
-comm.Send(bytearray([me + 40]), dest=me, tag=1)
-for t in threads:
-    t.join()
-print(order, lock.locked())
-"""
-
 
 def _exec(tmp_path, text, n, *flags):
     script = tmp_path / "script.py"
@@ -163,14 +129,6 @@ def test_an_exception_in_a_thread_is_printed_and_its_rank_goes_on(tmp_path):
         assert f"[1,{r}]<stderr>:ValueError: from a thread" in done.stderr
         assert f"[1,{r}]<stdout>:rank {r} goes on False" in done.stdout
     assert "in _bootstrap_inner" in done.stderr and "strand.py" not in done.stderr
-
-
-def test_mpi4pys_comm_lock_held_across_a_receive_passes_to_the_waiting_thread(tmp_path):
-    done = _exec(tmp_path, COMM_LOCK, 2)
-    assert done.returncode == 0, done.stderr
-    for r in range(2):
-        order = ["holder has it", f"holder got {r + 40}", "waiter has it"]
-        assert f"[1,{r}]<stdout>:{order} False" in done.stdout
 
 
 def test_the_same_threaded_program_gives_the_same_trace_byte_for_byte(tmp_path):

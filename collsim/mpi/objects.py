@@ -44,6 +44,8 @@ Examples
 (6, ['r0', 'r1', 'r2'], {'k': 3})
 """
 
+import threading
+
 import numpy as np
 
 from ..collectives.chain import chain_scan
@@ -265,5 +267,4 @@ def comm_lock_table(comm, rank=None):
 def comm_lock(comm, key=None, rank=None):
     """mpi4py's ``MPI._comm_lock(comm, key)``: the lock ``key`` of ``comm``'s table."""
     table = comm_lock_table(comm, rank)
-    # a thread waiting for it hands the run's baton back (a threading.Lock would stop the run)
-    return table.setdefault(key, blocking.ThreadLock())
+    return table.setdefault(key, threading.Lock())

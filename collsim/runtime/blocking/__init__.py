@@ -41,7 +41,6 @@ Examples
 from .calls import call, calling_rank, compute, current_rank, in_main_thread, now, stopped
 from .runs import MAX_THREADS, run
 from .strand import Aborted
-from .threads import ThreadLock
 
 __all__ = [
     "run",
@@ -54,5 +53,4 @@ __all__ = [
     "in_main_thread",
     "MAX_THREADS",
     "Aborted",
-    "ThreadLock",
 ]

@@ -12,12 +12,10 @@ Python thread, and wait in simulated time: ``Thread.join``, and every
 ``threading.Condition.wait`` and what is built on it (``Event``, ``Semaphore``,
 ``Barrier``, ``queue.Queue``, ``concurrent.futures``' futures and pools;
 ``queue.SimpleQueue`` is the pure-Python one during a run).  Their timeouts are simulated
-seconds.  :class:`ThreadLock` is a lock whose waits do the same (mpi4py's
-``MPI._comm_lock`` gives one).  Not covered: a plain ``threading.Lock`` (or ``RLock``)
-that one thread holds across a blocking collsim call while another thread of the run
-waits for it, and any wait outside Python's thread primitives (a socket, a pipe): the
-Python thread blocks, the run stops advancing, and Ctrl-C stops it with a report naming
-the thread and its line.
+seconds.  Not covered: a plain ``Lock`` (or ``RLock``) that one thread holds across a
+blocking collsim call while another thread of the run waits for it, and any wait outside
+Python's thread primitives (a socket, a pipe): the Python thread blocks, the run stops
+advancing, and Ctrl-C stops it with a report naming the thread and its line.
 
 Python's own ``start``, ``join``, ``Condition.wait`` and clocks are put back when the last
 run ends; threads that no rank started are never changed.
@@ -47,7 +45,7 @@ from ...network import FINISH, START
 from ..ops import Handle
 from .strand import Aborted, Strand, current_strand, proxy, waiting
 
-__all__ = ["threads_are_strands", "ThreadLock"]
+__all__ = ["threads_are_strands"]
 
 _plain_start = threading.Thread.start
 _plain_join = threading.Thread.join
@@ -146,50 +144,6 @@ def _wait(cond, timeout=None):
         if not woke:
             with contextlib.suppress(ValueError):
                 cond._waiters.remove(waiter)
-
-
-class ThreadLock:
-    """A lock for the threads of a run: one waiting to acquire it hands the baton back and
-    waits in simulated time, where a ``threading.Lock`` held across a blocking call would
-    stop the run.  Outside a run it is an ordinary lock.
-
-    >>> lock = ThreadLock()
-    >>> with lock:
-    ...     lock.locked(), lock.acquire(blocking=False)
-    (True, False)
-    >>> lock.locked()
-    False
-    """
-
-    def __init__(self):
-        self._turn = threading.Condition(threading.Lock())
-        self._held = False
-
-    def acquire(self, blocking=True, timeout=-1):
-        with self._turn:
-            if self._held and blocking:
-                limit = None if timeout is None or timeout < 0 else timeout
-                self._turn.wait_for(lambda: not self._held, limit)
-            if self._held:
-                return False
-            self._held = True
-            return True
-
-    def release(self):
-        with self._turn:
-            if not self._held:
-                raise RuntimeError("release unlocked lock")
-            self._held = False
-            self._turn.notify()
-
-    def locked(self):
-        return self._held
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc_info):
-        self.release()
 
 
 def _thread_number():
