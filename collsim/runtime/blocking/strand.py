@@ -204,7 +204,9 @@ def proxy(rank, strand):
             finally:
                 request = None  # the error's traceback holds this frame: not the error
         if kind in ("return", "aborted"):
-            strand.ended.complete(True)  # its joiners go on
+            # its joiners go on, from the engine's loop: not inside this generator's step
+            engine = rank._execution.engine
+            engine.at(engine.now, FINISH, lambda _: strand.ended.complete(True))
             return request[1] if kind == "return" else None
         x = request[1]
         try:

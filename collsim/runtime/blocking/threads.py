@@ -12,10 +12,11 @@ Python thread, and wait in simulated time: ``Thread.join``, and every
 ``threading.Condition.wait`` and what is built on it (``Event``, ``Semaphore``,
 ``Barrier``, ``queue.Queue``, ``concurrent.futures``' futures and pools;
 ``queue.SimpleQueue`` is the pure-Python one during a run).  Their timeouts are simulated
-seconds.  Not covered: a plain ``Lock`` (or ``RLock``) that one thread holds across a
-blocking collsim call while another thread of the run waits for it, and any wait outside
-Python's thread primitives (a socket, a pipe): the Python thread blocks, the run stops
-advancing, and Ctrl-C stops it with a report naming the thread and its line.
+seconds.  Not covered: a plain ``Lock`` (or ``RLock``; mpi4py's ``MPI._comm_lock`` gives
+one) that one thread holds across a blocking collsim call while another thread of the run
+waits for it, and any wait outside Python's thread primitives (a socket, a pipe): the
+Python thread blocks, the run stops advancing, and Ctrl-C stops it with a report naming
+the thread and its line.
 
 Python's own ``start``, ``join``, ``Condition.wait`` and clocks are put back when the last
 run ends; threads that no rank started are never changed.
