@@ -88,6 +88,18 @@ t.join()
 print("rank", MPI.COMM_WORLD.Get_rank(), "goes on", t.is_alive())
 """
 
+# a daemon thread still waiting when the rank's code ends, as a background helper does
+DAEMON_LEFT_WAITING = """\
+import threading
+from mpi4py import MPI
+
+never = threading.Event()
+helper = threading.Thread(target=never.wait, daemon=True)
+helper.start()
+MPI.COMM_WORLD.Barrier()
+print("done", helper.is_alive())
+"""
+
 
 def _exec(tmp_path, text, n, *flags):
     script = tmp_path / "script.py"
@@ -129,6 +141,15 @@ def test_an_exception_in_a_thread_is_printed_and_its_rank_goes_on(tmp_path):
         assert f"[1,{r}]<stderr>:ValueError: from a thread" in done.stderr
         assert f"[1,{r}]<stdout>:rank {r} goes on False" in done.stdout
     assert "in _bootstrap_inner" in done.stderr and "strand.py" not in done.stderr
+
+
+def test_a_daemon_thread_left_waiting_ends_with_its_rank_but_a_plain_one_is_reported(tmp_path):
+    done = _exec(tmp_path, DAEMON_LEFT_WAITING, 2)
+    assert done.returncode == 0, done.stderr  # as the interpreter ends it at exit
+    assert "[1,1]<stdout>:done True" in done.stdout
+    done = _exec(tmp_path, DAEMON_LEFT_WAITING.replace("daemon=True", "daemon=False"), 2)
+    assert done.returncode == 1  # Python would wait for it for ever at exit
+    assert "rank 0 (thread Thread-1 (wait)) waits in" in done.stderr
 
 
 def test_the_same_threaded_program_gives_the_same_trace_byte_for_byte(tmp_path):

@@ -75,6 +75,12 @@ class Strand:
         team.append(self)
 
     @property
+    def daemon(self):
+        """A daemon thread the rank started: one still waiting when everything else has
+        ended is no deadlock (the interpreter ends daemon threads at exit)."""
+        return not self.main and self.thread.daemon
+
+    @property
     def name(self):
         """``"main"`` for the rank's own code, ``"thread Thread-1"`` for one it started."""
         return "main" if self.main else f"thread {self.thread.name}"
