@@ -277,3 +277,19 @@ def test_any_number_of_threads_a_rank_starts_exchange_on_a_ring(k, threads):
     for r, received in enumerate(result.returns):
         assert received == [((r - 1) % k, i) for i in range(threads)]
     assert threading.Thread.start.__name__ == "start"  # Python's own again after the run
+
+
+def _woken_long_before_its_timeout():
+    from mpi4py import MPI
+
+    go = threading.Event()
+    t = threading.Thread(target=go.set)
+    t.start()
+    woke = go.wait(timeout=1e9)  # far past the max_time guard (a day), set at once
+    t.join()
+    return woke, MPI.Wtime()
+
+
+def test_a_wait_woken_before_a_long_timeout_does_not_trip_the_time_guard():
+    result = collsim.exec(_woken_long_before_its_timeout, n=2, echo=False)
+    assert result.returns == [(True, 0.0)] * 2 and result.time == 0.0
