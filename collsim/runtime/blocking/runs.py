@@ -37,26 +37,27 @@ def run(cluster, main, *args, **kwargs):
         return (yield from proxy(rank, Strand(rank, body, team)))
 
     deadline = None  # wait for every thread to end, except after Ctrl-C
-    with threads_are_strands():  # still in place while the strands unwind
-        try:
-            return cluster.run(program)
-        except BaseException as exc:
-            if not isinstance(exc, Aborted):
-                _note_others(exc, team, cluster.size)
-            if isinstance(exc, KeyboardInterrupt):  # the person waits: stop within a second
-                deadline = time.monotonic() + INTERRUPT_WAIT_S
-            raise
-        finally:
-            done = 0
-            while done < len(team):  # a strand unwinding may start one more
-                team[done].abort(deadline)
-                done += 1
-    for strand in team:
-        if strand.thread.is_alive():
-            strand.thread.join(None if deadline is None else max(0, deadline - time.monotonic()))
-        # a rank's error holds its thread's frames, whose `self` holds the error: a
-        # cycle that would keep the run and its cluster until the collector's pass
-        strand.request = strand.reply = None
+    try:
+        with threads_are_strands():  # still in place while the strands unwind
+            try:
+                return cluster.run(program)
+            except BaseException as exc:
+                if not isinstance(exc, Aborted):
+                    _note_others(exc, team, cluster.size)
+                if isinstance(exc, KeyboardInterrupt):  # the person waits: stop within 1 s
+                    deadline = time.monotonic() + INTERRUPT_WAIT_S
+                raise
+            finally:
+                done = 0
+                while done < len(team):  # a strand unwinding may start one more
+                    team[done].abort(deadline)
+                    done += 1
+    finally:
+        for strand in team:
+            left = None if deadline is None else max(0, deadline - time.monotonic())
+            strand.thread.join(left)
+            strand.release()
+        team.clear()  # each strand named the team: a cycle that would keep the run
 
 
 def _note_others(exc, team, size):

@@ -191,6 +191,18 @@ class Strand:
             ctypes.c_ulong(self.thread.ident), ctypes.py_object(Aborted)
         )
 
+    def release(self):
+        """Cut what ties the strand to its thread and its run once the thread has ended, so
+        that reference counting frees the run: a rank's error holds its thread's frames,
+        whose ``self`` holds the error, and a thread the rank started (which the user may
+        keep) holds the strand through its ``run``."""
+        self.request = self.reply = None
+        self.ended.callbacks = []
+        if not self.main:
+            vars(self.thread).pop("run", None)
+            vars(self.thread).pop("_collsim_strand", None)
+            self.target = None
+
     def running_at(self):
         """``"busy.py:7 in <module>"``: the user's line the strand's thread is running now."""
         frame = sys._current_frames().get(self.thread.ident)
