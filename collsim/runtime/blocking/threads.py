@@ -113,7 +113,8 @@ class _Waiter:
     __slots__ = ("handle", "engine", "notified")
 
     def __init__(self, strand):
-        self.handle = Handle(f"a threading wait of thread {strand.thread.name}")
+        # the deadlock report's "waits in wait for ...": what would wake it
+        self.handle = Handle(f"Event.set() or Condition.notify() (thread {strand.thread.name})")
         self.engine = strand.rank._execution.engine
         self.notified = False
 
