@@ -293,3 +293,23 @@ def _woken_long_before_its_timeout():
 def test_a_wait_woken_before_a_long_timeout_does_not_trip_the_time_guard():
     result = collsim.exec(_woken_long_before_its_timeout, n=2, echo=False)
     assert result.returns == [(True, 0.0)] * 2 and result.time == 0.0
+
+
+def _who_is_main():
+    from mpi4py import MPI
+
+    seen = []
+    t = threading.Thread(target=lambda: seen.append((MPI.Is_thread_main(), _name())))
+    t.start()
+    t.join()
+    return (MPI.Is_thread_main(), _name()), seen[0]
+
+
+def _name():
+    return threading.current_thread().name
+
+
+def test_a_ranks_own_code_is_its_main_thread_and_a_started_one_is_not():
+    # mpi4py's test_threads: Is_thread_main() is True exactly where the name is MainThread
+    result = collsim.exec(_who_is_main, n=2, echo=False)
+    assert result.returns == [((True, "MainThread"), (False, "Thread-1 (<lambda>)"))] * 2
