@@ -43,9 +43,13 @@ _EMPTY = (ANY_SOURCE, ANY_TAG, 0)  # the status of a null or send request
 
 class Request:
     """A pending operation; ``finish(value)`` turns the handle's value into
-    ``(result, (source, tag, nbytes))`` once it is done.  ``Request()`` is null."""
+    ``(result, (source, tag, nbytes))`` once it is done.  ``Request()`` is null;
+    ``Request(req)`` is ``req`` (as :class:`Prequest`'s copy is: they complete together)."""
 
     def __init__(self, handle=None, finish=None, active=None):
+        if isinstance(handle, Request):  # MPI.Request(req): another handle of it
+            self.__dict__ = handle.__dict__
+            return
         self._handle = handle
         self._finish = finish
         self._result = None
@@ -93,10 +97,11 @@ class Request:
     def __eq__(self, other):
         if not isinstance(other, Request):
             return NotImplemented
-        return self is other or (not self and not other)
+        # one request: the same object, or handles made of it (they share their state)
+        return self.__dict__ is other.__dict__ or (not self and not other)
 
     def __hash__(self):
-        return 0 if not self else id(self)
+        return 0 if not self else id(self.__dict__)
 
     def __reduce__(self):
         if self:
