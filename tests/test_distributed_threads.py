@@ -72,3 +72,23 @@ def test_the_runs_trace_is_the_same_from_a_thread_or_the_rank_itself():
 
     a, b = collsim.exec(from_thread, n=4, echo=False), collsim.exec(from_rank, n=4, echo=False)
     assert a.trace.transfers == b.trace.transfers and a.time == b.time
+
+
+@given(k=st.integers(2, 5))
+def test_a_thread_receives_while_its_rank_sends(k):
+    """The listener thread waits in recv while its rank's own code sends: two calls of one
+    rank in flight at once, as torch allows from two threads."""
+
+    def main():
+        dist.init_process_group()
+        me, size = dist.get_rank(), dist.get_world_size()
+        got = np.zeros(4)
+        listener = threading.Thread(target=dist.recv, args=(got,), kwargs={"src": (me - 1) % size})
+        listener.start()
+        dist.send(np.full(4, float(me)), dst=(me + 1) % size)
+        listener.join()
+        return got
+
+    result = collsim.exec(main, n=k, echo=False)
+    for r, got in enumerate(result.returns):
+        np.testing.assert_array_equal(got, np.full(4, float((r - 1) % k)))  # its left's

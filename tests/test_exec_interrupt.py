@@ -32,6 +32,28 @@ if comm.Get_rank() == 1:
     time.sleep(120)
 comm.Barrier()
 """
+# a thread of rank 0 blocks outside collsim (on a plain lock nobody releases) holding the
+# run's baton: the run cannot go on, and Ctrl-C must still stop it, naming the thread
+THREAD_BLOCKS = """\
+import threading
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+stuck = threading.Lock()
+stuck.acquire()
+
+
+def worker():
+    print("blocking", flush=True)
+    stuck.acquire()
+
+
+if comm.Get_rank() == 0:
+    t = threading.Thread(target=worker, name="stuck")
+    t.start()
+    t.join()
+comm.Barrier()
+"""
 
 
 def _default_sigint():
@@ -81,3 +103,11 @@ def test_ctrl_c_does_not_wait_for_a_rank_in_a_long_sleep(tmp_path):
     status, err = _interrupt(tmp_path, SLEEPS, "sleeping")
     assert status == 130, err
     assert re.search(r"rank 1: running at script.py:[78] in <module>", err)  # at the sleep
+
+
+def test_ctrl_c_stops_a_thread_blocked_outside_collsim_and_names_it(tmp_path):
+    status, err = _interrupt(tmp_path, THREAD_BLOCKS, "blocking")
+    assert status == 130, err
+    assert "rank 0 thread stuck: running at script.py:11 in worker" in err
+    assert "rank 0: blocked at script.py:17 in <module>" in err  # its join
+    assert "rank 1: blocked at script.py:18 in <module>" in err  # the barrier

@@ -34,10 +34,12 @@ DESCRIPTION = """\
 Run an ordinary mpi4py program, unchanged, on K ranks of a virtual cluster.
 
 What runs where: every rank runs the whole script, as `mpirun -n K python script.py` does,
-each in its own thread of this one process (one rank at a time, in simulated-time order, so
-every run is the same). Within the run `from mpi4py import MPI` is collsim's MPI
-(collsim.mpi): messages and collectives move the real arrays over the simulated network
-(--topology, --bandwidth, --latency), with the algorithm --algorithm names. A real mpi4py,
+each in its own thread of this one process (one thread at a time, in simulated-time order, so
+every run is the same). A thread the script starts makes MPI calls of its own, as under
+MPI_THREAD_MULTIPLE; its join(), Event and Queue waits take simulated time. Within the run
+`from mpi4py import MPI` is collsim's MPI (collsim.mpi): messages and collectives move the
+real arrays over the simulated network (--topology, --bandwidth, --latency), with the
+algorithm --algorithm names. A real mpi4py,
 if installed, is not touched. A script that imports torch runs its torch.distributed calls
 (real tensors) on collsim's torch backend: init_process_group() with any backend name, or none,
 is collsim's (pip install 'collsim[torch]'; without torch such a script is refused, exit 2).

@@ -282,20 +282,15 @@ def _launch(cluster, body, algorithm, trace_path, echo, strict, torch_run):
     if not _ACTIVE.acquire(blocking=False):
         raise ConfigError("collsim.exec inside a run of collsim.exec: one run at a time")
     size = cluster.size
-    threads = {}  # thread id -> rank id, filled as each rank starts
 
-    def rank_of():
-        found = threads.get(threading.get_ident())
-        if found is None:  # a thread a rank started prints as that rank
-            with contextlib.suppress(ConfigError):
-                found = blocking.current_rank().id
-        return found
+    def rank_of():  # a thread a rank started prints as that rank
+        rank = blocking.calling_rank()
+        return None if rank is None else rank.id
 
     out = TaggedWriter("stdout", sys.stdout, rank_of, size, echo, muted=blocking.stopped)
     err = TaggedWriter("stderr", sys.stderr, rank_of, size, echo, muted=blocking.stopped)
 
     def rank_main():
-        threads[threading.get_ident()] = blocking.current_rank().id
         try:
             return body()
         except SystemExit as exc:  # sys.exit() in a script: 0 ends that rank normally

@@ -2,10 +2,11 @@
 
 mpi4py's helpers read these when they start (``MPI.get_vendor()``, ``MPI.Query_thread()``,
 ``MPI.Get_library_version()``), so they answer: the library is ``collsim``, following MPI
-3.1, and threads are ``THREAD_MULTIPLE`` (each rank is a thread; the engine runs one at a
-time).  One-sided communication (``Win``: :mod:`.window`), MPI-IO (``File``), sessions
-and dynamic processes (``Comm.Spawn``, ports) are not simulated: they raise ``NotImplementedError``
-naming the call at once, so a program that needs them stops there.
+3.1, and threads are ``THREAD_MULTIPLE`` (each rank is a thread, and each thread it starts
+makes calls of its own; the engine runs one at a time).  One-sided communication
+(``Win``: :mod:`.window`), MPI-IO (``File``), sessions and dynamic processes
+(``Comm.Spawn``, ports) are not simulated: they raise ``NotImplementedError`` naming the
+call at once, so a program that needs them stops there.
 
 Examples
 --------
@@ -102,7 +103,8 @@ def Query_thread():
 
 
 def Is_thread_main():
-    return True
+    """Whether the caller is its rank's own code, not a thread that code started."""
+    return blocking.in_main_thread()
 
 
 def Pcontrol(level):

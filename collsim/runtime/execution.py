@@ -342,6 +342,8 @@ class Execution:
     def finish(self):
         """Check that every rank ended and every message was received."""
         blocked = [p for p in self.processes if not p.handle.done]
+        if all(getattr(p.source, "daemon", False) for p in blocked):
+            blocked = []  # only daemon threads wait: Python ends them with their process
         if blocked and self.faults:
             # as NCCL's watchdog: the run is stopped a timeout after its last progress
             self.engine.now = self.last_progress + self.faults.watchdog_timeout
