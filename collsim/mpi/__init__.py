@@ -165,6 +165,26 @@ Grequest = Request
 
 pickle = _Pickle()  # mpi4py's MPI.pickle: dumps/loads of the lowercase calls, PROTOCOL
 
+# -- handles and errors as mpi4py has them (issue 29's blockers 13 and 15) --------------
+from .errorclasses import (  # noqa: E402, F401  (in __all__ below)
+    Add_error_class,
+    Add_error_code,
+    Add_error_string,
+    Remove_error_class,
+    Remove_error_code,
+    Remove_error_string,
+)
+
+_HANDLES_AND_ERRORS = [
+    "Add_error_class",
+    "Add_error_code",
+    "Add_error_string",
+    "Remove_error_class",
+    "Remove_error_code",
+    "Remove_error_string",
+]
+# -- end of handles and errors ------------------------------------------------------------
+
 
 __all__ = [
     *_environment.__all__,
@@ -242,4 +262,5 @@ __all__ = [
     "MESSAGE_NULL",
     "MESSAGE_NO_PROC",
     *DATATYPES,
+    *_HANDLES_AND_ERRORS,
 ]

@@ -29,6 +29,7 @@ Examples
 from ..errors import CollsimError
 from ..runtime import blocking
 from .buffers import BufferCollectives
+from .errorclasses import last_used_code
 from .exceptions import ERR_ARG, ERR_COMM, mpi_error
 from .group import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
 from .handles import Errhandler, Info
@@ -220,12 +221,15 @@ class Comm(
     # -- attributes, info, errors ---------------------------------------------------------
 
     def Get_attr(self, keyval):
-        """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag); None
+        """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag),
+        ``MPI.LASTUSEDCODE`` (the last error code Add_error_* gave); None
         for the others (no value set)."""
         self._me("Get_attr")
         if keyval == TAG_UB:
             return MAX_TAG
-        if keyval in (HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE):
+        if keyval == LASTUSEDCODE:
+            return last_used_code()
+        if keyval in (HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE):
             return None
         raise mpi_error(ERR_ARG, f"Get_attr({keyval!r}): the attribute collsim has is MPI.TAG_UB")
 

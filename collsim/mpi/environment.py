@@ -19,7 +19,8 @@ collsim; use point-to-point or collective calls
 """
 
 from ..runtime import blocking
-from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error
+from .errorclasses import Get_error_class, Get_error_string
+from .exceptions import ERR_BUFFER, mpi_error
 from .settings import run_state
 
 __all__ = [
@@ -103,14 +104,6 @@ def Is_thread_main():
 
 def Pcontrol(level):
     """Profiling control: nothing to do (the trace records everything)."""
-
-
-def Get_error_class(errorcode):
-    return errorcode
-
-
-def Get_error_string(errorcode):
-    return ERROR_NAMES.get(errorcode, f"MPI error {errorcode}")
 
 
 def Wtime():
