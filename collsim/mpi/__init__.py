@@ -166,7 +166,7 @@ Grequest = Request
 pickle = _Pickle()  # mpi4py's MPI.pickle: dumps/loads of the lowercase calls, PROTOCOL
 
 # -- handles and errors as mpi4py has them (issue 29's blockers 13 and 15) --------------
-from .errorclasses import (  # noqa: E402, F401  (in __all__ below)
+from .exceptions import (  # noqa: E402, F401  (in __all__ below)
     Add_error_class,
     Add_error_code,
     Add_error_string,
@@ -174,8 +174,16 @@ from .errorclasses import (  # noqa: E402, F401  (in __all__ below)
     Remove_error_code,
     Remove_error_string,
 )
+from .handletable import addressof as _addressof  # noqa: E402, F401  (mpi4py's internals)
+from .handletable import handleof as _handleof  # noqa: E402, F401
+from .handletable import sizeof as _sizeof  # noqa: E402, F401
+from .status import F_ERROR, F_SOURCE, F_STATUS_SIZE, F_TAG  # noqa: E402, F401
 
 _HANDLES_AND_ERRORS = [
+    "F_SOURCE",
+    "F_TAG",
+    "F_ERROR",
+    "F_STATUS_SIZE",
     "Add_error_class",
     "Add_error_code",
     "Add_error_string",

@@ -19,8 +19,8 @@ collsim; use point-to-point or collective calls
 """
 
 from ..runtime import blocking
-from .errorclasses import Get_error_class, Get_error_string
-from .exceptions import ERR_BUFFER, mpi_error
+from .exceptions import ERR_BUFFER, Get_error_class, Get_error_string, mpi_error
+from .handletable import Handle, predefine
 from .settings import run_state
 
 __all__ = [
@@ -128,13 +128,36 @@ def unsupported(call, what="this call"):
     )
 
 
-class _Unsimulated:
-    """A handle class of a part of MPI collsim does not simulate: every use raises."""
+class _Unsimulated(Handle):
+    """A handle class of a part of MPI collsim does not simulate: its null handle
+    (``MPI.WIN_NULL``, ``MPI.Win()``) exists, as a program compares with it; every call
+    raises."""
 
     _what = ""
 
-    def __init__(self, *args, **kwargs):
-        raise unsupported(f"MPI.{type(self).__name__}()", self._what)
+    def __init__(self, other=None):
+        if other is not None and not isinstance(other, self._family):
+            name = type(self).__name__
+            raise TypeError(f"MPI.{name}({other!r}): give an MPI.{name} to copy, or nothing")
+
+    def __getattr__(self, name):  # the calls, on a handle: WIN_NULL.Free(), ...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return type(self)._refuse(name)
+
+    def __bool__(self):
+        return False  # only the null handle exists
+
+    def __eq__(self, other):
+        if not isinstance(other, _Unsimulated):
+            return NotImplemented
+        return other._family is self._family
+
+    def _handle_key(self):
+        return None
+
+    def _nullify(self):
+        """Nothing to let go."""
 
     def __class_getitem__(cls, item):
         return cls
@@ -142,6 +165,8 @@ class _Unsimulated:
     def __init_subclass__(cls, what="", **kwargs):
         super().__init_subclass__(**kwargs)
         cls._what = what
+        if _Unsimulated in cls.__bases__:
+            cls._family = cls  # a Win is no File
 
     @classmethod
     def _refuse(cls, name):
@@ -170,7 +195,8 @@ class Session(_Unsimulated, metaclass=_Refusing, what="MPI sessions"):
     """``MPI.Session``: not simulated."""
 
 
-WIN_NULL = FILE_NULL = SESSION_NULL = None
+WIN_NULL, FILE_NULL, SESSION_NULL = Win(), File(), Session()
+predefine(WIN_NULL=WIN_NULL, FILE_NULL=FILE_NULL, SESSION_NULL=SESSION_NULL)
 
 
 def _dynamic(name):

@@ -5,12 +5,13 @@ programs compare them with the names only).  ``MPI.Add_error_class()`` gives the
 number past ``MPI.ERR_LASTCODE`` (and ``COMM_WORLD.Get_attr(MPI.LASTUSEDCODE)`` says it),
 ``Add_error_code(errorclass)`` a code of that class, ``Add_error_string`` its text; the
 ``Remove_*`` calls undo them in reverse order, as MPI 4.1 defines.  Each rank keeps its
-own table, as each MPI process does; a run's tables die with the run.
+own table, as each MPI process does; a run's tables die with the run.  The calls
+themselves, which raise ``MPI.Exception``, are in :mod:`~collsim.mpi.exceptions`.
 
 Examples
 --------
->>> Get_error_string(ERR_TRUNCATE), Get_error_class(ERR_TRUNCATE) == ERR_TRUNCATE
-('MPI_ERR_TRUNCATE: a message longer than the receive buffer', True)
+>>> UserErrors().string_of(ERR_TRUNCATE)
+'MPI_ERR_TRUNCATE: a message longer than the receive buffer'
 >>> table = UserErrors()
 >>> errorclass = table.add_class()
 >>> errorcode = table.add_code(errorclass)
@@ -23,7 +24,7 @@ Examples
 
 from dataclasses import dataclass, field
 
-from ..runtime import blocking
+from .settings import rank_table
 
 # name: (Open MPI 4.1's number, what it means); MPI_SUCCESS is 0
 _CLASSES = {
@@ -101,10 +102,7 @@ ERROR_NAMES = {SUCCESS: "MPI_SUCCESS", **{n: f"MPI_{name}" for name, (n, _) in _
 _MEANINGS = {SUCCESS: "no error", **{number: what for number, what in _CLASSES.values()}}
 
 CONSTANTS = ["SUCCESS", "ERR_LASTCODE", *_CLASSES, "ERROR_NAMES"]
-__all__ = [*CONSTANTS, "CONSTANTS", "UserErrors"]
-__all__ += ["Get_error_class", "Get_error_string", "Add_error_class", "Add_error_code"]
-__all__ += ["Add_error_string", "Remove_error_class", "Remove_error_code"]
-__all__ += ["Remove_error_string", "last_used_code"]
+__all__ = [*CONSTANTS, "CONSTANTS", "UserErrors", "UnknownCode", "table"]
 
 
 @dataclass
@@ -163,59 +161,18 @@ class UserErrors:
         raise _error("Get_error_string", errorcode, "an error code (MPI.ERR_* or added)")
 
 
-def _error(call, errorcode, rule):
-    # exceptions.py imports this module for the numbers, so MPI.Exception is fetched here
-    from .exceptions import mpi_error
+class UnknownCode(LookupError):
+    """A code no table has (``MPI.Add_error_*`` and ``Get_error_*`` raise it as an
+    ``MPI.Exception`` of class ``MPI.ERR_ARG``)."""
 
-    return mpi_error(_CLASSES["ERR_ARG"][0], f"MPI.{call}({errorcode!r}): give {rule}")
+
+def _error(call, errorcode, rule):
+    return UnknownCode(f"MPI.{call}({errorcode!r}): give {rule}")
 
 
 _OUTSIDE_A_RUN = UserErrors()  # a program that imports collsim.mpi without collsim exec
 
 
-def _table():
-    rank = blocking.calling_rank()
-    if rank is None:
-        return _OUTSIDE_A_RUN
-    # one table a rank, kept with the run (it dies with it)
-    tables = rank._execution.front_ends.setdefault("mpi-error-classes", {})
-    return tables.setdefault(rank.id, UserErrors())
-
-
-def Get_error_class(errorcode):
-    """The error class of ``errorcode`` (a predefined class is its own)."""
-    return _table().class_of(errorcode)
-
-
-def Get_error_string(errorcode):
-    """The text of ``errorcode``: its name and meaning, or what Add_error_string gave."""
-    return _table().string_of(errorcode)
-
-
-def Add_error_class():
-    return _table().add_class()
-
-
-def Add_error_code(errorclass):
-    return _table().add_code(errorclass)
-
-
-def Add_error_string(errorcode, string):
-    _table().set_string(errorcode, string)
-
-
-def Remove_error_class(errorclass):
-    _table().remove("Remove_error_class", errorclass, is_class=True)
-
-
-def Remove_error_code(errorcode):
-    _table().remove("Remove_error_code", errorcode, is_class=False)
-
-
-def Remove_error_string(errorcode):
-    _table().remove_string(errorcode)
-
-
-def last_used_code():
-    """``COMM_WORLD.Get_attr(MPI.LASTUSEDCODE)``: the largest code in use."""
-    return _table().last_used
+def table():
+    """The calling rank's :class:`UserErrors` (kept with its run)."""
+    return rank_table("error classes", UserErrors) or _OUTSIDE_A_RUN

@@ -24,9 +24,12 @@ import functools
 from ..errors import ConfigError
 from . import errorclasses
 from .errorclasses import *  # noqa: F403  (SUCCESS, ERR_*, ERROR_NAMES: Open MPI's numbers)
-from .errorclasses import ERR_OTHER, ERR_UNKNOWN, ERROR_NAMES, SUCCESS
+from .errorclasses import ERR_ARG, ERR_OTHER, ERR_UNKNOWN, ERROR_NAMES, SUCCESS, UnknownCode
 
 __all__ = ["Exception", "mpi_error", "value_error", *errorclasses.CONSTANTS]
+__all__ += ["Get_error_class", "Get_error_string", "Add_error_class", "Add_error_code"]
+__all__ += ["Add_error_string", "Remove_error_class", "Remove_error_code"]
+__all__ += ["Remove_error_string"]
 
 
 @functools.total_ordering
@@ -83,15 +86,15 @@ class Exception(ConfigError, builtins.RuntimeError):  # mpi4py's name (shadows t
 def _class_of(code):
     # a code no table knows (past ERR_LASTCODE, never added) is its own class
     try:
-        return errorclasses.Get_error_class(code)
-    except Exception:
+        return errorclasses.table().class_of(code)
+    except UnknownCode:
         return code
 
 
 def _string_of(code):
     try:
-        return errorclasses.Get_error_string(code)
-    except Exception:
+        return errorclasses.table().string_of(code)
+    except UnknownCode:
         return f"MPI error {code}"
 
 
@@ -104,3 +107,52 @@ def mpi_error(error_class, message):
 def value_error(message):
     """A ConfigError for what mpi4py refuses itself, with a ``ValueError``."""
     return ConfigError(f"{message} (mpi4py raises ValueError)")
+
+
+# -- MPI's calls on the calling rank's error classes (collsim.mpi.errorclasses) ---------
+
+
+def _on_table(method, *args):
+    try:
+        return getattr(errorclasses.table(), method)(*args)
+    except UnknownCode as exc:
+        raise mpi_error(ERR_ARG, str(exc)) from None
+
+
+def Get_error_class(errorcode):
+    """The error class of ``errorcode`` (a predefined class is its own)."""
+    return _on_table("class_of", errorcode)
+
+
+def Get_error_string(errorcode):
+    """The text of ``errorcode``: its name and meaning, or what Add_error_string gave."""
+    return _on_table("string_of", errorcode)
+
+
+def Add_error_class():
+    return _on_table("add_class")
+
+
+def Add_error_code(errorclass):
+    return _on_table("add_code", errorclass)
+
+
+def Add_error_string(errorcode, string):
+    _on_table("set_string", errorcode, string)
+
+
+def Remove_error_class(errorclass):
+    _on_table("remove", "Remove_error_class", errorclass, True)
+
+
+def Remove_error_code(errorcode):
+    _on_table("remove", "Remove_error_code", errorcode, False)
+
+
+def Remove_error_string(errorcode):
+    _on_table("remove_string", errorcode)
+
+
+def last_used_code():
+    """``COMM_WORLD.Get_attr(MPI.LASTUSEDCODE)``: the largest code in use."""
+    return errorclasses.table().last_used
