@@ -314,3 +314,22 @@ def test_a_user_op_pickles_but_not_one_made_from_its_number():
     assert pickle.loads(pickle.dumps(op)).is_commutative
     with pytest.raises(ValueError):
         pickle.dumps(MPI.Op.fromint(op.toint()))
+
+
+def test_request_casts_follow_mpi4py_a_persistent_request_is_no_generalized_one():
+    def main():
+        persistent = MPI.COMM_SELF.Send_init(b"", MPI.PROC_NULL, 0)
+        same = [
+            MPI.Prequest.fromhandle(persistent.handle) == persistent,
+            type(MPI.Request(persistent)) is MPI.Request and MPI.Request(persistent) == persistent,
+        ]
+        try:
+            MPI.Grequest(persistent)
+        except TypeError:
+            same.append(True)
+        persistent.Free()
+        return same
+
+    assert run(1, main).returns == [[True, True, True]]
+    with pytest.raises(NotImplementedError, match="Grequest.Start"):
+        MPI.Grequest.Start(None, None, None)

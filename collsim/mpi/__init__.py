@@ -160,7 +160,6 @@ globals().update({f"COMBINER_{name}": value for name, value in COMBINERS.items()
 COMBINER_VALUE_INDEX = UNDEFINED  # Get_value_index gives only the named pair types here
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
 BUFFER_AUTOMATIC = None
-Grequest = Request
 
 
 pickle = _Pickle()  # mpi4py's MPI.pickle: dumps/loads of the lowercase calls, PROTOCOL
@@ -174,12 +173,14 @@ from .exceptions import (  # noqa: E402, F401  (in __all__ below)
     Remove_error_code,
     Remove_error_string,
 )
+from .grequest import Grequest  # noqa: E402, F401
 from .handletable import addressof as _addressof  # noqa: E402, F401  (mpi4py's internals)
 from .handletable import handleof as _handleof  # noqa: E402, F401
 from .handletable import sizeof as _sizeof  # noqa: E402, F401
 from .status import F_ERROR, F_SOURCE, F_STATUS_SIZE, F_TAG  # noqa: E402, F401
 
 _HANDLES_AND_ERRORS = [
+    "Grequest",
     "F_SOURCE",
     "F_TAG",
     "F_ERROR",
