@@ -333,3 +333,14 @@ def test_request_casts_follow_mpi4py_a_persistent_request_is_no_generalized_one(
     assert run(1, main).returns == [[True, True, True]]
     with pytest.raises(NotImplementedError, match="Grequest.Start"):
         MPI.Grequest.Start(None, None, None)
+
+
+def test_comm_fromhandle_gives_the_communicator_s_own_class_back():
+    def main():
+        cart = MPI.COMM_WORLD.Create_cart([2], periods=[True])
+        number = cart.handle
+        plain = MPI.Comm(cart)  # a copy typed Comm, which asks for the number too
+        kinds = [type(MPI.Comm.fromhandle(plain.handle)), type(MPI.Comm.f2py(number))]
+        return kinds + [type(MPI.Comm.fromhandle(MPI.COMM_WORLD.handle))]
+
+    assert run(2, main).returns[0] == [MPI.Cartcomm, MPI.Cartcomm, MPI.Intracomm]

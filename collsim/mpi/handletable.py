@@ -81,8 +81,11 @@ class _Table:
             found = self.predefined[number][1]
         else:
             key, refs = self.holders.get(number, (None, []))
-            alive = [ref() for ref in refs]
-            found = next((o for o in alive if o is not None and o._handle_key() == key[1]), None)
+            alive = [
+                o for o in (ref() for ref in refs) if o is not None and o._handle_key() == key[1]
+            ]
+            # the most derived class any handle of it has (a Cartcomm's copy may be a Comm)
+            found = max(alive, key=lambda o: len(type(o).__mro__), default=None)
         if found is None or found._family is not cls._family:
             raise mpi_error(
                 ERR_ARG,
@@ -126,8 +129,10 @@ class Handle:
 
     @classmethod
     def fromhandle(cls, handle):
-        """A new Python object of the MPI object whose ``.handle`` is ``handle``."""
-        return cls(_TABLE.obj(cls, handle))
+        """A new Python object of the MPI object whose ``.handle`` is ``handle``, of its
+        own class where that is a ``cls`` (``MPI.Comm.fromhandle`` gives a Cartcomm back)."""
+        found = _TABLE.obj(cls, handle)
+        return (type(found) if isinstance(found, cls) else cls)(found)
 
     def toint(self):
         return self.handle
