@@ -12,6 +12,9 @@ import sys
 import textwrap
 
 import pytest
+from fuzzkit import check_api
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import collsim
 from collsim import mpi as MPI
@@ -344,3 +347,15 @@ def test_comm_fromhandle_gives_the_communicator_s_own_class_back():
         return kinds + [type(MPI.Comm.fromhandle(MPI.COMM_WORLD.handle))]
 
     assert run(2, main).returns[0] == [MPI.Cartcomm, MPI.Cartcomm, MPI.Intracomm]
+
+
+@settings(deadline=None)
+@given(number=st.integers(-(2**70), 2**70))
+def test_fuzz_any_number_is_a_handle_an_error_code_or_refused_naming_it(number):
+    for cls in (MPI.Comm, MPI.Datatype, MPI.Op, MPI.Errhandler):
+        outcome = check_api(cls.fromhandle, number, bad=repr(number))
+        assert outcome.error is not None or cls.fromhandle(number).handle == number
+    for call in (MPI.Get_error_string, MPI.Get_error_class):  # (adding would change state)
+        check_api(call, number, bad=repr(number))
+    for call in (MPI.Remove_error_class, MPI.Remove_error_code, MPI.Remove_error_string):
+        assert check_api(call, number, bad=repr(number)).error is not None  # nothing added
