@@ -170,8 +170,8 @@ def test_a_schedule_goes_with_the_last_cluster_that_runs_it():
     second.all_reduce([np.ones(64)] * 16)
     (plan,) = first.caches.plans.values()
     (other,) = second.caches.plans.values()
-    assert plan[0] is other[0]  # built once, shared
-    schedule = weakref.ref(plan[0])
+    assert plan.schedule is other.schedule  # built once, shared
+    schedule = weakref.ref(plan.schedule)
     with _collector_off():
         del first, plan
         kept_by_second = schedule() is not None
@@ -282,3 +282,15 @@ def test_a_run_that_fails_leaves_nothing_for_the_collector(failure):
         found, kinds = _cycles_left()
     assert freed, "the cluster outlived the failed run and its error"
     assert found == 0, f"the failed run left {found} objects in reference cycles: {kinds}"
+
+
+def test_a_calls_plan_is_a_typed_record():
+    """What a collective call runs, as the cluster keeps it: a ``CallPlan`` read by name
+    (issue 26: no tuple read by position on the reference path)."""
+    from collsim.collectives.call_plan import CallPlan
+
+    cluster = collsim.Cluster(topology.ring(4), fast=False)
+    cluster.all_reduce([np.ones(8)] * 4)
+    (plan,) = cluster.caches.plans.values()
+    assert type(plan) is CallPlan
+    assert (plan.schedule.algorithm, plan.choice, plan.protocol) == ("ring", None, None)

@@ -12,7 +12,7 @@ import pytest
 import collsim
 from collsim import topology
 from collsim.collectives import build
-from collsim.collectives.context import CollectiveContext
+from collsim.collectives.context import CollectiveContext, KeptPlan, StepPlan
 
 PACKAGE = pathlib.Path(collsim.__file__).parent
 
@@ -40,6 +40,13 @@ def test_the_execution_holds_one_typed_context_per_run():
     assert isinstance(context, CollectiveContext)
     assert context.seq == {(r, (0, 1, 2, 3)): 2 for r in range(4)}  # two collectives each
     assert len(context.plans) == 2  # one plan per schedule the run used
+    for kept in context.plans.values():  # typed records, read by name (issue 26)
+        assert type(kept) is KeptPlan and id(kept.schedule) in context.plans
+        assert len(kept.steps) == kept.schedule.n_steps
+        assert all(type(step) is StepPlan for step in kept.steps)
+        ring = kept.steps[0]  # every rank sends one move and receives one, each a step
+        assert [m.src for m in ring.sends] == [m.dst for m in ring.recvs] == [0, 1, 2, 3]
+        assert list(ring.send_ptr) == list(ring.recv_ptr) == [0, 1, 2, 3, 4]
     second = cluster.run(two_collectives)
     assert second.returns[0][2] is not context  # a new run, a new context
     assert second.returns[0][2].seq == context.seq  # counted from 0 again, not 2..3

@@ -340,9 +340,7 @@ def test_the_engine_stopped_by_a_guard_inside_an_instant_keeps_only_what_did_not
     with pytest.raises(SimulationLimitError, match="max_events=3"):
         engine.run()
     assert order == [0, 1, 2] and engine.events == 4
-    assert [(time, priority, arg) for time, priority, _, arg in engine.pending()] == [
-        (1.0, START, 4)
-    ]
+    assert [(e.time, e.priority, e.arg) for e in engine.pending()] == [(1.0, START, 4)]
 
 
 def test_the_engine_refuses_a_priority_it_does_not_order():

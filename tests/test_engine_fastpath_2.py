@@ -43,7 +43,8 @@ def test_network_routes_are_the_topologys_on_every_kind_of_topology(name):
     g = TOPOLOGIES[name]()
     net = Network(Engine(), g)
     expected = _topology_routes(g)
-    assert {pair: net.route(*pair)[:3] for pair in expected} == expected
+    found = {pair: net.route(*pair) for pair in expected}
+    assert {pair: (r.links, r.alpha, r.beta) for pair, r in found.items()} == expected
 
 
 @given(k=st.integers(2, 6), edges=EDGES, switch=st.booleans())
@@ -51,13 +52,14 @@ def test_network_routes_are_the_topologys_on_random_graphs(k, edges, switch):
     g = ring_with_extra_links(k, edges, switch)
     net = Network(Engine(), g)
     expected = _topology_routes(g)
-    assert {pair: net.route(*pair)[:3] for pair in expected} == expected
+    found = {pair: net.route(*pair) for pair in expected}
+    assert {pair: (r.links, r.alpha, r.beta) for pair, r in found.items()} == expected
 
 
 def test_a_slow_direct_link_is_not_taken_by_the_shortcut():
     net = Network(Engine(), slow_direct_link_graph())
     assert net._direct(0, 1) is None
-    assert net.route(0, 1)[0] == ((0, 2), (2, 1))
+    assert net.route(0, 1).links == ((0, 2), (2, 1))
     assert net._direct(1, 0) == ((1, 0),)
 
 
@@ -70,8 +72,8 @@ def test_a_ring_neighbours_route_takes_no_walk_of_the_graph(monkeypatch):
 
     monkeypatch.setattr(topology, "route", walk)
     for r in range(64):
-        assert net.route(r, (r + 1) % 64)[0] == ((r, (r + 1) % 64),)
-        assert net.route(r, (r - 1) % 64)[0] == ((r, (r - 1) % 64),)
+        assert net.route(r, (r + 1) % 64).links == ((r, (r + 1) % 64),)
+        assert net.route(r, (r - 1) % 64).links == ((r, (r - 1) % 64),)
 
 
 def _by_sender(routes):
@@ -83,7 +85,8 @@ def _by_sender(routes):
 
 def test_a_route_carries_the_active_table_of_each_of_its_links():
     net = Network(Engine(), topology.ring(4))
-    links, _, _, shares = net.route(0, 2)
+    route = net.route(0, 2)
+    links, shares = route.links, route.shares
     assert links == ((0, 1), (1, 2))
     assert len(shares) == 2 and all(s is net.active[link] for s, link in zip(shares, links))
     assert net.routes_from == {0: {2: net.routes[(0, 2)]}}

@@ -236,3 +236,16 @@ def test_bcast_takes_the_communicators_bcast_lock_of_its_rank():
     results = blocking.run(collsim.Cluster(collsim.topology.ring(2)), main).returns
     assert [r[:3] for r in results] == [(False, True, False)] * 2
     assert results[0][3] != results[1][3]  # each rank its own table
+
+
+@settings(max_examples=6, deadline=None)
+@given(k=st.integers(min_value=1, max_value=6), root=st.integers(min_value=0, max_value=5))
+def test_scatter_and_alltoall_of_none_send_none_to_every_rank(k, root):
+    # mpi4py's rule: None in place of the items is None for each rank (not a refusal)
+    root %= k
+
+    def main():
+        comm = MPI.COMM_WORLD
+        return comm.scatter(None, root=root), comm.alltoall(None)
+
+    assert run(k, main).returns == [(None, [None] * k)] * k

@@ -172,6 +172,20 @@ def test_a_completed_request_is_request_null_as_in_mpi():
     assert got == ("hi", True, True, False, ((True, None), True), MPI.ANY_SOURCE)
 
 
+def test_a_request_made_of_a_request_is_another_handle_of_it():
+    # mpi4py: MPI.Request(req) is req's handle (null for REQUEST_NULL); pkl5 compares with it
+    def main():
+        comm = MPI.COMM_WORLD
+        request = comm.issend("x", dest=comm.rank, tag=1)
+        copy = MPI.Request(request)
+        before = (bool(copy), copy == request, MPI.Request(MPI.REQUEST_NULL) == MPI.REQUEST_NULL)
+        got = comm.recv(source=comm.rank, tag=1)
+        copy.wait()
+        return before, got, bool(request), bool(MPI.Request(MPI.REQUEST_NULL))
+
+    assert run(1, main).returns == [((True, True, True), "x", False, False)]
+
+
 # -- eager and synchronous sends ------------------------------------------------------------
 
 

@@ -23,12 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(collsim.__file__).resolve().parent
 
 # issue 26's aim: at most 8 files and 1,500 lines to read.  Met by the functions of the 8 files
-# read first (1,155 lines); every function the call runs, checks and bookkeeping included, is
-# 1,873 lines in 23 files, and the whole files are 5,970 lines (7,061 before the checks a plain
+# read first (1,152 lines); every function the call runs, checks and bookkeeping included, is
+# 1,870 lines in 23 files, and the whole files are 5,970 lines (7,061 before the checks a plain
 # ring does not need were taken off it).  The last two are ratchets: lower them, never raise.
 READ_FIRST_MAX = 8
 READ_FIRST_FUNCTION_LINES = 1_500
-PATH_FUNCTION_LINES = 1_880
+PATH_FUNCTION_LINES = 1_870
 LINE_BUDGET = 5_970
 
 

@@ -212,3 +212,19 @@ def test_the_watchdog_report_of_a_multi_channel_ring_keeps_every_line_short():
         "        recv from rank 0: all_reduce call #0, step 2 (x7)",
         "        recv from rank 9: all_reduce call #0, step 2",
     ]
+
+
+def test_the_flight_recorder_keeps_the_collective_a_rank_entered_as_a_typed_record():
+    """What the deadlock and watchdog reports read (the collective a rank entered and the
+    last it completed) is the ``Enter`` record it yielded, read by field name, not a
+    ``(group, seq, call)`` tuple read by position (issue 26: typed records end to end)."""
+
+    def program(rank):
+        yield from rank.all_reduce(np.ones(4))
+        execution = rank._execution
+        last = execution.completed[rank.id]
+        assert execution.entered[rank.id] is last
+        return last.group, last.seq, last.call.name
+
+    out = collsim.Cluster(topology.ring(4), fast=False).run(program)
+    assert out.returns == [((0, 1, 2, 3), 0, "all_reduce")] * 4

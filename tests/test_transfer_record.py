@@ -2,6 +2,9 @@
 in.  It sets Flow's fields itself (no call per message), so none may be forgotten, and its
 arrival must record and complete exactly what the posts asked."""
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -9,8 +12,10 @@ from hypothesis import strategies as st
 
 import collsim
 from collsim import CountOnly, topology
+from collsim.errors import SimulationLimitError
 from collsim.network import Engine, Network
-from collsim.network.flows import Flow
+from collsim.network.engine import Event
+from collsim.network.flows import Flow, Rescheduled, Route
 from collsim.network.trace import Trace
 from collsim.runtime.matching import Mailboxes, Transfer
 from collsim.runtime.ops import Handle
@@ -36,7 +41,7 @@ def _transfer(nbytes=64):
 @pytest.mark.parametrize("field", Flow.__slots__)
 def test_a_transfer_sets_every_field_a_flow_sets(field):
     _, _, route, transfer = _transfer()
-    flow = Flow(route[0], 64, print, "arg", route[2], route[3])
+    flow = Flow(route.links, 64, print, "arg", route.beta, route.shares)
     if field in ("on_done", "arg"):  # a transfer's arrival is its own method
         assert getattr(transfer, field) is None
     else:
@@ -45,7 +50,7 @@ def test_a_transfer_sets_every_field_a_flow_sets(field):
 
 def test_a_started_transfer_arrives_once_records_and_completes_both_posts():
     net, mail, _, transfer = _transfer(2_000)
-    net.start(transfer, net.route(0, 1)[1])  # α of the route
+    net.start(transfer, net.route(0, 1).alpha)
     net.engine.run()
     assert transfer.sender.done and transfer.receiver.done
     assert transfer.receiver.value == CountOnly(2_000)
@@ -264,3 +269,95 @@ def test_a_waiting_post_is_the_message_with_its_sides_named():
 
     collsim.Cluster(topology.ring(2)).run(program)
     assert seen == [(CountOnly(8), "x", True, None)]
+
+
+def test_a_route_is_a_typed_record_of_the_topologys_path():
+    """``Network.route`` gives a :class:`Route`: the topology's links, their summed α and
+    narrowest β (as ``Cluster.route`` finds them) and the table of flows on each link."""
+    cluster = collsim.Cluster(topology.ring(4, "100GB/s", "5us"))
+    net = Network(Engine(), cluster.topology)
+    route = net.route(1, 3)
+    assert isinstance(route, Route)
+    assert (route.links, route.alpha, route.beta) == cluster.route(1, 3)
+    assert route.shares == tuple(net.active[link] for link in route.links)
+
+
+def _reads_of_a_route_by_position(tree):
+    """The lines of ``tree`` that index a route (``route[1]``, ``net.route(a, b)[0]``) or
+    unpack one (``links, alpha, beta, shares = route``)."""
+
+    def is_route(node):
+        if isinstance(node, ast.Name):
+            return node.id == "route"
+        return isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "route"
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and is_route(node.value):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Assign) and is_route(node.value):
+            if any(isinstance(target, ast.Tuple) for target in node.targets):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_outside_the_fast_path_reads_a_route_by_position():
+    """Routes are read by field name (issue 26: messages as typed records end to end);
+    only ``collsim/fast/`` may unpack them, where a name lookup per transfer would cost."""
+    package = Path(collsim.__file__).parent
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        if "fast" in path.relative_to(package).parts:
+            continue
+        lines = _reads_of_a_route_by_position(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            found[str(path.relative_to(package))] = lines
+    assert found == {}
+
+
+def test_the_events_a_stopped_run_leaves_are_typed_records():
+    """A run stopped midway hands its pending events on (``Engine.clear``) as ``Event``
+    records, and a flow whose rate changed waits as a ``Rescheduled`` record naming it and
+    its version: the mailboxes read both by name to free the messages in flight."""
+    engine = Engine(max_time=0.5)
+    net = Network(engine, topology.switch(3, bandwidth="1GB/s", latency=0))
+    net.transfer(0, 2, 1e9, print, "a")  # both share the down link to 2: rates change
+    net.transfer(1, 2, 1e9, print, "b")
+    with pytest.raises(SimulationLimitError):
+        engine.run()  # both would finish at 2 s
+    events = engine.clear()
+    assert events and all(isinstance(event, Event) for event in events)
+    # "a" started alone (its first finish, the bare flow, now stale), then "b" joined:
+    # "a" finishes later, at its version 2; "b"'s first finish is the bare flow
+    rescheduled = [event.arg for event in events if type(event.arg) is Rescheduled]
+    assert [(r.flow.arg, r.version) for r in rescheduled] == [("a", 2)]
+
+
+def test_a_collectives_steps_are_step_records_of_its_schedules_moves():
+    """A collective's rank program posts each step as a ``Step`` record, read by name by
+    the runtime, whose sends are the schedule's moves from that rank (in order)."""
+    from collsim.collectives.executor import run_schedule
+    from collsim.collectives.registry import build
+    from collsim.runtime.ops import Step, Steps
+
+    schedule = build("all_reduce", "ring", 4)
+
+    def program(rank):
+        inner, value, posted = run_schedule(rank, schedule, np.ones(8)), None, []
+        while True:
+            try:
+                op = inner.send(value)
+            except StopIteration as stop:
+                return stop.value, posted
+            if type(op) is Steps:
+                steps = list(op.steps)
+                posted += steps
+                op = Steps(iter(steps))
+            value = yield op
+
+    out = collsim.Cluster(topology.ring(4), fast=False).run(program)
+    for r, (result, posted) in enumerate(out.returns):
+        assert result.tolist() == [4.0] * 8
+        assert all(type(step) is Step for step in posted)
+        own = [[m for m in step if m.src == r] for step in schedule.steps]
+        assert [[m.meta for m in step.sends] for step in posted] == own

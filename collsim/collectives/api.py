@@ -98,9 +98,8 @@ def collective(
     ):
         size = call_size(name, x, count, dtype, group.size)
         with naming_the_algorithm(given):
-            schedule, _, protocol = plan_call(
-                cluster, name, algorithm, protocol, group.ranks, root, size
-            )
+            plan = plan_call(cluster, name, algorithm, protocol, group.ranks, root, size)
+        schedule, protocol = plan.schedule, plan.protocol
     else:  # the plain path, as on every generic topology: no hashing of the group
         schedule = shared_schedule(name, algorithm, group.size, root)
     if (count if x is None else getattr(x, "size", None)) == 0:
@@ -172,9 +171,8 @@ def run_collective(
         itemsize = DTYPE_BYTES[dtype]
         size = schedule.buffer_elements(count) * itemsize
         with naming_the_algorithm(given):
-            schedule, choice, protocol = plan_call(
-                cluster, name, algorithm, protocol, group.ranks, root, size
-            )
+            plan = plan_call(cluster, name, algorithm, protocol, group.ranks, root, size)
+        schedule, choice, protocol = plan.schedule, plan.choice, plan.protocol
     else:
         choice = None
     if count == 0:  # nothing to move: NCCL returns at once from a zero-byte call

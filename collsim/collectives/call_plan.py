@@ -8,13 +8,14 @@ Examples
 --------
 >>> import collsim
 >>> cluster = collsim.Cluster(collsim.topology.ring(4))
->>> schedule, choice, protocol = plan_call(cluster, "all_reduce", "ring", None, (0, 1, 2, 3), 0, 64)
->>> schedule.algorithm, schedule.n_steps, choice, protocol
+>>> plan = plan_call(cluster, "all_reduce", "ring", None, (0, 1, 2, 3), 0, 64)
+>>> plan.schedule.algorithm, plan.schedule.n_steps, plan.choice, plan.protocol
 ('ring', 6, None, None)
 """
 
 import contextlib
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from .hardware_forms import HARDWARE_ALGORITHMS, best_pieces
 from .registry import AUTO, PIPELINED, build, canonical_algorithm
 
 __all__ = [
+    "CallPlan",
     "plan_call",
     "default_algorithm",
     "shared_schedule",
@@ -38,6 +40,14 @@ __all__ = [
 # MB: the live clusters that run the same one share it, and it goes with the last of them
 # (each cluster holds its schedules in cluster.caches.plans); nothing here keeps it alive.
 _SHARED_SCHEDULES = weakref.WeakValueDictionary()
+
+
+class CallPlan(NamedTuple):
+    """What one collective call runs, as :func:`plan_call` plans it."""
+
+    schedule: object  # the Schedule to run
+    choice: object  # the AutoChoice where the algorithm was "auto", else None
+    protocol: object  # the Protocol its steps carry, or None
 
 
 def shared_schedule(collective, algorithm, k, root, layout=None, switch=None, pieces=None):
@@ -69,8 +79,8 @@ def call_protocol(protocol, cluster):
 
 
 def plan_call(cluster, name, algorithm, protocol, ranks, root, size):
-    """``(schedule, choice, protocol)`` of one call on ``cluster``: the schedule to run,
-    the :class:`~collsim.collectives.auto.AutoChoice` where ``algorithm`` was ``"auto"``
+    """The :class:`CallPlan` of one call on ``cluster``: the schedule to run, the
+    :class:`~collsim.collectives.auto.AutoChoice` where ``algorithm`` was ``"auto"``
     (else None) and the Protocol its steps carry (or None).  Generic algorithms without
     a protocol model take the plain path: the same schedule as on any topology.
 
@@ -95,7 +105,7 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed
     k = len(ranks)
     hardware = algorithm in HARDWARE_ALGORITHMS.get(name, ())
     if not hardware and algorithm != AUTO and not isinstance(protocol, str):
-        return shared_schedule(name, algorithm, k, root), None, protocol
+        return CallPlan(shared_schedule(name, algorithm, k, root), None, protocol)
     # something to tune: the topology's placement, NCCL's closed forms, the protocols
     from .auto import checked_placement, choose, fabric_of
 
@@ -117,7 +127,7 @@ def _plan(topology, name, algorithm, protocol, ranks, root, size, choice="closed
                 protocol,
             )
         schedule = shared_schedule(name, chosen, k, root, layout, switch, pieces)
-    return schedule, (choice if algorithm == AUTO else None), protocol
+    return CallPlan(schedule, choice if algorithm == AUTO else None, protocol)
 
 
 @contextlib.contextmanager
@@ -149,4 +159,4 @@ def first_schedule(cluster, name, algorithm, protocol, ranks, root):
     own (refusing a group it cannot run on), or the ring's for ``auto``."""
     if algorithm == AUTO:
         algorithm = canonical_algorithm(name, None)
-    return plan_call(cluster, name, algorithm, None, ranks, root, 0)[0]
+    return plan_call(cluster, name, algorithm, None, ranks, root, 0).schedule

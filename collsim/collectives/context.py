@@ -19,8 +19,27 @@ Examples
 """
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-__all__ = ["CollectiveContext", "context_of"]
+__all__ = ["CollectiveContext", "StepPlan", "KeptPlan", "context_of"]
+
+
+class StepPlan(NamedTuple):
+    """One step of a schedule indexed by rank: rank r's sends (and their trace labels) are
+    ``sends[send_ptr[r]:send_ptr[r + 1]]``, its receives ``recvs[recv_ptr[r]:recv_ptr[r + 1]]``."""
+
+    send_ptr: object  # K + 1 positions into sends (an array, or a shared one for a ring)
+    sends: tuple  # the step's ChunkMoves, ordered by sender
+    labels: list  # their display labels in the trace
+    recv_ptr: object  # K + 1 positions into recvs
+    recvs: tuple  # the step's ChunkMoves, ordered by receiver
+
+
+class KeptPlan(NamedTuple):
+    """A schedule's :class:`StepPlan` per step, kept in :attr:`CollectiveContext.plans`."""
+
+    schedule: object  # kept, so that its id (the key) is not reused while the run lasts
+    steps: list  # a StepPlan per step
 
 
 @dataclass
@@ -36,8 +55,7 @@ class CollectiveContext:
     step_tags: dict = field(default_factory=dict)
     # (elements, chunks) -> chunk_bounds(elements, chunks), computed once per run
     chunk_bounds: dict = field(default_factory=dict)
-    # id(schedule) -> (schedule, its moves indexed by rank); the schedule is kept so its
-    # id cannot be reused while the run lasts
+    # id(schedule) -> its KeptPlan: the schedule and its moves indexed by rank
     plans: dict = field(default_factory=dict)
 
     def next_seq(self, rank_id, group_ranks):

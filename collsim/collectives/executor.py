@@ -30,9 +30,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..runtime.group import Group
-from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Steps
+from ..runtime.ops import CountOnly, Enter, Incoming, Outgoing, Step, Steps
 from .checks import DTYPE_BYTES, NUMERIC_DTYPES, check_count, check_dtype, check_op, check_root
-from .context import context_of
+from .context import KeptPlan, StepPlan, context_of
 from .nccl_choice import opening
 from .records import CollectiveStep
 from .reference import reference
@@ -113,18 +113,15 @@ def check_engine_budget(schedule, why):
 
 
 def _plan(context, schedule):
-    """Every step's moves indexed by rank, as ``(send_ptr, sends, labels, recv_ptr,
-    recvs)`` per step, built once per run and schedule and kept in the run's context.
-
-    ``sends`` holds the step's moves ordered by sender and ``labels`` their trace labels;
-    rank r's sends are ``sends[send_ptr[r]:send_ptr[r + 1]]``.  ``recvs`` and
-    ``recv_ptr`` do the same by receiver.  The moves are the schedule's own
+    """Every step's moves indexed by rank, a
+    :class:`~collsim.collectives.context.StepPlan` per step, built once per run and
+    schedule and kept in the run's context.  The moves are the schedule's own
     :class:`~collsim.collectives.schedule.ChunkMove` objects: each transfer carries its
     move as its ``meta`` record, with nothing made per transfer.
     """
     entry = context.plans.get(id(schedule))
     if entry is not None:
-        return entry[1]
+        return entry.steps
     # a ring all-reduce on 1,024 ranks has two million moves: a few flat containers per
     # step, rather than small lists and tuples per rank and step, keep building cheap
     # and give the garbage collector (which scans every container once after the run)
@@ -136,8 +133,8 @@ def _plan(context, schedule):
         send_ptr, sends = _by_rank(step, [m.src for m in step], k, one_each)
         labels = step_labels(schedule.collective, s + 1, sends)
         recv_ptr, recvs = _by_rank(step, [m.dst for m in step], k, one_each)
-        plan.append((send_ptr, sends, labels, recv_ptr, recvs))
-    context.plans[id(schedule)] = (schedule, plan)
+        plan.append(StepPlan(send_ptr, sends, labels, recv_ptr, recvs))
+    context.plans[id(schedule)] = KeptPlan(schedule, plan)
     return plan
 
 
@@ -251,15 +248,16 @@ def run_schedule(
 
 
 def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
-    """Rank ``me``'s ``(sends, recvs)`` (:class:`Outgoing` and :class:`Incoming`
+    """Rank ``me``'s :class:`Step` (its :class:`Outgoing` and :class:`Incoming`
     messages) in every step it takes part in, sizes only."""
     sized = {}  # payloads, one per size
-    for s, (send_ptr, sends, labels, recv_ptr, recvs) in enumerate(plan):
+    for s, step in enumerate(plan):
+        send_ptr, recv_ptr = step.send_ptr, step.recv_ptr
         first, stop = send_ptr[me], send_ptr[me + 1]
         first_recv, stop_recv = recv_ptr[me], recv_ptr[me + 1]
         if first == stop and first_recv == stop_recv:
             continue  # this rank takes no part in step s
-        tag = tags[s]
+        tag, sends, labels, recvs = tags[s], step.sends, step.labels, step.recvs
         out_sends = []
         for i in range(first, stop):
             m = sends[i]
@@ -270,22 +268,23 @@ def _count_only_steps(plan, me, tags, ranks, bounds, itemsize):
         out_recvs = []
         for i in range(first_recv, stop_recv):
             out_recvs.append(Incoming(ranks[recvs[i].src], tag))
-        yield out_sends, out_recvs
+        yield Step(out_sends, out_recvs)
 
 
 def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
-    """Rank ``me``'s ``(sends, recvs)`` in every step it takes part in: sends read views
+    """Rank ``me``'s :class:`Step` in every step it takes part in: sends read views
     of its working buffer (or input), receives land in (or reduce into) views of it."""
 
     def span(chunks):
         return bounds[chunks.start][0], bounds[chunks.stop - 1][1]
 
-    for s, (send_ptr, sends, labels, recv_ptr, recvs) in enumerate(plan):
+    for s, step in enumerate(plan):
+        send_ptr, recv_ptr = step.send_ptr, step.recv_ptr
         first, stop = send_ptr[me], send_ptr[me + 1]
         first_recv, stop_recv = recv_ptr[me], recv_ptr[me + 1]
         if first == stop and first_recv == stop_recv:
             continue
-        tag = tags[s]
+        tag, sends, labels, recvs = tags[s], step.sends, step.labels, step.recvs
         out_sends, out_recvs = [], []
         for i in range(first, stop):
             m = sends[i]
@@ -295,7 +294,7 @@ def _numeric_steps(plan, me, tags, ranks, bounds, work, source, ufunc):
         for m in recvs[first_recv:stop_recv]:
             lo, hi = span(m.dst_chunks)
             out_recvs.append(Incoming(ranks[m.src], tag, work[lo:hi], ufunc if m.reduce else None))
-        yield out_sends, out_recvs
+        yield Step(out_sends, out_recvs)
 
 
 def _chunk_bounds(context, n, n_chunks):

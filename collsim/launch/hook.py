@@ -8,6 +8,8 @@ deletes one (mpi4py's own demos do) deletes it for every rank, so each rank's fi
 of ``mpi4py`` puts the entries back, as a fresh process would find them.
 """
 
+import functools
+import importlib.util
 import os
 import sys
 import types
@@ -16,15 +18,18 @@ from .script import RankForwarding, _rank_id
 
 __all__ = ["mpi4py_as_collsim"]
 
+_UTIL = ("dtlib", "pkl5", "sync")  # the mpi4py.util modules collsim has
+
 
 class _RankPackage(types.ModuleType):
     """One rank's stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi` (read
-    at the rank's first ``import mpi4py.MPI``), ``mpi4py.util.dtlib`` is
-    :mod:`collsim.mpi.dtlib`."""
+    at the rank's first ``import mpi4py.MPI``), ``mpi4py.util.dtlib``, ``pkl5`` and ``sync``
+    are :mod:`collsim.mpi.dtlib`, :mod:`~collsim.mpi.pkl5` and :mod:`~collsim.mpi.sync`;
+    ``pkl5`` is the rank's own copy, as its ``pkl5.pickle`` is the process's own."""
 
     def __init__(self):
         from .. import mpi
-        from ..mpi import dtlib, rc
+        from ..mpi import dtlib, rc, sync
 
         super().__init__("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
         # a package (so `import mpi4py.MPI` looks in sys.modules) whose folder is
@@ -34,8 +39,9 @@ class _RankPackage(types.ModuleType):
         self.__version__ = "collsim"
         self.rc = rc.Rc()  # the options a program sets before `from mpi4py import MPI`
         self.get_config = dict
-        self.util = types.ModuleType("mpi4py.util", "collsim's stand-in: only util.dtlib")
-        self.util.__path__, self.util.dtlib = [], dtlib
+        self.util = _Util("mpi4py.util", "collsim's stand-in: dtlib, pkl5, sync")
+        self.util.__path__ = []
+        self.util.dtlib, self.util.pkl5, self.util.sync = dtlib, _own_copy("pkl5"), sync
 
     def __getattr__(self, name):  # only for what is not there: MPI before its import
         if name != "MPI":
@@ -47,6 +53,14 @@ class _RankPackage(types.ModuleType):
         rc.remember(rc.read_at_import(self.__dict__.get("rc"), os.environ))
         self.MPI = mpi
         return mpi
+
+
+def _own_copy(name):
+    """A fresh run of ``collsim.mpi.<name>``'s code: a module whose settings are one rank's."""
+    spec = importlib.util.find_spec(f"collsim.mpi.{name}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class _PerRankPackage(RankForwarding):
@@ -66,11 +80,16 @@ class _PerRankPackage(RankForwarding):
 
 
 class _Entry(RankForwarding):
-    """``sys.modules["mpi4py.<name>"]``: that attribute of the calling rank's package."""
+    """``sys.modules["mpi4py.<path>"]``: that attribute of the calling rank's package
+    (``util.pkl5``: the attribute ``pkl5`` of its ``util``)."""
 
-    def __init__(self, package, name):
-        super().__init__(f"mpi4py.{name}")
-        object.__setattr__(self, "_collsim_read", lambda: getattr(package, name))
+    def __init__(self, package, path):
+        super().__init__(f"mpi4py.{path}")
+
+        def read():
+            return functools.reduce(getattr, path.split("."), package)
+
+        object.__setattr__(self, "_collsim_read", read)
 
     def _collsim_target(self):
         return self._collsim_read()
@@ -78,12 +97,9 @@ class _Entry(RankForwarding):
 
 def _register(package):
     """Put the ``mpi4py`` entries into ``sys.modules`` where they are missing."""
-    for name in ("MPI", "rc"):
-        sys.modules.setdefault(f"mpi4py.{name}", _Entry(package, name))
+    for path in ("MPI", "rc", "util", *(f"util.{name}" for name in _UTIL)):
+        sys.modules.setdefault(f"mpi4py.{path}", _Entry(package, path))
     sys.modules.setdefault("mpi4py", package)
-    util = object.__getattribute__(package, "_collsim_copies")[_rank_id()].util
-    sys.modules.setdefault("mpi4py.util", util)
-    sys.modules.setdefault("mpi4py.util.dtlib", util.dtlib)
 
 
 class mpi4py_as_collsim:  # a context manager, named like the function it acts as
@@ -127,12 +143,26 @@ class _OnlyMPI:
     @staticmethod
     def find_spec(name, path=None, target=None):
         if _is_mpi4py(name) and name not in sys.modules:
-            raise ModuleNotFoundError(
-                f"No module named {name!r}: under collsim, mpi4py has "
-                "only mpi4py.MPI (collsim.mpi) and mpi4py.util.dtlib",
-                name=name,
-            )
+            raise _not_there(name)
         return None
+
+
+def _not_there(name):
+    return ModuleNotFoundError(
+        f"No module named {name!r}: under collsim, mpi4py has "
+        "only mpi4py.MPI (collsim.mpi) and mpi4py.util's " + ", ".join(_UTIL),
+        name=name,
+    )
+
+
+class _Util(types.ModuleType):
+    """``mpi4py.util``: ``from mpi4py.util import pool`` says why as ``import`` does (Python
+    turns a missing attribute into a bare "cannot import name"; an ImportError passes)."""
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(f"module 'mpi4py.util' has no attribute {name!r}")
+        raise _not_there(f"mpi4py.util.{name}")
 
 
 def _is_mpi4py(name):

@@ -9,7 +9,9 @@ all-to-all; NCCL's choice on a hardware preset), so their bytes, steps and time 
 simulator's.  That is for the datatypes and ops collsim's collectives have (DOUBLE,
 FLOAT, FLOAT16_T, INT, LONG; SUM, PROD, MAX, MIN); every other predefined datatype and op
 runs the same schedules over point-to-point (:mod:`collsim.mpi.trees`).  ``Gather`` and
-``Scatter`` are linear over point-to-point (the root exchanges with every rank at once).
+``Scatter`` (and ``Gatherv``, ``Scatterv``) run :mod:`collsim.collectives.linear`'s linear
+gather and scatter over point-to-point, the schedules the lowercase ``gather`` and
+``scatter`` run on pickles: the root exchanges with every rank at once.
 ``MPI.IN_PLACE`` works where MPI allows it.
 
 Examples
@@ -27,6 +29,7 @@ Examples
 """
 
 from ..collectives.checks import NUMERIC_DTYPES
+from ..collectives.linear import linear_gather, linear_scatter
 from ..runtime import blocking
 from .exceptions import ERR_ARG, ERR_OP, mpi_error, value_error
 from .messages import land
@@ -237,13 +240,25 @@ class BufferCollectives:
 
     # -- over point-to-point --------------------------------------------------------------
 
+    def _gathered(self, rank, me, size, root, tag, mine=None):
+        """:func:`~collsim.collectives.linear.linear_gather`'s moves, block ``r`` being rank
+        ``r``'s array (``mine`` here, off the root): ``{rank: block}`` at the root."""
+        held = {} if me == root else {me: mine}
+        return self._run_moves(rank, me, tag, linear_gather(size, root), held)
+
+    def _scattered(self, rank, me, size, root, tag, blocks=None):
+        """:func:`~collsim.collectives.linear.linear_scatter`'s moves of the root's
+        ``blocks`` (``{rank: array}``): the block this rank ends with."""
+        held = dict(blocks) if me == root else {}
+        return self._run_moves(rank, me, tag, linear_scatter(size, root), held)[me]
+
     def Gather(self, sendbuf, recvbuf, root=0):
         rank, me, size = self._me("Gather")
         root = self._root(root, size, "Gather")
         tag = self._collective_tag(rank, "Gather")
         if me != root:
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
-            self._round(rank, tag, sends=[(root, send.data)])
+            self._gathered(rank, me, size, root, tag, send.data)
             return
         recv = buffer_of(recvbuf, "Gather(recvbuf=...)", writable=True, blocks=size, stores=True)
         n = _block(recv, size, "Gather")
@@ -251,8 +266,7 @@ class BufferCollectives:
             send = buffer_of(sendbuf, "Gather(sendbuf=...)")
             _same(send, recv, "Gather", send.count * size, recv.count)
             recv.data[root * n : (root + 1) * n] = send.data.view(recv.data.dtype)
-        others = [r for r in range(size) if r != root]
-        for r, value in zip(others, self._round(rank, tag, recvs=others)):
+        for r, value in sorted(self._gathered(rank, me, size, root, tag).items()):
             _exactly(value, n, f"Gather: rank {r}")
             land(_part(recv, r, n), value, "Gather", f"rank {r}")
         recv.store()
@@ -263,7 +277,7 @@ class BufferCollectives:
         tag = self._collective_tag(rank, "Scatter")
         if me != root:
             recv = buffer_of(recvbuf, "Scatter(recvbuf=...)", writable=True, stores=True)
-            value = self._round(rank, tag, recvs=[root])[0]
+            value = self._scattered(rank, me, size, root, tag)
             _exactly(value, recv.count, f"Scatter: the root ({root})")
             land(recv, value, "Scatter", f"the root ({root})")
             return
@@ -274,8 +288,8 @@ class BufferCollectives:
             _same(send, recv, "Scatter", n, recv.count)
             recv.data[:] = send.data[root * n : (root + 1) * n].view(recv.data.dtype)
             recv.store()
-        blocks = [(r, send.data[r * n : (r + 1) * n]) for r in range(size) if r != root]
-        self._round(rank, tag, sends=blocks)
+        blocks = {r: send.data[r * n : (r + 1) * n] for r in range(size)}
+        self._scattered(rank, me, size, root, tag, blocks)
 
 
 def _part(buffer, r, n):

@@ -133,6 +133,8 @@ class ObjectCollectives:
         return self._run_moves(rank, me, tag, build("broadcast", "tree", size, root), held)[0]
 
     def _items(self, sendobj, size, call):
+        if sendobj is None:  # mpi4py sends None to every rank
+            return [None] * size
         try:
             items = list(sendobj)
         except TypeError:

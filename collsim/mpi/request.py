@@ -44,7 +44,8 @@ _EMPTY = (ANY_SOURCE, ANY_TAG, 0)  # the status of a null or send request
 
 class Request(Handle):
     """A pending operation; ``finish(value)`` turns the handle's value into
-    ``(result, (source, tag, nbytes))`` once it is done.  ``Request()`` is null."""
+    ``(result, (source, tag, nbytes))`` once it is done.  ``Request()`` is null;
+    ``Request(req)`` is ``req`` (as :class:`Prequest`'s copy is: they complete together)."""
 
     def __init__(self, handle=None, finish=None, active=None):
         if isinstance(handle, Request):  # MPI.Request(request): another handle of it
@@ -102,6 +103,7 @@ class Request(Handle):
     def __eq__(self, other):
         if not isinstance(other, Request):
             return NotImplemented
+        # one request: the same object, or handles made of it (they share their state)
         return self.__dict__ is other.__dict__ or (not self and not other)
 
     def _handle_key(self):

@@ -5,10 +5,11 @@ reductions (``Scan``, ``Exscan``), ``Reduce_scatter`` with counts, and the non-b
 A v-spec gives each rank its own count and displacement: ``[buf, (counts, displs),
 MPI.DOUBLE]`` (displacements in elements; None packs the blocks in rank order).  The
 v-collectives are linear over point-to-point, as MPI implementations run them for
-irregular blocks: ``Gatherv``'s root receives from every rank at once, ``Scatterv``'s sends
-to every rank at once, ``Allgatherv`` and ``Alltoallv`` are one direct exchange.  ``Scan``
-passes the running prefix along the ranks (rank r combines rank r-1's prefix with its own:
-``x0 op x1 op ... op xr`` in rank order).
+irregular blocks: ``Gatherv`` and ``Scatterv`` run :mod:`collsim.collectives.linear`'s
+linear gather and scatter (the root receives from, or sends to, every rank at once), as
+``Gather`` and ``Scatter`` do; ``Allgatherv`` and ``Alltoallv`` are one direct exchange.
+``Scan`` passes the running prefix along the ranks (rank r combines rank r-1's prefix with
+its own: ``x0 op x1 op ... op xr`` in rank order).
 
 The non-blocking collectives run when called and return a completed request (the data is
 in place at once; ``Wait`` returns at once), so a program that overlaps work with them is
@@ -87,7 +88,8 @@ class VectorCollectives:
         root = self._root(root, size, "Gatherv")
         tag = self._collective_tag(rank, "Gatherv")
         if me != root:
-            self._round(rank, tag, sends=[(root, buffer_of(sendbuf, "Gatherv(sendbuf=...)").data)])
+            mine = buffer_of(sendbuf, "Gatherv(sendbuf=...)").data
+            self._gathered(rank, me, size, root, tag, mine)
             return
         recv = _vector(recvbuf, size, "Gatherv", "recvbuf", writable=True)
         if not in_place(sendbuf):
@@ -97,8 +99,7 @@ class VectorCollectives:
                 "Gatherv",
                 "the root",
             )
-        others = [r for r in range(size) if r != root]
-        for r, value in zip(others, self._round(rank, tag, recvs=others), strict=True):
+        for r, value in sorted(self._gathered(rank, me, size, root, tag).items()):
             land(_piece(recv, r), value, "Gatherv", f"rank {r}")
 
     def Scatterv(self, sendbuf, recvbuf, root=0):
@@ -107,13 +108,13 @@ class VectorCollectives:
         tag = self._collective_tag(rank, "Scatterv")
         if me != root:
             recv = buffer_of(recvbuf, "Scatterv(recvbuf=...)", writable=True)
-            land(recv, self._round(rank, tag, recvs=[root])[0], "Scatterv", f"the root ({root})")
+            land(recv, self._scattered(rank, me, size, root, tag), "Scatterv", f"the root ({root})")
             return
         send = _vector(sendbuf, size, "Scatterv", "sendbuf")
         if recvbuf is not IN_PLACE:
             recv = buffer_of(recvbuf, "Scatterv(recvbuf=...)", writable=True)
             land(recv, send.block(root), "Scatterv", "the root")
-        self._round(rank, tag, sends=[(r, send.block(r)) for r in range(size) if r != root])
+        self._scattered(rank, me, size, root, tag, {r: send.block(r) for r in range(size)})
 
     def Allgatherv(self, sendbuf, recvbuf):
         rank, me, size = self._me("Allgatherv")

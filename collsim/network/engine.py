@@ -30,6 +30,7 @@ import heapq
 import math
 import numbers
 from collections import deque
+from typing import NamedTuple
 
 from ..errors import CollsimError, ConfigError, SimulationLimitError
 
@@ -37,6 +38,7 @@ _push = heapq.heappush  # a new instant joins the heap of pending times
 
 __all__ = [
     "Engine",
+    "Event",
     "FINISH",
     "START",
     "SimulationLimitError",
@@ -53,6 +55,15 @@ DEFAULT_MAX_EVENTS = 200_000_000
 
 FINISH = 0
 START = 1
+
+
+class Event(NamedTuple):
+    """An event not yet run, as :meth:`Engine.pending` lists it."""
+
+    time: float  # the simulated second it runs at
+    priority: int  # FINISH or START (None: the event a stopped run was in)
+    callback: object  # called with ``arg`` when it runs
+    arg: object
 
 
 class Engine:
@@ -113,19 +124,20 @@ class Engine:
         events.append(arg)
 
     def pending(self):
-        """The events not yet run, as ``(time, priority, callback, arg)`` in the order
-        they will run (to inspect a run stopped midway, in tests or a debugger).
+        """The :class:`Event` records not yet run, in the order they will run (to inspect
+        a run stopped midway, in tests or a debugger).
 
         >>> engine = Engine()
         >>> engine.at(2.0, START, print, "b"); engine.at(1.0, START, print, "a")
-        >>> [(time, arg) for time, _, _, arg in engine.pending()]
+        >>> [(event.time, event.arg) for event in engine.pending()]
         [(1.0, 'a'), (2.0, 'b')]
         """
         events = []
         for time in sorted(self._at):
             for priority, queue in enumerate(self._at[time]):
-                flat = list(queue)
-                events += [(time, priority, flat[n], flat[n + 1]) for n in range(0, len(flat), 2)]
+                flat = list(queue)  # callback, arg, callback, arg, ...
+                pairs = zip(flat[::2], flat[1::2])
+                events += [Event(time, priority, callback, arg) for callback, arg in pairs]
         return events
 
     def clear(self):
@@ -136,13 +148,13 @@ class Engine:
 
         >>> engine = Engine()
         >>> engine.at(1.0, START, print, "a")
-        >>> [arg for *_, arg in engine.clear()], engine.pending()
+        >>> [event.arg for event in engine.clear()], engine.pending()
         (['a'], [])
         """
         events = self.pending()
         if self._stopped_at is not None:  # the one that raised, taken off but not done
             time, callback, arg = self._stopped_at
-            events.insert(0, (time, None, callback, arg))
+            events.insert(0, Event(time, None, callback, arg))
         self._times, self._at, self._stopped_at = [], {}, None
         return events
 

@@ -84,7 +84,7 @@ class LinkFaults:
         self.routes = {
             key: found
             for key, found in self.routes.items()
-            if not any(link in self.failed for link in found[0])
+            if not any(link in self.failed for link in found.links)
         }
         self.routes_from = {}
         for (src, dst), found in self.routes.items():
@@ -137,19 +137,20 @@ class LinkFaults:
         if src in self.crashed or dst in self.crashed:
             return self._stall(flow, rank=src if src in self.crashed else dst)
         try:
-            links, alpha, beta, shares = self.route(src, dst)
+            route = self.route(src, dst)
         except ConfigError:  # not a rank-to-rank flow
             return self._stall(flow, link=dead)
+        links = route.links
         if any(link in self.failed for link in links):
             return self._stall(flow, link=dead)
         old = flow.links
         before = sum(moved for _, moved in flow.legs or ())
         moved = flow.nbytes - flow.remaining - before
         flow.legs = (flow.legs or []) + [(old, moved)]
-        flow.links, flow.beta, flow.rate = links, beta, 0.0
-        flow.on_shares(shares)
+        flow.links, flow.beta, flow.rate = links, route.beta, 0.0
+        flow.on_shares(route.shares)
         self.reroutes.append(Reroute(src, dst, self.engine.now, moved, flow.remaining, old, links))
-        self.engine.at(self.engine.now + alpha, START, self._begin, flow)
+        self.engine.at(self.engine.now + route.alpha, START, self._begin, flow)
 
     def _stall(self, flow, link=None, rank=None):
         flow.version += 1

@@ -34,59 +34,11 @@ from .. import topology
 from ..errors import ConfigError
 from .engine import FINISH, START
 from .faults import LinkFaults
+from .flow import Flow, Rescheduled, Route
 
-__all__ = ["Network", "Flow", "MODELS"]
+__all__ = ["Network", "Flow", "Route", "MODELS"]
 
 MODELS = ("maxmin", "ideal")
-
-
-class Flow:
-    """One transfer in flight: its links, bytes left, current rate and completion.
-
-    When its last byte arrives the network calls :meth:`arrived`: ``on_done(arg)``.  The
-    runtime's messages are a subclass (:class:`collsim.runtime.matching.Transfer`) whose
-    arrival delivers the message itself, so that a message in flight is one object."""
-
-    __slots__ = (
-        "links",
-        "beta",
-        "nbytes",
-        "remaining",
-        "rate",
-        "last",
-        "version",
-        "on_done",
-        "arg",
-        "legs",  # once rerouted: [(links, bytes moved on them)] of the paths it left
-        "shares",  # the active table of each of its links (Network.active[link]), or None
-        "share",  # ... the one link's, when it has one (most flows)
-    )
-
-    def __init__(self, links, nbytes, on_done, arg, beta=None, shares=()):
-        self.links = links
-        self.on_shares(shares)
-        self.beta = beta  # the narrowest link's bandwidth: the rate when it is alone
-        self.nbytes = nbytes
-        self.remaining = float(nbytes)
-        self.rate = 0.0
-        self.last = 0.0
-        self.version = 0
-        self.on_done = on_done
-        self.arg = arg
-        self.legs = None
-
-    def arrived(self):
-        """The last byte arrived (called by the network once, at that instant)."""
-        self.on_done(self.arg)
-
-    def on_shares(self, shares):
-        """Take the active tables of its links, ``shares``: one link's table is kept as
-        ``share`` (most flows cross one link, and need no tuple), several as
-        ``shares``."""
-        if len(shares) == 1:
-            self.share, self.shares = shares[0], None
-        else:
-            self.share, self.shares = None, shares
 
 
 class Network(LinkFaults):
@@ -109,7 +61,7 @@ class Network(LinkFaults):
         self.capacity = {(u, v): d["bandwidth"] for u, v, d in graph.edges(data=True)}
         self.latency = {(u, v): d["latency"] for u, v, d in graph.edges(data=True)}
         self.active = {link: {} for link in self.capacity}  # link -> ordered set of flows
-        # (src, dst) -> (links, α, β, shares): route()'s cache; routes_from holds the same
+        # (src, dst) -> Route: route()'s cache; routes_from holds the same
         # as src -> {dst: route}, which the mailboxes read per transfer by two ranks
         # rather than by a (src, dst) key made for each
         self.routes, self.routes_from = {}, {}
@@ -145,8 +97,7 @@ class Network(LinkFaults):
         return list(in_flight)
 
     def route(self, src, dst):
-        """(links, α, β, shares) of the path from ``src`` to ``dst``, cached (``shares``:
-        see :meth:`path`).
+        """The :class:`Route` from ``src`` to ``dst``, cached.
 
         After a link failure, a path that crossed it is replaced by the topology's next
         path on the graph without the failed links (its own routing, else the shortest
@@ -172,13 +123,13 @@ class Network(LinkFaults):
         return found
 
     def path(self, links, alpha, beta):
-        """``(links, α, β, shares)``: a route as :meth:`transfer_on` takes it, ``shares``
-        being the table of flows on each link (``active[link]``), found here once per
-        route rather than by hashing each link twice per transfer."""
+        """The :class:`Route` over ``links``, as :meth:`transfer_on` takes it: its
+        ``shares``, the table of flows on each link (``active[link]``), are found here once
+        per route rather than by hashing each link twice per transfer."""
         active = self.active
         if len(links) == 1:  # most routes: no generator to run
-            return links, alpha, beta, (active[links[0]],)
-        return links, alpha, beta, tuple(active[link] for link in links)
+            return Route(links, alpha, beta, (active[links[0]],))
+        return Route(links, alpha, beta, tuple(active[link] for link in links))
 
     def _direct(self, src, dst):
         """``((src, dst),)`` where :func:`collsim.topology.route` would take the direct link
@@ -208,13 +159,13 @@ class Network(LinkFaults):
         Returns the links the transfer crosses."""
         route = self.route(src, dst)
         self.transfer_on(route, nbytes, on_done, arg)
-        return route[0]
+        return route.links
 
     def transfer_on(self, route, nbytes, on_done, arg=None):
         """:meth:`transfer` along ``route``, as :meth:`route` returned it (for callers
         that need the route too and should not look it up twice)."""
-        links, alpha, beta, shares = route
-        self.start(Flow(links, nbytes, on_done, arg, beta, shares), alpha)
+        flow = Flow(route.links, nbytes, on_done, arg, route.beta, route.shares)
+        self.start(flow, route.alpha)
 
     def start(self, flow, alpha):
         """Start ``flow`` (made for one of this network's routes) now: its bytes begin to
@@ -251,7 +202,7 @@ class Network(LinkFaults):
             time = now + (remaining / rate if remaining > 0 else 0.0)
             # a flow's first finish is the flow itself, valid while its version is 1;
             # any later one carries the version it was scheduled at (see _finish)
-            event = flow if version == 1 else (flow, version)
+            event = flow if version == 1 else Rescheduled(flow, version)
             self._schedule(time, FINISH, self._finish_event, event)
         else:
             self._reshare(flow.links)
@@ -278,9 +229,9 @@ class Network(LinkFaults):
     def _finish(self, event):
         # a finish scheduled at version v is stale once the flow's rate changed again
         # (its version moved on); most flows finish as first scheduled, and that event
-        # is the bare flow, for version 1, with no (flow, version) tuple to make
-        if type(event) is tuple:
-            flow, version = event
+        # is the bare flow, for version 1, with no Rescheduled record to make
+        if type(event) is Rescheduled:
+            flow, version = event.flow, event.version
         else:
             flow, version = event, 1
         if version != flow.version:
@@ -308,7 +259,10 @@ class Network(LinkFaults):
         remaining, engine = flow.remaining, self.engine
         delay = remaining / flow.rate if remaining > 0 else 0.0
         engine.at(
-            engine.now + delay, FINISH, self._finish, flow if version == 1 else (flow, version)
+            engine.now + delay,
+            FINISH,
+            self._finish,
+            flow if version == 1 else Rescheduled(flow, version),
         )
 
     def _reshare(self, seed_links):

@@ -32,5 +32,5 @@ class ClusterCaches:
     # what the fast path (collsim.fast) keeps for this cluster; nothing else reads it
     fast: dict = field(default_factory=dict)
     # collectives.call_plan.plan_call: (collective, algorithm, protocol, group ranks, root,
-    # size) -> (schedule, auto's choice, protocol) of a call
+    # size) -> the CallPlan (schedule, auto's choice, protocol) of a call
     plans: dict = field(default_factory=dict)

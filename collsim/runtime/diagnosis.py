@@ -82,9 +82,9 @@ def deadlock_report(blocked, now, collective_calls=None, notes=(), processes=(),
     for proc in blocked:
         what = _waits(proc, pending, finished)
         if proc.collective is not None:
-            group, seq, call = proc.collective
-            stuck[(group, seq)] = call
-            what = f"{call.name} #{seq}: {what}"
+            inside = proc.collective
+            stuck[(inside.group, inside.seq)] = inside.call
+            what = f"{inside.call.name} #{inside.seq}: {what}"
         who = f"rank {proc.rank.id}" + ("" if proc.name == "main" else f" ({proc.name})")
         where = getattr(proc.source, "where", None)  # blocking code: the user's line
         if where is not None:
@@ -206,7 +206,7 @@ def watchdog_report(execution, blocked):
         if proc.blocked_on is None and proc.rank.id not in execution._crashed:
             continue
         inside = proc.collective
-        collective = None if inside is None else f"{inside[2].name} #{inside[1]}"
+        collective = None if inside is None else f"{inside.call.name} #{inside.seq}"
         what = ProcessWaits(collective, tuple(waited_items(proc)))
         waits.setdefault(proc.rank.id, []).append(what)
     ranks = {}
@@ -253,8 +253,9 @@ def watchdog_report(execution, blocked):
 
 
 def _call(entry):
-    """``(seq, name)`` of a flight-recorder entry ``(group, seq, call)``."""
-    return None if entry is None else (entry[1], entry[2].name)
+    """``(seq, name)`` of a flight-recorder entry (the :class:`~collsim.runtime.ops.Enter`
+    a rank yielded)."""
+    return None if entry is None else (entry.seq, entry.call.name)
 
 
 def _stall(stall):

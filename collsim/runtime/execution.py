@@ -58,8 +58,8 @@ class Execution:
             Steps: self._op_steps,
         }
         self.collective_calls = {}  # (group ranks, seq) -> {rank: CollectiveCall}
-        # the flight recorder: rank id -> (group, seq, CollectiveCall) of the last
-        # collective it entered and the last it completed
+        # the flight recorder: rank id -> the Enter operation (group, seq, call) of the
+        # last collective it entered and the last it completed
         self.entered, self.completed = {}, {}
         # faults (runtime/faults.py): slow ranks' factors, crashed ranks' times, and the
         # last simulated time a process moved on, which the watchdog counts from
@@ -232,7 +232,7 @@ class Execution:
                 self.completed[proc.rank.id] = proc.collective
             proc.collective = None
             return True, None
-        self.entered[proc.rank.id] = (op.group, op.seq, op.call)
+        self.entered[proc.rank.id] = op
         calls = self.collective_calls.setdefault((op.group, op.seq), {})
         calls[proc.rank.id] = op.call
         first = next(iter(calls.values()))  # all match the first, or someone differs
@@ -243,7 +243,7 @@ class Execution:
                 f"#{op.seq} of their sequence (like TORCH_DISTRIBUTED_DEBUG=DETAIL reports):\n"
                 + "\n".join(lines)
             )
-        proc.collective = (op.group, op.seq, op.call)
+        proc.collective = op  # the collective it is inside, as the deadlock report names it
         return True, None
 
     # -- posting sends and receives (matched in runtime/matching.py) ----------------------

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..hardware.protocols import slowest_class
-from ..network.flows import Flow
+from ..network.flow import Flow, Rescheduled
 from .ops import ANY, CountOnly, Handle, Received
 from .process import PATTERNS, PostGroup
 
@@ -72,8 +72,10 @@ class Mailboxes:
         for waiting in self.wild.values():
             for wild in waiting:
                 yield wild.message.receiver
-        # an event's argument is a flow, or (flow, version) for a rescheduled finish
-        in_flight = [arg[0] if type(arg) is tuple else arg for *_, arg in events]
+        # an event's argument is a flow, or a Rescheduled record naming it
+        in_flight = [
+            event.arg.flow if type(event.arg) is Rescheduled else event.arg for event in events
+        ]
         in_flight += [t for group in self.combining.values() for t in group] + list(flows)
         for transfer in in_flight:
             if isinstance(transfer, Transfer):
@@ -179,24 +181,24 @@ class Mailboxes:
             if combine is not None:
                 self._join_combined(transfer, combine, protocol)
                 return
-        alpha = route[1]
         if protocol is not None:  # the wire carries more bytes, after more latency
-            (_, alpha, _, _), wire = self._on_wire(route, transfer.nbytes, protocol)
+            route, wire = self._on_wire(route, transfer.nbytes, protocol)
             transfer.nbytes, transfer.remaining = wire, float(wire)
-        network.start(transfer, alpha)
+        network.start(transfer, route.alpha)
 
     def _on_wire(self, route, nbytes, protocol, efficiency=1.0):
         """``(route, wire bytes)`` of a message sent with ``protocol``: its latency for the
         slowest link class on the path joins the route's α, and the wire carries
         ``nbytes / efficiency`` (a link without a class adds no protocol latency)."""
-        links, alpha, beta, shares = route
+        links = route.links
         extra = self.protocol_latency.get((links, protocol))
         if extra is None:
             classes = [self.network.graph.edges[link].get("link_class") for link in links]
             extra = self.protocol_latency[(links, protocol)] = protocol.latency_for(
                 slowest_class(classes)
             )
-        return (links, alpha + extra, beta, shares), nbytes / (protocol.efficiency * efficiency)
+        wire = nbytes / (protocol.efficiency * efficiency)
+        return route._replace(alpha=route.alpha + extra), wire
 
     def _join_combined(self, transfer, combine, protocol):
         """One move of a combined group (a switch reducing or multicasting): once all
@@ -211,7 +213,7 @@ class Mailboxes:
         del self.combining[key]
         network = self.network
         links = tuple(dict.fromkeys(link for t in group for link in t.links))
-        alpha = max(network.route(t.src, t.dst)[1] for t in group)
+        alpha = max(network.route(t.src, t.dst).alpha for t in group)
         capacity = network.capacity
         beta = min((capacity[link] for link in links), default=float("inf"))
         nbytes = max(t.payload.nbytes for t in group)
@@ -264,14 +266,14 @@ class Transfer(Flow):
         """Both sides are posted: become the flow of ``route`` from ``now``."""
         # Flow.__init__'s fields, set here without its call (one per message): a test
         # checks that every field of a Flow is set on a Transfer too
-        links, _, beta, shares = route
+        links, shares = route.links, route.shares
         nbytes = self.payload.nbytes
         self.links = links
         if len(shares) == 1:  # Flow.on_shares's rule, without a second call per message
             self.share, self.shares = shares[0], None
         else:
             self.share, self.shares = None, shares
-        self.beta = beta
+        self.beta = route.beta
         self.nbytes = nbytes
         self.remaining = float(nbytes)
         self.rate = 0.0

@@ -245,12 +245,19 @@ class Steps:
     is done, and resume once the last is done: a collective's schedule, which runs back
     to back as a NCCL kernel runs all its steps without returning to the host.
 
-    ``steps`` yields ``(sends, recvs)`` per step, ``sends`` of :class:`Outgoing` and
+    ``steps`` yields a :class:`Step` per step, its ``sends`` of :class:`Outgoing` and
     ``recvs`` of :class:`Incoming`, with the meanings of
     :class:`Send` and :class:`Recv`; a deadlock report shows the transfers of the step
     the process waits in, as for :class:`Exchange`."""
 
-    steps: object  # iterable of (sends, recvs)
+    steps: object  # iterable of Step
+
+
+class Step(NamedTuple):
+    """One step of a :class:`Steps` operation: the messages a rank posts together."""
+
+    sends: list  # of Outgoing
+    recvs: list  # of Incoming
 
 
 @dataclass

@@ -57,7 +57,7 @@ class Process:
         # the operation it is blocked in, a Wait, or a PostGroup (see blocked_on)
         self.waiting = None
         self.handle = Handle(f"{name} of rank {rank.id}")
-        self.collective = None  # (group ranks, seq, description) while inside one
+        self.collective = None  # the Enter (group, seq, call) of the collective it is inside
         # blocking rank code (runtime/blocking.py): its thread, whose `where` is the line of
         # the user's call the process is blocked in
         self.source = None
@@ -153,9 +153,9 @@ class PostGroup:
                 raise
             if step is None:
                 return True
-            sends, recvs = step
+            sends = step.sends
             execution.charge(proc, len(sends))
-            if self.post(sends, recvs, False):
+            if self.post(sends, step.recvs, False):
                 return False
 
     def all_done(self):
