@@ -289,8 +289,9 @@ def test_free_drops_one_handle_and_leaves_types_made_from_it_whole():
     assert pair == MPI.DATATYPE_NULL and pairs.size == 16
     inner = pairs.decode()[2]["datatypes"][0]
     assert inner.decode()[1:] == ("CONTIGUOUS", {"count": 2})
-    MPI.INT.Free()  # predefined: nothing happens
-    assert MPI.INT.Get_size() == 4
+    with pytest.raises(MPI.Exception) as caught:  # predefined: MPI_ERR_TYPE, as MPI says
+        MPI.INT.Free()
+    assert caught.value.Get_error_class() == MPI.ERR_TYPE and MPI.INT.Get_size() == 4
 
 
 def test_fortran_kinds_are_predefined_but_not_named():

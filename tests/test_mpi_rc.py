@@ -132,3 +132,34 @@ def test_pickle_settings_belong_to_a_rank_and_are_refused_outside_a_run():
     assert (MPI.pickle.PROTOCOL, MPI.pickle.THRESHOLD) == (5, 262144)  # mpi4py's defaults
     with pytest.raises(ConfigError, match=r"MPI.pickle.PROTOCOL = 2 outside a run"):
         MPI.pickle.PROTOCOL = 2
+
+
+def test_mpi_pickle_takes_other_serialisers_per_rank_and_the_lowercase_calls_use_them():
+    import json
+    import marshal
+
+    import collsim
+    from collsim import mpi as MPI
+    from collsim.errors import ConfigError
+    from collsim.runtime import blocking
+
+    sent = {"a": [0, 1, 2], "b": "qwerty"}
+
+    def main():
+        comm = MPI.COMM_WORLD
+        if comm.Get_rank() == 0:  # marshal at protocol 2: dumps(obj, protocol)
+            MPI.pickle.__init__(marshal.dumps, marshal.loads, 2)
+            comm.send(sent, dest=1)
+            got = (MPI.pickle.PROTOCOL, MPI.pickle.loads(MPI.pickle.dumps(sent)))
+            MPI.pickle.__init__()  # back to the pickle module
+            return got + (MPI.pickle.PROTOCOL,)
+        # JSON, whose dumps takes no protocol: dumps(obj)
+        MPI.pickle.__init__(lambda o: json.dumps(o).encode(), marshal.loads)
+        return MPI.pickle.PROTOCOL, comm.recv(source=0)
+
+    result = blocking.run(collsim.Cluster(collsim.topology.ring(2)), main)
+    assert result.returns == [(2, sent, 5), (None, sent)]
+    # the bytes on the wire are marshal's, not pickle's
+    assert result.stats.bytes_sent[0] == len(marshal.dumps(sent, 2))
+    with pytest.raises(ConfigError, match=r"MPI.pickle.__init__\(<built-in function dumps>"):
+        MPI.pickle.__init__(marshal.dumps, marshal.loads)

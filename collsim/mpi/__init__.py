@@ -161,10 +161,39 @@ globals().update({f"COMBINER_{name}": value for name, value in COMBINERS.items()
 COMBINER_VALUE_INDEX = UNDEFINED  # Get_value_index gives only the named pair types here
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
 BUFFER_AUTOMATIC = None
-Grequest = Request
 
 
 pickle = _Pickle()  # mpi4py's MPI.pickle: dumps/loads of the lowercase calls, PROTOCOL
+
+# -- handles and errors as mpi4py has them (issue 29's blockers 13 and 15) --------------
+from .exceptions import (  # noqa: E402, F401  (in __all__ below)
+    Add_error_class,
+    Add_error_code,
+    Add_error_string,
+    Remove_error_class,
+    Remove_error_code,
+    Remove_error_string,
+)
+from .grequest import Grequest  # noqa: E402, F401
+from .handletable import addressof as _addressof  # noqa: E402, F401  (mpi4py's internals)
+from .handletable import handleof as _handleof  # noqa: E402, F401
+from .handletable import sizeof as _sizeof  # noqa: E402, F401
+from .status import F_ERROR, F_SOURCE, F_STATUS_SIZE, F_TAG  # noqa: E402, F401
+
+_HANDLES_AND_ERRORS = [
+    "Grequest",
+    "F_SOURCE",
+    "F_TAG",
+    "F_ERROR",
+    "F_STATUS_SIZE",
+    "Add_error_class",
+    "Add_error_code",
+    "Add_error_string",
+    "Remove_error_class",
+    "Remove_error_code",
+    "Remove_error_string",
+]
+# -- end of handles and errors ------------------------------------------------------------
 
 
 __all__ = [
@@ -244,4 +273,5 @@ __all__ = [
     "MESSAGE_NULL",
     "MESSAGE_NO_PROC",
     *DATATYPES,
+    *_HANDLES_AND_ERRORS,
 ]

@@ -29,9 +29,10 @@ Examples
 from ..errors import CollsimError
 from ..runtime import blocking
 from .buffers import BufferCollectives
-from .exceptions import ERR_ARG, ERR_COMM, mpi_error
+from .exceptions import ERR_ARG, ERR_COMM, ERR_KEYVAL, last_used_code, mpi_error
 from .group import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
 from .handles import Errhandler, Info
+from .handletable import Handle, predefine
 from .lifecycle import errhandler_by_default
 from .objects import ObjectCollectives
 from .p2p import MAX_TAG, PointToPoint
@@ -50,7 +51,13 @@ HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE = range(168191590
 
 
 class Comm(
-    PointToPoint, Probes, VectorCollectives, WCollectives, ObjectCollectives, BufferCollectives
+    PointToPoint,
+    Probes,
+    VectorCollectives,
+    WCollectives,
+    ObjectCollectives,
+    BufferCollectives,
+    Handle,
 ):
     """An MPI communicator; ``MPI.Comm()`` is ``MPI.COMM_NULL``, ``MPI.Comm(c)`` the same
     communicator as ``c``."""
@@ -78,7 +85,7 @@ class Comm(
         self._freed = False
         self._index = {r: i for i, r in enumerate(ranks)} if isinstance(ranks, tuple) else None
         self._errhandler = None  # until Set_errhandler: mpi4py.rc.errors's handler
-        self._info = Info()
+        self._info = Info.Create()
 
     # -- who is calling -------------------------------------------------------------------
 
@@ -176,19 +183,14 @@ class Comm(
         """``IDENT`` (one communicator), ``CONGRUENT`` (same ranks, same order),
         ``SIMILAR`` (same ranks) or ``UNEQUAL``."""
         rank, _, _ = self._me("Compare")
+        if not isinstance(other, Comm) or other._is_null():
+            raise mpi_error(ERR_COMM, f"Compare({other!r}): give a communicator")
         if self == other:
             return IDENT
         mine, theirs = self._members(rank), other._members(rank)
         if mine == theirs:
             return CONGRUENT
         return SIMILAR if sorted(mine) == sorted(theirs) else UNEQUAL
-
-    def toint(self):
-        """-1: a collsim communicator has no C handle (mpi4py's ``toint`` for one that
-        cannot be converted)."""
-        return -1
-
-    py2f = toint
 
     def __eq__(self, other):
         if not isinstance(other, Comm):
@@ -197,19 +199,14 @@ class Comm(
             return self._is_null() and other._is_null()
         return self._context == other._context and self._ranks == other._ranks
 
-    def __hash__(self):
-        return hash((self._context, self._ranks))
-
     def __bool__(self):
         return not self._is_null()
 
-    def __reduce__(self):
-        for predefined in (COMM_NULL, *_PREDEFINED):
-            if self is predefined:
-                return (_predefined, (predefined._name,))
-            if self == predefined:  # MPI.Comm(COMM_WORLD): a copy unpickles as a copy
-                return (type(self), (predefined,))
-        raise ValueError(f"cannot pickle {self!r}: only predefined communicators pickle")
+    def _handle_key(self):
+        return None if self._is_null() else (self._context, self._ranks)
+
+    def _nullify(self):
+        self._freed = True
 
     def _is_null(self):
         return self._ranks == NULL or self._freed
@@ -220,14 +217,21 @@ class Comm(
     # -- attributes, info, errors ---------------------------------------------------------
 
     def Get_attr(self, keyval):
-        """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag); None
+        """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag),
+        ``MPI.LASTUSEDCODE`` (the last error code Add_error_* gave); None
         for the others (no value set)."""
         self._me("Get_attr")
         if keyval == TAG_UB:
             return MAX_TAG
-        if keyval in (HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE):
+        if keyval == LASTUSEDCODE:
+            return last_used_code()
+        if keyval in (HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE):
             return None
-        raise mpi_error(ERR_ARG, f"Get_attr({keyval!r}): the attribute collsim has is MPI.TAG_UB")
+        raise mpi_error(
+            ERR_KEYVAL,
+            f"Get_attr({keyval!r}): not an attribute key; give MPI.TAG_UB, "
+            "MPI.LASTUSEDCODE or another predefined one",
+        )
 
     def Get_info(self):
         self._me("Get_info")
@@ -235,22 +239,31 @@ class Comm(
 
     def Set_info(self, info):
         self._me("Set_info")
-        self._info = Info(info)
+        self._info = Info(info).Dup()  # MPI keeps a copy of the hints
 
     info = property(Get_info, Set_info)
 
     def Get_errhandler(self):
+        """A new handle of the communicator's error handler (``Free`` it when done)."""
         self._me("Get_errhandler")
-        return errhandler_by_default() if self._errhandler is None else self._errhandler
+        return Errhandler(self._errhandler or errhandler_by_default())
 
     def Set_errhandler(self, errhandler):
         self._me("Set_errhandler")
         if not isinstance(errhandler, Errhandler) or not errhandler:
             raise mpi_error(ERR_ARG, f"Set_errhandler({errhandler!r}): give an MPI.Errhandler")
-        self._errhandler = errhandler
+        self._errhandler = Errhandler(errhandler)  # the program may Free its own handle
 
     def Call_errhandler(self, errorcode):
+        """Call the handler set: a handler ``Create_errhandler`` made is called as
+        ``function(comm, errorcode)``; collsim's errors are raised whichever is set."""
         self._me("Call_errhandler")
+        (self._errhandler or errhandler_by_default())._call(self, errorcode)
+
+    @classmethod
+    def Create_errhandler(cls, errhandler_fn):
+        """An error handler that calls ``errhandler_fn(comm, errorcode)``."""
+        return Errhandler._create(errhandler_fn, f"{cls.__name__}.Create_errhandler")
 
     def _buffer_call(self, *args):
         raise NotImplementedError(
@@ -283,10 +296,6 @@ class Comm(
         raise CollsimError(f"rank {me} of {self._name} called Abort({errorcode!r})")
 
 
-def _predefined(name):
-    return {c._name: c for c in (COMM_NULL, *_PREDEFINED)}[name]
-
-
 COMM_NULL = Comm()
-_PREDEFINED = []  # COMM_WORLD and COMM_SELF, which intracomm.py makes
 _NULL_PARENT = []  # the null intercommunicator, which intercomm.py makes
+predefine(COMM_NULL=COMM_NULL)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .constructors import TypeConstructors
 from .exceptions import ERR_TYPE, mpi_error
+from .handletable import Handle, predefine
 from .packing import PackCalls
 from .typemap import Layout
 
@@ -136,7 +137,7 @@ _TYPECLASSES = {
 }
 
 
-class Datatype(TypeConstructors, PackCalls):
+class Datatype(TypeConstructors, PackCalls, Handle):
     """An MPI datatype: ``name`` (``"MPI_DOUBLE"``), ``numpy`` (the dtype of one element
     of a predefined type, None for a derived one and ``DATATYPE_NULL``) and ``layout``
     (its bounds and typemap, :mod:`~collsim.mpi.typemap`)."""
@@ -262,25 +263,28 @@ class Datatype(TypeConstructors, PackCalls):
 
     def Commit(self):
         """Nothing to do: a type can move data as soon as it is made."""
+        self._old("Commit")
         return self
 
     def Free(self):
-        """Drop a derived type's handle (it becomes ``MPI.DATATYPE_NULL``); predefined
-        types live for the whole run."""
-        if not self.is_predefined:
-            self._become(_Null)
-
-    def free(self):
-        """mpi4py's ``free()``: ``Free()`` unless the type is null or predefined."""
-        self.Free()
+        """Drop a derived type's handle (it becomes ``MPI.DATATYPE_NULL``); a predefined
+        type cannot be freed (MPI_ERR_TYPE, as MPI defines)."""
+        self._old("Free")
+        if self.is_predefined:
+            raise mpi_error(ERR_TYPE, f"Free() of {self!r}: a predefined type cannot be freed")
+        self._become(_Null)
 
     def __eq__(self, other):
         if not isinstance(other, Datatype):
             return NotImplemented
         return self.name == other.name and self.layout is other.layout
 
-    def __hash__(self):
-        return hash(self.name)
+    def _handle_key(self):
+        # copies share the layout object; a derived type's is its own
+        return None if self.layout is None else (self.name, id(self.layout))
+
+    def _nullify(self):
+        self._become(_Null)
 
     def __bool__(self):
         return self.layout is not None
@@ -288,8 +292,7 @@ class Datatype(TypeConstructors, PackCalls):
     def __reduce__(self):
         if not self.is_named:  # a derived type: made again from its recipe
             return _remade, self.decode()
-        canonical = _BY_NAME.get(self.name, DATATYPE_NULL)
-        return (_predefined, (self.name,)) if self is canonical else (Datatype, (canonical,))
+        return super().__reduce__()
 
     def __repr__(self):
         if not self.is_named:
@@ -325,7 +328,8 @@ DATATYPES.update(
 )
 DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
 DATATYPES["DATATYPE_NULL"] = DATATYPE_NULL
-_BY_NAME = {dt.name: dt for dt in reversed(DATATYPES.values())}
+predefine(DATATYPE_NULL=DATATYPE_NULL)
+predefine(**DATATYPES)  # their numbers, in this order
 BYTE, DOUBLE = DATATYPES["BYTE"], DATATYPES["DOUBLE"]
 # the datatype mpi4py infers from a buffer's type code (numpy's dtype.char or array's)
 _BY_CODE = {
@@ -356,10 +360,6 @@ _BY_CODE = {
         ("p", "AINT"),
     )
 }
-
-
-def _predefined(name):
-    return _BY_NAME.get(name, DATATYPE_NULL)
 
 
 def datatype_of(code):

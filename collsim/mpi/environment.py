@@ -21,9 +21,10 @@ collsim; use point-to-point or collective calls
 
 from ..runtime import blocking
 from .buffer_object import buffer
-from .exceptions import ERR_BUFFER, ERROR_NAMES, mpi_error, unsupported
+from .exceptions import ERR_BUFFER, Get_error_class, Get_error_string, mpi_error, unsupported
+from .handletable import Handle, predefine
 from .settings import run_state
-from .window import WIN_NULL, Win
+from .window import WindowCalls
 
 __all__ = [
     "get_vendor",
@@ -54,10 +55,10 @@ __all__ = [
     "Lookup_name",
     "Publish_name",
     "Unpublish_name",
-    "Attach_buffer",
-    "Detach_buffer",
     "Flush_buffer",
     "Iflush_buffer",
+    "Attach_buffer",
+    "Detach_buffer",
     "Alloc_mem",
     "Free_mem",
     "BSEND_OVERHEAD",
@@ -111,14 +112,6 @@ def Pcontrol(level):
     """Profiling control: nothing to do (the trace records everything)."""
 
 
-def Get_error_class(errorcode):
-    return errorcode
-
-
-def Get_error_string(errorcode):
-    return ERROR_NAMES.get(errorcode, f"MPI error {errorcode}")
-
-
 def Wtime():
     """Simulated seconds since the run started (the engine's clock, never wall time)."""
     return blocking.now()
@@ -134,13 +127,36 @@ def Get_processor_name():
     return f"collsim-rank{blocking.current_rank().id}"
 
 
-class _Unsimulated:
-    """A handle class of a part of MPI collsim does not simulate: every use raises."""
+class _Unsimulated(Handle):
+    """A handle class of a part of MPI collsim does not simulate: its null handle
+    (``MPI.WIN_NULL``, ``MPI.Win()``) exists, as a program compares with it; every call
+    raises."""
 
     _what = ""
 
-    def __init__(self, *args, **kwargs):
-        raise unsupported(f"MPI.{type(self).__name__}()", self._what)
+    def __init__(self, other=None):
+        if other is not None and not isinstance(other, self._family):
+            name = type(self).__name__
+            raise TypeError(f"MPI.{name}({other!r}): give an MPI.{name} to copy, or nothing")
+
+    def __getattr__(self, name):  # the calls, on a handle: WIN_NULL.Free(), ...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return type(self)._refuse(name)
+
+    def __bool__(self):
+        return False  # only the null handle exists
+
+    def __eq__(self, other):
+        if not isinstance(other, _Unsimulated):
+            return NotImplemented
+        return other._family is self._family
+
+    def _handle_key(self):
+        return None
+
+    def _nullify(self):
+        """Nothing to let go."""
 
     def __class_getitem__(cls, item):
         return cls
@@ -148,6 +164,8 @@ class _Unsimulated:
     def __init_subclass__(cls, what="", **kwargs):
         super().__init_subclass__(**kwargs)
         cls._what = what
+        if _Unsimulated in cls.__bases__:
+            cls._family = cls  # a Win is no File
 
     @classmethod
     def _refuse(cls, name):
@@ -164,6 +182,11 @@ class _Refusing(type):
         return cls._refuse(name)
 
 
+class Win(WindowCalls, _Unsimulated, metaclass=_Refusing, what="one-sided communication (Win)"):
+    """``MPI.Win``: not simulated (``Put``, ``Get`` and ``Accumulate`` check their specs
+    first: :mod:`.window`)."""
+
+
 class File(_Unsimulated, metaclass=_Refusing, what="MPI-IO (File)"):
     """``MPI.File``: not simulated."""
 
@@ -172,7 +195,8 @@ class Session(_Unsimulated, metaclass=_Refusing, what="MPI sessions"):
     """``MPI.Session``: not simulated."""
 
 
-FILE_NULL = SESSION_NULL = None
+WIN_NULL, FILE_NULL, SESSION_NULL = Win(), File(), Session()
+predefine(WIN_NULL=WIN_NULL, FILE_NULL=FILE_NULL, SESSION_NULL=SESSION_NULL)
 
 
 def _refused(name, what="dynamic process management (ports, names)"):

@@ -19,127 +19,84 @@ with MPI_ERR_ROOT)
 """
 
 import builtins
+import functools
 
 from ..errors import ConfigError
+from . import errorclasses
+from .errorclasses import *  # noqa: F403  (SUCCESS, ERR_*, ERROR_NAMES: Open MPI's numbers)
+from .errorclasses import ERR_ARG, ERR_OTHER, ERR_UNKNOWN, ERROR_NAMES, SUCCESS, UnknownCode
 
-__all__ = [
-    "Exception",
-    "mpi_error",
-    "value_error",
-    "type_error",
-    "key_error",
-    "buffer_error",
-    "memory_error",
-    "ERROR_NAMES",
-    "SUCCESS",
-    "ERR_BUFFER",
-    "ERR_COUNT",
-    "ERR_TYPE",
-    "ERR_TAG",
-    "ERR_COMM",
-    "ERR_RANK",
-    "ERR_REQUEST",
-    "ERR_ROOT",
-    "ERR_OP",
-    "ERR_ARG",
-    "ERR_TRUNCATE",
-    "ERR_OTHER",
-    "ERR_GROUP",
-    "ERR_TOPOLOGY",
-    "ERR_DIMS",
-    "ERR_UNKNOWN",
-    "ERR_INTERN",
-    "ERR_IN_STATUS",
-    "ERR_PENDING",
-    "ERR_INFO",
-    "ERR_INFO_KEY",
-    "ERR_INFO_NOKEY",
-    "ERR_UNSUPPORTED_OPERATION",
-    "ERR_LASTCODE",
-]
-
-# MPICH's numbers for the classes (mpi.h); programs compare them with the names only
-SUCCESS = 0
-ERR_BUFFER = 1
-ERR_COUNT = 2
-ERR_TYPE = 3
-ERR_TAG = 4
-ERR_COMM = 5
-ERR_RANK = 6
-ERR_ROOT = 7
-ERR_OP = 9
-ERR_ARG = 12
-ERR_TRUNCATE = 14
-ERR_OTHER = 15
-ERR_REQUEST = 19
-ERR_GROUP = 8
-ERR_TOPOLOGY = 10
-ERR_DIMS = 11
-ERR_UNKNOWN = 13
-ERR_INTERN = 16
-ERR_IN_STATUS = 17
-ERR_PENDING = 18
-ERR_INFO = 28
-ERR_INFO_KEY = 29
-ERR_INFO_NOKEY = 31
-ERR_UNSUPPORTED_OPERATION = 52
-ERR_LASTCODE = 0x3FFFFFFF
-
-ERROR_NAMES = {
-    SUCCESS: "MPI_SUCCESS",
-    ERR_BUFFER: "MPI_ERR_BUFFER",
-    ERR_COUNT: "MPI_ERR_COUNT",
-    ERR_TYPE: "MPI_ERR_TYPE",
-    ERR_TAG: "MPI_ERR_TAG",
-    ERR_COMM: "MPI_ERR_COMM",
-    ERR_RANK: "MPI_ERR_RANK",
-    ERR_ROOT: "MPI_ERR_ROOT",
-    ERR_OP: "MPI_ERR_OP",
-    ERR_ARG: "MPI_ERR_ARG",
-    ERR_TRUNCATE: "MPI_ERR_TRUNCATE",
-    ERR_OTHER: "MPI_ERR_OTHER",
-    ERR_REQUEST: "MPI_ERR_REQUEST",
-    ERR_GROUP: "MPI_ERR_GROUP",
-    ERR_TOPOLOGY: "MPI_ERR_TOPOLOGY",
-    ERR_DIMS: "MPI_ERR_DIMS",
-    ERR_UNKNOWN: "MPI_ERR_UNKNOWN",
-    ERR_INTERN: "MPI_ERR_INTERN",
-    ERR_IN_STATUS: "MPI_ERR_IN_STATUS",
-    ERR_PENDING: "MPI_ERR_PENDING",
-    ERR_INFO: "MPI_ERR_INFO",
-    ERR_INFO_KEY: "MPI_ERR_INFO_KEY",
-    ERR_INFO_NOKEY: "MPI_ERR_INFO_NOKEY",
-    ERR_UNSUPPORTED_OPERATION: "MPI_ERR_UNSUPPORTED_OPERATION",
-}
+__all__ = ["Exception", "mpi_error", "value_error", *errorclasses.CONSTANTS]
+__all__ += ["type_error", "key_error", "buffer_error", "memory_error", "unsupported"]
+__all__ += ["Get_error_class", "Get_error_string", "Add_error_class", "Add_error_code"]
+__all__ += ["Add_error_string", "Remove_error_class", "Remove_error_code"]
+__all__ += ["Remove_error_string"]
 
 
+@functools.total_ordering
 class Exception(ConfigError, builtins.RuntimeError):  # mpi4py's name (shadows the builtin)
-    """An MPI error class raised as mpi4py's ``MPI.Exception`` (a RuntimeError there)."""
+    """An MPI error raised as mpi4py's ``MPI.Exception`` (a RuntimeError there):
+    ``MPI.Exception(MPI.ERR_ARG)`` has that code, its class and its string, and compares
+    and orders with the code as an int does."""
 
     def __init__(self, message=ERR_OTHER, error_class=ERR_OTHER):
         if isinstance(message, int):  # MPI.Exception(MPI.ERR_OTHER), as mpi4py takes it
-            message, error_class = ERROR_NAMES.get(message, f"MPI error {message}"), message
+            # a negative code is no code: MPI calls it MPI_ERR_UNKNOWN, as mpi4py does
+            code = ERR_UNKNOWN if message < SUCCESS else message
+            message, error_class = _string_of(code), code
         super().__init__(message)
-        self.error_class = self.error_code = error_class
+        self.error_code = error_class
+        self.error_class = _class_of(error_class)
+
+    @property
+    def error_string(self):
+        return _string_of(self.error_code)
 
     def __int__(self):
-        return self.error_class
+        return self.error_code
+
+    def __bool__(self):
+        return self.error_code != SUCCESS
+
+    def __repr__(self):
+        return f"MPI.Exception({self.error_code})"
+
+    def __hash__(self):
+        return hash(self.error_code)
 
     def __eq__(self, other):
-        if isinstance(other, int):
-            return self.error_class == other
-        return builtins.Exception.__eq__(self, other)
+        if isinstance(other, (Exception, int)):
+            return self.error_code == int(other)
+        return NotImplemented
 
-    __hash__ = builtins.Exception.__hash__
+    def __lt__(self, other):  # total_ordering makes <=, > and >= of it
+        if isinstance(other, (Exception, int)):
+            return self.error_code < int(other)
+        return NotImplemented
 
     def Get_error_class(self):
         return self.error_class
 
     def Get_error_code(self):
-        return self.error_class
+        return self.error_code
 
     def Get_error_string(self):
-        return ERROR_NAMES.get(self.error_class, "MPI_ERR_OTHER")
+        return self.error_string
+
+
+def _class_of(code):
+    # a code no table knows (past ERR_LASTCODE, never added) is its own class
+    try:
+        return errorclasses.table().class_of(code)
+    except UnknownCode:
+        return code
+
+
+def _string_of(code):
+    try:
+        return errorclasses.table().string_of(code)
+    except UnknownCode:
+        return f"MPI error {code}"
 
 
 def mpi_error(error_class, message):
@@ -151,6 +108,55 @@ def mpi_error(error_class, message):
 def value_error(message):
     """A ConfigError for what mpi4py refuses itself, with a ``ValueError``."""
     return ConfigError(f"{message} (mpi4py raises ValueError)")
+
+
+# -- MPI's calls on the calling rank's error classes (collsim.mpi.errorclasses) ---------
+
+
+def _on_table(method, *args):
+    try:
+        return getattr(errorclasses.table(), method)(*args)
+    except UnknownCode as exc:
+        raise mpi_error(ERR_ARG, str(exc)) from None
+
+
+def Get_error_class(errorcode):
+    """The error class of ``errorcode`` (a predefined class is its own)."""
+    return _on_table("class_of", errorcode)
+
+
+def Get_error_string(errorcode):
+    """The text of ``errorcode``: its name and meaning, or what Add_error_string gave."""
+    return _on_table("string_of", errorcode)
+
+
+def Add_error_class():
+    return _on_table("add_class")
+
+
+def Add_error_code(errorclass):
+    return _on_table("add_code", errorclass)
+
+
+def Add_error_string(errorcode, string):
+    _on_table("set_string", errorcode, string)
+
+
+def Remove_error_class(errorclass):
+    _on_table("remove", "Remove_error_class", errorclass, True)
+
+
+def Remove_error_code(errorcode):
+    _on_table("remove", "Remove_error_code", errorcode, False)
+
+
+def Remove_error_string(errorcode):
+    _on_table("remove_string", errorcode)
+
+
+def last_used_code():
+    """``COMM_WORLD.Get_attr(MPI.LASTUSEDCODE)``: the largest code in use."""
+    return errorclasses.table().last_used
 
 
 class _SpecTypeError(ConfigError, TypeError):

@@ -18,6 +18,7 @@ True
 from ..collectives.checks import is_int
 from ..runtime import blocking
 from .exceptions import ERR_GROUP, ERR_RANK, mpi_error
+from .handletable import Handle, is_constant, predefine
 from .status import PROC_NULL, UNDEFINED
 
 __all__ = ["Group", "GROUP_EMPTY", "GROUP_NULL", "IDENT", "CONGRUENT", "SIMILAR", "UNEQUAL"]
@@ -25,12 +26,16 @@ __all__ = ["Group", "GROUP_EMPTY", "GROUP_NULL", "IDENT", "CONGRUENT", "SIMILAR"
 IDENT, CONGRUENT, SIMILAR, UNEQUAL = 0, 1, 2, 3  # MPI's comparison results
 
 
-class Group:
+class Group(Handle):
     """An ordered set of cluster ranks (``Group()`` is ``MPI.GROUP_NULL``)."""
 
     def __init__(self, ranks=None):
         if isinstance(ranks, Group):
             ranks = ranks.ranks
+        elif ranks is not None and (
+            isinstance(ranks, (str, bytes, Handle)) or not hasattr(ranks, "__iter__")
+        ):
+            raise TypeError(f"MPI.Group({ranks!r}): give an MPI.Group to copy, or nothing")
         self.ranks = None if ranks is None else tuple(int(r) for r in ranks)
 
     def _members(self, call):
@@ -121,6 +126,8 @@ class Group:
         return Group(self.ranks)
 
     def Free(self):
+        if is_constant(self):
+            raise mpi_error(ERR_GROUP, f"Free() of {self!r}: a predefined group cannot be freed")
         self.ranks = None
 
     def __eq__(self, other):
@@ -128,29 +135,19 @@ class Group:
             return NotImplemented
         return self.ranks == other.ranks
 
-    def __hash__(self):
-        return hash(self.ranks)
+    def _handle_key(self):
+        return self.ranks
+
+    def _nullify(self):
+        self.ranks = None
 
     def __bool__(self):
         return self.ranks is not None
-
-    def __reduce__(self):
-        # the predefined groups unpickle as themselves; others hold cluster ranks, which
-        # mean nothing in another run (mpi4py refuses them too)
-        for name, predefined in (("GROUP_NULL", GROUP_NULL), ("GROUP_EMPTY", GROUP_EMPTY)):
-            if self is predefined:
-                return (_predefined, (name,))
-            if self == predefined:  # a copy unpickles as a copy
-                return (Group, (predefined,))
-        raise ValueError(f"cannot pickle {self!r}: only MPI.GROUP_NULL and GROUP_EMPTY pickle")
 
     def __repr__(self):
         return "MPI.GROUP_NULL" if self.ranks is None else f"<MPI.Group {list(self.ranks)}>"
 
 
-def _predefined(name):
-    return {"GROUP_NULL": GROUP_NULL, "GROUP_EMPTY": GROUP_EMPTY}[name]
-
-
 GROUP_NULL = Group()
 GROUP_EMPTY = Group(())
+predefine(GROUP_NULL=GROUP_NULL, GROUP_EMPTY=GROUP_EMPTY)

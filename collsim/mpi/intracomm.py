@@ -24,8 +24,9 @@ Examples
 import math
 
 from ..collectives.checks import is_int
-from .comm import _PREDEFINED, SELF, WORLD, Comm
+from .comm import SELF, WORLD, Comm
 from .exceptions import ERR_ARG, ERR_RANK, ERR_TOPOLOGY, mpi_error
+from .handletable import predefine
 from .making import CommunicatorMaker
 from .neighbors import NeighborCollectives
 from .status import PROC_NULL, UNDEFINED
@@ -331,4 +332,4 @@ def create_dist_graph(comm, sources, degrees, destinations, weights=None):
 
 COMM_WORLD = Intracomm(WORLD, 0, 1, "MPI_COMM_WORLD")
 COMM_SELF = Intracomm(SELF, 2, 3, "MPI_COMM_SELF")
-_PREDEFINED += [COMM_WORLD, COMM_SELF]
+predefine(COMM_WORLD=COMM_WORLD, COMM_SELF=COMM_SELF)

@@ -24,6 +24,7 @@ from .environment import unsupported
 from .exceptions import ERR_ARG, ERR_GROUP, mpi_error
 from .group import Group
 from .handles import Info
+from .handletable import constant
 from .p2p import done_request
 from .settings import run_state
 from .status import UNDEFINED
@@ -116,9 +117,8 @@ class CommunicatorMaker(Comm):
     def Create_from_group(cls, group, stringtag="", info=None, errhandler=None):
         """The communicator of ``group``, called by its ranks only (MPI 4's form of
         ``Create_group``, named by a string tag instead of a parent)."""
-        from .comm import _PREDEFINED
-
-        return _PREDEFINED[0].Create_group(group, ("from_group", str(stringtag)))
+        world = constant("COMM_WORLD")
+        return world.Create_group(group, ("from_group", str(stringtag)))
 
     def _group_ranks(self, rank, group, call):
         if not isinstance(group, Group) or not group:

@@ -18,12 +18,12 @@ Examples
 [0.0, 1.0, 2.0, 0.0]
 """
 
-import pickle
 from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import ConfigError, shorten
+from . import rc
 from .datatypes import BYTE, datatype_of
 from .exceptions import ERR_TRUNCATE, ERR_TYPE, mpi_error
 
@@ -67,7 +67,7 @@ class CollectiveTag(NamedTuple):
 def pickled(obj, call="send"):
     """``obj`` pickled into a read-only uint8 array (what a lowercase call sends)."""
     try:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        data = rc.dumps(obj)  # MPI.pickle's functions and protocol, the rank's
     except Exception as exc:  # pickling runs the object's own code: anything may fail
         raise ConfigError(
             f"{call}: {shorten(obj)} (a {type(obj).__name__}) cannot be pickled ({exc}): the "
@@ -84,7 +84,7 @@ def unpickle(value, call="recv"):
     if value.size == 0:  # an empty message (a Send of no bytes): None, as in mpi4py
         return None
     try:
-        return pickle.loads(value.reshape(-1).view(np.uint8).tobytes())
+        return rc.loads(value.reshape(-1).view(np.uint8).tobytes())
     except Exception as exc:
         what = (
             f"{value.size} bytes that are not a pickle ({exc})"

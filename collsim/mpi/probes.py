@@ -234,20 +234,24 @@ class Probes:
         """A DeadlockError when the senders ``source`` names have all ended: the probe would
         poll until the run's --max-ops guard where an MPI program hangs."""
         rank, me, size = self._me(call)
-        for r in range(size) if source == ANY_SOURCE else (source,):
-            running = rank.running(self._global(rank, r))
+        peers = self.Get_remote_size() if self.Is_inter() else size  # whom a source names
+        for r in range(peers) if source == ANY_SOURCE else (source,):
+            sender = self._global(rank, r)
+            running = rank.running(sender)
             # the caller is one running program of its rank: another (a thread) may send
-            if running is None or running > (r == me):
+            if running is None or running > (sender == rank.id):
                 return
         asked = (
             f"{call}(source={'MPI.ANY_SOURCE' if source == ANY_SOURCE else source}, "
             f"tag={'MPI.ANY_TAG' if tag == ANY_TAG else tag})"
         )
         ended = "has ended without sending a message it matches"
-        why = {
-            ANY_SOURCE: f"every other rank of the communicator {ended}",
-            me: "it is the caller's own, which has sent none it matches and runs nothing else",
-        }.get(source, f"rank {source} of the communicator {ended}")
+        if source == ANY_SOURCE:
+            why = f"every other rank of the communicator {ended}"
+        elif self._global(rank, source) == rank.id:
+            why = "it is the caller's own, which has sent none it matches and runs nothing else"
+        else:
+            why = f"rank {source} of the communicator {ended}"
         raise DeadlockError(
             f"{asked} on rank {me}: {why}, so the probe would wait for ever (an MPI program "
             "hangs here): probe for a source and tag that a rank sends before it returns",

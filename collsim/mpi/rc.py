@@ -33,6 +33,7 @@ from ..runtime import blocking
 from .settings import current, run_state
 
 __all__ = ["Options", "Rc", "Imported", "read_at_import", "imported", "remember", "Pickle"]
+__all__ += ["dumps", "loads"]
 
 THREAD_LEVELS = ("multiple", "serialized", "funneled", "single")
 ERROR_POLICIES = ("exception", "default", "fatal", "abort")
@@ -111,6 +112,9 @@ class Imported:
     options: Options
     pickle_protocol: int = _pickle.HIGHEST_PROTOCOL
     pickle_threshold: int = 256 * 1024
+    # what MPI.pickle.__init__(dumps, loads, protocol) chose; None: the pickle module's
+    pickle_dumps: object = None
+    pickle_loads: object = None
 
 
 def read_at_import(rc, environ):
@@ -160,14 +164,32 @@ def imported():
 
 
 class Pickle:
-    """``MPI.pickle``: how the lowercase calls pickle objects.  ``PROTOCOL`` and
-    ``THRESHOLD`` are the calling rank's (``MPI4PY_PICKLE_PROTOCOL``, ...)."""
+    """``MPI.pickle``: how the lowercase calls serialise objects, the calling rank's.
+    ``MPI.pickle.__init__(dumps, loads, protocol)`` chooses other functions (``marshal``'s,
+    ``dill``'s, JSON in bytes): ``dumps(obj, protocol)``, or ``dumps(obj)`` when the
+    protocol is None; ``__init__()`` goes back to the pickle module.  ``PROTOCOL`` and
+    ``THRESHOLD`` are the rank's (``MPI4PY_PICKLE_PROTOCOL``, ...)."""
+
+    def __init__(self, dumps=None, loads=None, protocol=None):
+        if blocking.calling_rank() is None:
+            if (dumps, loads, protocol) != (None, None, None):
+                raise ConfigError(
+                    f"MPI.pickle.__init__({dumps!r}, {loads!r}, {protocol!r}) outside a run: "
+                    "call it in the program a rank runs"
+                )
+            return
+        if dumps is None and protocol is None:  # the pickle module's, at its protocol
+            protocol = Imported.pickle_protocol
+        chosen = {"pickle_dumps": dumps, "pickle_loads": loads, "pickle_protocol": protocol}
+        remember(replace(imported(), **chosen))
 
     @staticmethod
     def dumps(obj):
-        return _pickle.dumps(obj, protocol=imported().pickle_protocol)
+        return dumps(obj)
 
-    loads = staticmethod(_pickle.loads)
+    @staticmethod
+    def loads(data):
+        return loads(data)
 
     def _set(self, name, value):
         if blocking.calling_rank() is None:
@@ -185,3 +207,18 @@ class Pickle:
         lambda self: imported().pickle_threshold,
         lambda self, value: self._set("pickle_threshold", value),
     )
+
+
+def dumps(obj):
+    """``obj`` serialised as the calling rank's ``MPI.pickle`` does it."""
+    found = imported()
+    if found.pickle_dumps is None:
+        return _pickle.dumps(obj, protocol=found.pickle_protocol)
+    if found.pickle_protocol is None:
+        return found.pickle_dumps(obj)
+    return found.pickle_dumps(obj, found.pickle_protocol)
+
+
+def loads(data):
+    """What :func:`dumps` serialised, read back with the calling rank's ``loads``."""
+    return (imported().pickle_loads or _pickle.loads)(data)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..runtime import blocking
 from .exceptions import ERR_INTERN, ERR_OP, mpi_error, value_error
+from .handletable import Handle, predefine
 from .settings import run_state
 
 __all__ = ["Op", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"]
@@ -48,7 +49,7 @@ def _minloc(x, y):
     return y if y[0] < x[0] or (y[0] == x[0] and y[1] < x[1]) else x
 
 
-class Op:
+class Op(Handle):
     """A reduction: ``op(x, y)`` combines two contributions (``x`` the lower rank's)."""
 
     def __init__(
@@ -57,6 +58,8 @@ class Op:
         if isinstance(op, Op):  # MPI.Op(MPI.SUM): another handle of the same op
             self.__dict__.update(op.__dict__)
             return
+        if op is not None:
+            raise TypeError(f"MPI.Op({op!r}): give an MPI.Op to copy, or nothing")
         self._handle = name if user is None else object()  # what equal handles share
         self.name = name  # "MPI_SUM"; None for OP_NULL
         self.function = function  # on Python objects
@@ -91,12 +94,6 @@ class Op:
         if owner is not None:
             owner.add(-1)
         self.name = self.function = self.user = None
-
-    def toint(self):
-        """-1: a collsim op has no C handle (as ``Comm.toint``)."""
-        return -1
-
-    py2f = toint
 
     def Is_commutative(self):
         return self.commute
@@ -146,8 +143,11 @@ class Op:
             return NotImplemented
         return self._handle is other._handle or (self.user is None and self.name == other.name)
 
-    def __hash__(self):
-        return hash(self.name) if self.user is None else id(self._handle)
+    def _handle_key(self):
+        return None if not self else (self.name, id(self._handle))
+
+    def _nullify(self):
+        self.name = self.function = self.user = None
 
     def __bool__(self):
         return self.function is not None
@@ -155,10 +155,18 @@ class Op:
     def __reduce__(self):
         # a predefined op unpickles as itself, a copy of one (MPI.Op(op)) as a copy, a
         # user's op as a new op of the same function, as mpi4py pickles them
-        if self.user is not None:
+        if self.user is not None and not self.__dict__.get("_from_number"):
             return (Op.Create, (self.user, self.commute))
-        canonical = _BY_NAME[self.name]
-        return (_predefined, (self.name,)) if self is canonical else (Op, (canonical,))
+        return super().__reduce__()
+
+    @classmethod
+    def fromhandle(cls, handle):
+        # as in mpi4py, an op made from a bare number has no Python function to pickle
+        made = super().fromhandle(handle)
+        made._from_number = True
+        return made
+
+    fromint = f2py = fromhandle
 
     def __repr__(self):
         return f"MPI.{(self.name or 'MPI_OP_NULL').removeprefix('MPI_')}"
@@ -186,11 +194,7 @@ REPLACE = Op(
 NO_OP = Op(name="MPI_NO_OP", function=lambda x, y: x, ufunc=lambda x, y: x.copy(), commute=False)
 OP_NULL = Op()
 OPS = (SUM, PROD, MAX, MIN, LAND, LOR, LXOR, BAND, BOR, BXOR, MAXLOC, MINLOC, REPLACE, NO_OP)
-_BY_NAME = {op.name: op for op in (*OPS, OP_NULL)}
-
-
-def _predefined(name):
-    return _BY_NAME[name]
+predefine(OP_NULL=OP_NULL, **{op.name.removeprefix("MPI_"): op for op in OPS})
 
 
 def object_op(op, call):

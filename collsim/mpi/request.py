@@ -31,6 +31,7 @@ Examples
 
 from ..runtime import blocking
 from .exceptions import ERR_REQUEST, mpi_error
+from .handletable import Handle, predefine
 from .status import ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED, Status
 
 __all__ = ["Request", "Prequest", "Compound", "REQUEST_NULL", "Status"]
@@ -41,15 +42,20 @@ LAST_POLL = 1e-3  # ... doubling up to this
 _EMPTY = (ANY_SOURCE, ANY_TAG, 0)  # the status of a null or send request
 
 
-class Request:
+class Request(Handle):
     """A pending operation; ``finish(value)`` turns the handle's value into
     ``(result, (source, tag, nbytes))`` once it is done.  ``Request()`` is null;
     ``Request(req)`` is ``req`` (as :class:`Prequest`'s copy is: they complete together)."""
 
     def __init__(self, handle=None, finish=None, active=None):
-        if isinstance(handle, Request):  # MPI.Request(req): another handle of it
-            self.__dict__ = handle.__dict__
-            return
+        if isinstance(handle, Request):  # MPI.Request(request): another handle of it
+            if handle:
+                self.__dict__ = handle.__dict__
+                return
+            handle = None  # of a null one: a null request of its own
+        elif handle is not None and (isinstance(handle, Handle) or not hasattr(handle, "done")):
+            # what collsim's p2p passes is a runtime operation's handle; nothing else is
+            raise TypeError(f"MPI.{type(self).__name__}({handle!r}): give an MPI.Request")
         self._handle = handle
         self._finish = finish
         self._result = None
@@ -100,13 +106,11 @@ class Request:
         # one request: the same object, or handles made of it (they share their state)
         return self.__dict__ is other.__dict__ or (not self and not other)
 
-    def __hash__(self):
-        return 0 if not self else id(self.__dict__)
+    def _handle_key(self):
+        return id(self.__dict__) if self else None  # copies share their state
 
-    def __reduce__(self):
-        if self:
-            raise ValueError("cannot pickle an active MPI.Request")
-        return (_null, ())
+    def _nullify(self):
+        self._active, self._handle = False, None
 
     # -- one request ----------------------------------------------------------------------
 
@@ -147,11 +151,20 @@ class Request:
 
     def Free(self):
         """Drop the request (the operation still completes); it becomes null."""
+        self._refuse_null("Free")
         self._active, self._handle = False, None
 
     def Cancel(self):
         """A cancel that does not succeed, which MPI allows: the operation still completes
         (``Status.Is_cancelled()`` stays False), so the program receives or waits as usual."""
+        self._refuse_null("Cancel")
+
+    def _refuse_null(self, call):
+        if not self:
+            raise mpi_error(
+                ERR_REQUEST,
+                f"Request.{call} of {self!r}: give an active request (MPI.REQUEST_NULL has none)",
+            )
 
     cancel = Cancel
 
@@ -302,6 +315,10 @@ class Prequest(Request):
         if isinstance(start, Prequest):  # MPI.Prequest(preq): another handle of it
             self.__dict__ = start.__dict__
             return
+        if isinstance(start, Request) and not start:  # MPI.Prequest(MPI.REQUEST_NULL)
+            start = None
+        elif start is not None and not callable(start):
+            raise TypeError(f"MPI.Prequest({start!r}): give an MPI.Prequest to copy")
         self._start = start  # () -> Request: posts the operation once
         self._current = None
 
@@ -322,12 +339,9 @@ class Prequest(Request):
     def __bool__(self):
         return self._start is not None
 
-    __hash__ = Request.__hash__
-
-    def __eq__(self, other):
-        if isinstance(other, Prequest) and self.__dict__ is other.__dict__:
-            return True
-        return Request.__eq__(self, other)
+    def _nullify(self):
+        self._start = self._current = self._handle = None
+        self._active = False
 
     def _done(self):
         return self._current is None or self._current._done()
@@ -361,10 +375,6 @@ class Compound:
         return self.what
 
 
-def _null():
-    return REQUEST_NULL
-
-
 def _requests(requests, call):
     requests = list(requests)
     bad = [r for r in requests if not isinstance(r, Request)]
@@ -387,3 +397,4 @@ def _statuses(statuses, n):
 
 
 REQUEST_NULL = Request()
+predefine(REQUEST_NULL=REQUEST_NULL)

@@ -31,8 +31,10 @@ from dataclasses import dataclass, field, replace
 from ..collectives.checks import is_int
 from ..collectives.registry import algorithm_setting
 from ..errors import ConfigError
+from ..runtime import blocking
 
 __all__ = ["Settings", "configure", "configured", "current", "run_state", "RunState"]
+__all__ += ["rank_table"]
 
 # the collsim collectives the uppercase calls run (Gather, Scatter and Barrier run over
 # point-to-point and take no algorithm)
@@ -155,3 +157,15 @@ def run_state(rank):
     if state is None:
         state = kept["mpi"] = RunState(_current)
     return state
+
+
+def rank_table(name, make):
+    """The calling rank's table ``name`` (``make()`` on first use), kept with its run so it
+    dies with it; None outside a run."""
+    rank = blocking.calling_rank()
+    if rank is None:
+        return None
+    tables = rank._execution.front_ends.setdefault(f"mpi {name}", {})
+    if rank.id not in tables:
+        tables[rank.id] = make()
+    return tables[rank.id]

@@ -17,12 +17,17 @@ from .datatypes import BYTE, Datatype
 from .exceptions import ERR_TYPE, SUCCESS, mpi_error
 
 __all__ = ["Status", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
+__all__ += ["F_SOURCE", "F_TAG", "F_ERROR", "F_STATUS_SIZE"]
 
 # mpi4py's values (MPICH's); a program compares against the names only
 ANY_SOURCE = -2
 ANY_TAG = -1
 PROC_NULL = -1
 UNDEFINED = -32766
+# a status as Fortran's integer array (Open MPI's layout: source, tag, error, cancelled,
+# then the count in bytes as two 32-bit halves)
+F_SOURCE, F_TAG, F_ERROR, F_STATUS_SIZE = 0, 1, 2, 6
+_F_CANCELLED, _F_COUNT_LOW, _F_COUNT_HIGH = 3, 4, 5
 
 
 class Status:
@@ -91,6 +96,29 @@ class Status:
 
     def Set_cancelled(self, flag):
         self.cancelled = bool(flag)
+
+    _struct_bytes = 4 * F_STATUS_SIZE  # MPI._sizeof(MPI.Status): a C struct of ints
+
+    def py2f(self):
+        """The status as Fortran's integer array (``MPI.F_SOURCE``, ``F_TAG``, ...)."""
+        fields = [0] * F_STATUS_SIZE
+        fields[F_SOURCE], fields[F_TAG], fields[F_ERROR] = self.source, self.tag, self.error
+        fields[_F_CANCELLED] = int(self.cancelled)
+        fields[_F_COUNT_LOW], fields[_F_COUNT_HIGH] = self.count & 0xFFFFFFFF, self.count >> 32
+        return fields
+
+    @classmethod
+    def f2py(cls, fields):
+        """The status a :meth:`py2f` array describes."""
+        if len(fields) != F_STATUS_SIZE:
+            raise TypeError(
+                f"MPI.Status.f2py({fields!r}): give {F_STATUS_SIZE} integers (MPI.F_STATUS_SIZE)"
+            )
+        status = cls()
+        status.source, status.tag, status.error = fields[F_SOURCE], fields[F_TAG], fields[F_ERROR]
+        status.cancelled = bool(fields[_F_CANCELLED])
+        status.count = fields[_F_COUNT_LOW] | fields[_F_COUNT_HIGH] << 32
+        return status
 
     def __eq__(self, other):
         if not isinstance(other, Status):

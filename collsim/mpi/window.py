@@ -1,13 +1,15 @@
-"""``MPI.Win`` and ``MPI.WIN_NULL``: one-sided communication, which collsim does not simulate.
+"""What ``MPI.Win`` checks before it refuses: one-sided communication is not simulated.
 
-Making a window (``Win.Create``, ``Win.Allocate``, ...) raises ``NotImplementedError`` naming
-the call, so a program that needs one stops there; so does every call on ``MPI.WIN_NULL``
-(a null window handle, falsy and equal only to itself, as mpi4py's).  ``Put``, ``Get`` and
-``Accumulate`` read their origin buffer spec and their target spec first, as mpi4py does
-before MPI sees the window, so a bad spec is the ValueError it is there.
+Making a window (``Win.Create``, ``Win.Allocate``, ...) raises ``NotImplementedError``
+naming the call, so a program that needs one stops there; so does every call on
+``MPI.WIN_NULL`` (:class:`~collsim.mpi.environment.Win`'s null handle, falsy and equal only
+to a null window, as mpi4py's).  ``Put``, ``Get`` and ``Accumulate`` read their origin
+buffer spec and their target spec first, as mpi4py does before MPI sees the window, so a
+bad spec is the ValueError it is there.
 
 Examples
 --------
+>>> from collsim.mpi import WIN_NULL
 >>> WIN_NULL.Fence()
 Traceback (most recent call last):
 ...
@@ -24,54 +26,17 @@ import operator
 
 from ..errors import shorten
 from .exceptions import unsupported, value_error
+from .specs import buffer_of
 
-__all__ = ["Win", "WIN_NULL"]
+__all__ = ["WindowCalls"]
 
 _WHAT = "one-sided communication (Win)"
 
 
-def _refusal(call):
-    def refuse(*args, **kwargs):
-        raise unsupported(call, _WHAT)
-
-    return refuse
-
-
-class _RefusingClass(type):
-    def __getattr__(cls, name):  # Win.Create, Win.Allocate, ...
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return _refusal(f"MPI.Win.{name}")
-
-
-class Win(metaclass=_RefusingClass):
-    """``MPI.Win``: a window cannot be made; ``MPI.WIN_NULL`` is the one instance."""
-
-    def __new__(cls, *args, **kwargs):
-        if args or kwargs or WIN_NULL is not None:
-            raise unsupported("MPI.Win()", _WHAT)
-        return super().__new__(cls)
-
-    def __class_getitem__(cls, item):
-        return cls
-
-    def __getattr__(self, name):  # win.Fence, win.Free, win.Lock, ...
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return _refusal(f"MPI.Win.{name}")
-
-    def __bool__(self):
-        return False
-
-    def __repr__(self):
-        return "MPI.WIN_NULL"
-
-    def __reduce__(self):
-        return "WIN_NULL"
+class WindowCalls:
+    """``Put``, ``Get`` and ``Accumulate`` of ``MPI.Win``: their specs checked, then refused."""
 
     def _transfer(self, call, origin, target, writable):
-        from .specs import buffer_of
-
         buffer_of(origin, f"Win.{call}(origin=...)", writable=writable)
         _check_target(target, call)
         raise unsupported(f"MPI.Win.{call}", _WHAT)
@@ -99,7 +64,3 @@ def _check_target(target, call):
             f"Win.{call}(target={shorten(target)}): a target is a displacement or a list "
             "[displacement, count, datatype]"
         ) from None
-
-
-WIN_NULL = None
-WIN_NULL = Win()
