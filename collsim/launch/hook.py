@@ -9,7 +9,6 @@ of ``mpi4py`` puts the entries back, as a fresh process would find them.
 """
 
 import functools
-import importlib.util
 import os
 import sys
 import types
@@ -25,11 +24,11 @@ class _RankPackage(types.ModuleType):
     """One rank's stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi` (read
     at the rank's first ``import mpi4py.MPI``), ``mpi4py.util.dtlib``, ``pkl5`` and ``sync``
     are :mod:`collsim.mpi.dtlib`, :mod:`~collsim.mpi.pkl5` and :mod:`~collsim.mpi.sync`;
-    ``pkl5`` is the rank's own copy, as its ``pkl5.pickle`` is the process's own."""
+    ``pkl5.pickle`` is the calling rank's own, as it is a process's own."""
 
     def __init__(self):
         from .. import mpi
-        from ..mpi import dtlib, rc, sync
+        from ..mpi import dtlib, pkl5, rc, sync
 
         super().__init__("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
         # a package (so `import mpi4py.MPI` looks in sys.modules) whose folder is
@@ -41,7 +40,7 @@ class _RankPackage(types.ModuleType):
         self.get_config = dict
         self.util = _Util("mpi4py.util", "collsim's stand-in: dtlib, pkl5, sync")
         self.util.__path__ = []
-        self.util.dtlib, self.util.pkl5, self.util.sync = dtlib, _own_copy("pkl5"), sync
+        self.util.dtlib, self.util.pkl5, self.util.sync = dtlib, pkl5, sync
 
     def __getattr__(self, name):  # only for what is not there: MPI before its import
         if name != "MPI":
@@ -53,14 +52,6 @@ class _RankPackage(types.ModuleType):
         rc.remember(rc.read_at_import(self.__dict__.get("rc"), os.environ))
         self.MPI = mpi
         return mpi
-
-
-def _own_copy(name):
-    """A fresh run of ``collsim.mpi.<name>``'s code: a module whose settings are one rank's."""
-    spec = importlib.util.find_spec(f"collsim.mpi.{name}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class _PerRankPackage(RankForwarding):

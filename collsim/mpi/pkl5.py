@@ -29,6 +29,8 @@ Examples
 [0.0, 0.0]
 """
 
+import sys
+import types
 from typing import NamedTuple
 
 from ..collectives.checks import is_int
@@ -41,14 +43,37 @@ from .intracomm import Intracomm as MPIIntracomm
 from .oob_messages import Message, Request, bcast_parts, matched, recv_parts, send_parts
 from .pickling import Pickle
 from .request import Request as MPIRequest
-from .settings import run_state
+from .settings import rank_table, run_state
 from .status import ANY_SOURCE, ANY_TAG, PROC_NULL, Status
 
-__all__ = ["Comm", "Intracomm", "Intercomm", "Request", "Message", "Pickle", "pickle"]
+__all__ = ["Comm", "Intracomm", "Intercomm", "Request", "Message", "Pickle", "pickle"]  # noqa: F822 (pickle: a property of _Pkl5Module)
 __all__ += ["ANY_SOURCE", "ANY_TAG", "PROC_NULL", "ROOT", "Status"]
 
 ROOT = -3  # MPI.ROOT: the root of an intercommunicator collective (collsim.mpi's value)
-pickle = Pickle()  # how pkl5 pickles: replace it, or set its PROTOCOL and THRESHOLD
+_OUTSIDE_A_RUN = [Pickle()]  # how pkl5 pickles outside a run (collsim.exec's own code)
+
+
+def _pickle_slot():
+    """The calling rank's one-item list holding its ``pkl5.pickle``: each rank is its own
+    process to mpi4py, so a rank that sets ``pkl5.pickle.THRESHOLD`` sets only its own."""
+    return rank_table("pkl5 pickle", lambda: [Pickle()]) or _OUTSIDE_A_RUN
+
+
+class _Pkl5Module(types.ModuleType):
+    """This module, whose ``pickle`` is the calling rank's (read, set, or replaced): one
+    module for every rank, as a copy per rank would leave its classes in reference cycles
+    for the collector after each run."""
+
+    @property
+    def pickle(self):
+        return _pickle_slot()[0]
+
+    @pickle.setter
+    def pickle(self, value):
+        _pickle_slot()[0] = value
+
+
+sys.modules[__name__].__class__ = _Pkl5Module
 
 
 class Roles(NamedTuple):
@@ -84,11 +109,11 @@ _bigmpi = _BigMPI()
 
 
 def _dumps(obj):
-    return pickle.dumps_oob(obj)
+    return _pickle_slot()[0].dumps_oob(obj)
 
 
 def _loads(parts):
-    return pickle.loads_oob(*parts)
+    return _pickle_slot()[0].loads_oob(*parts)
 
 
 class Comm(MPIComm):
