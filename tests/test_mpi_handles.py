@@ -32,6 +32,7 @@ NULLS = [
     MPI.WIN_NULL,
     MPI.FILE_NULL,
     MPI.SESSION_NULL,
+    MPI.MESSAGE_NULL,
 ]
 CONSTANTS = [
     MPI.COMM_WORLD,
@@ -45,6 +46,7 @@ CONSTANTS = [
     MPI.ERRORS_RETURN,
     MPI.ERRORS_ARE_FATAL,
     MPI.ERRORS_ABORT,
+    MPI.MESSAGE_NO_PROC,
 ]
 
 
@@ -359,3 +361,23 @@ def test_fuzz_any_number_is_a_handle_an_error_code_or_refused_naming_it(number):
         check_api(call, number, bad=repr(number))
     for call in (MPI.Remove_error_class, MPI.Remove_error_code, MPI.Remove_error_string):
         assert check_api(call, number, bad=repr(number)).error is not None  # nothing added
+
+
+def test_a_probed_message_has_a_handle_its_copies_share_and_free_keeps_it():
+    def main():
+        comm = MPI.COMM_SELF
+        request = comm.Isend(bytearray(b"ab"), 0, 3)
+        message = comm.Mprobe(0, 3)
+        copy = MPI.Message(message)
+        same = MPI.Message.fromhandle(message.handle) == message == copy
+        distinct = message.handle not in (MPI.MESSAGE_NULL.handle, MPI.MESSAGE_NO_PROC.handle)
+        message.free()  # MPI frees no probed message: it stays to be received
+        got = bytearray(2)
+        copy.Recv(got)
+        request.Wait()
+        return same, distinct, bool(message), bytes(got)
+
+    assert run(1, main).returns[0] == (True, True, True, b"ab")
+    no_proc = MPI.Message(MPI.MESSAGE_NO_PROC)
+    no_proc.free()
+    assert no_proc == MPI.MESSAGE_NULL and MPI.MESSAGE_NO_PROC  # the constant stays

@@ -46,6 +46,7 @@ from ..errors import DeadlockError
 from ..runtime import blocking
 from ..runtime.ops import ANY, TagPrefix
 from .exceptions import ERR_REQUEST, mpi_error
+from .handletable import Handle, predefine
 from .messages import MessageTag, land, unpickle
 from .p2p import done_request
 from .request import FIRST_POLL, LAST_POLL, Compound, Request
@@ -65,7 +66,7 @@ class Probed(NamedTuple):
 NO_PROCESS = Probed(None)  # the one handle of MESSAGE_NO_PROC and its copies
 
 
-class Message:
+class Message(Handle):
     """A probed message (``Mprobe``), taken out of matching at once as MPI's matched probe
     takes it (a receive is posted for exactly it): ``Recv``/``Irecv``/``recv``/``irecv``
     complete that one, and the Message becomes ``MPI.MESSAGE_NULL``.  ``MPI.Message(m)`` is
@@ -107,8 +108,17 @@ class Message:
             return NotImplemented
         return self._handle is other._handle
 
-    def __hash__(self):
-        return id(self._handle)
+    def _handle_key(self):  # the probed receive it names (unhashable: by identity)
+        return None if self._handle is None else id(self._handle)
+
+    def _nullify(self):
+        self._handle = None
+
+    def free(self):
+        """mpi4py's safe ``free()``: a copy of ``MESSAGE_NO_PROC`` becomes null; a probed
+        message stays (MPI has no call that frees one: receive it)."""
+        if self._handle is NO_PROCESS and self is not _NO_PROC:
+            self._nullify()
 
     def __reduce__(self):
         # the predefined handles unpickle as themselves, copies of them as copies; a probed
@@ -199,6 +209,7 @@ def _predefined(name):
 
 MESSAGE_NULL = Message()
 MESSAGE_NO_PROC = _NO_PROC = Message._of(NO_PROCESS)
+predefine(MESSAGE_NULL=MESSAGE_NULL, MESSAGE_NO_PROC=MESSAGE_NO_PROC)
 
 
 class Probes:
