@@ -4,6 +4,7 @@ quotes (mpi4py's suite itself is not in the repository, so CI checks the reading
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,36 @@ def test_the_table_caps_each_module_at_real_mpis_passes(tmp_path):
 def test_failing_subtests_give_a_lower_bound_not_a_negative_count():
     text = "[1,0]<stderr>:Ran 11 tests in 2s\n[1,0]<stderr>:FAILED (failures=291, errors=292)"
     assert tool().parse_summary("test_x", 1, text).passed == 0
+
+
+def _passes(cell):
+    ours, real = re.match(r"\**(\d+) / (\d+)", cell).groups()
+    return int(ours), int(real)
+
+
+def test_the_readme_table_sums_the_conformance_page_s_rows():
+    """README's mpi4py table is the conformance page's rows summed by area, each module's
+    passes counted up to real MPI's: an edit of one that forgets the other fails here."""
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "mpi4py-conformance.md").read_text(encoding="utf-8")
+    rows = {
+        name: [c.strip() for c in rest.split("|")]
+        for name, rest in re.findall(r"^\| (test_\w+) \|(.*)\|$", page, flags=re.M)
+    }
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Programs written elsewhere", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ") and "`test_" in line]
+    assert len(lines) >= 10
+    totals = [[0, 0] for _ in range(3)]
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        modules = re.findall(r"`(test_\w+)`", cells[1])
+        for n, cell in enumerate(cells[2:5]):
+            ours = sum(min(_passes(rows[m][n])) for m in modules)
+            real = sum(_passes(rows[m][n])[1] for m in modules)
+            assert _passes(cell) == (ours, real), (modules, n, cell)
+            totals[n][0] += ours
+            totals[n][1] += real
+    total_line = next(line for line in section.splitlines() if "**these modules**" in line)
+    cells = [c.strip() for c in total_line.strip("|").split("|")][2:5]
+    assert [list(_passes(cell)) for cell in cells] == totals
