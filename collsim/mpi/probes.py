@@ -45,6 +45,7 @@ from typing import NamedTuple
 from ..errors import DeadlockError
 from ..runtime import blocking
 from ..runtime.ops import ANY, TagPrefix
+from ..runtime.waiting import programs_running
 from .exceptions import ERR_REQUEST, mpi_error
 from .handletable import Handle, predefine
 from .messages import MessageTag, land, unpickle
@@ -248,7 +249,7 @@ class Probes:
         peers = self.Get_remote_size() if self.Is_inter() else size  # whom a source names
         for r in range(peers) if source == ANY_SOURCE else (source,):
             sender = self._global(rank, r)
-            running = rank.running(sender)
+            running = programs_running(rank._execution.processes, sender)
             # the caller is one running program of its rank: another (a thread) may send
             if running is None or running > (sender == rank.id):
                 return

@@ -342,16 +342,14 @@ class Execution:
     def finish(self):
         """Check that every rank ended and every message was received."""
         blocked = [p for p in self.processes if not p.handle.done]
-        if all(getattr(p.source, "daemon", False) for p in blocked):
-            blocked = []  # only daemon threads wait: Python ends them with their process
-        if blocked and self.faults:
-            # as NCCL's watchdog: the run is stopped a timeout after its last progress
+        daemons = all(getattr(p.source, "daemon", False) for p in blocked)  # Python ends them
+        if blocked and not daemons and self.faults:  # NCCL's watchdog: stop after its timeout
             self.engine.now = self.last_progress + self.faults.watchdog_timeout
             raise watchdog_report(self, blocked)
         made = {}  # operations made and never yielded: looked for only when a rank holds any
         if any(p.rank._unyielded for p in self.processes):
             made = unyielded.forgotten_by_rank(self.processes)
-        if blocked:
+        if blocked and not daemons:
             notes = unyielded.forgotten_lines(made)
             raise deadlock_report(
                 blocked, self.engine.now, self.collective_calls, notes, self.processes, self.mail

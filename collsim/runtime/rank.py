@@ -166,13 +166,6 @@ class Rank(RankChecks):
                 return Received(None, sender, sent_tag, message.payload.nbytes)
         return None
 
-    def running(self, rank_id):
-        """How many programs of rank ``rank_id`` are still running (a rank with none posts no
-        more messages, so a probe for one it never sent would wait for ever); None before
-        its first has started (the run starts them one by one).  Called, not yielded."""
-        programs = [p for p in self._execution.processes if p.rank.id == rank_id]
-        return sum(not p.handle.done for p in programs) if programs else None
-
     def exchange(self, sends=(), recvs=()):
         """Post sends ``(dst, array[, tag])`` and receives ``(src[, tag[, out[, reduce]]])``
         together and resume with the received values once all are done."""

@@ -32,6 +32,7 @@ from .ops import ANY, Exchange, Recv, Send, Wait
 from .process import PATTERNS
 
 __all__ = [
+    "programs_running",
     "tag_text",
     "TagMismatch",
     "Pending",
@@ -142,6 +143,14 @@ class FinishedRank:
 
     def __str__(self):
         return f"rank {self.rank} {self.how()}"
+
+
+def programs_running(processes, rank_id):
+    """How many of ``processes`` (a run's) of rank ``rank_id`` are still running: a rank with
+    none posts no more messages, so a probe for one it never sent would wait for ever; None
+    before its first has started (the run starts them one by one)."""
+    programs = [p for p in processes if p.rank.id == rank_id]
+    return sum(not p.handle.done for p in programs) if programs else None
 
 
 def finished_ranks(processes):

@@ -8,6 +8,7 @@ engine's order.  A strand posts each blocking call to its proxy and sleeps until
 resumes it with the result.
 """
 
+import contextlib
 import ctypes
 import inspect
 import itertools
@@ -198,9 +199,10 @@ class Strand:
         keep) holds the strand through its ``run``."""
         self.request = self.reply = None
         self.ended.callbacks = []
-        if not self.main:
-            vars(self.thread).pop("run", None)
-            vars(self.thread).pop("_collsim_strand", None)
+        if not self.main:  # the thread's own run and mark go; its class's run stays
+            for name in ("run", "_collsim_strand"):
+                with contextlib.suppress(AttributeError):
+                    delattr(self.thread, name)
             self.target = None
 
     def running_at(self):
