@@ -140,9 +140,7 @@ from .topology import CART, DIST_GRAPH, GRAPH, UNWEIGHTED, WEIGHTS_EMPTY, Comput
 
 # the datatypes as module constants: MPI.DOUBLE, MPI.INT, MPI.INT64_T, ...
 globals().update(DATATYPES)
-from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
-
-KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
+from .attributes import KEYVAL_INVALID  # noqa: E402
 from .constructors import (  # noqa: E402, F401
     DISTRIBUTE_BLOCK,
     DISTRIBUTE_CYCLIC,
@@ -151,6 +149,7 @@ from .constructors import (  # noqa: E402, F401
     ORDER_C,
     ORDER_F,
 )
+from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
 from .decoding import COMBINERS  # noqa: E402
 from .dtlib import typealign as _typealign  # noqa: E402, F401  (mpi4py's internals)
 from .dtlib import typecode as _typecode  # noqa: E402, F401
