@@ -179,6 +179,7 @@ def test_bad_keys_are_err_keyval_naming_the_key_and_the_rule():
         refusals = []
         for call, rule in (
             (lambda: world.Get_attr(999), r"Comm.Get_attr\(999\): not a key of Comm"),
+            (lambda: MPI.INT.Get_attr(MPI.KEYVAL_INVALID), r"Datatype.Get_attr\(-1\): not a"),
             (lambda: MPI.INT.Set_attr(key, 1), r"Datatype.Set_attr\(16\): not a key of"),
             (lambda: world.Set_attr(MPI.TAG_UB, 1), r"TAG_UB|predefined key"),
             (lambda: world.Delete_attr(MPI.TAG_UB), "predefined key"),
@@ -190,7 +191,7 @@ def test_bad_keys_are_err_keyval_naming_the_key_and_the_rule():
             refusals.append(raised.value.Get_error_class())
         return refusals
 
-    assert run(1, main)[0] == [MPI.ERR_KEYVAL] * 6
+    assert run(1, main)[0] == [MPI.ERR_KEYVAL] * 7
 
 
 def test_free_keyval_keeps_values_already_set_and_refuses_new_ones():

@@ -26,7 +26,9 @@ point-to-point and the block collectives (``Bcast``, ``Reduce``, ``Allreduce``,
 ``Pack``/``Unpack`` (:mod:`~collsim.mpi.packing`); groups,
 ``Split``/``Dup``/``Create``/``Create_group``/``Split_type`` (:mod:`~collsim.mpi.making`),
 Cartesian and graph topologies (:mod:`~collsim.mpi.intracomm`, ``Compute_dims``),
-``Info`` and error handlers; ``get_vendor``, ``Query_thread`` and the rest a program reads at start
+``Info`` and error handlers, attribute caching on communicators and datatypes
+(``Create_keyval``, ``Set_attr``, ``Get_attr``: :mod:`~collsim.mpi.attributes`);
+``get_vendor``, ``Query_thread`` and the rest a program reads at start
 (:mod:`~collsim.mpi.environment`); ``Init``, ``Finalize`` and ``mpi4py.rc``'s options
 (:mod:`~collsim.mpi.lifecycle`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
