@@ -2,8 +2,9 @@
 oracle: the standard's rules, and mpi4py's reading of ``copy_fn``: None/False no copy,
 True the same object, a function's result, NotImplemented no copy): keys of
 ``Comm``/``Datatype``, values per rank, copy callbacks on ``Dup``, delete callbacks on
-``Delete_attr``/``Free``/a new ``Set_attr``, callback failures as ``MPI.ERR_OTHER``, bad
-keys as ``MPI.ERR_KEYVAL``, the predefined keys still read, and ``Win`` refused."""
+``Delete_attr``/``Free``/a new ``Set_attr``/``Finalize`` (``COMM_SELF``'s), callback
+failures as ``MPI.ERR_OTHER``, bad keys as ``MPI.ERR_KEYVAL``, the predefined keys still
+read, and ``Win`` refused."""
 
 import pytest
 from fuzzkit import run_cli
@@ -259,3 +260,25 @@ def test_an_mpi4py_program_caches_attributes_under_collsim_exec(tmp_path):
     assert outcome.status == 0, outcome.stderr
     assert "[1,0]<stdout>:0 -1" in outcome.stdout
     assert "[1,1]<stdout>:1 -1" in outcome.stdout
+
+
+def test_finalize_deletes_comm_selfs_attributes_first(tmp_path):
+    # MPI-3.1 section 8.7.1: Finalize frees COMM_SELF's attributes before anything else,
+    # so a delete callback there is a library's last word
+    program = tmp_path / "finalize.py"
+    program.write_text(
+        "from mpi4py import MPI\n"
+        "key = MPI.Comm.Create_keyval(delete_fn=lambda comm, k, v: print('cleanup', v))\n"
+        "MPI.COMM_SELF.Set_attr(key, MPI.COMM_WORLD.rank)\n"
+        "MPI.Finalize()\n"
+        "print('finalized', MPI.Is_finalized())\n"
+    )
+    outcome = run_cli(["exec", "-n", "2", str(program)], timeout=120)
+    assert outcome.status == 0, outcome.stderr
+    for rank in (0, 1):
+        lines = [
+            line.split(":", 1)[1]
+            for line in outcome.stdout.splitlines()
+            if line.startswith(f"[1,{rank}]<stdout>:")
+        ]
+        assert lines == [f"cleanup {rank}", "finalized True"]

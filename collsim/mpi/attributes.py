@@ -7,7 +7,8 @@ on a communicator or a datatype under them.
 is duplicated is the key's ``copy_fn``, as mpi4py reads it: None or False, the copy has no
 value; True, the copy has the same object; a function ``copy_fn(obj, keyval, value)``
 gives the copy's value, or ``NotImplemented`` for none.  ``delete_fn(obj, keyval, value)``
-runs when the value goes (``Delete_attr``, ``Free``, a new ``Set_attr``).  A callback that
+runs when the value goes (``Delete_attr``, ``Free``, a new ``Set_attr``; ``Finalize``
+for ``COMM_SELF``'s).  A callback that
 raises makes the call fail with ``MPI.ERR_OTHER`` after printing its traceback, as
 mpi4py does.  With ``nopython=True`` values are C pointers: ints, read back unsigned.
 
