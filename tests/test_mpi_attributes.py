@@ -247,38 +247,40 @@ def test_win_keys_are_refused_naming_win():
         MPI.Win.Create_keyval()
 
 
+def exec_lines(tmp_path, source, n=2):
+    """Each rank's printed lines when ``collsim exec -n n`` runs ``source``."""
+    program = tmp_path / "program.py"
+    program.write_text(source)
+    outcome = run_cli(["exec", "-n", str(n), str(program)], timeout=120)
+    assert outcome.status == 0, outcome.stderr
+    out = outcome.stdout.splitlines()
+    return [
+        [line.split(":", 1)[1] for line in out if line.startswith(f"[1,{r}]<stdout>:")]
+        for r in range(n)
+    ]
+
+
 def test_an_mpi4py_program_caches_attributes_under_collsim_exec(tmp_path):
-    program = tmp_path / "attrs.py"
-    program.write_text(
+    source = (
         "from mpi4py import MPI\n"
         "key = MPI.Comm.Create_keyval(copy_fn=True)\n"
         "comm = MPI.COMM_WORLD.Dup()\n"
         "comm.Set_attr(key, {'rank': comm.rank})\n"
         "print(comm.Dup().Get_attr(key)['rank'], MPI.Comm.Free_keyval(key))\n"
     )
-    outcome = run_cli(["exec", "-n", "2", str(program)], timeout=120)
-    assert outcome.status == 0, outcome.stderr
-    assert "[1,0]<stdout>:0 -1" in outcome.stdout
-    assert "[1,1]<stdout>:1 -1" in outcome.stdout
+    assert exec_lines(tmp_path, source) == [["0 -1"], ["1 -1"]]
 
 
 def test_finalize_deletes_comm_selfs_attributes_first(tmp_path):
     # MPI-3.1 section 8.7.1: Finalize frees COMM_SELF's attributes before anything else,
     # so a delete callback there is a library's last word
-    program = tmp_path / "finalize.py"
-    program.write_text(
+    source = (
         "from mpi4py import MPI\n"
         "key = MPI.Comm.Create_keyval(delete_fn=lambda comm, k, v: print('cleanup', v))\n"
         "MPI.COMM_SELF.Set_attr(key, MPI.COMM_WORLD.rank)\n"
         "MPI.Finalize()\n"
         "print('finalized', MPI.Is_finalized())\n"
     )
-    outcome = run_cli(["exec", "-n", "2", str(program)], timeout=120)
-    assert outcome.status == 0, outcome.stderr
-    for rank in (0, 1):
-        lines = [
-            line.split(":", 1)[1]
-            for line in outcome.stdout.splitlines()
-            if line.startswith(f"[1,{rank}]<stdout>:")
-        ]
-        assert lines == [f"cleanup {rank}", "finalized True"]
+    assert exec_lines(tmp_path, source) == [
+        [f"cleanup {rank}", "finalized True"] for rank in (0, 1)
+    ]
