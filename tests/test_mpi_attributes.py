@@ -242,6 +242,13 @@ def test_a_topology_made_from_a_comm_does_not_copy_its_attributes():
     assert run(2, main) == [(None, "kept")] * 2
 
 
+@pytest.mark.parametrize("kind", MAKERS)
+@pytest.mark.parametrize("argument", ["copy_fn", "delete_fn"])
+def test_a_callback_that_cannot_be_called_is_refused_when_the_key_is_made(kind, argument):
+    with pytest.raises(TypeError, match=rf"{kind}.Create_keyval\({argument}=5\): give a func"):
+        getattr(MPI, kind).Create_keyval(**{argument: 5})
+
+
 def test_win_keys_are_refused_naming_win():
     with pytest.raises(NotImplementedError, match=r"MPI\.Win\.Create_keyval: one-sided"):
         MPI.Win.Create_keyval()

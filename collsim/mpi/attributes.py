@@ -35,7 +35,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 
-from .exceptions import ERR_KEYVAL, ERR_OTHER, mpi_error
+from .exceptions import ERR_KEYVAL, ERR_OTHER, mpi_error, type_error
 from .settings import rank_table
 
 __all__ = ["Attributes", "KEYVAL_INVALID", "AttributeTable", "Keyval"]
@@ -94,7 +94,7 @@ class Attributes:
         """A new attribute key for this kind of object (see the module's rules)."""
         for name, callback in (("copy_fn", copy_fn), ("delete_fn", delete_fn)):
             if callback not in (None, False, True) and not callable(callback):
-                raise TypeError(
+                raise type_error(
                     f"{cls._attr_kind}.Create_keyval({name}={callback!r}): give a function "
                     "f(obj, keyval, value), True, False or None"
                 )
@@ -242,5 +242,5 @@ def _callback(function, obj, found, value, call):
 def _pointer(value, call):
     """A nopython value: an int, kept as a C pointer keeps it (unsigned, 64 bits)."""
     if not isinstance(value, int):
-        raise TypeError(f"{call}({value!r}): a nopython key's value is an int (a C pointer)")
+        raise type_error(f"{call}({value!r}): a nopython key's value is an int (a C pointer)")
     return value % (1 << POINTER_BITS)
