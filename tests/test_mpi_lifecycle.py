@@ -118,3 +118,28 @@ def test_a_subclass_of_intracomm_takes_its_communicator_in_new(tmp_path):
         n=3,
     )
     assert [line[0] for line in lines] == [f"Ring {r} 3 3" for r in range(3)]
+
+
+def test_mpi_4_1_hardware_info_is_refused_by_name_as_mpi4py_refuses_a_call_its_mpi_lacks(
+    tmp_path,
+):
+    # a portable program asks only when Get_version() says 4.1 (mpi4py's test_environ
+    # accepts NotImplementedError below it)
+    lines = run(
+        tmp_path,
+        """
+        from mpi4py import MPI
+        try:
+            MPI.Get_hw_resource_info()
+        except NotImplementedError as refused:
+            print(MPI.Get_version() < (4, 1), refused)
+        """,
+        n=1,
+    )
+    assert lines == [
+        [
+            "True MPI.Get_hw_resource_info: MPI 4.1's hardware resource info (collsim "
+            "follows MPI 3.1) is not simulated by collsim; use point-to-point or collective "
+            "calls"
+        ]
+    ]

@@ -26,7 +26,9 @@ point-to-point and the block collectives (``Bcast``, ``Reduce``, ``Allreduce``,
 ``Pack``/``Unpack`` (:mod:`~collsim.mpi.packing`); groups,
 ``Split``/``Dup``/``Create``/``Create_group``/``Split_type`` (:mod:`~collsim.mpi.making`),
 Cartesian and graph topologies (:mod:`~collsim.mpi.intracomm`, ``Compute_dims``),
-``Info`` and error handlers; ``get_vendor``, ``Query_thread`` and the rest a program reads at start
+``Info`` and error handlers, attribute caching on communicators and datatypes
+(``Create_keyval``, ``Set_attr``, ``Get_attr``: :mod:`~collsim.mpi.attributes`);
+``get_vendor``, ``Query_thread`` and the rest a program reads at start
 (:mod:`~collsim.mpi.environment`); ``Init``, ``Finalize`` and ``mpi4py.rc``'s options
 (:mod:`~collsim.mpi.lifecycle`).  Which algorithm each collective runs:
 :mod:`collsim.mpi.buffers` and :mod:`collsim.mpi.objects`; how to choose it:
@@ -140,9 +142,7 @@ from .topology import CART, DIST_GRAPH, GRAPH, UNWEIGHTED, WEIGHTS_EMPTY, Comput
 
 # the datatypes as module constants: MPI.DOUBLE, MPI.INT, MPI.INT64_T, ...
 globals().update(DATATYPES)
-from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
-
-KEYVAL_INVALID = -1  # no attribute keys beyond the predefined ones
+from .attributes import KEYVAL_INVALID  # noqa: E402
 from .constructors import (  # noqa: E402, F401
     DISTRIBUTE_BLOCK,
     DISTRIBUTE_CYCLIC,
@@ -151,6 +151,7 @@ from .constructors import (  # noqa: E402, F401
     ORDER_C,
     ORDER_F,
 )
+from .datatypes import TYPECLASS_COMPLEX, TYPECLASS_INTEGER, TYPECLASS_LOGICAL, TYPECLASS_REAL  # noqa: E402, F401
 from .decoding import COMBINERS  # noqa: E402
 from .dtlib import typealign as _typealign  # noqa: E402, F401  (mpi4py's internals)
 from .dtlib import typecode as _typecode  # noqa: E402, F401

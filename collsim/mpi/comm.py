@@ -28,8 +28,9 @@ Examples
 
 from ..errors import CollsimError
 from ..runtime import blocking
+from .attributes import Attributes, delete_attributes
 from .buffers import BufferCollectives
-from .exceptions import ERR_ARG, ERR_COMM, ERR_KEYVAL, last_used_code, mpi_error
+from .exceptions import ERR_ARG, ERR_COMM, last_used_code, mpi_error
 from .group import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
 from .handles import Errhandler, Info
 from .handletable import Handle, predefine
@@ -57,6 +58,7 @@ class Comm(
     WCollectives,
     ObjectCollectives,
     BufferCollectives,
+    Attributes,
     Handle,
 ):
     """An MPI communicator; ``MPI.Comm()`` is ``MPI.COMM_NULL``, ``MPI.Comm(c)`` the same
@@ -216,22 +218,22 @@ class Comm(
 
     # -- attributes, info, errors ---------------------------------------------------------
 
-    def Get_attr(self, keyval):
-        """The communicator's attribute ``keyval``: ``MPI.TAG_UB`` (the largest tag),
-        ``MPI.LASTUSEDCODE`` (the last error code Add_error_* gave); None
-        for the others (no value set)."""
-        self._me("Get_attr")
+    _attr_kind = "Comm"
+    _PREDEFINED_KEYS = frozenset(
+        (TAG_UB, HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE, LASTUSEDCODE)
+    )
+
+    def _attr_check(self, call):
+        self._me(call)
+
+    def _predefined_attr(self, keyval):
+        """``MPI.TAG_UB`` (the largest tag), ``MPI.LASTUSEDCODE`` (the last error code
+        Add_error_* gave); None for the others (collsim has no value for them)."""
         if keyval == TAG_UB:
             return MAX_TAG
         if keyval == LASTUSEDCODE:
             return last_used_code()
-        if keyval in (HOST, IO, WTIME_IS_GLOBAL, APPNUM, UNIVERSE_SIZE):
-            return None
-        raise mpi_error(
-            ERR_KEYVAL,
-            f"Get_attr({keyval!r}): not an attribute key; give MPI.TAG_UB, "
-            "MPI.LASTUSEDCODE or another predefined one",
-        )
+        return None
 
     def Get_info(self):
         self._me("Get_info")
@@ -287,7 +289,10 @@ class Comm(
                 ERR_COMM, f"Free() of {self._name}: a predefined communicator cannot be freed"
             )
         self._me("Free")
-        self._freed = True
+        try:
+            delete_attributes(self)  # MPI runs the keys' delete callbacks first
+        finally:
+            self._freed = True
 
     Disconnect = Free
 

@@ -25,6 +25,7 @@ import dataclasses
 import numpy as np
 
 from ..collectives.checks import is_int
+from .attributes import copy_attributes
 from .decoding import Recipe, TypeContents, handle_of
 from .exceptions import ERR_ARG, ERR_COUNT, ERR_TYPE, mpi_error
 from .typemap import Layout, Part
@@ -57,7 +58,9 @@ class TypeConstructors(TypeContents):
         old = self._old("Dup")
         part = Part(old, np.zeros(1, np.int64), np.ones(1, np.int64))
         layout = dataclasses.replace(old, combiner="DUP", parts=(part,), basic=None)
-        return self._derived(layout, Recipe(handle_of(self), {}), self.numpy)
+        made = self._derived(layout, Recipe(handle_of(self), {}), self.numpy)
+        copy_attributes(self, made)  # as the keys' copy_fn say (collsim.mpi.attributes)
+        return made
 
     Create_dup = Dup  # mpi4py's name for it in decode()'s "DUP" (Create_ + the combiner)
 

@@ -23,6 +23,7 @@ True
 
 import numpy as np
 
+from .attributes import Attributes, delete_attributes
 from .constructors import TypeConstructors
 from .exceptions import ERR_TYPE, mpi_error
 from .handletable import Handle, predefine
@@ -137,16 +138,21 @@ _TYPECLASSES = {
 }
 
 
-class Datatype(TypeConstructors, PackCalls, Handle):
+class Datatype(TypeConstructors, PackCalls, Attributes, Handle):
     """An MPI datatype: ``name`` (``"MPI_DOUBLE"``), ``numpy`` (the dtype of one element
     of a predefined type, None for a derived one and ``DATATYPE_NULL``) and ``layout``
     (its bounds and typemap, :mod:`~collsim.mpi.typemap`)."""
+
+    _attr_kind = "Datatype"  # its attribute keys (collsim.mpi.attributes)
 
     def __init__(self, datatype=None):
         # MPI.Datatype() is DATATYPE_NULL's value; MPI.Datatype(MPI.INT) a copy of INT's
         if datatype is not None and not isinstance(datatype, Datatype):
             raise TypeError(f"MPI.Datatype({datatype!r}): give an MPI.Datatype to copy")
         self._become(datatype or _Null)
+
+    def _attr_check(self, call):
+        self._old(call)
 
     def _become(self, other):
         """Take ``other``'s handle (its name, element, layout and recipe)."""
@@ -272,7 +278,10 @@ class Datatype(TypeConstructors, PackCalls, Handle):
         self._old("Free")
         if self.is_predefined:
             raise mpi_error(ERR_TYPE, f"Free() of {self!r}: a predefined type cannot be freed")
-        self._become(_Null)
+        try:
+            delete_attributes(self)  # MPI runs the keys' delete callbacks first
+        finally:
+            self._become(_Null)
 
     def __eq__(self, other):
         if not isinstance(other, Datatype):

@@ -57,6 +57,7 @@ __all__ = [
     "Unpublish_name",
     "Flush_buffer",
     "Iflush_buffer",
+    "Get_hw_resource_info",
     "Attach_buffer",
     "Detach_buffer",
     "Alloc_mem",
@@ -214,6 +215,10 @@ Unpublish_name = _refused("Unpublish_name")
 # MPI library lacks (Bsend copies the message at once here, so there is nothing to flush)
 _FLUSH = "MPI 4.1's buffer flush (collsim follows MPI 3.1)"
 Flush_buffer, Iflush_buffer = _refused("Flush_buffer", _FLUSH), _refused("Iflush_buffer", _FLUSH)
+# MPI 4.1's too: a program checks MPI.Get_version() >= (4, 1) first, as mpi4py's tests do
+Get_hw_resource_info = _refused(
+    "Get_hw_resource_info", "MPI 4.1's hardware resource info (collsim follows MPI 3.1)"
+)
 
 
 def Alloc_mem(size, info=None):

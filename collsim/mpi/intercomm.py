@@ -26,6 +26,7 @@ Examples
 """
 
 from ..collectives.checks import is_int
+from .attributes import copy_attributes
 from .buffers import BufferCollectives
 from .comm import _NULL_PARENT, COMM_NULL, NULL, Comm
 from .exceptions import ERR_ARG, ERR_COMM, mpi_error
@@ -132,7 +133,9 @@ class Intercomm(Comm):
 
     def Dup(self, info=None):
         rank, _, _ = self._me("Dup")
-        return self._paired(rank, "dup", self._ranks, self._remote, f"{self._name}.Dup()")
+        comm = self._paired(rank, "dup", self._ranks, self._remote, f"{self._name}.Dup()")
+        copy_attributes(self, comm)
+        return comm
 
     Clone = Dup
 
@@ -218,4 +221,4 @@ def create_intercomm(local, local_leader, peer_comm, remote_leader, tag=0):
     made = state.next_seq(rank.id, ("intercomm", low, high, tag))
     context, collective = state.context(("intercomm", low, high, tag, made))
     name = f"{local._name}.Create_intercomm()"
-    return Intercomm(mine, context, collective, name, theirs, local.Dup())
+    return Intercomm(mine, context, collective, name, theirs, local._duplicate())

@@ -301,7 +301,7 @@ def create_dist_graph_adjacent(comm, sources, destinations, sourceweights, destw
         if weights == (None, None)
         else tuple(w or (1,) * n for w, n in zip(weights, map(len, (sources, destinations)))),
     }
-    return _as(Distgraphcomm, comm.Dup(), **fields)
+    return _as(Distgraphcomm, comm._duplicate(), **fields)
 
 
 def create_dist_graph(comm, sources, degrees, destinations, weights=None):
@@ -327,7 +327,7 @@ def create_dist_graph(comm, sources, degrees, destinations, weights=None):
         if weights is None
         else (tuple(w for _, w in ins), tuple(w for _, w in outs)),
     }
-    return _as(Distgraphcomm, comm.Dup(), **fields)
+    return _as(Distgraphcomm, comm._duplicate(), **fields)
 
 
 COMM_WORLD = Intracomm(WORLD, 0, 1, "MPI_COMM_WORLD")

@@ -23,8 +23,10 @@ Examples
 """
 
 from ..runtime import blocking
+from .attributes import delete_attributes
 from .exceptions import ERR_OTHER, mpi_error
 from .handles import ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN
+from .handletable import constant
 from .rc import imported
 from .settings import run_state
 
@@ -91,7 +93,9 @@ def Init_thread(required=THREAD_MULTIPLE):
 
 
 def Finalize():
-    """End MPI on this rank (the run goes on until every rank's program returns)."""
+    """End MPI on this rank (the run goes on until every rank's program returns); first,
+    as MPI-3.1 section 8.7.1 says, ``COMM_SELF``'s attributes are deleted (their delete
+    callbacks are where a library cleans up at the end)."""
     found = _stage()
     if found is None:
         return
@@ -99,4 +103,7 @@ def Finalize():
     if stage != INITIALIZED:
         said = "never initialized" if stage is None else "finalized already"
         raise mpi_error(ERR_OTHER, f"MPI.Finalize on rank {rank}: MPI was {said}")
-    states[rank] = FINALIZED
+    try:
+        delete_attributes(constant("COMM_SELF"))
+    finally:
+        states[rank] = FINALIZED

@@ -19,6 +19,7 @@ Examples
 """
 
 from ..collectives.checks import is_int
+from .attributes import copy_attributes
 from .comm import COMM_NULL, Comm
 from .environment import unsupported
 from .exceptions import ERR_ARG, ERR_GROUP, mpi_error
@@ -74,8 +75,16 @@ class CommunicatorMaker(Comm):
         return self.Split(UNDEFINED if split_type == UNDEFINED else 0, key)
 
     def Dup(self, info=None):
-        """A communicator of the same ranks whose messages never mix with this one's."""
-        rank, _, _ = self._me("Dup")
+        """A communicator of the same ranks whose messages never mix with this one's; the
+        attributes' keys say which values it gets (:mod:`collsim.mpi.attributes`)."""
+        comm = self._duplicate(info, "Dup")
+        copy_attributes(self, comm)
+        return comm
+
+    def _duplicate(self, info=None, call="Dup"):
+        """A Dup without the attributes (what the calls that make a communicator of the
+        same ranks start from: MPI copies attributes on Dup only)."""
+        rank, _, _ = self._me(call)
         comm = self._derived(rank, "dup", self._members(rank), f"{self._name}.Dup()", type(self))
         comm._topology = getattr(self, "_topology", None)
         comm._info = Info.Create(info or {}) if info is not None else self._info.Dup()
