@@ -142,7 +142,7 @@ class Datatype(TypeConstructors, PackCalls, Handle):
     of a predefined type, None for a derived one and ``DATATYPE_NULL``) and ``layout``
     (its bounds and typemap, :mod:`~collsim.mpi.typemap`)."""
 
-    def __init__(self, datatype=None):
+    def _construct(self, datatype=None):
         # MPI.Datatype() is DATATYPE_NULL's value; MPI.Datatype(MPI.INT) a copy of INT's
         if datatype is not None and not isinstance(datatype, Datatype):
             raise TypeError(f"MPI.Datatype({datatype!r}): give an MPI.Datatype to copy")

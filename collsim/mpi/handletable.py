@@ -116,6 +116,29 @@ class Handle:
 
     __hash__ = None  # as mpi4py's: Free changes what a handle is, so none is a dict key
 
+    def __new__(cls, *args, **kwargs):
+        # mpi4py makes the handle in __new__, so a subclass's own __new__ may hand super()
+        # another handle than its caller gave (``super().__new__(cls, comm.Dup())``);
+        # the class's _construct takes it here, and __init__ leaves it alone
+        made = super().__new__(cls)
+        made._construct(*args, **kwargs)
+        return made
+
+    def __init__(self, *args, **kwargs):
+        """Nothing: ``__new__`` made the handle (Python calls this with the caller's
+        arguments, which a subclass's ``__new__`` may have replaced)."""
+
+    def _construct(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}._construct")
+
+    @classmethod
+    def _made(cls, *args, **kwargs):
+        """A new ``cls`` for what an MPI call makes: ``cls.__new__(cls)`` first, as
+        mpi4py's calls do, so a subclass's own ``__new__`` runs; then filled in."""
+        made = cls.__new__(cls)
+        made._construct(*args, **kwargs)
+        return made
+
     def _handle_key(self):
         raise NotImplementedError(f"{type(self).__name__}._handle_key")
 

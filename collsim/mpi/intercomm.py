@@ -27,7 +27,7 @@ Examples
 
 from ..collectives.checks import is_int
 from .buffers import BufferCollectives
-from .comm import _NULL_PARENT, COMM_NULL, NULL, Comm
+from .comm import _NULL_PARENT, COMM_KINDS, COMM_NULL, NULL, Comm
 from .exceptions import ERR_ARG, ERR_COMM, mpi_error
 from .group import Group
 from .objects import ObjectCollectives
@@ -42,9 +42,9 @@ class Intercomm(Comm):
     """``MPI.Intercomm``: a local group (``_ranks``) and a remote group (``_remote``);
     ``MPI.Intercomm()`` is the null one (what ``Comm.Get_parent`` gives)."""
 
-    _inter = True
+    _inter = _kinded = True
 
-    def __init__(
+    def _construct(
         self,
         ranks=NULL,
         context=None,
@@ -53,7 +53,7 @@ class Intercomm(Comm):
         remote=(),
         local_comm=None,
     ):
-        super().__init__(ranks, context, collective_context, name)
+        super()._construct(ranks, context, collective_context, name)
         if isinstance(ranks, Comm):  # MPI.Intercomm(comm): copied by Comm.__init__
             return
         self._remote = tuple(remote)
@@ -105,7 +105,7 @@ class Intercomm(Comm):
             value = twin.sendrecv(value, dest=0, source=0)
         return self._local_comm.bcast(value if me == 0 else None, root=0)
 
-    def _paired(self, rank, kind, local, remote, name):
+    def _paired(self, rank, kind, local, remote, name, cls=None):
         """The intercommunicator of ``local`` and ``remote`` made by ``kind``: context ids
         from the unordered pair, so that both groups get the same ones."""
         low, high = sorted((tuple(local), tuple(remote)))
@@ -113,7 +113,7 @@ class Intercomm(Comm):
         made = state.next_seq(rank.id, ("inter", self._context, kind, low, high))
         context, collective = state.context(("inter", self._context, kind, low, high, made))
         local_comm = self._local_comm.Create_group(Group(local), ("inter", context))
-        return Intercomm(local, context, collective, name, remote, local_comm)
+        return (cls or Intercomm)._made(local, context, collective, name, remote, local_comm)
 
     def Merge(self, high=False):
         """One intracommunicator of both groups: the one that passed ``high=False`` first
@@ -132,9 +132,8 @@ class Intercomm(Comm):
 
     def Dup(self, info=None):
         rank, _, _ = self._me("Dup")
-        return self._paired(rank, "dup", self._ranks, self._remote, f"{self._name}.Dup()")
-
-    Clone = Dup
+        name = f"{self._name}.Dup()"
+        return self._paired(rank, "dup", self._ranks, self._remote, name, type(self))
 
     def Split(self, color=0, key=0):
         """The ranks of one ``color`` in each group form an intercommunicator, each group
@@ -190,6 +189,7 @@ for _mixin in (BufferCollectives, ObjectCollectives, VectorCollectives):
 
 
 _NULL_PARENT.append(Intercomm())
+COMM_KINDS[True] = Intercomm
 
 
 def create_intercomm(local, local_leader, peer_comm, remote_leader, tag=0):

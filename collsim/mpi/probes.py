@@ -72,7 +72,7 @@ class Message(Handle):
     complete that one, and the Message becomes ``MPI.MESSAGE_NULL``.  ``MPI.Message(m)`` is
     another handle of the message ``m`` refers to (equal to it)."""
 
-    def __init__(self, message=None):
+    def _construct(self, message=None):
         if message is not None and not isinstance(message, Message):
             # mpi4py's typed argument refuses it with a TypeError too
             raise TypeError(f"MPI.Message({message!r}): give an MPI.Message to copy, or nothing")
