@@ -146,3 +146,15 @@ def test_info_group_and_op_subclasses_make_their_own_kind():
     op = MyOp.Create(lambda a, b, datatype: None, commute=True)
     assert type(op) is MyOp and type(MyOp(MPI.SUM)) is MyOp and MyOp(MPI.SUM) == MPI.SUM
     op.Free()
+
+
+class MyMessage(MPI.Message):
+    pass
+
+
+@pytest.mark.parametrize("predefined", ["MESSAGE_NULL", "MESSAGE_NO_PROC"])
+def test_a_copy_of_a_predefined_message_unpickles_as_its_own_class(predefined):
+    # mpi4py's test_objmodel: pickle and copy of cls(obj) give a cls, not the base class
+    mine = MyMessage(getattr(MPI, predefined))
+    back = pickle.loads(pickle.dumps(mine))
+    assert type(back) is MyMessage and back == mine and back is not mine

@@ -128,7 +128,7 @@ class Message(Handle):
             if self is predefined:
                 return (_predefined, (name,))
             if self == predefined:
-                return (Message, (predefined,))
+                return (type(self), (predefined,))  # of its own class, as mpi4py
         raise ValueError("cannot pickle a probed MPI.Message: receive it first")
 
     def __repr__(self):
