@@ -158,3 +158,22 @@ def test_a_copy_of_a_predefined_message_unpickles_as_its_own_class(predefined):
     mine = MyMessage(getattr(MPI, predefined))
     back = pickle.loads(pickle.dumps(mine))
     assert type(back) is MyMessage and back == mine and back is not mine
+
+
+def test_a_message_subclass_probes_messages_of_its_own_class():
+    import numpy as np
+
+    def main():
+        comm = MPI.COMM_WORLD
+        if comm.rank == 0:
+            comm.Send(np.arange(3.0), dest=1, tag=5)
+            return None
+        message = MyMessage.Probe(comm, source=0, tag=5)
+        got = np.empty(3)
+        kind = type(message)
+        message.Recv(got)
+        nothing = MyMessage.Iprobe(comm, source=0)
+        no_proc = MyMessage.Probe(comm, source=MPI.PROC_NULL)
+        return kind, got.tolist(), nothing, type(no_proc), no_proc == MPI.MESSAGE_NO_PROC
+
+    assert _run(main, 2)[1] == (MyMessage, [0.0, 1.0, 2.0], None, MyMessage, True)

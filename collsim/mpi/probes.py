@@ -89,14 +89,20 @@ class Message(Handle):
     @classmethod
     def Probe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``comm.Mprobe(source, tag, status)``: block until a message comes; it."""
-        return _probes_of(comm, "Probe").Mprobe(source, tag, status)
+        return cls._as_mine(_probes_of(comm, "Probe").Mprobe(source, tag, status))
 
     @classmethod
     def Iprobe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``comm.Improbe(source, tag, status)``: the message if one waits, else None."""
-        return _probes_of(comm, "Iprobe").Improbe(source, tag, status)
+        return cls._as_mine(_probes_of(comm, "Iprobe").Improbe(source, tag, status))
 
     probe, iprobe = Probe, Iprobe
+
+    @classmethod
+    def _as_mine(cls, message):
+        """``message`` as a ``cls`` (``MyMessage.Probe(comm)`` gives a MyMessage, as in
+        mpi4py); None stays None."""
+        return message if message is None or type(message) is cls else cls._of(message._handle)
 
     # -- state ----------------------------------------------------------------------------
 
