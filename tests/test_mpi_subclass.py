@@ -108,8 +108,11 @@ def test_a_topology_subclass_refuses_a_communicator_without_its_topology():
         pass
 
     def main():
-        with pytest.raises(TypeError, match="expecting"):
+        with pytest.raises(TypeError, match="expecting a topology communicator"):
             Bare(MPI.COMM_WORLD)
+        graph = MPI.COMM_WORLD.Create_graph([1, 2], [1, 0])
+        with pytest.raises(TypeError, match="expecting a Cartesian communicator"):
+            Bare(graph)  # mpi4py's words, not the subclass's name
         return True
 
     assert _run(main, 2) == [True, True]

@@ -68,6 +68,7 @@ class Intracomm(CommunicatorMaker):
 
 
 Intracomm._made_class = Intracomm
+_KIND_WORDS = {CART: "a Cartesian", GRAPH: "a graph", DIST_GRAPH: "a distributed graph"}
 COMM_KINDS[False] = Intracomm
 
 
@@ -82,7 +83,8 @@ class Topocomm(NeighborCollectives, Intracomm):
         comm = args[0] if args else None
         have = getattr(comm, "_kind", None)
         if isinstance(comm, Comm) and comm and (have is None or self._kind not in (None, have)):
-            want = "a topology" if self._kind is None else f"a {type(self).__name__}"
+            # mpi4py's words: no topology at all, or another kind than this class's
+            want = "a topology" if have is None else _KIND_WORDS[self._kind]
             raise TypeError(f"MPI.{type(self).__name__}({comm!r}): expecting {want} communicator")
         super()._construct(*args, **kwargs)
 
