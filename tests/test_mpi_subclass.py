@@ -180,3 +180,21 @@ def test_a_message_subclass_probes_messages_of_its_own_class():
         return kind, got.tolist(), nothing, type(no_proc), no_proc == MPI.MESSAGE_NO_PROC
 
     assert _run(main, 2)[1] == (MyMessage, [0.0, 1.0, 2.0], None, MyMessage, True)
+
+
+class MyStatus(MPI.Status):
+    def __new__(cls, status=None):
+        return super().__new__(cls, status)
+
+
+def test_a_status_subclass_copies_the_status_its_new_gives():
+    import copy
+
+    status = MPI.Status()
+    status.source, status.tag = 3, 7
+    mine = MyStatus(status)
+    assert (type(mine), mine.source, mine.tag) == (MyStatus, 3, 7)
+    assert MyStatus().source == MPI.ANY_SOURCE
+    twin = copy.copy(mine)
+    assert (type(twin), twin.tag) == (MyStatus, 7)
+    assert type(pickle.loads(pickle.dumps(mine))) is MyStatus

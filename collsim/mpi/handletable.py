@@ -30,7 +30,16 @@ import weakref
 
 from .exceptions import ERR_ARG, mpi_error
 
-__all__ = ["Handle", "predefine", "constant", "is_constant", "sizeof", "addressof", "handleof"]
+__all__ = [
+    "Handle",
+    "MadeInNew",
+    "predefine",
+    "constant",
+    "is_constant",
+    "sizeof",
+    "addressof",
+    "handleof",
+]
 
 HANDLE_BYTES = 8  # an Open MPI handle is a pointer: MPI._sizeof(MPI.Comm) is 8 there
 
@@ -103,18 +112,11 @@ class _Table:
 _TABLE = _Table()
 
 
-class Handle:
-    """What every MPI handle class has (a class says what names its object,
-    :meth:`_handle_key`, None for its null one, and how a copy lets go, :meth:`_nullify`)."""
-
-    _family = None  # the class that took this mixin: Comm for Intracomm, Cartcomm, ...
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if Handle in cls.__bases__:
-            cls._family = cls
-
-    __hash__ = None  # as mpi4py's: Free changes what a handle is, so none is a dict key
+class MadeInNew:
+    """What mpi4py's MPI classes do that Python classes do not by themselves: the object
+    is made in ``__new__`` (from a handle or a status to copy, or null), so a program's
+    subclass may write ``super().__new__(cls, comm.Dup())``; a class says how in
+    ``_construct``."""
 
     def __new__(cls, *args, **kwargs):
         # mpi4py makes the handle in __new__, so a subclass's own __new__ may hand super()
@@ -138,6 +140,20 @@ class Handle:
         made = cls.__new__(cls)
         made._construct(*args, **kwargs)
         return made
+
+
+class Handle(MadeInNew):
+    """What every MPI handle class has (a class says what names its object,
+    :meth:`_handle_key`, None for its null one, and how a copy lets go, :meth:`_nullify`)."""
+
+    _family = None  # the class that took this mixin: Comm for Intracomm, Cartcomm, ...
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if Handle in cls.__bases__:
+            cls._family = cls
+
+    __hash__ = None  # as mpi4py's: Free changes what a handle is, so none is a dict key
 
     def _handle_key(self):
         raise NotImplementedError(f"{type(self).__name__}._handle_key")
