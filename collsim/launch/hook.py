@@ -18,17 +18,29 @@ from .script import RankForwarding, _rank_id
 __all__ = ["mpi4py_as_collsim"]
 
 _UTIL = ("dtlib", "pkl5", "sync")  # the mpi4py.util modules collsim has
+# why the others are not there (one a module: what it would need that collsim has not)
+_WHY_NOT = {
+    "mpi4py.futures": "its executors run tasks on worker processes spawned with "
+    "MPI.Comm.Spawn or started by mpiexec as a pool, which collsim does not simulate",
+    "mpi4py.util.pool": "its pools run tasks on mpi4py.futures' spawned worker processes, "
+    "which collsim does not simulate",
+    "mpi4py._mpiabi": "it finds the ABI of the MPI C library mpi4py.MPI was built for; "
+    "collsim.mpi is Python, with no MPI library",
+    "mpi4py.bench": "its benchmarks time a real MPI library",
+}
 
 
 class _RankPackage(types.ModuleType):
     """One rank's stand-in for the ``mpi4py`` package: ``MPI`` is :mod:`collsim.mpi` (read
     at the rank's first ``import mpi4py.MPI``), ``mpi4py.util.dtlib``, ``pkl5`` and ``sync``
-    are :mod:`collsim.mpi.dtlib`, :mod:`~collsim.mpi.pkl5` and :mod:`~collsim.mpi.sync`;
+    are :mod:`collsim.mpi.dtlib`, :mod:`~collsim.mpi.pkl5` and :mod:`~collsim.mpi.sync`,
+    ``mpi4py.typing`` :mod:`collsim.mpi.hints`, ``mpi4py.run`` :mod:`.mpi4py_run`;
     ``pkl5.pickle`` is the calling rank's own, as it is a process's own."""
 
     def __init__(self):
         from .. import mpi
-        from ..mpi import dtlib, pkl5, rc, sync
+        from ..mpi import dtlib, hints, pkl5, rc, sync
+        from . import mpi4py_run
 
         super().__init__("mpi4py", "collsim's stand-in for mpi4py (collsim.mpi)")
         # a package (so `import mpi4py.MPI` looks in sys.modules) whose folder is
@@ -41,6 +53,8 @@ class _RankPackage(types.ModuleType):
         self.util = _Util("mpi4py.util", "collsim's stand-in: dtlib, pkl5, sync")
         self.util.__path__ = []
         self.util.dtlib, self.util.pkl5, self.util.sync = dtlib, pkl5, sync
+        self.typing, self.run = hints, mpi4py_run  # the same for every rank: no state
+        self.__main__ = mpi4py_run  # what `python -m mpi4py` runs: mpi4py.run's main
 
     def __getattr__(self, name):  # only for what is not there: MPI before its import
         if name != "MPI":
@@ -88,8 +102,9 @@ class _Entry(RankForwarding):
 
 def _register(package):
     """Put the ``mpi4py`` entries into ``sys.modules`` where they are missing."""
-    for path in ("MPI", "rc", "util", *(f"util.{name}" for name in _UTIL)):
+    for path in ("MPI", "rc", "util", "typing", "run", *(f"util.{name}" for name in _UTIL)):
         sys.modules.setdefault(f"mpi4py.{path}", _Entry(package, path))
+    sys.modules.setdefault("mpi4py.__main__", _Entry(package, "__main__"))
     sys.modules.setdefault("mpi4py", package)
 
 
@@ -139,11 +154,17 @@ class _OnlyMPI:
 
 
 def _not_there(name):
+    why = next((why for top, why in _WHY_NOT.items() if _within(name, top)), None)
     return ModuleNotFoundError(
-        f"No module named {name!r}: under collsim, mpi4py has "
-        "only mpi4py.MPI (collsim.mpi) and mpi4py.util's " + ", ".join(_UTIL),
+        f"No module named {name!r}{': ' + why if why else ''}; under collsim, mpi4py has "
+        "only mpi4py.MPI (collsim.mpi), mpi4py.typing, mpi4py.run and mpi4py.util's "
+        + ", ".join(_UTIL),
         name=name,
     )
+
+
+def _within(name, package):
+    return name == package or name.startswith(package + ".")
 
 
 class _Util(types.ModuleType):
@@ -157,4 +178,4 @@ class _Util(types.ModuleType):
 
 
 def _is_mpi4py(name):
-    return name == "mpi4py" or name.startswith("mpi4py.")
+    return _within(name, "mpi4py")

@@ -79,6 +79,7 @@ from .comm import (  # noqa: F401
     WTIME_IS_GLOBAL,
     Comm,
 )
+from .constants import BUFFER_AUTOMATIC
 from .datatypes import DATATYPE_NULL, DATATYPES, Datatype
 from .environment import *  # noqa: F403  (get_vendor, Wtime, Win, ...: see its __all__)
 from .exceptions import *  # noqa: F403  (MPI.Exception, SUCCESS, ERR_*)
@@ -161,7 +162,6 @@ ORDER_FORTRAN = ORDER_F
 globals().update({f"COMBINER_{name}": value for name, value in COMBINERS.items()})
 COMBINER_VALUE_INDEX = UNDEFINED  # Get_value_index gives only the named pair types here
 ROOT = -3  # intercommunicator roots are not simulated; the name exists for programs
-BUFFER_AUTOMATIC = None
 
 
 pickle = _Pickle()  # mpi4py's MPI.pickle: dumps/loads of the lowercase calls, PROTOCOL
@@ -242,6 +242,7 @@ __all__ = [
     "InPlace",
     "IN_PLACE",
     "BOTTOM",
+    "BUFFER_AUTOMATIC",
     "buffer",
     "Get_address",
     "Aint_add",

@@ -227,8 +227,7 @@ def _delete(obj, found, value):
 def _callback(function, obj, found, value, call):
     """``function(handle, keyval, value)`` with a handle of ``obj`` that is null afterwards
     (as mpi4py passes one); an exception becomes MPI.ERR_OTHER after its traceback."""
-    handle = object.__new__(type(obj))
-    handle.__dict__.update(obj.__dict__)
+    handle = obj._twin()
     try:
         return function(handle, found.number, value)
     except Exception as error:

@@ -31,6 +31,7 @@ Examples
 from ..collectives.checks import NUMERIC_DTYPES
 from ..collectives.linear import linear_gather, linear_scatter
 from ..runtime import blocking
+from .constants import IN_PLACE, InPlace
 from .exceptions import ERR_ARG, ERR_OP, mpi_error, value_error
 from .messages import land
 from .reduction import SUM, Op
@@ -39,19 +40,6 @@ from .specs import buffer_of
 from .trees import direct_all_to_all, ring_all_gather, tree_broadcast, tree_reduce
 
 __all__ = ["BufferCollectives", "IN_PLACE", "InPlace"]
-
-
-class InPlace:
-    """``MPI.IN_PLACE``: the receive buffer holds this rank's input too."""
-
-    def __repr__(self):
-        return "MPI.IN_PLACE"
-
-    def __reduce__(self):
-        return "IN_PLACE"
-
-
-IN_PLACE = InPlace()
 
 
 def in_place(buf):

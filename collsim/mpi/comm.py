@@ -38,6 +38,7 @@ from .lifecycle import errhandler_by_default
 from .objects import ObjectCollectives
 from .p2p import MAX_TAG, PointToPoint
 from .probes import Probes
+from .settings import run_state
 from .status import UNDEFINED
 from .vectors import VectorCollectives
 from .wcollectives import WCollectives
@@ -66,14 +67,14 @@ class Comm(
 
     _inter = False  # an intercommunicator (collsim.mpi.intercomm) says True
 
-    def __new__(cls, *args, **kwargs):
-        # mpi4py's Comm takes its argument in __new__, so a subclass may write
-        # ``super().__new__(cls, comm)`` (mpi4py's reductions demo does); __init__ copies it
-        return super().__new__(cls)
+    _kinded = False  # Intracomm and Intercomm say True: a handle of theirs is one of them
 
-    def __init__(self, ranks=NULL, context=None, collective_context=None, name="MPI_COMM_NULL"):
+    def _construct(self, ranks=NULL, context=None, collective_context=None, name="MPI_COMM_NULL"):
+        # (Handle.__new__ calls this, as mpi4py makes the handle in __new__)
+        if ranks is None:  # MPI.Comm(None), a subclass's super().__new__(cls, None): null
+            ranks = NULL
         if isinstance(ranks, Comm):  # MPI.Intracomm(comm): another handle of it
-            if type(self) is not Comm and ranks._inter != self._inter and ranks:
+            if self._kinded and ranks._inter != self._inter and ranks:
                 kind = "an intercommunicator" if ranks._inter else "an intracommunicator"
                 raise TypeError(f"MPI.{type(self).__name__}({ranks!r}): {kind} is not one")
             self.__dict__.update(ranks.__dict__)
@@ -88,6 +89,22 @@ class Comm(
         self._index = {r: i for i, r in enumerate(ranks)} if isinstance(ranks, tuple) else None
         self._errhandler = None  # until Set_errhandler: mpi4py.rc.errors's handler
         self._info = Info.Create()
+
+    def _derived(self, rank, kind, ranks, name, cls=None, counter=None):
+        """The communicator a call on this one makes: ids every member agrees on; a
+        ``cls`` (``type(self)`` for ``Dup``, as mpi4py) or ``self._made_class``."""
+        state = run_state(rank)
+        made = state.next_seq(rank.id, counter or ("made", self._context))
+        context, collective = state.context((self._context, made, kind))
+        return (cls or self._made_class)._made(ranks, context, collective, name)
+
+    def Dup(self, info=None):
+        """A handle of ``MPI.Comm`` (or a subclass of it alone) duplicates as the kind
+        of communicator it is a handle of does, into its own class (mpi4py's ``Comm.Dup``)."""
+        return COMM_KINDS[self._inter].Dup(self, info)
+
+    def Clone(self):
+        return self.Dup()
 
     # -- who is calling -------------------------------------------------------------------
 
@@ -302,5 +319,7 @@ class Comm(
 
 
 COMM_NULL = Comm()
+# the classes whose Dup a plain MPI.Comm handle uses, by Is_inter (their modules fill it in)
+COMM_KINDS = {}
 _NULL_PARENT = []  # the null intercommunicator, which intercomm.py makes
 predefine(COMM_NULL=COMM_NULL)

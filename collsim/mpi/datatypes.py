@@ -145,7 +145,7 @@ class Datatype(TypeConstructors, PackCalls, Attributes, Handle):
 
     _attr_kind = "Datatype"  # its attribute keys (collsim.mpi.attributes)
 
-    def __init__(self, datatype=None):
+    def _construct(self, datatype=None):
         # MPI.Datatype() is DATATYPE_NULL's value; MPI.Datatype(MPI.INT) a copy of INT's
         if datatype is not None and not isinstance(datatype, Datatype):
             raise TypeError(f"MPI.Datatype({datatype!r}): give an MPI.Datatype to copy")

@@ -135,7 +135,7 @@ class _Unsimulated(Handle):
 
     _what = ""
 
-    def __init__(self, other=None):
+    def _construct(self, other=None):
         if other is not None and not isinstance(other, self._family):
             name = type(self).__name__
             raise TypeError(f"MPI.{name}({other!r}): give an MPI.{name} to copy, or nothing")

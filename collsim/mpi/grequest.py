@@ -28,10 +28,10 @@ class Grequest(Request):
     raises); the class is there for its casts, as mpi4py's: ``MPI.Grequest(request)``
     of a plain request, never of a persistent one."""
 
-    def __init__(self, request=None):
+    def _construct(self, request=None):
         if isinstance(request, Prequest):
             raise TypeError(f"MPI.Grequest({request!r}): a persistent request is not one")
-        super().__init__(request)
+        super()._construct(request)
 
     @classmethod
     def Start(cls, *args, **kwargs):

@@ -29,7 +29,7 @@ IDENT, CONGRUENT, SIMILAR, UNEQUAL = 0, 1, 2, 3  # MPI's comparison results
 class Group(Handle):
     """An ordered set of cluster ranks (``Group()`` is ``MPI.GROUP_NULL``)."""
 
-    def __init__(self, ranks=None):
+    def _construct(self, ranks=None):
         if isinstance(ranks, Group):
             ranks = ranks.ranks
         elif ranks is not None and (
@@ -67,11 +67,11 @@ class Group(Handle):
 
     def Incl(self, ranks):
         members = self._members("Incl")
-        return Group(members[r] for r in self._positions(ranks, "Incl"))
+        return type(self)._made(members[r] for r in self._positions(ranks, "Incl"))
 
     def Excl(self, ranks):
         members, gone = self._members("Excl"), set(self._positions(ranks, "Excl"))
-        return Group(m for i, m in enumerate(members) if i not in gone)
+        return type(self)._made(m for i, m in enumerate(members) if i not in gone)
 
     def _ranges(self, ranges):
         chosen = []
@@ -87,17 +87,17 @@ class Group(Handle):
 
     def Union(self, other):
         mine = self._members("Union")
-        return Group(mine + tuple(r for r in other._members("Union") if r not in mine))
+        return type(self)._made(mine + tuple(r for r in other._members("Union") if r not in mine))
 
     def Intersection(self, other):
         theirs = set(other._members("Intersection"))
-        return Group(r for r in self._members("Intersection") if r in theirs)
+        return type(self)._made(r for r in self._members("Intersection") if r in theirs)
 
     Intersect = Intersection
 
     def Difference(self, other):
         theirs = set(other._members("Difference"))
-        return Group(r for r in self._members("Difference") if r not in theirs)
+        return type(self)._made(r for r in self._members("Difference") if r not in theirs)
 
     def Translate_ranks(self, ranks=None, group=None):
         """The positions in ``other`` of ``ranks`` of this group (``UNDEFINED`` where
@@ -123,7 +123,7 @@ class Group(Handle):
         return SIMILAR if set(a) == set(b) and len(a) == len(b) else UNEQUAL
 
     def Dup(self):
-        return Group(self.ranks)
+        return type(self)._made(self.ranks)
 
     def Free(self):
         if is_constant(self):

@@ -31,7 +31,7 @@ MAX_INFO_KEY = 255
 class Info(Handle):
     """``MPI.Info``: string keys and values, in the order they were set."""
 
-    def __init__(self, info=None):
+    def _construct(self, info=None):
         if info is not None and not isinstance(info, Info):
             raise TypeError(f"MPI.Info({info!r}): give an MPI.Info to copy, or nothing")
         self._items = None if info is None else info._items  # the same info, as mpi4py's
@@ -76,7 +76,14 @@ class Info(Handle):
         return keys[n]
 
     def Dup(self):
-        return Info.Create(self._dict("Dup"))
+        return type(self).Create(self._dict("Dup"))  # of the program's subclass, as mpi4py's
+
+    @classmethod
+    def Create_env(cls, args=None):
+        raise NotImplementedError(
+            "MPI.Info.Create_env: the environment's info is MPI 4.0; collsim follows MPI 3.1 "
+            "(MPI.Get_version()), use MPI.INFO_ENV"
+        )
 
     def Free(self):
         self._dict("Free")
@@ -152,7 +159,7 @@ class Info(Handle):
         (self._items or {}).clear()
 
     def copy(self):
-        return self.Dup() if self else Info()
+        return self.Dup() if self else type(self)()
 
     def __reduce__(self):
         # a predefined info (or a copy) unpickles as Handle's rule says; one a program
@@ -160,7 +167,7 @@ class Info(Handle):
         try:
             return super().__reduce__()
         except ValueError:
-            return (Info.Create, (dict(self._items),))
+            return (type(self).Create, (dict(self._items),))
 
     def __bool__(self):
         return self._items is not None
@@ -190,7 +197,7 @@ class Errhandler(Handle):
     """An error handler: one of the predefined ones (collsim raises every error at once,
     whichever is set) or one a program made, whose function ``Call_errhandler`` calls."""
 
-    def __init__(self, errhandler=None, name=None):
+    def _construct(self, errhandler=None, name=None):
         if errhandler is not None and not isinstance(errhandler, Errhandler):
             raise TypeError(f"MPI.Errhandler({errhandler!r}): give an MPI.Errhandler to copy")
         # "ERRORS_RETURN", ... or a _Made; None for ERRHANDLER_NULL
@@ -210,7 +217,7 @@ class Errhandler(Handle):
         made = _Made(function, live)
         if live is not None:
             live.append(made)
-        return cls(name=made)
+        return cls._made(name=made)
 
     @property
     def name(self):

@@ -30,7 +30,16 @@ import weakref
 
 from .exceptions import ERR_ARG, mpi_error
 
-__all__ = ["Handle", "predefine", "constant", "is_constant", "sizeof", "addressof", "handleof"]
+__all__ = [
+    "Handle",
+    "MadeInNew",
+    "predefine",
+    "constant",
+    "is_constant",
+    "sizeof",
+    "addressof",
+    "handleof",
+]
 
 HANDLE_BYTES = 8  # an Open MPI handle is a pointer: MPI._sizeof(MPI.Comm) is 8 there
 
@@ -103,7 +112,37 @@ class _Table:
 _TABLE = _Table()
 
 
-class Handle:
+class MadeInNew:
+    """What mpi4py's MPI classes do that Python classes do not by themselves: the object
+    is made in ``__new__`` (from a handle or a status to copy, or null), so a program's
+    subclass may write ``super().__new__(cls, comm.Dup())``; a class says how in
+    ``_construct``."""
+
+    def __new__(cls, *args, **kwargs):
+        # mpi4py makes the handle in __new__, so a subclass's own __new__ may hand super()
+        # another handle than its caller gave (``super().__new__(cls, comm.Dup())``);
+        # the class's _construct takes it here, and __init__ leaves it alone
+        made = super().__new__(cls)
+        made._construct(*args, **kwargs)
+        return made
+
+    def __init__(self, *args, **kwargs):
+        """Nothing: ``__new__`` made the handle (Python calls this with the caller's
+        arguments, which a subclass's ``__new__`` may have replaced)."""
+
+    def _construct(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}._construct")
+
+    @classmethod
+    def _made(cls, *args, **kwargs):
+        """A new ``cls`` for what an MPI call makes: ``cls.__new__(cls)`` first, as
+        mpi4py's calls do, so a subclass's own ``__new__`` runs; then filled in."""
+        made = cls.__new__(cls)
+        made._construct(*args, **kwargs)
+        return made
+
+
+class Handle(MadeInNew):
     """What every MPI handle class has (a class says what names its object,
     :meth:`_handle_key`, None for its null one, and how a copy lets go, :meth:`_nullify`)."""
 
@@ -121,6 +160,16 @@ class Handle:
 
     def _nullify(self):
         raise NotImplementedError(f"{type(self).__name__}._nullify")
+
+    def _twin(self):
+        """Another Python object of this handle, made without running a constructor (a
+        subclass's ``__new__`` may make a new communicator): what a callback is handed."""
+        twin = object.__new__(type(self))
+        twin._share(self)
+        return twin
+
+    def _share(self, other):
+        self.__dict__.update(other.__dict__)  # two Python objects, one MPI object
 
     @property
     def handle(self):

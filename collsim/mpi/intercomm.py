@@ -28,7 +28,7 @@ Examples
 from ..collectives.checks import is_int
 from .attributes import copy_attributes
 from .buffers import BufferCollectives
-from .comm import _NULL_PARENT, COMM_NULL, NULL, Comm
+from .comm import _NULL_PARENT, COMM_KINDS, COMM_NULL, NULL, Comm
 from .exceptions import ERR_ARG, ERR_COMM, mpi_error
 from .group import Group
 from .objects import ObjectCollectives
@@ -43,9 +43,9 @@ class Intercomm(Comm):
     """``MPI.Intercomm``: a local group (``_ranks``) and a remote group (``_remote``);
     ``MPI.Intercomm()`` is the null one (what ``Comm.Get_parent`` gives)."""
 
-    _inter = True
+    _inter = _kinded = True
 
-    def __init__(
+    def _construct(
         self,
         ranks=NULL,
         context=None,
@@ -54,7 +54,7 @@ class Intercomm(Comm):
         remote=(),
         local_comm=None,
     ):
-        super().__init__(ranks, context, collective_context, name)
+        super()._construct(ranks, context, collective_context, name)
         if isinstance(ranks, Comm):  # MPI.Intercomm(comm): copied by Comm.__init__
             return
         self._remote = tuple(remote)
@@ -106,7 +106,7 @@ class Intercomm(Comm):
             value = twin.sendrecv(value, dest=0, source=0)
         return self._local_comm.bcast(value if me == 0 else None, root=0)
 
-    def _paired(self, rank, kind, local, remote, name):
+    def _paired(self, rank, kind, local, remote, name, cls=None):
         """The intercommunicator of ``local`` and ``remote`` made by ``kind``: context ids
         from the unordered pair, so that both groups get the same ones."""
         low, high = sorted((tuple(local), tuple(remote)))
@@ -114,7 +114,7 @@ class Intercomm(Comm):
         made = state.next_seq(rank.id, ("inter", self._context, kind, low, high))
         context, collective = state.context(("inter", self._context, kind, low, high, made))
         local_comm = self._local_comm.Create_group(Group(local), ("inter", context))
-        return Intercomm(local, context, collective, name, remote, local_comm)
+        return (cls or Intercomm)._made(local, context, collective, name, remote, local_comm)
 
     def Merge(self, high=False):
         """One intracommunicator of both groups: the one that passed ``high=False`` first
@@ -133,7 +133,8 @@ class Intercomm(Comm):
 
     def Dup(self, info=None):
         rank, _, _ = self._me("Dup")
-        comm = self._paired(rank, "dup", self._ranks, self._remote, f"{self._name}.Dup()")
+        name = f"{self._name}.Dup()"
+        comm = self._paired(rank, "dup", self._ranks, self._remote, name, type(self))
         copy_attributes(self, comm)
         return comm
 
@@ -193,6 +194,7 @@ for _mixin in (BufferCollectives, ObjectCollectives, VectorCollectives):
 
 
 _NULL_PARENT.append(Intercomm())
+COMM_KINDS[True] = Intercomm
 
 
 def create_intercomm(local, local_leader, peer_comm, remote_leader, tag=0):

@@ -24,7 +24,7 @@ Examples
 import math
 
 from ..collectives.checks import is_int
-from .comm import SELF, WORLD, Comm
+from .comm import COMM_KINDS, SELF, WORLD, Comm
 from .exceptions import ERR_ARG, ERR_RANK, ERR_TOPOLOGY, mpi_error
 from .handletable import predefine
 from .making import CommunicatorMaker
@@ -38,6 +38,8 @@ __all__ += ["COMM_WORLD", "COMM_SELF"]
 
 class Intracomm(CommunicatorMaker):
     """An intra-communicator: its ranks talk among themselves."""
+
+    _kinded = True
 
     def Create_cart(self, dims, periods=None, reorder=False):
         return create_cart(self, dims, periods, reorder)
@@ -66,6 +68,8 @@ class Intracomm(CommunicatorMaker):
 
 
 Intracomm._made_class = Intracomm
+_KIND_WORDS = {CART: "a Cartesian", GRAPH: "a graph", DIST_GRAPH: "a distributed graph"}
+COMM_KINDS[False] = Intracomm
 
 
 class Topocomm(NeighborCollectives, Intracomm):
@@ -73,15 +77,16 @@ class Topocomm(NeighborCollectives, Intracomm):
 
     _kind = None  # each kind of topology says which (MPI.CART, MPI.GRAPH, MPI.DIST_GRAPH)
 
-    def __init__(self, *args, **kwargs):
+    def _construct(self, *args, **kwargs):
         # as in mpi4py, MPI.Cartcomm(c) is another handle of a Cartesian c: a communicator
         # of another (or no) topology is refused (COMM_NULL passes unchecked)
         comm = args[0] if args else None
         have = getattr(comm, "_kind", None)
         if isinstance(comm, Comm) and comm and (have is None or self._kind not in (None, have)):
-            want = "a topology" if self._kind is None else f"a {type(self).__name__}"
+            # mpi4py's words: no topology at all, or another kind than this class's
+            want = "a topology" if have is None else _KIND_WORDS[self._kind]
             raise TypeError(f"MPI.{type(self).__name__}({comm!r}): expecting {want} communicator")
-        super().__init__(*args, **kwargs)
+        super()._construct(*args, **kwargs)
 
     @property
     def degrees(self):
@@ -245,7 +250,7 @@ def _as(cls, comm, **fields):
     if not comm:
         return comm
     made = cls.__new__(cls)  # not cls(comm): comm has no topology yet, which cls refuses
-    Comm.__init__(made, comm)  # another handle of the same communicator
+    Comm._construct(made, comm)  # another handle of the same communicator
     for name, value in fields.items():
         setattr(made, name, value)
     return made

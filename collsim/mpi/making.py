@@ -27,7 +27,6 @@ from .group import Group
 from .handles import Info
 from .handletable import constant
 from .p2p import done_request
-from .settings import run_state
 from .status import UNDEFINED
 
 __all__ = ["CommunicatorMaker", "COMM_TYPE_SHARED"]
@@ -40,13 +39,6 @@ COMM_TYPE_RESOURCE_GUIDED = 4
 class CommunicatorMaker(Comm):
     """The calls that make communicators; what they make is ``self._made_class`` (an
     ``MPI.Intracomm``, set where that class is defined)."""
-
-    def _derived(self, rank, kind, ranks, name, cls=None, counter=None):
-        """The communicator a call on this one makes: ids every member agrees on."""
-        state = run_state(rank)
-        made = state.next_seq(rank.id, counter or ("made", self._context))
-        context, collective = state.context((self._context, made, kind))
-        return (cls or self._made_class)(ranks, context, collective, name)
 
     def Split(self, color=0, key=0):
         """Ranks of one ``color`` form a communicator, ordered by ``key`` then rank here;
@@ -77,7 +69,8 @@ class CommunicatorMaker(Comm):
     def Dup(self, info=None):
         """A communicator of the same ranks whose messages never mix with this one's; the
         attributes' keys say which values it gets (:mod:`collsim.mpi.attributes`)."""
-        comm = self._duplicate(info, "Dup")
+        # named by class: MPI.Comm.Dup runs this on a plain Comm handle (a subclass of Comm)
+        comm = CommunicatorMaker._duplicate(self, info, "Dup")
         copy_attributes(self, comm)
         return comm
 
@@ -89,8 +82,6 @@ class CommunicatorMaker(Comm):
         comm._topology = getattr(self, "_topology", None)
         comm._info = Info.Create(info or {}) if info is not None else self._info.Dup()
         return comm
-
-    Clone = Dup
 
     def Dup_with_info(self, info):
         return self.Dup(info)

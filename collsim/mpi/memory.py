@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import shorten
 from .array_interface import Interface, cuda_array_view
+from .constants import BOTTOM, Bottom, BufferAutomatic, InPlace
 from .dlpack import dlpack_view
 from .exceptions import buffer_error, type_error
 
@@ -49,20 +50,12 @@ def _addressed():
     return None if rank is None else run_state(rank).addressed
 
 
-class Bottom:
-    """``MPI.BOTTOM``: address zero; here an empty buffer."""
-
-    def __repr__(self):
-        return "MPI.BOTTOM"
-
-
-BOTTOM = Bottom()
-
-
 def Get_address(location):
     """The absolute address of ``location``'s first byte (``MPI.BOTTOM`` and None: 0)."""
-    if location is None or isinstance(location, Bottom):
+    if location is None:
         return 0
+    if isinstance(location, Bottom | InPlace | BufferAutomatic):  # as mpi4py: their C value
+        return int(location)
     owner = location
     if not isinstance(location, np.ndarray) or not (
         location.flags.c_contiguous or location.flags.f_contiguous

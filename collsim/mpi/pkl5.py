@@ -119,9 +119,9 @@ def _loads(parts):
 class Comm(MPIComm):
     """``pkl5.Comm(comm)``: ``comm``'s communicator, its lowercase calls protocol 5's."""
 
-    def __init__(self, comm=None, *made):
+    def _construct(self, comm=None, *made):
         # pkl5.Comm(comm) copies a handle; Dup and Split make one of ranks and contexts
-        super().__init__(COMM_NULL if comm is None else comm, *made)
+        super()._construct(COMM_NULL if comm is None else comm, *made)
 
     # -- point-to-point -------------------------------------------------------------------
 

@@ -73,7 +73,7 @@ class Message(Handle):
     complete that one, and the Message becomes ``MPI.MESSAGE_NULL``.  ``MPI.Message(m)`` is
     another handle of the message ``m`` refers to (equal to it)."""
 
-    def __init__(self, message=None):
+    def _construct(self, message=None):
         if message is not None and not isinstance(message, Message):
             # mpi4py's typed argument refuses it with a TypeError too
             raise TypeError(f"MPI.Message({message!r}): give an MPI.Message to copy, or nothing")
@@ -90,14 +90,20 @@ class Message(Handle):
     @classmethod
     def Probe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``comm.Mprobe(source, tag, status)``: block until a message comes; it."""
-        return _probes_of(comm, "Probe").Mprobe(source, tag, status)
+        return cls._as_mine(_probes_of(comm, "Probe").Mprobe(source, tag, status))
 
     @classmethod
     def Iprobe(cls, comm, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """``comm.Improbe(source, tag, status)``: the message if one waits, else None."""
-        return _probes_of(comm, "Iprobe").Improbe(source, tag, status)
+        return cls._as_mine(_probes_of(comm, "Iprobe").Improbe(source, tag, status))
 
     probe, iprobe = Probe, Iprobe
+
+    @classmethod
+    def _as_mine(cls, message):
+        """``message`` as a ``cls`` (``MyMessage.Probe(comm)`` gives a MyMessage, as in
+        mpi4py); None stays None."""
+        return message if message is None or type(message) is cls else cls._of(message._handle)
 
     # -- state ----------------------------------------------------------------------------
 
@@ -129,7 +135,7 @@ class Message(Handle):
             if self is predefined:
                 return (_predefined, (name,))
             if self == predefined:
-                return (Message, (predefined,))
+                return (type(self), (predefined,))  # of its own class, as mpi4py
         raise ValueError("cannot pickle a probed MPI.Message: receive it first")
 
     def __repr__(self):

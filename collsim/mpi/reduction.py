@@ -52,7 +52,7 @@ def _minloc(x, y):
 class Op(Handle):
     """A reduction: ``op(x, y)`` combines two contributions (``x`` the lower rank's)."""
 
-    def __init__(
+    def _construct(
         self, op=None, name=None, function=None, ufunc=None, collsim=None, commute=True, user=None
     ):
         if isinstance(op, Op):  # MPI.Op(MPI.SUM): another handle of the same op
@@ -81,7 +81,9 @@ class Op(Handle):
                 f"Op.Create: {MAX_USER_OPS} user-defined ops are live on this rank "
                 "(mpi4py's limit): Free() one before creating another",
             )
-        made = cls(name="user-defined", function=function, commute=bool(commute), user=function)
+        made = cls._made(
+            name="user-defined", function=function, commute=bool(commute), user=function
+        )
         made._owner = owner
         if owner is not None:
             owner.add(1)

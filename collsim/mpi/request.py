@@ -47,7 +47,7 @@ class Request(Handle):
     ``(result, (source, tag, nbytes))`` once it is done.  ``Request()`` is null;
     ``Request(req)`` is ``req`` (as :class:`Prequest`'s copy is: they complete together)."""
 
-    def __init__(self, handle=None, finish=None, active=None):
+    def _construct(self, handle=None, finish=None, active=None):
         if isinstance(handle, Request):  # MPI.Request(request): another handle of it
             if handle:
                 self.__dict__ = handle.__dict__
@@ -123,7 +123,7 @@ class Request(Handle):
 
     def Wait(self, status=None):
         """Block until done; True, as mpi4py's Wait returns."""
-        self.wait(status)
+        Request.wait(self, status)  # not self.wait: a subclass may define its own wait()
         return True
 
     def test(self, status=None):
@@ -135,7 +135,7 @@ class Request(Handle):
         return True, self._conclude(status)
 
     def Test(self, status=None):
-        return self.test(status)[0]
+        return Request.test(self, status)[0]  # (as Wait: a subclass's test() is its own)
 
     def Get_status(self, status=None):
         """Whether it is done, without completing it (its status filled in if so); a
@@ -310,8 +310,8 @@ class Prequest(Request):
     """A persistent request: ``start()`` posts the operation again (a new Request each
     time); completing it leaves it inactive, and usable again, until ``Free``."""
 
-    def __init__(self, start=None):
-        super().__init__(None)
+    def _construct(self, start=None):
+        super()._construct(None)
         if isinstance(start, Prequest):  # MPI.Prequest(preq): another handle of it
             self.__dict__ = start.__dict__
             return

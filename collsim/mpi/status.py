@@ -15,6 +15,7 @@ import numpy as np
 
 from .datatypes import BYTE, Datatype
 from .exceptions import ERR_TYPE, SUCCESS, mpi_error
+from .handletable import MadeInNew
 
 __all__ = ["Status", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "UNDEFINED"]
 __all__ += ["F_SOURCE", "F_TAG", "F_ERROR", "F_STATUS_SIZE"]
@@ -30,11 +31,11 @@ F_SOURCE, F_TAG, F_ERROR, F_STATUS_SIZE = 0, 1, 2, 6
 _F_CANCELLED, _F_COUNT_LOW, _F_COUNT_HIGH = 3, 4, 5
 
 
-class Status:
+class Status(MadeInNew):
     """Where a message came from: ``source``, ``tag``, ``error`` and its size in bytes
     (``Get_count(datatype)`` in elements).  ``Status(other)`` copies one."""
 
-    def __init__(self, status=None):
+    def _construct(self, status=None):
         if status is not None and not isinstance(status, Status):
             raise TypeError(f"MPI.Status({status!r}): give an MPI.Status to copy")
         # the fields live in one int64 array, as MPI_Status is one C struct: tomemory()
