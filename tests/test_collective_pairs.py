@@ -162,20 +162,11 @@ def tree_steps(k, root):
     ]
 
 
-def tree_moves(k, root, steps_before=0):
+def tree_moves(k, root, reverse=False, steps_before=0):
     steps = tree_steps(k, root)
+    if reverse:
+        steps = [[(dst, src) for src, dst in step] for step in reversed(steps)]
     return {(steps_before + s, src, dst, (0,)) for s, step in enumerate(steps) for src, dst in step}
-
-
-def binomial_reduce_moves(k, root):
-    """MPICH's binomial reduce (MPIR_Reduce_intra_binomial): in step i, relative rank rel
-    with bit i set (and no lower bit) sends to rel - 2^i, so values combine in rank order."""
-    moves, i = set(), 0
-    while 2**i < k:
-        for rel in range(2**i, k, 2 ** (i + 1)):
-            moves.add((i, (root + rel) % k, (root + rel - 2**i) % k, (0,)))
-        i += 1
-    return moves
 
 
 def expected_moves(collective, algorithm, k, root):
@@ -195,10 +186,10 @@ def expected_moves(collective, algorithm, k, root):
     if (collective, algorithm) == ("broadcast", "tree"):
         return tree_moves(k, root)
     if (collective, algorithm) == ("reduce", "tree"):
-        return binomial_reduce_moves(k, root)
+        return tree_moves(k, root, reverse=True)
     if (collective, algorithm) == ("all_reduce", "tree"):
         depth = len(tree_steps(k, 0))
-        return binomial_reduce_moves(k, 0) | tree_moves(k, 0, steps_before=depth)
+        return tree_moves(k, 0, reverse=True) | tree_moves(k, 0, steps_before=depth)
     if (collective, algorithm) == ("all_reduce", "naive"):
         return {(0, r, 0, (0,)) for r in range(1, k)} | {(1, 0, r, (0,)) for r in range(1, k)}
     if (collective, algorithm) == ("all_to_all", "direct"):

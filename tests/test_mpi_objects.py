@@ -187,22 +187,22 @@ def test_a_send_moves_exactly_the_pickle():
 
 
 @pytest.mark.parametrize("k", [2, 3, 5, 8])
-def test_a_reduction_of_objects_travels_the_binomial_reduce_schedule(k):
-    """The object reduce is collectives.tree.tree_reduce's schedule moving pickles:
+def test_a_reduction_of_objects_travels_the_rank_order_reduce_schedule(k):
+    """The object reduce is collectives.tree.rank_order_reduce's schedule moving pickles:
     the run's transfers are its moves, step by step (issue 26: no tree of its own)."""
-    from collsim.collectives.tree import tree_reduce
+    from collsim.collectives.tree import rank_order_reduce
 
     result = run(k, lambda: MPI.COMM_WORLD.reduce(MPI.COMM_WORLD.rank, op=MPI.SUM, root=0))
     assert result.returns[0] == sum(range(k))
     moved = sorted((t.start, t.src, t.dst) for t in result.trace.transfers)
-    pairs = [(m.src, m.dst) for step in tree_reduce(k).steps for m in step]
+    pairs = [(m.src, m.dst) for step in rank_order_reduce(k).steps for m in step]
     assert sorted((s, d) for _, s, d in moved) == sorted(pairs)
     by_step = {}
     for start, src, dst in moved:  # later steps start later: the schedule's order
         by_step.setdefault(start, set()).add((src, dst))
     flat = [pair for start in sorted(by_step) for pair in sorted(by_step[start])]
     assert flat == [
-        pair for step in tree_reduce(k).steps for pair in sorted((m.src, m.dst) for m in step)
+        pair for step in rank_order_reduce(k).steps for pair in sorted((m.src, m.dst) for m in step)
     ]
 
 
@@ -216,7 +216,7 @@ def test_the_object_reduce_follows_whatever_schedule_it_is_given(monkeypatch):
         steps = tuple((ChunkMove(r, 0, range(0, 1), True),) for r in range(1, k))
         return Schedule("reduce", "tree", k, 1, steps, (), "full", "root", 0)
 
-    monkeypatch.setattr(objects_module, "tree_reduce", linear)
+    monkeypatch.setattr(objects_module, "rank_order_reduce", linear)
     result = run(5, lambda: MPI.COMM_WORLD.reduce(f"r{MPI.COMM_WORLD.rank}", op=MPI.SUM))
     assert result.returns[0] == "r0r1r2r3r4"
     assert sorted((t.start, t.src, t.dst) for t in result.trace.transfers)[-1][1:] == (4, 0)

@@ -1,9 +1,8 @@
 """Binomial trees: broadcast, reduce, and all-reduce as reduce-then-broadcast.
 
 With ranks relabelled relative to the root (rel = (r - root) mod K), broadcast step d
-sends the whole buffer from every rel < 2^d to rel + 2^d; reduce step i sends from every
-rel that is an odd multiple of 2^i to rel - 2^i, as MPICH's binomial reduce does, so that
-values combine in rank order.  Each step moves the whole buffer, so a tree wins on latency
+sends the whole buffer from every rel < 2^d to rel + 2^d; reduce runs the same tree
+backwards.  Each step moves the whole buffer, so a tree wins on latency
 (⌈log2 K⌉ steps) and loses on bandwidth.
 
 Examples
@@ -18,7 +17,7 @@ import math
 
 from .schedule import ChunkMove, Schedule
 
-__all__ = ["tree_broadcast", "tree_reduce", "tree_all_reduce"]
+__all__ = ["tree_broadcast", "tree_reduce", "tree_all_reduce", "rank_order_reduce"]
 
 WHOLE = range(0, 1)  # trees move the whole buffer as one chunk
 
@@ -40,18 +39,11 @@ def _broadcast_steps(k, root):
 
 
 def _reduce_steps(k, root):
-    # MPICH's binomial reduce: in step i every rank whose rank relative to the root is an odd
-    # multiple of 2^i hands what it holds to the rank 2^i below, so values combine in rank
-    # order, ((x0 + x1) + (x2 + x3)), and floating-point sums come out as MPI libraries give
-    steps, mask = [], 1
-    while mask < k:
-        moves = [
-            ChunkMove((rel + root) % k, (rel - mask + root) % k, WHOLE, True)
-            for rel in range(mask, k, 2 * mask)
-        ]
-        steps.append(tuple(moves))
-        mask *= 2
-    return steps
+    # the broadcast tree read backwards, each edge reversed and reducing
+    return [
+        tuple(ChunkMove(m.dst, m.src, WHOLE, True) for m in step)
+        for step in reversed(_broadcast_steps(k, root))
+    ]
 
 
 def tree_broadcast(k, root=0):
@@ -71,12 +63,7 @@ def tree_broadcast(k, root=0):
 
 
 def tree_reduce(k, root=0):
-    """Binomial reduce to ``root``: ⌈log2 K⌉ steps of the whole buffer, combining the ranks
-    in their order (relative to the root), as an operation that does not commute needs.
-
-    >>> [[(m.src, m.dst) for m in step] for step in tree_reduce(5).steps]
-    [[(1, 0), (3, 2)], [(2, 0)], [(4, 0)]]
-    """
+    """Binomial reduce to ``root``: ⌈log2 K⌉ steps of the whole buffer."""
     n = _depth(k)
     return Schedule(
         "reduce",
@@ -104,4 +91,24 @@ def tree_all_reduce(k):
         (("reduce", 0, n), ("broadcast", n, 2 * n)),
         "full",
         "full",
+    )
+
+
+def rank_order_reduce(k):
+    """A binomial reduce to rank 0 that combines ranks in their order, as MPI requires of an
+    operation that does not commute: in step i every rank r that is an odd multiple of 2^i
+    sends to r - 2^i what it holds, the ranks r .. r + 2^i - 1, which the receiver puts
+    after its own.  ⌈log2 K⌉ steps, as :func:`tree_reduce`, whose pairs (rel, rel + 2^d)
+    from the farthest first would combine x0 with x4 before x1.
+
+    >>> [[(m.src, m.dst) for m in step] for step in rank_order_reduce(5).steps]
+    [[(1, 0), (3, 2)], [(2, 0)], [(4, 0)]]
+    """
+    steps, mask = [], 1
+    while mask < k:
+        moves = [ChunkMove(r, r - mask, WHOLE, True) for r in range(mask, k, 2 * mask)]
+        steps.append(tuple(moves))
+        mask *= 2
+    return Schedule(
+        "reduce", "tree", k, 1, tuple(steps), (("reduce", 0, len(steps)),), "full", "root", 0
     )

@@ -14,7 +14,7 @@ order (:meth:`ObjectCollectives._run_moves`). The algorithms:
   pickle): K-1 steps, each passing on the pickle received in the step before.
 * ``gather``, ``scatter``: ``collectives.linear``'s linear gather and scatter (chunk r is
   rank r's pickle): the root receives from (sends to) every other rank in one step.
-* ``reduce``: ``collectives.tree.tree_reduce``, the binomial tree to rank 0 over the
+* ``reduce``: ``collectives.tree.rank_order_reduce``, a binomial tree to rank 0 over the
   ranks in order (rank r + 2^i hands its subtree's value to rank r, which computes
   ``op(mine, theirs)``), then rank 0 sends the result to the root: a function that is not
   commutative gives what mpi4py gives, ``((x0+x1)+(x2+x3))`` on four ranks;
@@ -53,7 +53,7 @@ from ..collectives.checks import is_int
 from ..collectives.dissemination import dissemination_barrier
 from ..collectives.linear import linear_gather, linear_scatter
 from ..collectives.registry import build
-from ..collectives.tree import tree_reduce
+from ..collectives.tree import rank_order_reduce
 from ..runtime import blocking
 from .exceptions import ERR_ROOT, mpi_error, value_error
 from .messages import CollectiveTag, pickled, unpickle
@@ -190,7 +190,7 @@ class ObjectCollectives:
         return [unpickle(held[r], "alltoall") for r in range(size)]
 
     def _fold(self, rank, me, size, root, tag, sendobj, op, call):
-        """Reduction to rank 0 on :func:`~collsim.collectives.tree.tree_reduce`'s
+        """Reduction to rank 0 on :func:`~collsim.collectives.tree.rank_order_reduce`'s
         schedule (each receiver puts the sender's ranks after its own: MPI's order), then
         (if the root is another rank) rank 0 sends the result to the root: the root's
         result, None elsewhere."""
@@ -200,7 +200,7 @@ class ObjectCollectives:
             return pickled(function(unpickle(lower, call), unpickle(higher, call)), call)
 
         held = {0: pickled(sendobj, call)}  # the one chunk: what this rank's subtree holds
-        self._run_moves(rank, me, tag, tree_reduce(size), held, combine)
+        self._run_moves(rank, me, tag, rank_order_reduce(size), held, combine)
         result = held[0]  # on rank 0: every rank's value, combined in rank order
         if root != 0 and me == 0:
             self._round(rank, tag, sends=[(root, result)])
